@@ -1,0 +1,1 @@
+"""Built-in evidence providers, one module each."""

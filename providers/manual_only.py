@@ -1,0 +1,24 @@
+"""`manual_only`: for shell commands and anything without a side-effect-free query."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from resolver.domain import DispatchIdentity, Finding, FindingKind
+from resolver.errors import ConfigError
+from resolver.evidence import Capability
+
+
+class ManualOnlyProvider:
+    """Always `unsupported`: the dispatch waits for a human in the manual queue."""
+
+    capability = Capability.MANUAL_ONLY
+    timeout_seconds = 0.0
+
+    def __init__(self, settings: Mapping[str, Any] | None = None) -> None:
+        if settings:
+            raise ConfigError(f"manual_only takes no settings, got {sorted(settings)}")
+
+    def inspect(self, identity: DispatchIdentity) -> Finding:  # noqa: ARG002 - by design
+        return Finding(FindingKind.UNSUPPORTED)

@@ -1,0 +1,149 @@
+"""`resolver` command line: migrate, run, status, demo."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import structlog
+
+from resolver import __version__
+from resolver.app import build_replica, configure_logging, open_store
+from resolver.config import Settings, load_settings
+from resolver.db import migrate as migrations
+from resolver.errors import ConfigError, ResolverError, SchemaNotReady, StorageUnavailable
+from resolver.ports import StatusSnapshot
+
+F = TypeVar("F", bound=Callable[..., Any])
+log = structlog.get_logger("resolver.cli")
+
+EXIT_CONFIG = 2
+EXIT_STORAGE = 3
+
+
+def friendly_errors(func: F) -> F:
+    """Known failures end with one line on stderr and a distinct exit code, no traceback."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except ConfigError as exc:
+            click.echo(f"configuration error: {exc}", err=True)
+            sys.exit(EXIT_CONFIG)
+        except (StorageUnavailable, SchemaNotReady) as exc:
+            click.echo(f"database error: {exc}", err=True)
+            sys.exit(EXIT_STORAGE)
+        except ResolverError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group()
+@click.version_option(__version__, prog_name="resolver")
+@click.option("--log-level", default="INFO", show_default=True, envvar="RESOLVER_LOG_LEVEL")
+def main(log_level: str) -> None:
+    """Evidence-only recovery of outcome-unknown executions of approved actions."""
+    configure_logging(log_level.upper())
+
+
+@main.command("migrate")
+@click.option("--sql", "offline", is_flag=True, help="Print the DDL instead of running it.")
+@click.option("--revision", default="head", show_default=True)
+@friendly_errors
+def migrate_cmd(offline: bool, revision: str) -> None:
+    """Create or upgrade the schema (idempotent)."""
+    if offline:
+        click.echo(migrations.upgrade_sql(revision))
+        return
+    url = load_settings().require_database_url()
+    migrations.upgrade(url, revision)
+    click.echo(f"schema at revision {migrations.current_revision(url)}")
+
+
+def ensure_schema(url: str) -> None:
+    current, head = migrations.current_revision(url), migrations.head_revision()
+    if current != head:
+        raise SchemaNotReady(
+            f"schema is at revision {current or 'none'}, this resolver needs {head}; "
+            "run `resolver migrate` first"
+        )
+
+
+@main.command("run")
+@click.option("--once", is_flag=True, help="Run a single cycle and exit.")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
+              help="Provider config (YAML); defaults to RESOLVER_CONFIG.")
+@friendly_errors
+def run_cmd(once: bool, config_path: Path | None) -> None:
+    """Claim, inspect and commit in a loop until SIGTERM/SIGINT."""
+    overrides = {"config": config_path} if config_path else {}
+    settings = load_settings(**overrides)
+    ensure_schema(settings.require_database_url())
+    replica = build_replica(settings)
+    stop = replica.worker.request_stop
+    previous = {sig: signal.signal(sig, lambda *_: stop()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    log.info("resolver_started", replica_id=settings.replica_id, page_size=settings.page_size, once=once)
+    try:
+        replica.worker.run(once=once)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        replica.close()
+    log.info("resolver_stopped", replica_id=settings.replica_id, cycles=replica.worker.cycles_completed)
+
+
+@main.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@friendly_errors
+def status_cmd(as_json: bool) -> None:
+    """Counts by control status, due backlog and the oldest claimable age."""
+    settings = load_settings()
+    store = open_store(settings)
+    try:
+        snapshot = store.status_snapshot()
+    finally:
+        store.close()
+    click.echo(json.dumps(status_document(snapshot), indent=2) if as_json else status_text(snapshot))
+
+
+def status_document(snapshot: StatusSnapshot) -> dict[str, Any]:
+    return {
+        "controls": {s: snapshot.controls_by_status.get(s, 0) for s in ("armed", "manual", "resolved")},
+        "due": snapshot.due,
+        "oldest_claimable_age_seconds": snapshot.oldest_claimable_age_seconds,
+        "oldest_manual_age_seconds": snapshot.oldest_manual_age_seconds,
+    }
+
+
+def status_text(snapshot: StatusSnapshot) -> str:
+    doc = status_document(snapshot)
+    lines = [f"{'status':<10}{'controls':>10}"]
+    lines += [f"{name:<10}{count:>10}" for name, count in doc["controls"].items()]
+    lines.append(f"due now: {doc['due']}   oldest claimable: {doc['oldest_claimable_age_seconds']:.1f}s"
+                 f"   oldest manual: {doc['oldest_manual_age_seconds']:.1f}s")
+    return "\n".join(lines)
+
+
+@main.command("demo")
+@click.option("--count", default=3, show_default=True, help="Crashed executions per action type.")
+@click.option("--data-dir", type=click.Path(path_type=Path), default=Path(".resolver-demo"),
+              show_default=True, help="Private cluster directory when RESOLVER_DATABASE_URL is unset.")
+@friendly_errors
+def demo_cmd(count: int, data_dir: Path) -> None:
+    """Seed crashed executions, resolve them, and show what happened."""
+    from resolver import demo
+
+    demo.run(count=count, data_dir=data_dir.resolve(), echo=click.echo)
+
+
+def settings_for(url: str, **overrides: Any) -> Settings:
+    return load_settings(database_url=url, **overrides)

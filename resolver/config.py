@@ -1,0 +1,128 @@
+"""Worker configuration from `RESOLVER_*` variables, validated before anything starts."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from resolver.errors import ConfigError
+
+PAGE_SIZE_HARD_CAP = 64
+
+
+def _default_replica_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class Settings(BaseSettings):
+    """Every field maps to `RESOLVER_<FIELD>`; units are in the names."""
+
+    model_config = SettingsConfigDict(env_prefix="RESOLVER_", extra="ignore", frozen=True)
+
+    database_url: str | None = Field(
+        default=None, description="PostgreSQL URL, e.g. postgresql://resolver@db:5432/app"
+    )
+    config: Path | None = Field(default=None, description="YAML provider config file")
+    replica_id: str = Field(default_factory=_default_replica_id, min_length=1, max_length=128)
+    page_size: int = Field(default=16, description="controls claimed per cycle (1..64)")
+    cadence_seconds: float = Field(default=2.0, gt=0, description="sleep after a partial page")
+    cadence_jitter_ratio: float = Field(default=0.2, ge=0, le=1)
+    recovery_lease_seconds: float = Field(default=60.0, gt=0)
+    commit_margin_seconds: float = Field(default=5.0, ge=0)
+    backoff_base_seconds: float = Field(default=5.0, gt=0)
+    backoff_max_seconds: float = Field(default=600.0, gt=0)
+    default_provider_timeout_seconds: float = Field(default=10.0, gt=0)
+    inspect_concurrency: int = Field(default=16, ge=1, le=PAGE_SIZE_HARD_CAP)
+    shutdown_grace_seconds: float = Field(default=25.0, gt=0)
+    storage_retry_max_seconds: float = Field(default=30.0, gt=0)
+    connect_timeout_seconds: float = Field(default=5.0, gt=0)
+    statement_timeout_ms: int = Field(default=10_000, ge=100)
+    max_connections: int = Field(default=4, ge=1, le=64)
+
+    @field_validator("page_size")
+    @classmethod
+    def _page_cap(cls, value: int) -> int:
+        if not 1 <= value <= PAGE_SIZE_HARD_CAP:
+            raise ValueError(
+                f"must be between 1 and {PAGE_SIZE_HARD_CAP} (the hard cap keeps every cycle's "
+                "work bounded); run more replicas for more throughput"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> Settings:
+        if self.backoff_max_seconds < self.backoff_base_seconds:
+            raise ValueError("RESOLVER_BACKOFF_MAX_SECONDS must be >= RESOLVER_BACKOFF_BASE_SECONDS")
+        self.check_lease_budget(self.default_provider_timeout_seconds)
+        return self
+
+    def check_lease_budget(self, longest_provider_timeout_seconds: float) -> None:
+        """A recovery lease must outlive the slowest inspect plus the commit, or two
+        replicas could inspect the same dispatch under overlapping leases."""
+        needed = longest_provider_timeout_seconds + self.commit_margin_seconds
+        if self.recovery_lease_seconds <= needed:
+            raise ConfigError(
+                f"RESOLVER_RECOVERY_LEASE_SECONDS={self.recovery_lease_seconds:g} must exceed the "
+                f"longest provider timeout ({longest_provider_timeout_seconds:g}s) plus "
+                f"RESOLVER_COMMIT_MARGIN_SECONDS ({self.commit_margin_seconds:g}s); raise the "
+                f"lease above {needed:g} or lower the provider timeout"
+            )
+
+    def require_database_url(self) -> str:
+        if not self.database_url:
+            raise ConfigError(
+                "RESOLVER_DATABASE_URL is not set; export it, e.g. "
+                "RESOLVER_DATABASE_URL=postgresql://resolver@localhost:5432/app"
+            )
+        return self.database_url
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment; a bad value becomes one readable `ConfigError`."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc)) from None
+    except ConfigError:
+        raise
+
+
+def _describe(exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors():
+        loc = "_".join(str(part) for part in error["loc"]).upper()
+        key = f"RESOLVER_{loc}" if loc else "configuration"
+        msg = str(error["msg"]).removeprefix("Value error, ")
+        lines.append(f"{key}: {msg} (got {error.get('input')!r})" if loc else msg)
+    return "invalid configuration: " + "; ".join(lines)
+
+
+def load_provider_config(path: Path | None) -> dict[str, dict[str, Any]]:
+    """The `action_types` mapping of the YAML provider config (empty without a file)."""
+    if path is None:
+        return {}
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"RESOLVER_CONFIG: cannot read {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"RESOLVER_CONFIG: {path} is not valid YAML: {exc}") from None
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or set(raw) - {"action_types"}:
+        raise ConfigError(f"RESOLVER_CONFIG: {path} must hold one top-level key, action_types")
+    action_types = raw.get("action_types") or {}
+    if not isinstance(action_types, dict):
+        raise ConfigError(f"RESOLVER_CONFIG: action_types in {path} must be a mapping")
+    for name, entry in action_types.items():
+        if not isinstance(entry, dict) or "provider" not in entry:
+            raise ConfigError(
+                f"RESOLVER_CONFIG: action_types.{name} must be a mapping with a provider key"
+            )
+    return action_types

@@ -1,0 +1,1 @@
+"""The database layer: the only package that imports psycopg or SQLAlchemy."""

@@ -1,0 +1,73 @@
+"""Schema migrations: `resolver migrate` and the readiness check run Alembic from here."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+from resolver.db.dsn import redact, sqlalchemy_url
+from resolver.errors import StorageUnavailable
+
+MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+
+
+def alembic_config(database_url: str, output: io.StringIO | None = None) -> Config:
+    config = Config(output_buffer=output) if output is not None else Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    # '%' is ConfigParser interpolation syntax; a password may contain it.
+    config.set_main_option("sqlalchemy.url", sqlalchemy_url(database_url).replace("%", "%%"))
+    return config
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(alembic_config("postgresql://unused")).get_current_head()
+    assert head is not None
+    return head
+
+
+def upgrade(database_url: str, revision: str = "head") -> None:
+    """Migrate to `revision`; a no-op when already there (idempotent)."""
+    _run(database_url, lambda cfg: command.upgrade(cfg, revision))
+
+
+def downgrade(database_url: str, revision: str) -> None:
+    _run(database_url, lambda cfg: command.downgrade(cfg, revision))
+
+
+def upgrade_sql(revision: str = "head") -> str:
+    """The DDL `upgrade` would run, without touching any database (`resolver migrate --sql`)."""
+    out = io.StringIO()
+    cfg = alembic_config("postgresql://offline", out)
+    command.upgrade(cfg, revision, sql=True)
+    return out.getvalue()
+
+
+def current_revision(database_url: str) -> str | None:
+    engine = sa.create_engine(sqlalchemy_url(database_url), poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    except sa.exc.OperationalError as exc:
+        raise StorageUnavailable(f"cannot reach {redact(database_url)}: {exc.orig}") from exc
+    finally:
+        engine.dispose()
+
+
+def _run(database_url: str, action: object) -> None:
+    assert callable(action)
+    engine = sa.create_engine(sqlalchemy_url(database_url), poolclass=sa.pool.NullPool)
+    try:
+        with engine.begin() as conn:
+            cfg = alembic_config(database_url)
+            cfg.attributes["connection"] = conn
+            action(cfg)
+    except sa.exc.OperationalError as exc:
+        raise StorageUnavailable(f"cannot reach {redact(database_url)}: {exc.orig}") from exc
+    finally:
+        engine.dispose()

@@ -1,0 +1,282 @@
+"""PostgreSQL implementation of the storage ports; driver errors stop at this boundary."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, LiteralString
+
+import psycopg
+import psycopg_pool
+from psycopg.rows import dict_row
+
+from resolver.db.dsn import libpq_dsn, redact
+from resolver.db.statements import statement
+from resolver.domain import (
+    ClaimedItem,
+    Completion,
+    DispatchIdentity,
+    DispatchSpec,
+    ExecutionLease,
+    ExecutionState,
+)
+from resolver.errors import InvalidDispatch, NotFound, StorageUnavailable
+from resolver.ports import CommitReport, ExecutionView, ItemOutcome, StatusSnapshot
+
+Row = dict[str, Any]
+
+
+class PostgresStore:
+    """One connection pool; every method is one short transaction."""
+
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        min_connections: int = 1,
+        max_connections: int = 4,
+        connect_timeout_seconds: float = 5.0,
+        statement_timeout_ms: int = 10_000,
+        application_name: str = "approved-action-resolver",
+    ) -> None:
+        self._url = redact(database_url)
+        self._pool = psycopg_pool.ConnectionPool(
+            libpq_dsn(database_url),
+            min_size=min_connections,
+            max_size=max_connections,
+            timeout=connect_timeout_seconds,
+            open=False,
+            kwargs={
+                "connect_timeout": max(1, int(connect_timeout_seconds)),
+                "application_name": application_name,
+                "options": f"-c statement_timeout={statement_timeout_ms}",
+                "row_factory": dict_row,
+            },
+            check=psycopg_pool.ConnectionPool.check_connection,
+        )
+
+    def open(self) -> None:
+        # wait=False: a dead database must not block start-up; the first call reports it.
+        self._pool.open(wait=False)
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def __enter__(self) -> PostgresStore:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    @contextmanager
+    def _transaction(self) -> Iterator[psycopg.Connection[Row]]:
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                yield conn
+        except (psycopg.OperationalError, psycopg.InterfaceError, psycopg_pool.PoolTimeout) as exc:
+            raise StorageUnavailable(f"PostgreSQL at {self._url} is unavailable: {exc}") from exc
+        except psycopg.errors.SerializationFailure as exc:
+            raise StorageUnavailable(f"transaction aborted by a concurrent update: {exc}") from exc
+        except psycopg.errors.DeadlockDetected as exc:  # pragma: no cover - lock order forbids it
+            raise StorageUnavailable(f"deadlock detected: {exc}") from exc
+
+    def _all(self, name: str, params: dict[str, Any]) -> list[Row]:
+        with self._transaction() as conn:
+            return conn.execute(statement(name), params).fetchall()
+
+    def _one(self, name: str, params: dict[str, Any]) -> Row | None:
+        rows = self._all(name, params)
+        return rows[0] if rows else None
+
+    def ping(self) -> None:
+        self._all("ping", {})
+
+    # -- executor API ---------------------------------------------------------------------
+
+    def insert_dispatch(self, spec: DispatchSpec) -> bool:
+        params = {
+            "dispatch_id": spec.dispatch_id,
+            "approval_request_id": spec.approval_request_id,
+            "project_id": spec.project_id,
+            "action_type": spec.action_type,
+            "action_digest": spec.action_digest,
+            "idempotency_key": spec.idempotency_key,
+            "schema_version": spec.schema_version,
+            "supersedes_dispatch_id": spec.supersedes_dispatch_id,
+        }
+        try:
+            return self._one("dispatch_insert", params) is not None
+        except psycopg.errors.ForeignKeyViolation as exc:
+            raise InvalidDispatch(
+                f"supersedes_dispatch_id {spec.supersedes_dispatch_id!r} names no dispatch"
+            ) from exc
+
+    def get_dispatch(self, dispatch_id: str, idempotency_key: str) -> DispatchSpec | None:
+        row = self._one(
+            "dispatch_get", {"dispatch_id": dispatch_id, "idempotency_key": idempotency_key}
+        )
+        if row is None:
+            return None
+        row.pop("created_at_ms")
+        return DispatchSpec(**row)
+
+    def lease_execution(
+        self, dispatch_id: str, owner: str, lease_ms: int, now_ms: int | None = None
+    ) -> ExecutionLease | None:
+        params = {"dispatch_id": dispatch_id, "owner": owner, "lease_ms": lease_ms, "now_ms": now_ms}
+        try:
+            row = self._one("execution_lease", params)
+        except psycopg.errors.ForeignKeyViolation as exc:
+            raise NotFound(f"dispatch {dispatch_id!r} does not exist") from exc
+        return _lease(row)
+
+    def start_execution(
+        self, lease: ExecutionLease, lease_ms: int, now_ms: int | None = None
+    ) -> ExecutionLease | None:
+        return _lease(self._one("execution_start", _fence(lease, lease_ms=lease_ms, now_ms=now_ms)))
+
+    def renew_execution(
+        self, lease: ExecutionLease, lease_ms: int, now_ms: int | None = None
+    ) -> ExecutionLease | None:
+        return _lease(self._one("execution_renew", _fence(lease, lease_ms=lease_ms, now_ms=now_ms)))
+
+    def complete_execution(
+        self, lease: ExecutionLease, completion: Completion, now_ms: int | None = None
+    ) -> bool:
+        params = _fence(
+            lease,
+            now_ms=now_ms,
+            outcome=completion.outcome.value,
+            result_code=completion.result_code,
+            mutation_id=completion.mutation_id,
+            evidence_digest=completion.evidence_digest,
+        )
+        return self._one("execution_complete", params) is not None
+
+    def get_execution(self, dispatch_id: str, now_ms: int | None = None) -> ExecutionView | None:
+        row = self._one("execution_get", {"dispatch_id": dispatch_id, "now_ms": now_ms})
+        if row is None:
+            return None
+        row.pop("token")
+        row["state"] = ExecutionState(row["state"])
+        return ExecutionView(**row)
+
+    # -- recovery -------------------------------------------------------------------------
+
+    def claim_due_page(
+        self, owner: str, page_size: int, lease_ms: int, now_ms: int | None = None
+    ) -> list[ClaimedItem]:
+        params = {"owner": owner, "page_size": page_size, "lease_ms": lease_ms, "now_ms": now_ms}
+        return [_claimed(row) for row in self._all("recovery_claim_due_page", params)]
+
+    def commit_outcomes(
+        self, outcomes: Sequence[ItemOutcome], now_ms: int | None = None
+    ) -> CommitReport:
+        if not outcomes:
+            return CommitReport(frozenset(), frozenset())
+        ids = [o.item.identity.dispatch_id for o in outcomes]
+        verified_ids = [o.item.identity.dispatch_id for o in outcomes if o.finding.kind.is_verified]
+        params = _page_params(outcomes, now_ms)
+        with self._transaction() as conn:
+            # Lock order: executions, then controls, then the fenced writes (pipelined).
+            with conn.pipeline():
+                if verified_ids:
+                    conn.execute(statement("recovery_lock_executions"), {"dispatch_ids": verified_ids})
+                conn.execute(statement("recovery_lock_controls"), {"dispatch_ids": ids})
+                cur = conn.execute(statement("recovery_commit_page"), params)
+            accepted = frozenset(row["dispatch_id"] for row in cur.fetchall())
+        return CommitReport(accepted, frozenset(ids) - accepted)
+
+    def release_recovery_leases(
+        self, items: Sequence[ClaimedItem], now_ms: int | None = None
+    ) -> int:
+        if not items:
+            return 0
+        params = {
+            "dispatch_ids": [i.identity.dispatch_id for i in items],
+            "recovery_tokens": [i.recovery_token for i in items],
+            "recovery_versions": [i.recovery_version for i in items],
+            "now_ms": now_ms,
+        }
+        return len(self._all("recovery_release_leases", params))
+
+    def status_snapshot(self, now_ms: int | None = None) -> StatusSnapshot:
+        with self._transaction() as conn:
+            counts = conn.execute(statement("status_counts"), {}).fetchall()
+            due = conn.execute(statement("status_due"), {"now_ms": now_ms}).fetchone()
+            manual = conn.execute(statement("status_oldest_manual"), {}).fetchone()
+        assert due is not None and manual is not None
+        return StatusSnapshot(
+            db_now_ms=due["db_now_ms"],
+            controls_by_status={row["status"]: row["controls"] for row in counts},
+            due=due["due"],
+            oldest_due_at_ms=due["oldest_due_at_ms"],
+            oldest_manual_at_ms=manual["oldest_manual_at_ms"],
+        )
+
+    def execute_named(self, name: LiteralString, params: dict[str, Any]) -> list[Row]:
+        """Run one named statement (tests and tooling; the runtime uses the typed methods)."""
+        return self._all(name, params)
+
+
+def _fence(lease: ExecutionLease, **extra: Any) -> dict[str, Any]:
+    return {
+        "dispatch_id": lease.dispatch_id,
+        "owner": lease.owner,
+        "token": lease.token,
+        "version": lease.version,
+        **extra,
+    }
+
+
+def _lease(row: Row | None) -> ExecutionLease | None:
+    if row is None:
+        return None
+    return ExecutionLease(
+        dispatch_id=row["dispatch_id"],
+        owner=row["owner"],
+        token=row["token"],
+        version=row["version"],
+        attempt=row["attempt"],
+        lease_expires_at_ms=row["lease_expires_at_ms"],
+        state=ExecutionState(row["state"]),
+    )
+
+
+def _claimed(row: Row) -> ClaimedItem:
+    identity = DispatchIdentity(
+        schema_version=row["schema_version"],
+        dispatch_id=row["dispatch_id"],
+        approval_request_id=row["approval_request_id"],
+        project_id=row["project_id"],
+        action_type=row["action_type"],
+        action_digest=row["action_digest"],
+        attempt=row["attempt"],
+        started_at_ms=row["started_at_ms"],
+        idempotency_key=row["idempotency_key"],
+    )
+    return ClaimedItem(
+        identity=identity,
+        recovery_token=row["recovery_token"],
+        recovery_version=row["recovery_version"],
+        execution_version=row["execution_version"],
+        finding_count=row["finding_count"],
+    )
+
+
+def _page_params(outcomes: Sequence[ItemOutcome], now_ms: int | None) -> dict[str, Any]:
+    return {
+        "dispatch_ids": [o.item.identity.dispatch_id for o in outcomes],
+        "recovery_tokens": [o.item.recovery_token for o in outcomes],
+        "recovery_versions": [o.item.recovery_version for o in outcomes],
+        "execution_versions": [o.item.execution_version for o in outcomes],
+        "findings": [o.finding.kind.value for o in outcomes],
+        "result_codes": [o.finding.result_code for o in outcomes],
+        "evidence_digests": [o.finding.evidence_digest for o in outcomes],
+        "mutation_ids": [o.mutation_id for o in outcomes],
+        "delays_ms": [o.retry_delay_ms for o in outcomes],
+        "now_ms": now_ms,
+    }

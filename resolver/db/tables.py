@@ -1,0 +1,234 @@
+"""The declared schema (SQLAlchemy Core); Alembic migrations must produce exactly this."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Column,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    MetaData,
+    SmallInteger,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, UUID
+
+NOW_MS = text("(extract(epoch from clock_timestamp()) * 1000)::bigint")
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+_HEX64 = "~ '^[0-9a-f]{64}$'"
+_CODE = "~ '^[a-z0-9_.-]{1,64}$'"
+_FINDINGS = (
+    "'verified_succeeded','verified_failed','still_running','missing',"
+    "'conflict','unsupported','unavailable'"
+)
+
+dispatches = Table(
+    "approved_action_dispatches",
+    metadata,
+    Column("dispatch_id", Text, primary_key=True),
+    Column("approval_request_id", Text, nullable=False),
+    Column("project_id", Text, nullable=False),
+    Column("action_type", Text, nullable=False),
+    Column("action_digest", Text, nullable=False),
+    Column("idempotency_key", Text, nullable=False),
+    Column("schema_version", SmallInteger, nullable=False),
+    Column(
+        "supersedes_dispatch_id",
+        Text,
+        ForeignKey("approved_action_dispatches.dispatch_id"),
+        nullable=True,
+    ),
+    Column("created_at_ms", BigInteger, nullable=False, server_default=NOW_MS),
+    CheckConstraint(f"action_digest {_HEX64}", name="action_digest_hex"),
+    CheckConstraint("schema_version >= 1", name="schema_version_positive"),
+    CheckConstraint(
+        "length(dispatch_id) <= 128 AND length(approval_request_id) <= 128"
+        " AND length(project_id) <= 128 AND length(idempotency_key) <= 128"
+        " AND length(action_type) <= 64",
+        name="bounded_ids",
+    ),
+    CheckConstraint("supersedes_dispatch_id <> dispatch_id", name="no_self_supersede"),
+    UniqueConstraint("idempotency_key"),
+)
+
+executions = Table(
+    "approved_action_executions",
+    metadata,
+    Column(
+        "dispatch_id",
+        Text,
+        ForeignKey("approved_action_dispatches.dispatch_id"),
+        primary_key=True,
+    ),
+    Column("state", Text, nullable=False),
+    Column("owner", Text, nullable=False),
+    Column("token", UUID(as_uuid=False), nullable=False),
+    Column("version", BigInteger, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("lease_expires_at_ms", BigInteger, nullable=False),
+    Column("started_at_ms", BigInteger, nullable=True),
+    Column("finished_at_ms", BigInteger, nullable=True),
+    Column("result_code", Text, nullable=True),
+    Column("completion_mutation_id", Text, nullable=True),
+    # Added to DESIGN.md's columns: the digest of the evidence the terminal state rests on,
+    # so a late completion can be compared with a resolution (exact replay vs drift).
+    Column("evidence_digest", Text, nullable=True),
+    CheckConstraint(
+        "state IN ('leased','executing','succeeded','failed','blocked')", name="state_known"
+    ),
+    CheckConstraint("version >= 1 AND attempt >= 1", name="counters_positive"),
+    CheckConstraint(
+        "state = 'leased' OR started_at_ms IS NOT NULL", name="started_after_barrier"
+    ),
+    CheckConstraint(
+        "(state IN ('succeeded','failed','blocked')) = (finished_at_ms IS NOT NULL)",
+        name="finished_iff_terminal",
+    ),
+    CheckConstraint(f"result_code IS NULL OR result_code {_CODE}", name="result_code_shape"),
+    CheckConstraint(
+        f"evidence_digest IS NULL OR evidence_digest {_HEX64}", name="evidence_digest_hex"
+    ),
+)
+
+recovery_controls = Table(
+    "approved_action_recovery_controls",
+    metadata,
+    Column(
+        "dispatch_id",
+        Text,
+        ForeignKey("approved_action_executions.dispatch_id"),
+        primary_key=True,
+    ),
+    Column("status", Text, nullable=False),
+    Column("execution_version", BigInteger, nullable=False),
+    Column("next_scan_at_ms", BigInteger, nullable=False),
+    Column("recovery_owner", Text, nullable=True),
+    Column("recovery_token", UUID(as_uuid=False), nullable=True),
+    Column("recovery_version", BigInteger, nullable=False, server_default=text("0")),
+    Column("recovery_lease_expires_at_ms", BigInteger, nullable=True),
+    Column("last_finding", Text, nullable=True),
+    Column("finding_count", Integer, nullable=False, server_default=text("0")),
+    Column("armed_at_ms", BigInteger, nullable=False),
+    # Added: when the control entered the manual queue (oldest-manual-age metric).
+    Column("manual_at_ms", BigInteger, nullable=True),
+    Column("closed_by", Text, nullable=True),
+    Column("closed_at_ms", BigInteger, nullable=True),
+    # Added: binds a completion-closed control to the execution's completion mutation id.
+    Column("completion_mutation_id", Text, nullable=True),
+    CheckConstraint("status IN ('armed','manual','resolved')", name="status_known"),
+    CheckConstraint(f"last_finding IS NULL OR last_finding IN ({_FINDINGS})", name="finding_known"),
+    CheckConstraint(
+        "closed_by IS NULL OR closed_by IN ('completion','automatic','manual')",
+        name="closed_by_known",
+    ),
+    CheckConstraint(
+        "(status = 'resolved') = (closed_by IS NOT NULL AND closed_at_ms IS NOT NULL)",
+        name="closed_iff_resolved",
+    ),
+    CheckConstraint(
+        "(recovery_token IS NULL) = (recovery_lease_expires_at_ms IS NULL)"
+        " AND (recovery_token IS NULL) = (recovery_owner IS NULL)",
+        name="recovery_lease_whole",
+    ),
+    CheckConstraint("status = 'armed' OR recovery_token IS NULL", name="lease_only_when_armed"),
+)
+
+Index(
+    "ix_recovery_controls_due",
+    recovery_controls.c.next_scan_at_ms,
+    recovery_controls.c.dispatch_id,
+    postgresql_where=text("status = 'armed'"),
+)
+Index(
+    "ix_recovery_controls_manual",
+    recovery_controls.c.manual_at_ms,
+    recovery_controls.c.dispatch_id,
+    postgresql_where=text("status = 'manual'"),
+)
+
+resolutions = Table(
+    "approved_action_recovery_resolutions",
+    metadata,
+    Column("resolution_id", BigInteger, Identity(), primary_key=True),
+    Column(
+        "dispatch_id",
+        Text,
+        ForeignKey("approved_action_dispatches.dispatch_id"),
+        nullable=False,
+    ),
+    Column("mutation_id", Text, nullable=False),
+    Column("source", Text, nullable=False),
+    Column("outcome", Text, nullable=False),
+    Column("finding", Text, nullable=True),
+    Column("evidence_digest", Text, nullable=True),
+    Column("result_code", Text, nullable=True),
+    Column("expected_execution_version", BigInteger, nullable=False),
+    Column("actor_user_id", Text, nullable=True),
+    Column("reason_code", Text, nullable=True),
+    Column("resolved_at_ms", BigInteger, nullable=False),
+    UniqueConstraint("dispatch_id"),
+    UniqueConstraint("mutation_id"),
+    CheckConstraint("source IN ('automatic','manual')", name="source_known"),
+    CheckConstraint("outcome IN ('succeeded','failed','blocked')", name="outcome_known"),
+    CheckConstraint(
+        f"evidence_digest IS NULL OR evidence_digest {_HEX64}", name="evidence_digest_hex"
+    ),
+    CheckConstraint(f"result_code IS NULL OR result_code {_CODE}", name="result_code_shape"),
+    CheckConstraint(f"reason_code IS NULL OR reason_code {_CODE}", name="reason_code_shape"),
+    # Invariant 1 in the schema: an automatic resolution rests on a verified, digested finding.
+    CheckConstraint(
+        "source <> 'automatic' OR (finding IN ('verified_succeeded','verified_failed')"
+        " AND evidence_digest IS NOT NULL AND result_code IS NOT NULL"
+        " AND actor_user_id IS NULL AND outcome <> 'blocked')",
+        name="automatic_is_verified",
+    ),
+    CheckConstraint(
+        "source <> 'manual' OR (actor_user_id IS NOT NULL AND reason_code IS NOT NULL)",
+        name="manual_has_actor",
+    ),
+)
+
+recovery_authorizations = Table(
+    "recovery_authorizations",
+    metadata,
+    Column("authorization_id", BigInteger, Identity(), primary_key=True),
+    Column(
+        "mutation_id",
+        Text,
+        ForeignKey("approved_action_recovery_resolutions.mutation_id"),
+        nullable=False,
+    ),
+    Column("user_id", Text, nullable=False),
+    Column("permission", Text, nullable=False),
+    Column("project_id", Text, nullable=False),
+    Column("project_version", BigInteger, nullable=False),
+    Column("role_binding_version", BigInteger, nullable=False),
+    Column("auth_time_ms", BigInteger, nullable=False),
+    Column("amr", ARRAY(Text), nullable=False),
+    Column("authorized_at_ms", BigInteger, nullable=False),
+    UniqueConstraint("mutation_id"),
+    CheckConstraint("permission = 'approval.recover'", name="permission_known"),
+)
+
+# Tables whose rows are facts: a trigger rejects UPDATE and DELETE on each.
+IMMUTABLE_TABLES: tuple[str, ...] = (
+    dispatches.name,
+    resolutions.name,
+    recovery_authorizations.name,
+)

@@ -1,0 +1,221 @@
+"""Domain vocabulary: states, findings, identities and the canonical action digest."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from resolver.errors import InvalidDispatch
+
+ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
+ACTION_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_.\-]{0,63}$")
+RESULT_CODE_PATTERN = re.compile(r"^[a-z0-9_.\-]{1,64}$")
+REASON_CODE_PATTERN = RESULT_CODE_PATTERN
+HEX64_PATTERN = re.compile(r"^[0-9a-f]{64}$")
+
+
+class ExecutionState(StrEnum):
+    LEASED = "leased"
+    EXECUTING = "executing"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+
+
+class ControlStatus(StrEnum):
+    ARMED = "armed"
+    MANUAL = "manual"
+    RESOLVED = "resolved"
+
+
+class FindingKind(StrEnum):
+    VERIFIED_SUCCEEDED = "verified_succeeded"
+    VERIFIED_FAILED = "verified_failed"
+    STILL_RUNNING = "still_running"
+    MISSING = "missing"
+    CONFLICT = "conflict"
+    UNSUPPORTED = "unsupported"
+    UNAVAILABLE = "unavailable"
+
+    @property
+    def is_verified(self) -> bool:
+        return self in (FindingKind.VERIFIED_SUCCEEDED, FindingKind.VERIFIED_FAILED)
+
+    @property
+    def needs_human(self) -> bool:
+        return self in (FindingKind.CONFLICT, FindingKind.UNSUPPORTED)
+
+
+class Outcome(StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class ResolutionSource(StrEnum):
+    AUTOMATIC = "automatic"
+    MANUAL = "manual"
+
+
+class ClosedBy(StrEnum):
+    COMPLETION = "completion"
+    AUTOMATIC = "automatic"
+    MANUAL = "manual"
+
+
+def canonical_json(value: Any) -> bytes:
+    """Canonical JSON: sorted keys, no insignificant whitespace, UTF-8, no floats."""
+    _reject_floats(value)
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")
+
+
+def _reject_floats(value: Any) -> None:
+    # Floats have no single canonical text form across languages; digests must be portable.
+    if isinstance(value, float):
+        raise InvalidDispatch("canonical JSON admits no floats; encode the number as a string")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidDispatch("canonical JSON object keys must be strings")
+            _reject_floats(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _reject_floats(item)
+
+
+def action_digest(action: Any) -> str:
+    """Lowercase hex sha256 of the canonical JSON of the approved action."""
+    return hashlib.sha256(canonical_json(action)).hexdigest()
+
+
+def sha256_hex(data: bytes | str) -> str:
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    return hashlib.sha256(raw).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchIdentity:
+    """The immutable identity every piece of evidence must be bound to (ADR-0033 §3)."""
+
+    schema_version: int
+    dispatch_id: str
+    approval_request_id: str
+    project_id: str
+    action_type: str
+    action_digest: str
+    attempt: int
+    started_at_ms: int
+    idempotency_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """What a provider observed. Only verified kinds carry evidence for a resolution."""
+
+    kind: FindingKind
+    evidence_digest: str | None = None
+    result_code: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind.is_verified:
+            if self.evidence_digest is None or not HEX64_PATTERN.match(self.evidence_digest):
+                raise ValueError("a verified finding needs a lowercase hex sha256 evidence digest")
+            if self.result_code is None or not RESULT_CODE_PATTERN.match(self.result_code):
+                raise ValueError("a verified finding needs a result code matching [a-z0-9_.-]{1,64}")
+        elif self.evidence_digest is not None or self.result_code is not None:
+            raise ValueError(f"a {self.kind} finding carries no evidence")
+
+    @property
+    def outcome(self) -> Outcome | None:
+        if self.kind is FindingKind.VERIFIED_SUCCEEDED:
+            return Outcome.SUCCEEDED
+        if self.kind is FindingKind.VERIFIED_FAILED:
+            return Outcome.FAILED
+        return None
+
+    @classmethod
+    def verified(cls, outcome: Outcome, evidence_digest: str, result_code: str) -> Finding:
+        kind = (
+            FindingKind.VERIFIED_SUCCEEDED
+            if outcome is Outcome.SUCCEEDED
+            else FindingKind.VERIFIED_FAILED
+        )
+        return cls(kind, evidence_digest, result_code)
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchSpec:
+    """What an executor asks to record before anything runs; validated on construction."""
+
+    dispatch_id: str
+    approval_request_id: str
+    project_id: str
+    action_type: str
+    action_digest: str
+    idempotency_key: str
+    schema_version: int = 1
+    supersedes_dispatch_id: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("dispatch_id", "approval_request_id", "project_id", "idempotency_key"):
+            if not ID_PATTERN.match(getattr(self, name)):
+                raise InvalidDispatch(
+                    f"{name} must be 1-128 characters of [A-Za-z0-9_.:-], starting alphanumeric"
+                )
+        if self.supersedes_dispatch_id is not None and not ID_PATTERN.match(
+            self.supersedes_dispatch_id
+        ):
+            raise InvalidDispatch("supersedes_dispatch_id has the same shape as dispatch_id")
+        if not ACTION_TYPE_PATTERN.match(self.action_type):
+            raise InvalidDispatch("action_type must match [a-z][a-z0-9_.-]{0,63}")
+        if not HEX64_PATTERN.match(self.action_digest):
+            raise InvalidDispatch("action_digest must be a lowercase hex sha256 (use action_digest())")
+        if not 1 <= self.schema_version <= 32767:
+            raise InvalidDispatch("schema_version must be between 1 and 32767")
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionLease:
+    """The executor's fence: every start/renew/complete must present it unchanged."""
+
+    dispatch_id: str
+    owner: str
+    token: str
+    version: int
+    attempt: int
+    lease_expires_at_ms: int
+    state: ExecutionState
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedItem:
+    """One recovery control claimed by this replica, with the identity for providers."""
+
+    identity: DispatchIdentity
+    recovery_token: str
+    recovery_version: int
+    execution_version: int
+    finding_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """The executor's report of a finished side effect."""
+
+    outcome: Outcome
+    result_code: str
+    mutation_id: str
+    evidence_digest: str | None = None
+
+    def __post_init__(self) -> None:
+        if not RESULT_CODE_PATTERN.match(self.result_code):
+            raise ValueError("result_code must match [a-z0-9_.-]{1,64}")
+        if not ID_PATTERN.match(self.mutation_id):
+            raise ValueError("mutation_id must be 1-128 characters of [A-Za-z0-9_.:-]")
+        if self.evidence_digest is not None and not HEX64_PATTERN.match(self.evidence_digest):
+            raise ValueError("evidence_digest must be a lowercase hex sha256")

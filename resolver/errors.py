@@ -1,0 +1,50 @@
+"""Typed errors, one class per failure the caller must treat differently."""
+
+from __future__ import annotations
+
+
+class ResolverError(Exception):
+    """Base of every error the resolver raises on purpose."""
+
+
+class ConfigError(ResolverError):
+    """A configuration value is wrong; the message names the key and the fix."""
+
+
+class StorageUnavailable(ResolverError):
+    """PostgreSQL could not be reached or the transaction failed transiently.
+
+    Nothing moved: every write of the failed call was rolled back. Retrying later is safe.
+    """
+
+
+class SchemaNotReady(ResolverError):
+    """The database answers but is not migrated to the revision this code expects."""
+
+
+class NotFound(ResolverError):
+    """The dispatch (or execution) does not exist."""
+
+
+class FenceConflict(ResolverError):
+    """A fenced write lost: owner/token/version/state no longer match, or a replay drifted."""
+
+
+class LeaseLost(FenceConflict):
+    """The caller's execution lease expired or was taken over; it may no longer start."""
+
+
+class NotLeasable(ResolverError):
+    """The dispatch cannot be leased: it is executing, terminal, or leased by someone alive."""
+
+
+class InvalidDispatch(ResolverError):
+    """A dispatch specification is malformed (ids, digest, idempotency key)."""
+
+
+class ProviderTimeout(ResolverError):
+    """An evidence provider did not answer within its timeout (classified `unavailable`)."""
+
+
+class ReceiptRejected(ResolverError):
+    """A receipt failed shape, size, identity, digest or signature checks (a `conflict`)."""

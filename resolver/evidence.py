@@ -1,0 +1,80 @@
+"""The evidence protocol: what a provider is, and how action types find theirs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from importlib.metadata import entry_points
+from typing import Any, Protocol, runtime_checkable
+
+from resolver.domain import DispatchIdentity, Finding
+from resolver.errors import ConfigError
+
+ENTRY_POINT_GROUP = "resolver.providers"
+
+
+class Capability(StrEnum):
+    AUTOMATIC = "automatic"
+    MANUAL_ONLY = "manual_only"
+
+
+@runtime_checkable
+class EvidenceProvider(Protocol):
+    """Reads evidence about one dispatch. It must never cause a side effect."""
+
+    capability: Capability
+    timeout_seconds: float
+
+    def inspect(self, identity: DispatchIdentity) -> Finding: ...
+
+
+@runtime_checkable
+class PageEvidenceProvider(EvidenceProvider, Protocol):
+    """A provider that answers a whole page in one round trip (e.g. one query)."""
+
+    def inspect_page(self, identities: Sequence[DispatchIdentity]) -> Mapping[str, Finding]: ...
+
+
+ProviderFactory = Callable[[Mapping[str, Any]], EvidenceProvider]
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderRegistry:
+    """Action type -> provider; an action type with no provider has no trusted evidence."""
+
+    by_action_type: Mapping[str, EvidenceProvider]
+
+    def for_action(self, action_type: str) -> EvidenceProvider | None:
+        return self.by_action_type.get(action_type)
+
+    @property
+    def longest_timeout_seconds(self) -> float:
+        return max((p.timeout_seconds for p in self.by_action_type.values()), default=0.0)
+
+
+def discover_factories() -> dict[str, ProviderFactory]:
+    """Provider factories registered under the `resolver.providers` entry-point group."""
+    return {ep.name: ep.load() for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def build_registry(
+    action_types: Mapping[str, Mapping[str, Any]],
+    factories: Mapping[str, ProviderFactory] | None = None,
+) -> ProviderRegistry:
+    """Instantiate one provider per configured action type; unknown names fail start-up."""
+    known = dict(discover_factories() if factories is None else factories)
+    providers: dict[str, EvidenceProvider] = {}
+    for action_type, raw in action_types.items():
+        settings = dict(raw)
+        name = settings.pop("provider", None)
+        if name not in known:
+            raise ConfigError(
+                f"action_types.{action_type}.provider: {name!r} is not a registered provider; "
+                f"choose one of {sorted(known)} or install the package that provides it"
+            )
+        try:
+            providers[action_type] = known[name](settings)
+        except ConfigError as exc:
+            raise ConfigError(f"action_types.{action_type}: {exc}") from exc
+    return ProviderRegistry(providers)

@@ -1,0 +1,122 @@
+"""The narrow boundary between the worker/API and storage: what they may ask of it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from resolver.domain import (
+    ClaimedItem,
+    Completion,
+    DispatchSpec,
+    ExecutionLease,
+    ExecutionState,
+    Finding,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ItemOutcome:
+    """A finding to commit for one claimed item, under that item's fences."""
+
+    item: ClaimedItem
+    finding: Finding
+    retry_delay_ms: int
+    mutation_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class CommitReport:
+    accepted: frozenset[str]
+    rejected: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class StatusSnapshot:
+    db_now_ms: int
+    controls_by_status: dict[str, int] = field(default_factory=dict)
+    due: int = 0
+    oldest_due_at_ms: int | None = None
+    oldest_manual_at_ms: int | None = None
+
+    @property
+    def oldest_claimable_age_seconds(self) -> float:
+        if self.oldest_due_at_ms is None:
+            return 0.0
+        return max(0, self.db_now_ms - self.oldest_due_at_ms) / 1000.0
+
+    @property
+    def oldest_manual_age_seconds(self) -> float:
+        if self.oldest_manual_at_ms is None:
+            return 0.0
+        return max(0, self.db_now_ms - self.oldest_manual_at_ms) / 1000.0
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionView:
+    """An execution as stored, with the resolution (if any) that closed it."""
+
+    dispatch_id: str
+    state: ExecutionState
+    owner: str
+    version: int
+    attempt: int
+    lease_expires_at_ms: int
+    started_at_ms: int | None
+    finished_at_ms: int | None
+    result_code: str | None
+    completion_mutation_id: str | None
+    evidence_digest: str | None
+    resolution_source: str | None
+    resolution_outcome: str | None
+    resolution_evidence_digest: str | None
+    db_now_ms: int
+
+    @property
+    def recovery_required(self) -> bool:
+        return self.state is ExecutionState.EXECUTING and self.lease_expires_at_ms <= self.db_now_ms
+
+
+class RecoveryStore(Protocol):
+    """What the reconciler and worker need from storage."""
+
+    def claim_due_page(
+        self, owner: str, page_size: int, lease_ms: int, now_ms: int | None = None
+    ) -> list[ClaimedItem]: ...
+
+    def commit_outcomes(
+        self, outcomes: Sequence[ItemOutcome], now_ms: int | None = None
+    ) -> CommitReport: ...
+
+    def release_recovery_leases(
+        self, items: Sequence[ClaimedItem], now_ms: int | None = None
+    ) -> int: ...
+
+    def status_snapshot(self, now_ms: int | None = None) -> StatusSnapshot: ...
+
+
+class ExecutionStore(Protocol):
+    """What the executor API needs from storage."""
+
+    def insert_dispatch(self, spec: DispatchSpec) -> bool: ...
+
+    def get_dispatch(self, dispatch_id: str, idempotency_key: str) -> DispatchSpec | None: ...
+
+    def lease_execution(
+        self, dispatch_id: str, owner: str, lease_ms: int, now_ms: int | None = None
+    ) -> ExecutionLease | None: ...
+
+    def start_execution(
+        self, lease: ExecutionLease, lease_ms: int, now_ms: int | None = None
+    ) -> ExecutionLease | None: ...
+
+    def renew_execution(
+        self, lease: ExecutionLease, lease_ms: int, now_ms: int | None = None
+    ) -> ExecutionLease | None: ...
+
+    def complete_execution(
+        self, lease: ExecutionLease, completion: Completion, now_ms: int | None = None
+    ) -> bool: ...
+
+    def get_execution(self, dispatch_id: str, now_ms: int | None = None) -> ExecutionView | None: ...
