@@ -80,8 +80,13 @@ def ensure_schema(url: str) -> None:
 
 @main.command("run")
 @click.option("--once", is_flag=True, help="Run a single cycle and exit.")
-@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
-              help="Provider config (YAML); defaults to RESOLVER_CONFIG.")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Provider config (YAML); defaults to RESOLVER_CONFIG.",
+)
 @friendly_errors
 def run_cmd(once: bool, config_path: Path | None) -> None:
     """Claim, inspect and commit in a loop until SIGTERM/SIGINT."""
@@ -90,15 +95,21 @@ def run_cmd(once: bool, config_path: Path | None) -> None:
     ensure_schema(settings.require_database_url())
     replica = build_replica(settings)
     stop = replica.worker.request_stop
-    previous = {sig: signal.signal(sig, lambda *_: stop()) for sig in (signal.SIGTERM, signal.SIGINT)}
-    log.info("resolver_started", replica_id=settings.replica_id, page_size=settings.page_size, once=once)
+    previous = {
+        sig: signal.signal(sig, lambda *_: stop()) for sig in (signal.SIGTERM, signal.SIGINT)
+    }
+    log.info(
+        "resolver_started", replica_id=settings.replica_id, page_size=settings.page_size, once=once
+    )
     try:
         replica.worker.run(once=once)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         replica.close()
-    log.info("resolver_stopped", replica_id=settings.replica_id, cycles=replica.worker.cycles_completed)
+    log.info(
+        "resolver_stopped", replica_id=settings.replica_id, cycles=replica.worker.cycles_completed
+    )
 
 
 @main.command("status")
@@ -112,12 +123,16 @@ def status_cmd(as_json: bool) -> None:
         snapshot = store.status_snapshot()
     finally:
         store.close()
-    click.echo(json.dumps(status_document(snapshot), indent=2) if as_json else status_text(snapshot))
+    click.echo(
+        json.dumps(status_document(snapshot), indent=2) if as_json else status_text(snapshot)
+    )
 
 
 def status_document(snapshot: StatusSnapshot) -> dict[str, Any]:
     return {
-        "controls": {s: snapshot.controls_by_status.get(s, 0) for s in ("armed", "manual", "resolved")},
+        "controls": {
+            s: snapshot.controls_by_status.get(s, 0) for s in ("armed", "manual", "resolved")
+        },
         "due": snapshot.due,
         "oldest_claimable_age_seconds": snapshot.oldest_claimable_age_seconds,
         "oldest_manual_age_seconds": snapshot.oldest_manual_age_seconds,
@@ -128,15 +143,22 @@ def status_text(snapshot: StatusSnapshot) -> str:
     doc = status_document(snapshot)
     lines = [f"{'status':<10}{'controls':>10}"]
     lines += [f"{name:<10}{count:>10}" for name, count in doc["controls"].items()]
-    lines.append(f"due now: {doc['due']}   oldest claimable: {doc['oldest_claimable_age_seconds']:.1f}s"
-                 f"   oldest manual: {doc['oldest_manual_age_seconds']:.1f}s")
+    lines.append(
+        f"due now: {doc['due']}   oldest claimable: {doc['oldest_claimable_age_seconds']:.1f}s"
+        f"   oldest manual: {doc['oldest_manual_age_seconds']:.1f}s"
+    )
     return "\n".join(lines)
 
 
 @main.command("demo")
 @click.option("--count", default=3, show_default=True, help="Crashed executions per action type.")
-@click.option("--data-dir", type=click.Path(path_type=Path), default=Path(".resolver-demo"),
-              show_default=True, help="Private cluster directory when RESOLVER_DATABASE_URL is unset.")
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    default=Path(".resolver-demo"),
+    show_default=True,
+    help="Private cluster directory when RESOLVER_DATABASE_URL is unset.",
+)
 @friendly_errors
 def demo_cmd(count: int, data_dir: Path) -> None:
     """Seed crashed executions, resolve them, and show what happened."""

@@ -58,7 +58,9 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _cross_field(self) -> Settings:
         if self.backoff_max_seconds < self.backoff_base_seconds:
-            raise ValueError("RESOLVER_BACKOFF_MAX_SECONDS must be >= RESOLVER_BACKOFF_BASE_SECONDS")
+            raise ValueError(
+                "RESOLVER_BACKOFF_MAX_SECONDS must be >= RESOLVER_BACKOFF_BASE_SECONDS"
+            )
         self.check_lease_budget(self.default_provider_timeout_seconds)
         return self
 

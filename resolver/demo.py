@@ -33,13 +33,20 @@ def run(*, count: int, data_dir: Path, echo: Callable[[str], None]) -> None:
         settings = load_settings(database_url=url, cadence_seconds=0.1, backoff_base_seconds=1)
         replica = build_replica(settings, build_registry(DEMO_ACTION_TYPES))
         try:
-            seeded = seed(ExecutionClient(replica.store, owner="demo-executor",
-                                          lease_seconds=CRASHED_LEASE_SECONDS), count)
+            seeded = seed(
+                ExecutionClient(
+                    replica.store, owner="demo-executor", lease_seconds=CRASHED_LEASE_SECONDS
+                ),
+                count,
+            )
             echo(f"seeded {len(seeded)} executions that crashed after the start barrier")
             time.sleep(CRASHED_LEASE_SECONDS * 2)  # let the crashed executors' leases lapse
             report = replica.reconciler.run_cycle()
-            echo(f"one cycle: claimed {report.claimed}, findings "
-                 f"{ {k.value: v for k, v in report.findings.items()} }, committed {len(report.accepted)}")
+            findings = {k.value: v for k, v in report.findings.items()}
+            echo(
+                f"one cycle: claimed {report.claimed}, findings {findings}, "
+                f"committed {len(report.accepted)}"
+            )
             snapshot = replica.store.status_snapshot()
             echo(f"controls by status: {snapshot.controls_by_status}; due now: {snapshot.due}")
         finally:
@@ -54,14 +61,16 @@ def seed(client: ExecutionClient, count: int) -> list[str]:
     for action_type in (*DEMO_ACTION_TYPES, "demo.unmapped"):
         for _ in range(count):
             dispatch_id = f"d-{uuid.uuid4().hex[:12]}"
-            client.create_dispatch(DispatchSpec(
-                dispatch_id=dispatch_id,
-                approval_request_id=f"ar-{dispatch_id}",
-                project_id="demo",
-                action_type=action_type,
-                action_digest=action_digest({"type": action_type, "id": dispatch_id}),
-                idempotency_key=f"idem-{dispatch_id}",
-            ))
+            client.create_dispatch(
+                DispatchSpec(
+                    dispatch_id=dispatch_id,
+                    approval_request_id=f"ar-{dispatch_id}",
+                    project_id="demo",
+                    action_type=action_type,
+                    action_digest=action_digest({"type": action_type, "id": dispatch_id}),
+                    idempotency_key=f"idem-{dispatch_id}",
+                )
+            )
             client.start(client.lease(dispatch_id))
             seeded.append(dispatch_id)
     return seeded

@@ -126,7 +126,9 @@ class Finding:
             if self.evidence_digest is None or not HEX64_PATTERN.match(self.evidence_digest):
                 raise ValueError("a verified finding needs a lowercase hex sha256 evidence digest")
             if self.result_code is None or not RESULT_CODE_PATTERN.match(self.result_code):
-                raise ValueError("a verified finding needs a result code matching [a-z0-9_.-]{1,64}")
+                raise ValueError(
+                    "a verified finding needs a result code matching [a-z0-9_.-]{1,64}"
+                )
         elif self.evidence_digest is not None or self.result_code is not None:
             raise ValueError(f"a {self.kind} finding carries no evidence")
 
@@ -174,7 +176,9 @@ class DispatchSpec:
         if not ACTION_TYPE_PATTERN.match(self.action_type):
             raise InvalidDispatch("action_type must match [a-z][a-z0-9_.-]{0,63}")
         if not HEX64_PATTERN.match(self.action_digest):
-            raise InvalidDispatch("action_digest must be a lowercase hex sha256 (use action_digest())")
+            raise InvalidDispatch(
+                "action_digest must be a lowercase hex sha256 (use action_digest())"
+            )
         if not 1 <= self.schema_version <= 32767:
             raise InvalidDispatch("schema_version must be between 1 and 32767")
 

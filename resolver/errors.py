@@ -22,6 +22,14 @@ class SchemaNotReady(ResolverError):
     """The database answers but is not migrated to the revision this code expects."""
 
 
+class ConstraintViolation(ResolverError):
+    """A database constraint refused a write; `constraint` names it. Nothing was written."""
+
+    def __init__(self, message: str, constraint: str | None = None) -> None:
+        super().__init__(message)
+        self.constraint = constraint
+
+
 class NotFound(ResolverError):
     """The dispatch (or execution) does not exist."""
 

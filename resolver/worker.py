@@ -87,5 +87,8 @@ class Worker:
 
     def _storage_backoff(self, failures: int) -> float:
         s = self._settings
-        ceiling = min(s.storage_retry_max_seconds, s.storage_retry_base_seconds * 2 ** min(failures, 20))
+        ceiling = min(
+            s.storage_retry_max_seconds,
+            s.storage_retry_base_seconds * float(2 ** min(failures, 20)),
+        )
         return ceiling / 2 + self._rng.random() * ceiling / 2

@@ -20,7 +20,7 @@ from resolver.domain import (
     ExecutionLease,
     ExecutionState,
 )
-from resolver.errors import InvalidDispatch, NotFound, StorageUnavailable
+from resolver.errors import ConstraintViolation, InvalidDispatch, NotFound, StorageUnavailable
 from resolver.ports import CommitReport, ExecutionView, ItemOutcome, StatusSnapshot
 
 Row = dict[str, Any]
@@ -40,19 +40,22 @@ class PostgresStore:
         application_name: str = "approved-action-resolver",
     ) -> None:
         self._url = redact(database_url)
-        self._pool = psycopg_pool.ConnectionPool(
-            libpq_dsn(database_url),
-            min_size=min_connections,
-            max_size=max_connections,
-            timeout=connect_timeout_seconds,
-            open=False,
-            kwargs={
-                "connect_timeout": max(1, int(connect_timeout_seconds)),
-                "application_name": application_name,
-                "options": f"-c statement_timeout={statement_timeout_ms}",
-                "row_factory": dict_row,
-            },
-            check=psycopg_pool.ConnectionPool.check_connection,
+        self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[Row]] = (
+            psycopg_pool.ConnectionPool(
+                libpq_dsn(database_url),
+                connection_class=psycopg.Connection[Row],
+                min_size=min_connections,
+                max_size=max_connections,
+                timeout=connect_timeout_seconds,
+                open=False,
+                kwargs={
+                    "connect_timeout": max(1, int(connect_timeout_seconds)),
+                    "application_name": application_name,
+                    "options": f"-c statement_timeout={statement_timeout_ms}",
+                    "row_factory": dict_row,
+                },
+                check=psycopg_pool.ConnectionPool.check_connection,
+            )
         )
 
     def open(self) -> None:
@@ -82,6 +85,11 @@ class PostgresStore:
             raise StorageUnavailable(f"transaction aborted by a concurrent update: {exc}") from exc
         except psycopg.errors.DeadlockDetected as exc:  # pragma: no cover - lock order forbids it
             raise StorageUnavailable(f"deadlock detected: {exc}") from exc
+        except psycopg.IntegrityError as exc:
+            constraint = exc.diag.constraint_name
+            raise ConstraintViolation(
+                f"constraint {constraint or exc.sqlstate} rejected the write", constraint
+            ) from exc
 
     def _all(self, name: str, params: dict[str, Any]) -> list[Row]:
         with self._transaction() as conn:
@@ -109,10 +117,12 @@ class PostgresStore:
         }
         try:
             return self._one("dispatch_insert", params) is not None
-        except psycopg.errors.ForeignKeyViolation as exc:
-            raise InvalidDispatch(
-                f"supersedes_dispatch_id {spec.supersedes_dispatch_id!r} names no dispatch"
-            ) from exc
+        except ConstraintViolation as exc:
+            if exc.constraint == "fk_approved_action_dispatches_supersedes_dispatch_id":
+                raise InvalidDispatch(
+                    f"supersedes_dispatch_id {spec.supersedes_dispatch_id!r} names no dispatch"
+                ) from exc
+            raise
 
     def get_dispatch(self, dispatch_id: str, idempotency_key: str) -> DispatchSpec | None:
         row = self._one(
@@ -126,11 +136,18 @@ class PostgresStore:
     def lease_execution(
         self, dispatch_id: str, owner: str, lease_ms: int, now_ms: int | None = None
     ) -> ExecutionLease | None:
-        params = {"dispatch_id": dispatch_id, "owner": owner, "lease_ms": lease_ms, "now_ms": now_ms}
+        params = {
+            "dispatch_id": dispatch_id,
+            "owner": owner,
+            "lease_ms": lease_ms,
+            "now_ms": now_ms,
+        }
         try:
             row = self._one("execution_lease", params)
-        except psycopg.errors.ForeignKeyViolation as exc:
-            raise NotFound(f"dispatch {dispatch_id!r} does not exist") from exc
+        except ConstraintViolation as exc:
+            if exc.constraint == "fk_approved_action_executions_dispatch_id":
+                raise NotFound(f"dispatch {dispatch_id!r} does not exist") from exc
+            raise
         return _lease(row)
 
     def start_execution(
@@ -184,7 +201,9 @@ class PostgresStore:
             # Lock order: executions, then controls, then the fenced writes (pipelined).
             with conn.pipeline():
                 if verified_ids:
-                    conn.execute(statement("recovery_lock_executions"), {"dispatch_ids": verified_ids})
+                    conn.execute(
+                        statement("recovery_lock_executions"), {"dispatch_ids": verified_ids}
+                    )
                 conn.execute(statement("recovery_lock_controls"), {"dispatch_ids": ids})
                 cur = conn.execute(statement("recovery_commit_page"), params)
             accepted = frozenset(row["dispatch_id"] for row in cur.fetchall())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from functools import cache
 from pathlib import Path
-from typing import LiteralString, cast
+from typing import LiteralString
 
 QUERIES_FILE = Path(__file__).with_name("queries.sql")
 _HEADER = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
@@ -23,7 +23,7 @@ def all_statements() -> dict[str, LiteralString]:
             line for line in body.strip().splitlines() if not line.lstrip().startswith("--")
         ).rstrip(";\n ")
         # The file ships with the package and is never built from input: it is a literal.
-        statements[name] = cast(LiteralString, sql)
+        statements[name] = sql
     return statements
 
 

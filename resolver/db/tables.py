@@ -93,9 +93,7 @@ executions = Table(
         "state IN ('leased','executing','succeeded','failed','blocked')", name="state_known"
     ),
     CheckConstraint("version >= 1 AND attempt >= 1", name="counters_positive"),
-    CheckConstraint(
-        "state = 'leased' OR started_at_ms IS NOT NULL", name="started_after_barrier"
-    ),
+    CheckConstraint("state = 'leased' OR started_at_ms IS NOT NULL", name="started_after_barrier"),
     CheckConstraint(
         "(state IN ('succeeded','failed','blocked')) = (finished_at_ms IS NOT NULL)",
         name="finished_iff_terminal",

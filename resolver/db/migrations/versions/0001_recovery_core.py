@@ -51,9 +51,15 @@ def upgrade() -> None:
             name="bounded_ids",
         ),
         sa.CheckConstraint("supersedes_dispatch_id <> dispatch_id", name="no_self_supersede"),
-        sa.ForeignKeyConstraint(["supersedes_dispatch_id"], ["approved_action_dispatches.dispatch_id"], name="fk_approved_action_dispatches_supersedes_dispatch_id"),
+        sa.ForeignKeyConstraint(
+            ["supersedes_dispatch_id"],
+            ["approved_action_dispatches.dispatch_id"],
+            name="fk_approved_action_dispatches_supersedes_dispatch_id",
+        ),
         sa.PrimaryKeyConstraint("dispatch_id", name="pk_approved_action_dispatches"),
-        sa.UniqueConstraint("idempotency_key", name="uq_approved_action_dispatches_idempotency_key"),
+        sa.UniqueConstraint(
+            "idempotency_key", name="uq_approved_action_dispatches_idempotency_key"
+        ),
     )
     op.create_table(
         "approved_action_executions",
@@ -69,16 +75,26 @@ def upgrade() -> None:
         sa.Column("result_code", sa.Text(), nullable=True),
         sa.Column("completion_mutation_id", sa.Text(), nullable=True),
         sa.Column("evidence_digest", sa.Text(), nullable=True),
-        sa.CheckConstraint("state IN ('leased','executing','succeeded','failed','blocked')", name="state_known"),
+        sa.CheckConstraint(
+            "state IN ('leased','executing','succeeded','failed','blocked')", name="state_known"
+        ),
         sa.CheckConstraint("version >= 1 AND attempt >= 1", name="counters_positive"),
-        sa.CheckConstraint("state = 'leased' OR started_at_ms IS NOT NULL", name="started_after_barrier"),
+        sa.CheckConstraint(
+            "state = 'leased' OR started_at_ms IS NOT NULL", name="started_after_barrier"
+        ),
         sa.CheckConstraint(
             "(state IN ('succeeded','failed','blocked')) = (finished_at_ms IS NOT NULL)",
             name="finished_iff_terminal",
         ),
         sa.CheckConstraint(f"result_code IS NULL OR result_code {CODE}", name="result_code_shape"),
-        sa.CheckConstraint(f"evidence_digest IS NULL OR evidence_digest {HEX64}", name="evidence_digest_hex"),
-        sa.ForeignKeyConstraint(["dispatch_id"], ["approved_action_dispatches.dispatch_id"], name="fk_approved_action_executions_dispatch_id"),
+        sa.CheckConstraint(
+            f"evidence_digest IS NULL OR evidence_digest {HEX64}", name="evidence_digest_hex"
+        ),
+        sa.ForeignKeyConstraint(
+            ["dispatch_id"],
+            ["approved_action_dispatches.dispatch_id"],
+            name="fk_approved_action_executions_dispatch_id",
+        ),
         sa.PrimaryKeyConstraint("dispatch_id", name="pk_approved_action_executions"),
     )
     op.create_table(
@@ -99,7 +115,9 @@ def upgrade() -> None:
         sa.Column("closed_at_ms", sa.BigInteger(), nullable=True),
         sa.Column("completion_mutation_id", sa.Text(), nullable=True),
         sa.CheckConstraint("status IN ('armed','manual','resolved')", name="status_known"),
-        sa.CheckConstraint(f"last_finding IS NULL OR last_finding IN ({FINDINGS})", name="finding_known"),
+        sa.CheckConstraint(
+            f"last_finding IS NULL OR last_finding IN ({FINDINGS})", name="finding_known"
+        ),
         sa.CheckConstraint(
             "closed_by IS NULL OR closed_by IN ('completion','automatic','manual')",
             name="closed_by_known",
@@ -113,8 +131,14 @@ def upgrade() -> None:
             " AND (recovery_token IS NULL) = (recovery_owner IS NULL)",
             name="recovery_lease_whole",
         ),
-        sa.CheckConstraint("status = 'armed' OR recovery_token IS NULL", name="lease_only_when_armed"),
-        sa.ForeignKeyConstraint(["dispatch_id"], ["approved_action_executions.dispatch_id"], name="fk_approved_action_recovery_controls_dispatch_id"),
+        sa.CheckConstraint(
+            "status = 'armed' OR recovery_token IS NULL", name="lease_only_when_armed"
+        ),
+        sa.ForeignKeyConstraint(
+            ["dispatch_id"],
+            ["approved_action_executions.dispatch_id"],
+            name="fk_approved_action_recovery_controls_dispatch_id",
+        ),
         sa.PrimaryKeyConstraint("dispatch_id", name="pk_approved_action_recovery_controls"),
     )
     op.create_index(
@@ -145,7 +169,9 @@ def upgrade() -> None:
         sa.Column("resolved_at_ms", sa.BigInteger(), nullable=False),
         sa.CheckConstraint("source IN ('automatic','manual')", name="source_known"),
         sa.CheckConstraint("outcome IN ('succeeded','failed','blocked')", name="outcome_known"),
-        sa.CheckConstraint(f"evidence_digest IS NULL OR evidence_digest {HEX64}", name="evidence_digest_hex"),
+        sa.CheckConstraint(
+            f"evidence_digest IS NULL OR evidence_digest {HEX64}", name="evidence_digest_hex"
+        ),
         sa.CheckConstraint(f"result_code IS NULL OR result_code {CODE}", name="result_code_shape"),
         sa.CheckConstraint(f"reason_code IS NULL OR reason_code {CODE}", name="reason_code_shape"),
         sa.CheckConstraint(
@@ -158,10 +184,18 @@ def upgrade() -> None:
             "source <> 'manual' OR (actor_user_id IS NOT NULL AND reason_code IS NOT NULL)",
             name="manual_has_actor",
         ),
-        sa.ForeignKeyConstraint(["dispatch_id"], ["approved_action_dispatches.dispatch_id"], name="fk_approved_action_recovery_resolutions_dispatch_id"),
+        sa.ForeignKeyConstraint(
+            ["dispatch_id"],
+            ["approved_action_dispatches.dispatch_id"],
+            name="fk_approved_action_recovery_resolutions_dispatch_id",
+        ),
         sa.PrimaryKeyConstraint("resolution_id", name="pk_approved_action_recovery_resolutions"),
-        sa.UniqueConstraint("dispatch_id", name="uq_approved_action_recovery_resolutions_dispatch_id"),
-        sa.UniqueConstraint("mutation_id", name="uq_approved_action_recovery_resolutions_mutation_id"),
+        sa.UniqueConstraint(
+            "dispatch_id", name="uq_approved_action_recovery_resolutions_dispatch_id"
+        ),
+        sa.UniqueConstraint(
+            "mutation_id", name="uq_approved_action_recovery_resolutions_mutation_id"
+        ),
     )
     op.create_table(
         "recovery_authorizations",
@@ -176,7 +210,11 @@ def upgrade() -> None:
         sa.Column("amr", postgresql.ARRAY(sa.Text()), nullable=False),
         sa.Column("authorized_at_ms", sa.BigInteger(), nullable=False),
         sa.CheckConstraint("permission = 'approval.recover'", name="permission_known"),
-        sa.ForeignKeyConstraint(["mutation_id"], ["approved_action_recovery_resolutions.mutation_id"], name="fk_recovery_authorizations_mutation_id"),
+        sa.ForeignKeyConstraint(
+            ["mutation_id"],
+            ["approved_action_recovery_resolutions.mutation_id"],
+            name="fk_recovery_authorizations_mutation_id",
+        ),
         sa.PrimaryKeyConstraint("authorization_id", name="pk_recovery_authorizations"),
         sa.UniqueConstraint("mutation_id", name="uq_recovery_authorizations_mutation_id"),
     )
