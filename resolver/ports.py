@@ -53,6 +53,39 @@ class StatusSnapshot:
         return max(0, self.db_now_ms - self.oldest_manual_at_ms) / 1000.0
 
 
+BACKLOG_QUEUES: tuple[str, ...] = ("due", "waiting", "manual")
+
+
+@dataclass(frozen=True, slots=True)
+class BacklogSnapshot:
+    """Open recovery work as the metrics see it; counts are capped at `count_cap` per index."""
+
+    db_now_ms: int
+    count_cap: int
+    dispatches: dict[tuple[str, str], int] = field(default_factory=dict)  # (queue, action_type)
+    oldest_claimable_at_ms: int | None = None
+    oldest_manual_at_ms: int | None = None
+
+    def by_queue(self) -> dict[str, int]:
+        """Every queue, zero when empty, so the series exist before the first backlog."""
+        totals = dict.fromkeys(BACKLOG_QUEUES, 0)
+        for (queue, _action_type), count in self.dispatches.items():
+            totals[queue] = totals.get(queue, 0) + count
+        return totals
+
+    @property
+    def oldest_claimable_age_seconds(self) -> float:
+        return _age_seconds(self.db_now_ms, self.oldest_claimable_at_ms)
+
+    @property
+    def oldest_manual_age_seconds(self) -> float:
+        return _age_seconds(self.db_now_ms, self.oldest_manual_at_ms)
+
+
+def _age_seconds(now_ms: int, since_ms: int | None) -> float:
+    return 0.0 if since_ms is None else max(0, now_ms - since_ms) / 1000.0
+
+
 @dataclass(frozen=True, slots=True)
 class ExecutionView:
     """An execution as stored, with the resolution (if any) that closed it."""
@@ -122,3 +155,11 @@ class ExecutionStore(Protocol):
     def get_execution(
         self, dispatch_id: str, now_ms: int | None = None
     ) -> ExecutionView | None: ...
+
+
+class BacklogReader(Protocol):
+    """What the metrics and readiness endpoints need from storage: bounded reads only."""
+
+    def backlog_snapshot(self, count_cap: int, now_ms: int | None = None) -> BacklogSnapshot: ...
+
+    def ping(self) -> None: ...

@@ -313,3 +313,70 @@ WHERE c.status = 'armed' AND c.next_scan_at_ms <= now.ms
 SELECT min(manual_at_ms) AS oldest_manual_at_ms
 FROM approved_action_recovery_controls
 WHERE status = 'manual';
+
+-- name: backlog_oldest
+-- Observability: two keyset probes, one per partial index. The first row of each in index
+-- order is the oldest claimable (due, no live recovery lease, execution recovery_required)
+-- and the oldest manual control, so a probe costs a few index lookups whatever the backlog.
+WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms)
+SELECT now.ms AS db_now_ms,
+       (SELECT c.next_scan_at_ms
+        FROM approved_action_recovery_controls AS c
+        WHERE c.status = 'armed' AND c.next_scan_at_ms <= now.ms
+          AND (c.recovery_lease_expires_at_ms IS NULL
+               OR c.recovery_lease_expires_at_ms <= now.ms)
+          AND EXISTS (
+              SELECT 1 FROM approved_action_executions AS e
+              WHERE e.dispatch_id = c.dispatch_id
+                AND e.state = 'executing' AND e.lease_expires_at_ms <= now.ms
+                AND e.version = c.execution_version)
+        ORDER BY c.next_scan_at_ms, c.dispatch_id
+        LIMIT 1) AS oldest_claimable_at_ms,
+       (SELECT m.manual_at_ms
+        FROM approved_action_recovery_controls AS m
+        WHERE m.status = 'manual' AND m.manual_at_ms IS NOT NULL
+        ORDER BY m.manual_at_ms, m.dispatch_id
+        LIMIT 1) AS oldest_manual_at_ms
+FROM now;
+
+-- name: backlog_counts
+-- Observability: open controls by queue (due = claimable now, waiting = armed but not
+-- claimable yet, manual) and action type. Each partial index is read in key order and cut
+-- at %(count_cap)s rows, so a runaway backlog costs a bounded scan; a count at the cap
+-- means "at least".
+WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms),
+armed AS (
+    SELECT c.dispatch_id, c.next_scan_at_ms, c.recovery_lease_expires_at_ms,
+           c.execution_version
+    FROM approved_action_recovery_controls AS c
+    WHERE c.status = 'armed'
+    ORDER BY c.next_scan_at_ms, c.dispatch_id
+    LIMIT %(count_cap)s
+),
+manual AS (
+    SELECT m.dispatch_id
+    FROM approved_action_recovery_controls AS m
+    WHERE m.status = 'manual'
+    ORDER BY m.manual_at_ms, m.dispatch_id
+    LIMIT %(count_cap)s
+),
+open AS (
+    SELECT a.dispatch_id,
+           CASE WHEN a.next_scan_at_ms <= now.ms
+                 AND (a.recovery_lease_expires_at_ms IS NULL
+                      OR a.recovery_lease_expires_at_ms <= now.ms)
+                 AND EXISTS (
+                     SELECT 1 FROM approved_action_executions AS e
+                     WHERE e.dispatch_id = a.dispatch_id
+                       AND e.state = 'executing' AND e.lease_expires_at_ms <= now.ms
+                       AND e.version = a.execution_version)
+                THEN 'due' ELSE 'waiting' END AS queue
+    FROM armed AS a, now
+    UNION ALL
+    SELECT dispatch_id, 'manual' FROM manual
+)
+SELECT o.queue, d.action_type, count(*) AS dispatches
+FROM open AS o
+JOIN approved_action_dispatches AS d USING (dispatch_id)
+GROUP BY o.queue, d.action_type
+ORDER BY o.queue, d.action_type;

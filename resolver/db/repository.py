@@ -21,7 +21,13 @@ from resolver.domain import (
     ExecutionState,
 )
 from resolver.errors import ConstraintViolation, InvalidDispatch, NotFound, StorageUnavailable
-from resolver.ports import CommitReport, ExecutionView, ItemOutcome, StatusSnapshot
+from resolver.ports import (
+    BacklogSnapshot,
+    CommitReport,
+    ExecutionView,
+    ItemOutcome,
+    StatusSnapshot,
+)
 
 Row = dict[str, Any]
 
@@ -234,6 +240,22 @@ class PostgresStore:
             due=due["due"],
             oldest_due_at_ms=due["oldest_due_at_ms"],
             oldest_manual_at_ms=manual["oldest_manual_at_ms"],
+        )
+
+    def backlog_snapshot(self, count_cap: int, now_ms: int | None = None) -> BacklogSnapshot:
+        """Oldest ages by two index probes, counts by a capped index scan; one transaction."""
+        with self._transaction() as conn:
+            oldest = conn.execute(statement("backlog_oldest"), {"now_ms": now_ms}).fetchone()
+            counts = conn.execute(
+                statement("backlog_counts"), {"now_ms": now_ms, "count_cap": count_cap}
+            ).fetchall()
+        assert oldest is not None
+        return BacklogSnapshot(
+            db_now_ms=oldest["db_now_ms"],
+            count_cap=count_cap,
+            dispatches={(r["queue"], r["action_type"]): r["dispatches"] for r in counts},
+            oldest_claimable_at_ms=oldest["oldest_claimable_at_ms"],
+            oldest_manual_at_ms=oldest["oldest_manual_at_ms"],
         )
 
     def execute_named(self, name: LiteralString, params: dict[str, Any]) -> list[Row]:

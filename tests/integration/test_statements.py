@@ -35,6 +35,7 @@ DUMMY = {
     "evidence_digests": [None],
     "mutation_ids": ["m"],
     "delays_ms": [1],
+    "count_cap": 1,
 }
 
 
