@@ -4,14 +4,32 @@ from __future__ import annotations
 
 import logging
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import structlog
+from prometheus_client import (
+    CollectorRegistry,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+)
 
 from resolver.config import Settings, load_provider_config
+from resolver.db import migrate
 from resolver.db.repository import PostgresStore
+from resolver.errors import ConfigError
 from resolver.evidence import ProviderRegistry, build_registry
 from resolver.reconciler import Reconciler, ReconcilerSettings
+from resolver.telemetry import Telemetry
+from resolver.telemetry.health import (
+    Heartbeat,
+    LivenessCheck,
+    ReadinessCheck,
+    liveness_bound_seconds,
+)
+from resolver.telemetry.metrics import BacklogCollector, ResolverMetrics, register_build_info
+from resolver.telemetry.server import ObservabilityServer
+from resolver.telemetry.tracing import Tracing, tracing_from_env
 from resolver.worker import Worker, WorkerSettings
 
 
@@ -58,15 +76,44 @@ class Replica:
     store: PostgresStore
     reconciler: Reconciler
     worker: Worker
+    metrics_registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    heartbeat: Heartbeat = field(default_factory=Heartbeat)
+    tracing: Tracing = field(default_factory=Tracing)
+    endpoints: ObservabilityServer | None = None
 
     def close(self) -> None:
+        if self.endpoints is not None:
+            self.endpoints.stop()
         self.reconciler.close()
+        self.tracing.shutdown()  # flushes spans still queued for export
         self.store.close()
 
 
-def build_replica(settings: Settings, registry: ProviderRegistry | None = None) -> Replica:
+def build_metrics(
+    settings: Settings, store: PostgresStore, registry: CollectorRegistry
+) -> ResolverMetrics:
+    """Every metric on `registry` (never the process-global one): tests pass a fresh one."""
+    # `_created` samples would double the series of every counter for no alert or panel.
+    disable_created_metrics()  # type: ignore[no-untyped-call]
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    register_build_info(registry, migrate.head_revision())
+    registry.register(BacklogCollector(store, ttl_seconds=settings.metrics_cache_seconds))
+    return ResolverMetrics(registry)
+
+
+def build_replica(
+    settings: Settings,
+    registry: ProviderRegistry | None = None,
+    *,
+    metrics_registry: CollectorRegistry | None = None,
+) -> Replica:
     registry = registry if registry is not None else load_registry(settings)
+    tracing = tracing_from_env(settings.replica_id)
     store = open_store(settings)
+    metrics_registry = metrics_registry if metrics_registry is not None else CollectorRegistry()
+    metrics = build_metrics(settings, store, metrics_registry)
+    heartbeat = Heartbeat()
     reconciler = Reconciler(
         store,
         registry,
@@ -79,6 +126,7 @@ def build_replica(settings: Settings, registry: ProviderRegistry | None = None) 
             default_timeout_seconds=settings.default_provider_timeout_seconds,
             inspect_concurrency=settings.inspect_concurrency,
         ),
+        telemetry=Telemetry(observer=metrics, tracer=tracing.tracer),
     )
     worker = Worker(
         reconciler,
@@ -87,5 +135,40 @@ def build_replica(settings: Settings, registry: ProviderRegistry | None = None) 
             cadence_jitter_ratio=settings.cadence_jitter_ratio,
             storage_retry_max_seconds=settings.storage_retry_max_seconds,
         ),
+        listeners=(heartbeat,),
     )
-    return Replica(store, reconciler, worker)
+    return Replica(store, reconciler, worker, metrics_registry, heartbeat, tracing)
+
+
+def serve_endpoints(replica: Replica, settings: Settings) -> ObservabilityServer | None:
+    """Start /metrics, /healthz and /readyz when RESOLVER_HTTP_PORT is set (0: off)."""
+    if settings.http_port == 0:
+        return None
+    url = settings.require_database_url()
+    liveness = LivenessCheck(
+        replica.heartbeat,
+        liveness_bound_seconds(
+            cadence_seconds=settings.cadence_seconds,
+            cadence_jitter_ratio=settings.cadence_jitter_ratio,
+            storage_retry_max_seconds=settings.storage_retry_max_seconds,
+            recovery_lease_seconds=settings.recovery_lease_seconds,
+        ),
+    )
+    readiness = ReadinessCheck(
+        replica.store.ping, lambda: migrate.current_revision(url), migrate.head_revision()
+    )
+    try:
+        server = ObservabilityServer(
+            host=settings.http_host,
+            port=settings.http_port,
+            registry=replica.metrics_registry,
+            liveness=liveness,
+            readiness=readiness,
+        )
+    except OSError as exc:
+        raise ConfigError(
+            f"RESOLVER_HTTP_PORT={settings.http_port}: cannot listen on "
+            f"{settings.http_host}:{settings.http_port} ({exc.strerror}); pick a free port"
+        ) from None
+    replica.endpoints = server.start()
+    return server

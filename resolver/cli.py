@@ -14,7 +14,7 @@ import click
 import structlog
 
 from resolver import __version__
-from resolver.app import build_replica, configure_logging, open_store
+from resolver.app import build_replica, configure_logging, open_store, serve_endpoints
 from resolver.config import Settings, load_settings
 from resolver.db import migrate as migrations
 from resolver.errors import ConfigError, ResolverError, SchemaNotReady, StorageUnavailable
@@ -93,7 +93,13 @@ def run_cmd(once: bool, config_path: Path | None) -> None:
     overrides = {"config": config_path} if config_path else {}
     settings = load_settings(**overrides)
     ensure_schema(settings.require_database_url())
+    structlog.contextvars.bind_contextvars(replica_id=settings.replica_id)
     replica = build_replica(settings)
+    try:
+        serve_endpoints(replica, settings)
+    except ConfigError:
+        replica.close()
+        raise
     stop = replica.worker.request_stop
     previous = {
         sig: signal.signal(sig, lambda *_: stop()) for sig in (signal.SIGTERM, signal.SIGINT)

@@ -44,6 +44,14 @@ class Settings(BaseSettings):
     connect_timeout_seconds: float = Field(default=5.0, gt=0)
     statement_timeout_ms: int = Field(default=10_000, ge=100)
     max_connections: int = Field(default=4, ge=1, le=64)
+    http_port: int = Field(
+        default=0, ge=0, le=65535, description="/metrics, /healthz, /readyz port; 0 disables"
+    )
+    # All interfaces by default: Prometheus and the kubelet reach a pod on its pod address.
+    http_host: str = Field(default="0.0.0.0", description="address of the HTTP endpoints")  # noqa: S104
+    metrics_cache_seconds: float = Field(
+        default=5.0, ge=0, description="a backlog read serves scrapes for this long"
+    )
 
     @field_validator("page_size")
     @classmethod

@@ -12,10 +12,13 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
 import structlog
+from opentelemetry.trace import Tracer
 
 from resolver.domain import ClaimedItem, DispatchIdentity, Finding, FindingKind
+from resolver.errors import StorageUnavailable
 from resolver.evidence import Capability, EvidenceProvider, PageEvidenceProvider, ProviderRegistry
 from resolver.ports import CommitReport, ItemOutcome, RecoveryStore
+from resolver.telemetry.observer import RecoveryObserver, Telemetry
 
 log = structlog.get_logger("resolver.reconciler")
 
@@ -59,11 +62,15 @@ class Reconciler:
         settings: ReconcilerSettings,
         *,
         rng: random.Random | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self._store = store
         self._registry = registry
         self._settings = settings
         self._rng = rng or random.Random()
+        telemetry = telemetry or Telemetry()
+        self._observer: RecoveryObserver = telemetry.observer
+        self._tracer: Tracer = telemetry.tracer
         self._pool = ThreadPoolExecutor(
             max_workers=settings.inspect_concurrency, thread_name_prefix="inspect"
         )
@@ -75,23 +82,65 @@ class Reconciler:
     def run_cycle(
         self, *, now_ms: int | None = None, should_stop: Callable[[], bool] = lambda: False
     ) -> CycleReport:
+        started = time.monotonic()
+        with (
+            structlog.contextvars.bound_contextvars(replica_id=self._settings.owner),
+            self._tracer.start_as_current_span("resolver.cycle") as span,
+        ):
+            try:
+                report = self._cycle(now_ms, should_stop)
+            except StorageUnavailable:
+                self._observer.cycle_failed("storage_unavailable", time.monotonic() - started)
+                raise
+            except Exception:
+                self._observer.cycle_failed("error", time.monotonic() - started)
+                raise
+            span.set_attributes(_cycle_attributes(self._settings.owner, report))
+        self._observer.cycle_completed(time.monotonic() - started)
+        return report
+
+    def _cycle(self, now_ms: int | None, should_stop: Callable[[], bool]) -> CycleReport:
         s = self._settings
         report = CycleReport(page_size=s.page_size)
-        items = self._store.claim_due_page(s.owner, s.page_size, s.recovery_lease_ms, now_ms)
+        with self._tracer.start_as_current_span("resolver.claim") as span:
+            t0 = time.monotonic()
+            items = self._store.claim_due_page(s.owner, s.page_size, s.recovery_lease_ms, now_ms)
+            self._observer.claimed(len(items), time.monotonic() - t0)
+            span.set_attribute("resolver.claimed", len(items))
         report.claimed = len(items)
         if not items:
             return report
         if should_stop():
-            report.released = self._store.release_recovery_leases(items, now_ms)
+            with self._tracer.start_as_current_span("resolver.release"):
+                report.released = self._store.release_recovery_leases(items, now_ms)
+            self._observer.released(len(items), report.released)
             return report
         findings = self.inspect(items)
         report.findings.update(f.kind for f in findings.values())
         outcomes = [self._outcome(item, findings[item.identity.dispatch_id]) for item in items]
-        committed: CommitReport = self._store.commit_outcomes(outcomes, now_ms)
+        for outcome in outcomes:
+            action_type = outcome.item.identity.action_type
+            provider = provider_name(self._registry.for_action(action_type))
+            self._observer.found(action_type, provider, outcome.finding.kind)
+        committed = self._commit(outcomes, now_ms)
         report.accepted, report.rejected = committed.accepted, committed.rejected
         for outcome in outcomes:
             _log_outcome(outcome, committed)
         return report
+
+    def _commit(self, outcomes: Sequence[ItemOutcome], now_ms: int | None) -> CommitReport:
+        with self._tracer.start_as_current_span("resolver.commit") as span:
+            t0 = time.monotonic()
+            committed: CommitReport = self._store.commit_outcomes(outcomes, now_ms)
+            self._observer.committed(outcomes, committed, time.monotonic() - t0)
+            span.set_attributes(
+                {
+                    "resolver.items": len(outcomes),
+                    "resolver.accepted": len(committed.accepted),
+                    "resolver.fence_rejected": len(committed.rejected),
+                }
+            )
+        return committed
 
     def inspect(self, items: Sequence[ClaimedItem]) -> dict[str, Finding]:
         """Findings for every item; nothing here holds a row lock or a transaction.
@@ -122,8 +171,30 @@ class Reconciler:
         for call in calls:
             timeout = call.provider.timeout_seconds or self._settings.default_timeout_seconds
             remaining = max(0.0, started + timeout - time.monotonic())
-            findings.update(call.collect(remaining))
+            result = call.collect(remaining, started)
+            self._record_inspect(call, result)
+            findings.update(result.findings)
         return findings
+
+    def _record_inspect(self, call: _Call, result: _Result) -> None:
+        provider = provider_name(call.provider)
+        self._observer.inspected(provider, result.seconds, result.failure)
+        # Spans are made here, on the cycle's thread, with the times measured in the pool:
+        # the cycle span is their parent without carrying context into worker threads.
+        end_ns = result.started_ns + int(result.seconds * 1e9)
+        for identity in call.identities:
+            attributes = {
+                "resolver.provider": provider,
+                "resolver.action_type": identity.action_type,
+                "resolver.dispatch_id": identity.dispatch_id,
+                "resolver.finding": result.findings[identity.dispatch_id].kind.value,
+            }
+            if result.failure is not None:
+                attributes["resolver.provider_failure"] = result.failure
+            span = self._tracer.start_span(
+                "resolver.inspect", start_time=result.started_ns, attributes=attributes
+            )
+            span.end(end_time=end_ns)
 
     def _outcome(self, item: ClaimedItem, finding: Finding) -> ItemOutcome:
         return ItemOutcome(
@@ -140,37 +211,71 @@ class Reconciler:
         return ceiling // 2 + int(self._rng.random() * (ceiling - ceiling // 2))
 
 
+def provider_name(provider: EvidenceProvider | None) -> str:
+    """A provider's label in metrics and traces: its `name` attribute, else its class."""
+    if provider is None:
+        return "none"
+    return str(getattr(provider, "name", None) or type(provider).__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """A provider's reply with the wall-clock start and duration of the call."""
+
+    findings: Mapping[str, Finding]
+    started_ns: int
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Result:
+    findings: dict[str, Finding]
+    started_ns: int
+    seconds: float
+    failure: str | None
+
+
 @dataclass(frozen=True, slots=True)
 class _Call:
     provider: EvidenceProvider
     identities: list[DispatchIdentity]
-    future: Future[Mapping[str, Finding]]
+    future: Future[_Answer]
 
-    def collect(self, timeout_seconds: float) -> dict[str, Finding]:
-        name = type(self.provider).__name__
+    def collect(self, timeout_seconds: float, submitted: float) -> _Result:
+        name = provider_name(self.provider)
+        failure: str | None = None
         try:
-            answered = dict(self.future.result(timeout=timeout_seconds))
+            answer = self.future.result(timeout=timeout_seconds)
+            answered, started_ns, seconds = dict(answer.findings), answer.started_ns, answer.seconds
         except FutureTimeout:
             self.future.cancel()
             log.warning("provider_timeout", provider=name, items=len(self.identities))
-            answered = {}
+            answered, failure = {}, "timeout"
         except Exception as exc:  # a provider bug must not stop the loop: evidence unavailable
             log.warning("provider_error", provider=name, error=type(exc).__name__)
-            answered = {}
-        return {
+            answered, failure = {}, "error"
+        if failure is not None:
+            seconds = time.monotonic() - submitted
+            started_ns = time.time_ns() - int(seconds * 1e9)
+        findings = {
             i.dispatch_id: _guard(self.provider, answered.get(i.dispatch_id, _UNAVAILABLE))
             for i in self.identities
         }
+        return _Result(findings, started_ns, seconds, failure)
 
 
-def _ask_page(
-    provider: PageEvidenceProvider, identities: list[DispatchIdentity]
-) -> Mapping[str, Finding]:
-    return provider.inspect_page(identities)
+def _timed(ask: Callable[[], Mapping[str, Finding]]) -> _Answer:
+    started_ns, t0 = time.time_ns(), time.monotonic()
+    findings = ask()
+    return _Answer(findings, started_ns, time.monotonic() - t0)
 
 
-def _ask_one(provider: EvidenceProvider, identity: DispatchIdentity) -> Mapping[str, Finding]:
-    return {identity.dispatch_id: provider.inspect(identity)}
+def _ask_page(provider: PageEvidenceProvider, identities: list[DispatchIdentity]) -> _Answer:
+    return _timed(lambda: provider.inspect_page(identities))
+
+
+def _ask_one(provider: EvidenceProvider, identity: DispatchIdentity) -> _Answer:
+    return _timed(lambda: {identity.dispatch_id: provider.inspect(identity)})
 
 
 def _guard(provider: EvidenceProvider, finding: Finding) -> Finding:
@@ -180,6 +285,16 @@ def _guard(provider: EvidenceProvider, finding: Finding) -> Finding:
     return finding
 
 
+def outcome_label(outcome: ItemOutcome, committed: CommitReport) -> str:
+    """What committing this finding did: resolved_*, manual, retry, or fence_rejected."""
+    if outcome.item.identity.dispatch_id not in committed.accepted:
+        return "fence_rejected"
+    kind = outcome.finding.kind
+    if kind.is_verified:
+        return f"resolved_{outcome.finding.outcome}"
+    return "manual" if kind.needs_human else "retry"
+
+
 def _log_outcome(outcome: ItemOutcome, committed: CommitReport) -> None:
     dispatch_id = outcome.item.identity.dispatch_id
     log.info(
@@ -187,5 +302,16 @@ def _log_outcome(outcome: ItemOutcome, committed: CommitReport) -> None:
         dispatch_id=dispatch_id,
         action_type=outcome.item.identity.action_type,
         finding=outcome.finding.kind.value,
+        outcome=outcome_label(outcome, committed),
         committed=dispatch_id in committed.accepted,
     )
+
+
+def _cycle_attributes(owner: str, report: CycleReport) -> dict[str, str | int]:
+    return {
+        "resolver.replica_id": owner,
+        "resolver.claimed": report.claimed,
+        "resolver.accepted": len(report.accepted),
+        "resolver.fence_rejected": len(report.rejected),
+        "resolver.released": report.released,
+    }

@@ -1,0 +1,142 @@
+"""Liveness (the loop is cycling) and readiness (database reachable, schema at head)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from resolver.errors import ResolverError
+from resolver.reconciler import CycleReport
+
+log = structlog.get_logger("resolver.telemetry")
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """An answer for an HTTP probe: `ok` picks 200 or 503, `detail` is the JSON body."""
+
+    ok: bool
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def liveness_bound_seconds(
+    *,
+    cadence_seconds: float,
+    cadence_jitter_ratio: float,
+    storage_retry_max_seconds: float,
+    recovery_lease_seconds: float,
+) -> float:
+    """How long a healthy loop can go between two cycle ends.
+
+    The longest sleep (cadence with jitter, or the storage backoff) plus the longest cycle,
+    which the recovery lease bounds (a cycle outliving its lease has lost its fences
+    anyway), doubled so one slow cycle is not a restart.
+    """
+    longest_sleep = max(cadence_seconds * (1 + cadence_jitter_ratio), storage_retry_max_seconds)
+    return 2 * (longest_sleep + recovery_lease_seconds)
+
+
+class Heartbeat:
+    """A worker listener: remembers when the loop last finished a cycle attempt.
+
+    A cycle that failed because storage is unavailable counts: the loop is alive and
+    retrying, and restarting the process would not bring the database back (readiness
+    reports the database).
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._last = clock()
+        self._cycles = 0
+
+    def __call__(self, report: CycleReport | None, error: BaseException | None) -> None:
+        del report, error
+        with self._lock:
+            self._last = self._clock()
+            self._cycles += 1
+
+    def age_seconds(self) -> float:
+        with self._lock:
+            return self._clock() - self._last
+
+    @property
+    def cycles(self) -> int:
+        with self._lock:
+            return self._cycles
+
+
+@dataclass(frozen=True, slots=True)
+class LivenessCheck:
+    heartbeat: Heartbeat
+    bound_seconds: float
+
+    def __call__(self) -> Probe:
+        age = self.heartbeat.age_seconds()
+        detail = {
+            "last_cycle_age_seconds": round(age, 3),
+            "bound_seconds": self.bound_seconds,
+            "cycles": self.heartbeat.cycles,
+        }
+        if age > self.bound_seconds:
+            return Probe(False, {"status": "stalled", **detail})
+        return Probe(True, {"status": "ok", **detail})
+
+
+class ReadinessCheck:
+    """Ready when PostgreSQL answers and its schema is at the revision this code needs.
+
+    The answer is cached for `ttl_seconds` so probes from several sources do not open a
+    connection each.
+    """
+
+    def __init__(
+        self,
+        ping: Callable[[], None],
+        current_revision: Callable[[], str | None],
+        head_revision: str,
+        *,
+        ttl_seconds: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._ping = ping
+        self._current_revision = current_revision
+        self._head = head_revision
+        self._ttl = ttl_seconds
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._cached: tuple[float, Probe] | None = None
+
+    def __call__(self) -> Probe:
+        with self._lock:
+            if self._cached is None or self._clock() - self._cached[0] >= self._ttl:
+                self._cached = (self._clock(), self._check())
+            return self._cached[1]
+
+    def _check(self) -> Probe:
+        try:
+            self._ping()
+            current = self._current_revision()
+        except ResolverError as exc:
+            # The reason is a fixed word: the exception text may name hosts or users.
+            log.warning("readiness_failed", error=type(exc).__name__)
+            return Probe(False, {"status": "not_ready", "reason": "database_unreachable"})
+        except Exception as exc:  # a probe answers 503, it never takes the endpoint down
+            log.warning("readiness_failed", error=type(exc).__name__)
+            return Probe(False, {"status": "not_ready", "reason": "check_failed"})
+        if current != self._head:
+            return Probe(
+                False,
+                {
+                    "status": "not_ready",
+                    "reason": "schema_mismatch",
+                    "schema_revision": current,
+                    "expected_revision": self._head,
+                },
+            )
+        return Probe(True, {"status": "ready", "schema_revision": current})

@@ -1,0 +1,250 @@
+"""Prometheus metrics: the reconciler's counters and histograms, and the cached backlog."""
+
+from __future__ import annotations
+
+import platform
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+import structlog
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from resolver import __version__
+from resolver.domain import FindingKind
+from resolver.errors import ResolverError
+from resolver.ports import BacklogReader, BacklogSnapshot, CommitReport, ItemOutcome
+
+log = structlog.get_logger("resolver.telemetry")
+
+PREFIX = "resolver"
+# Inspect and cycle times are bounded by the provider timeout and the recovery lease
+# (defaults 10 s and 60 s): the buckets reach that far.
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+PAGE_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64)
+DEFAULT_COUNT_CAP = 10_000
+
+
+class ResolverMetrics:
+    """The reconciler's metrics on one registry; implements `RecoveryObserver`."""
+
+    def __init__(self, registry: CollectorRegistry, *, wall_clock: Callable[[], float] = time.time):
+        self._wall_clock = wall_clock
+        self.cycles = Counter(
+            f"{PREFIX}_cycles",
+            "Reconciler cycles by result (completed, storage_unavailable, error).",
+            ["result"],
+            registry=registry,
+        )
+        self.findings = Counter(
+            f"{PREFIX}_findings",
+            "Findings of inspected dispatches by action type, provider and finding.",
+            ["action_type", "provider", "finding"],
+            registry=registry,
+        )
+        self.resolutions = Counter(
+            f"{PREFIX}_resolutions",
+            "Committed resolutions by source (automatic, manual) and outcome.",
+            ["source", "outcome"],
+            registry=registry,
+        )
+        self.fence_rejections = Counter(
+            f"{PREFIX}_fence_rejections",
+            "Items whose fenced write was refused because the claim went stale, by stage.",
+            ["stage"],
+            registry=registry,
+        )
+        self.provider_errors = Counter(
+            f"{PREFIX}_provider_errors",
+            "Provider calls that timed out or raised, by provider and reason.",
+            ["provider", "reason"],
+            registry=registry,
+        )
+        self.claim_seconds = Histogram(
+            f"{PREFIX}_claim_duration_seconds",
+            "Time to claim one page.",
+            registry=registry,
+            buckets=LATENCY_BUCKETS,
+        )
+        self.inspect_seconds = Histogram(
+            f"{PREFIX}_inspect_duration_seconds",
+            "Time of one provider call (one item, or one page for a page provider).",
+            ["provider"],
+            registry=registry,
+            buckets=LATENCY_BUCKETS,
+        )
+        self.commit_seconds = Histogram(
+            f"{PREFIX}_commit_duration_seconds",
+            "Time to commit one page of outcomes.",
+            registry=registry,
+            buckets=LATENCY_BUCKETS,
+        )
+        self.cycle_seconds = Histogram(
+            f"{PREFIX}_cycle_duration_seconds",
+            "Time of one completed cycle: claim, inspect and commit.",
+            registry=registry,
+            buckets=LATENCY_BUCKETS,
+        )
+        self.page_size = Histogram(
+            f"{PREFIX}_claim_page_size",
+            "Dispatches claimed per cycle.",
+            registry=registry,
+            buckets=PAGE_BUCKETS,
+        )
+        self.last_cycle = Gauge(
+            f"{PREFIX}_last_cycle_timestamp_seconds",
+            "Unix time of the last completed cycle (process start until the first one).",
+            registry=registry,
+        )
+        # Start time, not 0: a replica that has not cycled yet is not "stalled for 56 years".
+        self.last_cycle.set(wall_clock())
+        # Known label values start at 0 so rate() and increase() see the first event.
+        for result in ("completed", "storage_unavailable", "error"):
+            self.cycles.labels(result)
+        for stage in ("commit", "release"):
+            self.fence_rejections.labels(stage)
+        for outcome in ("succeeded", "failed"):
+            self.resolutions.labels("automatic", outcome)
+
+    def claimed(self, items: int, seconds: float) -> None:
+        self.claim_seconds.observe(seconds)
+        self.page_size.observe(items)
+
+    def inspected(self, provider: str, seconds: float, failure: str | None) -> None:
+        self.inspect_seconds.labels(provider).observe(seconds)
+        if failure is not None:
+            self.provider_errors.labels(provider, failure).inc()
+
+    def found(self, action_type: str, provider: str, finding: FindingKind) -> None:
+        self.findings.labels(action_type, provider, finding.value).inc()
+
+    def committed(
+        self, outcomes: Sequence[ItemOutcome], report: CommitReport, seconds: float
+    ) -> None:
+        self.commit_seconds.observe(seconds)
+        if report.rejected:
+            self.fence_rejections.labels("commit").inc(len(report.rejected))
+        for outcome in outcomes:
+            result = outcome.finding.outcome
+            if result is not None and outcome.item.identity.dispatch_id in report.accepted:
+                self.resolutions.labels("automatic", result.value).inc()
+
+    def released(self, held: int, released: int) -> None:
+        if held > released:
+            self.fence_rejections.labels("release").inc(held - released)
+
+    def cycle_completed(self, seconds: float) -> None:
+        self.cycles.labels("completed").inc()
+        self.cycle_seconds.observe(seconds)
+        self.last_cycle.set(self._wall_clock())
+
+    def cycle_failed(self, reason: str, seconds: float) -> None:
+        del seconds  # a failed cycle's time says nothing about the work; only count it
+        self.cycles.labels(reason).inc()
+
+
+def register_build_info(registry: CollectorRegistry, schema_revision: str) -> None:
+    """`resolver_build_info{version,python_version,schema_revision} 1`."""
+    Info(f"{PREFIX}_build", "Version of this resolver build.", registry=registry).info(
+        {
+            "version": __version__,
+            "python_version": platform.python_version(),
+            "schema_revision": schema_revision,
+        }
+    )
+
+
+class BacklogCollector(Collector):
+    """Backlog gauges read from PostgreSQL at most once per `ttl_seconds`.
+
+    Every replica exports the same database-wide figures; alerts aggregate them with `max`.
+    A failed read is cached for the same interval, so a database outage does not make
+    every scrape wait for a connect timeout; the figures are then omitted, not made up.
+    """
+
+    def __init__(
+        self,
+        reader: BacklogReader,
+        *,
+        ttl_seconds: float = 5.0,
+        count_cap: int = DEFAULT_COUNT_CAP,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._reader = reader
+        self._ttl = ttl_seconds
+        self._cap = count_cap
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._read_at: float | None = None
+        self._snapshot: BacklogSnapshot | None = None
+        self._errors = 0
+
+    def describe(self) -> Iterable[Metric]:
+        # Names only: registering must not query the database.
+        return [*_backlog_families(None, self._cap), self._error_family()]
+
+    def collect(self) -> Iterable[Metric]:
+        snapshot = self.snapshot()
+        return [*_backlog_families(snapshot, self._cap), self._error_family()]
+
+    def snapshot(self) -> BacklogSnapshot | None:
+        """The cached snapshot, refreshed when older than the TTL (one reader at a time)."""
+        with self._lock:
+            now = self._clock()
+            if self._read_at is None or now - self._read_at >= self._ttl:
+                self._snapshot = self._read()
+                self._read_at = self._clock()
+            return self._snapshot
+
+    def _read(self) -> BacklogSnapshot | None:
+        try:
+            return self._reader.backlog_snapshot(self._cap)
+        except ResolverError as exc:
+            self._errors += 1
+            log.warning("backlog_read_failed", error=type(exc).__name__)
+            return None
+
+    def _error_family(self) -> CounterMetricFamily:
+        family = CounterMetricFamily(
+            f"{PREFIX}_backlog_read_errors",
+            "Backlog reads that failed (the backlog gauges are omitted until one succeeds).",
+        )
+        family.add_metric([], self._errors)
+        return family
+
+
+def _backlog_families(snapshot: BacklogSnapshot | None, cap: int) -> list[Metric]:
+    by_queue = GaugeMetricFamily(
+        f"{PREFIX}_backlog_dispatches",
+        "Open recovery controls by queue: due (claimable now), waiting, manual. "
+        "Database-wide; aggregate replicas with max.",
+        labels=["queue"],
+    )
+    by_type = GaugeMetricFamily(
+        f"{PREFIX}_backlog_action_type_dispatches",
+        "Open recovery controls by queue and action type. Database-wide.",
+        labels=["queue", "action_type"],
+    )
+    oldest_claimable = GaugeMetricFamily(
+        f"{PREFIX}_oldest_claimable_age_seconds",
+        "How long the oldest claimable control (due, not leased) has been due; 0 when none.",
+    )
+    oldest_manual = GaugeMetricFamily(
+        f"{PREFIX}_oldest_manual_age_seconds",
+        "How long the oldest control has waited in the manual queue; 0 when none.",
+    )
+    count_cap = GaugeMetricFamily(
+        f"{PREFIX}_backlog_count_cap",
+        "Backlog counts stop at this many controls per index: a count at the cap means more.",
+    )
+    count_cap.add_metric([], cap)
+    if snapshot is not None:
+        for queue, count in snapshot.by_queue().items():
+            by_queue.add_metric([queue], count)
+        for (queue, action_type), count in sorted(snapshot.dispatches.items()):
+            by_type.add_metric([queue, action_type], count)
+        oldest_claimable.add_metric([], snapshot.oldest_claimable_age_seconds)
+        oldest_manual.add_metric([], snapshot.oldest_manual_age_seconds)
+    return [by_queue, by_type, oldest_claimable, oldest_manual, count_cap]
