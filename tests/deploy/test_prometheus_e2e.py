@@ -1,0 +1,199 @@
+"""A real Prometheus scrapes a running `resolver run` whose database holds an ageing backlog.
+
+The resolver runs as a subprocess with a one-hour cadence: after its first cycle it sleeps,
+so executions that crash afterwards age as they would behind a stuck fleet. Prometheus
+loads the real alert rules with every `for:` set to 0s (promtool's unit tests cover the
+durations; here the expressions meet real scraped series), and the test waits on
+Prometheus's HTTP API with bounded deadlines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import SQL, World
+from tests.deploy.conftest import RULES
+from tests.telemetry_support import crashed_ago, free_port, wait_for
+
+RESOLVER = Path(sys.executable).with_name("resolver")  # the installed console script
+DEADLINE_SECONDS = 60.0
+
+
+class Process:
+    """A child process with its output in a file (no pipe to fill), ended by its pid."""
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], log_dir: Path) -> None:
+        self.log = log_dir / f"{name}.log"
+        self._out = self.log.open("w")
+        self.proc = subprocess.Popen(argv, env=env, stdout=self._out, stderr=subprocess.STDOUT)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self._out.close()
+        return self.proc.returncode
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def http_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def http_text(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return str(resp.read().decode())
+
+
+@pytest.fixture
+def resolver(database_url: str, tmp_path: Path) -> Iterator[tuple[Process, int]]:
+    port = free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
+        "RESOLVER_DATABASE_URL": database_url,
+        "RESOLVER_REPLICA_ID": "e2e-replica",
+        "RESOLVER_HTTP_HOST": "127.0.0.1",
+        "RESOLVER_HTTP_PORT": str(port),
+        "RESOLVER_CADENCE_SECONDS": "3600",
+        "RESOLVER_METRICS_CACHE_SECONDS": "0.2",
+    }
+    process = Process("resolver", [str(RESOLVER), "run"], env, tmp_path)
+    try:
+        yield process, port
+    finally:
+        process.stop()
+
+
+@pytest.fixture
+def prometheus_server(
+    prometheus: Path, resolver: tuple[Process, int], tmp_path: Path
+) -> Iterator[tuple[Process, str]]:
+    _, resolver_port = resolver
+    rules = yaml.safe_load(RULES.read_text())
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            rule["for"] = "0s"
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump(rules))
+    config = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
+        "rule_files": [str(tmp_path / "rules.yml")],
+        "scrape_configs": [
+            {
+                "job_name": "resolver",
+                "static_configs": [{"targets": [f"127.0.0.1:{resolver_port}"]}],
+            }
+        ],
+    }
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    port = free_port()
+    argv = [
+        str(prometheus),
+        f"--config.file={tmp_path / 'prometheus.yml'}",
+        f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--log.level=warn",
+    ]
+    process = Process("prometheus", argv, dict(os.environ), tmp_path)
+    try:
+        yield process, f"http://127.0.0.1:{port}"
+    finally:
+        process.stop()
+
+
+def query(base: str, promql: str) -> list[dict[str, Any]]:
+    answer = http_json(f"{base}/api/v1/query?{urllib.parse.urlencode({'query': promql})}")
+    assert answer["status"] == "success", answer
+    return list(answer["data"]["result"])
+
+
+def scalar(base: str, promql: str) -> float | None:
+    result = query(base, promql)
+    return float(result[0]["value"][1]) if result else None
+
+
+def alert(base: str, name: str, state: str) -> dict[str, Any] | None:
+    for item in http_json(f"{base}/api/v1/alerts")["data"]["alerts"]:
+        if item["labels"]["alertname"] == name and item["state"] == state:
+            return dict(item)
+    return None
+
+
+def test_prometheus_scrapes_an_ageing_backlog_and_fires_the_paging_alert(
+    world: World,
+    sql: SQL,
+    resolver: tuple[Process, int],
+    prometheus_server: tuple[Process, str],
+) -> None:
+    replica, resolver_port = resolver
+    server, base = prometheus_server
+    metrics_url = f"http://127.0.0.1:{resolver_port}/metrics"
+    try:
+        # The replica's first cycle has run (and found nothing) before the crashes happen.
+        wait_for(
+            "the resolver's first cycle",
+            lambda: (
+                True
+                if 'resolver_cycles_total{result="completed"} 1.0' in http_text(metrics_url)
+                else None
+            ),
+            timeout_seconds=DEADLINE_SECONDS,
+        )
+        leases = crashed_ago(world, sql, 3600, count=3, action_type="payments.charge")
+
+        due = wait_for(
+            "Prometheus to scrape the due backlog",
+            lambda: scalar(base, 'max(resolver_backlog_dispatches{queue="due"}) == 3'),
+            timeout_seconds=DEADLINE_SECONDS,
+        )
+        assert due == 3
+        by_type = query(base, "resolver_backlog_action_type_dispatches")
+        assert [(r["metric"]["queue"], r["metric"]["action_type"]) for r in by_type] == [
+            ("due", "payments.charge")
+        ]
+        age = scalar(base, "max(resolver_oldest_claimable_age_seconds)")
+        assert age is not None and 3600 <= age < 3600 + DEADLINE_SECONDS * 2
+        assert scalar(base, 'up{job="resolver"}') == 1.0
+        assert scalar(base, "resolver_build_info") == 1.0
+
+        firing = wait_for(
+            "ResolverOldestClaimableTooOld to fire",
+            lambda: alert(base, "ResolverOldestClaimableTooOld", "firing"),
+            timeout_seconds=DEADLINE_SECONDS,
+        )
+        assert firing["labels"]["severity"] == "critical"
+        assert firing["annotations"]["runbook_url"].endswith("#resolveroldestclaimabletooold")
+        assert "1h" in firing["annotations"]["summary"]
+        for quiet in ("ResolverDown", "ResolverLoopStalled", "ResolverBacklogUnknown"):
+            assert alert(base, quiet, "firing") is None, quiet
+        assert len(leases) == 3
+
+        # The only replica goes away: the next failed scrape makes ResolverDown fire.
+        assert replica.stop() == 0
+        wait_for(
+            "ResolverDown to fire",
+            lambda: alert(base, "ResolverDown", "firing"),
+            timeout_seconds=DEADLINE_SECONDS,
+        )
+    except BaseException:
+        print("--- resolver output ---\n" + replica.output())
+        print("--- prometheus output ---\n" + server.output())
+        raise
