@@ -19,6 +19,8 @@ def configure_logging(level: str = "INFO") -> None:
     """Structured JSON logs on stderr; the fields are codes and ids, never secrets."""
     logging.basicConfig(level=level, stream=sys.stderr, format="%(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    # The pool's reconnect chatter would repeat what StorageUnavailable already reports.
+    logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

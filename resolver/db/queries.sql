@@ -300,7 +300,8 @@ GROUP BY status;
 -- name: status_due
 -- Claimable now: armed, due, no live recovery lease, execution recovery_required.
 WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms)
-SELECT count(*) AS due, min(c.next_scan_at_ms) AS oldest_due_at_ms, max(now.ms) AS db_now_ms
+SELECT count(*) AS due, min(c.next_scan_at_ms) AS oldest_due_at_ms,
+       (SELECT ms FROM now) AS db_now_ms
 FROM approved_action_recovery_controls AS c, now
 WHERE c.status = 'armed' AND c.next_scan_at_ms <= now.ms
   AND (c.recovery_lease_expires_at_ms IS NULL OR c.recovery_lease_expires_at_ms <= now.ms)
