@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
@@ -19,6 +20,7 @@ from resolver.config import Settings, load_settings
 from resolver.db import migrate as migrations
 from resolver.errors import ConfigError, ResolverError, SchemaNotReady, StorageUnavailable
 from resolver.ports import StatusSnapshot
+from resolver.worker import Worker
 
 F = TypeVar("F", bound=Callable[..., Any])
 log = structlog.get_logger("resolver.cli")
@@ -94,22 +96,59 @@ def run_cmd(once: bool, config_path: Path | None) -> None:
     settings = load_settings(**overrides)
     ensure_schema(settings.require_database_url())
     replica = build_replica(settings)
-    stop = replica.worker.request_stop
-    previous = {
-        sig: signal.signal(sig, lambda *_: stop()) for sig in (signal.SIGTERM, signal.SIGINT)
-    }
     log.info(
         "resolver_started", replica_id=settings.replica_id, page_size=settings.page_size, once=once
     )
     try:
-        replica.worker.run(once=once)
+        clean = run_until_stopped(
+            replica.worker, once=once, grace_seconds=settings.shutdown_grace_seconds
+        )
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         replica.close()
     log.info(
         "resolver_stopped", replica_id=settings.replica_id, cycles=replica.worker.cycles_completed
     )
+    if not clean:
+        sys.exit(1)
+
+
+def run_until_stopped(worker: Worker, *, once: bool, grace_seconds: float) -> bool:
+    """Run the loop on a worker thread; a signal stops claiming and starts the grace period.
+
+    Returns False when the cycle in flight outlived the grace period: its recovery leases then
+    lapse by time alone and another replica takes the items over.
+    """
+    finished = threading.Event()
+    failure: list[BaseException] = []
+
+    def loop() -> None:
+        try:
+            worker.run(once=once)
+        except BaseException as exc:
+            failure.append(exc)
+        finally:
+            finished.set()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("shutdown_requested", signal=signal.Signals(signum).name)
+        worker.request_stop()
+        finished.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    thread = threading.Thread(target=loop, name="resolver-loop", daemon=True)
+    try:
+        thread.start()
+        finished.wait()
+        thread.join(grace_seconds)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if failure:
+        raise failure[0]
+    if thread.is_alive():
+        log.error("shutdown_grace_exceeded", grace_seconds=grace_seconds)
+        return False
+    return True
 
 
 @main.command("status")
