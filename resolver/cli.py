@@ -151,6 +151,33 @@ def run_until_stopped(worker: Worker, *, once: bool, grace_seconds: float) -> bo
     return True
 
 
+@main.command("api")
+@friendly_errors
+def api_cmd() -> None:
+    """Serve the manual-resolution API (the human queue and decisions)."""
+    import uvicorn
+
+    from resolver.api import RateLimiter, create_app
+    from resolver.auth import TokenVerifier
+
+    settings = load_settings()
+    issuer, audience, jwks = settings.require_oidc()
+    verifier = TokenVerifier.from_jwks_file(jwks, issuer=issuer, audience=audience)
+    ensure_schema(settings.require_database_url())
+    store = open_store(settings)
+    app = create_app(store, verifier, limiter=RateLimiter(settings.api_decisions_per_minute))
+    try:
+        uvicorn.run(
+            app,
+            host=settings.api_host,
+            port=settings.api_port,
+            log_config=None,
+            server_header=False,
+        )
+    finally:
+        store.close()
+
+
 @main.command("status")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @friendly_errors
