@@ -97,7 +97,11 @@ def test_run_refuses_an_unmigrated_database(env: dict[str, str], databases) -> N
 
 
 def test_dead_database_is_one_clear_line_and_exit_3(env: dict[str, str]) -> None:
-    env = {**env, "RESOLVER_DATABASE_URL": "postgresql://resolver:s3cret@127.0.0.1:1/app"}
+    env = {
+        **env,
+        "RESOLVER_DATABASE_URL": "postgresql://resolver:s3cret@127.0.0.1:1/app",
+        "RESOLVER_CONNECT_TIMEOUT_SECONDS": "1",
+    }
     for args in (("run", "--once"), ("status",), ("migrate",)):
         done = run(env, *args)
         assert done.returncode == 3, (args, done.stderr)
