@@ -79,7 +79,8 @@ def build_replica(settings: Settings, registry: ProviderRegistry | None = None) 
             backoff_base_ms=int(settings.backoff_base_seconds * 1000),
             backoff_max_ms=int(settings.backoff_max_seconds * 1000),
             default_timeout_seconds=settings.default_provider_timeout_seconds,
-            inspect_concurrency=settings.inspect_concurrency,
+            # One thread per item of a full page: a queued call would eat its own timeout.
+            inspect_concurrency=settings.inspect_concurrency or settings.page_size,
         ),
     )
     worker = Worker(

@@ -44,7 +44,9 @@ class Settings(BaseSettings):
     backoff_base_seconds: float = Field(default=5.0, gt=0)
     backoff_max_seconds: float = Field(default=600.0, gt=0)
     default_provider_timeout_seconds: float = Field(default=10.0, gt=0)
-    inspect_concurrency: int = Field(default=16, ge=1, le=PAGE_SIZE_HARD_CAP)
+    inspect_concurrency: int | None = Field(
+        default=None, ge=1, le=PAGE_SIZE_HARD_CAP, description="defaults to the page size"
+    )
     shutdown_grace_seconds: float = Field(default=25.0, gt=0)
     storage_retry_max_seconds: float = Field(default=30.0, gt=0)
     connect_timeout_seconds: float = Field(default=5.0, gt=0)
