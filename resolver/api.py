@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import Annotated, Any, Literal
 
 import structlog
@@ -190,7 +191,38 @@ def create_app(
             result=result.value,
         )
 
+    _install_console(app)
     return app
+
+
+CONSOLE_FILES = {"index.html": "text/html", "app.js": "text/javascript", "app.css": "text/css"}
+# The console loads nothing but itself and talks only to this origin.
+CONSOLE_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+    "form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
+)
+
+
+def _install_console(app: FastAPI) -> None:
+    assets = resources.files("resolver") / "console"
+    cached = {name: (assets / name).read_bytes() for name in CONSOLE_FILES}
+
+    def serve(name: str) -> Response:
+        return Response(
+            cached[name],
+            media_type=CONSOLE_FILES[name],
+            headers={"Content-Security-Policy": CONSOLE_CSP, "Referrer-Policy": "no-referrer"},
+        )
+
+    @app.get("/console", include_in_schema=False)
+    def console() -> Response:
+        return serve("index.html")
+
+    @app.get("/console/{name}", include_in_schema=False)
+    def console_asset(name: str) -> Response:
+        if name not in CONSOLE_FILES or name == "index.html":
+            raise ApiError(404, "not_found", "no such page")
+        return serve(name)
 
 
 def _install_error_handlers(app: FastAPI) -> None:
