@@ -35,7 +35,7 @@ from resolver.manual import (
     ManualResolutionService,
     Principal,
 )
-from resolver.ports import ManualStore
+from resolver.ports import ManualQueueItem, ManualStore
 
 log = structlog.get_logger("resolver.api")
 PROBLEM = "application/problem+json"
@@ -57,20 +57,8 @@ class DecisionResponse(BaseModel):
     result: Literal["committed", "replayed"]
 
 
-class QueueItem(BaseModel):
-    dispatch_id: str
-    project_id: str
-    action_type: str
-    last_finding: str | None
-    finding_count: int
-    manual_at_ms: int
-    execution_version: int
-    started_at_ms: int
-    attempt: int
-
-
 class QueuePage(BaseModel):
-    items: list[QueueItem]
+    items: list[ManualQueueItem]
     next_cursor: str | None
 
 
@@ -157,7 +145,7 @@ def create_app(
             if len(items) == limit
             else None
         )
-        return QueuePage(items=[QueueItem(**_fields(i)) for i in items], next_cursor=next_cursor)
+        return QueuePage(items=items, next_cursor=next_cursor)
 
     @app.post("/v1/dispatches/{dispatch_id}/resolution", response_model=DecisionResponse)
     def decide(
@@ -292,7 +280,3 @@ def _decode_cursor(cursor: str | None) -> tuple[int, str] | None:
         return int(at), dispatch_id
     except (ValueError, UnicodeDecodeError):
         raise ApiError(422, "invalid_request", "invalid fields: cursor") from None
-
-
-def _fields(item: object) -> dict[str, Any]:
-    return {name: getattr(item, name) for name in QueueItem.model_fields}
