@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextvars
 import json
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
@@ -19,6 +21,7 @@ from resolver.config import Settings, load_settings
 from resolver.db import migrate as migrations
 from resolver.errors import ConfigError, ResolverError, SchemaNotReady, StorageUnavailable
 from resolver.ports import StatusSnapshot
+from resolver.worker import Worker
 
 F = TypeVar("F", bound=Callable[..., Any])
 log = structlog.get_logger("resolver.cli")
@@ -100,22 +103,89 @@ def run_cmd(once: bool, config_path: Path | None) -> None:
     except ConfigError:
         replica.close()
         raise
-    stop = replica.worker.request_stop
-    previous = {
-        sig: signal.signal(sig, lambda *_: stop()) for sig in (signal.SIGTERM, signal.SIGINT)
-    }
     log.info(
         "resolver_started", replica_id=settings.replica_id, page_size=settings.page_size, once=once
     )
     try:
-        replica.worker.run(once=once)
+        clean = run_until_stopped(
+            replica.worker, once=once, grace_seconds=settings.shutdown_grace_seconds
+        )
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         replica.close()
     log.info(
         "resolver_stopped", replica_id=settings.replica_id, cycles=replica.worker.cycles_completed
     )
+    if not clean:
+        sys.exit(1)
+
+
+def run_until_stopped(worker: Worker, *, once: bool, grace_seconds: float) -> bool:
+    """Run the loop on a worker thread; a signal stops claiming and starts the grace period.
+
+    Returns False when the cycle in flight outlived the grace period: its recovery leases then
+    lapse by time alone and another replica takes the items over.
+    """
+    finished = threading.Event()
+    failure: list[BaseException] = []
+
+    def loop() -> None:
+        try:
+            worker.run(once=once)
+        except BaseException as exc:
+            failure.append(exc)
+        finally:
+            finished.set()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("shutdown_requested", signal=signal.Signals(signum).name)
+        worker.request_stop()
+        finished.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    # A new thread starts with an empty context: copy it so the loop's log lines keep the
+    # replica_id bound by run_cmd.
+    context = contextvars.copy_context()
+    thread = threading.Thread(target=context.run, args=(loop,), name="resolver-loop", daemon=True)
+    try:
+        thread.start()
+        finished.wait()
+        thread.join(grace_seconds)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if failure:
+        raise failure[0]
+    if thread.is_alive():
+        log.error("shutdown_grace_exceeded", grace_seconds=grace_seconds)
+        return False
+    return True
+
+
+@main.command("api")
+@friendly_errors
+def api_cmd() -> None:
+    """Serve the manual-resolution API (the human queue and decisions)."""
+    import uvicorn
+
+    from resolver.api import RateLimiter, create_app
+    from resolver.auth import TokenVerifier
+
+    settings = load_settings()
+    issuer, audience, jwks = settings.require_oidc()
+    verifier = TokenVerifier.from_jwks_file(jwks, issuer=issuer, audience=audience)
+    ensure_schema(settings.require_database_url())
+    store = open_store(settings)
+    app = create_app(store, verifier, limiter=RateLimiter(settings.api_decisions_per_minute))
+    try:
+        uvicorn.run(
+            app,
+            host=settings.api_host,
+            port=settings.api_port,
+            log_config=None,
+            server_header=False,
+        )
+    finally:
+        store.close()
 
 
 @main.command("status")

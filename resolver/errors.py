@@ -42,6 +42,14 @@ class LeaseLost(FenceConflict):
     """The caller's execution lease expired or was taken over; it may no longer start."""
 
 
+class PermissionDenied(ResolverError):
+    """The user lacks `approval.recover` on the project, or the grant changed under them."""
+
+
+class StrongAuthRequired(ResolverError):
+    """The authentication is too old or not strong enough (no accepted `amr` value)."""
+
+
 class NotLeasable(ResolverError):
     """The dispatch cannot be leased: it is executing, terminal, or leased by someone alive."""
 

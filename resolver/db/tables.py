@@ -224,6 +224,27 @@ recovery_authorizations = Table(
     CheckConstraint("permission = 'approval.recover'", name="permission_known"),
 )
 
+# The access-policy mirror the manual path fences on. The platform owns projects and role
+# bindings; it keeps these rows in step (or replaces the tables with views of the same shape).
+# Every change to a project or binding must bump its version: that is what a decision fences on.
+recovery_projects = Table(
+    "recovery_projects",
+    metadata,
+    Column("project_id", Text, primary_key=True),
+    Column("version", BigInteger, nullable=False),
+    CheckConstraint("version >= 1", name="version_positive"),
+)
+
+recovery_role_bindings = Table(
+    "recovery_role_bindings",
+    metadata,
+    Column("project_id", Text, ForeignKey("recovery_projects.project_id"), primary_key=True),
+    Column("user_id", Text, primary_key=True),
+    Column("permission", Text, primary_key=True),
+    Column("version", BigInteger, nullable=False),
+    CheckConstraint("version >= 1", name="version_positive"),
+)
+
 # Tables whose rows are facts: a trigger rejects UPDATE and DELETE on each.
 IMMUTABLE_TABLES: tuple[str, ...] = (
     dispatches.name,
