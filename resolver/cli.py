@@ -103,12 +103,21 @@ def run_cmd(once: bool, config_path: Path | None) -> None:
     except ConfigError:
         replica.close()
         raise
-    log.info(
-        "resolver_started", replica_id=settings.replica_id, page_size=settings.page_size, once=once
-    )
+
+    def announce() -> None:
+        log.info(
+            "resolver_started",
+            replica_id=settings.replica_id,
+            page_size=settings.page_size,
+            once=once,
+        )
+
     try:
         clean = run_until_stopped(
-            replica.worker, once=once, grace_seconds=settings.shutdown_grace_seconds
+            replica.worker,
+            once=once,
+            grace_seconds=settings.shutdown_grace_seconds,
+            started=announce,
         )
     finally:
         replica.close()
@@ -119,7 +128,13 @@ def run_cmd(once: bool, config_path: Path | None) -> None:
         sys.exit(1)
 
 
-def run_until_stopped(worker: Worker, *, once: bool, grace_seconds: float) -> bool:
+def run_until_stopped(
+    worker: Worker,
+    *,
+    once: bool,
+    grace_seconds: float,
+    started: Callable[[], None] = lambda: None,
+) -> bool:
     """Run the loop on a worker thread; a signal stops claiming and starts the grace period.
 
     Returns False when the cycle in flight outlived the grace period: its recovery leases then
@@ -127,6 +142,7 @@ def run_until_stopped(worker: Worker, *, once: bool, grace_seconds: float) -> bo
     """
     finished = threading.Event()
     failure: list[BaseException] = []
+    received: list[int] = []
 
     def loop() -> None:
         try:
@@ -137,11 +153,14 @@ def run_until_stopped(worker: Worker, *, once: bool, grace_seconds: float) -> bo
             finished.set()
 
     def on_signal(signum: int, _frame: object) -> None:
-        log.info("shutdown_requested", signal=signal.Signals(signum).name)
+        # No logging here: the handler may interrupt a log write holding the writer's lock.
+        received.append(signum)
         worker.request_stop()
         finished.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    # Announce only now: whoever waits for "started" to send a signal must find our handler.
+    started()
     # A new thread starts with an empty context: copy it so the loop's log lines keep the
     # replica_id bound by run_cmd.
     context = contextvars.copy_context()
@@ -149,6 +168,8 @@ def run_until_stopped(worker: Worker, *, once: bool, grace_seconds: float) -> bo
     try:
         thread.start()
         finished.wait()
+        if received:
+            log.info("shutdown_requested", signal=signal.Signals(received[0]).name)
         thread.join(grace_seconds)
     finally:
         for sig, handler in previous.items():
