@@ -27,7 +27,7 @@ from tests.conftest import SQL, World
 from tests.deploy.conftest import RULES
 from tests.telemetry_support import crashed_ago, free_port, wait_for
 
-RESOLVER = Path(sys.executable).with_name("resolver")  # the installed console script
+RESOLVER = [sys.executable, "-m", "resolver"]
 DEADLINE_SECONDS = 60.0
 
 
@@ -76,7 +76,7 @@ def resolver(database_url: str, tmp_path: Path) -> Iterator[tuple[Process, int]]
         "RESOLVER_CADENCE_SECONDS": "3600",
         "RESOLVER_METRICS_CACHE_SECONDS": "0.2",
     }
-    process = Process("resolver", [str(RESOLVER), "run"], env, tmp_path)
+    process = Process("resolver", [*RESOLVER, "run"], env, tmp_path)
     try:
         yield process, port
     finally:

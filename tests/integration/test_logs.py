@@ -13,7 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 from tests.conftest import SQL, World
 from tests.telemetry_support import crashed_ago
 
-RESOLVER = Path(sys.executable).with_name("resolver")  # the installed console script
+RESOLVER = [sys.executable, "-m", "resolver"]
 SECRET = "s3cret-pw"  # trust auth ignores it; no log line may carry it
 
 
@@ -31,7 +31,7 @@ def run_once(database_url: str, tmp_path: Path) -> subprocess.CompletedProcess[s
         "RESOLVER_CONFIG": str(config),
     }
     return subprocess.run(
-        [str(RESOLVER), "run", "--once"],
+        [*RESOLVER, "run", "--once"],
         env=env,
         capture_output=True,
         text=True,
