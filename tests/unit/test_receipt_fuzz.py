@@ -53,6 +53,7 @@ json_scalars = (
     | st.integers(min_value=-(2**70), max_value=2**70)
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=24)
+    | st.text(st.characters(codec=None, categories=["Cs", "Co", "Cc"]), max_size=3)
 )
 json_values = st.recursive(
     json_scalars,

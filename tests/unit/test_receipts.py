@@ -181,6 +181,12 @@ def test_malformed_json_is_rejected(raw: bytes, reason: RejectReason) -> None:
     assert reason_of(raw) == reason.value
 
 
+@pytest.mark.parametrize("raw", ["\ud800", '{"project_id": "\\ud800"}'])
+def test_lone_surrogates_are_rejected_not_raised(raw: str) -> None:
+    assert reason_of(raw) == RejectReason.NOT_JSON.value
+    assert reason_of(json.dumps({**receipt(), "project_id": "\ud800"})) == "not_json"
+
+
 def test_duplicate_field_hidden_in_a_valid_receipt_is_rejected() -> None:
     text = encode_receipt(receipt()).decode()
     assert reason_of(text[:-1] + ',"outcome":"failed"}') == RejectReason.DUPLICATE_FIELD.value
