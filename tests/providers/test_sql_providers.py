@@ -344,3 +344,21 @@ def test_registry_error_names_the_action_type(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.delenv("RESOLVER_SECRETS_DIR", raising=False)
     with pytest.raises(ConfigError, match=r"action_types\.db\.mutation: .*RESOLVER_RECEIPT_KEYS"):
         build_registry({"db.mutation": {"provider": "internal_mutation"}})
+
+
+def test_cli_refuses_to_start_on_bad_provider_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database_url: str
+) -> None:
+    from click.testing import CliRunner
+
+    from resolver.cli import main
+
+    config = tmp_path / "providers.yaml"
+    config.write_text("action_types:\n  shell.exec: {provider: manual_only, retries: 2}\n")
+    monkeypatch.setenv("RESOLVER_DATABASE_URL", database_url)
+    monkeypatch.setenv("RESOLVER_CONFIG", str(config))
+    result = CliRunner().invoke(main, ["run", "--once"])
+    assert result.exit_code == 2
+    assert "action_types.shell.exec: retries: provider manual_only takes no settings" in (
+        result.output
+    )
