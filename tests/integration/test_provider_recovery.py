@@ -222,3 +222,36 @@ def test_source_down_moves_nothing(
         dead.close()
     assert settled(sql, lease.dispatch_id) == ("executing", "armed", "unavailable")
     assert sql.resolutions(lease.dispatch_id) == []
+
+
+class CountingDatabase(ReadOnlyDatabase):
+    """The real read-only pool, counting round trips."""
+
+    fetches = 0
+
+    def fetch(self, query: Any, params: Any) -> Any:
+        self.fetches += 1
+        return super().fetch(query, params)
+
+
+@pytest.mark.parametrize(
+    "provider_class", [InternalMutationProvider, RunCreateProvider, PackageInstallProvider]
+)
+def test_sql_providers_answer_a_page_with_one_query(
+    world: World, store: PostgresStore, database_url: str, provider_class: Any
+) -> None:
+    world.crashed(12, action_type="db.mutation")
+    db = CountingDatabase(database_url, timeout_seconds=2)
+    db.open()
+    try:
+        provider = (
+            provider_class(db, KEYS, 2)
+            if provider_class is InternalMutationProvider
+            else provider_class(db, 2)
+        )
+        report = reconciler(store, ProviderRegistry({"db.mutation": provider})).run_cycle(
+            now_ms=AFTER
+        )
+    finally:
+        db.close()
+    assert report.claimed == 12 and db.fetches == 1
