@@ -59,25 +59,37 @@ def main(log_level: str) -> None:
 
 @main.command("migrate")
 @click.option("--sql", "offline", is_flag=True, help="Print the DDL instead of running it.")
-@click.option("--revision", default="head", show_default=True)
+@click.option("--revision", default="head", show_default=True, help="Upgrade to this revision.")
+@click.option(
+    "--downgrade",
+    "downgrade_to",
+    default=None,
+    metavar="REVISION",
+    help="Roll the schema back to REVISION (or `base`) instead of upgrading.",
+)
 @friendly_errors
-def migrate_cmd(offline: bool, revision: str) -> None:
-    """Create or upgrade the schema (idempotent)."""
+def migrate_cmd(offline: bool, revision: str, downgrade_to: str | None) -> None:
+    """Create or upgrade the schema (idempotent); --downgrade rolls it back."""
     if offline:
         click.echo(migrations.upgrade_sql(revision))
         return
     url = load_settings().require_database_url()
-    migrations.upgrade(url, revision)
+    if downgrade_to is not None:
+        migrations.downgrade(url, downgrade_to)
+    else:
+        migrations.upgrade(url, revision)
     click.echo(f"schema at revision {migrations.current_revision(url)}")
 
 
 def ensure_schema(url: str) -> None:
-    current, head = migrations.current_revision(url), migrations.head_revision()
-    if current != head:
+    status, current = migrations.schema_status(url)
+    if status in (migrations.SchemaStatus.MISSING, migrations.SchemaStatus.BEHIND):
         raise SchemaNotReady(
-            f"schema is at revision {current or 'none'}, this resolver needs {head}; "
-            "run `resolver migrate` first"
+            f"schema is at revision {current or 'none'}, this resolver needs "
+            f"{migrations.head_revision()}; run `resolver migrate` first"
         )
+    if status is migrations.SchemaStatus.AHEAD:
+        log.warning("schema_ahead", revision=current, expected=migrations.head_revision())
 
 
 @main.command("run")
@@ -92,16 +104,26 @@ def ensure_schema(url: str) -> None:
 @friendly_errors
 def run_cmd(once: bool, config_path: Path | None) -> None:
     """Claim, inspect and commit in a loop until SIGTERM/SIGINT."""
+    block_stop_signals()  # before any thread (pool, HTTP) exists, so all of them inherit it
     overrides = {"config": config_path} if config_path else {}
     settings = load_settings(**overrides)
     ensure_schema(settings.require_database_url())
     replica = build_replica(settings)
-    log.info(
-        "resolver_started", replica_id=settings.replica_id, page_size=settings.page_size, once=once
-    )
+
+    def started() -> None:
+        log.info(
+            "resolver_started",
+            replica_id=settings.replica_id,
+            page_size=settings.page_size,
+            once=once,
+        )
+
     try:
         clean = run_until_stopped(
-            replica.worker, once=once, grace_seconds=settings.shutdown_grace_seconds
+            replica.worker,
+            once=once,
+            grace_seconds=settings.shutdown_grace_seconds,
+            started=started,
         )
     finally:
         replica.close()
@@ -112,13 +134,34 @@ def run_cmd(once: bool, config_path: Path | None) -> None:
         sys.exit(1)
 
 
-def run_until_stopped(worker: Worker, *, once: bool, grace_seconds: float) -> bool:
-    """Run the loop on a worker thread; a signal stops claiming and starts the grace period.
+STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
+_WAKE = signal.SIGUSR1
+
+
+def block_stop_signals() -> None:
+    """Block stop signals in this thread and every thread it starts from now on.
+
+    They are then taken synchronously by `sigwait` in the main thread: no asynchronous
+    handler can interrupt a lock holder (a log write, an Event) and deadlock the process.
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, {*STOP_SIGNALS, _WAKE})
+
+
+def run_until_stopped(
+    worker: Worker,
+    *,
+    once: bool,
+    grace_seconds: float,
+    started: Callable[[], None] = lambda: None,
+) -> bool:
+    """Run the loop on a worker thread; a stop signal stops claiming and starts the grace
+    period.
 
     Returns False when the cycle in flight outlived the grace period: its recovery leases then
     lapse by time alone and another replica takes the items over.
     """
-    finished = threading.Event()
+    block_stop_signals()
+    main_thread = threading.get_ident()
     failure: list[BaseException] = []
 
     def loop() -> None:
@@ -127,22 +170,16 @@ def run_until_stopped(worker: Worker, *, once: bool, grace_seconds: float) -> bo
         except BaseException as exc:
             failure.append(exc)
         finally:
-            finished.set()
+            signal.pthread_kill(main_thread, _WAKE)
 
-    def on_signal(signum: int, _frame: object) -> None:
-        log.info("shutdown_requested", signal=signal.Signals(signum).name)
-        worker.request_stop()
-        finished.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     thread = threading.Thread(target=loop, name="resolver-loop", daemon=True)
-    try:
-        thread.start()
-        finished.wait()
-        thread.join(grace_seconds)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    started()
+    thread.start()
+    received = signal.sigwait({*STOP_SIGNALS, _WAKE})
+    if received != _WAKE:
+        log.info("shutdown_requested", signal=signal.Signals(received).name)
+        worker.request_stop()
+    thread.join(grace_seconds)
     if failure:
         raise failure[0]
     if thread.is_alive():
