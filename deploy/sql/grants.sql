@@ -1,0 +1,48 @@
+-- Least-privilege roles of the approved-action resolver: step 2 of 2.
+--
+-- Run as resolver_migrator (the owner of every object) after EVERY `resolver migrate`:
+--
+--     psql "$MIGRATOR_URL" -v ON_ERROR_STOP=1 -f deploy/sql/grants.sql
+--
+-- Idempotent. A migration that adds a table must add its grants here in the same change.
+-- Privileges are per table and per verb: the runtime role cannot UPDATE or DELETE facts,
+-- cannot delete anything, and cannot run DDL (it owns nothing).
+
+SET search_path = resolver;
+
+-- Dispatches are immutable identities: the resolver reads them, executors create them.
+GRANT SELECT ON approved_action_dispatches TO resolver_runtime;
+GRANT SELECT, INSERT ON approved_action_dispatches TO resolver_executor;
+
+-- Executions and recovery controls are versioned rows: the resolver claims and commits
+-- (SELECT ... FOR UPDATE needs UPDATE); executors also create them (lease, start barrier).
+GRANT SELECT, UPDATE ON approved_action_executions TO resolver_runtime;
+GRANT SELECT, UPDATE ON approved_action_recovery_controls TO resolver_runtime;
+GRANT SELECT, INSERT, UPDATE ON approved_action_executions TO resolver_executor;
+GRANT SELECT, INSERT, UPDATE ON approved_action_recovery_controls TO resolver_executor;
+
+-- Resolutions and authorization facts are insert-only (a trigger refuses UPDATE/DELETE as
+-- well). The identity columns need no sequence privilege.
+GRANT SELECT, INSERT ON approved_action_recovery_resolutions TO resolver_runtime;
+GRANT SELECT, INSERT ON recovery_authorizations TO resolver_runtime;
+-- Executors read a resolution that won the race against their completion (exact replay).
+GRANT SELECT ON approved_action_recovery_resolutions TO resolver_executor;
+
+-- Readiness: `resolver run` refuses to start unless the schema is at the expected revision.
+GRANT SELECT ON alembic_version TO resolver_runtime;
+
+-- The database clock. Functions are executable by PUBLIC by default; narrow it to the
+-- roles that compare leases and due times.
+REVOKE EXECUTE ON FUNCTION resolver_now_ms(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION resolver_now_ms(bigint) TO resolver_runtime, resolver_executor;
+REVOKE EXECUTE ON FUNCTION resolver_reject_mutation() FROM PUBLIC;
+
+-- Evidence tables of the SQL providers, granted once the migration that creates them ran.
+-- The reader gets nothing on the resolver's own tables.
+DO $$
+BEGIN
+    IF to_regclass('resolver.action_receipts') IS NOT NULL THEN
+        GRANT SELECT ON resolver.action_receipts TO resolver_evidence_reader;
+    END IF;
+END
+$$;
