@@ -39,9 +39,9 @@ from resolver.execution import CompletionResult, ExecutionClient
 from resolver.reconciler import Reconciler, ReconcilerSettings
 from resolver.testing.postgres import with_database
 from tests.conftest import EXEC_LEASE_MS, T0, new_spec
-from tests.deploy.k8s import ROOT
 from tests.providers_for_tests import ScriptedProvider, fixed, registry
 
+ROOT = Path(__file__).resolve().parents[2]
 ROLES_SQL = ROOT / "deploy" / "sql" / "roles.sql"
 GRANTS_SQL = ROOT / "deploy" / "sql" / "grants.sql"
 ROLES = ("resolver_migrator", "resolver_runtime", "resolver_executor", "resolver_evidence_reader")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
-from tests.deploy.k8s import ROOT
-
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "deployment.md"
 GRANTS = ROOT / "deploy" / "sql" / "grants.sql"
 
