@@ -455,6 +455,16 @@ def test_chart_copy_of_the_alert_rules_matches_the_source() -> None:
             r"resolver.recoveryLeaseSeconds \(15\) must exceed",
         ),
         (
+            {
+                "providers": {
+                    "action_types": {
+                        "slow.api": {"provider": "http_receipt", "timeout_seconds": 55.5}
+                    }
+                }
+            },
+            r"recoveryLeaseSeconds \(60\) must exceed the longest provider timeout \(55.5 s",
+        ),
+        (
             {"resolver": {"backoffBaseSeconds": 60, "backoffMaxSeconds": 30}},
             r"backoffMaxSeconds \(30\) must be >= resolver.backoffBaseSeconds \(60\)",
         ),

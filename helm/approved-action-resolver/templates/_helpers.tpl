@@ -82,8 +82,14 @@ a crash loop.
 {{- if le (float64 .Values.terminationGracePeriodSeconds) (float64 $r.shutdownGraceSeconds) }}
 {{- fail (printf "terminationGracePeriodSeconds (%v) must be greater than resolver.shutdownGraceSeconds (%v): the kubelet would kill a replica while it still hands back its recovery leases" .Values.terminationGracePeriodSeconds $r.shutdownGraceSeconds) }}
 {{- end }}
-{{- if le (float64 $r.recoveryLeaseSeconds) (addf $r.defaultProviderTimeoutSeconds $r.commitMarginSeconds) }}
-{{- fail (printf "resolver.recoveryLeaseSeconds (%v) must exceed resolver.defaultProviderTimeoutSeconds (%v) + resolver.commitMarginSeconds (%v): a lease must not lapse while its holder is inspecting" $r.recoveryLeaseSeconds $r.defaultProviderTimeoutSeconds $r.commitMarginSeconds) }}
+{{- $longest := float64 $r.defaultProviderTimeoutSeconds }}
+{{- range $name, $entry := (.Values.providers.action_types | default dict) }}
+{{- if and (kindIs "map" $entry) (hasKey $entry "timeout_seconds") }}
+{{- $longest = maxf $longest $entry.timeout_seconds }}
+{{- end }}
+{{- end }}
+{{- if le (float64 $r.recoveryLeaseSeconds) (addf $longest $r.commitMarginSeconds) }}
+{{- fail (printf "resolver.recoveryLeaseSeconds (%v) must exceed the longest provider timeout (%v s, resolver.defaultProviderTimeoutSeconds or a provider's timeout_seconds) + resolver.commitMarginSeconds (%v): a lease must not lapse while its holder is inspecting" $r.recoveryLeaseSeconds $longest $r.commitMarginSeconds) }}
 {{- end }}
 {{- if lt (float64 $r.backoffMaxSeconds) (float64 $r.backoffBaseSeconds) }}
 {{- fail (printf "resolver.backoffMaxSeconds (%v) must be >= resolver.backoffBaseSeconds (%v)" $r.backoffMaxSeconds $r.backoffBaseSeconds) }}
