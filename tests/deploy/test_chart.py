@@ -179,6 +179,12 @@ CUSTOM_SETTINGS: dict[str, Any] = {
 }
 
 
+def test_inspect_concurrency_is_left_to_the_resolver_unless_set() -> None:
+    assert "RESOLVER_INSPECT_CONCURRENCY" not in env_of(container(render()))
+    env = env_of(container(render({"resolver": {"inspectConcurrency": 8}})))
+    assert env["RESOLVER_INSPECT_CONCURRENCY"]["value"] == "8"
+
+
 def test_every_setting_reaches_the_resolver_and_the_resolver_accepts_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -196,13 +202,23 @@ def test_every_setting_reaches_the_resolver_and_the_resolver_accepts_it(
     assert literal["RESOLVER_STATEMENT_TIMEOUT_MS"] == "1000000"
 
 
-# Settings a chart value must not carry: they are secrets, or set by the pod itself.
-NOT_FROM_VALUES = {"receipt_keys", "receipt_signing_kid"}
+# Settings the worker's chart values must not carry: secrets (receipt keys come as files), and
+# the settings of `resolver api` (the manual-resolution API), which this chart does not deploy.
+NOT_FROM_VALUES = {
+    "receipt_keys",
+    "receipt_signing_kid",
+    "api_host",
+    "api_port",
+    "api_decisions_per_minute",
+    "oidc_issuer",
+    "oidc_audience",
+    "oidc_jwks_file",
+}
 
 
 def test_every_resolver_setting_is_wired_into_the_deployment() -> None:
     """A setting added to resolver/config.py must be added to the chart (or listed above)."""
-    env = env_of(container(render()))
+    env = env_of(container(render({"resolver": CUSTOM_SETTINGS})))
     missing = {
         f"RESOLVER_{field.upper()}"
         for field in Settings.model_fields

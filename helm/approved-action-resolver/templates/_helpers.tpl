@@ -118,8 +118,10 @@ holds numbers as float64 and would print 1000000 as 1e+06, which the resolver re
   value: {{ $r.backoffMaxSeconds | toString | quote }}
 - name: RESOLVER_DEFAULT_PROVIDER_TIMEOUT_SECONDS
   value: {{ $r.defaultProviderTimeoutSeconds | toString | quote }}
+{{- if not (kindIs "invalid" $r.inspectConcurrency) }}
 - name: RESOLVER_INSPECT_CONCURRENCY
   value: {{ $r.inspectConcurrency | int64 | quote }}
+{{- end }}
 - name: RESOLVER_SHUTDOWN_GRACE_SECONDS
   value: {{ $r.shutdownGraceSeconds | toString | quote }}
 - name: RESOLVER_STORAGE_RETRY_MAX_SECONDS
