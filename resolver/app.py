@@ -78,6 +78,7 @@ class Replica:
     store: PostgresStore
     reconciler: Reconciler
     worker: Worker
+    registry: ProviderRegistry
     metrics_registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     heartbeat: Heartbeat = field(default_factory=Heartbeat)
     tracing: Tracing = field(default_factory=Tracing)
@@ -87,6 +88,7 @@ class Replica:
         if self.endpoints is not None:
             self.endpoints.stop()
         self.reconciler.close()
+        self.registry.close()  # provider connection pools
         self.tracing.shutdown()  # flushes spans still queued for export
         self.store.close()
 
@@ -140,7 +142,7 @@ def build_replica(
         ),
         listeners=(heartbeat,),
     )
-    return Replica(store, reconciler, worker, metrics_registry, heartbeat, tracing)
+    return Replica(store, reconciler, worker, registry, metrics_registry, heartbeat, tracing)
 
 
 def serve_endpoints(replica: Replica, settings: Settings) -> ObservabilityServer | None:

@@ -60,25 +60,37 @@ def main(log_level: str) -> None:
 
 @main.command("migrate")
 @click.option("--sql", "offline", is_flag=True, help="Print the DDL instead of running it.")
-@click.option("--revision", default="head", show_default=True)
+@click.option("--revision", default="head", show_default=True, help="Upgrade to this revision.")
+@click.option(
+    "--downgrade",
+    "downgrade_to",
+    default=None,
+    metavar="REVISION",
+    help="Roll the schema back to REVISION (or `base`) instead of upgrading.",
+)
 @friendly_errors
-def migrate_cmd(offline: bool, revision: str) -> None:
-    """Create or upgrade the schema (idempotent)."""
+def migrate_cmd(offline: bool, revision: str, downgrade_to: str | None) -> None:
+    """Create or upgrade the schema (idempotent); --downgrade rolls it back."""
     if offline:
         click.echo(migrations.upgrade_sql(revision))
         return
     url = load_settings().require_database_url()
-    migrations.upgrade(url, revision)
+    if downgrade_to is not None:
+        migrations.downgrade(url, downgrade_to)
+    else:
+        migrations.upgrade(url, revision)
     click.echo(f"schema at revision {migrations.current_revision(url)}")
 
 
 def ensure_schema(url: str) -> None:
-    current, head = migrations.current_revision(url), migrations.head_revision()
-    if current != head:
+    status, current = migrations.schema_status(url)
+    if status in (migrations.SchemaStatus.MISSING, migrations.SchemaStatus.BEHIND):
         raise SchemaNotReady(
-            f"schema is at revision {current or 'none'}, this resolver needs {head}; "
-            "run `resolver migrate` first"
+            f"schema is at revision {current or 'none'}, this resolver needs "
+            f"{migrations.head_revision()}; run `resolver migrate` first"
         )
+    if status is migrations.SchemaStatus.AHEAD:
+        log.warning("schema_ahead", revision=current, expected=migrations.head_revision())
 
 
 @main.command("run")
@@ -93,6 +105,7 @@ def ensure_schema(url: str) -> None:
 @friendly_errors
 def run_cmd(once: bool, config_path: Path | None) -> None:
     """Claim, inspect and commit in a loop until SIGTERM/SIGINT."""
+    block_stop_signals()  # before any thread (pool, HTTP) exists, so all of them inherit it
     overrides = {"config": config_path} if config_path else {}
     settings = load_settings(**overrides)
     ensure_schema(settings.require_database_url())
@@ -104,7 +117,7 @@ def run_cmd(once: bool, config_path: Path | None) -> None:
         replica.close()
         raise
 
-    def announce() -> None:
+    def started() -> None:
         log.info(
             "resolver_started",
             replica_id=settings.replica_id,
@@ -117,7 +130,7 @@ def run_cmd(once: bool, config_path: Path | None) -> None:
             replica.worker,
             once=once,
             grace_seconds=settings.shutdown_grace_seconds,
-            started=announce,
+            started=started,
         )
     finally:
         replica.close()
@@ -128,6 +141,19 @@ def run_cmd(once: bool, config_path: Path | None) -> None:
         sys.exit(1)
 
 
+STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
+_WAKE = signal.SIGUSR1
+
+
+def block_stop_signals() -> None:
+    """Block stop signals in this thread and every thread it starts from now on.
+
+    They are then taken synchronously by `sigwait` in the main thread: no asynchronous
+    handler can interrupt a lock holder (a log write, an Event) and deadlock the process.
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, {*STOP_SIGNALS, _WAKE})
+
+
 def run_until_stopped(
     worker: Worker,
     *,
@@ -135,14 +161,15 @@ def run_until_stopped(
     grace_seconds: float,
     started: Callable[[], None] = lambda: None,
 ) -> bool:
-    """Run the loop on a worker thread; a signal stops claiming and starts the grace period.
+    """Run the loop on a worker thread; a stop signal stops claiming and starts the grace
+    period.
 
     Returns False when the cycle in flight outlived the grace period: its recovery leases then
     lapse by time alone and another replica takes the items over.
     """
-    finished = threading.Event()
+    block_stop_signals()
+    main_thread = threading.get_ident()
     failure: list[BaseException] = []
-    received: list[int] = []
 
     def loop() -> None:
         try:
@@ -150,30 +177,19 @@ def run_until_stopped(
         except BaseException as exc:
             failure.append(exc)
         finally:
-            finished.set()
+            signal.pthread_kill(main_thread, _WAKE)
 
-    def on_signal(signum: int, _frame: object) -> None:
-        # No logging here: the handler may interrupt a log write holding the writer's lock.
-        received.append(signum)
-        worker.request_stop()
-        finished.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    # Announce only now: whoever waits for "started" to send a signal must find our handler.
-    started()
     # A new thread starts with an empty context: copy it so the loop's log lines keep the
     # replica_id bound by run_cmd.
     context = contextvars.copy_context()
     thread = threading.Thread(target=context.run, args=(loop,), name="resolver-loop", daemon=True)
-    try:
-        thread.start()
-        finished.wait()
-        if received:
-            log.info("shutdown_requested", signal=signal.Signals(received[0]).name)
-        thread.join(grace_seconds)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    started()
+    thread.start()
+    received = signal.sigwait({*STOP_SIGNALS, _WAKE})
+    if received != _WAKE:
+        log.info("shutdown_requested", signal=signal.Signals(received).name)
+        worker.request_stop()
+    thread.join(grace_seconds)
     if failure:
         raise failure[0]
     if thread.is_alive():

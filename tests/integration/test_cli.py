@@ -142,3 +142,17 @@ def test_signal_stops_the_loop_with_exit_0(env: dict[str, str], sig: signal.Sign
     assert proc.wait(timeout=10) == 0
     rest = proc.stderr.read()
     assert "resolver_stopped" in rest
+
+
+def test_rolling_upgrade_schema_states(env: dict[str, str], sql: SQL) -> None:
+    # Behind (an older known revision): refuse and say how to fix.
+    down = run(env, "migrate", "--downgrade", "0001_recovery_core")
+    assert down.returncode == 0 and "0001_recovery_core" in down.stdout
+    behind = run(env, "run", "--once")
+    assert behind.returncode == 3 and "run `resolver migrate` first" in behind.stderr
+    # Ahead (a revision a newer release wrote): keep working, with a warning.
+    assert run(env, "migrate").returncode == 0
+    sql.all("UPDATE alembic_version SET version_num = '9999_from_a_newer_release'")
+    ahead = run(env, "run", "--once")
+    assert ahead.returncode == 0, ahead.stderr
+    assert "schema_ahead" in ahead.stderr

@@ -62,7 +62,8 @@ def test_provider_settings_are_validated(tmp_path: Path) -> None:
     path = tmp_path / "providers.yaml"
     path.write_text("action_types:\n  shell.exec: {provider: manual_only, colour: red}\n")
     with pytest.raises(
-        ConfigError, match=r"action_types.shell.exec: manual_only takes no settings"
+        ConfigError,
+        match=r"action_types.shell.exec: colour: provider manual_only takes no settings",
     ):
         build_registry(load_provider_config(path))
 

@@ -1,7 +1,7 @@
 """Manual resolution: the access-policy mirror (projects, role bindings) decisions fence on.
 
 Revision ID: 0003_manual_policy
-Revises: 0001_recovery_core
+Revises: 0002_provider_evidence
 Create Date: 2026-11-30
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0003_manual_policy"
-down_revision = "0001_recovery_core"
+down_revision = "0002_provider_evidence"
 branch_labels = None
 depends_on = None
 
