@@ -176,6 +176,7 @@ CUSTOM_SETTINGS: dict[str, Any] = {
     "statementTimeoutMs": 1_000_000,
     "maxConnections": 6,
     "logLevel": "WARNING",
+    "metricsCacheSeconds": 2.5,
 }
 
 

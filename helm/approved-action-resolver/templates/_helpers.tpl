@@ -134,6 +134,8 @@ holds numbers as float64 and would print 1000000 as 1e+06, which the resolver re
   value: {{ $r.maxConnections | int64 | quote }}
 - name: RESOLVER_LOG_LEVEL
   value: {{ $r.logLevel | quote }}
+- name: RESOLVER_METRICS_CACHE_SECONDS
+  value: {{ $r.metricsCacheSeconds | toString | quote }}
 {{- end }}
 
 {{- define "resolver.topologySpread" -}}
