@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from importlib.metadata import entry_points
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -46,6 +46,8 @@ class ProviderRegistry:
     """Action type -> provider; an action type with no provider has no trusted evidence."""
 
     by_action_type: Mapping[str, EvidenceProvider]
+    # The configured provider name per action type: the `provider` label of the metrics.
+    names: Mapping[str, str] = field(default_factory=dict)
 
     def for_action(self, action_type: str) -> EvidenceProvider | None:
         return self.by_action_type.get(action_type)
@@ -74,6 +76,7 @@ def build_registry(
     """Instantiate one provider per configured action type; unknown names fail start-up."""
     known = dict(discover_factories() if factories is None else factories)
     providers: dict[str, EvidenceProvider] = {}
+    names: dict[str, str] = {}
     for action_type, raw in action_types.items():
         settings = dict(raw)
         name = settings.pop("provider", None)
@@ -86,7 +89,8 @@ def build_registry(
             providers[action_type] = known[name](settings)
         except ConfigError as exc:
             raise ConfigError(f"action_types.{action_type}: {exc}") from exc
-    return ProviderRegistry(providers)
+        names[action_type] = name
+    return ProviderRegistry(providers, names)
 
 
 SettingsModel = TypeVar("SettingsModel", bound=BaseModel)

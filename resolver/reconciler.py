@@ -120,7 +120,7 @@ class Reconciler:
         outcomes = [self._outcome(item, findings[item.identity.dispatch_id]) for item in items]
         for outcome in outcomes:
             action_type = outcome.item.identity.action_type
-            provider = provider_name(self._registry.for_action(action_type))
+            provider = self._provider_label(action_type)
             self._observer.found(action_type, provider, outcome.finding.kind)
         committed = self._commit(outcomes, now_ms)
         report.accepted, report.rejected = committed.accepted, committed.rejected
@@ -158,13 +158,13 @@ class Reconciler:
                 batches.setdefault(id(provider), (provider, []))[1].append(item.identity)
         calls: list[_Call] = []
         for provider, identities in batches.values():
+            label = self._provider_label(identities[0].action_type)
             if isinstance(provider, PageEvidenceProvider):
-                calls.append(
-                    _Call(provider, identities, self._pool.submit(_ask_page, provider, identities))
-                )
+                future = self._pool.submit(_ask_page, provider, identities)
+                calls.append(_Call(provider, label, identities, future))
             else:
                 calls.extend(
-                    _Call(provider, [i], self._pool.submit(_ask_one, provider, i))
+                    _Call(provider, label, [i], self._pool.submit(_ask_one, provider, i))
                     for i in identities
                 )
         started = time.monotonic()
@@ -176,8 +176,13 @@ class Reconciler:
             findings.update(result.findings)
         return findings
 
+    def _provider_label(self, action_type: str) -> str:
+        """The configured provider name of an action type, for metrics, spans and logs."""
+        configured = self._registry.names.get(action_type)
+        return configured or provider_name(self._registry.for_action(action_type))
+
     def _record_inspect(self, call: _Call, result: _Result) -> None:
-        provider = provider_name(call.provider)
+        provider = call.label
         self._observer.inspected(provider, result.seconds, result.failure)
         # Spans are made here, on the cycle's thread, with the times measured in the pool:
         # the cycle span is their parent without carrying context into worker threads.
@@ -212,7 +217,8 @@ class Reconciler:
 
 
 def provider_name(provider: EvidenceProvider | None) -> str:
-    """A provider's label in metrics and traces: its `name` attribute, else its class."""
+    """A provider's label when the registry has no configured name for it (registries built
+    in code): its `name` attribute, else its class name; `none` without a provider."""
     if provider is None:
         return "none"
     return str(getattr(provider, "name", None) or type(provider).__name__)
@@ -238,11 +244,12 @@ class _Result:
 @dataclass(frozen=True, slots=True)
 class _Call:
     provider: EvidenceProvider
+    label: str
     identities: list[DispatchIdentity]
     future: Future[_Answer]
 
     def collect(self, timeout_seconds: float, submitted: float) -> _Result:
-        name = provider_name(self.provider)
+        name = self.label
         failure: str | None = None
         try:
             answer = self.future.result(timeout=timeout_seconds)

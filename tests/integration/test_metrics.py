@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 from resolver.db.repository import PostgresStore
 from resolver.domain import DispatchIdentity, Finding, FindingKind
 from resolver.errors import StorageUnavailable
-from resolver.evidence import ProviderRegistry
+from resolver.evidence import ProviderRegistry, build_registry
 from resolver.ports import BacklogSnapshot
 from resolver.reconciler import Reconciler, ReconcilerSettings
 from resolver.telemetry import Telemetry
@@ -318,3 +318,31 @@ def test_a_failed_backlog_read_omits_the_gauges_and_is_cached(
         assert reader.reads == 1
     finally:
         dead.close()
+
+
+def test_the_provider_label_is_the_configured_provider_name(
+    world: World, store: PostgresStore, registry: CollectorRegistry, metrics: ResolverMetrics
+) -> None:
+    world.crashed(1, action_type="pay.charge")
+    providers = build_registry(
+        {"pay.charge": {"provider": "receipts_v2"}},
+        factories={"receipts_v2": lambda _settings: ScriptedProvider(verified)},
+    )
+    rec = Reconciler(
+        store,
+        providers,
+        ReconcilerSettings(owner="replica-m", recovery_lease_ms=30_000),
+        telemetry=Telemetry(observer=metrics),
+    )
+    try:
+        rec.run_cycle(now_ms=AFTER)
+    finally:
+        rec.close()
+    found = "resolver_findings_total"
+    labels = {
+        "action_type": "pay.charge",
+        "provider": "receipts_v2",
+        "finding": "verified_succeeded",
+    }
+    assert value(registry, found, **labels) == 1
+    assert value(registry, "resolver_inspect_duration_seconds_count", provider="receipts_v2") == 1
