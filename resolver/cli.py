@@ -17,7 +17,7 @@ import structlog
 
 from resolver import __version__
 from resolver.app import build_replica, configure_logging, open_store, serve_endpoints
-from resolver.config import Settings, load_settings
+from resolver.config import load_settings
 from resolver.db import migrate as migrations
 from resolver.errors import ConfigError, ResolverError, SchemaNotReady, StorageUnavailable
 from resolver.ports import StatusSnapshot
@@ -272,13 +272,12 @@ def status_text(snapshot: StatusSnapshot) -> str:
     show_default=True,
     help="Private cluster directory when RESOLVER_DATABASE_URL is unset.",
 )
+@click.option("--verbose", is_flag=True, help="Also print the resolver's JSON log lines.")
 @friendly_errors
-def demo_cmd(count: int, data_dir: Path) -> None:
+def demo_cmd(count: int, data_dir: Path, verbose: bool) -> None:
     """Seed crashed executions, resolve them, and show what happened."""
     from resolver import demo
 
+    if not verbose:
+        configure_logging("WARNING")  # the demo's own summary is the output
     demo.run(count=count, data_dir=data_dir.resolve(), echo=click.echo)
-
-
-def settings_for(url: str, **overrides: Any) -> Settings:
-    return load_settings(database_url=url, **overrides)

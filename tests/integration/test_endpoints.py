@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
 from resolver.app import Replica, build_replica, serve_endpoints
-from resolver.cli import settings_for
+from resolver.config import load_settings
 from resolver.db import migrate
 from resolver.db.repository import PostgresStore
 from resolver.errors import ConfigError
@@ -48,8 +48,8 @@ def get(url: str) -> tuple[int, str, str]:
 
 @pytest.fixture
 def replica(database_url: str) -> Iterator[tuple[Replica, str]]:
-    settings = settings_for(
-        with_password(database_url),
+    settings = load_settings(
+        database_url=with_password(database_url),
         http_host="127.0.0.1",
         http_port=free_port(),
         replica_id="replica-http",
@@ -172,7 +172,7 @@ def test_endpoint_errors_are_masked() -> None:
 def test_a_taken_port_is_a_configuration_error(database_url: str) -> None:
     with serving() as base:
         port = int(base.rsplit(":", 1)[1])
-        settings = settings_for(database_url, http_host="127.0.0.1", http_port=port)
+        settings = load_settings(database_url=database_url, http_host="127.0.0.1", http_port=port)
         rep = build_replica(settings, ProviderRegistry({}))
         try:
             with pytest.raises(ConfigError, match=f"RESOLVER_HTTP_PORT={port}"):
