@@ -11,6 +11,7 @@ import structlog
 from resolver.config import Settings, load_provider_config
 from resolver.db.repository import PostgresStore
 from resolver.evidence import ProviderRegistry, build_registry
+from resolver.history import NULL_HISTORY, FileHistory, History
 from resolver.reconciler import Reconciler, ReconcilerSettings
 from resolver.worker import Worker, WorkerSettings
 
@@ -67,6 +68,9 @@ class Replica:
 def build_replica(settings: Settings, registry: ProviderRegistry | None = None) -> Replica:
     registry = registry if registry is not None else load_registry(settings)
     store = open_store(settings)
+    history: History = NULL_HISTORY
+    if settings.history_file is not None:
+        history = FileHistory(settings.history_file, settings.replica_id)
     reconciler = Reconciler(
         store,
         registry,
@@ -79,6 +83,8 @@ def build_replica(settings: Settings, registry: ProviderRegistry | None = None) 
             default_timeout_seconds=settings.default_provider_timeout_seconds,
             inspect_concurrency=settings.inspect_concurrency,
         ),
+        history=history,
+        crash_at=settings.test_crash_at,
     )
     worker = Worker(
         reconciler,

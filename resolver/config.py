@@ -12,6 +12,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from resolver.errors import ConfigError
+from resolver.history import CrashPoint
 
 PAGE_SIZE_HARD_CAP = 64
 
@@ -44,6 +45,12 @@ class Settings(BaseSettings):
     connect_timeout_seconds: float = Field(default=5.0, gt=0)
     statement_timeout_ms: int = Field(default=10_000, ge=100)
     max_connections: int = Field(default=4, ge=1, le=64)
+    history_file: Path | None = Field(
+        default=None, description="test-only: append an invoke/ok/fail/info operation history"
+    )
+    test_crash_at: CrashPoint | None = Field(
+        default=None, description="test-only: SIGKILL the replica at this cycle boundary"
+    )
 
     @field_validator("page_size")
     @classmethod

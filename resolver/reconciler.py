@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 import structlog
 
 from resolver.domain import ClaimedItem, DispatchIdentity, Finding, FindingKind
+from resolver.errors import StorageUnavailable
 from resolver.evidence import Capability, EvidenceProvider, PageEvidenceProvider, ProviderRegistry
+from resolver.history import NULL_HISTORY, CrashPoint, History, claimed_fields, crash_now
 from resolver.ports import CommitReport, ItemOutcome, RecoveryStore
 
 log = structlog.get_logger("resolver.reconciler")
@@ -59,8 +61,12 @@ class Reconciler:
         settings: ReconcilerSettings,
         *,
         rng: random.Random | None = None,
+        history: History = NULL_HISTORY,
+        crash_at: CrashPoint | None = None,
     ) -> None:
         self._store = store
+        self._history = history
+        self._crash_at = crash_at
         self._registry = registry
         self._settings = settings
         self._rng = rng or random.Random()
@@ -77,21 +83,52 @@ class Reconciler:
     ) -> CycleReport:
         s = self._settings
         report = CycleReport(page_size=s.page_size)
-        items = self._store.claim_due_page(s.owner, s.page_size, s.recovery_lease_ms, now_ms)
+        items = self._claim(now_ms)
         report.claimed = len(items)
         if not items:
             return report
+        self._boundary(CrashPoint.CLAIMED)
         if should_stop():
             report.released = self._store.release_recovery_leases(items, now_ms)
             return report
         findings = self.inspect(items)
         report.findings.update(f.kind for f in findings.values())
         outcomes = [self._outcome(item, findings[item.identity.dispatch_id]) for item in items]
-        committed: CommitReport = self._store.commit_outcomes(outcomes, now_ms)
+        self._boundary(CrashPoint.BEFORE_COMMIT)
+        committed = self._commit(outcomes, now_ms)
+        self._boundary(CrashPoint.AFTER_COMMIT)
         report.accepted, report.rejected = committed.accepted, committed.rejected
         for outcome in outcomes:
             _log_outcome(outcome, committed)
         return report
+
+    def _claim(self, now_ms: int | None) -> list[ClaimedItem]:
+        s = self._settings
+        self._history.record("invoke", "claim")
+        try:
+            items = self._store.claim_due_page(s.owner, s.page_size, s.recovery_lease_ms, now_ms)
+        except StorageUnavailable as exc:
+            # The claim may have committed before the connection died: outcome unknown.
+            self._history.record("info", "claim", error=type(exc).__name__)
+            raise
+        self._history.record("ok", "claim", items=[claimed_fields(i) for i in items])
+        return items
+
+    def _commit(self, outcomes: Sequence[ItemOutcome], now_ms: int | None) -> CommitReport:
+        self._history.record("invoke", "commit", items=[_outcome_fields(o) for o in outcomes])
+        try:
+            committed = self._store.commit_outcomes(outcomes, now_ms)
+        except StorageUnavailable as exc:
+            self._history.record("info", "commit", error=type(exc).__name__)
+            raise
+        self._history.record(
+            "ok", "commit", accepted=sorted(committed.accepted), rejected=sorted(committed.rejected)
+        )
+        return committed
+
+    def _boundary(self, point: CrashPoint) -> None:
+        if point is self._crash_at:
+            crash_now(self._history, point)
 
     def inspect(self, items: Sequence[ClaimedItem]) -> dict[str, Finding]:
         """Findings for every item; nothing here holds a row lock or a transaction.
@@ -107,6 +144,8 @@ class Reconciler:
                 findings[item.identity.dispatch_id] = _UNSUPPORTED
             else:
                 batches.setdefault(id(provider), (provider, []))[1].append(item.identity)
+        for item in items:
+            self._history.record("invoke", "inspect", **_lease_fields(item))
         calls: list[_Call] = []
         for provider, identities in batches.values():
             if isinstance(provider, PageEvidenceProvider):
@@ -118,11 +157,15 @@ class Reconciler:
                     _Call(provider, [i], self._pool.submit(_ask_one, provider, i))
                     for i in identities
                 )
+        self._boundary(CrashPoint.INSPECTING)
         started = time.monotonic()
         for call in calls:
             timeout = call.provider.timeout_seconds or self._settings.default_timeout_seconds
             remaining = max(0.0, started + timeout - time.monotonic())
             findings.update(call.collect(remaining))
+        for item in items:
+            finding = findings[item.identity.dispatch_id].kind.value
+            self._history.record("ok", "inspect", **_lease_fields(item), finding=finding)
         return findings
 
     def _outcome(self, item: ClaimedItem, finding: Finding) -> ItemOutcome:
@@ -178,6 +221,20 @@ def _guard(provider: EvidenceProvider, finding: Finding) -> Finding:
     if provider.capability is Capability.MANUAL_ONLY and finding.kind.is_verified:
         return _UNSUPPORTED
     return finding
+
+
+def _lease_fields(item: ClaimedItem) -> dict[str, object]:
+    return {"dispatch_id": item.identity.dispatch_id, "token": item.recovery_token}
+
+
+def _outcome_fields(outcome: ItemOutcome) -> dict[str, object]:
+    return {
+        **_lease_fields(outcome.item),
+        "recovery_version": outcome.item.recovery_version,
+        "execution_version": outcome.item.execution_version,
+        "finding": outcome.finding.kind.value,
+        "evidence_digest": outcome.finding.evidence_digest,
+    }
 
 
 def _log_outcome(outcome: ItemOutcome, committed: CommitReport) -> None:
