@@ -1,9 +1,10 @@
 """Test instrumentation, off by default: an operation history and deterministic crash points.
 
 With `RESOLVER_HISTORY_FILE` set, each operation of a cycle is appended as one JSON line,
-Jepsen style: `invoke` before a call, then `ok`, `fail`
-(definitely had no effect) or `info` (outcome unknown, e.g. the connection died in COMMIT).
-Lines hold ids, tokens, versions and finding codes only, never evidence or secrets.
+Jepsen style: `invoke` before a call, then `ok`, `fail` (definitely had no effect) or `info`
+(outcome unknown, e.g. the connection died in COMMIT). Lines hold ids, tokens, versions and
+finding codes only, never evidence or secrets. `RESOLVER_TEST_CRASH_AT` makes a replica
+SIGKILL itself at one cycle boundary; both exist for tests/contention and nothing else.
 """
 
 from __future__ import annotations

@@ -38,6 +38,9 @@ from .workload import (
     write_scripts,
 )
 
+# Exit code 3 is `resolver run` refusing to start while PostgreSQL is down (then revived).
+# Anything else (a traceback, not stopping on SIGTERM within its grace) is a violation.
+EXPECTED_EXITS = frozenset({"killed -9", "exit code 3"})
 RECOVERY_LEASE_SECONDS = 3.0
 EXECUTOR_LEASE_SECONDS = 1.0
 CRASHED_LEASE_SECONDS = 0.5
@@ -241,7 +244,8 @@ class ReplicaSet:
                 try:
                     proc.wait(timeout=15)
                 except subprocess.TimeoutExpired:
-                    proc.kill()
+                    # SIGABRT makes faulthandler dump every thread's stack into the log.
+                    proc.send_signal(signal.SIGABRT)
                     proc.wait()
                     self.exits["did not stop on SIGTERM"] += 1
         for log in self._logs:
@@ -271,6 +275,7 @@ def replica_env(url: str, replica_id: str, workdir: Path, **extra: str) -> dict[
         RESOLVER_STATEMENT_TIMEOUT_MS="3000",
         RESOLVER_SHUTDOWN_GRACE_SECONDS="5",
         RESOLVER_LOG_LEVEL="WARNING",
+        PYTHONFAULTHANDLER="1",
     )
     env.update(extra)
     return env
@@ -357,6 +362,9 @@ def _run(run: Run, pg: PrivatePostgres) -> Report:
         rate = _resolution_rate(conn)
     events = read_histories(sorted((workdir / "history").glob("*.jsonl")))
     verdict = check(events, rows, run.plans)
+    for reason, n in replicas.exits.items():
+        if reason not in EXPECTED_EXITS:
+            verdict.violations.append(f"[replica_lifecycle] {n} replica(s): {reason}")
     outcomes = Counter(
         f"{r['status']}/{r['closed_by'] or r['state']}" for r in rows if r["status"] is not None
     )

@@ -102,8 +102,12 @@ class FaultProxy:
 
 
 def _rst(sock: socket.socket) -> None:
-    # SO_LINGER with a zero timeout makes close() send RST instead of FIN.
+    # SO_LINGER with a zero timeout makes close() send RST instead of FIN. shutdown() first:
+    # a close() alone does not wake a pump thread blocked in recv() on the same socket, and
+    # that socket would then stay open forever, leaving its client waiting for an answer.
     with contextlib.suppress(OSError):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
     with contextlib.suppress(OSError):
         sock.close()
