@@ -20,6 +20,8 @@ def configure_logging(level: str = "INFO") -> None:
     """Structured JSON logs on stderr; the fields are codes and ids, never secrets."""
     logging.basicConfig(level=level, stream=sys.stderr, format="%(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    # The pool's reconnect chatter would repeat what StorageUnavailable already reports.
+    logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -59,9 +61,11 @@ class Replica:
     store: PostgresStore
     reconciler: Reconciler
     worker: Worker
+    registry: ProviderRegistry
 
     def close(self) -> None:
         self.reconciler.close()
+        self.registry.close()  # provider connection pools
         self.store.close()
 
 
@@ -81,7 +85,8 @@ def build_replica(settings: Settings, registry: ProviderRegistry | None = None) 
             backoff_base_ms=int(settings.backoff_base_seconds * 1000),
             backoff_max_ms=int(settings.backoff_max_seconds * 1000),
             default_timeout_seconds=settings.default_provider_timeout_seconds,
-            inspect_concurrency=settings.inspect_concurrency,
+            # One thread per item of a full page: a queued call would eat its own timeout.
+            inspect_concurrency=settings.inspect_concurrency or settings.page_size,
         ),
         history=history,
         crash_at=settings.test_crash_at,
@@ -94,4 +99,4 @@ def build_replica(settings: Settings, registry: ProviderRegistry | None = None) 
             storage_retry_max_seconds=settings.storage_retry_max_seconds,
         ),
     )
-    return Replica(store, reconciler, worker)
+    return Replica(store, reconciler, worker, registry)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
@@ -15,10 +16,11 @@ import structlog
 
 from resolver import __version__
 from resolver.app import build_replica, configure_logging, open_store
-from resolver.config import Settings, load_settings
+from resolver.config import load_settings
 from resolver.db import migrate as migrations
 from resolver.errors import ConfigError, ResolverError, SchemaNotReady, StorageUnavailable
 from resolver.ports import StatusSnapshot
+from resolver.worker import Worker
 
 F = TypeVar("F", bound=Callable[..., Any])
 log = structlog.get_logger("resolver.cli")
@@ -57,25 +59,37 @@ def main(log_level: str) -> None:
 
 @main.command("migrate")
 @click.option("--sql", "offline", is_flag=True, help="Print the DDL instead of running it.")
-@click.option("--revision", default="head", show_default=True)
+@click.option("--revision", default="head", show_default=True, help="Upgrade to this revision.")
+@click.option(
+    "--downgrade",
+    "downgrade_to",
+    default=None,
+    metavar="REVISION",
+    help="Roll the schema back to REVISION (or `base`) instead of upgrading.",
+)
 @friendly_errors
-def migrate_cmd(offline: bool, revision: str) -> None:
-    """Create or upgrade the schema (idempotent)."""
+def migrate_cmd(offline: bool, revision: str, downgrade_to: str | None) -> None:
+    """Create or upgrade the schema (idempotent); --downgrade rolls it back."""
     if offline:
         click.echo(migrations.upgrade_sql(revision))
         return
     url = load_settings().require_database_url()
-    migrations.upgrade(url, revision)
+    if downgrade_to is not None:
+        migrations.downgrade(url, downgrade_to)
+    else:
+        migrations.upgrade(url, revision)
     click.echo(f"schema at revision {migrations.current_revision(url)}")
 
 
 def ensure_schema(url: str) -> None:
-    current, head = migrations.current_revision(url), migrations.head_revision()
-    if current != head:
+    status, current = migrations.schema_status(url)
+    if status in (migrations.SchemaStatus.MISSING, migrations.SchemaStatus.BEHIND):
         raise SchemaNotReady(
-            f"schema is at revision {current or 'none'}, this resolver needs {head}; "
-            "run `resolver migrate` first"
+            f"schema is at revision {current or 'none'}, this resolver needs "
+            f"{migrations.head_revision()}; run `resolver migrate` first"
         )
+    if status is migrations.SchemaStatus.AHEAD:
+        log.warning("schema_ahead", revision=current, expected=migrations.head_revision())
 
 
 @main.command("run")
@@ -90,26 +104,115 @@ def ensure_schema(url: str) -> None:
 @friendly_errors
 def run_cmd(once: bool, config_path: Path | None) -> None:
     """Claim, inspect and commit in a loop until SIGTERM/SIGINT."""
+    block_stop_signals()  # before any thread (pool, HTTP) exists, so all of them inherit it
     overrides = {"config": config_path} if config_path else {}
     settings = load_settings(**overrides)
     ensure_schema(settings.require_database_url())
     replica = build_replica(settings)
-    stop = replica.worker.request_stop
-    previous = {
-        sig: signal.signal(sig, lambda *_: stop()) for sig in (signal.SIGTERM, signal.SIGINT)
-    }
-    log.info(
-        "resolver_started", replica_id=settings.replica_id, page_size=settings.page_size, once=once
-    )
+
+    def started() -> None:
+        log.info(
+            "resolver_started",
+            replica_id=settings.replica_id,
+            page_size=settings.page_size,
+            once=once,
+        )
+
     try:
-        replica.worker.run(once=once)
+        clean = run_until_stopped(
+            replica.worker,
+            once=once,
+            grace_seconds=settings.shutdown_grace_seconds,
+            started=started,
+        )
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         replica.close()
     log.info(
         "resolver_stopped", replica_id=settings.replica_id, cycles=replica.worker.cycles_completed
     )
+    if not clean:
+        sys.exit(1)
+
+
+STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
+_WAKE = signal.SIGUSR1
+
+
+def block_stop_signals() -> None:
+    """Block stop signals in this thread and every thread it starts from now on.
+
+    They are then taken synchronously by `sigwait` in the main thread: no asynchronous
+    handler can interrupt a lock holder (a log write, an Event) and deadlock the process.
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, {*STOP_SIGNALS, _WAKE})
+
+
+def run_until_stopped(
+    worker: Worker,
+    *,
+    once: bool,
+    grace_seconds: float,
+    started: Callable[[], None] = lambda: None,
+) -> bool:
+    """Run the loop on a worker thread; a stop signal stops claiming and starts the grace
+    period.
+
+    Returns False when the cycle in flight outlived the grace period: its recovery leases then
+    lapse by time alone and another replica takes the items over.
+    """
+    block_stop_signals()
+    main_thread = threading.get_ident()
+    failure: list[BaseException] = []
+
+    def loop() -> None:
+        try:
+            worker.run(once=once)
+        except BaseException as exc:
+            failure.append(exc)
+        finally:
+            signal.pthread_kill(main_thread, _WAKE)
+
+    thread = threading.Thread(target=loop, name="resolver-loop", daemon=True)
+    started()
+    thread.start()
+    received = signal.sigwait({*STOP_SIGNALS, _WAKE})
+    if received != _WAKE:
+        log.info("shutdown_requested", signal=signal.Signals(received).name)
+        worker.request_stop()
+    thread.join(grace_seconds)
+    if failure:
+        raise failure[0]
+    if thread.is_alive():
+        log.error("shutdown_grace_exceeded", grace_seconds=grace_seconds)
+        return False
+    return True
+
+
+@main.command("api")
+@friendly_errors
+def api_cmd() -> None:
+    """Serve the manual-resolution API (the human queue and decisions)."""
+    import uvicorn
+
+    from resolver.api import RateLimiter, create_app
+    from resolver.auth import TokenVerifier
+
+    settings = load_settings()
+    issuer, audience, jwks = settings.require_oidc()
+    verifier = TokenVerifier.from_jwks_file(jwks, issuer=issuer, audience=audience)
+    ensure_schema(settings.require_database_url())
+    store = open_store(settings)
+    app = create_app(store, verifier, limiter=RateLimiter(settings.api_decisions_per_minute))
+    try:
+        uvicorn.run(
+            app,
+            host=settings.api_host,
+            port=settings.api_port,
+            log_config=None,
+            server_header=False,
+        )
+    finally:
+        store.close()
 
 
 @main.command("status")
@@ -159,13 +262,12 @@ def status_text(snapshot: StatusSnapshot) -> str:
     show_default=True,
     help="Private cluster directory when RESOLVER_DATABASE_URL is unset.",
 )
+@click.option("--verbose", is_flag=True, help="Also print the resolver's JSON log lines.")
 @friendly_errors
-def demo_cmd(count: int, data_dir: Path) -> None:
+def demo_cmd(count: int, data_dir: Path, verbose: bool) -> None:
     """Seed crashed executions, resolve them, and show what happened."""
     from resolver import demo
 
+    if not verbose:
+        configure_logging("WARNING")  # the demo's own summary is the output
     demo.run(count=count, data_dir=data_dir.resolve(), echo=click.echo)
-
-
-def settings_for(url: str, **overrides: Any) -> Settings:
-    return load_settings(database_url=url, **overrides)

@@ -30,6 +30,12 @@ class Settings(BaseSettings):
         default=None, description="PostgreSQL URL, e.g. postgresql://resolver@db:5432/app"
     )
     config: Path | None = Field(default=None, description="YAML provider config file")
+    api_host: str = Field(default="127.0.0.1", description="manual-resolution API bind address")
+    api_port: int = Field(default=8080, ge=1, le=65535)
+    api_decisions_per_minute: int = Field(default=30, ge=1, le=10_000)
+    oidc_issuer: str | None = Field(default=None, description="expected `iss` of bearer tokens")
+    oidc_audience: str | None = Field(default=None, description="expected `aud` of bearer tokens")
+    oidc_jwks_file: Path | None = Field(default=None, description="JWKS with the issuer's keys")
     replica_id: str = Field(default_factory=_default_replica_id, min_length=1, max_length=128)
     page_size: int = Field(default=16, description="controls claimed per cycle (1..64)")
     cadence_seconds: float = Field(default=2.0, gt=0, description="sleep after a partial page")
@@ -39,7 +45,9 @@ class Settings(BaseSettings):
     backoff_base_seconds: float = Field(default=5.0, gt=0)
     backoff_max_seconds: float = Field(default=600.0, gt=0)
     default_provider_timeout_seconds: float = Field(default=10.0, gt=0)
-    inspect_concurrency: int = Field(default=16, ge=1, le=PAGE_SIZE_HARD_CAP)
+    inspect_concurrency: int | None = Field(
+        default=None, ge=1, le=PAGE_SIZE_HARD_CAP, description="defaults to the page size"
+    )
     shutdown_grace_seconds: float = Field(default=25.0, gt=0)
     storage_retry_max_seconds: float = Field(default=30.0, gt=0)
     connect_timeout_seconds: float = Field(default=5.0, gt=0)
@@ -82,6 +90,20 @@ class Settings(BaseSettings):
                 f"RESOLVER_COMMIT_MARGIN_SECONDS ({self.commit_margin_seconds:g}s); raise the "
                 f"lease above {needed:g} or lower the provider timeout"
             )
+
+    def require_oidc(self) -> tuple[str, str, Path]:
+        missing = [
+            f"RESOLVER_{name.upper()}"
+            for name in ("oidc_issuer", "oidc_audience", "oidc_jwks_file")
+            if not getattr(self, name)
+        ]
+        if missing:
+            raise ConfigError(
+                f"the manual-resolution API verifies OIDC tokens and needs {', '.join(missing)}; "
+                "set them to your identity provider's issuer, this API's audience and a JWKS file"
+            )
+        assert self.oidc_issuer and self.oidc_audience and self.oidc_jwks_file
+        return self.oidc_issuer, self.oidc_audience, self.oidc_jwks_file
 
     def require_database_url(self) -> str:
         if not self.database_url:

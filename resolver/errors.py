@@ -42,6 +42,14 @@ class LeaseLost(FenceConflict):
     """The caller's execution lease expired or was taken over; it may no longer start."""
 
 
+class PermissionDenied(ResolverError):
+    """The user lacks `approval.recover` on the project, or the grant changed under them."""
+
+
+class StrongAuthRequired(ResolverError):
+    """The authentication is too old or not strong enough (no accepted `amr` value)."""
+
+
 class NotLeasable(ResolverError):
     """The dispatch cannot be leased: it is executing, terminal, or leased by someone alive."""
 
@@ -55,4 +63,12 @@ class ProviderTimeout(ResolverError):
 
 
 class ReceiptRejected(ResolverError):
-    """A receipt failed shape, size, identity, digest or signature checks (a `conflict`)."""
+    """A receipt failed shape, size, identity, digest or signature checks (a `conflict`).
+
+    `reason` is a low-sensitivity code (e.g. `bad_signature`, `identity_mismatch`) that may
+    be logged and counted; the message never quotes the receipt or a secret.
+    """
+
+    def __init__(self, message: str, reason: str = "rejected") -> None:
+        super().__init__(message)
+        self.reason = reason

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from resolver.manual import ManualDecision, Principal
 
 from resolver.domain import (
     ClaimedItem,
@@ -78,6 +81,45 @@ class ExecutionView:
         return self.state is ExecutionState.EXECUTING and self.lease_expires_at_ms <= self.db_now_ms
 
 
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """The versions of a user's `approval.recover` binding and its project, as read."""
+
+    project_version: int
+    role_binding_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class ManualContext:
+    project_id: str
+    state: ExecutionState
+    version: int
+    lease_expires_at_ms: int
+    control_status: str | None
+    resolution_mutation_id: str | None
+    resolution_source: str | None
+    resolution_outcome: str | None
+    resolution_actor: str | None
+    resolution_reason_code: str | None
+    resolution_evidence_digest: str | None
+    resolution_expected_version: int | None
+    mutation_dispatch_id: str | None
+    db_now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class ManualQueueItem:
+    dispatch_id: str
+    project_id: str
+    action_type: str
+    last_finding: str | None
+    finding_count: int
+    manual_at_ms: int
+    execution_version: int
+    started_at_ms: int
+    attempt: int
+
+
 class RecoveryStore(Protocol):
     """What the reconciler and worker need from storage."""
 
@@ -122,3 +164,29 @@ class ExecutionStore(Protocol):
     def get_execution(
         self, dispatch_id: str, now_ms: int | None = None
     ) -> ExecutionView | None: ...
+
+
+class ManualStore(Protocol):
+    """What the manual-resolution service needs from storage."""
+
+    def find_grant(self, project_id: str, user_id: str) -> Grant | None: ...
+
+    def manual_context(
+        self, dispatch_id: str, mutation_id: str, now_ms: int | None = None
+    ) -> ManualContext | None: ...
+
+    def commit_manual(
+        self,
+        principal: Principal,
+        decision: ManualDecision,
+        project_id: str,
+        grant: Grant,
+        *,
+        max_auth_age_ms: int,
+        clock_leeway_ms: int,
+        now_ms: int | None = None,
+    ) -> bool: ...
+
+    def manual_queue(
+        self, user_id: str, limit: int, after: tuple[int, str] | None = None
+    ) -> list[ManualQueueItem]: ...

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from enum import StrEnum
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -26,9 +27,37 @@ def alembic_config(database_url: str, output: io.StringIO | None = None) -> Conf
 
 
 def head_revision() -> str:
-    head = ScriptDirectory.from_config(alembic_config("postgresql://unused")).get_current_head()
+    head = _scripts().get_current_head()
     assert head is not None
     return head
+
+
+class SchemaStatus(StrEnum):
+    CURRENT = "current"
+    BEHIND = "behind"
+    """A revision this code knows, older than its head: run `resolver migrate`."""
+    AHEAD = "ahead"
+    """A revision this code does not know: a newer release migrated (rolling upgrade)."""
+    MISSING = "missing"
+
+
+def schema_status(database_url: str) -> tuple[SchemaStatus, str | None]:
+    """Where the database stands relative to this code's migrations.
+
+    Migrations are additive (expand before contract), so code may run on a schema one
+    release ahead of it: that is what lets old pods keep working during a rolling upgrade.
+    """
+    current = current_revision(database_url)
+    if current is None:
+        return SchemaStatus.MISSING, None
+    if current == head_revision():
+        return SchemaStatus.CURRENT, current
+    known = {rev.revision for rev in _scripts().walk_revisions()}
+    return (SchemaStatus.BEHIND if current in known else SchemaStatus.AHEAD), current
+
+
+def _scripts() -> ScriptDirectory:
+    return ScriptDirectory.from_config(alembic_config("postgresql://unused"))
 
 
 def upgrade(database_url: str, revision: str = "head") -> None:

@@ -293,6 +293,115 @@ FROM held, now
 WHERE c.dispatch_id = held.dispatch_id
 RETURNING c.dispatch_id;
 
+-- name: manual_grant_get
+-- The versions a manual decision will fence on at commit.
+SELECT p.version AS project_version, b.version AS role_binding_version
+FROM recovery_role_bindings AS b
+JOIN recovery_projects AS p USING (project_id)
+WHERE b.project_id = %(project_id)s AND b.user_id = %(user_id)s
+  AND b.permission = 'approval.recover';
+
+-- name: manual_context_get
+-- Everything needed to explain why a manual commit did not apply.
+SELECT d.project_id, e.state, e.version, e.lease_expires_at_ms,
+       c.status AS control_status,
+       r.mutation_id AS resolution_mutation_id, r.source AS resolution_source,
+       r.outcome AS resolution_outcome, r.actor_user_id AS resolution_actor,
+       r.reason_code AS resolution_reason_code,
+       r.evidence_digest AS resolution_evidence_digest,
+       r.expected_execution_version AS resolution_expected_version,
+       m.dispatch_id AS mutation_dispatch_id,
+       resolver_now_ms(%(now_ms)s) AS db_now_ms
+FROM approved_action_dispatches AS d
+JOIN approved_action_executions AS e USING (dispatch_id)
+LEFT JOIN approved_action_recovery_controls AS c USING (dispatch_id)
+LEFT JOIN approved_action_recovery_resolutions AS r USING (dispatch_id)
+LEFT JOIN approved_action_recovery_resolutions AS m ON m.mutation_id = %(mutation_id)s
+WHERE d.dispatch_id = %(dispatch_id)s;
+
+-- name: manual_commit
+-- A human decision: authorization fact, resolution and terminal state in one statement.
+-- Fenced on: the grant and its project/role-binding versions (locked FOR SHARE so a
+-- concurrent revocation waits or wins), authentication no older than the limit on the
+-- database clock, the expected execution version, and the execution being recovery_required.
+WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms),
+granted AS (
+    SELECT b.project_id
+    FROM recovery_role_bindings AS b
+    JOIN recovery_projects AS p USING (project_id)
+    WHERE b.project_id = %(project_id)s AND b.user_id = %(user_id)s
+      AND b.permission = 'approval.recover'
+      AND b.version = %(role_binding_version)s AND p.version = %(project_version)s
+    FOR SHARE OF b, p
+),
+settled AS (
+    UPDATE approved_action_executions AS e
+    SET state = %(outcome)s,
+        version = e.version + 1,
+        finished_at_ms = now.ms,
+        evidence_digest = %(evidence_digest)s
+    FROM now, approved_action_dispatches AS d
+    WHERE e.dispatch_id = %(dispatch_id)s AND d.dispatch_id = e.dispatch_id
+      AND d.project_id = %(project_id)s
+      AND e.version = %(expected_execution_version)s
+      AND e.state = 'executing' AND e.lease_expires_at_ms <= now.ms
+      AND %(auth_time_ms)s::bigint >= now.ms - %(max_auth_age_ms)s
+      AND %(auth_time_ms)s::bigint <= now.ms + %(clock_leeway_ms)s
+      AND EXISTS (SELECT 1 FROM granted)
+    RETURNING e.dispatch_id, e.version, e.finished_at_ms
+),
+closed AS (
+    UPDATE approved_action_recovery_controls AS c
+    SET status = 'resolved',
+        closed_by = 'manual',
+        closed_at_ms = s.finished_at_ms,
+        execution_version = s.version,
+        manual_at_ms = NULL,
+        recovery_version = c.recovery_version + 1,
+        recovery_owner = NULL,
+        recovery_token = NULL,
+        recovery_lease_expires_at_ms = NULL
+    FROM settled AS s
+    WHERE c.dispatch_id = s.dispatch_id
+    RETURNING c.dispatch_id
+),
+resolution AS (
+    INSERT INTO approved_action_recovery_resolutions (
+        dispatch_id, mutation_id, source, outcome, evidence_digest,
+        expected_execution_version, actor_user_id, reason_code, resolved_at_ms)
+    SELECT s.dispatch_id, %(mutation_id)s, 'manual', %(outcome)s, %(evidence_digest)s,
+           %(expected_execution_version)s, %(user_id)s, %(reason_code)s, s.finished_at_ms
+    FROM settled AS s
+    RETURNING mutation_id, resolved_at_ms
+),
+authorization_fact AS (
+    INSERT INTO recovery_authorizations (
+        mutation_id, user_id, permission, project_id, project_version, role_binding_version,
+        auth_time_ms, amr, authorized_at_ms)
+    SELECT r.mutation_id, %(user_id)s, 'approval.recover', %(project_id)s, %(project_version)s,
+           %(role_binding_version)s, %(auth_time_ms)s, %(amr)s::text[], r.resolved_at_ms
+    FROM resolution AS r
+    RETURNING mutation_id
+)
+SELECT s.dispatch_id, s.version, (SELECT count(*) FROM closed) AS controls_closed,
+       (SELECT count(*) FROM authorization_fact) AS authorizations
+FROM settled AS s;
+
+-- name: manual_queue_page
+-- The human queue: manual controls in projects the user may recover, oldest first (keyset).
+SELECT c.dispatch_id, d.project_id, d.action_type, c.last_finding, c.finding_count,
+       c.manual_at_ms, e.version AS execution_version, e.started_at_ms, e.attempt
+FROM approved_action_recovery_controls AS c
+JOIN approved_action_dispatches AS d USING (dispatch_id)
+JOIN approved_action_executions AS e USING (dispatch_id)
+JOIN recovery_role_bindings AS b
+  ON b.project_id = d.project_id AND b.user_id = %(user_id)s
+ AND b.permission = 'approval.recover'
+WHERE c.status = 'manual'
+  AND (c.manual_at_ms, c.dispatch_id) > (%(after_manual_at_ms)s, %(after_dispatch_id)s)
+ORDER BY c.manual_at_ms, c.dispatch_id
+LIMIT %(limit)s;
+
 -- name: status_counts
 SELECT status, count(*) AS controls
 FROM approved_action_recovery_controls
@@ -301,7 +410,8 @@ GROUP BY status;
 -- name: status_due
 -- Claimable now: armed, due, no live recovery lease, execution recovery_required.
 WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms)
-SELECT count(*) AS due, min(c.next_scan_at_ms) AS oldest_due_at_ms, max(now.ms) AS db_now_ms
+SELECT count(*) AS due, min(c.next_scan_at_ms) AS oldest_due_at_ms,
+       (SELECT ms FROM now) AS db_now_ms
 FROM approved_action_recovery_controls AS c, now
 WHERE c.status = 'armed' AND c.next_scan_at_ms <= now.ms
   AND (c.recovery_lease_expires_at_ms IS NULL OR c.recovery_lease_expires_at_ms <= now.ms)

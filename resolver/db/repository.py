@@ -21,7 +21,16 @@ from resolver.domain import (
     ExecutionState,
 )
 from resolver.errors import ConstraintViolation, InvalidDispatch, NotFound, StorageUnavailable
-from resolver.ports import CommitReport, ExecutionView, ItemOutcome, StatusSnapshot
+from resolver.manual import ManualDecision, Principal
+from resolver.ports import (
+    CommitReport,
+    ExecutionView,
+    Grant,
+    ItemOutcome,
+    ManualContext,
+    ManualQueueItem,
+    StatusSnapshot,
+)
 
 Row = dict[str, Any]
 
@@ -235,6 +244,70 @@ class PostgresStore:
             oldest_due_at_ms=due["oldest_due_at_ms"],
             oldest_manual_at_ms=manual["oldest_manual_at_ms"],
         )
+
+    # -- manual resolution ----------------------------------------------------------------
+
+    def find_grant(self, project_id: str, user_id: str) -> Grant | None:
+        row = self._one("manual_grant_get", {"project_id": project_id, "user_id": user_id})
+        return None if row is None else Grant(**row)
+
+    def manual_context(
+        self, dispatch_id: str, mutation_id: str, now_ms: int | None = None
+    ) -> ManualContext | None:
+        params = {"dispatch_id": dispatch_id, "mutation_id": mutation_id, "now_ms": now_ms}
+        row = self._one("manual_context_get", params)
+        if row is None:
+            return None
+        row["state"] = ExecutionState(row["state"])
+        return ManualContext(**row)
+
+    def commit_manual(
+        self,
+        principal: Principal,
+        decision: ManualDecision,
+        project_id: str,
+        grant: Grant,
+        *,
+        max_auth_age_ms: int,
+        clock_leeway_ms: int,
+        now_ms: int | None = None,
+    ) -> bool:
+        params = {
+            "dispatch_id": decision.dispatch_id,
+            "project_id": project_id,
+            "user_id": principal.user_id,
+            "auth_time_ms": principal.auth_time_ms,
+            "amr": list(principal.amr),
+            "project_version": grant.project_version,
+            "role_binding_version": grant.role_binding_version,
+            "outcome": decision.decision.terminal_state.value,
+            "mutation_id": decision.mutation_id,
+            "expected_execution_version": decision.expected_execution_version,
+            "reason_code": decision.reason_code,
+            "evidence_digest": decision.evidence_digest,
+            "max_auth_age_ms": max_auth_age_ms,
+            "clock_leeway_ms": clock_leeway_ms,
+            "now_ms": now_ms,
+        }
+        try:
+            return self._one("manual_commit", params) is not None
+        except ConstraintViolation as exc:
+            # A reused mutation id: nothing was written; the service explains it.
+            if exc.constraint == "uq_approved_action_recovery_resolutions_mutation_id":
+                return False
+            raise
+
+    def manual_queue(
+        self, user_id: str, limit: int, after: tuple[int, str] | None = None
+    ) -> list[ManualQueueItem]:
+        after_ms, after_id = after if after is not None else (-1, "")
+        params = {
+            "user_id": user_id,
+            "limit": limit,
+            "after_manual_at_ms": after_ms,
+            "after_dispatch_id": after_id,
+        }
+        return [ManualQueueItem(**row) for row in self._all("manual_queue_page", params)]
 
     def execute_named(self, name: LiteralString, params: dict[str, Any]) -> list[Row]:
         """Run one named statement (tests and tooling; the runtime uses the typed methods)."""

@@ -35,6 +35,18 @@ DUMMY = {
     "evidence_digests": [None],
     "mutation_ids": ["m"],
     "delays_ms": [1],
+    "user_id": "u",
+    "amr": ["mfa"],
+    "auth_time_ms": 1,
+    "clock_leeway_ms": 1,
+    "expected_execution_version": 1,
+    "max_auth_age_ms": 1,
+    "project_version": 1,
+    "reason_code": "r",
+    "role_binding_version": 1,
+    "after_dispatch_id": "",
+    "after_manual_at_ms": 0,
+    "limit": 1,
 }
 
 

@@ -1,0 +1,51 @@
+-- Least-privilege roles of the approved-action resolver: step 1 of 2.
+--
+-- Run as an administrator (a superuser, or a role with CREATEROLE that may create schemas)
+-- connected to the application database, once, BEFORE the first `resolver migrate`:
+--
+--     psql "$ADMIN_URL" -v ON_ERROR_STOP=1 -f deploy/sql/roles.sql
+--
+-- Then migrate as resolver_migrator and run deploy/sql/grants.sql (step 2). Both files are
+-- idempotent. No password is set here: give the LOGIN roles theirs out of band
+-- (ALTER ROLE ... PASSWORD, your secret manager, or IAM authentication) and store each URL
+-- in the Kubernetes Secret the chart references. tests/deploy/test_database_roles.py runs
+-- both files against PostgreSQL and proves what each role can and cannot do.
+
+DO $$
+BEGIN
+    -- Owns the schema and every object in it; the only role with DDL. Used by the migration
+    -- Job alone, never by the long-running replicas.
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'resolver_migrator') THEN
+        CREATE ROLE resolver_migrator LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT;
+    END IF;
+    -- The resolver replicas: claim, inspect, commit. DML on the tables they need, no DDL.
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'resolver_runtime') THEN
+        CREATE ROLE resolver_runtime LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT;
+    END IF;
+    -- The platform's executors (resolver.execution: create dispatch, lease, start, renew,
+    -- complete). Kept apart from the resolver so neither can do the other's writes.
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'resolver_executor') THEN
+        CREATE ROLE resolver_executor LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT;
+    END IF;
+    -- SQL evidence providers: SELECT on evidence tables only, in read-only transactions.
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'resolver_evidence_reader') THEN
+        CREATE ROLE resolver_evidence_reader LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT;
+    END IF;
+END
+$$;
+
+-- A schema of its own: nobody else can create objects in it, and the roles below need no
+-- privilege on `public`.
+CREATE SCHEMA IF NOT EXISTS resolver AUTHORIZATION resolver_migrator;
+REVOKE ALL ON SCHEMA resolver FROM PUBLIC;
+GRANT USAGE ON SCHEMA resolver
+    TO resolver_runtime, resolver_executor, resolver_evidence_reader;
+
+-- Unqualified names in the resolver's SQL and in Alembic resolve to this schema.
+ALTER ROLE resolver_migrator SET search_path = resolver;
+ALTER ROLE resolver_runtime SET search_path = resolver;
+ALTER ROLE resolver_executor SET search_path = resolver;
+ALTER ROLE resolver_evidence_reader SET search_path = resolver;
+
+-- Belt and braces for the evidence reader: even a privilege granted by mistake cannot write.
+ALTER ROLE resolver_evidence_reader SET default_transaction_read_only = on;

@@ -1,0 +1,156 @@
+{{/* Names, labels and cross-field value checks shared by every template. */}}
+
+{{- define "resolver.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "resolver.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "resolver.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Shared by the worker and the migration Job, so one NetworkPolicy covers both. */}}
+{{- define "resolver.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "resolver.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "resolver.labels" -}}
+helm.sh/chart: {{ include "resolver.chart" . }}
+{{ include "resolver.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: approved-action-resolver
+{{- end }}
+
+{{- define "resolver.workerSelectorLabels" -}}
+{{ include "resolver.selectorLabels" . }}
+app.kubernetes.io/component: worker
+{{- end }}
+
+{{- define "resolver.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "resolver.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "resolver.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{- define "resolver.databaseSecret" -}}
+{{- default (printf "%s-database" (include "resolver.fullname" .)) .Values.database.existingSecret }}
+{{- end }}
+
+{{- define "resolver.migrationSecret" -}}
+{{- default (include "resolver.databaseSecret" .) .Values.migration.database.existingSecret }}
+{{- end }}
+
+{{- define "resolver.migrationSecretKey" -}}
+{{- default .Values.database.secretKey .Values.migration.database.secretKey }}
+{{- end }}
+
+{{- define "resolver.receiptKeysSecret" -}}
+{{- default (printf "%s-receipt-keys" (include "resolver.fullname" .)) .Values.receiptKeys.existingSecret }}
+{{- end }}
+
+{{/*
+Rules the schema cannot express because they relate two values; they mirror the resolver's
+own start-up checks (resolver/config.py) so a bad combination fails at `helm install`, not in
+a crash loop.
+*/}}
+{{- define "resolver.validate" -}}
+{{- $r := .Values.resolver }}
+{{- if le (float64 .Values.terminationGracePeriodSeconds) (float64 $r.shutdownGraceSeconds) }}
+{{- fail (printf "terminationGracePeriodSeconds (%v) must be greater than resolver.shutdownGraceSeconds (%v): the kubelet would kill a replica while it still hands back its recovery leases" .Values.terminationGracePeriodSeconds $r.shutdownGraceSeconds) }}
+{{- end }}
+{{- $longest := float64 $r.defaultProviderTimeoutSeconds }}
+{{- range $name, $entry := (.Values.providers.action_types | default dict) }}
+{{- if and (kindIs "map" $entry) (hasKey $entry "timeout_seconds") }}
+{{- $longest = maxf $longest $entry.timeout_seconds }}
+{{- end }}
+{{- end }}
+{{- if le (float64 $r.recoveryLeaseSeconds) (addf $longest $r.commitMarginSeconds) }}
+{{- fail (printf "resolver.recoveryLeaseSeconds (%v) must exceed the longest provider timeout (%v s, resolver.defaultProviderTimeoutSeconds or a provider's timeout_seconds) + resolver.commitMarginSeconds (%v): a lease must not lapse while its holder is inspecting" $r.recoveryLeaseSeconds $longest $r.commitMarginSeconds) }}
+{{- end }}
+{{- if lt (float64 $r.backoffMaxSeconds) (float64 $r.backoffBaseSeconds) }}
+{{- fail (printf "resolver.backoffMaxSeconds (%v) must be >= resolver.backoffBaseSeconds (%v)" $r.backoffMaxSeconds $r.backoffBaseSeconds) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Every RESOLVER_* setting that matters in a cluster. Integers go through int64 because Helm
+holds numbers as float64 and would print 1000000 as 1e+06, which the resolver rejects.
+*/}}
+{{- define "resolver.settingsEnv" -}}
+{{- $r := .Values.resolver -}}
+- name: RESOLVER_PAGE_SIZE
+  value: {{ $r.pageSize | int64 | quote }}
+- name: RESOLVER_CADENCE_SECONDS
+  value: {{ $r.cadenceSeconds | toString | quote }}
+- name: RESOLVER_CADENCE_JITTER_RATIO
+  value: {{ $r.cadenceJitterRatio | toString | quote }}
+- name: RESOLVER_RECOVERY_LEASE_SECONDS
+  value: {{ $r.recoveryLeaseSeconds | toString | quote }}
+- name: RESOLVER_COMMIT_MARGIN_SECONDS
+  value: {{ $r.commitMarginSeconds | toString | quote }}
+- name: RESOLVER_BACKOFF_BASE_SECONDS
+  value: {{ $r.backoffBaseSeconds | toString | quote }}
+- name: RESOLVER_BACKOFF_MAX_SECONDS
+  value: {{ $r.backoffMaxSeconds | toString | quote }}
+- name: RESOLVER_DEFAULT_PROVIDER_TIMEOUT_SECONDS
+  value: {{ $r.defaultProviderTimeoutSeconds | toString | quote }}
+{{- if not (kindIs "invalid" $r.inspectConcurrency) }}
+- name: RESOLVER_INSPECT_CONCURRENCY
+  value: {{ $r.inspectConcurrency | int64 | quote }}
+{{- end }}
+- name: RESOLVER_SHUTDOWN_GRACE_SECONDS
+  value: {{ $r.shutdownGraceSeconds | toString | quote }}
+- name: RESOLVER_STORAGE_RETRY_MAX_SECONDS
+  value: {{ $r.storageRetryMaxSeconds | toString | quote }}
+- name: RESOLVER_CONNECT_TIMEOUT_SECONDS
+  value: {{ $r.connectTimeoutSeconds | toString | quote }}
+- name: RESOLVER_STATEMENT_TIMEOUT_MS
+  value: {{ $r.statementTimeoutMs | int64 | quote }}
+- name: RESOLVER_MAX_CONNECTIONS
+  value: {{ $r.maxConnections | int64 | quote }}
+- name: RESOLVER_LOG_LEVEL
+  value: {{ $r.logLevel | quote }}
+{{- end }}
+
+{{- define "resolver.topologySpread" -}}
+{{- if .Values.topologySpreadConstraints }}
+{{- toYaml .Values.topologySpreadConstraints }}
+{{- else -}}
+- maxSkew: 1
+  topologyKey: topology.kubernetes.io/zone
+  whenUnsatisfiable: ScheduleAnyway
+  labelSelector:
+    matchLabels:
+      {{- include "resolver.workerSelectorLabels" . | nindent 6 }}
+- maxSkew: 1
+  topologyKey: kubernetes.io/hostname
+  whenUnsatisfiable: ScheduleAnyway
+  labelSelector:
+    matchLabels:
+      {{- include "resolver.workerSelectorLabels" . | nindent 6 }}
+{{- end }}
+{{- end }}

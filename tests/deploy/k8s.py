@@ -1,0 +1,130 @@
+"""Render the chart with the real Helm engine and validate manifests against Kubernetes schemas."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+helm = pytest.importorskip("helm_python", reason="the test extra provides helm-python-sdk")
+kubernetes_validate = pytest.importorskip(
+    "kubernetes_validate", reason="the test extra provides kubernetes-validate"
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "helm" / "approved-action-resolver"
+KUSTOMIZE_BASE = ROOT / "deploy" / "kustomize" / "base"
+# The oldest minor the chart declares (Chart.yaml kubeVersion) and the newest the schemas know.
+KUBE_VERSIONS = ("1.27.0", f"{kubernetes_validate.latest_version()}.0")
+# Prometheus Operator kinds: no schema ships with kubernetes-validate; checked separately.
+OPERATOR_KINDS = frozenset({"ServiceMonitor", "PrometheusRule"})
+
+Manifest = dict[str, Any]
+
+
+def render(
+    values: dict[str, Any] | None = None, *, chart: Path = CHART, upgrade: bool = False
+) -> list[Manifest]:
+    """Every object the chart renders for `values`, as an install (or upgrade) would."""
+    with helm.Chart.load(chart) as loaded:
+        files = loaded.render(
+            values or {},
+            name="rr",
+            namespace="recovery",
+            is_install=not upgrade,
+            is_upgrade=upgrade,
+        )
+    return list(parse(text for path, text in sorted(files.items()) if path.endswith(".yaml")))
+
+
+def render_error(values: dict[str, Any]) -> str:
+    """The message of the failure the chart must produce for `values`."""
+    with pytest.raises(helm.HelmError) as failure:
+        render(values)
+    return str(failure.value)
+
+
+def parse(texts: Iterable[str]) -> Iterator[Manifest]:
+    for text in texts:
+        for doc in yaml.safe_load_all(text):
+            if doc:
+                yield doc
+
+
+def validate_strict(manifest: Manifest) -> None:
+    """Strict schema validation (unknown fields fail) against every version in KUBE_VERSIONS."""
+    for version in KUBE_VERSIONS:
+        try:
+            kubernetes_validate.validate(manifest, version, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            where = ".".join(str(p) for p in exc.path)
+            raise AssertionError(
+                f"{manifest['kind']}/{manifest['metadata']['name']} is invalid for Kubernetes "
+                f"{version} at {where}: {exc.message}"
+            ) from None
+
+
+def by_kind(manifests: Iterable[Manifest], kind: str) -> list[Manifest]:
+    return [m for m in manifests if m["kind"] == kind]
+
+
+def one(manifests: Iterable[Manifest], kind: str) -> Manifest:
+    found = by_kind(manifests, kind)
+    assert len(found) == 1, f"expected one {kind}, got {len(found)}"
+    return found[0]
+
+
+def pod_specs(manifests: Iterable[Manifest]) -> list[tuple[str, Manifest]]:
+    """(name, pod spec) of every workload that runs containers."""
+    return [
+        (m["metadata"]["name"], m["spec"]["template"]["spec"])
+        for m in manifests
+        if m["kind"] in {"Deployment", "Job", "StatefulSet", "DaemonSet"}
+    ]
+
+
+def env_of(container: Manifest) -> dict[str, Manifest]:
+    return {item["name"]: item for item in container.get("env", [])}
+
+
+SENSITIVE_ENV_WORDS = ("URL", "TOKEN", "PASSWORD", "SECRET", "KEY")
+
+
+def assert_hardened(manifests: list[Manifest]) -> None:
+    """The security properties every rendering (chart or kustomize) must keep."""
+    assert not by_kind(manifests, "Secret"), "secrets are referenced, never rendered"
+    for sa in by_kind(manifests, "ServiceAccount"):
+        assert sa.get("automountServiceAccountToken") is False, sa["metadata"]["name"]
+    workloads = pod_specs(manifests)
+    assert workloads, "no workload rendered"
+    for name, pod in workloads:
+        assert pod.get("automountServiceAccountToken") is False, name
+        assert pod["securityContext"]["runAsNonRoot"] is True, name
+        assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", name
+        assert pod["securityContext"]["runAsUser"] > 0, name
+        assert not pod.get("hostNetwork") and not pod.get("hostPID"), name
+        for container in pod["containers"]:
+            assert_container_hardened(name, container)
+
+
+def assert_container_hardened(workload: str, container: Manifest) -> None:
+    where = f"{workload}/{container['name']}"
+    ctx = container["securityContext"]
+    assert ctx["runAsNonRoot"] is True, where
+    assert ctx["readOnlyRootFilesystem"] is True, where
+    assert ctx["allowPrivilegeEscalation"] is False, where
+    assert ctx["capabilities"]["drop"] == ["ALL"], where
+    assert not ctx["capabilities"].get("add"), where
+    assert not ctx.get("privileged"), where
+    assert ctx["seccompProfile"]["type"] == "RuntimeDefault", where
+    for kind in ("requests", "limits"):
+        assert {"cpu", "memory"} <= set(container["resources"][kind]), f"{where} {kind}"
+    for env in container.get("env", []):
+        if any(word in env["name"] for word in SENSITIVE_ENV_WORDS) and env["name"] != (
+            "RESOLVER_SECRETS_DIR"
+        ):
+            assert "value" not in env, f"{where}: {env['name']} must come from a Secret"
+            assert "secretKeyRef" in env["valueFrom"], f"{where}: {env['name']}"

@@ -1,0 +1,527 @@
+"""The Helm chart, rendered by the real Helm engine and validated against Kubernetes schemas."""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from resolver.config import Settings, load_provider_config
+from tests.deploy.k8s import (
+    CHART,
+    KUBE_VERSIONS,
+    OPERATOR_KINDS,
+    ROOT,
+    Manifest,
+    assert_hardened,
+    by_kind,
+    env_of,
+    helm,
+    one,
+    render,
+    render_error,
+    validate_strict,
+)
+
+DB_PEER = {"ipBlock": {"cidr": "10.20.0.0/24"}}
+PROVIDER_RULE = {
+    "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "payments"}}}],
+    "ports": [{"port": 8080, "protocol": "TCP"}],
+}
+PROVIDERS = {
+    "action_types": {
+        "payments.charge": {
+            "provider": "http_receipt",
+            "base_url": "http://payments.payments.svc:8080",
+            "token_env": "PAYMENTS_TOKEN",
+            "timeout_seconds": 2,
+        },
+        "shell.exec": {"provider": "manual_only"},
+    }
+}
+TOKEN_ENV = {
+    "name": "PAYMENTS_TOKEN",
+    "valueFrom": {"secretKeyRef": {"name": "payments-receipts", "key": "token"}},
+}
+
+VALUE_SETS: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "scaled": {"replicaCount": 5, "resolver": {"pageSize": 64, "maxConnections": 8}},
+    "single-replica-no-pdb": {"replicaCount": 1, "podDisruptionBudget": {"enabled": False}},
+    "network-policy": {
+        "networkPolicy": {
+            "enabled": True,
+            "database": {"to": [DB_PEER]},
+            "providers": [PROVIDER_RULE],
+            "metricsFrom": [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}],
+        }
+    },
+    "service-monitor": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
+    "production": {
+        "replicaCount": 3,
+        "image": {"repository": "registry.example/resolver", "digest": "sha256:" + "ab" * 32},
+        "database": {"existingSecret": "resolver-runtime-db"},
+        "migration": {"database": {"existingSecret": "resolver-migrator-db"}},
+        "receiptKeys": {"existingSecret": "receipt-keys"},
+        "providers": PROVIDERS,
+        "extraEnv": [TOKEN_ENV],
+        "serviceMonitor": {"enabled": True},
+        "networkPolicy": {"enabled": True, "database": {"to": [DB_PEER]}},
+    },
+}
+
+
+def worker(manifests: list[Manifest]) -> Manifest:
+    return one(manifests, "Deployment")
+
+
+def container(manifests: list[Manifest]) -> Manifest:
+    (only,) = worker(manifests)["spec"]["template"]["spec"]["containers"]
+    return only
+
+
+def migration_job(manifests: list[Manifest]) -> Manifest:
+    return one(manifests, "Job")
+
+
+# -- lint and validity ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_chart_lints_clean_in_strict_mode(name: str) -> None:
+    for version in KUBE_VERSIONS:
+        report = helm.lint(CHART, VALUE_SETS[name], strict=True, kube_version=f"v{version}")
+        problems = [m for m in report["messages"] if m["severity"] >= 2]
+        assert report["errors"] == [] and problems == [], report
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_every_rendered_manifest_is_valid_kubernetes(name: str) -> None:
+    manifests = render(VALUE_SETS[name])
+    for manifest in manifests:
+        if manifest["kind"] not in OPERATOR_KINDS:
+            validate_strict(manifest)
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_every_value_set_stays_hardened(name: str) -> None:
+    assert_hardened(render(VALUE_SETS[name]))
+
+
+def test_upgrade_renders_the_same_objects_as_install() -> None:
+    names = [(m["kind"], m["metadata"]["name"]) for m in render()]
+    assert [(m["kind"], m["metadata"]["name"]) for m in render(upgrade=True)] == names
+
+
+def test_default_values_pass_the_schema() -> None:
+    with helm.Chart.load(CHART) as chart:
+        chart.validate_schema(chart.values)
+
+
+# -- the worker ------------------------------------------------------------------------------
+
+
+def test_defaults_run_two_spread_replicas_with_probes_on_the_http_port() -> None:
+    manifests = render()
+    deployment = worker(manifests)
+    pod = deployment["spec"]["template"]["spec"]
+    assert deployment["spec"]["replicas"] == 2
+    keys = {c["topologyKey"] for c in pod["topologySpreadConstraints"]}
+    assert keys == {"topology.kubernetes.io/zone", "kubernetes.io/hostname"}
+    for constraint in pod["topologySpreadConstraints"]:
+        assert (
+            constraint["labelSelector"]["matchLabels"]
+            == deployment["spec"]["selector"]["matchLabels"]
+        )
+    main = container(manifests)
+    assert main["args"] == ["run"]
+    assert main["ports"] == [{"name": "http", "containerPort": 9464, "protocol": "TCP"}]
+    assert main["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert main["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert env_of(main)["RESOLVER_HTTP_PORT"]["value"] == "9464"
+    grace = float(env_of(main)["RESOLVER_SHUTDOWN_GRACE_SECONDS"]["value"])
+    assert pod["terminationGracePeriodSeconds"] > grace
+
+
+def test_http_port_value_moves_the_port_the_probes_and_the_env_together() -> None:
+    main = container(render({"http": {"port": 9100}}))
+    assert main["ports"][0]["containerPort"] == 9100
+    assert env_of(main)["RESOLVER_HTTP_PORT"]["value"] == "9100"
+    assert main["readinessProbe"]["httpGet"]["port"] == main["ports"][0]["name"]
+
+
+def test_replica_count_is_rendered() -> None:
+    assert worker(render({"replicaCount": 7}))["spec"]["replicas"] == 7
+
+
+CUSTOM_SETTINGS: dict[str, Any] = {
+    "pageSize": 48,
+    "cadenceSeconds": 0.5,
+    "cadenceJitterRatio": 0.1,
+    "recoveryLeaseSeconds": 90,
+    "commitMarginSeconds": 7.5,
+    "backoffBaseSeconds": 3,
+    "backoffMaxSeconds": 900,
+    "defaultProviderTimeoutSeconds": 20,
+    "inspectConcurrency": 32,
+    "shutdownGraceSeconds": 20,
+    "storageRetryMaxSeconds": 45,
+    "connectTimeoutSeconds": 4,
+    "statementTimeoutMs": 1_000_000,
+    "maxConnections": 6,
+    "logLevel": "WARNING",
+}
+
+
+def test_inspect_concurrency_is_left_to_the_resolver_unless_set() -> None:
+    assert "RESOLVER_INSPECT_CONCURRENCY" not in env_of(container(render()))
+    env = env_of(container(render({"resolver": {"inspectConcurrency": 8}})))
+    assert env["RESOLVER_INSPECT_CONCURRENCY"]["value"] == "8"
+
+
+def test_every_setting_reaches_the_resolver_and_the_resolver_accepts_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    env = env_of(container(render({"resolver": CUSTOM_SETTINGS})))
+    literal = {name: item["value"] for name, item in env.items() if "value" in item}
+    for name, value in literal.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings()
+    expected = {k: v for k, v in CUSTOM_SETTINGS.items() if k != "logLevel"}
+    for camel, value in expected.items():
+        field = "".join(f"_{c.lower()}" if c.isupper() else c for c in camel)
+        assert getattr(settings, field) == value, field
+    assert literal["RESOLVER_LOG_LEVEL"] == "WARNING"
+    # Helm holds numbers as float64; an integer must not come out as 1e+06.
+    assert literal["RESOLVER_STATEMENT_TIMEOUT_MS"] == "1000000"
+
+
+# Settings the worker's chart values must not carry: secrets (receipt keys come as files), and
+# the settings of `resolver api` (the manual-resolution API), which this chart does not deploy.
+NOT_FROM_VALUES = {
+    "receipt_keys",
+    "receipt_signing_kid",
+    "api_host",
+    "api_port",
+    "api_decisions_per_minute",
+    "oidc_issuer",
+    "oidc_audience",
+    "oidc_jwks_file",
+}
+
+
+def test_every_resolver_setting_is_wired_into_the_deployment() -> None:
+    """A setting added to resolver/config.py must be added to the chart (or listed above)."""
+    env = env_of(container(render({"resolver": CUSTOM_SETTINGS})))
+    missing = {
+        f"RESOLVER_{field.upper()}"
+        for field in Settings.model_fields
+        if field not in NOT_FROM_VALUES and f"RESOLVER_{field.upper()}" not in env
+    }
+    assert not missing, f"settings the chart does not render: {sorted(missing)}"
+
+
+def test_database_url_and_receipt_keys_come_from_existing_secrets() -> None:
+    manifests = render(VALUE_SETS["production"])
+    main = container(manifests)
+    url = env_of(main)["RESOLVER_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
+    assert url == {"name": "resolver-runtime-db", "key": "url"}
+    secrets_dir = env_of(main)["RESOLVER_SECRETS_DIR"]["value"]
+    mount = next(m for m in main["volumeMounts"] if m["mountPath"] == secrets_dir)
+    assert mount["readOnly"] is True
+    volumes = worker(manifests)["spec"]["template"]["spec"]["volumes"]
+    volume = next(v for v in volumes if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] == "receipt-keys"
+    assert env_of(main)["PAYMENTS_TOKEN"] == TOKEN_ENV
+
+
+def test_receipt_keys_can_be_turned_off() -> None:
+    main = container(render({"receiptKeys": {"enabled": False}}))
+    assert "RESOLVER_SECRETS_DIR" not in env_of(main)
+    assert all("receipt" not in m["name"] for m in main["volumeMounts"])
+
+
+def test_rendered_output_holds_no_secret_value() -> None:
+    with helm.Chart.load(CHART) as chart:
+        files = chart.render(VALUE_SETS["production"], name="rr", namespace="recovery")
+    text = "\n".join(files.values()).lower()
+    for needle in ("postgresql://", "postgres://", "password", "kind: secret", "bearer "):
+        assert needle not in text
+
+
+def test_image_digest_wins_over_the_tag() -> None:
+    main = container(render(VALUE_SETS["production"]))
+    assert main["image"] == "registry.example/resolver@sha256:" + "ab" * 32
+    assert container(render())["image"] == "approved-action-resolver:0.1.0"
+
+
+# -- provider config ---------------------------------------------------------------------------
+
+
+def provider_config(manifests: list[Manifest]) -> str:
+    return str(one(manifests, "ConfigMap")["data"]["providers.yaml"])
+
+
+def test_provider_config_is_mounted_where_resolver_config_points(tmp_path: Path) -> None:
+    manifests = render({"providers": PROVIDERS})
+    main = container(manifests)
+    path = Path(env_of(main)["RESOLVER_CONFIG"]["value"])
+    mount = next(m for m in main["volumeMounts"] if m["mountPath"] == str(path.parent))
+    volumes = worker(manifests)["spec"]["template"]["spec"]["volumes"]
+    volume = next(v for v in volumes if v["name"] == mount["name"])
+    assert volume["configMap"]["name"] == one(manifests, "ConfigMap")["metadata"]["name"]
+    written = tmp_path / path.name
+    written.write_text(provider_config(manifests), encoding="utf-8")
+    assert load_provider_config(written) == PROVIDERS["action_types"]
+
+
+def test_a_provider_config_change_rolls_the_pods() -> None:
+    def checksum(values: dict[str, Any]) -> str:
+        annotations = worker(render(values))["spec"]["template"]["metadata"]["annotations"]
+        return str(annotations["checksum/providers"])
+
+    changed = copy.deepcopy(PROVIDERS)
+    changed["action_types"]["shell.exec"]["provider"] = "http_receipt"
+    assert checksum({"providers": PROVIDERS}) != checksum({"providers": changed})
+    assert checksum({"providers": PROVIDERS}) == checksum({"providers": PROVIDERS})
+    assert checksum({"providers": PROVIDERS}) == checksum(
+        {"providers": PROVIDERS, "replicaCount": 4}
+    )
+
+
+# -- migration hook --------------------------------------------------------------------------
+
+
+def test_migration_runs_as_a_pre_install_and_pre_upgrade_hook_with_its_own_identity() -> None:
+    manifests = render(VALUE_SETS["production"])
+    job = migration_job(manifests)
+    annotations = job["metadata"]["annotations"]
+    assert annotations["helm.sh/hook"] == "pre-install,pre-upgrade"
+    pod = job["spec"]["template"]["spec"]
+    (migrate,) = pod["containers"]
+    assert migrate["args"] == ["migrate"]
+    url = env_of(migrate)["RESOLVER_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
+    assert url == {"name": "resolver-migrator-db", "key": "url"}
+    accounts = {sa["metadata"]["name"]: sa for sa in by_kind(manifests, "ServiceAccount")}
+    hook_account = accounts[pod["serviceAccountName"]]
+    assert (
+        pod["serviceAccountName"]
+        != worker(manifests)["spec"]["template"]["spec"]["serviceAccountName"]
+    )
+    # Hooks run before the release's ordinary objects exist: its account must be a hook too,
+    # created first (lower weight).
+    hook_weight = int(hook_account["metadata"]["annotations"]["helm.sh/hook-weight"])
+    assert hook_weight < int(annotations["helm.sh/hook-weight"])
+    assert migrate["securityContext"] == container(manifests)["securityContext"]
+
+
+def test_migration_uses_the_runtime_secret_when_no_migration_secret_is_given() -> None:
+    (migrate,) = migration_job(render())["spec"]["template"]["spec"]["containers"]
+    url = env_of(migrate)["RESOLVER_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
+    assert url == {"name": "rr-approved-action-resolver-database", "key": "url"}
+
+
+def test_migration_job_can_be_disabled() -> None:
+    assert not by_kind(render({"migration": {"enabled": False}}), "Job")
+
+
+# -- availability ---------------------------------------------------------------------------
+
+
+def test_pdb_and_service_select_exactly_the_worker_pods() -> None:
+    manifests = render()
+    pod_labels = worker(manifests)["spec"]["template"]["metadata"]["labels"]
+    job_labels = migration_job(manifests)["spec"]["template"]["metadata"]["labels"]
+    pdb = one(manifests, "PodDisruptionBudget")
+    service = one(manifests, "Service")
+    for selector in (pdb["spec"]["selector"]["matchLabels"], service["spec"]["selector"]):
+        assert selector.items() <= pod_labels.items()
+        assert not selector.items() <= job_labels.items()
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert service["spec"]["ports"][0]["targetPort"] == "http"
+
+
+# -- optional monitoring and network policy ------------------------------------------------------
+
+
+def test_monitoring_objects_are_off_by_default() -> None:
+    kinds = {m["kind"] for m in render()}
+    assert not kinds & (OPERATOR_KINDS | {"NetworkPolicy"})
+
+
+def test_service_monitor_scrapes_the_metrics_service() -> None:
+    manifests = render(VALUE_SETS["service-monitor"])
+    monitor = one(manifests, "ServiceMonitor")
+    service = one(manifests, "Service")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["path"] == "/metrics"
+    assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
+
+
+def test_network_policy_allows_only_dns_database_and_provider_egress() -> None:
+    manifests = render(VALUE_SETS["network-policy"])
+    policy = one(manifests, "NetworkPolicy")
+    spec = policy["spec"]
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    dns, database, provider = spec["egress"]
+    assert {p["port"] for p in dns["ports"]} == {53}
+    assert database == {"to": [DB_PEER], "ports": [{"port": 5432, "protocol": "TCP"}]}
+    assert provider == PROVIDER_RULE
+    (ingress,) = spec["ingress"]
+    assert ingress["ports"] == [{"port": "http", "protocol": "TCP"}]
+    selector = spec["podSelector"]["matchLabels"].items()
+    # Both the replicas and the migration Job need PostgreSQL, and nothing else.
+    assert selector <= worker(manifests)["spec"]["template"]["metadata"]["labels"].items()
+    assert selector <= migration_job(manifests)["spec"]["template"]["metadata"]["labels"].items()
+
+
+SAMPLE_RULES = """\
+groups:
+  - name: resolver-sample
+    rules:
+      - alert: ResolverSampleBacklog
+        expr: resolver_due_backlog > 100
+        for: 10m
+        labels:
+          severity: warning
+        annotations:
+          summary: "{{ $value }} recovery controls are due"
+"""
+
+
+def chart_copy(tmp_path: Path, rules: str | None) -> Path:
+    copy_dir = tmp_path / "chart"
+    shutil.copytree(CHART, copy_dir)
+    target = copy_dir / "files" / "resolver-alerts.yml"
+    target.unlink(missing_ok=True)
+    if rules is not None:
+        target.write_text(rules, encoding="utf-8")
+    return copy_dir
+
+
+def test_prometheus_rule_carries_the_alerts_file_verbatim(tmp_path: Path) -> None:
+    chart = chart_copy(tmp_path, SAMPLE_RULES)
+    manifests = render({"prometheusRule": {"enabled": True}}, chart=chart)
+    rule = one(manifests, "PrometheusRule")
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["spec"]["groups"] == yaml.safe_load(SAMPLE_RULES)["groups"]
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed: the rules' syntax is left unchecked")
+    rules_file = tmp_path / "rendered-rules.yml"
+    rules_file.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}), encoding="utf-8")
+    result = subprocess.run(
+        [promtool, "check", "rules", str(rules_file)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_prometheus_rule_without_the_alerts_file_fails_with_the_fix(tmp_path: Path) -> None:
+    chart = chart_copy(tmp_path, None)
+    with pytest.raises(helm.HelmError, match=r"copy deploy/prometheus/resolver-alerts\.yml"):
+        render({"prometheusRule": {"enabled": True}}, chart=chart)
+
+
+def test_chart_copy_of_the_alert_rules_matches_the_source() -> None:
+    source = ROOT / "deploy" / "prometheus" / "resolver-alerts.yml"
+    copy_in_chart = CHART / "files" / "resolver-alerts.yml"
+    if not source.exists():
+        assert not copy_in_chart.exists(), "the chart carries rules whose source is gone"
+        pytest.skip("deploy/prometheus/resolver-alerts.yml does not exist on this branch yet")
+    assert copy_in_chart.exists(), f"copy {source.relative_to(ROOT)} to {copy_in_chart}"
+    assert copy_in_chart.read_bytes() == source.read_bytes(), (
+        f"{copy_in_chart} drifted: copy {source.relative_to(ROOT)} over it"
+    )
+
+
+# -- values that must be refused --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"resolver": {"pageSize": 65}}, r"/resolver/pageSize.*maximum.*64"),
+        ({"resolver": {"pageSize": 0}}, r"/resolver/pageSize.*minimum"),
+        ({"resolver": {"maxConnections": 65}}, r"/resolver/maxConnections"),
+        ({"replicaCount": "two"}, r"/replicaCount.*want integer"),
+        ({"replicaCount": 2.5}, r"/replicaCount.*want integer"),
+        ({"replicas": 3}, r"additional properties 'replicas' not allowed"),
+        (
+            {"terminationGracePeriodSeconds": 25},
+            r"terminationGracePeriodSeconds \(25\) must be greater than "
+            r"resolver.shutdownGraceSeconds \(25\)",
+        ),
+        (
+            {"terminationGracePeriodSeconds": 30, "resolver": {"shutdownGraceSeconds": 45}},
+            r"terminationGracePeriodSeconds \(30\) must be greater",
+        ),
+        (
+            {"resolver": {"recoveryLeaseSeconds": 15}},
+            r"resolver.recoveryLeaseSeconds \(15\) must exceed",
+        ),
+        (
+            {
+                "providers": {
+                    "action_types": {
+                        "slow.api": {"provider": "http_receipt", "timeout_seconds": 55.5}
+                    }
+                }
+            },
+            r"recoveryLeaseSeconds \(60\) must exceed the longest provider timeout \(55.5 s",
+        ),
+        (
+            {"resolver": {"backoffBaseSeconds": 60, "backoffMaxSeconds": 30}},
+            r"backoffMaxSeconds \(30\) must be >= resolver.backoffBaseSeconds \(60\)",
+        ),
+        ({"securityContext": {"readOnlyRootFilesystem": False}}, r"readOnlyRootFilesystem"),
+        ({"podSecurityContext": {"runAsNonRoot": False}}, r"runAsNonRoot"),
+        ({"resources": {"limits": None}}, r"/resources.*limits"),
+        ({"resources": {"limits": {"memory": None}}}, r"/resources/limits.*memory"),
+        ({"networkPolicy": {"enabled": True}}, r"networkPolicy.database.to"),
+        ({"providers": {"action_types": {"x.y": {"base_url": "http://x"}}}}, r"provider"),
+    ],
+)
+def test_invalid_values_fail_with_a_message_naming_the_value(
+    values: dict[str, Any], message: str
+) -> None:
+    error = render_error(values)
+    assert re.search(message, error), error
+
+
+# -- documentation ----------------------------------------------------------------------------
+
+
+def leaf_paths(values: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted paths of the documented values (maps of free-form content count as one)."""
+    free_form = {"providers", "podSecurityContext", "securityContext", "resources"}
+    paths = []
+    for key, value in values.items():
+        path = f"{prefix}{key}"
+        if (
+            isinstance(value, dict)
+            and value
+            and path not in free_form
+            and not path.endswith(("resources", "labels", "annotations"))
+        ):
+            paths += leaf_paths(value, f"{path}.")
+        else:
+            paths.append(path)
+    return paths
+
+
+def test_chart_readme_documents_every_value() -> None:
+    readme = (CHART / "README.md").read_text(encoding="utf-8")
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
+    undocumented = [p for p in leaf_paths(defaults) if f"`{p}`" not in readme]
+    assert not undocumented, f"values missing from {CHART / 'README.md'}: {undocumented}"

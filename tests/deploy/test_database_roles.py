@@ -1,0 +1,409 @@
+"""deploy/sql/roles.sql and grants.sql on real PostgreSQL: what each role can and cannot do.
+
+The SQL files are executed exactly as docs/deployment.md tells an operator to run them; the
+runtime role then drives real resolver cycles (in process and as `resolver run --once`), and
+every write it must not make is attempted and refused by PostgreSQL's privilege checks.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import secrets
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from psycopg import errors, sql
+from psycopg.rows import dict_row
+
+from resolver.db import migrate
+from resolver.db.repository import PostgresStore
+from resolver.domain import (
+    Completion,
+    DispatchIdentity,
+    ExecutionLease,
+    Finding,
+    FindingKind,
+    Outcome,
+    sha256_hex,
+)
+from resolver.execution import CompletionResult, ExecutionClient
+from resolver.reconciler import Reconciler, ReconcilerSettings
+from resolver.testing.postgres import with_database
+from tests.conftest import EXEC_LEASE_MS, T0, new_spec
+from tests.providers_for_tests import ScriptedProvider, fixed, registry
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLES_SQL = ROOT / "deploy" / "sql" / "roles.sql"
+GRANTS_SQL = ROOT / "deploy" / "sql" / "grants.sql"
+ROLES = ("resolver_migrator", "resolver_runtime", "resolver_executor", "resolver_evidence_reader")
+AFTER = T0 + EXEC_LEASE_MS
+# Roles are cluster-wide: concurrent runs of this module on one server take turns.
+LOCK_KEY = 0x7265736F6C766572
+
+
+@dataclass(frozen=True)
+class RoleDatabase:
+    """A fresh database set up by the two SQL files, and a URL per role."""
+
+    admin: str
+    urls: dict[str, str]
+
+    def connect(self, role: str) -> psycopg.Connection[dict[str, Any]]:
+        return psycopg.connect(self.urls[role], autocommit=True, row_factory=dict_row)
+
+    def admin_rows(self, query: str) -> list[dict[str, Any]]:
+        with psycopg.connect(self.admin, autocommit=True, row_factory=dict_row) as conn:
+            conn.execute("SET search_path = resolver")
+            return conn.execute(query).fetchall()  # type: ignore[arg-type]
+
+
+def as_role(url: str, role: str, password: str | None) -> str:
+    parts = urlsplit(url)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    user = f"{role}:{quote(password, safe='')}" if password else role
+    return urlunsplit((parts.scheme, f"{user}@{host}", parts.path, parts.query, parts.fragment))
+
+
+def run_sql_file(url: str, path: Path) -> None:
+    """The whole file in one simple-query round trip, as `psql -f` with ON_ERROR_STOP would."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(path.read_text(encoding="utf-8"))  # type: ignore[call-overload]
+
+
+@pytest.fixture(scope="module")
+def role_db(pg_server: str) -> Iterator[RoleDatabase]:
+    with psycopg.connect(pg_server, autocommit=True) as lock:
+        lock.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))
+        existing = {
+            r[0]
+            for r in lock.execute(
+                "SELECT rolname FROM pg_roles WHERE rolname = ANY(%s)", (list(ROLES),)
+            )
+        }
+        name = f"resolver_roles_{uuid.uuid4().hex[:8]}"
+        lock.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        admin = with_database(pg_server, name)
+        try:
+            yield _set_up(admin, existing)
+        finally:
+            lock.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+            for role in set(ROLES) - existing:
+                lock.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+            lock.execute("SELECT pg_advisory_unlock(%s)", (LOCK_KEY,))
+
+
+def _set_up(admin: str, existing: set[str]) -> RoleDatabase:
+    run_sql_file(admin, ROLES_SQL)
+    passwords: dict[str, str | None] = {}
+    with psycopg.connect(admin, autocommit=True) as conn:
+        for role in ROLES:
+            # Only roles this test created get a password: never touch a pre-existing role's.
+            passwords[role] = None if role in existing else secrets.token_urlsafe(16)
+            if passwords[role]:
+                conn.execute(
+                    sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+                        sql.Identifier(role), sql.Literal(passwords[role])
+                    )
+                )
+    urls = {role: as_role(admin, role, passwords[role]) for role in ROLES}
+    migrated = resolver_cli(urls["resolver_migrator"], "migrate")
+    assert migrated.returncode == 0, migrated.stderr
+    run_sql_file(urls["resolver_migrator"], GRANTS_SQL)
+    return RoleDatabase(admin, urls)
+
+
+def resolver_cli(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The `resolver` command in its own process, as the pod runs it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RESOLVER_")}
+    env["RESOLVER_DATABASE_URL"] = database_url
+    return subprocess.run(
+        [sys.executable, "-m", "resolver", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def executor_client(store: PostgresStore) -> ExecutionClient:
+    return ExecutionClient(store, owner="executor-1", lease_seconds=EXEC_LEASE_MS / 1000)
+
+
+def crash(store: PostgresStore, count: int, now_ms: int) -> list[ExecutionLease]:
+    """Executions that crossed the start barrier at now_ms, written by the executor role."""
+    client = executor_client(store)
+    leases = []
+    for _ in range(count):
+        spec = client.create_dispatch(new_spec())
+        leases.append(client.start(client.lease(spec.dispatch_id, now_ms=now_ms), now_ms=now_ms))
+    return leases
+
+
+# -- ownership ---------------------------------------------------------------------------------
+
+
+def test_migration_role_owns_the_schema_and_everything_in_it(role_db: RoleDatabase) -> None:
+    (schema,) = role_db.admin_rows(
+        "SELECT nspowner::regrole::text AS owner FROM pg_namespace WHERE nspname = 'resolver'"
+    )
+    assert schema["owner"] == "resolver_migrator"
+    tables = role_db.admin_rows(
+        "SELECT tablename, tableowner FROM pg_tables WHERE schemaname = 'resolver'"
+    )
+    assert {t["tablename"] for t in tables} >= {
+        "alembic_version",
+        "approved_action_dispatches",
+        "approved_action_executions",
+        "approved_action_recovery_controls",
+        "approved_action_recovery_resolutions",
+        "recovery_authorizations",
+    }
+    assert {t["tableowner"] for t in tables} == {"resolver_migrator"}
+    assert not role_db.admin_rows(
+        "SELECT 1 FROM pg_tables WHERE schemaname = 'public' AND tablename LIKE 'approved_action%'"
+    )
+
+
+def test_the_sql_files_are_idempotent(role_db: RoleDatabase) -> None:
+    run_sql_file(role_db.admin, ROLES_SQL)
+    run_sql_file(role_db.urls["resolver_migrator"], GRANTS_SQL)
+    again = resolver_cli(role_db.urls["resolver_migrator"], "migrate")
+    assert again.returncode == 0, again.stderr
+
+
+# -- the runtime role can do the resolver's whole job ----------------------------------------------
+
+
+def test_runtime_role_runs_full_resolver_cycles(role_db: RoleDatabase) -> None:
+    assert migrate.current_revision(role_db.urls["resolver_runtime"]) == migrate.head_revision()
+    kinds = [
+        FindingKind.VERIFIED_SUCCEEDED,
+        FindingKind.VERIFIED_FAILED,
+        FindingKind.MISSING,
+        FindingKind.CONFLICT,
+        FindingKind.UNSUPPORTED,
+    ]
+    with (
+        PostgresStore(role_db.urls["resolver_executor"]) as executor_store,
+        PostgresStore(role_db.urls["resolver_runtime"]) as runtime_store,
+    ):
+        leases = crash(executor_store, len(kinds), T0)
+        ids = [lease.dispatch_id for lease in leases]
+        script = dict(zip(ids, kinds, strict=True))
+
+        def answer(identity: DispatchIdentity) -> Finding:
+            return fixed(script[identity.dispatch_id])(identity)
+
+        reconciler = Reconciler(
+            runtime_store,
+            registry("test.action", ScriptedProvider(answer)),
+            ReconcilerSettings(owner="replica-a", page_size=16, recovery_lease_ms=30_000),
+            rng=random.Random(3),
+        )
+        try:
+            report = reconciler.run_cycle(now_ms=AFTER)
+            assert report.claimed == len(ids) and report.accepted == set(ids)
+            assert not report.rejected
+            # A stopping replica hands its page back: the release path, as the runtime role.
+            later = AFTER + 10 * 60_000
+            stopping = reconciler.run_cycle(now_ms=later, should_stop=lambda: True)
+            assert (stopping.claimed, stopping.released) == (1, 1)
+            snapshot = runtime_store.status_snapshot(now_ms=later)
+        finally:
+            reconciler.close()
+        assert snapshot.controls_by_status == {"resolved": 2, "armed": 1, "manual": 2}
+
+        # The executor role's side of the races: a late completion that replays the winning
+        # resolution exactly, and an executor alive after all (renew re-arms, then completes).
+        executor = executor_client(executor_store)
+        replay = Completion(Outcome.SUCCEEDED, "ok", "m-replay", sha256_hex(f"receipt:{ids[0]}"))
+        assert executor.complete(leases[0], replay, now_ms=later) is CompletionResult.REPLAYED
+        renewed = executor.renew(leases[3], now_ms=later)
+        done = Completion(Outcome.FAILED, "declined", "m-late")
+        assert executor.complete(renewed, done, now_ms=later) is CompletionResult.COMMITTED
+
+    states = {
+        r["dispatch_id"]: r["state"]
+        for r in role_db.admin_rows("SELECT dispatch_id, state FROM approved_action_executions")
+    }
+    assert [states[i] for i in ids] == ["succeeded", "failed", "executing", "failed", "executing"]
+    resolutions = role_db.admin_rows(
+        "SELECT dispatch_id, source FROM approved_action_recovery_resolutions ORDER BY dispatch_id"
+    )
+    assert [(r["dispatch_id"], r["source"]) for r in resolutions] == [
+        (ids[0], "automatic"),
+        (ids[1], "automatic"),
+    ]
+
+
+def test_resolver_run_once_as_the_runtime_role(role_db: RoleDatabase) -> None:
+    """The deployed command path: readiness check on alembic_version, claim, commit."""
+    with PostgresStore(role_db.urls["resolver_executor"]) as executor_store:
+        with role_db.connect("resolver_executor") as conn:
+            (row,) = conn.execute("SELECT resolver_now_ms(NULL) AS now").fetchall()
+        # Crashed ten seconds ago by the database clock, so due for the real-time replica.
+        ids = [lease.dispatch_id for lease in crash(executor_store, 2, row["now"] - 10_000)]
+    result = resolver_cli(role_db.urls["resolver_runtime"], "run", "--once")
+    assert result.returncode == 0, result.stderr
+    controls = role_db.admin_rows(
+        "SELECT dispatch_id, status, last_finding FROM approved_action_recovery_controls"
+    )
+    by_id = {c["dispatch_id"]: c for c in controls}
+    # No provider is configured for the action type: unsupported, so it waits for a human.
+    assert [(by_id[i]["status"], by_id[i]["last_finding"]) for i in ids] == [
+        ("manual", "unsupported")
+    ] * 2
+    status = resolver_cli(role_db.urls["resolver_runtime"], "status", "--json")
+    assert status.returncode == 0, status.stderr
+
+
+# -- and nothing more --------------------------------------------------------------------------------
+
+RUNTIME_REFUSED = {
+    "update dispatches": "UPDATE approved_action_dispatches SET project_id = project_id",
+    "insert dispatches": (
+        "INSERT INTO approved_action_dispatches (dispatch_id, approval_request_id, project_id,"
+        " action_type, action_digest, idempotency_key, schema_version)"
+        " VALUES ('x', 'x', 'x', 'x', repeat('a', 64), 'x', 1)"
+    ),
+    "update resolutions": "UPDATE approved_action_recovery_resolutions SET reason_code = NULL",
+    "update authorizations": "UPDATE recovery_authorizations SET user_id = user_id",
+    "insert executions": (
+        "INSERT INTO approved_action_executions (dispatch_id, state, owner, token, version,"
+        " attempt, lease_expires_at_ms) VALUES ('x', 'leased', 'o', gen_random_uuid(), 1, 1, 0)"
+    ),
+    "delete dispatches": "DELETE FROM approved_action_dispatches",
+    "delete executions": "DELETE FROM approved_action_executions",
+    "delete controls": "DELETE FROM approved_action_recovery_controls",
+    "delete resolutions": "DELETE FROM approved_action_recovery_resolutions",
+    "delete authorizations": "DELETE FROM recovery_authorizations",
+    "truncate controls": "TRUNCATE approved_action_recovery_controls",
+    "rewrite alembic_version": "UPDATE alembic_version SET version_num = version_num",
+    "create table": "CREATE TABLE resolver.intruder (id int)",
+    "create function": "CREATE FUNCTION resolver.intruder() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+    "alter table": "ALTER TABLE approved_action_executions ADD COLUMN intruder int",
+    "disable immutability trigger": (
+        "ALTER TABLE approved_action_recovery_resolutions DISABLE TRIGGER USER"
+    ),
+    "create index": "CREATE INDEX intruder ON approved_action_executions (state)",
+    "drop table": "DROP TABLE approved_action_recovery_resolutions",
+    "create table in public": "CREATE TABLE public.intruder (id int)",
+}
+
+
+@pytest.mark.parametrize("statement", RUNTIME_REFUSED.values(), ids=RUNTIME_REFUSED.keys())
+def test_runtime_role_cannot_rewrite_facts_delete_or_run_ddl(
+    role_db: RoleDatabase, statement: str
+) -> None:
+    with role_db.connect("resolver_runtime") as conn:
+        if "public." in statement and conn.info.server_version < 150000:
+            pytest.skip("before PostgreSQL 15 PUBLIC may create in `public`: see the doc's REVOKE")
+        # A privilege error, not the immutability trigger: the role never gets that far.
+        with pytest.raises(errors.InsufficientPrivilege):
+            conn.execute(statement)  # type: ignore[call-overload]
+
+
+EXECUTOR_REFUSED = {
+    "insert resolutions": (
+        "INSERT INTO approved_action_recovery_resolutions (dispatch_id, mutation_id, source,"
+        " outcome, expected_execution_version, actor_user_id, reason_code, resolved_at_ms)"
+        " VALUES ('x', 'm', 'manual', 'blocked', 1, 'u', 'r', 0)"
+    ),
+    "read authorizations": "SELECT * FROM recovery_authorizations",
+    "update dispatches": "UPDATE approved_action_dispatches SET project_id = project_id",
+    "delete executions": "DELETE FROM approved_action_executions",
+    "create table": "CREATE TABLE resolver.intruder (id int)",
+}
+
+
+@pytest.mark.parametrize("statement", EXECUTOR_REFUSED.values(), ids=EXECUTOR_REFUSED.keys())
+def test_executor_role_cannot_resolve_or_rewrite(role_db: RoleDatabase, statement: str) -> None:
+    with role_db.connect("resolver_executor") as conn, pytest.raises(errors.InsufficientPrivilege):
+        conn.execute(statement)  # type: ignore[call-overload]
+
+
+def test_database_clock_is_not_executable_by_every_role(role_db: RoleDatabase) -> None:
+    with (
+        role_db.connect("resolver_evidence_reader") as conn,
+        pytest.raises(errors.InsufficientPrivilege),
+    ):
+        conn.execute("SELECT resolver_now_ms(NULL)")
+
+
+def test_evidence_reader_reads_evidence_only_in_read_only_transactions(
+    role_db: RoleDatabase,
+) -> None:
+    # An evidence table of the SQL providers (created by their migration where it exists).
+    with role_db.connect("resolver_migrator") as conn:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS resolver.action_receipts"
+            " (dispatch_id text PRIMARY KEY, receipt jsonb NOT NULL, written_at_ms bigint)"
+        )
+    run_sql_file(role_db.urls["resolver_migrator"], GRANTS_SQL)
+    with role_db.connect("resolver_evidence_reader") as conn:
+        assert conn.execute("SHOW default_transaction_read_only").fetchone() == {
+            "default_transaction_read_only": "on"
+        }
+        assert conn.execute("SELECT count(*) AS n FROM action_receipts").fetchone() is not None
+        with pytest.raises(errors.ReadOnlySqlTransaction):
+            conn.execute("CREATE TEMP TABLE scratch (id int)")
+        for statement in (
+            "SELECT * FROM approved_action_executions",
+            "SELECT * FROM approved_action_recovery_resolutions",
+        ):
+            with pytest.raises(errors.InsufficientPrivilege):
+                conn.execute(statement)  # type: ignore[call-overload]
+        # Even switching the session to read-write, the role holds no write privilege.
+        conn.execute("SET default_transaction_read_only = off")
+        with pytest.raises(errors.InsufficientPrivilege):
+            conn.execute("INSERT INTO action_receipts VALUES ('x', '{}', 0)")
+
+
+def test_runtime_role_commits_a_manual_decision_but_cannot_grant_itself(
+    role_db: RoleDatabase,
+) -> None:
+    from resolver.manual import Decision, ManualDecision, ManualResolutionService, Principal
+
+    with psycopg.connect(role_db.urls["resolver_migrator"], autocommit=True) as platform:
+        platform.execute("SET search_path = resolver")
+        platform.execute(
+            "INSERT INTO recovery_projects VALUES ('proj-1', 1) ON CONFLICT DO NOTHING"
+        )
+        platform.execute(
+            "INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)"
+            " ON CONFLICT DO NOTHING"
+        )
+    now = AFTER + 60_000
+    with (
+        PostgresStore(role_db.urls["resolver_executor"]) as executor_store,
+        PostgresStore(role_db.urls["resolver_runtime"]) as runtime_store,
+    ):
+        (lease,) = crash(executor_store, 1, T0)
+        decision = ManualDecision(
+            lease.dispatch_id,
+            Decision.ABANDON_UNKNOWN,
+            f"op-{lease.dispatch_id}",
+            lease.version,
+            "operator_unsure",
+        )
+        principal = Principal("alice", now - 1_000, ("mfa",))
+        result = ManualResolutionService(runtime_store).decide(principal, decision, now_ms=now)
+        assert result.value == "committed"
+    with role_db.connect("resolver_runtime") as runtime:
+        runtime.execute("SET search_path = resolver")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            runtime.execute(
+                "INSERT INTO recovery_role_bindings VALUES ('proj-1', 'mallory', 'approval.recover', 1)"
+            )

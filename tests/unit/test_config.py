@@ -1,0 +1,76 @@
+"""Configuration errors name the variable and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from resolver.config import load_provider_config, load_settings
+from resolver.errors import ConfigError
+from resolver.evidence import build_registry
+
+
+def test_defaults_are_valid(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RESOLVER_PAGE_SIZE", raising=False)
+    settings = load_settings()
+    assert settings.page_size == 16
+
+
+def test_page_size_over_the_hard_cap_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RESOLVER_PAGE_SIZE", "65")
+    with pytest.raises(
+        ConfigError, match=r"RESOLVER_PAGE_SIZE: must be between 1 and 64.*got '65'"
+    ):
+        load_settings()
+
+
+def test_non_numeric_value_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RESOLVER_CADENCE_SECONDS", "soon")
+    with pytest.raises(ConfigError, match="RESOLVER_CADENCE_SECONDS"):
+        load_settings()
+
+
+def test_recovery_lease_must_exceed_provider_timeout_plus_margin() -> None:
+    with pytest.raises(ConfigError, match=r"RESOLVER_RECOVERY_LEASE_SECONDS=10 must exceed"):
+        load_settings(
+            recovery_lease_seconds=10, default_provider_timeout_seconds=8, commit_margin_seconds=5
+        )
+
+
+def test_missing_database_url_says_how_to_set_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RESOLVER_DATABASE_URL", raising=False)
+    with pytest.raises(ConfigError, match="RESOLVER_DATABASE_URL is not set"):
+        load_settings().require_database_url()
+
+
+def test_provider_config_rejects_unknown_provider(tmp_path: Path) -> None:
+    path = tmp_path / "providers.yaml"
+    path.write_text("action_types:\n  shell.exec: {provider: telepathy}\n")
+    with pytest.raises(ConfigError, match=r"action_types.shell.exec.provider: 'telepathy'"):
+        build_registry(load_provider_config(path))
+
+
+def test_provider_config_rejects_unknown_top_level_key(tmp_path: Path) -> None:
+    path = tmp_path / "providers.yaml"
+    path.write_text("actions: {}\n")
+    with pytest.raises(ConfigError, match="one top-level key, action_types"):
+        load_provider_config(path)
+
+
+def test_provider_settings_are_validated(tmp_path: Path) -> None:
+    path = tmp_path / "providers.yaml"
+    path.write_text("action_types:\n  shell.exec: {provider: manual_only, colour: red}\n")
+    with pytest.raises(
+        ConfigError,
+        match=r"action_types.shell.exec: colour: provider manual_only takes no settings",
+    ):
+        build_registry(load_provider_config(path))
+
+
+def test_manual_only_is_discovered_through_entry_points(tmp_path: Path) -> None:
+    path = tmp_path / "providers.yaml"
+    path.write_text("action_types:\n  shell.exec: {provider: manual_only}\n")
+    registry = build_registry(load_provider_config(path))
+    assert registry.for_action("shell.exec") is not None
+    assert registry.for_action("other") is None
