@@ -1,8 +1,8 @@
 """Hypothesis stateful test: the executor API, claims, commits and manual decisions against
 real PostgreSQL, compared with a small in-memory model after every step.
 
-Time is the injectable `now_ms` of every statement, advanced by a rule. The manual decision
-is modelled by `operator.manual_decision` (test-side SQL: no manual-resolution API exists yet).
+Time is the injectable `now_ms` of every statement, advanced by a rule. Manual decisions go
+through the real `ManualResolutionService`, by an authorized user and by ones who must be refused.
 """
 
 from __future__ import annotations
@@ -28,13 +28,12 @@ from resolver.domain import (
     Outcome,
     sha256_hex,
 )
-from resolver.errors import FenceConflict
+from resolver.errors import FenceConflict, PermissionDenied, ResolverError, StrongAuthRequired
 from resolver.execution import CompletionResult, ExecutionClient
+from resolver.manual import Decision, ManualDecision, ManualResolutionService, Principal
 from resolver.ports import ItemOutcome
 from resolver.testing.postgres import DatabaseFactory
 from tests.conftest import T0, new_spec
-
-from .operator import Decision, manual_decision
 
 pytestmark = pytest.mark.contention
 
@@ -97,11 +96,17 @@ class RecoveryMachine(RuleBasedStateMachine):
             conn.execute(
                 "TRUNCATE recovery_authorizations, approved_action_recovery_resolutions,"
                 " approved_action_recovery_controls, approved_action_executions,"
-                " approved_action_dispatches"
+                " approved_action_dispatches, recovery_role_bindings, recovery_projects CASCADE"
+            )
+            conn.execute("INSERT INTO recovery_projects VALUES ('proj-1', 1)")
+            conn.execute(
+                "INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)"
             )
         self.store = PostgresStore(self.url)
         self.store.open()
         self.client = ExecutionClient(self.store, owner="executor", lease_seconds=LEASE_MS / 1000)
+        self.operators = ManualResolutionService(self.store)
+        self.decisions = 0
         self.now = T0
         self.executions: dict[str, MExecution] = {}
         self.controls: dict[str, MControl] = {}
@@ -270,19 +275,45 @@ class RecoveryMachine(RuleBasedStateMachine):
     # -- operator and clock ---------------------------------------------------------------
 
     @precondition(lambda self: self.controls)
-    @rule(data=st.data(), decision=st.sampled_from(Decision))
-    def manual(self, data: st.DataObject, decision: Decision) -> None:
+    @rule(
+        data=st.data(),
+        decision=st.sampled_from(Decision),
+        stale=st.booleans(),
+        who=st.sampled_from(["alice", "alice-weak-auth", "mallory"]),
+    )
+    def manual(self, data: st.DataObject, decision: Decision, stale: bool, who: str) -> None:
+        """A human decision: only alice (granted, strong auth) on the current version wins."""
         d = data.draw(st.sampled_from(sorted(self.controls)))
         m, c = self.executions[d], self.controls[d]
-        ok = m.state == "executing" and m.expires <= self.now and c.status in ("armed", "manual")
-        done = manual_decision(self.url, d, decision, m.version, now_ms=self.now)
-        assert done == ok, (done, ok)
-        if ok:
-            m.state, m.version = decision.outcome, m.version + 1
-            c.status, c.execution_version = "resolved", m.version
-            c.recovery_version += 1
-            c.token = c.lease_expires = None
-            self.resolutions[d] = MResolution("manual", decision.outcome, None)
+        self.decisions += 1
+        expected_version = m.version - 1 if stale else m.version
+        principal = Principal(
+            who.removesuffix("-weak-auth"), self.now, ("pwd",) if "weak" in who else ("mfa",)
+        )
+        request = ManualDecision(
+            d, decision, f"m-{self.decisions}", expected_version, "operator_checked"
+        )
+        ok = (
+            who == "alice"
+            and m.state == "executing"
+            and m.version == expected_version
+            and m.expires <= self.now
+        )
+        refused: type[ResolverError] | None = None
+        try:
+            self.operators.decide(principal, request, now_ms=self.now)
+        except ResolverError as exc:
+            refused = type(exc)
+        if who != "alice":
+            assert refused in (PermissionDenied, StrongAuthRequired), refused
+        assert (refused is None) == ok, (refused, ok)
+        if refused is not None:
+            return
+        m.state, m.version = decision.terminal_state.value, m.version + 1
+        c.status, c.execution_version = "resolved", m.version
+        c.recovery_version += 1
+        c.token = c.lease_expires = None
+        self.resolutions[d] = MResolution("manual", decision.terminal_state.value, None)
 
     @rule(ms=st.sampled_from([1_000, 2_000, 500, 1]))  # big steps first: leases lapse
     def advance(self, ms: int) -> None:
