@@ -321,15 +321,21 @@ def _check_automatic(
             "verified_evidence_only", dispatch_id, "automatically settled without provable evidence"
         )
         return
-    if row["outcome"] != proven.value or row["res_digest"] != plan.expected_digest(
+    # A signed receipt's digest covers its own finish time; the provider verified it, and
+    # the commit history must carry the same digest (checked below).
+    digest_ok = plan.script is None or row["res_digest"] == plan.expected_digest(
         Outcome(row["outcome"])
-    ):
+    )
+    if row["outcome"] != proven.value or not digest_ok:
         verdict.add(
             "verified_evidence_only",
             dispatch_id,
             f"settled {row['outcome']} on digest {row['res_digest']}, evidence proves {proven.value}",
         )
-    if not any(c.finding in VERIFIED and c.status != "rejected" for c in commits):
+    if not any(
+        c.finding in VERIFIED and c.status != "rejected" and c.evidence_digest == row["res_digest"]
+        for c in commits
+    ):
         verdict.add(
             "verified_evidence_only", dispatch_id, "no recorded verified commit explains it"
         )

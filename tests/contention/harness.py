@@ -34,6 +34,7 @@ from .workload import (
     executor_history,
     make_plans,
     provider_config,
+    receipt_key_env,
     seed_crashed,
     write_scripts,
 )
@@ -276,6 +277,7 @@ def replica_env(url: str, replica_id: str, workdir: Path, **extra: str) -> dict[
         RESOLVER_SHUTDOWN_GRACE_SECONDS="5",
         RESOLVER_LOG_LEVEL="WARNING",
         PYTHONFAULTHANDLER="1",
+        **receipt_key_env(),
     )
     env.update(extra)
     return env

@@ -9,6 +9,7 @@ replica take over, and checks the recorded history and the final rows.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -22,20 +23,22 @@ import yaml
 from psycopg.rows import dict_row
 
 from resolver.db.repository import PostgresStore
-from resolver.domain import FindingKind
+from resolver.domain import FindingKind, Outcome
 from resolver.execution import ExecutionClient
 from resolver.history import CrashPoint, FileHistory
 from resolver.testing.scripted import SCRIPT_TABLE_DDL, Script
 
 from .checker import SNAPSHOT_SQL, check, read_histories
-from .executor_proc import ExecutorCrash
+from .executor_proc import SIDE_EFFECTS_DDL, ExecutorCrash
 from .harness import replica_env, spawn_replica
 from .workload import (
     MANUAL_ONLY_TYPE,
+    RECEIPT_TYPE,
     Kind,
     Plan,
     _spec,
     provider_config,
+    receipt_key_env,
     seed_crashed,
     write_scripts,
 )
@@ -44,6 +47,7 @@ pytestmark = pytest.mark.contention
 
 DEADLINE_SECONDS = 30.0
 FINDINGS = {
+    "internal_mutation": (Kind.CRASHED_VERIFIED, "resolved", "succeeded"),
     "verified_succeeded": (Kind.CRASHED_VERIFIED, "resolved", "succeeded"),
     "verified_failed": (Kind.CRASHED_VERIFIED, "resolved", "failed"),
     "conflict": (Kind.CRASHED_MANUAL, "manual", "executing"),
@@ -62,6 +66,7 @@ def workdir(tmp_path: Path) -> Path:
 def db(database_url: str) -> Iterator[psycopg.Connection[dict[str, Any]]]:
     with psycopg.connect(database_url, autocommit=True, row_factory=dict_row) as conn:
         conn.execute(SCRIPT_TABLE_DDL)
+        conn.execute(SIDE_EFFECTS_DDL)
         yield conn
 
 
@@ -131,11 +136,21 @@ def test_resolver_killed_at_a_boundary_converges(
     db: psycopg.Connection[dict[str, Any]],
     workdir: Path,
 ) -> None:
-    plan = crashed_plan(finding)
-    write_scripts(db, [plan])
-    with PostgresStore(database_url) as store:
-        seed_crashed(store, plan, FileHistory(workdir / "history" / "seeder.jsonl", "seeder"), 0.05)
-    d = plan.spec.dispatch_id
+    if finding == "internal_mutation":
+        # The executor wrote its signed receipt with the mutation, then died: the built-in
+        # provider verifies the receipt.
+        d = "d-crash"
+        run_executor(database_url, d, ExecutorCrash.AFTER_EFFECT, 0.05, finding)
+        plan = Plan(
+            _spec(d, RECEIPT_TYPE), Kind.CRASHED_VERIFIED, None, receipt_outcome=Outcome.SUCCEEDED
+        )
+    else:
+        plan = crashed_plan(finding)
+        write_scripts(db, [plan])
+        with PostgresStore(database_url) as store:
+            history = FileHistory(workdir / "history" / "seeder.jsonl", "seeder")
+            seed_crashed(store, plan, history, 0.05)
+        d = plan.spec.dispatch_id
 
     doomed = run_replica(database_url, workdir, "doomed", RESOLVER_TEST_CRASH_AT=point.value)
     assert doomed.wait(timeout=DEADLINE_SECONDS) == -9, "the replica did not die at its boundary"
@@ -165,7 +180,9 @@ def test_resolver_killed_at_a_boundary_converges(
     assert verdict_for(workdir, db, {d: plan}) == []
 
 
-def run_executor(url: str, dispatch_id: str, crash_at: ExecutorCrash, lease_seconds: float) -> int:
+def run_executor(
+    url: str, dispatch_id: str, crash_at: ExecutorCrash, lease_seconds: float, provider: str
+) -> int:
     done = subprocess.run(
         [
             sys.executable,
@@ -175,7 +192,9 @@ def run_executor(url: str, dispatch_id: str, crash_at: ExecutorCrash, lease_seco
             dispatch_id,
             crash_at.value,
             str(lease_seconds),
+            provider,
         ],
+        env={**os.environ, **receipt_key_env()},
         cwd=Path(__file__).resolve().parents[2],
         capture_output=True,
         timeout=DEADLINE_SECONDS,
@@ -186,7 +205,7 @@ def run_executor(url: str, dispatch_id: str, crash_at: ExecutorCrash, lease_seco
 
 
 EXECUTOR_CASES = {
-    # crash point: (final control status, final execution state, closed_by, receipts)
+    # crash point: (final control status, final execution state, closed_by, side effects)
     ExecutorCrash.AFTER_LEASE: ("resolved", "succeeded", "completion", 1),
     ExecutorCrash.AFTER_START: ("armed", "executing", None, 0),
     ExecutorCrash.AFTER_RENEW: ("resolved", "succeeded", "automatic", 1),
@@ -195,23 +214,25 @@ EXECUTOR_CASES = {
 }
 
 
+@pytest.mark.parametrize("provider", ["scripted", "internal_mutation"])
 @pytest.mark.parametrize("crash_at", list(EXECUTOR_CASES))
 def test_executor_killed_at_a_boundary_converges(
     crash_at: ExecutorCrash,
+    provider: str,
     database_url: str,
     db: psycopg.Connection[dict[str, Any]],
     workdir: Path,
 ) -> None:
     d = "d-exec"
     lease_seconds = 0.5
-    assert run_executor(database_url, d, crash_at, lease_seconds) == (
+    assert run_executor(database_url, d, crash_at, lease_seconds, provider) == (
         0 if crash_at is ExecutorCrash.NONE else -9
     )
     if crash_at is ExecutorCrash.AFTER_LEASE:
         # Never crossed the barrier: recovery has nothing to do; a new attempt runs it once.
         assert control(db, d) is None
         wait_for("the dead executor's lease to lapse", lambda: _lease_lapsed(db, d))
-        assert run_executor(database_url, d, ExecutorCrash.NONE, lease_seconds) == 0
+        assert run_executor(database_url, d, ExecutorCrash.NONE, lease_seconds, provider) == 0
     replica = run_replica(database_url, workdir, "healthy")
     try:
         if crash_at in (ExecutorCrash.AFTER_RENEW, ExecutorCrash.AFTER_EFFECT):
@@ -220,12 +241,12 @@ def test_executor_killed_at_a_boundary_converges(
             wait_for("the replica to run a few cycles", lambda: _cycles(workdir, 5))
     finally:
         stop(replica)
-    status, state, closed_by, receipts = EXECUTOR_CASES[crash_at]
+    status, state, closed_by, effects = EXECUTOR_CASES[crash_at]
     row = control(db, d)
     execution = one(db, "SELECT * FROM approved_action_executions WHERE dispatch_id = %s", d)
     assert execution["state"] == state
     assert row is not None and (row["status"], row["closed_by"]) == (status, closed_by)
-    assert one(db, "SELECT count(*) AS n FROM scripted_evidence")["n"] == receipts  # no duplicate
+    assert one(db, "SELECT count(*) AS n FROM side_effects")["n"] == effects  # never twice
     assert one(db, "SELECT count(*) AS n FROM approved_action_recovery_resolutions")["n"] == (
         1 if closed_by == "automatic" else 0
     )
@@ -237,9 +258,13 @@ def test_executor_killed_at_a_boundary_converges(
             pytest.raises(Exception, match="recovery or a human"),
         ):
             ExecutionClient(store, owner="retry").lease(d)
-    plan = Plan(
-        _spec(d, "pay.charge"), Kind.CRASHED_VERIFIED, Script((FindingKind.VERIFIED_SUCCEEDED,))
-    )
+    if provider == "internal_mutation":
+        plan = Plan(
+            _spec(d, RECEIPT_TYPE), Kind.CRASHED_VERIFIED, None, None, None, Outcome.SUCCEEDED
+        )
+    else:
+        script = Script((FindingKind.VERIFIED_SUCCEEDED,))
+        plan = Plan(_spec(d, "pay.charge"), Kind.CRASHED_VERIFIED, script)
     violations = [v for v in verdict_for(workdir, db, {d: plan}) if not v.startswith("[settles]")]
     assert violations == []
 

@@ -41,10 +41,27 @@ MANUAL_SHAPES: tuple[tuple[FindingKind, ...], ...] = (
 )
 
 
+RECEIPT_TYPE = "db.receipt"
+"""Settled by the built-in `internal_mutation` provider from signed receipts."""
+RECEIPT_KEYS = {"k1": "6b" * 32}
+"""A test-only HMAC key (RESOLVER_RECEIPT_KEYS), never a real secret."""
+
+
 def provider_config() -> dict[str, Any]:
     """The YAML document every replica loads (RESOLVER_CONFIG)."""
     scripted = {t: {"provider": "scripted", "timeout_seconds": 1} for t in SCRIPTED_TYPES}
-    return {"action_types": {**scripted, MANUAL_ONLY_TYPE: {"provider": "manual_only"}}}
+    builtin = {
+        MANUAL_ONLY_TYPE: {"provider": "manual_only"},
+        RECEIPT_TYPE: {"provider": "internal_mutation", "timeout_seconds": 1},
+    }
+    return {"action_types": {**scripted, **builtin}}
+
+
+def receipt_key_env() -> dict[str, str]:
+    return {
+        "RESOLVER_RECEIPT_KEYS": ",".join(f"{kid}={key}" for kid, key in RECEIPT_KEYS.items()),
+        "RESOLVER_RECEIPT_SIGNING_KID": next(iter(RECEIPT_KEYS)),
+    }
 
 
 class Kind(StrEnum):
@@ -67,10 +84,14 @@ class Plan:
     script: Script | None
     tampered: bool = False
     executor_outcome: Outcome | None = None
+    receipt_outcome: Outcome | None = None
+    """For RECEIPT_TYPE: the outcome of the signed receipt the executor wrote, if any."""
 
     @property
     def provable_outcome(self) -> Outcome | None:
         """The outcome evidence bound to this identity can prove (None: it can prove none)."""
+        if self.spec.action_type == RECEIPT_TYPE:
+            return self.receipt_outcome
         if self.script is None or self.tampered or self.spec.action_type not in SCRIPTED_TYPES:
             return None
         return self.script.final_outcome
