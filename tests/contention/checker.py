@@ -117,7 +117,8 @@ def _index(
     pending_commit: dict[str, Event] = {}
     for e in events:
         f, kind, process = e["f"], e["type"], e["process"]
-        verdict.completions[kind] += kind != "invoke"
+        if kind != "invoke":
+            verdict.completions[kind] += 1
         if kind == "invoke" and f != "claim":
             verdict.operations[f] += len(e["items"]) if f == "commit" else 1
         if f == "claim" and kind == "ok":
