@@ -19,6 +19,7 @@ from resolver.db import migrate
 from resolver.db.repository import PostgresStore
 from resolver.errors import ConfigError
 from resolver.evidence import ProviderRegistry, build_registry
+from resolver.history import NULL_HISTORY, FileHistory, History
 from resolver.reconciler import Reconciler, ReconcilerSettings
 from resolver.telemetry import Telemetry
 from resolver.telemetry.health import (
@@ -118,6 +119,9 @@ def build_replica(
     metrics_registry = metrics_registry if metrics_registry is not None else CollectorRegistry()
     metrics = build_metrics(settings, store, metrics_registry)
     heartbeat = Heartbeat()
+    history: History = NULL_HISTORY
+    if settings.history_file is not None:
+        history = FileHistory(settings.history_file, settings.replica_id)
     reconciler = Reconciler(
         store,
         registry,
@@ -132,6 +136,8 @@ def build_replica(
             inspect_concurrency=settings.inspect_concurrency or settings.page_size,
         ),
         telemetry=Telemetry(observer=metrics, tracer=tracing.tracer),
+        history=history,
+        crash_at=settings.test_crash_at,
     )
     worker = Worker(
         reconciler,

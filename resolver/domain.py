@@ -207,6 +207,8 @@ class ClaimedItem:
     recovery_version: int
     execution_version: int
     finding_count: int
+    claimed_at_ms: int | None = None
+    """The database clock at the claim: lets a history checker prove no live lease was taken."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from opentelemetry.trace import Tracer
 from resolver.domain import ClaimedItem, DispatchIdentity, Finding, FindingKind
 from resolver.errors import StorageUnavailable
 from resolver.evidence import Capability, EvidenceProvider, PageEvidenceProvider, ProviderRegistry
+from resolver.history import NULL_HISTORY, CrashPoint, History, claimed_fields, crash_now
 from resolver.ports import CommitReport, ItemOutcome, RecoveryStore
 from resolver.telemetry.observer import RecoveryObserver, Telemetry
 
@@ -63,8 +64,12 @@ class Reconciler:
         *,
         rng: random.Random | None = None,
         telemetry: Telemetry | None = None,
+        history: History = NULL_HISTORY,
+        crash_at: CrashPoint | None = None,
     ) -> None:
         self._store = store
+        self._history = history
+        self._crash_at = crash_at
         self._registry = registry
         self._settings = settings
         self._rng = rng or random.Random()
@@ -102,14 +107,11 @@ class Reconciler:
     def _cycle(self, now_ms: int | None, should_stop: Callable[[], bool]) -> CycleReport:
         s = self._settings
         report = CycleReport(page_size=s.page_size)
-        with self._tracer.start_as_current_span("resolver.claim") as span:
-            t0 = time.monotonic()
-            items = self._store.claim_due_page(s.owner, s.page_size, s.recovery_lease_ms, now_ms)
-            self._observer.claimed(len(items), time.monotonic() - t0)
-            span.set_attribute("resolver.claimed", len(items))
+        items = self._claim(now_ms)
         report.claimed = len(items)
         if not items:
             return report
+        self._boundary(CrashPoint.CLAIMED)
         if should_stop():
             with self._tracer.start_as_current_span("resolver.release"):
                 report.released = self._store.release_recovery_leases(items, now_ms)
@@ -122,16 +124,41 @@ class Reconciler:
             action_type = outcome.item.identity.action_type
             provider = self._provider_label(action_type)
             self._observer.found(action_type, provider, outcome.finding.kind)
+        self._boundary(CrashPoint.BEFORE_COMMIT)
         committed = self._commit(outcomes, now_ms)
+        self._boundary(CrashPoint.AFTER_COMMIT)
         report.accepted, report.rejected = committed.accepted, committed.rejected
         for outcome in outcomes:
             _log_outcome(outcome, committed)
         return report
 
+    def _claim(self, now_ms: int | None) -> list[ClaimedItem]:
+        s = self._settings
+        self._history.record("invoke", "claim")
+        with self._tracer.start_as_current_span("resolver.claim") as span:
+            t0 = time.monotonic()
+            try:
+                items = self._store.claim_due_page(
+                    s.owner, s.page_size, s.recovery_lease_ms, now_ms
+                )
+            except StorageUnavailable as exc:
+                # The claim may have committed before the connection died: outcome unknown.
+                self._history.record("info", "claim", error=type(exc).__name__)
+                raise
+            self._observer.claimed(len(items), time.monotonic() - t0)
+            span.set_attribute("resolver.claimed", len(items))
+        self._history.record("ok", "claim", items=[claimed_fields(i) for i in items])
+        return items
+
     def _commit(self, outcomes: Sequence[ItemOutcome], now_ms: int | None) -> CommitReport:
+        self._history.record("invoke", "commit", items=[_outcome_fields(o) for o in outcomes])
         with self._tracer.start_as_current_span("resolver.commit") as span:
             t0 = time.monotonic()
-            committed: CommitReport = self._store.commit_outcomes(outcomes, now_ms)
+            try:
+                committed: CommitReport = self._store.commit_outcomes(outcomes, now_ms)
+            except StorageUnavailable as exc:
+                self._history.record("info", "commit", error=type(exc).__name__)
+                raise
             self._observer.committed(outcomes, committed, time.monotonic() - t0)
             span.set_attributes(
                 {
@@ -140,7 +167,14 @@ class Reconciler:
                     "resolver.fence_rejected": len(committed.rejected),
                 }
             )
+        self._history.record(
+            "ok", "commit", accepted=sorted(committed.accepted), rejected=sorted(committed.rejected)
+        )
         return committed
+
+    def _boundary(self, point: CrashPoint) -> None:
+        if point is self._crash_at:
+            crash_now(self._history, point)
 
     def inspect(self, items: Sequence[ClaimedItem]) -> dict[str, Finding]:
         """Findings for every item; nothing here holds a row lock or a transaction.
@@ -156,6 +190,8 @@ class Reconciler:
                 findings[item.identity.dispatch_id] = _UNSUPPORTED
             else:
                 batches.setdefault(id(provider), (provider, []))[1].append(item.identity)
+        for item in items:
+            self._history.record("invoke", "inspect", **_lease_fields(item))
         calls: list[_Call] = []
         for provider, identities in batches.values():
             label = self._provider_label(identities[0].action_type)
@@ -167,6 +203,7 @@ class Reconciler:
                     _Call(provider, label, [i], self._pool.submit(_ask_one, provider, i))
                     for i in identities
                 )
+        self._boundary(CrashPoint.INSPECTING)
         started = time.monotonic()
         for call in calls:
             timeout = call.provider.timeout_seconds or self._settings.default_timeout_seconds
@@ -174,6 +211,9 @@ class Reconciler:
             result = call.collect(remaining, started)
             self._record_inspect(call, result)
             findings.update(result.findings)
+        for item in items:
+            finding = findings[item.identity.dispatch_id].kind.value
+            self._history.record("ok", "inspect", **_lease_fields(item), finding=finding)
         return findings
 
     def _provider_label(self, action_type: str) -> str:
@@ -300,6 +340,20 @@ def outcome_label(outcome: ItemOutcome, committed: CommitReport) -> str:
     if kind.is_verified:
         return f"resolved_{outcome.finding.outcome}"
     return "manual" if kind.needs_human else "retry"
+
+
+def _lease_fields(item: ClaimedItem) -> dict[str, object]:
+    return {"dispatch_id": item.identity.dispatch_id, "token": item.recovery_token}
+
+
+def _outcome_fields(outcome: ItemOutcome) -> dict[str, object]:
+    return {
+        **_lease_fields(outcome.item),
+        "recovery_version": outcome.item.recovery_version,
+        "execution_version": outcome.item.execution_version,
+        "finding": outcome.finding.kind.value,
+        "evidence_digest": outcome.finding.evidence_digest,
+    }
 
 
 def _log_outcome(outcome: ItemOutcome, committed: CommitReport) -> None:

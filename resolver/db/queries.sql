@@ -179,7 +179,8 @@ WHERE c.dispatch_id = due.dispatch_id
   AND d.dispatch_id = c.dispatch_id
 RETURNING c.dispatch_id, c.recovery_token::text, c.recovery_version, c.execution_version,
           c.finding_count, d.schema_version, d.approval_request_id, d.project_id,
-          d.action_type, d.action_digest, d.idempotency_key, e.attempt, e.started_at_ms;
+          d.action_type, d.action_digest, d.idempotency_key, e.attempt, e.started_at_ms,
+          now.ms AS claimed_at_ms;
 
 -- name: recovery_lock_executions
 -- Step 1 of a page commit: lock the executions of verified items in key order.

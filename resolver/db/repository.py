@@ -373,6 +373,7 @@ def _claimed(row: Row) -> ClaimedItem:
         recovery_version=row["recovery_version"],
         execution_version=row["execution_version"],
         finding_count=row["finding_count"],
+        claimed_at_ms=row["claimed_at_ms"],
     )
 
 

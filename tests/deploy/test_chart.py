@@ -203,9 +203,12 @@ def test_every_setting_reaches_the_resolver_and_the_resolver_accepts_it(
     assert literal["RESOLVER_STATEMENT_TIMEOUT_MS"] == "1000000"
 
 
-# Settings the worker's chart values must not carry: secrets (receipt keys come as files), and
-# the settings of `resolver api` (the manual-resolution API), which this chart does not deploy.
+# Settings the worker's chart values must not carry: secrets (receipt keys come as files), the
+# settings of `resolver api` (the manual-resolution API), which this chart does not deploy, and
+# the test-only instrumentation of tests/contention (operation history, crash points).
 NOT_FROM_VALUES = {
+    "history_file",
+    "test_crash_at",
     "receipt_keys",
     "receipt_signing_kid",
     "api_host",

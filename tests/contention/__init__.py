@@ -1,0 +1,1 @@
+"""Multi-replica contention and fault-injection suite with a history checker."""

@@ -1,0 +1,342 @@
+"""The history checker: every invariant of DESIGN.md over the recorded operations and final rows."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from resolver.domain import Outcome
+
+from .workload import Kind, Plan
+
+Event = dict[str, Any]
+Row = dict[str, Any]
+
+VERIFIED = {"verified_succeeded", "verified_failed"}
+NEEDS_HUMAN = {"conflict", "unsupported"}
+
+SNAPSHOT_SQL = """
+SELECT d.dispatch_id, e.state, e.version, e.completion_mutation_id, e.evidence_digest AS exec_digest,
+       c.status, c.closed_by, c.recovery_token::text AS recovery_token, c.last_finding,
+       r.source, r.outcome, r.finding, r.evidence_digest AS res_digest,
+       (SELECT count(*) FROM approved_action_recovery_resolutions AS r2
+         WHERE r2.dispatch_id = d.dispatch_id) AS resolutions
+FROM approved_action_dispatches AS d
+LEFT JOIN approved_action_executions AS e USING (dispatch_id)
+LEFT JOIN approved_action_recovery_controls AS c USING (dispatch_id)
+LEFT JOIN approved_action_recovery_resolutions AS r USING (dispatch_id)
+"""
+
+
+def read_histories(paths: Iterable[Path]) -> list[Event]:
+    """All events, ordered by wall-clock time (one host, one clock); a torn last line
+    left by kill -9 is skipped."""
+    events: list[Event] = []
+    for path in paths:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    events.sort(key=lambda e: e["t"])
+    return events
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    t: int
+    process: str
+    dispatch_id: str
+    token: str
+    recovery_version: int
+    execution_version: int
+    claimed_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class CommitItem:
+    t_invoke: int
+    process: str
+    dispatch_id: str
+    token: str
+    recovery_version: int
+    execution_version: int
+    finding: str
+    evidence_digest: str | None
+    status: str  # accepted | rejected | unknown
+
+
+@dataclass
+class Verdict:
+    violations: list[str] = field(default_factory=list)
+    operations: Counter[str] = field(default_factory=Counter)
+    """Per-dispatch operations: each claimed item, inspect, committed item, executor call."""
+    completions: Counter[str] = field(default_factory=Counter)
+    """How operations ended: ok, fail or info (outcome unknown)."""
+    fence_rejections: int = 0
+    claim_pages: int = 0
+    history_lines: int = 0
+
+    def add(self, rule: str, dispatch_id: str, detail: str) -> None:
+        self.violations.append(f"[{rule}] {dispatch_id}: {detail}")
+
+
+def check(events: list[Event], rows: list[Row], plans: Mapping[str, Plan]) -> Verdict:
+    verdict = Verdict(history_lines=len(events))
+    claims, commits, inspects, execs = _index(events, verdict)
+    by_token = {c.token: c for cs in claims.values() for c in cs}
+    leases = _executor_leases(execs)
+    db = {r["dispatch_id"]: r for r in rows}
+    _check_inspects(inspects, verdict)
+    _check_live_leases(claims, leases, verdict)
+    _check_stale_writes(commits, claims, by_token, execs, verdict)
+    _check_terminal_counts(commits, execs, db, verdict)
+    _check_final_rows(db, plans, commits, verdict)
+    return verdict
+
+
+# -- indexing -------------------------------------------------------------------------------
+
+
+def _index(
+    events: list[Event], verdict: Verdict
+) -> tuple[
+    dict[str, list[Claim]],
+    dict[str, list[CommitItem]],
+    Counter[tuple[str, str]],
+    dict[str, list[Event]],
+]:
+    claims: dict[str, list[Claim]] = defaultdict(list)
+    commits: dict[str, list[CommitItem]] = defaultdict(list)
+    inspects: Counter[tuple[str, str]] = Counter()
+    execs: dict[str, list[Event]] = defaultdict(list)
+    pending_commit: dict[str, Event] = {}
+    for e in events:
+        f, kind, process = e["f"], e["type"], e["process"]
+        if kind != "invoke":
+            verdict.completions[kind] += 1
+        if kind == "invoke" and f != "claim":
+            verdict.operations[f] += len(e["items"]) if f == "commit" else 1
+        if f == "claim" and kind == "ok":
+            verdict.operations["claim"] += len(e["items"])
+            verdict.claim_pages += 1
+            for item in e["items"]:
+                claims[item["dispatch_id"]].append(Claim(e["t"], process, **item))
+        elif f == "inspect" and kind == "invoke":
+            inspects[(e["dispatch_id"], e["token"])] += 1
+        elif f == "commit" and kind == "invoke":
+            pending_commit[process] = e
+        elif f == "commit" and process in pending_commit:
+            invoke = pending_commit.pop(process)
+            accepted = set(e.get("accepted", ()))
+            verdict.fence_rejections += len(e.get("rejected", ()))
+            for item in invoke["items"]:
+                status = (
+                    "unknown"
+                    if kind == "info"
+                    else ("accepted" if item["dispatch_id"] in accepted else "rejected")
+                )
+                commits[item["dispatch_id"]].append(
+                    CommitItem(invoke["t"], process, status=status, **item)
+                )
+        elif f in ("start", "renew", "complete") and "dispatch_id" in e:
+            execs[e["dispatch_id"]].append(e)
+    # A replica killed mid-commit never answered: that commit's outcome is unknown.
+    for process, invoke in pending_commit.items():
+        for item in invoke["items"]:
+            commits[item["dispatch_id"]].append(
+                CommitItem(invoke["t"], process, status="unknown", **item)
+            )
+    return claims, commits, inspects, execs
+
+
+def _executor_leases(execs: Mapping[str, list[Event]]) -> dict[tuple[str, int], int]:
+    """(dispatch, execution version) -> lease expiry (database clock) the executor was given."""
+    return {
+        (d, e["version"]): e["lease_expires_at_ms"]
+        for d, es in execs.items()
+        for e in es
+        if e["type"] == "ok" and e["f"] in ("start", "renew")
+    }
+
+
+# -- rules ----------------------------------------------------------------------------------
+
+
+def _check_inspects(inspects: Counter[tuple[str, str]], verdict: Verdict) -> None:
+    for (dispatch_id, token), n in inspects.items():
+        if n > 1:
+            verdict.add("one_inspect_per_lease", dispatch_id, f"{n} inspects under token {token}")
+
+
+def _check_live_leases(
+    claims: Mapping[str, list[Claim]], leases: Mapping[tuple[str, int], int], verdict: Verdict
+) -> None:
+    for dispatch_id, cs in claims.items():
+        for c in cs:
+            expiry = leases.get((dispatch_id, c.execution_version))
+            if expiry is not None and c.claimed_at_ms < expiry:
+                verdict.add(
+                    "no_live_lease_claimed",
+                    dispatch_id,
+                    f"{c.process} claimed at {c.claimed_at_ms} the execution lease of version "
+                    f"{c.execution_version} that ran until {expiry}",
+                )
+
+
+def _check_stale_writes(
+    commits: Mapping[str, list[CommitItem]],
+    claims: Mapping[str, list[Claim]],
+    by_token: Mapping[str, Claim],
+    execs: Mapping[str, list[Event]],
+    verdict: Verdict,
+) -> None:
+    for dispatch_id, items in commits.items():
+        for item in items:
+            if item.status != "accepted":
+                continue
+            own = by_token.get(item.token)
+            if own is None or own.process != item.process:
+                verdict.add(
+                    "stale_write", dispatch_id, f"{item.process} committed an unclaimed token"
+                )
+                continue
+            # A later claim known to have happened before this commit began revoked it.
+            for other in claims.get(dispatch_id, ()):
+                if other.recovery_version > item.recovery_version and other.t < item.t_invoke:
+                    verdict.add(
+                        "stale_write",
+                        dispatch_id,
+                        f"{item.process} committed under recovery version {item.recovery_version} "
+                        f"after {other.process} had claimed version {other.recovery_version}",
+                    )
+            # So did an executor renew or completion that moved the execution version first.
+            for e in execs.get(dispatch_id, ()):
+                moved = e["type"] == "ok" and (
+                    (e["f"] == "renew" and e["version"] > item.execution_version)
+                    or (e["f"] == "complete" and e.get("result") == "committed")
+                )
+                if moved and e["t"] < item.t_invoke:
+                    verdict.add(
+                        "stale_write",
+                        dispatch_id,
+                        f"{item.process} committed execution version {item.execution_version} "
+                        f"after the executor's {e['f']} had moved it",
+                    )
+
+
+def _check_terminal_counts(
+    commits: Mapping[str, list[CommitItem]],
+    execs: Mapping[str, list[Event]],
+    db: Mapping[str, Row],
+    verdict: Verdict,
+) -> None:
+    for dispatch_id in set(commits) | set(execs):
+        resolved = [
+            c
+            for c in commits.get(dispatch_id, ())
+            if c.status == "accepted" and c.finding in VERIFIED
+        ]
+        completed = [
+            e
+            for e in execs.get(dispatch_id, ())
+            if e["f"] == "complete" and e["type"] == "ok" and e.get("result") == "committed"
+        ]
+        if len(resolved) + len(completed) > 1:
+            verdict.add(
+                "one_terminal_transition",
+                dispatch_id,
+                f"{len(resolved)} accepted resolutions and {len(completed)} committed completions",
+            )
+        for c in commits.get(dispatch_id, ()):
+            if c.status == "accepted" and c.finding in NEEDS_HUMAN:
+                row = db.get(dispatch_id, {})
+                if row.get("source") == "automatic" and row.get("finding") in NEEDS_HUMAN:
+                    verdict.add(
+                        "needs_human", dispatch_id, "a conflict/unsupported finding settled it"
+                    )
+
+
+def _check_final_rows(
+    db: Mapping[str, Row],
+    plans: Mapping[str, Plan],
+    commits: Mapping[str, list[CommitItem]],
+    verdict: Verdict,
+) -> None:
+    for dispatch_id, row in db.items():
+        plan = plans.get(dispatch_id)
+        _check_row_consistency(dispatch_id, row, verdict)
+        if row["source"] == "automatic":
+            _check_automatic(dispatch_id, row, plan, commits.get(dispatch_id, []), verdict)
+        if row["status"] is None:
+            continue  # never crossed the barrier: not recovery's business
+        if row["status"] == "armed":
+            verdict.add("settles", dispatch_id, f"still armed (last finding {row['last_finding']})")
+        if plan is None:
+            continue
+        if plan.kind is Kind.CRASHED_VERIFIED and row["closed_by"] != "automatic":
+            verdict.add(
+                "settles", dispatch_id, f"provable, but ended {row['status']}/{row['closed_by']}"
+            )
+        if plan.kind is Kind.CRASHED_MANUAL and (row["status"], row["state"]) != (
+            "manual",
+            "executing",
+        ):
+            verdict.add(
+                "needs_human",
+                dispatch_id,
+                f"no provable evidence, but ended {row['status']}/{row['state']}",
+            )
+        if plan.kind in (Kind.LIVE_REPLAY, Kind.LIVE_DRIFT) and row["status"] != "resolved":
+            verdict.add("settles", dispatch_id, f"live execution ended {row['status']}")
+
+
+def _check_row_consistency(dispatch_id: str, row: Row, verdict: Verdict) -> None:
+    terminal = row["state"] in ("succeeded", "failed", "blocked")
+    if row["resolutions"] > 1:
+        verdict.add("one_resolution", dispatch_id, f"{row['resolutions']} resolutions")
+    if row["status"] is not None and terminal != (row["status"] == "resolved"):
+        verdict.add(
+            "atomic_commit", dispatch_id, f"execution {row['state']} but control {row['status']}"
+        )
+    if row["closed_by"] == "completion" and row["source"] is not None:
+        verdict.add("one_terminal_transition", dispatch_id, "closed by completion yet resolved too")
+    if row["closed_by"] == "automatic" and (
+        row["source"] != "automatic" or row["exec_digest"] != row["res_digest"]
+    ):
+        verdict.add("atomic_commit", dispatch_id, "automatic close without its matching resolution")
+    if row["status"] != "armed" and row["recovery_token"] is not None:
+        verdict.add("atomic_commit", dispatch_id, "a closed control still holds a recovery lease")
+
+
+def _check_automatic(
+    dispatch_id: str, row: Row, plan: Plan | None, commits: list[CommitItem], verdict: Verdict
+) -> None:
+    proven = plan.provable_outcome if plan else None
+    if plan is None or proven is None:
+        verdict.add(
+            "verified_evidence_only", dispatch_id, "automatically settled without provable evidence"
+        )
+        return
+    # A signed receipt's digest covers its own finish time; the provider verified it, and
+    # the commit history must carry the same digest (checked below).
+    digest_ok = plan.script is None or row["res_digest"] == plan.expected_digest(
+        Outcome(row["outcome"])
+    )
+    if row["outcome"] != proven.value or not digest_ok:
+        verdict.add(
+            "verified_evidence_only",
+            dispatch_id,
+            f"settled {row['outcome']} on digest {row['res_digest']}, evidence proves {proven.value}",
+        )
+    if not any(
+        c.finding in VERIFIED and c.status != "rejected" and c.evidence_digest == row["res_digest"]
+        for c in commits
+    ):
+        verdict.add(
+            "verified_evidence_only", dispatch_id, "no recorded verified commit explains it"
+        )

@@ -1,0 +1,182 @@
+"""The checker itself: a clean history passes, and each injected violation is named."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from resolver.domain import FindingKind, Outcome
+from resolver.testing.scripted import Script
+
+from .checker import Event, Row, check
+from .workload import Kind, Plan, _spec
+
+D = "w0-000001"
+PLAN = Plan(
+    _spec(D, "pay.charge"), Kind.CRASHED_VERIFIED, Script((FindingKind.VERIFIED_SUCCEEDED,))
+)
+DIGEST = PLAN.expected_digest(Outcome.SUCCEEDED)
+
+
+def ev(t: int, process: str, kind: str, f: str, **value: Any) -> Event:
+    return {"t": t, "process": process, "type": kind, "f": f, **value}
+
+
+def claim(t: int, process: str, token: str, rv: int, claimed_at: int = 1_500) -> list[Event]:
+    item = {
+        "dispatch_id": D,
+        "token": token,
+        "recovery_version": rv,
+        "execution_version": 2,
+        "claimed_at_ms": claimed_at,
+    }
+    return [ev(t, process, "invoke", "claim"), ev(t + 1, process, "ok", "claim", items=[item])]
+
+
+def inspect(t: int, process: str, token: str) -> list[Event]:
+    fields = {"dispatch_id": D, "token": token}
+    return [
+        ev(t, process, "invoke", "inspect", **fields),
+        ev(t + 1, process, "ok", "inspect", **fields, finding="verified_succeeded"),
+    ]
+
+
+def commit(t: int, process: str, token: str, rv: int, accepted: bool = True) -> list[Event]:
+    item = {
+        "dispatch_id": D,
+        "token": token,
+        "recovery_version": rv,
+        "execution_version": 2,
+        "finding": "verified_succeeded",
+        "evidence_digest": DIGEST,
+    }
+    return [
+        ev(t, process, "invoke", "commit", items=[item]),
+        ev(
+            t + 1,
+            process,
+            "ok",
+            "commit",
+            accepted=[D] if accepted else [],
+            rejected=[] if accepted else [D],
+        ),
+    ]
+
+
+def clean_history() -> list[Event]:
+    return [
+        ev(10, "seeder", "ok", "start", dispatch_id=D, version=2, lease_expires_at_ms=1_000),
+        *claim(20, "r1", "tok-a", 1),
+        *inspect(30, "r1", "tok-a"),
+        *commit(40, "r1", "tok-a", 1),
+    ]
+
+
+def clean_row() -> Row:
+    return {
+        "dispatch_id": D,
+        "state": "succeeded",
+        "version": 3,
+        "completion_mutation_id": None,
+        "exec_digest": DIGEST,
+        "status": "resolved",
+        "closed_by": "automatic",
+        "recovery_token": None,
+        "last_finding": "verified_succeeded",
+        "source": "automatic",
+        "outcome": "succeeded",
+        "finding": "verified_succeeded",
+        "res_digest": DIGEST,
+        "resolutions": 1,
+    }
+
+
+def test_a_clean_history_has_no_violation() -> None:
+    verdict = check(clean_history(), [clean_row()], {D: PLAN})
+    assert verdict.violations == []
+    assert verdict.operations["claim"] == verdict.operations["inspect"] == 1
+
+
+Mutation = Callable[[list[Event], Row], tuple[list[Event], Row, dict[str, Plan]]]
+
+
+def _events(extra: list[Event]) -> Mutation:
+    return lambda events, row: (sorted(events + extra, key=lambda e: e["t"]), row, {D: PLAN})
+
+
+def _row(**changes: Any) -> Mutation:
+    return lambda events, row: (events, {**row, **changes}, {D: PLAN})
+
+
+def _plan(plan: Plan) -> Mutation:
+    return lambda events, row: (events, row, {D: plan})
+
+
+CASES: dict[str, tuple[str, Mutation]] = {
+    "second inspect under one lease": (
+        "one_inspect_per_lease",
+        _events(inspect(31, "r1", "tok-a")),
+    ),
+    "claim of a live lease": (
+        "no_live_lease_claimed",
+        _events(
+            [
+                ev(
+                    15,
+                    "executors",
+                    "ok",
+                    "renew",
+                    dispatch_id=D,
+                    version=2,
+                    lease_expires_at_ms=2_000,
+                )
+            ]
+        ),
+    ),
+    "commit after a newer claim": ("stale_write", _events(claim(25, "r2", "tok-b", 2))),
+    "commit after a renew": (
+        "stale_write",
+        _events(
+            [ev(35, "executors", "ok", "renew", dispatch_id=D, version=3, lease_expires_at_ms=9)]
+        ),
+    ),
+    "two accepted resolutions": (
+        "one_terminal_transition",
+        _events([*claim(50, "r2", "tok-c", 3), *commit(60, "r2", "tok-c", 3)]),
+    ),
+    "completion and resolution": (
+        "one_terminal_transition",
+        _events(
+            [ev(70, "executors", "ok", "complete", dispatch_id=D, version=2, result="committed")]
+        ),
+    ),
+    "resolution on the wrong digest": (
+        "verified_evidence_only",
+        _row(res_digest="f" * 64, exec_digest="f" * 64),
+    ),
+    "resolution on tampered evidence": (
+        "verified_evidence_only",
+        _plan(Plan(PLAN.spec, Kind.CRASHED_MANUAL, PLAN.script, tampered=True)),
+    ),
+    "conflict settled automatically": (
+        "needs_human",
+        _plan(Plan(PLAN.spec, Kind.CRASHED_MANUAL, Script((FindingKind.CONFLICT,)))),
+    ),
+    "left armed": ("settles", _row(status="armed", closed_by=None, state="executing", source=None)),
+    "terminal execution, open control": ("atomic_commit", _row(status="manual", closed_by=None)),
+    "commit with no claim": (
+        "stale_write",
+        lambda events, row: ([e for e in events if e["f"] != "claim"], row, {D: PLAN}),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_each_injected_violation_is_caught(case: str) -> None:
+    rule, mutate = CASES[case]
+    events, row, plans = mutate(copy.deepcopy(clean_history()), clean_row())
+    violations = check(events, [row], plans).violations
+    assert any(v.startswith(f"[{rule}]") for v in violations), violations

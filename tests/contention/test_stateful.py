@@ -1,0 +1,399 @@
+"""Hypothesis stateful test: the executor API, claims, commits and manual decisions against
+real PostgreSQL, compared with a small in-memory model after every step.
+
+Time is the injectable `now_ms` of every statement, advanced by a rule. Manual decisions go
+through the real `ManualResolutionService`, by an authorized user and by ones who must be refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from psycopg.rows import dict_row
+
+from resolver.db.repository import PostgresStore
+from resolver.domain import (
+    ClaimedItem,
+    Completion,
+    ExecutionLease,
+    Finding,
+    FindingKind,
+    Outcome,
+    sha256_hex,
+)
+from resolver.errors import FenceConflict, PermissionDenied, ResolverError, StrongAuthRequired
+from resolver.execution import CompletionResult, ExecutionClient
+from resolver.manual import Decision, ManualDecision, ManualResolutionService, Principal
+from resolver.ports import ItemOutcome
+from resolver.testing.postgres import DatabaseFactory
+from tests.conftest import T0, new_spec
+
+pytestmark = pytest.mark.contention
+
+LEASE_MS = 1_000
+RECOVERY_LEASE_MS = 1_500
+RETRY_MS = 500
+DISPATCHES = ("d0", "d1", "d2")
+REPLICAS = ("ra", "rb")
+TERMINAL = ("succeeded", "failed", "blocked")
+
+
+@dataclass
+class MExecution:
+    state: str = "leased"
+    version: int = 1
+    expires: int = 0
+    leases: list[ExecutionLease] = field(default_factory=list)
+    completed_by_us: bool = False
+    outcome_digest: str | None = None
+
+
+@dataclass
+class MControl:
+    status: str = "armed"
+    execution_version: int = 0
+    recovery_version: int = 0
+    token: str | None = None
+    lease_expires: int | None = None
+    next_scan: int = 0
+    last_finding: str | None = None
+    finding_count: int = 0
+
+
+@dataclass
+class MResolution:
+    source: str
+    outcome: str
+    digest: str | None
+
+
+def digest_for(dispatch_id: str, outcome: Outcome) -> str:
+    return sha256_hex(f"receipt:{dispatch_id}:{outcome.value}")
+
+
+def finding_for(dispatch_id: str, kind: FindingKind) -> Finding:
+    if kind.is_verified:
+        outcome = Outcome.SUCCEEDED if kind is FindingKind.VERIFIED_SUCCEEDED else Outcome.FAILED
+        return Finding.verified(outcome, digest_for(dispatch_id, outcome), "ok")
+    return Finding(kind)
+
+
+class RecoveryMachine(RuleBasedStateMachine):
+    """One database per run of the machine; the model is the specification."""
+
+    url: str = ""
+
+    def __init__(self) -> None:
+        super().__init__()
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(
+                "TRUNCATE recovery_authorizations, approved_action_recovery_resolutions,"
+                " approved_action_recovery_controls, approved_action_executions,"
+                " approved_action_dispatches, recovery_role_bindings, recovery_projects CASCADE"
+            )
+            conn.execute("INSERT INTO recovery_projects VALUES ('proj-1', 1)")
+            conn.execute(
+                "INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)"
+            )
+        self.store = PostgresStore(self.url)
+        self.store.open()
+        self.client = ExecutionClient(self.store, owner="executor", lease_seconds=LEASE_MS / 1000)
+        self.operators = ManualResolutionService(self.store)
+        self.decisions = 0
+        self.now = T0
+        self.executions: dict[str, MExecution] = {}
+        self.controls: dict[str, MControl] = {}
+        self.resolutions: dict[str, MResolution] = {}
+        self.held: dict[str, list[tuple[ClaimedItem, Finding]]] = {r: [] for r in REPLICAS}
+
+    def teardown(self) -> None:
+        self.store.close()
+
+    @initialize()
+    def begin(self) -> None:
+        # Held items survive renewals, completions and takeovers: their commit must then
+        # fail the fence, which the commit rule checks against the model.
+        self.now = T0
+
+    # -- executor -------------------------------------------------------------------------
+
+    @precondition(lambda self: len(self.executions) < len(DISPATCHES))
+    @rule(data=st.data())
+    def start(self, data: st.DataObject) -> None:
+        """Create, lease and cross the start barrier (the lease is live: it was just taken)."""
+        d = data.draw(st.sampled_from([d for d in DISPATCHES if d not in self.executions]))
+        self.client.create_dispatch(new_spec(dispatch_id=d, idempotency_key=f"idem-{d}"))
+        leased = self.client.lease(d, now_ms=self.now)
+        lease = self.client.start(leased, now_ms=self.now)
+        m = MExecution("executing", 2, self.now + LEASE_MS, [leased, lease])
+        self.executions[d] = m
+        assert (lease.version, lease.lease_expires_at_ms) == (m.version, m.expires)
+        self.controls[d] = MControl(execution_version=m.version, next_scan=m.expires)
+
+    @precondition(lambda self: self.executions)
+    @rule(data=st.data(), stale=st.booleans())
+    def renew(self, data: st.DataObject, stale: bool) -> None:
+        d = data.draw(st.sampled_from(sorted(self.executions)))
+        m = self.executions[d]
+        lease = m.leases[0] if stale else m.leases[-1]
+        ok = m.state in ("leased", "executing") and lease.version == m.version
+        try:
+            renewed = self.client.renew(lease, now_ms=self.now)
+        except FenceConflict:
+            assert not ok, "a current lease could not renew"
+            return
+        assert ok, "a stale lease renewed"
+        m.version, m.expires = m.version + 1, self.now + LEASE_MS
+        m.leases.append(renewed)
+        c = self.controls.get(d)
+        if c is not None and c.status in ("armed", "manual"):
+            c.status, c.execution_version = "armed", m.version
+            c.recovery_version += 1
+            c.token, c.lease_expires, c.next_scan = None, None, m.expires
+
+    @precondition(lambda self: self.controls)
+    @rule(data=st.data(), outcome=st.sampled_from(Outcome), stale=st.booleans())
+    def complete(self, data: st.DataObject, outcome: Outcome, stale: bool) -> None:
+        d = data.draw(st.sampled_from(sorted(self.controls)))
+        m = self.executions[d]
+        lease = m.leases[1] if stale and len(m.leases) > 1 else m.leases[-1]
+        completion = Completion(outcome, "ok", f"done-{d}", digest_for(d, outcome))
+        expected = self._expected_completion(d, m, lease, completion)
+        try:
+            result: CompletionResult | None = self.client.complete(
+                lease, completion, now_ms=self.now
+            )
+        except FenceConflict:
+            result = None
+        assert result == expected, (result, expected)
+        if result is CompletionResult.COMMITTED:
+            m.state, m.version = outcome.value, m.version + 1
+            m.completed_by_us, m.outcome_digest = True, completion.evidence_digest
+            c = self.controls[d]
+            c.status, c.execution_version = "resolved", m.version
+            c.recovery_version += 1
+            c.token = c.lease_expires = None
+
+    def _expected_completion(
+        self, d: str, m: MExecution, lease: ExecutionLease, completion: Completion
+    ) -> CompletionResult | None:
+        if m.state == "executing" and lease.version == m.version:
+            return CompletionResult.COMMITTED
+        if m.state != completion.outcome.value:
+            return None
+        if d in self.resolutions:
+            same = self.resolutions[d].digest == completion.evidence_digest
+            return CompletionResult.REPLAYED if same else None
+        return CompletionResult.REPLAYED if m.completed_by_us else None
+
+    # -- resolver -------------------------------------------------------------------------
+
+    @rule(replica=st.sampled_from(REPLICAS), page=st.integers(1, 3), data=st.data())
+    def claim_and_inspect(self, replica: str, page: int, data: st.DataObject) -> None:
+        """Claim a page; each item's inspect result is drawn now and committed later."""
+        due = sorted(
+            (c.next_scan, d)
+            for d, c in self.controls.items()
+            if c.status == "armed"
+            and c.next_scan <= self.now
+            and (c.lease_expires is None or c.lease_expires <= self.now)
+            and self.executions[d].state == "executing"
+            and self.executions[d].expires <= self.now
+            and self.executions[d].version == c.execution_version
+        )[:page]
+        items = self.store.claim_due_page(replica, page, RECOVERY_LEASE_MS, now_ms=self.now)
+        assert {i.identity.dispatch_id for i in items} == {d for _, d in due}
+        for item in items:
+            d = item.identity.dispatch_id
+            c = self.controls[d]
+            c.recovery_version += 1
+            assert item.recovery_version == c.recovery_version
+            assert item.execution_version == c.execution_version
+            assert item.claimed_at_ms == self.now
+            c.token, c.lease_expires = item.recovery_token, self.now + RECOVERY_LEASE_MS
+            c.next_scan = self.now + RECOVERY_LEASE_MS
+            kind = data.draw(st.sampled_from(FindingKind), label=f"finding for {d}")
+            self.held[replica].append((item, finding_for(d, kind)))
+
+    @precondition(lambda self: any(self.held.values()))
+    @rule(data=st.data())
+    def stall_and_take_over(self, data: st.DataObject) -> None:
+        """A replica holding a page stalls past its recovery lease; the other claims."""
+        stalled = data.draw(st.sampled_from([r for r in REPLICAS if self.held[r]]))
+        self.advance(RECOVERY_LEASE_MS)
+        other = next(r for r in REPLICAS if r != stalled)
+        self.claim_and_inspect(other, len(DISPATCHES), data)
+
+    @precondition(lambda self: any(self.held.values()))
+    @rule(data=st.data())
+    def commit(self, data: st.DataObject) -> None:
+        replica = data.draw(st.sampled_from([r for r in REPLICAS if self.held[r]]))
+        ready, self.held[replica] = self.held[replica], []
+        outcomes = [ItemOutcome(i, f, RETRY_MS, f"auto-{i.recovery_token}") for i, f in ready]
+        fenced = [(i, f) for i, f in ready if self._fence_holds(i)]
+        report = self.store.commit_outcomes(outcomes, now_ms=self.now)
+        assert report.accepted == {i.identity.dispatch_id for i, _ in fenced}, (report, fenced)
+        for item, finding in fenced:
+            self._apply_commit(item, finding)
+
+    def _fence_holds(self, item: ClaimedItem) -> bool:
+        d = item.identity.dispatch_id
+        c, m = self.controls[d], self.executions[d]
+        return (
+            c.status == "armed"
+            and c.token == item.recovery_token
+            and c.recovery_version == item.recovery_version
+            and c.execution_version == item.execution_version
+            and m.state == "executing"
+            and m.version == item.execution_version
+        )
+
+    def _apply_commit(self, item: ClaimedItem, finding: Finding) -> None:
+        d = item.identity.dispatch_id
+        c, m = self.controls[d], self.executions[d]
+        c.recovery_version += 1
+        c.token = c.lease_expires = None
+        c.last_finding, c.finding_count = finding.kind.value, c.finding_count + 1
+        if finding.outcome is not None:
+            m.state, m.version = finding.outcome.value, m.version + 1
+            c.status, c.execution_version = "resolved", m.version
+            self.resolutions[d] = MResolution(
+                "automatic", finding.outcome.value, finding.evidence_digest
+            )
+        elif finding.kind.needs_human:
+            c.status = "manual"
+        else:
+            c.next_scan = self.now + RETRY_MS
+
+    # -- operator and clock ---------------------------------------------------------------
+
+    @precondition(lambda self: self.controls)
+    @rule(
+        data=st.data(),
+        decision=st.sampled_from(Decision),
+        stale=st.booleans(),
+        who=st.sampled_from(["alice", "alice-weak-auth", "mallory"]),
+    )
+    def manual(self, data: st.DataObject, decision: Decision, stale: bool, who: str) -> None:
+        """A human decision: only alice (granted, strong auth) on the current version wins."""
+        d = data.draw(st.sampled_from(sorted(self.controls)))
+        m, c = self.executions[d], self.controls[d]
+        self.decisions += 1
+        expected_version = m.version - 1 if stale else m.version
+        principal = Principal(
+            who.removesuffix("-weak-auth"), self.now, ("pwd",) if "weak" in who else ("mfa",)
+        )
+        request = ManualDecision(
+            d, decision, f"m-{self.decisions}", expected_version, "operator_checked"
+        )
+        ok = (
+            who == "alice"
+            and m.state == "executing"
+            and m.version == expected_version
+            and m.expires <= self.now
+        )
+        refused: type[ResolverError] | None = None
+        try:
+            self.operators.decide(principal, request, now_ms=self.now)
+        except ResolverError as exc:
+            refused = type(exc)
+        if who != "alice":
+            assert refused in (PermissionDenied, StrongAuthRequired), refused
+        assert (refused is None) == ok, (refused, ok)
+        if refused is not None:
+            return
+        m.state, m.version = decision.terminal_state.value, m.version + 1
+        c.status, c.execution_version = "resolved", m.version
+        c.recovery_version += 1
+        c.token = c.lease_expires = None
+        self.resolutions[d] = MResolution("manual", decision.terminal_state.value, None)
+
+    @rule(ms=st.sampled_from([1_000, 2_000, 500, 1]))  # big steps first: leases lapse
+    def advance(self, ms: int) -> None:
+        self.now += ms
+
+    # -- comparison -----------------------------------------------------------------------
+
+    @invariant()
+    def database_matches_model(self) -> None:
+        rows = self._rows()
+        assert set(rows) == set(self.executions)
+        for d, m in self.executions.items():
+            row = rows[d]
+            assert (row["state"], row["version"]) == (m.state, m.version), (d, row, m)
+            if m.state in ("leased", "executing"):
+                assert row["lease_expires_at_ms"] == m.expires
+            c = self.controls.get(d)
+            if c is None:
+                assert row["status"] is None
+                continue
+            actual = (
+                row["status"],
+                row["execution_version"],
+                row["recovery_version"],
+                row["recovery_token"],
+                row["recovery_lease_expires_at_ms"],
+                row["last_finding"],
+                row["finding_count"],
+            )
+            model = (
+                c.status,
+                c.execution_version,
+                c.recovery_version,
+                c.token,
+                c.lease_expires,
+                c.last_finding,
+                c.finding_count,
+            )
+            assert actual == model, (d, actual, model)
+            if c.status == "armed":
+                assert row["next_scan_at_ms"] == c.next_scan
+            r = self.resolutions.get(d)
+            assert row["resolutions"] == (1 if r else 0)
+            if r is not None:
+                assert (row["source"], row["outcome"], row["res_digest"]) == (
+                    r.source,
+                    r.outcome,
+                    r.digest,
+                )
+
+    def _rows(self) -> dict[str, dict[str, Any]]:
+        with psycopg.connect(self.url, row_factory=dict_row) as conn:
+            rows = conn.execute(
+                "SELECT e.dispatch_id, e.state, e.version, e.lease_expires_at_ms, c.status,"
+                " c.execution_version, c.recovery_version, c.recovery_token::text,"
+                " c.recovery_lease_expires_at_ms, c.last_finding, c.finding_count,"
+                " c.next_scan_at_ms, r.source, r.outcome, r.evidence_digest AS res_digest,"
+                " (SELECT count(*) FROM approved_action_recovery_resolutions r2"
+                "   WHERE r2.dispatch_id = e.dispatch_id) AS resolutions"
+                " FROM approved_action_executions e"
+                " LEFT JOIN approved_action_recovery_controls c USING (dispatch_id)"
+                " LEFT JOIN approved_action_recovery_resolutions r USING (dispatch_id)"
+            ).fetchall()
+        return {r["dispatch_id"]: r for r in rows}
+
+
+@pytest.fixture(scope="module")
+def machine_url(databases: DatabaseFactory) -> Iterator[str]:
+    url = databases.create()
+    yield url
+    databases.drop(url)
+
+
+def test_recovery_matches_the_model(machine_url: str) -> None:
+    RecoveryMachine.url = machine_url
+    runner = RecoveryMachine.TestCase
+    runner.settings = settings(
+        max_examples=60,
+        stateful_step_count=40,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+    runner().runTest()
