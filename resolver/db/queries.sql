@@ -147,6 +147,11 @@ FROM approved_action_executions AS e
 LEFT JOIN approved_action_recovery_resolutions AS r USING (dispatch_id)
 WHERE e.dispatch_id = %(dispatch_id)s;
 
+-- name: transaction_commit_async
+-- For transactions whose loss in a crash is harmless (a claim): no WAL flush wait at commit.
+-- Any later synchronous commit (the fenced page commit) flushes this one's WAL first.
+SELECT set_config('synchronous_commit', 'off', true);
+
 -- name: recovery_claim_due_page
 -- One keyset page of due controls whose execution is recovery_required (executing with an
 -- expired lease). The claimed row's next_scan_at_ms moves to the recovery lease expiry, so

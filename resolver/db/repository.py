@@ -187,7 +187,13 @@ class PostgresStore:
         self, owner: str, page_size: int, lease_ms: int, now_ms: int | None = None
     ) -> list[ClaimedItem]:
         params = {"owner": owner, "page_size": page_size, "lease_ms": lease_ms, "now_ms": now_ms}
-        return [_claimed(row) for row in self._all("recovery_claim_due_page", params)]
+        with self._transaction() as conn:
+            # A lost claim only makes its page claimable again (a stale holder's commit is
+            # fenced out), so the claim need not wait for its WAL flush; the durable page
+            # commit that follows flushes it anyway.
+            conn.execute(statement("transaction_commit_async"))
+            rows = conn.execute(statement("recovery_claim_due_page"), params).fetchall()
+        return [_claimed(row) for row in rows]
 
     def commit_outcomes(
         self, outcomes: Sequence[ItemOutcome], now_ms: int | None = None
