@@ -58,9 +58,11 @@ class Replica:
     store: PostgresStore
     reconciler: Reconciler
     worker: Worker
+    registry: ProviderRegistry
 
     def close(self) -> None:
         self.reconciler.close()
+        self.registry.close()  # provider connection pools
         self.store.close()
 
 
@@ -88,4 +90,4 @@ def build_replica(settings: Settings, registry: ProviderRegistry | None = None) 
             storage_retry_max_seconds=settings.storage_retry_max_seconds,
         ),
     )
-    return Replica(store, reconciler, worker)
+    return Replica(store, reconciler, worker, registry)

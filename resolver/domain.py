@@ -11,11 +11,13 @@ from typing import Any
 
 from resolver.errors import InvalidDispatch
 
-ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
-ACTION_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_.\-]{0,63}$")
-RESULT_CODE_PATTERN = re.compile(r"^[a-z0-9_.\-]{1,64}$")
+# `\Z`, not `$`: `$` also matches before a trailing newline, which PostgreSQL's checks
+# would then refuse at commit time.
+ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}\Z")
+ACTION_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_.\-]{0,63}\Z")
+RESULT_CODE_PATTERN = re.compile(r"^[a-z0-9_.\-]{1,64}\Z")
 REASON_CODE_PATTERN = RESULT_CODE_PATTERN
-HEX64_PATTERN = re.compile(r"^[0-9a-f]{64}$")
+HEX64_PATTERN = re.compile(r"^[0-9a-f]{64}\Z")
 
 
 class ExecutionState(StrEnum):

@@ -55,4 +55,12 @@ class ProviderTimeout(ResolverError):
 
 
 class ReceiptRejected(ResolverError):
-    """A receipt failed shape, size, identity, digest or signature checks (a `conflict`)."""
+    """A receipt failed shape, size, identity, digest or signature checks (a `conflict`).
+
+    `reason` is a low-sensitivity code (e.g. `bad_signature`, `identity_mismatch`) that may
+    be logged and counted; the message never quotes the receipt or a secret.
+    """
+
+    def __init__(self, message: str, reason: str = "rejected") -> None:
+        super().__init__(message)
+        self.reason = reason

@@ -6,7 +6,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from importlib.metadata import entry_points
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from pydantic import BaseModel, ValidationError
 
 from resolver.domain import DispatchIdentity, Finding
 from resolver.errors import ConfigError
@@ -52,6 +54,13 @@ class ProviderRegistry:
     def longest_timeout_seconds(self) -> float:
         return max((p.timeout_seconds for p in self.by_action_type.values()), default=0.0)
 
+    def close(self) -> None:
+        """Release what providers hold (connection pools); providers without `close` hold none."""
+        for provider in {id(p): p for p in self.by_action_type.values()}.values():
+            close = getattr(provider, "close", None)
+            if callable(close):
+                close()
+
 
 def discover_factories() -> dict[str, ProviderFactory]:
     """Provider factories registered under the `resolver.providers` entry-point group."""
@@ -78,3 +87,29 @@ def build_registry(
         except ConfigError as exc:
             raise ConfigError(f"action_types.{action_type}: {exc}") from exc
     return ProviderRegistry(providers)
+
+
+SettingsModel = TypeVar("SettingsModel", bound=BaseModel)
+
+
+def parse_provider_settings(
+    model: type[SettingsModel], settings: Mapping[str, Any], provider: str
+) -> SettingsModel:
+    """Validate a provider's settings; the first problem becomes a `ConfigError` naming the
+    key and the fix. Values are never echoed: a setting may hold a URL or a path."""
+    allowed = sorted(model.model_fields)
+    unknown = sorted(set(settings) - set(allowed))
+    if unknown:
+        raise ConfigError(
+            f"{unknown[0]}: provider {provider} has no such setting; remove it or use one of "
+            f"{allowed}"
+        )
+    try:
+        return model.model_validate(dict(settings))
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        key = ".".join(str(part) for part in error["loc"]) or "settings"
+        message = str(error["msg"]).removeprefix("Value error, ")
+        field = model.model_fields.get(key)
+        fix = f"; {field.description}" if field is not None and field.description else ""
+        raise ConfigError(f"{key}: {message} (provider {provider}){fix}") from None

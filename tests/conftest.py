@@ -16,6 +16,9 @@ from resolver.domain import DispatchSpec, ExecutionLease, action_digest
 from resolver.execution import ExecutionClient
 from resolver.testing.postgres import DatabaseFactory, test_server
 
+# The provider contract kit, used the way a provider author would: as a pytest plugin.
+pytest_plugins = ["resolver.testing.contract"]
+
 T0 = 1_800_000_000_000  # a fixed database-clock instant (ms) for tests that inject time
 EXEC_LEASE_MS = 1_000
 

@@ -17,7 +17,7 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, UUID
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 
 NOW_MS = text("(extract(epoch from clock_timestamp()) * 1000)::bigint")
 
@@ -224,9 +224,111 @@ recovery_authorizations = Table(
     CheckConstraint("permission = 'approval.recover'", name="permission_known"),
 )
 
+# -- evidence of the built-in providers (migration 0002) ---------------------------------
+
+_VERSION = "~ '^[A-Za-z0-9][A-Za-z0-9_.+:~-]{0,127}$'"
+
+
+def _dispatch_fk(primary_key: bool = True) -> Column[str]:
+    return Column(
+        "dispatch_id",
+        Text,
+        ForeignKey("approved_action_dispatches.dispatch_id"),
+        primary_key=primary_key,
+        nullable=False,
+    )
+
+
+# internal_mutation: the executor inserts the signed receipt v1 in its mutation's transaction.
+action_receipts = Table(
+    "action_receipts",
+    metadata,
+    _dispatch_fk(),
+    Column("receipt", JSONB, nullable=False),
+    Column("written_at_ms", BigInteger, nullable=False, server_default=NOW_MS),
+    CheckConstraint("jsonb_typeof(receipt) = 'object'", name="receipt_is_object"),
+    # Storage bound only; the provider enforces the 4 KiB canonical limit itself.
+    CheckConstraint("octet_length(receipt::text) <= 16384", name="receipt_bounded"),
+)
+
+# run_create: the run repository's origin fact. Origin columns never change; the state moves
+# once from running to succeeded/failed (a trigger enforces both).
+run_origin_facts = Table(
+    "run_origin_facts",
+    metadata,
+    Column("run_id", Text, primary_key=True),
+    _dispatch_fk(primary_key=False),
+    Column("idempotency_key", Text, nullable=False),
+    Column("project_id", Text, nullable=False),
+    Column("action_digest", Text, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("result_code", Text, nullable=True),
+    Column("created_at_ms", BigInteger, nullable=False, server_default=NOW_MS),
+    Column("finished_at_ms", BigInteger, nullable=True),
+    UniqueConstraint("dispatch_id"),
+    UniqueConstraint("idempotency_key"),
+    CheckConstraint("length(run_id) <= 128", name="run_id_bounded"),
+    CheckConstraint(f"action_digest {_HEX64}", name="action_digest_hex"),
+    CheckConstraint("attempt >= 1", name="attempt_positive"),
+    CheckConstraint("state IN ('running','succeeded','failed')", name="state_known"),
+    CheckConstraint(
+        "(state = 'running') = (result_code IS NULL)"
+        " AND (state = 'running') = (finished_at_ms IS NULL)",
+        name="settled_iff_finished",
+    ),
+    CheckConstraint(f"result_code IS NULL OR result_code {_CODE}", name="result_code_shape"),
+)
+
+# package_install: three facts, all required for success (a directory proves nothing).
+package_install_records = Table(
+    "package_install_records",
+    metadata,
+    _dispatch_fk(),
+    Column("idempotency_key", Text, nullable=False),
+    Column("action_digest", Text, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("target_version", Text, nullable=False),
+    Column("content_digest", Text, nullable=False),
+    Column("outcome", Text, nullable=False),
+    Column("result_code", Text, nullable=False),
+    Column("recorded_at_ms", BigInteger, nullable=False, server_default=NOW_MS),
+    UniqueConstraint("idempotency_key"),
+    CheckConstraint(f"action_digest {_HEX64}", name="action_digest_hex"),
+    CheckConstraint(f"content_digest {_HEX64}", name="content_digest_hex"),
+    CheckConstraint(f"target_version {_VERSION}", name="target_version_shape"),
+    CheckConstraint("attempt >= 1", name="attempt_positive"),
+    CheckConstraint("outcome IN ('succeeded','failed')", name="outcome_known"),
+    CheckConstraint(f"result_code {_CODE}", name="result_code_shape"),
+)
+
+package_install_targets = Table(
+    "package_install_targets",
+    metadata,
+    _dispatch_fk(),
+    Column("installed_version", Text, nullable=False),
+    Column("content_digest", Text, nullable=False),
+    Column("observed_at_ms", BigInteger, nullable=False, server_default=NOW_MS),
+    CheckConstraint(f"content_digest {_HEX64}", name="content_digest_hex"),
+    CheckConstraint(f"installed_version {_VERSION}", name="installed_version_shape"),
+)
+
+package_commit_markers = Table(
+    "package_commit_markers",
+    metadata,
+    _dispatch_fk(),
+    Column("content_digest", Text, nullable=False),
+    Column("committed_at_ms", BigInteger, nullable=False, server_default=NOW_MS),
+    CheckConstraint(f"content_digest {_HEX64}", name="content_digest_hex"),
+)
+
 # Tables whose rows are facts: a trigger rejects UPDATE and DELETE on each.
 IMMUTABLE_TABLES: tuple[str, ...] = (
     dispatches.name,
     resolutions.name,
     recovery_authorizations.name,
+    action_receipts.name,
+    package_install_records.name,
+    package_install_targets.name,
+    package_commit_markers.name,
 )

@@ -1,0 +1,64 @@
+"""Settings shared by the SQL providers: where the evidence lives and how long to wait."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from resolver.db.readonly import ReadOnlyDatabase
+from resolver.errors import ConfigError
+
+DEFAULT_URL_ENV = "RESOLVER_DATABASE_URL"
+
+
+class SqlSourceSettings(BaseModel):
+    """The settings every SQL provider takes; unknown keys are refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    database_url: str | None = Field(
+        default=None,
+        description="set database_url to a URL without a password, or use database_url_env",
+    )
+    database_url_env: str = Field(
+        default=DEFAULT_URL_ENV,
+        min_length=1,
+        description="name the environment variable that holds the evidence database URL",
+    )
+    timeout_seconds: float = Field(
+        default=5.0, gt=0, le=60, description="use a number of seconds in (0, 60]"
+    )
+    max_connections: int = Field(
+        default=2, ge=1, le=16, description="use 1..16 connections per provider"
+    )
+
+    def resolve_url(self, environ: Mapping[str, str] | None = None) -> str:
+        env = os.environ if environ is None else environ
+        if self.database_url is not None:
+            if urlsplit(self.database_url).password:
+                # Config files are not secret stores; passwords come from the environment.
+                raise ConfigError(
+                    "database_url: holds a password; put the whole URL in an environment "
+                    "variable and name it with database_url_env"
+                )
+            return self.database_url
+        url = env.get(self.database_url_env)
+        if not url:
+            raise ConfigError(
+                f"database_url_env: environment variable {self.database_url_env} is not set; "
+                "export it with the evidence database URL or set database_url"
+            )
+        return url
+
+    def open_database(self, provider: str) -> ReadOnlyDatabase:
+        database = ReadOnlyDatabase(
+            self.resolve_url(),
+            timeout_seconds=self.timeout_seconds,
+            max_connections=self.max_connections,
+            application_name=f"resolver-provider:{provider}",
+        )
+        database.open()
+        return database

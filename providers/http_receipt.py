@@ -1,0 +1,132 @@
+"""`http_receipt`: an authenticated GET of the idempotency key's signed receipt v1.
+
+`GET {base_url}/receipts/{idempotency_key}` with `Authorization: Bearer {token}`, through a
+client that cannot send anything but GET/HEAD: the original request is never re-sent.
+
+| answer                                                        | finding                 |
+|---------------------------------------------------------------|-------------------------|
+| 200, receipt v1 verifies, outcome succeeded / failed          | verified_succeeded / _failed |
+| 200 with any shape, size, key, signature or identity mismatch | conflict                |
+| 202 (still processing)                                        | still_running           |
+| 404 (no record of the key)                                    | missing                 |
+| any other status, redirect, timeout, refused or reset         | unavailable             |
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import structlog
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from resolver.domain import DispatchIdentity, Finding, FindingKind
+from resolver.errors import ConfigError
+from resolver.evidence import Capability, parse_provider_settings
+from resolver.readonly_http import HttpUnavailable, ReadOnlyHttpClient
+from resolver.receipts import MAX_RAW_RECEIPT_BYTES, KeyRing, receipt_finding
+
+NAME = "http_receipt"
+log = structlog.get_logger("providers.http_receipt")
+
+_STILL_RUNNING = Finding(FindingKind.STILL_RUNNING)
+_MISSING = Finding(FindingKind.MISSING)
+_CONFLICT = Finding(FindingKind.CONFLICT)
+_UNAVAILABLE = Finding(FindingKind.UNAVAILABLE)
+
+
+class HttpReceiptSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base_url: str = Field(
+        description="set base_url to the receipt service, e.g. https://payments.internal/api"
+    )
+    token_env: str | None = Field(
+        default=None,
+        min_length=1,
+        description="name the environment variable holding the service's bearer token",
+    )
+    token_file: Path | None = Field(
+        default=None, description="give the path of a mounted file holding the bearer token"
+    )
+    timeout_seconds: float = Field(
+        default=5.0, gt=0, le=60, description="use a number of seconds in (0, 60]"
+    )
+
+    @model_validator(mode="after")
+    def _one_token_source(self) -> HttpReceiptSettings:
+        if (self.token_env is None) == (self.token_file is None):
+            raise ValueError("set exactly one of token_env or token_file (never the token itself)")
+        return self
+
+    def read_token(self, environ: Mapping[str, str] | None = None) -> str:
+        env = os.environ if environ is None else environ
+        if self.token_env is not None:
+            token = env.get(self.token_env, "").strip()
+            where = f"token_env: environment variable {self.token_env}"
+        else:
+            assert self.token_file is not None
+            try:
+                token = self.token_file.read_text(encoding="utf-8").strip()
+            except OSError:
+                token = ""
+            where = f"token_file: {self.token_file}"
+        if not token or any(c.isspace() for c in token):
+            raise ConfigError(f"{where} holds no usable bearer token; put the token there")
+        return token
+
+
+class HttpReceiptProvider:
+    """One GET per dispatch; the reconciler runs them concurrently under the timeout."""
+
+    capability = Capability.AUTOMATIC
+
+    def __init__(self, client: ReadOnlyHttpClient, keys: KeyRing, timeout_seconds: float) -> None:
+        self._client = client
+        self._keys = keys.require_keys(NAME)
+        self.timeout_seconds = timeout_seconds
+
+    def inspect(self, identity: DispatchIdentity) -> Finding:
+        path = "/receipts/" + quote(identity.idempotency_key, safe="")
+        try:
+            reply = self._client.get(path, {"Accept": "application/json"})
+        except HttpUnavailable as exc:
+            log.warning(
+                "receipt_service_unavailable", dispatch_id=identity.dispatch_id, error=str(exc)
+            )
+            return _UNAVAILABLE
+        if reply.status == 202:
+            return _STILL_RUNNING
+        if reply.status == 404:
+            return _MISSING
+        if reply.status != 200:
+            log.warning(
+                "receipt_service_status", dispatch_id=identity.dispatch_id, status=reply.status
+            )
+            return _UNAVAILABLE
+        if reply.truncated:
+            # Bigger than any receipt v1 can be: the answer breaks the contract.
+            log.warning(
+                "receipt_rejected",
+                source=NAME,
+                dispatch_id=identity.dispatch_id,
+                reason="too_large",
+            )
+            return _CONFLICT
+        return receipt_finding(reply.body, identity, self._keys, source=NAME)
+
+
+def create(settings: Mapping[str, Any]) -> HttpReceiptProvider:
+    """The `resolver.providers` entry point: settings from the YAML config."""
+    parsed = parse_provider_settings(HttpReceiptSettings, settings, NAME)
+    keys = KeyRing.from_environment().require_keys(NAME)
+    client = ReadOnlyHttpClient(
+        parsed.base_url,
+        timeout_seconds=parsed.timeout_seconds,
+        max_body_bytes=MAX_RAW_RECEIPT_BYTES,
+        headers={"Authorization": f"Bearer {parsed.read_token()}"},
+    )
+    return HttpReceiptProvider(client, keys, parsed.timeout_seconds)

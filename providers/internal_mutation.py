@@ -1,0 +1,178 @@
+"""`internal_mutation`: a signed receipt v1 written in the same transaction as the mutation.
+
+The executor calls `write_receipt` inside the transaction of its own mutation, so the
+receipt exists if and only if the mutation committed. The provider reads the receipt in a
+READ ONLY transaction and verifies it against the whole dispatch identity.
+
+| evidence                                        | finding              |
+|-------------------------------------------------|----------------------|
+| no receipt row                                  | missing              |
+| valid receipt, outcome succeeded / failed       | verified_succeeded / verified_failed |
+| any shape, size, key, signature, identity issue | conflict             |
+| database unreachable, timeout, not migrated     | unavailable          |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, LiteralString
+
+import psycopg
+from psycopg.pq import TransactionStatus
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from providers._sql import SqlSourceSettings
+from resolver.db.readonly import ReadOnlyDatabase
+from resolver.domain import (
+    DispatchIdentity,
+    ExecutionLease,
+    Finding,
+    FindingKind,
+    Outcome,
+    sha256_hex,
+)
+from resolver.errors import FenceConflict, StorageUnavailable
+from resolver.evidence import Capability, parse_provider_settings
+from resolver.receipts import KeyRing, encode_receipt, receipt_finding, sign_receipt
+
+NAME = "internal_mutation"
+
+SELECT_RECEIPTS: LiteralString = """
+SELECT dispatch_id, receipt::text AS receipt
+FROM action_receipts
+WHERE dispatch_id = ANY(%(dispatch_ids)s::text[])
+"""
+
+# Writer side: the identity comes from the authoritative rows, under the executor's fence.
+# FOR SHARE keeps a resolver or a human from settling the execution until this commits.
+LOCK_EXECUTING_IDENTITY: LiteralString = """
+SELECT d.schema_version, d.dispatch_id, d.approval_request_id, d.project_id, d.action_type,
+       d.action_digest, d.idempotency_key, e.attempt, e.started_at_ms,
+       (extract(epoch from clock_timestamp()) * 1000)::bigint AS db_now_ms
+FROM approved_action_executions AS e
+JOIN approved_action_dispatches AS d USING (dispatch_id)
+WHERE e.dispatch_id = %(dispatch_id)s AND e.owner = %(owner)s AND e.token = %(token)s
+  AND e.version = %(version)s AND e.state = 'executing'
+FOR SHARE OF e
+"""
+
+INSERT_RECEIPT: LiteralString = """
+INSERT INTO action_receipts (dispatch_id, receipt) VALUES (%(dispatch_id)s, %(receipt)s)
+"""
+
+_MISSING = Finding(FindingKind.MISSING)
+_UNAVAILABLE = Finding(FindingKind.UNAVAILABLE)
+
+
+class InternalMutationSettings(SqlSourceSettings):
+    pass
+
+
+class InternalMutationProvider:
+    """Reads `action_receipts` for a whole page in one READ ONLY query."""
+
+    capability = Capability.AUTOMATIC
+
+    def __init__(self, database: ReadOnlyDatabase, keys: KeyRing, timeout_seconds: float) -> None:
+        self._database = database
+        self._keys = keys.require_keys(NAME)
+        self.timeout_seconds = timeout_seconds
+
+    def inspect(self, identity: DispatchIdentity) -> Finding:
+        return self.inspect_page([identity])[identity.dispatch_id]
+
+    def inspect_page(self, identities: Sequence[DispatchIdentity]) -> Mapping[str, Finding]:
+        ids = [i.dispatch_id for i in identities]
+        try:
+            rows = self._database.fetch(SELECT_RECEIPTS, {"dispatch_ids": ids})
+        except StorageUnavailable:
+            return dict.fromkeys(ids, _UNAVAILABLE)
+        receipts = {row["dispatch_id"]: row["receipt"] for row in rows}
+        return {i.dispatch_id: self._finding(i, receipts.get(i.dispatch_id)) for i in identities}
+
+    def _finding(self, identity: DispatchIdentity, receipt: str | None) -> Finding:
+        if receipt is None:
+            return _MISSING
+        return receipt_finding(receipt, identity, self._keys, source=NAME)
+
+    def close(self) -> None:
+        self._database.close()
+
+
+def create(settings: Mapping[str, Any]) -> InternalMutationProvider:
+    """The `resolver.providers` entry point: settings from the YAML config."""
+    parsed = parse_provider_settings(InternalMutationSettings, settings, NAME)
+    keys = KeyRing.from_environment()
+    keys.require_keys(NAME)
+    return InternalMutationProvider(parsed.open_database(NAME), keys, parsed.timeout_seconds)
+
+
+# -- executor side --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenReceipt:
+    receipt: dict[str, Any]
+    evidence_digest: str
+    """Pass this to `Completion(evidence_digest=...)` so a late completion replays exactly."""
+
+
+def write_receipt(
+    conn: psycopg.Connection[Any],
+    lease: ExecutionLease,
+    *,
+    outcome: Outcome,
+    result_code: str,
+    receipt_id: str,
+    keys: KeyRing,
+) -> WrittenReceipt:
+    """Sign and insert the receipt inside the caller's transaction (the mutation's own).
+
+    Fenced on the executor's lease: if the execution is no longer `executing` under this
+    owner/token/version, `FenceConflict` is raised and the caller must roll back its mutation.
+    """
+    _require_open_transaction(conn)
+    with conn.cursor(row_factory=dict_row) as cur:
+        row = cur.execute(
+            LOCK_EXECUTING_IDENTITY,
+            {
+                "dispatch_id": lease.dispatch_id,
+                "owner": lease.owner,
+                "token": lease.token,
+                "version": lease.version,
+            },
+        ).fetchone()
+    if row is None:
+        raise FenceConflict(
+            f"dispatch {lease.dispatch_id!r} is not executing under this lease; roll back"
+        )
+    now_ms = row.pop("db_now_ms")
+    receipt = sign_receipt(
+        DispatchIdentity(**row),
+        outcome=outcome,
+        result_code=result_code,
+        finished_at_ms=now_ms,
+        receipt_id=receipt_id,
+        keys=keys,
+    )
+    insert_receipt(conn, receipt)
+    return WrittenReceipt(receipt, sha256_hex(encode_receipt(receipt)))
+
+
+def insert_receipt(conn: psycopg.Connection[Any], receipt: Mapping[str, Any]) -> None:
+    """Insert an already signed receipt v1 in the caller's transaction (no checks here:
+    the provider verifies everything when it reads)."""
+    _require_open_transaction(conn)
+    conn.execute(INSERT_RECEIPT, {"dispatch_id": receipt["dispatch_id"], "receipt": Jsonb(receipt)})
+
+
+def _require_open_transaction(conn: psycopg.Connection[Any]) -> None:
+    # In autocommit mode outside a transaction block the insert would commit on its own,
+    # and a receipt could then exist for a mutation that rolled back.
+    if conn.autocommit and conn.info.transaction_status is TransactionStatus.IDLE:
+        raise ValueError(
+            "write_receipt needs the mutation's transaction: call it inside "
+            "`with conn.transaction():` or on a connection with autocommit off"
+        )

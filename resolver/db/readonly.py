@@ -1,0 +1,86 @@
+"""A small connection pool whose every transaction is READ ONLY, for SQL evidence providers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, LiteralString
+
+import psycopg
+import psycopg_pool
+from psycopg.rows import dict_row
+
+from resolver.db.dsn import libpq_dsn, redact
+from resolver.errors import StorageUnavailable
+
+Row = dict[str, Any]
+
+
+class ReadOnlyDatabase:
+    """Provider reads: a provider holding this cannot write, whatever SQL it sends.
+
+    Two locks: the session default (`default_transaction_read_only`) and psycopg's
+    `read_only` on each connection (BEGIN READ ONLY). The docs add a third: a role with
+    SELECT only.
+    """
+
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        timeout_seconds: float = 5.0,
+        max_connections: int = 2,
+        application_name: str = "resolver-provider",
+    ) -> None:
+        self._url = redact(database_url)
+        self._timeout_seconds = timeout_seconds
+        statement_timeout_ms = max(1, int(timeout_seconds * 1000))
+        self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[Row]] = (
+            psycopg_pool.ConnectionPool(
+                libpq_dsn(database_url),
+                connection_class=psycopg.Connection[Row],
+                min_size=0,
+                max_size=max_connections,
+                timeout=timeout_seconds,
+                open=False,
+                kwargs={
+                    "connect_timeout": max(1, int(timeout_seconds)),
+                    "application_name": application_name[:63],
+                    "options": (
+                        "-c default_transaction_read_only=on "
+                        f"-c statement_timeout={statement_timeout_ms}"
+                    ),
+                    "row_factory": dict_row,
+                },
+                configure=_read_only,
+                check=psycopg_pool.ConnectionPool.check_connection,
+            )
+        )
+
+    def open(self) -> None:
+        # wait=False: a dead evidence source must not block start-up; inspect reports it.
+        self._pool.open(wait=False)
+
+    def close(self) -> None:
+        self._pool.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection[Row]]:
+        """One READ ONLY transaction; any driver failure is `StorageUnavailable`."""
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                yield conn
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+            # Unreachable, timed out, not migrated, or a write refused: nothing moved either way.
+            raise StorageUnavailable(
+                f"evidence source {self._url} failed: {type(exc).__name__}"
+            ) from exc
+
+    def fetch(self, query: LiteralString, params: Mapping[str, Any]) -> list[Row]:
+        with self.transaction() as conn:
+            return conn.execute(query, dict(params)).fetchall()
+
+
+def _read_only(conn: psycopg.Connection[Row]) -> None:
+    conn.read_only = True
+    conn.autocommit = False
