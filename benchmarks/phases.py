@@ -113,7 +113,7 @@ def prepare_drain(url: str, case: DrainCase, count: int) -> None:
         due_ms = seed.db_now_ms(conn) - 1_000
         seed.seed_due(conn, count, action_type=case.action_type, prefix="b-", due_ms=due_ms)
     if case.receipts:
-        seed.seed_receipts(url, prefix="b-", key=seed.BENCH_KEY, finished_ms=due_ms + 500)
+        seed.seed_receipts(url, prefix="b-", keys=seed.BENCH_KEYS, finished_ms=due_ms + 500)
     vacuum(url, checkpoint=True)
 
 

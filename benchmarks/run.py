@@ -145,8 +145,7 @@ def _run_phases(
     replica_env = {
         "RESOLVER_DATABASE_URL": resolver_url,
         "RESOLVER_CONFIG": str(config_path),
-        "RESOLVER_RECEIPT_KEYS": seed.BENCH_KEY.env_value,
-        "RESOLVER_RECEIPT_SIGNING_KID": seed.BENCH_KEY.kid,
+        **seed.keys_env(seed.BENCH_KEYS),
     }
     if options.idle_seconds > 0:
         echo(f"idle: one replica, nothing due, {options.idle_seconds:g}s")

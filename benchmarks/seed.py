@@ -3,31 +3,31 @@
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
 
 from benchmarks import sql
+from resolver.domain import DispatchIdentity, Outcome
+from resolver.receipts import KeyRing, sign_receipt
 
 BATCH = 200_000
 
 
-@dataclass(frozen=True, slots=True)
-class ReceiptKey:
-    kid: str
-    secret: bytes
-
-    @property
-    def env_value(self) -> str:
-        """The `RESOLVER_RECEIPT_KEYS` form: kid=hexsecret."""
-        return f"{self.kid}={self.secret.hex()}"
+# A fixed benchmark key: replicas get it as RESOLVER_RECEIPT_KEYS, the seeder signs with it.
+BENCH_KEYS = KeyRing(
+    {"bench-1": hashlib.sha256(b"benchmark receipt key").digest()}, signing_kid="bench-1"
+)
 
 
-BENCH_KEY = ReceiptKey("bench-1", hashlib.sha256(b"benchmark receipt key").digest())
+def keys_env(keys: KeyRing) -> dict[str, str]:
+    """The environment a replica verifies these keys from."""
+    return {
+        "RESOLVER_RECEIPT_KEYS": ",".join(f"{k}={v.hex()}" for k, v in keys.keys.items()),
+        "RESOLVER_RECEIPT_SIGNING_KID": keys.current_kid,
+    }
 
 
 def db_now_ms(conn: psycopg.Connection[Any]) -> int:
@@ -76,54 +76,27 @@ def seed_live(conn: psycopg.Connection[Any], count: int, *, prefix: str, now_ms:
     )
 
 
-def sign_receipt(fields: dict[str, Any], key: ReceiptKey) -> dict[str, Any]:
-    """Receipt v1: HMAC-SHA256 over the canonical JSON of every key but `sig`."""
-    body = {**fields, "kid": key.kid}
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    sig = hmac.new(key.secret, canonical.encode("utf-8"), hashlib.sha256).hexdigest()
-    return {**body, "sig": sig}
-
-
-def seed_receipts(
-    url: str, *, prefix: str, key: ReceiptKey, finished_ms: int, outcome: str = "succeeded"
-) -> int:
-    """One signed receipt per executing dispatch under `prefix`, as the executor wrote it."""
+def seed_receipts(url: str, *, prefix: str, keys: KeyRing, finished_ms: int) -> int:
+    """One signed receipt v1 per executing dispatch under `prefix`, as its executor wrote it."""
     with psycopg.connect(url, row_factory=dict_row) as conn:
-        conn.execute(sql.RECEIPTS_TABLE)
         rows = conn.execute(
             sql.SEEDED_IDENTITIES, {"low": prefix, "high": prefix + "\uffff"}
         ).fetchall()
         with conn.cursor().copy(sql.RECEIPTS_COPY) as copy:
             for row in rows:
-                receipt = sign_receipt(_receipt_fields(row, outcome, finished_ms), key)
+                receipt = sign_receipt(
+                    DispatchIdentity(schema_version=1, **row),
+                    outcome=Outcome.SUCCEEDED,
+                    result_code="ok",
+                    finished_at_ms=finished_ms,
+                    receipt_id=f"receipt:{row['dispatch_id']}",
+                    keys=keys,
+                )
                 copy.write_row((row["dispatch_id"], json.dumps(receipt), finished_ms))
         conn.commit()
     return len(rows)
 
 
-def _receipt_fields(row: dict[str, Any], outcome: str, finished_ms: int) -> dict[str, Any]:
-    return {
-        "v": 1,
-        "dispatch_id": row["dispatch_id"],
-        "approval_request_id": row["approval_request_id"],
-        "project_id": row["project_id"],
-        "action_type": row["action_type"],
-        "action_digest": row["action_digest"],
-        "attempt": row["attempt"],
-        "started_at_ms": row["started_at_ms"],
-        "idempotency_key": row["idempotency_key"],
-        "outcome": outcome,
-        "result_code": "ok",
-        "finished_at_ms": finished_ms,
-        "receipt_identity_digest": hashlib.sha256(
-            f"receipt:{row['dispatch_id']}".encode()
-        ).hexdigest(),
-    }
-
-
 def reset(conn: psycopg.Connection[Any]) -> None:
-    """Empty every recovery table (TRUNCATE fires no row trigger: insert-only stays intact)."""
-    with conn.transaction():
-        conn.execute(sql.TRUNCATE_ALL)
-        conn.execute(sql.RECEIPTS_TABLE)
-        conn.execute(sql.TRUNCATE_RECEIPTS)
+    """Empty every table (TRUNCATE fires no row trigger; the insert-only triggers stay)."""
+    conn.execute(sql.TRUNCATE_ALL)

@@ -116,14 +116,6 @@ JOIN approved_action_executions AS e USING (dispatch_id)
 WHERE d.dispatch_id >= %(low)s AND d.dispatch_id <= %(high)s AND e.state = 'executing'
 """
 
-RECEIPTS_TABLE: LiteralString = """
-CREATE TABLE IF NOT EXISTS action_receipts (
-    dispatch_id text PRIMARY KEY,
-    receipt jsonb NOT NULL,
-    written_at_ms bigint NOT NULL
-)
-"""
-
 RECEIPTS_COPY: LiteralString = (
     "COPY action_receipts (dispatch_id, receipt, written_at_ms) FROM STDIN"
 )
@@ -132,8 +124,8 @@ TRUNCATE_ALL: LiteralString = """
 TRUNCATE approved_action_dispatches, approved_action_executions,
          approved_action_recovery_controls, approved_action_recovery_resolutions,
          recovery_authorizations
+CASCADE
 """
-TRUNCATE_RECEIPTS: LiteralString = "TRUNCATE action_receipts"
 
 DB_NOW_MS: LiteralString = "SELECT resolver_now_ms(NULL) AS now_ms"
 
