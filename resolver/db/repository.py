@@ -11,6 +11,7 @@ import psycopg_pool
 from psycopg.rows import dict_row
 
 from resolver.db.dsn import libpq_dsn, redact
+from resolver.db.pooling import check_if_idle
 from resolver.db.statements import statement
 from resolver.domain import (
     ClaimedItem,
@@ -54,7 +55,7 @@ class PostgresStore:
                     "options": f"-c statement_timeout={statement_timeout_ms}",
                     "row_factory": dict_row,
                 },
-                check=psycopg_pool.ConnectionPool.check_connection,
+                check=check_if_idle,
             )
         )
 
