@@ -26,9 +26,22 @@ def await_go() -> None:
     sys.stdin.readline()
 
 
+def peak_rss_kb() -> int:
+    """This process's peak resident set size (KiB).
+
+    VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the parent across fork and exec,
+    so a child of a large harness would report the harness's peak.
+    """
+    status = Path("/proc/self/status")
+    if status.exists():
+        for line in status.read_text(encoding="ascii").splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
 def write_stats(path: str, stats: ProcessStats) -> None:
-    # ru_maxrss is the peak resident set size in KiB on Linux.
-    stats.peak_rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    stats.peak_rss_kb = peak_rss_kb()
     Path(path).write_text(json.dumps(asdict(stats)), encoding="utf-8")
 
 

@@ -76,10 +76,17 @@ class PostgresStore:
     # -- plumbing -------------------------------------------------------------------------
 
     @contextmanager
-    def _transaction(self) -> Iterator[psycopg.Connection[Row]]:
+    def _transaction(self, *, pipelined: bool = False) -> Iterator[psycopg.Connection[Row]]:
+        """One transaction. Pipelined, BEGIN, the statements and COMMIT go out in one round
+        trip: fetch results after the block, since a fetch inside it waits for the server."""
         try:
-            with self._pool.connection() as conn, conn.transaction():
-                yield conn
+            with self._pool.connection() as conn:
+                if pipelined:
+                    with conn.pipeline(), conn.transaction():
+                        yield conn
+                else:
+                    with conn.transaction():
+                        yield conn
         except (psycopg.OperationalError, psycopg.InterfaceError, psycopg_pool.PoolTimeout) as exc:
             raise StorageUnavailable(f"PostgreSQL at {self._url} is unavailable: {exc}") from exc
         except psycopg.errors.SerializationFailure as exc:
@@ -188,13 +195,13 @@ class PostgresStore:
         self, owner: str, page_size: int, lease_ms: int, now_ms: int | None = None
     ) -> list[ClaimedItem]:
         params = {"owner": owner, "page_size": page_size, "lease_ms": lease_ms, "now_ms": now_ms}
-        with self._transaction() as conn:
+        with self._transaction(pipelined=True) as conn:
             # A lost claim only makes its page claimable again (a stale holder's commit is
             # fenced out), so the claim need not wait for its WAL flush; the durable page
             # commit that follows flushes it anyway.
             conn.execute(statement("transaction_commit_async"))
-            rows = conn.execute(statement("recovery_claim_due_page"), params).fetchall()
-        return [_claimed(row) for row in rows]
+            cur = conn.execute(statement("recovery_claim_due_page"), params)
+        return [_claimed(row) for row in cur.fetchall()]
 
     def commit_outcomes(
         self, outcomes: Sequence[ItemOutcome], now_ms: int | None = None
@@ -204,16 +211,13 @@ class PostgresStore:
         ids = [o.item.identity.dispatch_id for o in outcomes]
         verified_ids = [o.item.identity.dispatch_id for o in outcomes if o.finding.kind.is_verified]
         params = _page_params(outcomes, now_ms)
-        with self._transaction() as conn:
-            # Lock order: executions, then controls, then the fenced writes (pipelined).
-            with conn.pipeline():
-                if verified_ids:
-                    conn.execute(
-                        statement("recovery_lock_executions"), {"dispatch_ids": verified_ids}
-                    )
-                conn.execute(statement("recovery_lock_controls"), {"dispatch_ids": ids})
-                cur = conn.execute(statement("recovery_commit_page"), params)
-            accepted = frozenset(row["dispatch_id"] for row in cur.fetchall())
+        with self._transaction(pipelined=True) as conn:
+            # Lock order: executions, then controls, then the fenced writes.
+            if verified_ids:
+                conn.execute(statement("recovery_lock_executions"), {"dispatch_ids": verified_ids})
+            conn.execute(statement("recovery_lock_controls"), {"dispatch_ids": ids})
+            cur = conn.execute(statement("recovery_commit_page"), params)
+        accepted = frozenset(row["dispatch_id"] for row in cur.fetchall())
         return CommitReport(accepted, frozenset(ids) - accepted)
 
     def release_recovery_leases(
