@@ -8,11 +8,10 @@ import os
 import platform
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -35,6 +34,14 @@ from resolver.evidence import ENTRY_POINT_GROUP
 RECEIPT_PROVIDER = "internal_mutation"
 
 
+class Echo(Protocol):
+    def __call__(self, text: str, /, *, end: str = ...) -> None: ...
+
+
+def _print(text: str, /, *, end: str = "\n") -> None:
+    print(text, end=end, flush=True)
+
+
 @dataclass(frozen=True, slots=True)
 class Options:
     database_url: str | None = None
@@ -43,7 +50,8 @@ class Options:
     replicas: int = 4
     page_sizes: tuple[int, ...] = (16, 64)
     providers: tuple[str, ...] = ("receipts", "instant", "delayed")
-    pgbench_seconds: int = 30
+    pgbench_seconds: int = 20
+    rounds: int = 1
     pgbench_scale: int = 10
     pgbench_clients: int = 4
     idle_seconds: float = 60.0
@@ -71,12 +79,26 @@ class Report:
         return sum(self.pgbench_tps) / len(self.pgbench_tps) if self.pgbench_tps else None
 
     def drain_for(self, kind: str, page_size: int, action_type: str) -> DrainResult | None:
+        """The median run (by resolutions/s) of one case over the rounds."""
+        runs = sorted(
+            (
+                d
+                for d in self.drains
+                if (d.case.kind, d.case.page_size) == (kind, page_size)
+                and (kind == "bare" or d.case.action_type == action_type)
+            ),
+            key=lambda d: d.per_second,
+        )
+        return runs[(len(runs) - 1) // 2] if runs else None
+
+    def case_medians(self) -> list[DrainResult]:
+        seen: dict[str, DrainResult] = {}
         for d in self.drains:
-            if (d.case.kind, d.case.page_size) == (kind, page_size) and (
-                kind == "bare" or d.case.action_type == action_type
-            ):
-                return d
-        return None
+            if d.case.name not in seen:
+                median = self.drain_for(d.case.kind, d.case.page_size, d.case.action_type)
+                assert median is not None
+                seen[d.case.name] = median
+        return list(seen.values())
 
 
 def receipt_provider_available() -> bool:
@@ -93,23 +115,19 @@ def provider_config(receipts: bool) -> dict[str, Any]:
     return {"action_types": action_types}
 
 
-def cases(options: Options, receipts: bool) -> list[DrainCase]:
-    """Bare loop first at each page size, then the resolver cases right after it."""
-    out: list[DrainCase] = []
-    for page in options.page_sizes:
-        out.append(DrainCase(f"bare-p{page}", "bare", page))
-        if receipts and "receipts" in options.providers:
-            out.append(
-                DrainCase(f"receipts-p{page}", "resolver", page, RECEIPT_ACTION, receipts=True)
-            )
-        if "instant" in options.providers:
-            out.append(DrainCase(f"instant-p{page}", "resolver", page, INSTANT_ACTION))
-        if "delayed" in options.providers:
-            out.append(DrainCase(f"delayed-p{page}", "resolver", page, DELAYED_ACTION))
+def cases(options: Options, receipts: bool, page: int) -> list[DrainCase]:
+    """The bare loop first, then the resolver cases right after it, at one page size."""
+    out = [DrainCase(f"bare-p{page}", "bare", page)]
+    if receipts and "receipts" in options.providers:
+        out.append(DrainCase(f"receipts-p{page}", "resolver", page, RECEIPT_ACTION, receipts=True))
+    if "instant" in options.providers:
+        out.append(DrainCase(f"instant-p{page}", "resolver", page, INSTANT_ACTION))
+    if "delayed" in options.providers:
+        out.append(DrainCase(f"delayed-p{page}", "resolver", page, DELAYED_ACTION))
     return out
 
 
-def run(options: Options, *, echo: Callable[[str], None] = print) -> Report:
+def run(options: Options, *, echo: Echo = _print) -> Report:
     started = time.monotonic()
     work_dir = options.work_dir or Path(tempfile.mkdtemp(prefix="resolver-bench-"))
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -131,7 +149,7 @@ def _run_phases(
     dbs: Databases,
     work_dir: Path,
     report: Report,
-    echo: Callable[[str], None],
+    echo: Echo,
 ) -> None:
     extensions = ("pg_stat_statements",) if server.has_pg_stat_statements else ()
     resolver_url = dbs.create("resolver", migrated=True, extensions=extensions)
@@ -166,22 +184,27 @@ def _run_phases(
         echo(f"pgbench: initialising scale {options.pgbench_scale}")
         pgbench.initialise(bench, pgbench_url, options.pgbench_scale)
         _pgbench(options, bench, pgbench_url, report, echo)
-    for case in cases(options, receipts):
-        echo(f"drain {case.name}: {options.count} due, {options.replicas} processes")
-        result = drain(
-            resolver_url,
-            case,
-            count=options.count,
-            processes=options.replicas,
-            work_dir=work_dir,
-            replica_env=replica_env,
-            statements=server.has_pg_stat_statements,
-            max_seconds=options.max_drain_seconds,
-        )
-        report.drains.append(result)
-        echo(f"  {result.per_second:,.0f}/s  ({result.resolved} in {result.seconds:.2f}s)")
-    if bench is not None and pgbench_url is not None:
-        _pgbench(options, bench, pgbench_url, report, echo)
+    # pgbench before and after each page size's drains: the baseline is measured under
+    # the same machine load as the figures it is compared with.
+    for page in options.page_sizes:
+        for round_no in range(options.rounds):
+            for case in cases(options, receipts, page):
+                echo(f"drain {case.name} (round {round_no + 1}/{options.rounds}): ", end="")
+                result = drain(
+                    resolver_url,
+                    case,
+                    count=options.count,
+                    processes=options.replicas,
+                    work_dir=work_dir,
+                    replica_env=replica_env,
+                    statements=server.has_pg_stat_statements,
+                    max_seconds=options.max_drain_seconds,
+                )
+                report.drains.append(result)
+                echo(f"{result.per_second:,.0f}/s ({result.resolved} in {result.seconds:.2f}s)")
+        if bench is not None and pgbench_url is not None:
+            _pgbench(options, bench, pgbench_url, report, echo)
+    if pgbench_url is not None:
         dbs.drop(pgbench_url)
     dbs.drop(resolver_url)
     if options.closed_large > 0:
@@ -200,9 +223,7 @@ def _run_phases(
         echo(f"  ratio {report.scan.ratio:.2f}")
 
 
-def _pgbench(
-    options: Options, bench: Path, url: str, report: Report, echo: Callable[[str], None]
-) -> None:
+def _pgbench(options: Options, bench: Path, url: str, report: Report, echo: Echo) -> None:
     tps = pgbench.tps(bench, url, clients=options.pgbench_clients, seconds=options.pgbench_seconds)
     report.pgbench_tps.append(tps)
     echo(f"pgbench: {tps:,.0f} TPS at {options.pgbench_clients} clients")
@@ -286,7 +307,7 @@ def markdown(report: Report) -> str:
         "| statements / resolution | peak RSS MB |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for d in report.drains:
+    for d in report.case_medians():
         bare = report.drain_for("bare", d.case.page_size, "")
         x_base = f"{d.per_second / base:.2f}" if base else "n/a"
         x_bare = f"{d.per_second / bare.per_second:.2f}" if bare and bare.per_second else "n/a"
@@ -326,7 +347,8 @@ def parse(argv: list[str] | None = None) -> tuple[Options, Path | None]:
     p.add_argument("-R", "--replicas", type=int, default=4, help="replica processes")
     p.add_argument("--page-sizes", default="16,64")
     p.add_argument("--providers", default="receipts,instant,delayed")
-    p.add_argument("--pgbench-seconds", type=int, default=30)
+    p.add_argument("--rounds", type=int, default=1, help="drains per case (median reported)")
+    p.add_argument("--pgbench-seconds", type=int, default=20)
     p.add_argument("--pgbench-scale", type=int, default=10)
     p.add_argument("--idle-seconds", type=float, default=60.0)
     p.add_argument("--closed-small", type=int, default=1_000)
@@ -343,6 +365,7 @@ def parse(argv: list[str] | None = None) -> tuple[Options, Path | None]:
         replicas=args.replicas,
         page_sizes=tuple(int(x) for x in args.page_sizes.split(",")),
         providers=tuple(x.strip() for x in args.providers.split(",") if x.strip()),
+        rounds=args.rounds,
         pgbench_seconds=args.pgbench_seconds,
         pgbench_scale=args.pgbench_scale,
         idle_seconds=args.idle_seconds,
