@@ -7,7 +7,7 @@ import statistics
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -74,13 +74,15 @@ class IdleResult:
     seconds: float
     cycles: int
     tuples_written: int
-    wal_bytes: int | None
+    statement_wal_bytes: int | None
+    """WAL written by the statements run in the resolver's database (pg_stat_statements)."""
+    cluster_wal_bytes: int | None
+    """All WAL of the private cluster, autovacuum and checkpointer included."""
     transactions: int = 0
-    notes: list[str] = field(default_factory=list)
 
     @property
     def writes_nothing(self) -> bool:
-        return self.tuples_written == 0 and not self.wal_bytes
+        return self.tuples_written == 0 and not self.statement_wal_bytes
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -141,10 +143,7 @@ def drain(
     try:
         with connect(url) as monitor:
             if statements:
-                monitor.execute(
-                    "SELECT pg_stat_statements_reset(0, oid, 0) FROM pg_database"
-                    " WHERE datname = current_database()"
-                )
+                monitor.execute(sql.STATEMENTS_RESET)
             go_ms = seed.db_now_ms(monitor)
             group.go()
             timed_out = _wait_drained(monitor, group, max_seconds)
@@ -258,7 +257,13 @@ def _claim_samples(conn: psycopg.Connection[dict[str, Any]], page_size: int, n: 
 
 
 def idle_writes(
-    url: str, *, seconds: float, work_dir: Path, replica_env: dict[str, str], private: bool
+    url: str,
+    *,
+    seconds: float,
+    work_dir: Path,
+    replica_env: dict[str, str],
+    private: bool,
+    statements: bool,
 ) -> IdleResult:
     """One replica with nothing due (but live and settled rows to scan) for `seconds`."""
     with connect(url) as conn:
@@ -266,11 +271,17 @@ def idle_writes(
         now_ms = seed.db_now_ms(conn)
         seed.seed_live(conn, 1_000, prefix="l-", now_ms=now_ms)
         seed.seed_closed(conn, 1_000, first=1, prefix="c-", now_ms=now_ms)
+    # The seeding backend reports its row counts as it exits; were that to land after the
+    # ANALYZE, autovacuum would analyze again inside the idle window.
+    time.sleep(1.5)
     vacuum(url, checkpoint=True)
-    time.sleep(1.5)  # let the vacuum's own statistics reach pg_stat_database
-    before = _counters(url)
+    time.sleep(1.5)
     group = Group.start([["benchmarks.replica"]], work_dir=work_dir, name="idle", env=replica_env)
     try:
+        if statements:
+            with connect(url) as conn:
+                conn.execute(sql.STATEMENTS_RESET)
+        before = _counters(url)
         group.go()
         time.sleep(seconds)
         (stats,) = group.stop()
@@ -279,19 +290,27 @@ def idle_writes(
         raise
     time.sleep(1.5)  # the replica's backend flushed its counters at exit
     after = _counters(url)
-    tuples = sum(after[k] - before[k] for k in ("tup_inserted", "tup_updated", "tup_deleted"))
-    wal = None
-    if private:
-        with connect(url) as conn:
+    with connect(url) as conn:
+        statement_wal = _statement_wal(conn) if statements else None
+        cluster_wal = None
+        if private:
             row = conn.execute(sql.WAL_BYTES_SINCE, {"lsn": before["wal_lsn"]}).fetchone()
-            wal = int(row["bytes"]) if row else None
+            cluster_wal = int(row["bytes"]) if row else None
     return IdleResult(
         seconds=seconds,
         cycles=stats.cycles,
-        tuples_written=tuples,
-        wal_bytes=wal,
+        tuples_written=sum(
+            after[k] - before[k] for k in ("tup_inserted", "tup_updated", "tup_deleted")
+        ),
+        statement_wal_bytes=statement_wal,
+        cluster_wal_bytes=cluster_wal,
         transactions=after["xact_commit"] - before["xact_commit"],
     )
+
+
+def _statement_wal(conn: psycopg.Connection[dict[str, Any]]) -> int:
+    row = conn.execute(sql.STATEMENT_WAL).fetchone()
+    return int(row["bytes"]) if row else 0
 
 
 def _counters(url: str) -> dict[str, Any]:

@@ -173,6 +173,7 @@ def _run_phases(
             work_dir=work_dir,
             replica_env=replica_env,
             private=server.private,
+            statements=server.has_pg_stat_statements,
         )
         echo(f"  {report.idle}")
     bench = pgbench.find_pgbench()
@@ -289,11 +290,12 @@ def targets(report: Report) -> list[tuple[str, str, bool | None]]:
         out.append(("zero idle writes", "not measured", None))
     else:
         idle = report.idle
-        wal = "n/a" if idle.wal_bytes is None else f"{idle.wal_bytes} WAL bytes"
+        wal = "n/a" if idle.statement_wal_bytes is None else f"{idle.statement_wal_bytes}"
         out.append(
             (
                 "zero idle writes",
-                f"{idle.tuples_written} tuples, {wal}, {idle.cycles} cycles",
+                f"{idle.tuples_written} tuples, {wal} WAL bytes by its statements, "
+                f"{idle.cycles} cycles in {idle.seconds:g}s",
                 idle.writes_nothing,
             )
         )

@@ -173,13 +173,22 @@ FROM pg_stat_statements AS s JOIN pg_database AS db ON db.oid = s.dbid
 WHERE db.datname = current_database() AND s.query NOT LIKE '%%bench-monitor%%'
   AND s.query NOT LIKE '%%pg_stat_statements%%'
 """
-STATEMENTS_RESET: LiteralString = "SELECT pg_stat_statements_reset()"
+STATEMENTS_RESET: LiteralString = """
+SELECT pg_stat_statements_reset(0, oid, 0) FROM pg_database WHERE datname = current_database()
+"""
+STATEMENT_WAL: LiteralString = """
+SELECT /* bench-monitor */ coalesce(sum(s.wal_records), 0)::bigint AS records,
+       coalesce(sum(s.wal_bytes), 0)::bigint AS bytes
+FROM pg_stat_statements AS s JOIN pg_database AS db ON db.oid = s.dbid
+WHERE db.datname = current_database() AND s.query NOT LIKE '%%bench-monitor%%'
+  AND s.query NOT LIKE '%%pg_stat_statements%%'
+"""
 DATABASE_COUNTERS: LiteralString = """
 SELECT /* bench-monitor */ xact_commit, xact_rollback, tup_inserted, tup_updated, tup_deleted,
-       pg_current_wal_lsn()::text AS wal_lsn
+       pg_current_wal_insert_lsn()::text AS wal_lsn
 FROM pg_stat_database WHERE datname = current_database()
 """
 WAL_BYTES_SINCE: LiteralString = (
-    "SELECT /* bench-monitor */ pg_wal_lsn_diff(pg_current_wal_lsn(), %(lsn)s::pg_lsn)::bigint"
-    " AS bytes"
+    "SELECT /* bench-monitor */ pg_wal_lsn_diff(pg_current_wal_insert_lsn(), %(lsn)s::pg_lsn)"
+    "::bigint AS bytes"
 )
