@@ -22,15 +22,12 @@ LEASE_MS = 60_000
 def drain(url: str, page_size: int, owner: str) -> ProcessStats:
     stats = ProcessStats()
     claim = statement("recovery_claim_due_page")
-    async_commit = statement("transaction_commit_async")
     claim_params = {"owner": owner, "page_size": page_size, "lease_ms": LEASE_MS, "now_ms": None}
     with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
         await_go()
         while True:
             started = time.perf_counter()
-            with conn.transaction():  # the claim commits asynchronously, as the resolver's
-                conn.execute(async_commit)
-                rows = conn.execute(claim, claim_params).fetchall()
+            rows = conn.execute(claim, claim_params).fetchall()
             stats.claim_ms.append((time.perf_counter() - started) * 1000)
             if not rows:
                 return stats

@@ -16,6 +16,7 @@ class ProcessStats:
     resolved: int = 0
     claim_ms: list[float] = field(default_factory=list)
     commit_ms: list[float] = field(default_factory=list)
+    inspect_ms: list[float] = field(default_factory=list)
     cycles: int = 0
     peak_rss_kb: int = 0
 

@@ -17,7 +17,7 @@ from typing import Any
 from benchmarks.protocol import ProcessStats, await_go, write_stats
 from resolver.app import build_replica, configure_logging
 from resolver.config import load_settings
-from resolver.domain import ClaimedItem
+from resolver.domain import ClaimedItem, Finding
 from resolver.ports import CommitReport, ItemOutcome
 
 
@@ -55,7 +55,17 @@ def main(stats_path: str) -> None:
     configure_logging(os.environ.get("RESOLVER_LOG_LEVEL", "INFO").upper())
     stats = ProcessStats()
     replica = build_replica(load_settings())
+    # Benchmark hooks: time the store calls and the inspection of each page.
     replica.reconciler._store = TimedStore(replica.store, stats)
+    inspect = replica.reconciler.inspect
+
+    def timed_inspect(items: Sequence[ClaimedItem]) -> dict[str, Finding]:
+        started = time.perf_counter()
+        findings = inspect(items)
+        stats.inspect_ms.append((time.perf_counter() - started) * 1000)
+        return findings
+
+    replica.reconciler.inspect = timed_inspect  # type: ignore[method-assign]
     replica.store.ping()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: replica.worker.request_stop())

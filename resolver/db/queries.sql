@@ -147,18 +147,19 @@ FROM approved_action_executions AS e
 LEFT JOIN approved_action_recovery_resolutions AS r USING (dispatch_id)
 WHERE e.dispatch_id = %(dispatch_id)s;
 
--- name: transaction_commit_async
--- For transactions whose loss in a crash is harmless (a claim): no WAL flush wait at commit.
--- Any later synchronous commit (the fenced page commit) flushes this one's WAL first.
-SELECT set_config('synchronous_commit', 'off', true);
-
 -- name: recovery_claim_due_page
 -- One keyset page of due controls whose execution is recovery_required (executing with an
 -- expired lease). The claimed row's next_scan_at_ms moves to the recovery lease expiry, so
 -- a replica that dies holding it hands it back by time alone.
 -- `now` is read through scalar subqueries (one value, an index bound), not joined: a join
 -- hides the due index's order from the planner, which then sorts every due row per claim.
-WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms),
+-- Run alone (autocommit), the claim commits without waiting for its WAL flush
+-- (set_config is_local): a claim lost in a crash only makes its page claimable again, a
+-- stale holder's commit is fenced out, and the durable page commit flushes this WAL first.
+WITH now AS (
+    SELECT resolver_now_ms(%(now_ms)s) AS ms,
+           set_config('synchronous_commit', 'off', true) AS async_commit
+),
 due AS (
     SELECT c.dispatch_id
     FROM approved_action_recovery_controls AS c

@@ -66,16 +66,11 @@ class ReadOnlyDatabase:
         self._pool.close()
 
     @contextmanager
-    def transaction(self, *, pipelined: bool = False) -> Iterator[psycopg.Connection[Row]]:
+    def transaction(self) -> Iterator[psycopg.Connection[Row]]:
         """One READ ONLY transaction; any driver failure is `StorageUnavailable`."""
         try:
-            with self._pool.connection() as conn:
-                if pipelined:
-                    with conn.pipeline(), conn.transaction():
-                        yield conn
-                else:
-                    with conn.transaction():
-                        yield conn
+            with self._pool.connection() as conn, conn.transaction():
+                yield conn
         except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
             # Unreachable, timed out, not migrated, or a write refused: nothing moved either way.
             raise StorageUnavailable(
@@ -83,10 +78,8 @@ class ReadOnlyDatabase:
             ) from exc
 
     def fetch(self, query: LiteralString, params: Mapping[str, Any]) -> list[Row]:
-        with self.transaction(pipelined=True) as conn:
-            cur = conn.execute(query, dict(params))
-        # Fetched after the block: BEGIN READ ONLY, the query and COMMIT took one round trip.
-        return cur.fetchall()
+        with self.transaction() as conn:
+            return conn.execute(query, dict(params)).fetchall()
 
 
 def _read_only(conn: psycopg.Connection[Row]) -> None:

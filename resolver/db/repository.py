@@ -54,6 +54,8 @@ class PostgresStore:
                     "application_name": application_name,
                     "options": f"-c statement_timeout={statement_timeout_ms}",
                     "row_factory": dict_row,
+                    # Transactions are explicit (`_transaction`); a lone statement is its own.
+                    "autocommit": True,
                 },
                 check=check_if_idle,
             )
@@ -76,14 +78,13 @@ class PostgresStore:
     # -- plumbing -------------------------------------------------------------------------
 
     @contextmanager
-    def _transaction(self, *, pipelined: bool = False) -> Iterator[psycopg.Connection[Row]]:
-        """One transaction. Pipelined, BEGIN, the statements and COMMIT go out in one round
-        trip: fetch results after the block, since a fetch inside it waits for the server."""
+    def _transaction(self, *, single_statement: bool = False) -> Iterator[psycopg.Connection[Row]]:
+        """One transaction. A single statement needs no BEGIN/COMMIT round trips: on these
+        autocommit connections it is a transaction of its own."""
         try:
             with self._pool.connection() as conn:
-                if pipelined:
-                    with conn.pipeline(), conn.transaction():
-                        yield conn
+                if single_statement:
+                    yield conn
                 else:
                     with conn.transaction():
                         yield conn
@@ -195,13 +196,10 @@ class PostgresStore:
         self, owner: str, page_size: int, lease_ms: int, now_ms: int | None = None
     ) -> list[ClaimedItem]:
         params = {"owner": owner, "page_size": page_size, "lease_ms": lease_ms, "now_ms": now_ms}
-        with self._transaction(pipelined=True) as conn:
-            # A lost claim only makes its page claimable again (a stale holder's commit is
-            # fenced out), so the claim need not wait for its WAL flush; the durable page
-            # commit that follows flushes it anyway.
-            conn.execute(statement("transaction_commit_async"))
-            cur = conn.execute(statement("recovery_claim_due_page"), params)
-        return [_claimed(row) for row in cur.fetchall()]
+        # One statement, one round trip; it commits asynchronously (see queries.sql).
+        with self._transaction(single_statement=True) as conn:
+            rows = conn.execute(statement("recovery_claim_due_page"), params).fetchall()
+        return [_claimed(row) for row in rows]
 
     def commit_outcomes(
         self, outcomes: Sequence[ItemOutcome], now_ms: int | None = None
@@ -211,13 +209,16 @@ class PostgresStore:
         ids = [o.item.identity.dispatch_id for o in outcomes]
         verified_ids = [o.item.identity.dispatch_id for o in outcomes if o.finding.kind.is_verified]
         params = _page_params(outcomes, now_ms)
-        with self._transaction(pipelined=True) as conn:
-            # Lock order: executions, then controls, then the fenced writes.
-            if verified_ids:
-                conn.execute(statement("recovery_lock_executions"), {"dispatch_ids": verified_ids})
-            conn.execute(statement("recovery_lock_controls"), {"dispatch_ids": ids})
-            cur = conn.execute(statement("recovery_commit_page"), params)
-        accepted = frozenset(row["dispatch_id"] for row in cur.fetchall())
+        with self._transaction() as conn:
+            # Lock order: executions, then controls, then the fenced writes (pipelined).
+            with conn.pipeline():
+                if verified_ids:
+                    conn.execute(
+                        statement("recovery_lock_executions"), {"dispatch_ids": verified_ids}
+                    )
+                conn.execute(statement("recovery_lock_controls"), {"dispatch_ids": ids})
+                cur = conn.execute(statement("recovery_commit_page"), params)
+            accepted = frozenset(row["dispatch_id"] for row in cur.fetchall())
         return CommitReport(accepted, frozenset(ids) - accepted)
 
     def release_recovery_leases(
