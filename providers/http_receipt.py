@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -123,6 +123,10 @@ def create(settings: Mapping[str, Any]) -> HttpReceiptProvider:
     """The `resolver.providers` entry point: settings from the YAML config."""
     parsed = parse_provider_settings(HttpReceiptSettings, settings, NAME)
     keys = KeyRing.from_environment().require_keys(NAME)
+    host = urlsplit(parsed.base_url).hostname or ""
+    if parsed.base_url.startswith("http://") and host not in ("127.0.0.1", "::1", "localhost"):
+        # Allowed (a mesh may add TLS), but the bearer token then crosses the wire in clear.
+        log.warning("receipt_service_plain_http", host=host)
     client = ReadOnlyHttpClient(
         parsed.base_url,
         timeout_seconds=parsed.timeout_seconds,

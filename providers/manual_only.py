@@ -18,7 +18,9 @@ class ManualOnlyProvider:
 
     def __init__(self, settings: Mapping[str, Any] | None = None) -> None:
         if settings:
-            raise ConfigError(f"manual_only takes no settings, got {sorted(settings)}")
+            raise ConfigError(
+                f"{sorted(settings)[0]}: provider manual_only takes no settings; remove it"
+            )
 
     def inspect(self, identity: DispatchIdentity) -> Finding:  # noqa: ARG002 - by design
         return Finding(FindingKind.UNSUPPORTED)

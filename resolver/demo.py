@@ -5,19 +5,26 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from providers.internal_mutation import InternalMutationProvider, write_receipt
+from providers.manual_only import ManualOnlyProvider
 from resolver import localpg
 from resolver.app import build_replica
 from resolver.config import load_settings
 from resolver.db import migrate as migrations
-from resolver.domain import DispatchSpec, action_digest
-from resolver.evidence import build_registry
+from resolver.db.readonly import ReadOnlyDatabase
+from resolver.domain import DispatchSpec, ExecutionLease, Outcome, action_digest
+from resolver.evidence import ProviderRegistry
 from resolver.execution import ExecutionClient
+from resolver.ports import ExecutionStore
+from resolver.receipts import KeyRing
 
-# action type -> provider config; `demo.unmapped` deliberately has none.
-DEMO_ACTION_TYPES: dict[str, dict[str, object]] = {"demo.shell": {"provider": "manual_only"}}
+# `demo.internal` has internal receipts, `demo.shell` is manual-only, `demo.unmapped` has no
+# provider at all.
+INTERNAL, SHELL, UNMAPPED = "demo.internal", "demo.shell", "demo.unmapped"
 CRASHED_LEASE_SECONDS = 0.2
 
 
@@ -30,23 +37,30 @@ def run(*, count: int, data_dir: Path, echo: Callable[[str], None]) -> None:
         url = cluster.url
     try:
         migrations.upgrade(url)
+        keys = KeyRing.ephemeral(f"demo-{uuid.uuid4().hex[:8]}")
+        echo(
+            f"receipts are signed with an ephemeral HMAC key generated for this run "
+            f"(kid {keys.current_kid}); real deployments load keys from RESOLVER_RECEIPT_KEYS "
+            "or RESOLVER_SECRETS_DIR"
+        )
         settings = load_settings(database_url=url, cadence_seconds=0.1, backoff_base_seconds=1)
-        replica = build_replica(settings, build_registry(DEMO_ACTION_TYPES))
+        replica = build_replica(settings, demo_registry(url, keys))
         try:
-            seeded = seed(
-                ExecutionClient(
-                    replica.store, owner="demo-executor", lease_seconds=CRASHED_LEASE_SECONDS
-                ),
-                count,
+            client = ExecutionClient(
+                replica.store, owner="demo-executor", lease_seconds=CRASHED_LEASE_SECONDS
             )
-            echo(f"seeded {len(seeded)} executions that crashed after the start barrier")
+            expected = seed(client, url, keys, count)
+            echo(f"seeded {len(expected)} executions that crashed after the start barrier")
             time.sleep(CRASHED_LEASE_SECONDS * 2)  # let the crashed executors' leases lapse
-            report = replica.reconciler.run_cycle()
-            findings = {k.value: v for k, v in report.findings.items()}
-            echo(
-                f"one cycle: claimed {report.claimed}, findings {findings}, "
-                f"committed {len(report.accepted)}"
-            )
+            findings: Counter[str] = Counter()
+            while True:
+                report = replica.reconciler.run_cycle()
+                findings.update(k.value for k in report.findings.elements())
+                if not report.page_full:
+                    break
+            echo(f"findings: {dict(sorted(findings.items()))}")
+            for line in outcome_lines(replica.store, expected):
+                echo(line)
             snapshot = replica.store.status_snapshot()
             echo(f"controls by status: {snapshot.controls_by_status}; due now: {snapshot.due}")
         finally:
@@ -56,21 +70,70 @@ def run(*, count: int, data_dir: Path, echo: Callable[[str], None]) -> None:
             cluster.stop()
 
 
-def seed(client: ExecutionClient, count: int) -> list[str]:
-    seeded = []
-    for action_type in (*DEMO_ACTION_TYPES, "demo.unmapped"):
-        for _ in range(count):
-            dispatch_id = f"d-{uuid.uuid4().hex[:12]}"
-            client.create_dispatch(
-                DispatchSpec(
-                    dispatch_id=dispatch_id,
-                    approval_request_id=f"ar-{dispatch_id}",
-                    project_id="demo",
-                    action_type=action_type,
-                    action_digest=action_digest({"type": action_type, "id": dispatch_id}),
-                    idempotency_key=f"idem-{dispatch_id}",
-                )
-            )
-            client.start(client.lease(dispatch_id))
-            seeded.append(dispatch_id)
+def demo_registry(url: str, keys: KeyRing) -> ProviderRegistry:
+    database = ReadOnlyDatabase(url, timeout_seconds=5.0, application_name="resolver-demo")
+    database.open()
+    return ProviderRegistry(
+        {INTERNAL: InternalMutationProvider(database, keys, 5.0), SHELL: ManualOnlyProvider()}
+    )
+
+
+def seed(client: ExecutionClient, url: str, keys: KeyRing, count: int) -> dict[str, str]:
+    """Crashed executions, dispatch id -> what the demo planted before the "crash"."""
+    forged = KeyRing.ephemeral("not-in-the-ring")
+    plan = [(INTERNAL, "succeeded" if n % 2 == 0 else "failed") for n in range(count)]
+    plan += [(INTERNAL, "crashed before its mutation"), (INTERNAL, "forged receipt")]
+    plan += [(SHELL, "no query possible")] * count + [(UNMAPPED, "no provider")] * count
+    seeded: dict[str, str] = {}
+    for action_type, story in plan:
+        lease = start(client, action_type)
+        if story in ("succeeded", "failed"):
+            mutate_with_receipt(url, lease, Outcome(story), keys)
+        elif story == "forged receipt":
+            mutate_with_receipt(url, lease, Outcome.SUCCEEDED, forged)
+        seeded[lease.dispatch_id] = f"{action_type} ({story})"
     return seeded
+
+
+def start(client: ExecutionClient, action_type: str) -> ExecutionLease:
+    dispatch_id = f"d-{uuid.uuid4().hex[:12]}"
+    client.create_dispatch(
+        DispatchSpec(
+            dispatch_id=dispatch_id,
+            approval_request_id=f"ar-{dispatch_id}",
+            project_id="demo",
+            action_type=action_type,
+            action_digest=action_digest({"type": action_type, "id": dispatch_id}),
+            idempotency_key=f"idem-{dispatch_id}",
+        )
+    )
+    return client.start(client.lease(dispatch_id))
+
+
+def mutate_with_receipt(url: str, lease: ExecutionLease, outcome: Outcome, keys: KeyRing) -> None:
+    """The executor's side: its mutation and the signed receipt commit together, then it
+    "crashes" before reporting completion."""
+    import psycopg  # the demo plays the platform's executor, which owns this connection
+
+    with psycopg.connect(url) as conn, conn.transaction():
+        # (the platform's own internal mutation would run here, on the same connection)
+        write_receipt(
+            conn,
+            lease,
+            outcome=outcome,
+            result_code="applied" if outcome is Outcome.SUCCEEDED else "rejected",
+            receipt_id=f"mutation-{lease.dispatch_id}",
+            keys=keys,
+        )
+
+
+def outcome_lines(store: ExecutionStore, seeded: dict[str, str]) -> list[str]:
+    lines = []
+    for dispatch_id, story in seeded.items():
+        view = store.get_execution(dispatch_id)
+        state = view.state.value if view else "?"
+        how = f"{view.resolution_source} resolution" if view and view.resolution_source else ""
+        if state == "executing":
+            how = "still unknown: waits for evidence or a human"
+        lines.append(f"  {dispatch_id}  {story:<42} -> {state} ({how})")
+    return lines

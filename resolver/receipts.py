@@ -305,11 +305,16 @@ def verify_receipt(
     max_raw_bytes: int = MAX_RAW_RECEIPT_BYTES,
 ) -> VerifiedReceipt:
     """Accept a receipt only if its shape, size, signature and whole identity all match."""
-    data = raw.encode("utf-8") if isinstance(raw, str) else raw
+    # surrogatepass: a lone surrogate must reach the parser and be refused there, not escape
+    # as an encoding error (which would turn one bad receipt into an unavailable page).
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
     if len(data) > max_raw_bytes:
         raise _reject(RejectReason.TOO_LARGE, f"receipt is over {max_raw_bytes} bytes")
     receipt = parse_receipt_json(data)
-    canonical = encode_receipt(receipt)
+    try:
+        canonical = encode_receipt(receipt)
+    except UnicodeEncodeError:  # an escaped lone surrogate ("\ud800") is not UTF-8 text
+        raise _reject(RejectReason.NOT_JSON, "receipt holds text that is not UTF-8") from None
     if len(canonical) > MAX_RECEIPT_BYTES:
         raise _reject(RejectReason.TOO_LARGE, f"receipt is over {MAX_RECEIPT_BYTES} bytes")
     _check_shape(receipt, signed=True)

@@ -20,9 +20,10 @@ Row = dict[str, Any]
 class ReadOnlyDatabase:
     """Provider reads: a provider holding this cannot write, whatever SQL it sends.
 
-    Two locks: the session default (`default_transaction_read_only`) and psycopg's
-    `read_only` on each connection (BEGIN READ ONLY). The docs add a third: a role with
-    SELECT only.
+    Two locks against accidental writes: the session default (`default_transaction_read_only`)
+    and psycopg's `read_only` (BEGIN READ ONLY). Code that sends `SET TRANSACTION READ WRITE`
+    first could lift both, so deployments add the third lock from docs/providers.md: a role
+    with SELECT only.
     """
 
     def __init__(

@@ -125,9 +125,9 @@ class SqlHarness:
         ]
         return {
             table: self.conn.execute(
-                pgsql.SQL("SELECT xmin::text AS xmin, t::text AS row FROM {} AS t ORDER BY 2").format(
-                    pgsql.Identifier(table)
-                )
+                pgsql.SQL(
+                    "SELECT xmin::text AS xmin, t::text AS row FROM {} AS t ORDER BY 2"
+                ).format(pgsql.Identifier(table))
             ).fetchall()
             for table in tables
         }

@@ -1,0 +1,100 @@
+"""The contract kit has teeth: providers that trust, guess or write are caught by it."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from resolver.domain import DispatchIdentity, Finding, FindingKind, Outcome, sha256_hex
+from resolver.evidence import Capability, EvidenceProvider
+from resolver.receipts import KeyRing
+from resolver.testing.contract import ProviderContract, Scenario
+from resolver.testing.receipt_server import ReceiptServer
+from tests.providers.harnesses import HttpReceiptHarness, InternalMutationHarness
+
+KIT = ProviderContract()
+
+
+class TrustsAnyReceipt:
+    """Believes a 200 without checking signature or identity."""
+
+    capability = Capability.AUTOMATIC
+    timeout_seconds = 1.0
+
+    def __init__(self, inner: EvidenceProvider) -> None:
+        self._inner = inner
+
+    def inspect(self, identity: DispatchIdentity) -> Finding:
+        finding = self._inner.inspect(identity)
+        if finding.kind is FindingKind.CONFLICT:
+            return Finding.verified(Outcome.SUCCEEDED, sha256_hex("trusted"), "ok")
+        return finding
+
+
+class MissingMeansFailed(TrustsAnyReceipt):
+    """Guesses: no evidence, so it must not have happened."""
+
+    def inspect(self, identity: DispatchIdentity) -> Finding:
+        finding = self._inner.inspect(identity)
+        if finding.kind is FindingKind.MISSING:
+            return Finding.verified(Outcome.FAILED, sha256_hex("guess"), "not_found")
+        return finding
+
+
+class AuditsItsReads(TrustsAnyReceipt):
+    """Writes an audit row on every inspect: a side effect, however harmless it looks."""
+
+    def __init__(self, inner: EvidenceProvider, database_url: str) -> None:
+        super().__init__(inner)
+        self._url = database_url
+
+    def inspect(self, identity: DispatchIdentity) -> Finding:
+        with psycopg.connect(self._url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS inspect_audit (dispatch_id text)")
+            conn.execute("INSERT INTO inspect_audit VALUES (%s)", (identity.dispatch_id,))
+        return self._inner.inspect(identity)
+
+
+class Wrapped(HttpReceiptHarness):
+    def __init__(self, server: ReceiptServer, keys: KeyRing, wrap: type[TrustsAnyReceipt]) -> None:
+        super().__init__(server, keys)
+        self._wrap = wrap
+
+    def provider(self) -> EvidenceProvider:
+        return self._wrap(super().provider())
+
+
+def test_kit_catches_a_provider_that_trusts_tampered_receipts(
+    receipt_server: ReceiptServer, receipt_keys: KeyRing
+) -> None:
+    harness = Wrapped(receipt_server, receipt_keys, TrustsAnyReceipt)
+    with pytest.raises(AssertionError):
+        KIT.test_untrustworthy_evidence_is_conflict_never_success(harness, Scenario.TAMPERED)
+
+
+def test_kit_catches_a_provider_that_reads_missing_as_failed(
+    receipt_server: ReceiptServer, receipt_keys: KeyRing
+) -> None:
+    harness = Wrapped(receipt_server, receipt_keys, MissingMeansFailed)
+    with pytest.raises(AssertionError):
+        KIT.test_no_evidence_is_missing(harness)
+
+
+def test_kit_catches_a_provider_that_writes(database_url: str, receipt_keys: KeyRing) -> None:
+    harness = InternalMutationHarness(database_url, receipt_keys)
+    try:
+        inner = harness.provider
+        harness.provider = lambda: AuditsItsReads(inner(), database_url)  # type: ignore[method-assign]
+        with pytest.raises(AssertionError):
+            KIT.test_inspect_writes_nothing_and_repeats_exactly(harness)
+    finally:
+        harness.close()
+
+
+def test_the_unwrapped_providers_pass_the_same_checks(
+    receipt_server: ReceiptServer, receipt_keys: KeyRing
+) -> None:
+    harness = HttpReceiptHarness(receipt_server, receipt_keys)
+    KIT.test_untrustworthy_evidence_is_conflict_never_success(harness, Scenario.TAMPERED)
+    KIT.test_no_evidence_is_missing(harness)
+    KIT.test_inspect_writes_nothing_and_repeats_exactly(harness)
