@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import shutil
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ def open_server(
         yield _describe(url, private=False)
         return
     cluster = localpg.start(data_dir, durable=durable)
+    created = data_dir is None
     try:
         with psycopg.connect(cluster.url, autocommit=True) as conn:
             for name, value in PRIVATE_SETTINGS.items():
@@ -60,6 +62,8 @@ def open_server(
         yield _describe(cluster.url, private=True)
     finally:
         cluster.stop()
+        if created:  # a throwaway cluster: a run leaves no gigabyte behind in /tmp
+            shutil.rmtree(cluster.data_dir, ignore_errors=True)
 
 
 def _describe(url: str, *, private: bool) -> Server:
