@@ -76,6 +76,11 @@ def canonical_json(value: Any) -> bytes:
     ).encode("utf-8")
 
 
+# Exact types that need no look inside; anything else (floats, containers, subclasses)
+# takes the full check. Receipts are flat objects of these, verified once per item.
+_PLAIN_TYPES = frozenset({str, int, bool, type(None)})
+
+
 def _reject_floats(value: Any) -> None:
     # Floats have no single canonical text form across languages; digests must be portable.
     if isinstance(value, float):
@@ -84,10 +89,12 @@ def _reject_floats(value: Any) -> None:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise InvalidDispatch("canonical JSON object keys must be strings")
-            _reject_floats(item)
+            if type(item) not in _PLAIN_TYPES:
+                _reject_floats(item)
     elif isinstance(value, list | tuple):
         for item in value:
-            _reject_floats(item)
+            if type(item) not in _PLAIN_TYPES:
+                _reject_floats(item)
 
 
 def action_digest(action: Any) -> str:

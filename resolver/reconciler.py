@@ -130,6 +130,13 @@ class Reconciler:
         report.accepted, report.rejected = committed.accepted, committed.rejected
         for outcome in outcomes:
             _log_outcome(outcome, committed)
+        log.info(
+            "recovery_cycle",
+            claimed=report.claimed,
+            accepted=len(report.accepted),
+            rejected=len(report.rejected),
+            findings={kind.value: n for kind, n in report.findings.items()},
+        )
         return report
 
     def _claim(self, now_ms: int | None) -> list[ClaimedItem]:
@@ -357,6 +364,7 @@ def _outcome_fields(outcome: ItemOutcome) -> dict[str, object]:
 
 
 def _log_outcome(outcome: ItemOutcome, committed: CommitReport) -> None:
+    # One line per item, whatever happened: the audit trail an operator greps by dispatch id.
     dispatch_id = outcome.item.identity.dispatch_id
     log.info(
         "recovery_outcome",

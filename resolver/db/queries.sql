@@ -151,17 +151,26 @@ WHERE e.dispatch_id = %(dispatch_id)s;
 -- One keyset page of due controls whose execution is recovery_required (executing with an
 -- expired lease). The claimed row's next_scan_at_ms moves to the recovery lease expiry, so
 -- a replica that dies holding it hands it back by time alone.
-WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms),
+-- `now` is read through scalar subqueries (one value, an index bound), not joined: a join
+-- hides the due index's order from the planner, which then sorts every due row per claim.
+-- Run alone (autocommit), the claim commits without waiting for its WAL flush
+-- (set_config is_local): a claim lost in a crash only makes its page claimable again, a
+-- stale holder's commit is fenced out, and the durable page commit flushes this WAL first.
+WITH now AS (
+    SELECT resolver_now_ms(%(now_ms)s) AS ms,
+           set_config('synchronous_commit', 'off', true) AS async_commit
+),
 due AS (
     SELECT c.dispatch_id
-    FROM approved_action_recovery_controls AS c, now
+    FROM approved_action_recovery_controls AS c
     WHERE c.status = 'armed'
-      AND c.next_scan_at_ms <= now.ms
-      AND (c.recovery_lease_expires_at_ms IS NULL OR c.recovery_lease_expires_at_ms <= now.ms)
+      AND c.next_scan_at_ms <= (SELECT ms FROM now)
+      AND (c.recovery_lease_expires_at_ms IS NULL
+           OR c.recovery_lease_expires_at_ms <= (SELECT ms FROM now))
       AND EXISTS (
           SELECT 1 FROM approved_action_executions AS e
           WHERE e.dispatch_id = c.dispatch_id
-            AND e.state = 'executing' AND e.lease_expires_at_ms <= now.ms
+            AND e.state = 'executing' AND e.lease_expires_at_ms <= (SELECT ms FROM now)
             AND e.version = c.execution_version)
     ORDER BY c.next_scan_at_ms, c.dispatch_id
     LIMIT %(page_size)s

@@ -11,6 +11,7 @@ import psycopg_pool
 from psycopg.rows import dict_row
 
 from resolver.db.dsn import libpq_dsn, redact
+from resolver.db.pooling import check_if_idle
 from resolver.errors import StorageUnavailable
 
 Row = dict[str, Any]
@@ -54,7 +55,7 @@ class ReadOnlyDatabase:
                     "row_factory": dict_row,
                 },
                 configure=_read_only,
-                check=psycopg_pool.ConnectionPool.check_connection,
+                check=check_if_idle,
             )
         )
 

@@ -11,6 +11,7 @@ import psycopg_pool
 from psycopg.rows import dict_row
 
 from resolver.db.dsn import libpq_dsn, redact
+from resolver.db.pooling import check_if_idle
 from resolver.db.statements import statement
 from resolver.domain import (
     ClaimedItem,
@@ -63,8 +64,10 @@ class PostgresStore:
                     "application_name": application_name,
                     "options": f"-c statement_timeout={statement_timeout_ms}",
                     "row_factory": dict_row,
+                    # Transactions are explicit (`_transaction`); a lone statement is its own.
+                    "autocommit": True,
                 },
-                check=psycopg_pool.ConnectionPool.check_connection,
+                check=check_if_idle,
             )
         )
 
@@ -85,10 +88,16 @@ class PostgresStore:
     # -- plumbing -------------------------------------------------------------------------
 
     @contextmanager
-    def _transaction(self) -> Iterator[psycopg.Connection[Row]]:
+    def _transaction(self, *, single_statement: bool = False) -> Iterator[psycopg.Connection[Row]]:
+        """One transaction. A single statement needs no BEGIN/COMMIT round trips: on these
+        autocommit connections it is a transaction of its own."""
         try:
-            with self._pool.connection() as conn, conn.transaction():
-                yield conn
+            with self._pool.connection() as conn:
+                if single_statement:
+                    yield conn
+                else:
+                    with conn.transaction():
+                        yield conn
         except (psycopg.OperationalError, psycopg.InterfaceError, psycopg_pool.PoolTimeout) as exc:
             raise StorageUnavailable(f"PostgreSQL at {self._url} is unavailable: {exc}") from exc
         except psycopg.errors.SerializationFailure as exc:
@@ -197,7 +206,10 @@ class PostgresStore:
         self, owner: str, page_size: int, lease_ms: int, now_ms: int | None = None
     ) -> list[ClaimedItem]:
         params = {"owner": owner, "page_size": page_size, "lease_ms": lease_ms, "now_ms": now_ms}
-        return [_claimed(row) for row in self._all("recovery_claim_due_page", params)]
+        # One statement, one round trip; it commits asynchronously (see queries.sql).
+        with self._transaction(single_statement=True) as conn:
+            rows = conn.execute(statement("recovery_claim_due_page"), params).fetchall()
+        return [_claimed(row) for row in rows]
 
     def commit_outcomes(
         self, outcomes: Sequence[ItemOutcome], now_ms: int | None = None

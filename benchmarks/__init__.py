@@ -1,0 +1,1 @@
+"""Throughput, scan-cost and idle-write figures of the resolver (docs/performance.md)."""

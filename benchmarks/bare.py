@@ -1,0 +1,61 @@
+"""The bare loop: the resolver's claim statement and a plain-SQL page commit, nothing else.
+
+It is the ceiling any resolver can reach on this database: no providers, no metrics, no
+per-item Python beyond building three arrays. Run as a process by benchmarks.run.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import psycopg
+from psycopg.rows import dict_row
+
+from benchmarks import sql
+from benchmarks.protocol import ProcessStats, await_go, write_stats
+from resolver.db.statements import statement
+
+LEASE_MS = 60_000
+
+
+def drain(url: str, page_size: int, owner: str) -> ProcessStats:
+    stats = ProcessStats()
+    claim = statement("recovery_claim_due_page")
+    claim_params = {"owner": owner, "page_size": page_size, "lease_ms": LEASE_MS, "now_ms": None}
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        await_go()
+        while True:
+            started = time.perf_counter()
+            rows = conn.execute(claim, claim_params).fetchall()
+            stats.claim_ms.append((time.perf_counter() - started) * 1000)
+            if not rows:
+                return stats
+            ids = [r["dispatch_id"] for r in rows]
+            versions = [r["execution_version"] for r in rows]
+            with conn.pipeline(), conn.transaction():
+                conn.execute(
+                    sql.BARE_COMMIT_EXECUTIONS, {"ids": ids, "execution_versions": versions}
+                )
+                conn.execute(
+                    sql.BARE_COMMIT_CONTROLS,
+                    {
+                        "ids": ids,
+                        "tokens": [r["recovery_token"] for r in rows],
+                        "recovery_versions": [r["recovery_version"] for r in rows],
+                    },
+                )
+                conn.execute(
+                    sql.BARE_COMMIT_RESOLUTIONS, {"ids": ids, "execution_versions": versions}
+                )
+            stats.pages += 1
+            stats.resolved += len(rows)
+
+
+def main(argv: list[str]) -> None:
+    url, page_size, owner, stats_path = argv[0], int(argv[1]), argv[2], argv[3]
+    write_stats(stats_path, drain(url, page_size, owner))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,407 @@
+"""`python -m benchmarks.run`: every figure of docs/performance.md from one command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+
+from benchmarks import pgbench, seed
+from benchmarks.phases import (
+    DELAYED_ACTION,
+    INSTANT_ACTION,
+    RECEIPT_ACTION,
+    DrainCase,
+    DrainResult,
+    IdleResult,
+    ScanResult,
+    drain,
+    idle_writes,
+    scan_cost,
+)
+from benchmarks.server import Databases, Server, open_server
+from resolver.evidence import ENTRY_POINT_GROUP
+
+RECEIPT_PROVIDER = "internal_mutation"
+
+
+class Echo(Protocol):
+    def __call__(self, text: str, /, *, end: str = ...) -> None: ...
+
+
+def _print(text: str, /, *, end: str = "\n") -> None:
+    print(text, end=end, flush=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    database_url: str | None = None
+    durable: bool = True
+    count: int = 50_000
+    replicas: int = 4
+    page_sizes: tuple[int, ...] = (16, 64)
+    providers: tuple[str, ...] = ("receipts", "instant", "delayed")
+    pgbench_seconds: int = 20
+    rounds: int = 1
+    pgbench_scale: int = 10
+    pgbench_clients: int = 4
+    idle_seconds: float = 60.0
+    closed_small: int = 1_000
+    closed_large: int = 1_000_000
+    scan_due: int = 1_000
+    scan_samples: int = 300
+    max_drain_seconds: float = 120.0
+    work_dir: Path | None = None
+
+
+@dataclass(slots=True)
+class Report:
+    machine: dict[str, Any]
+    options: dict[str, Any]
+    pgbench_tps: list[float] = field(default_factory=list)
+    drains: list[DrainResult] = field(default_factory=list)
+    scan: ScanResult | None = None
+    idle: IdleResult | None = None
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def pgbench_mean(self) -> float | None:
+        return sum(self.pgbench_tps) / len(self.pgbench_tps) if self.pgbench_tps else None
+
+    def drain_for(self, kind: str, page_size: int, action_type: str) -> DrainResult | None:
+        """The median run (by resolutions/s) of one case over the rounds."""
+        runs = sorted(
+            (
+                d
+                for d in self.drains
+                if (d.case.kind, d.case.page_size) == (kind, page_size)
+                and (kind == "bare" or d.case.action_type == action_type)
+            ),
+            key=lambda d: d.per_second,
+        )
+        return runs[(len(runs) - 1) // 2] if runs else None
+
+    def case_medians(self) -> list[DrainResult]:
+        seen: dict[str, DrainResult] = {}
+        for d in self.drains:
+            if d.case.name not in seen:
+                median = self.drain_for(d.case.kind, d.case.page_size, d.case.action_type)
+                assert median is not None
+                seen[d.case.name] = median
+        return list(seen.values())
+
+
+def receipt_provider_available() -> bool:
+    return any(ep.name == RECEIPT_PROVIDER for ep in entry_points(group=ENTRY_POINT_GROUP))
+
+
+def provider_config(receipts: bool) -> dict[str, Any]:
+    action_types: dict[str, Any] = {
+        INSTANT_ACTION: {"provider": "bench_instant", "benchmark_only": True},
+        DELAYED_ACTION: {"provider": "bench_delayed", "benchmark_only": True, "latency_ms": 5},
+    }
+    if receipts:
+        action_types[RECEIPT_ACTION] = {"provider": RECEIPT_PROVIDER}
+    return {"action_types": action_types}
+
+
+def cases(options: Options, receipts: bool, page: int) -> list[DrainCase]:
+    """The bare loop first, then the resolver cases right after it, at one page size."""
+    out = [DrainCase(f"bare-p{page}", "bare", page)]
+    if receipts and "receipts" in options.providers:
+        out.append(DrainCase(f"receipts-p{page}", "resolver", page, RECEIPT_ACTION, receipts=True))
+    if "instant" in options.providers:
+        out.append(DrainCase(f"instant-p{page}", "resolver", page, INSTANT_ACTION))
+    if "delayed" in options.providers:
+        out.append(DrainCase(f"delayed-p{page}", "resolver", page, DELAYED_ACTION))
+    return out
+
+
+def run(options: Options, *, echo: Echo = _print) -> Report:
+    started = time.monotonic()
+    work_dir = options.work_dir or Path(tempfile.mkdtemp(prefix="resolver-bench-"))
+    work_dir.mkdir(parents=True, exist_ok=True)
+    with open_server(options.database_url, durable=options.durable) as server:
+        report = Report(machine=machine(server), options=_jsonable(asdict(options)))
+        echo(f"server: PostgreSQL {server.version} ({'private' if server.private else 'given'})")
+        dbs = Databases(server)
+        try:
+            _run_phases(options, server, dbs, work_dir, report, echo)
+        finally:
+            dbs.close()
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _run_phases(
+    options: Options,
+    server: Server,
+    dbs: Databases,
+    work_dir: Path,
+    report: Report,
+    echo: Echo,
+) -> None:
+    extensions = ("pg_stat_statements",) if server.has_pg_stat_statements else ()
+    resolver_url = dbs.create("resolver", migrated=True, extensions=extensions)
+    receipts = receipt_provider_available()
+    if not receipts:
+        report.notes.append(
+            f"provider {RECEIPT_PROVIDER!r} is not installed: case (a) was not measured"
+        )
+    config_path = work_dir / "providers.yaml"
+    config_path.write_text(yaml.safe_dump(provider_config(receipts)), encoding="utf-8")
+    replica_env = {
+        "RESOLVER_DATABASE_URL": resolver_url,
+        "RESOLVER_CONFIG": str(config_path),
+        **seed.keys_env(seed.BENCH_KEYS),
+    }
+    if options.idle_seconds > 0:
+        echo(f"idle: one replica, nothing due, {options.idle_seconds:g}s")
+        report.idle = idle_writes(
+            resolver_url,
+            seconds=options.idle_seconds,
+            work_dir=work_dir,
+            replica_env=replica_env,
+            private=server.private,
+            statements=server.has_pg_stat_statements,
+        )
+        echo(f"  {report.idle}")
+    bench = pgbench.find_pgbench()
+    pgbench_url = None
+    if bench is None:
+        report.notes.append("pgbench not found: no TPC-B baseline (install postgresql-contrib)")
+    elif options.pgbench_seconds > 0:
+        pgbench_url = dbs.create("pgbench", migrated=False)
+        echo(f"pgbench: initialising scale {options.pgbench_scale}")
+        pgbench.initialise(bench, pgbench_url, options.pgbench_scale)
+        _pgbench(options, bench, pgbench_url, report, echo)
+    # pgbench before and after each page size's drains: the baseline is measured under
+    # the same machine load as the figures it is compared with.
+    for page in options.page_sizes:
+        for round_no in range(options.rounds):
+            for case in cases(options, receipts, page):
+                echo(f"drain {case.name} (round {round_no + 1}/{options.rounds}): ", end="")
+                result = drain(
+                    resolver_url,
+                    case,
+                    count=options.count,
+                    processes=options.replicas,
+                    work_dir=work_dir,
+                    replica_env=replica_env,
+                    statements=server.has_pg_stat_statements,
+                    max_seconds=options.max_drain_seconds,
+                )
+                report.drains.append(result)
+                echo(f"{result.per_second:,.0f}/s ({result.resolved} in {result.seconds:.2f}s)")
+        if bench is not None and pgbench_url is not None:
+            _pgbench(options, bench, pgbench_url, report, echo)
+    if pgbench_url is not None:
+        dbs.drop(pgbench_url)
+    dbs.drop(resolver_url)
+    if options.closed_large > 0:
+        echo(f"scan: claim latency with {options.closed_small} vs {options.closed_large} closed")
+        small = dbs.create("scan_small", migrated=True)
+        large = dbs.create("scan_large", migrated=True)
+        report.scan = scan_cost(
+            small,
+            large,
+            closed_small=options.closed_small,
+            closed_large=options.closed_large,
+            due=options.scan_due,
+            page_size=min(options.page_sizes),
+            samples=options.scan_samples,
+        )
+        echo(f"  ratio {report.scan.ratio:.2f}")
+
+
+def _pgbench(options: Options, bench: Path, url: str, report: Report, echo: Echo) -> None:
+    tps = pgbench.tps(bench, url, clients=options.pgbench_clients, seconds=options.pgbench_seconds)
+    report.pgbench_tps.append(tps)
+    echo(f"pgbench: {tps:,.0f} TPS at {options.pgbench_clients} clients")
+
+
+def machine(server: Server) -> dict[str, Any]:
+    mem_kb = 0
+    meminfo = Path("/proc/meminfo")
+    if meminfo.exists():
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_kb = int(line.split()[1])
+    return {
+        "nproc": os.cpu_count(),
+        "memory_gib": round(mem_kb / 1024 / 1024, 1),
+        "postgresql": server.version,
+        "python": platform.python_version(),
+        "private_cluster": server.private,
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+# -- output ----------------------------------------------------------------------------------
+
+
+def targets(report: Report) -> list[tuple[str, str, bool | None]]:
+    """(target, measured, met?) for every target of issue 6; None when not measured."""
+    out: list[tuple[str, str, bool | None]] = []
+    base = report.pgbench_mean
+    for page, factor in ((16, 3.0), (64, 5.0)):
+        d = report.drain_for("resolver", page, RECEIPT_ACTION)
+        bare = report.drain_for("bare", page, RECEIPT_ACTION)
+        if d is None or base is None:
+            out.append((f"page {page}: >= {factor:g}x pgbench", "not measured", None))
+        else:
+            ratio = d.per_second / base
+            out.append((f"page {page}: >= {factor:g}x pgbench", f"{ratio:.2f}x", ratio >= factor))
+        if d is None or bare is None:
+            out.append((f"page {page}: >= 0.7x bare loop", "not measured", None))
+        else:
+            ratio = d.per_second / bare.per_second
+            out.append((f"page {page}: >= 0.7x bare loop", f"{ratio:.2f}x", ratio >= 0.7))
+    if report.scan is None:
+        out.append(("claim latency 1M/1k <= 1.2", "not measured", None))
+    else:
+        out.append(
+            ("claim latency 1M/1k <= 1.2", f"{report.scan.ratio:.2f}", report.scan.ratio <= 1.2)
+        )
+    resolver_rss = [d.peak_rss_mb for d in report.drains if d.case.kind == "resolver"]
+    if resolver_rss:
+        peak = max(resolver_rss)
+        out.append(("RSS <= 120 MB per replica", f"{peak:.0f} MB", peak <= 120))
+    if report.idle is None:
+        out.append(("zero idle writes", "not measured", None))
+    else:
+        idle = report.idle
+        wal = "n/a" if idle.statement_wal_bytes is None else f"{idle.statement_wal_bytes}"
+        out.append(
+            (
+                "zero idle writes",
+                f"{idle.tuples_written} tuples, {wal} WAL bytes by its statements, "
+                f"{idle.cycles} cycles in {idle.seconds:g}s",
+                idle.writes_nothing,
+            )
+        )
+    return out
+
+
+def markdown(report: Report) -> str:
+    base = report.pgbench_mean
+    lines = [
+        "| case | page | resolutions/s | x pgbench | x bare loop | claim p50 / p99 ms "
+        "| statements / resolution | peak RSS MB |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for d in report.case_medians():
+        bare = report.drain_for("bare", d.case.page_size, "")
+        x_base = f"{d.per_second / base:.2f}" if base else "n/a"
+        x_bare = f"{d.per_second / bare.per_second:.2f}" if bare and bare.per_second else "n/a"
+        stmts = (
+            f"{d.statements_per_resolution:.2f}"
+            if d.statements_per_resolution is not None
+            else "n/a"
+        )
+        flag = " (timed out)" if d.timed_out else ""
+        lines.append(
+            f"| {d.case.name}{flag} | {d.case.page_size} | {d.per_second:,.0f} | {x_base} "
+            f"| {x_bare} | {d.claim_ms_p50:.2f} / {d.claim_ms_p99:.2f} | {stmts} "
+            f"| {d.peak_rss_mb:.0f} |"
+        )
+    tps = ", ".join(f"{t:,.0f}" for t in report.pgbench_tps) or "n/a"
+    lines += ["", f"pgbench TPC-B-like TPS at 4 clients (each run): {tps}"]
+    if report.scan:
+        s = report.scan
+        lines.append(
+            f"claim latency p50 (p99), {s.closed_small:,} closed: {s.small_p50_ms:.3f} "
+            f"({s.small_p99_ms:.3f}) ms; {s.closed_large:,} closed: {s.large_p50_ms:.3f} "
+            f"({s.large_p99_ms:.3f}) ms; ratio {s.ratio:.2f}"
+        )
+    lines += ["", "| target | measured | met |", "|---|---|---|"]
+    for name, measured, met in targets(report):
+        verdict = "not measured" if met is None else ("yes" if met else "**no**")
+        lines.append(f"| {name} | {measured} | {verdict} |")
+    lines += [f"- {note}" for note in report.notes]
+    return "\n".join(lines)
+
+
+def parse(argv: list[str] | None = None) -> tuple[Options, Path | None]:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__)
+    p.add_argument("--database-url", help="measure this server instead of a private cluster")
+    p.add_argument("--not-durable", action="store_true", help="private cluster with fsync=off")
+    p.add_argument("-K", "--count", type=int, default=50_000, help="due controls per drain")
+    p.add_argument("-R", "--replicas", type=int, default=4, help="replica processes")
+    p.add_argument("--page-sizes", default="16,64")
+    p.add_argument("--providers", default="receipts,instant,delayed")
+    p.add_argument("--rounds", type=int, default=1, help="drains per case (median reported)")
+    p.add_argument("--pgbench-seconds", type=int, default=20)
+    p.add_argument("--pgbench-scale", type=int, default=10)
+    p.add_argument("--idle-seconds", type=float, default=60.0)
+    p.add_argument("--closed-small", type=int, default=1_000)
+    p.add_argument("--closed-large", type=int, default=1_000_000)
+    p.add_argument("--scan-samples", type=int, default=300)
+    p.add_argument("--max-drain-seconds", type=float, default=120.0)
+    p.add_argument("--work-dir", type=Path, help="logs and stats of the measured processes")
+    p.add_argument("--json", type=Path, help="also write the full report as JSON here")
+    args = p.parse_args(argv)
+    return Options(
+        database_url=args.database_url,
+        durable=not args.not_durable,
+        count=args.count,
+        replicas=args.replicas,
+        page_sizes=tuple(int(x) for x in args.page_sizes.split(",")),
+        providers=tuple(x.strip() for x in args.providers.split(",") if x.strip()),
+        rounds=args.rounds,
+        pgbench_seconds=args.pgbench_seconds,
+        pgbench_scale=args.pgbench_scale,
+        idle_seconds=args.idle_seconds,
+        closed_small=args.closed_small,
+        closed_large=args.closed_large,
+        scan_samples=args.scan_samples,
+        max_drain_seconds=args.max_drain_seconds,
+        work_dir=args.work_dir,
+    ), args.json
+
+
+def to_json(report: Report) -> dict[str, Any]:
+    doc: dict[str, Any] = _jsonable(asdict(report))
+    doc["pgbench_mean"] = report.pgbench_mean
+    for entry, d in zip(doc["drains"], report.drains, strict=True):
+        entry["per_second"] = d.per_second
+    if report.scan:
+        doc["scan"]["ratio"] = report.scan.ratio
+    doc["targets"] = [
+        {"target": name, "measured": measured, "met": met}
+        for name, measured, met in targets(report)
+    ]
+    return doc
+
+
+def main(argv: list[str] | None = None) -> None:
+    options, json_path = parse(argv)
+    report = run(options)
+    print()
+    print(markdown(report))
+    print(f"\n(total {report.seconds:.0f}s)")
+    if json_path:
+        json_path.write_text(json.dumps(to_json(report), indent=2), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

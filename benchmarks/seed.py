@@ -1,0 +1,102 @@
+"""Set-based seeding: due controls, settled history, live executions and signed receipts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from benchmarks import sql
+from resolver.domain import DispatchIdentity, Outcome
+from resolver.receipts import KeyRing, sign_receipt
+
+BATCH = 200_000
+
+
+# A fixed benchmark key: replicas get it as RESOLVER_RECEIPT_KEYS, the seeder signs with it.
+BENCH_KEYS = KeyRing(
+    {"bench-1": hashlib.sha256(b"benchmark receipt key").digest()}, signing_kid="bench-1"
+)
+
+
+def keys_env(keys: KeyRing) -> dict[str, str]:
+    """The environment a replica verifies these keys from."""
+    return {
+        "RESOLVER_RECEIPT_KEYS": ",".join(f"{k}={v.hex()}" for k, v in keys.keys.items()),
+        "RESOLVER_RECEIPT_SIGNING_KID": keys.current_kid,
+    }
+
+
+def db_now_ms(conn: psycopg.Connection[Any]) -> int:
+    row = conn.execute(sql.DB_NOW_MS).fetchone()
+    assert row is not None
+    return int(row[0] if isinstance(row, tuple) else row["now_ms"])
+
+
+def _in_batches(
+    conn: psycopg.Connection[Any], statement: Any, count: int, first: int, **params: Any
+) -> None:
+    start = first
+    while start < first + count:
+        last = min(first + count, start + BATCH) - 1
+        with conn.transaction():
+            conn.execute(statement, {"first": start, "last": last, **params})
+        start = last + 1
+
+
+def seed_due(
+    conn: psycopg.Connection[Any], count: int, *, action_type: str, prefix: str, due_ms: int
+) -> None:
+    """`count` executions that crossed the barrier and whose lease expired at `due_ms`."""
+    _in_batches(conn, sql.SEED_DUE, count, 1, prefix=prefix, action_type=action_type, due_ms=due_ms)
+
+
+def seed_closed(
+    conn: psycopg.Connection[Any], count: int, *, first: int, prefix: str, now_ms: int
+) -> None:
+    """Settled dispatches: terminal executions, resolved controls, half with a resolution."""
+    _in_batches(
+        conn,
+        sql.SEED_CLOSED,
+        count,
+        first,
+        prefix=prefix,
+        action_type="bench.closed",
+        now_ms=now_ms,
+    )
+
+
+def seed_live(conn: psycopg.Connection[Any], count: int, *, prefix: str, now_ms: int) -> None:
+    """Executions still running under a live lease: armed, never claimable."""
+    _in_batches(
+        conn, sql.SEED_LIVE, count, 1, prefix=prefix, action_type="bench.live", now_ms=now_ms
+    )
+
+
+def seed_receipts(url: str, *, prefix: str, keys: KeyRing, finished_ms: int) -> int:
+    """One signed receipt v1 per executing dispatch under `prefix`, as its executor wrote it."""
+    with psycopg.connect(url, row_factory=dict_row) as conn:
+        rows = conn.execute(
+            sql.SEEDED_IDENTITIES, {"low": prefix, "high": prefix + "\uffff"}
+        ).fetchall()
+        with conn.cursor().copy(sql.RECEIPTS_COPY) as copy:
+            for row in rows:
+                receipt = sign_receipt(
+                    DispatchIdentity(schema_version=1, **row),
+                    outcome=Outcome.SUCCEEDED,
+                    result_code="ok",
+                    finished_at_ms=finished_ms,
+                    receipt_id=f"receipt:{row['dispatch_id']}",
+                    keys=keys,
+                )
+                copy.write_row((row["dispatch_id"], json.dumps(receipt), finished_ms))
+        conn.commit()
+    return len(rows)
+
+
+def reset(conn: psycopg.Connection[Any]) -> None:
+    """Empty every table (TRUNCATE fires no row trigger; the insert-only triggers stay)."""
+    conn.execute(sql.TRUNCATE_ALL)

@@ -1,0 +1,194 @@
+"""The benchmark's own SQL: set-based seeding, the bare loop's page commit, measurements.
+
+Seeding writes rows the way an executor in another language would (plain SQL against the
+public schema, docs/schema.md); the resolver's runtime SQL stays in resolver/db/queries.sql.
+"""
+
+from __future__ import annotations
+
+from typing import LiteralString
+
+# Past the start barrier, lease expired at %(due_ms)s, control armed: recovery_required.
+SEED_DUE: LiteralString = """
+WITH g AS (
+    SELECT n, %(prefix)s || lpad(n::text, 9, '0') AS id
+    FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS n
+),
+d AS (
+    INSERT INTO approved_action_dispatches (
+        dispatch_id, approval_request_id, project_id, action_type, action_digest,
+        idempotency_key, schema_version)
+    SELECT id, 'ar-' || id, 'proj-' || (n %% 32), %(action_type)s,
+           encode(sha256(convert_to('action:' || id, 'UTF8')), 'hex'), 'idem-' || id, 1
+    FROM g
+    RETURNING dispatch_id
+),
+e AS (
+    INSERT INTO approved_action_executions (
+        dispatch_id, state, owner, token, version, attempt, lease_expires_at_ms, started_at_ms)
+    SELECT dispatch_id, 'executing', 'bench-executor', gen_random_uuid(), 2, 1,
+           %(due_ms)s, %(due_ms)s - 30000
+    FROM d
+    RETURNING dispatch_id, lease_expires_at_ms, started_at_ms
+)
+INSERT INTO approved_action_recovery_controls (
+    dispatch_id, status, execution_version, next_scan_at_ms, armed_at_ms)
+SELECT dispatch_id, 'armed', 2, lease_expires_at_ms, started_at_ms FROM e
+"""
+
+# Settled history: completed executions (half by their executor, half by a resolution).
+SEED_CLOSED: LiteralString = """
+WITH g AS (
+    SELECT n, %(prefix)s || lpad(n::text, 9, '0') AS id
+    FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS n
+),
+d AS (
+    INSERT INTO approved_action_dispatches (
+        dispatch_id, approval_request_id, project_id, action_type, action_digest,
+        idempotency_key, schema_version)
+    SELECT id, 'ar-' || id, 'proj-' || (n %% 32), %(action_type)s,
+           encode(sha256(convert_to('action:' || id, 'UTF8')), 'hex'), 'idem-' || id, 1
+    FROM g
+    RETURNING dispatch_id
+),
+e AS (
+    INSERT INTO approved_action_executions (
+        dispatch_id, state, owner, token, version, attempt, lease_expires_at_ms,
+        started_at_ms, finished_at_ms, result_code, completion_mutation_id)
+    SELECT dispatch_id, 'succeeded', 'bench-executor', gen_random_uuid(), 3, 1,
+           %(now_ms)s - 60000, %(now_ms)s - 90000, %(now_ms)s - 80000, 'ok', 'c-' || dispatch_id
+    FROM d
+    RETURNING dispatch_id, started_at_ms, finished_at_ms
+),
+r AS (
+    INSERT INTO approved_action_recovery_resolutions (
+        dispatch_id, mutation_id, source, outcome, finding, evidence_digest, result_code,
+        expected_execution_version, resolved_at_ms)
+    SELECT dispatch_id, 'auto-' || dispatch_id, 'automatic', 'succeeded', 'verified_succeeded',
+           encode(sha256(convert_to(dispatch_id, 'UTF8')), 'hex'), 'ok', 2, finished_at_ms
+    FROM e
+    WHERE right(dispatch_id, 1) IN ('0', '2', '4', '6', '8')
+)
+INSERT INTO approved_action_recovery_controls (
+    dispatch_id, status, execution_version, next_scan_at_ms, armed_at_ms, closed_by,
+    closed_at_ms, completion_mutation_id, recovery_version, finding_count)
+SELECT dispatch_id, 'resolved', 3, started_at_ms + 30000, started_at_ms,
+       CASE WHEN right(dispatch_id, 1) IN ('0', '2', '4', '6', '8')
+            THEN 'automatic' ELSE 'completion' END,
+       finished_at_ms, 'c-' || dispatch_id, 2, 1
+FROM e
+"""
+
+# Still running: armed controls whose executor holds a live lease (never claimable).
+SEED_LIVE: LiteralString = """
+WITH g AS (
+    SELECT n, %(prefix)s || lpad(n::text, 9, '0') AS id
+    FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS n
+),
+d AS (
+    INSERT INTO approved_action_dispatches (
+        dispatch_id, approval_request_id, project_id, action_type, action_digest,
+        idempotency_key, schema_version)
+    SELECT id, 'ar-' || id, 'proj-' || (n %% 32), %(action_type)s,
+           encode(sha256(convert_to('action:' || id, 'UTF8')), 'hex'), 'idem-' || id, 1
+    FROM g
+    RETURNING dispatch_id
+),
+e AS (
+    INSERT INTO approved_action_executions (
+        dispatch_id, state, owner, token, version, attempt, lease_expires_at_ms, started_at_ms)
+    SELECT dispatch_id, 'executing', 'bench-executor', gen_random_uuid(), 2, 1,
+           %(now_ms)s + 86400000, %(now_ms)s
+    FROM d
+    RETURNING dispatch_id, lease_expires_at_ms, started_at_ms
+)
+INSERT INTO approved_action_recovery_controls (
+    dispatch_id, status, execution_version, next_scan_at_ms, armed_at_ms)
+SELECT dispatch_id, 'armed', 2, lease_expires_at_ms, started_at_ms FROM e
+"""
+
+# What a receipt signer needs: the identity exactly as stored.
+SEEDED_IDENTITIES: LiteralString = """
+SELECT d.dispatch_id, d.approval_request_id, d.project_id, d.action_type, d.action_digest,
+       d.idempotency_key, e.attempt, e.started_at_ms
+FROM approved_action_dispatches AS d
+JOIN approved_action_executions AS e USING (dispatch_id)
+WHERE d.dispatch_id >= %(low)s AND d.dispatch_id <= %(high)s AND e.state = 'executing'
+"""
+
+RECEIPTS_COPY: LiteralString = (
+    "COPY action_receipts (dispatch_id, receipt, written_at_ms) FROM STDIN"
+)
+
+TRUNCATE_ALL: LiteralString = """
+TRUNCATE approved_action_dispatches, approved_action_executions,
+         approved_action_recovery_controls, approved_action_recovery_resolutions,
+         recovery_authorizations
+CASCADE
+"""
+
+DB_NOW_MS: LiteralString = "SELECT resolver_now_ms(NULL) AS now_ms"
+
+# The bare loop's page commit: the same terminal writes as a verified resolution, fenced on
+# the recovery token and versions, as three plain statements in one transaction.
+BARE_COMMIT_EXECUTIONS: LiteralString = """
+UPDATE approved_action_executions AS e
+SET state = 'succeeded', version = e.version + 1,
+    finished_at_ms = resolver_now_ms(NULL), result_code = 'ok',
+    evidence_digest = encode(sha256(convert_to(e.dispatch_id, 'UTF8')), 'hex')
+FROM unnest(%(ids)s::text[], %(execution_versions)s::bigint[]) AS i(id, ev)
+WHERE e.dispatch_id = i.id AND e.version = i.ev AND e.state = 'executing'
+"""
+BARE_COMMIT_CONTROLS: LiteralString = """
+UPDATE approved_action_recovery_controls AS c
+SET status = 'resolved', closed_by = 'automatic', closed_at_ms = resolver_now_ms(NULL),
+    execution_version = c.execution_version + 1, last_finding = 'verified_succeeded',
+    finding_count = c.finding_count + 1, recovery_version = c.recovery_version + 1,
+    recovery_owner = NULL, recovery_token = NULL, recovery_lease_expires_at_ms = NULL
+FROM unnest(%(ids)s::text[], %(tokens)s::uuid[], %(recovery_versions)s::bigint[]) AS i(id, t, rv)
+WHERE c.dispatch_id = i.id AND c.recovery_token = i.t AND c.recovery_version = i.rv
+"""
+BARE_COMMIT_RESOLUTIONS: LiteralString = """
+INSERT INTO approved_action_recovery_resolutions (
+    dispatch_id, mutation_id, source, outcome, finding, evidence_digest, result_code,
+    expected_execution_version, resolved_at_ms)
+SELECT i.id, 'bare-' || i.id, 'automatic', 'succeeded', 'verified_succeeded',
+       encode(sha256(convert_to(i.id, 'UTF8')), 'hex'), 'ok', i.ev, resolver_now_ms(NULL)
+FROM unnest(%(ids)s::text[], %(execution_versions)s::bigint[]) AS i(id, ev)
+"""
+
+# Measurements.
+COUNT_ARMED: LiteralString = (
+    "SELECT /* bench-monitor */ count(*) AS n FROM approved_action_recovery_controls"
+    " WHERE status = 'armed'"
+)
+RESOLVED_SPAN: LiteralString = """
+SELECT /* bench-monitor */ count(*) AS n, min(resolved_at_ms) AS first_ms,
+       max(resolved_at_ms) AS last_ms
+FROM approved_action_recovery_resolutions
+"""
+STATEMENT_CALLS: LiteralString = """
+SELECT /* bench-monitor */ coalesce(sum(s.calls), 0)::bigint AS calls
+FROM pg_stat_statements AS s JOIN pg_database AS db ON db.oid = s.dbid
+WHERE db.datname = current_database() AND s.query NOT LIKE '%%bench-monitor%%'
+  AND s.query NOT LIKE '%%pg_stat_statements%%'
+"""
+STATEMENTS_RESET: LiteralString = """
+SELECT pg_stat_statements_reset(0, oid, 0) FROM pg_database WHERE datname = current_database()
+"""
+STATEMENT_WAL: LiteralString = """
+SELECT /* bench-monitor */ coalesce(sum(s.wal_records), 0)::bigint AS records,
+       coalesce(sum(s.wal_bytes), 0)::bigint AS bytes
+FROM pg_stat_statements AS s JOIN pg_database AS db ON db.oid = s.dbid
+WHERE db.datname = current_database() AND s.query NOT LIKE '%%bench-monitor%%'
+  AND s.query NOT LIKE '%%pg_stat_statements%%'
+"""
+DATABASE_COUNTERS: LiteralString = """
+SELECT /* bench-monitor */ xact_commit, xact_rollback, tup_inserted, tup_updated, tup_deleted,
+       pg_current_wal_insert_lsn()::text AS wal_lsn
+FROM pg_stat_database WHERE datname = current_database()
+"""
+WAL_BYTES_SINCE: LiteralString = (
+    "SELECT /* bench-monitor */ pg_wal_lsn_diff(pg_current_wal_insert_lsn(), %(lsn)s::pg_lsn)"
+    "::bigint AS bytes"
+)

@@ -1,0 +1,56 @@
+"""The benchmark harness end to end in a tiny configuration: it runs and its numbers add up.
+
+Never a timing threshold: speed is a ratio measured by `python -m benchmarks.run`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from benchmarks import pgbench
+from benchmarks.run import Options, markdown, run, targets, to_json
+
+K = 300
+
+
+def test_harness_runs_and_reports_self_consistent_figures(pg_server: str, tmp_path: Path) -> None:
+    options = Options(
+        database_url=pg_server,
+        count=K,
+        replicas=2,
+        page_sizes=(16,),
+        pgbench_seconds=1,
+        pgbench_scale=1,
+        idle_seconds=2,
+        closed_small=100,
+        closed_large=1_000,
+        scan_due=50,
+        scan_samples=50,
+        max_drain_seconds=60,
+        work_dir=tmp_path,
+    )
+    report = run(options, echo=lambda *_a, **_k: None)
+
+    kinds = {(d.case.kind, d.case.action_type) for d in report.drains}
+    assert ("bare", "bench.instant") in kinds
+    assert {("resolver", a) for a in ("bench.receipt", "bench.instant", "bench.delayed")} <= kinds
+    for d in report.drains:
+        assert not d.timed_out, d.case.name
+        assert d.resolved == d.seeded == K, d.case.name
+        assert d.seconds > 0 and d.per_second > 0
+        assert 0 < d.claim_ms_p50 <= d.claim_ms_p99
+        assert d.peak_rss_mb > 0 and d.processes == 2
+        if d.statements_per_resolution is not None:
+            # A page costs a constant number of statements: never one or more per item.
+            assert 0 < d.statements_per_resolution < 1
+    if pgbench.find_pgbench() is not None:
+        assert len(report.pgbench_tps) == 2 and all(t > 0 for t in report.pgbench_tps)
+    assert report.scan is not None and report.scan.samples >= 50
+    assert 0 < report.scan.small_p50_ms <= report.scan.small_p99_ms
+    assert report.idle is not None and report.idle.cycles >= 1
+    assert report.idle.tuples_written == 0  # an idle replica writes nothing, on any server
+
+    assert len(targets(report)) == 7
+    assert "receipts-p16" in markdown(report)
+    assert json.loads(json.dumps(to_json(report)))["drains"]
