@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -139,9 +142,7 @@ def test_composed_api_serves_probes_and_counts_on_its_metrics_port(
     assert scrape(metrics_port, "/healthz")[0] == 200
 
 
-def test_api_without_http_port_serves_no_metrics_port(
-    database_url: str, jwks_file: Path
-) -> None:
+def test_api_without_http_port_serves_no_metrics_port(database_url: str, jwks_file: Path) -> None:
     settings = load_settings(database_url=database_url, http_port=0)
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
     process = build_api(settings, verifier)
@@ -189,9 +190,7 @@ def token_for_unused_key() -> str:
     return token(rsa.generate_private_key(public_exponent=65537, key_size=2048))
 
 
-def test_storage_failure_counts_as_a_5xx(
-    jwks_file: Path, signing_key: rsa.RSAPrivateKey
-) -> None:
+def test_storage_failure_counts_as_a_5xx(jwks_file: Path, signing_key: rsa.RSAPrivateKey) -> None:
     dead = PostgresStore("postgresql://resolver@127.0.0.1:1/app", connect_timeout_seconds=0.5)
     dead.open()
     registry = CollectorRegistry()
@@ -282,3 +281,42 @@ def test_each_rejected_token_is_counted_under_its_reason_class(
         for r in TOKEN_REJECTION_REASONS
     }
     assert {r: c for r, c in counts.items() if c} == {reason: 1.0}
+
+
+def test_resolver_api_command_serves_probes_and_metrics(database_url: str, jwks_file: Path) -> None:
+    """The real `resolver api` process, configured the way the chart configures it."""
+    api_port, metrics_port = free_port(), free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("RESOLVER_")},
+        "RESOLVER_DATABASE_URL": database_url,
+        "RESOLVER_API_HOST": "127.0.0.1",
+        "RESOLVER_API_PORT": str(api_port),
+        "RESOLVER_HTTP_HOST": "127.0.0.1",
+        "RESOLVER_HTTP_PORT": str(metrics_port),
+        "RESOLVER_OIDC_ISSUER": ISSUER,
+        "RESOLVER_OIDC_AUDIENCE": AUDIENCE,
+        "RESOLVER_OIDC_JWKS_FILE": str(jwks_file),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "resolver", "api"], env=env, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stderr is not None
+    try:
+        seen = []
+        for line in proc.stderr:  # uvicorn says when it listens: no sleeping
+            seen.append(line)
+            if "Uvicorn running on" in line:
+                break
+        assert "Uvicorn running on" in seen[-1], "".join(seen)
+        with httpx.Client(base_url=f"http://127.0.0.1:{api_port}", timeout=10) as client:
+            assert client.get("/healthz").json() == {"status": "ok"}
+            assert client.get("/readyz").json() == {"status": "ready"}
+            assert client.get("/v1/manual-queue").status_code == 401
+        status, text = scrape(metrics_port)
+        assert status == 200
+        assert sample(text, "resolver_api_token_rejections_total", reason="missing") == 1.0
+        assert sample(text, "resolver_resolutions_total", outcome="blocked", source="manual") == 0
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+    assert "Traceback" not in proc.stderr.read()
