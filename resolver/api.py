@@ -223,8 +223,10 @@ def _install_probes(app: FastAPI, readiness: Callable[[], Probe] | None) -> None
     """Unauthenticated probes that answer a status word only: the API port may face users,
     so the schema revision and failure reasons stay on the metrics port."""
 
+    # On the event loop, not the thread pool: it answers while the loop does, even when every
+    # worker thread waits for the database.
     @app.get("/healthz", include_in_schema=False)
-    def healthz() -> Response:
+    async def healthz() -> Response:
         return JSONResponse({"status": "ok"})
 
     if readiness is None:
