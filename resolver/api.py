@@ -36,8 +36,11 @@ from resolver.manual import (
     Principal,
 )
 from resolver.ports import ManualQueueItem, ManualStore
+from resolver.telemetry.health import Probe
+from resolver.telemetry.observer import ApiObserver, NullApiObserver
 
 log = structlog.get_logger("resolver.api")
+UNMATCHED_ROUTE = "unmatched"
 PROBLEM = "application/problem+json"
 
 
@@ -94,13 +97,19 @@ def create_app(
     *,
     service: ManualResolutionService | None = None,
     limiter: RateLimiter | None = None,
+    observer: ApiObserver | None = None,
+    readiness: Callable[[], Probe] | None = None,
 ) -> FastAPI:
+    """The API app; `readiness` (the composition root's database and schema check) adds
+    `/readyz`, `observer` receives the request, token, step-up and decision events."""
     service = service or ManualResolutionService(store)
     limiter = limiter or RateLimiter()
+    events: ApiObserver = observer or NullApiObserver()
     app = FastAPI(
         title="approved-action recovery resolver", version="1", docs_url=None, redoc_url=None
     )
-    _install_error_handlers(app)
+    _install_error_handlers(app, events)
+    _install_request_metrics(app, events)
 
     @app.middleware("http")
     async def no_store(
@@ -114,6 +123,7 @@ def create_app(
     def principal(authorization: Annotated[str | None, Header()] = None) -> Principal:
         scheme, _, token = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not token:
+            events.token_rejected("missing")
             raise ApiError(
                 401,
                 "unauthenticated",
@@ -124,6 +134,7 @@ def create_app(
             return verifier.verify(token.strip())
         except InvalidToken as exc:
             log.info("token_rejected", reason=str(exc))
+            events.token_rejected(exc.reason)
             raise ApiError(
                 401,
                 "invalid_token",
@@ -166,6 +177,7 @@ def create_app(
             evidence_digest=body.evidence_digest,
         )
         result = service.decide(user, decision)
+        events.decided(body.decision.terminal_state.value, result.value)
         log.info(
             "manual_decision",
             dispatch_id=dispatch_id,
@@ -179,8 +191,53 @@ def create_app(
             result=result.value,
         )
 
+    _install_probes(app, readiness)
     _install_console(app)
     return app
+
+
+def _install_request_metrics(app: FastAPI, events: ApiObserver) -> None:
+    @app.middleware("http")
+    async def observe(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        started = time.perf_counter()
+        try:
+            response = await call_next(request)
+        except Exception:
+            # Unexpected errors are answered 500 by the outermost handler, after this one.
+            events.request(_route(request), 500, time.perf_counter() - started)
+            raise
+        events.request(_route(request), response.status_code, time.perf_counter() - started)
+        return response
+
+
+def _route(request: Request) -> str:
+    """The matched route's template: a bounded label, never the raw path with its ids."""
+    route = request.scope.get("route")
+    path = getattr(route, "path", None)
+    return path if isinstance(path, str) else UNMATCHED_ROUTE
+
+
+def _install_probes(app: FastAPI, readiness: Callable[[], Probe] | None) -> None:
+    """Unauthenticated probes that answer a status word only: the API port may face users,
+    so the schema revision and failure reasons stay on the metrics port."""
+
+    # On the event loop, not the thread pool: it answers while the loop does, even when every
+    # worker thread waits for the database.
+    @app.get("/healthz", include_in_schema=False)
+    async def healthz() -> Response:
+        return JSONResponse({"status": "ok"})
+
+    if readiness is None:
+        return
+
+    @app.get("/readyz", include_in_schema=False)
+    def readyz() -> Response:
+        ready = readiness().ok
+        return JSONResponse(
+            {"status": "ready" if ready else "not_ready"}, status_code=200 if ready else 503
+        )
 
 
 CONSOLE_FILES = {"index.html": "text/html", "app.js": "text/javascript", "app.css": "text/css"}
@@ -213,7 +270,7 @@ def _install_console(app: FastAPI) -> None:
         return serve(name)
 
 
-def _install_error_handlers(app: FastAPI) -> None:
+def _install_error_handlers(app: FastAPI, events: ApiObserver) -> None:
     step_up = (
         'Bearer realm="resolver", error="insufficient_user_authentication", '
         'error_description="recent multi-factor authentication required", '
@@ -236,6 +293,8 @@ def _install_error_handlers(app: FastAPI) -> None:
         return _problem(exc)
 
     async def domain_error(_request: Request, exc: Exception) -> Response:
+        if isinstance(exc, StrongAuthRequired):
+            events.step_up_required()
         for kind, build in mapping.items():
             if isinstance(exc, kind):
                 return _problem(build(exc))

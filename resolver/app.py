@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import structlog
 from prometheus_client import (
@@ -22,9 +24,11 @@ from resolver.evidence import ProviderRegistry, build_registry
 from resolver.history import NULL_HISTORY, FileHistory, History
 from resolver.reconciler import Reconciler, ReconcilerSettings
 from resolver.telemetry import Telemetry
+from resolver.telemetry.api_metrics import ApiMetrics
 from resolver.telemetry.health import (
     Heartbeat,
     LivenessCheck,
+    Probe,
     ReadinessCheck,
     liveness_bound_seconds,
 )
@@ -32,6 +36,11 @@ from resolver.telemetry.metrics import BacklogCollector, ResolverMetrics, regist
 from resolver.telemetry.server import ObservabilityServer
 from resolver.telemetry.tracing import Tracing, tracing_from_env
 from resolver.worker import Worker, WorkerSettings
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from resolver.auth import TokenVerifier
 
 
 def configure_logging(level: str = "INFO") -> None:
@@ -94,14 +103,18 @@ class Replica:
         self.store.close()
 
 
-def build_metrics(
-    settings: Settings, store: PostgresStore, registry: CollectorRegistry
-) -> ResolverMetrics:
-    """Every metric on `registry` (never the process-global one): tests pass a fresh one."""
+def _process_metrics(registry: CollectorRegistry) -> None:
     # `_created` samples would double the series of every counter for no alert or panel.
     disable_created_metrics()  # type: ignore[no-untyped-call]
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
+
+
+def build_metrics(
+    settings: Settings, store: PostgresStore, registry: CollectorRegistry
+) -> ResolverMetrics:
+    """Every metric on `registry` (never the process-global one): tests pass a fresh one."""
+    _process_metrics(registry)
     register_build_info(registry, migrate.head_revision())
     registry.register(BacklogCollector(store, ttl_seconds=settings.metrics_cache_seconds))
     return ResolverMetrics(registry)
@@ -165,14 +178,43 @@ def serve_endpoints(replica: Replica, settings: Settings) -> ObservabilityServer
             recovery_lease_seconds=settings.recovery_lease_seconds,
         ),
     )
-    readiness = ReadinessCheck(
-        replica.store.ping, lambda: migrate.current_revision(url), migrate.head_revision()
+    server = _listen(
+        settings, replica.metrics_registry, liveness, readiness_check(replica.store, url)
     )
+    replica.endpoints = server.start()
+    return server
+
+
+def readiness_check(
+    store: PostgresStore, url: str, *, accept_newer_schema: bool = False
+) -> ReadinessCheck:
+    """Database reachable and schema at this code's head: one check for worker and API.
+
+    The API accepts a newer release's schema (migrations are additive): its readiness gates
+    user traffic, and the pre-upgrade migration must not take every old API pod out of its
+    Service before the new ones are up. `resolver api` starts on such a schema too.
+    """
+    return ReadinessCheck(
+        store.ping,
+        lambda: migrate.current_revision(url),
+        migrate.head_revision(),
+        usable=lambda revision: (
+            accept_newer_schema and migrate.classify(revision) is migrate.SchemaStatus.AHEAD
+        ),
+    )
+
+
+def _listen(
+    settings: Settings,
+    registry: CollectorRegistry,
+    liveness: Callable[[], Probe],
+    readiness: Callable[[], Probe],
+) -> ObservabilityServer:
     try:
-        server = ObservabilityServer(
+        return ObservabilityServer(
             host=settings.http_host,
             port=settings.http_port,
-            registry=replica.metrics_registry,
+            registry=registry,
             liveness=liveness,
             readiness=readiness,
         )
@@ -181,5 +223,59 @@ def serve_endpoints(replica: Replica, settings: Settings) -> ObservabilityServer
             f"RESOLVER_HTTP_PORT={settings.http_port}: cannot listen on "
             f"{settings.http_host}:{settings.http_port} ({exc.strerror}); pick a free port"
         ) from None
-    replica.endpoints = server.start()
-    return server
+
+
+@dataclass
+class ApiProcess:
+    """`resolver api` composed: the ASGI app, its store and its own metrics endpoints."""
+
+    app: FastAPI
+    store: PostgresStore
+    metrics_registry: CollectorRegistry
+    endpoints: ObservabilityServer | None = None
+
+    def close(self) -> None:
+        if self.endpoints is not None:
+            self.endpoints.stop()
+        self.store.close()
+
+
+def build_api(
+    settings: Settings,
+    verifier: TokenVerifier,
+    *,
+    metrics_registry: CollectorRegistry | None = None,
+) -> ApiProcess:
+    """The API with a store, a readiness check and metrics; serves /metrics (and the probes
+    again, with details) on RESOLVER_HTTP_PORT when set, like the worker."""
+    # Imported here: `resolver run` never loads the web framework.
+    from resolver.api import RateLimiter, create_app
+
+    url = settings.require_database_url()
+    store = open_store(settings)
+    registry = metrics_registry if metrics_registry is not None else CollectorRegistry()
+    _process_metrics(registry)
+    # Not resolver_build_info: the worker alerts read that one as "a replica is up".
+    register_build_info(registry, migrate.head_revision(), name="api_build")
+    readiness = readiness_check(store, url, accept_newer_schema=True)
+    app = create_app(
+        store,
+        verifier,
+        limiter=RateLimiter(settings.api_decisions_per_minute),
+        observer=ApiMetrics(registry),
+        readiness=readiness,
+    )
+    process = ApiProcess(app, store, registry)
+    if settings.http_port != 0:
+        try:
+            server = _listen(settings, registry, _alive, readiness)
+        except ConfigError:
+            process.close()
+            raise
+        process.endpoints = server.start()
+    return process
+
+
+def _alive() -> Probe:
+    # The API has no loop to stall: answering at all is the liveness signal.
+    return Probe(True, {"status": "ok"})

@@ -19,7 +19,33 @@ REQUIRED_CLAIMS = ("iss", "aud", "exp", "iat", "sub", "auth_time")
 
 
 class InvalidToken(ResolverError):
-    """The bearer token is missing, malformed, forged, expired or for someone else."""
+    """The bearer token is missing, malformed, forged, expired or for someone else.
+
+    `reason` is a bounded class for metrics (`expired`, `signature`, ...), never token content.
+    """
+
+    def __init__(self, message: str, *, reason: str = "invalid") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+# Most specific first: InvalidSignatureError is a DecodeError, ExpiredSignatureError an
+# InvalidTokenError.
+_REASONS: tuple[tuple[type[jwt.PyJWTError], str], ...] = (
+    (jwt.ExpiredSignatureError, "expired"),
+    (jwt.InvalidAudienceError, "audience"),
+    (jwt.InvalidIssuerError, "issuer"),
+    (jwt.MissingRequiredClaimError, "claims"),
+    (jwt.ImmatureSignatureError, "claims"),
+    (jwt.InvalidIssuedAtError, "claims"),
+    (jwt.InvalidSignatureError, "signature"),
+    (jwt.InvalidAlgorithmError, "algorithm"),
+    (jwt.DecodeError, "malformed"),
+)
+
+
+def _reason(exc: jwt.PyJWTError) -> str:
+    return next((reason for kind, reason in _REASONS if isinstance(exc, kind)), "invalid")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +74,7 @@ class TokenVerifier:
             header = jwt.get_unverified_header(token)
             key = self.keys.get(str(header.get("kid")))
             if key is None:
-                raise InvalidToken("unknown signing key")
+                raise InvalidToken("unknown signing key", reason="unknown_key")
             claims = jwt.decode(
                 token,
                 key=key,
@@ -59,16 +85,16 @@ class TokenVerifier:
                 options={"require": list(REQUIRED_CLAIMS)},
             )
         except jwt.PyJWTError as exc:
-            raise InvalidToken(type(exc).__name__) from None
+            raise InvalidToken(type(exc).__name__, reason=_reason(exc)) from None
         return _principal(claims)
 
 
 def _principal(claims: Mapping[str, Any]) -> Principal:
     auth_time, amr, sub = claims.get("auth_time"), claims.get("amr", []), claims.get("sub")
     if not isinstance(auth_time, int) or isinstance(auth_time, bool):
-        raise InvalidToken("auth_time must be an integer")
+        raise InvalidToken("auth_time must be an integer", reason="claims")
     if not isinstance(amr, list) or not all(isinstance(v, str) for v in amr):
-        raise InvalidToken("amr must be a list of strings")
+        raise InvalidToken("amr must be a list of strings", reason="claims")
     if not isinstance(sub, str) or not 0 < len(sub) <= 128:
-        raise InvalidToken("sub must be a non-empty string")
+        raise InvalidToken("sub must be a non-empty string", reason="claims")
     return Principal(user_id=sub, auth_time_ms=auth_time * 1000, amr=tuple(amr))

@@ -16,7 +16,13 @@ import click
 import structlog
 
 from resolver import __version__
-from resolver.app import build_replica, configure_logging, open_store, serve_endpoints
+from resolver.app import (
+    build_api,
+    build_replica,
+    configure_logging,
+    open_store,
+    serve_endpoints,
+)
 from resolver.config import load_settings
 from resolver.db import migrate as migrations
 from resolver.errors import ConfigError, ResolverError, SchemaNotReady, StorageUnavailable
@@ -201,28 +207,30 @@ def run_until_stopped(
 @main.command("api")
 @friendly_errors
 def api_cmd() -> None:
-    """Serve the manual-resolution API (the human queue and decisions)."""
+    """Serve the manual-resolution API (the human queue and decisions).
+
+    /healthz and /readyz answer on the API port; /metrics (and the probes with details) on
+    RESOLVER_HTTP_PORT when set, as for `resolver run`.
+    """
     import uvicorn
 
-    from resolver.api import RateLimiter, create_app
     from resolver.auth import TokenVerifier
 
     settings = load_settings()
     issuer, audience, jwks = settings.require_oidc()
     verifier = TokenVerifier.from_jwks_file(jwks, issuer=issuer, audience=audience)
     ensure_schema(settings.require_database_url())
-    store = open_store(settings)
-    app = create_app(store, verifier, limiter=RateLimiter(settings.api_decisions_per_minute))
+    api = build_api(settings, verifier)
     try:
         uvicorn.run(
-            app,
+            api.app,
             host=settings.api_host,
             port=settings.api_port,
             log_config=None,
             server_header=False,
         )
     finally:
-        store.close()
+        api.close()
 
 
 @main.command("status")

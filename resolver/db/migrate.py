@@ -48,12 +48,17 @@ def schema_status(database_url: str) -> tuple[SchemaStatus, str | None]:
     release ahead of it: that is what lets old pods keep working during a rolling upgrade.
     """
     current = current_revision(database_url)
+    return classify(current), current
+
+
+def classify(current: str | None) -> SchemaStatus:
+    """Where `current` (a database's revision) stands relative to this code's head."""
     if current is None:
-        return SchemaStatus.MISSING, None
+        return SchemaStatus.MISSING
     if current == head_revision():
-        return SchemaStatus.CURRENT, current
+        return SchemaStatus.CURRENT
     known = {rev.revision for rev in _scripts().walk_revisions()}
-    return (SchemaStatus.BEHIND if current in known else SchemaStatus.AHEAD), current
+    return SchemaStatus.BEHIND if current in known else SchemaStatus.AHEAD
 
 
 def _scripts() -> ScriptDirectory:

@@ -103,7 +103,10 @@ class ReadinessCheck:
         *,
         ttl_seconds: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
+        usable: Callable[[str | None], bool] = lambda _revision: False,
     ) -> None:
+        """`usable` may accept a revision other than head (a newer release's schema)."""
+        self._usable = usable
         self._ping = ping
         self._current_revision = current_revision
         self._head = head_revision
@@ -129,7 +132,7 @@ class ReadinessCheck:
         except Exception as exc:  # a probe answers 503, it never takes the endpoint down
             log.warning("readiness_failed", error=type(exc).__name__)
             return Probe(False, {"status": "not_ready", "reason": "check_failed"})
-        if current != self._head:
+        if current != self._head and not self._usable(current):
             return Probe(
                 False,
                 {
@@ -139,4 +142,7 @@ class ReadinessCheck:
                     "expected_revision": self._head,
                 },
             )
-        return Probe(True, {"status": "ready", "schema_revision": current})
+        detail = {"status": "ready", "schema_revision": current}
+        if current != self._head:
+            detail["expected_revision"] = self._head
+        return Probe(True, detail)

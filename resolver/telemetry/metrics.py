@@ -44,12 +44,7 @@ class ResolverMetrics:
             ["action_type", "provider", "finding"],
             registry=registry,
         )
-        self.resolutions = Counter(
-            f"{PREFIX}_resolutions",
-            "Committed resolutions by source (automatic, manual) and outcome.",
-            ["source", "outcome"],
-            registry=registry,
-        )
+        self.resolutions = resolutions_counter(registry)
         self.fence_rejections = Counter(
             f"{PREFIX}_fence_rejections",
             "Items whose fenced write was refused because the claim went stale, by stage.",
@@ -145,9 +140,22 @@ class ResolverMetrics:
         self.cycles.labels(reason).inc()
 
 
-def register_build_info(registry: CollectorRegistry, schema_revision: str) -> None:
-    """`resolver_build_info{version,python_version,schema_revision} 1`."""
-    Info(f"{PREFIX}_build", "Version of this resolver build.", registry=registry).info(
+def resolutions_counter(registry: CollectorRegistry) -> Counter:
+    """`resolver_resolutions_total{source,outcome}`: the worker counts `automatic`, the API
+    process `manual`, so one family sums every resolution whichever process committed it."""
+    return Counter(
+        f"{PREFIX}_resolutions",
+        "Committed resolutions by source (automatic, manual) and outcome.",
+        ["source", "outcome"],
+        registry=registry,
+    )
+
+
+def register_build_info(
+    registry: CollectorRegistry, schema_revision: str, *, name: str = "build"
+) -> None:
+    """`resolver_<name>_info{version,python_version,schema_revision} 1`."""
+    Info(f"{PREFIX}_{name}", "Version of this resolver build.", registry=registry).info(
         {
             "version": __version__,
             "python_version": platform.python_version(),

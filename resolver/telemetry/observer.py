@@ -70,3 +70,37 @@ class Telemetry:
 
     observer: RecoveryObserver = field(default_factory=NullObserver)
     tracer: Tracer = field(default_factory=NoOpTracer)
+
+
+class ApiObserver(Protocol):
+    """What `resolver api` reports; called on request threads, so cheap and never raising.
+
+    Every label is a bounded code: a route template, a status class, a reason class. Never a
+    token, a user id or a dispatch id.
+    """
+
+    def request(self, route: str, status: int, seconds: float) -> None: ...
+
+    def token_rejected(self, reason: str) -> None: ...
+
+    def step_up_required(self) -> None: ...
+
+    def decided(self, outcome: str, result: str) -> None:
+        """A decision answered 200: outcome is the terminal state, result `committed` or
+        `replayed`."""
+
+
+class NullApiObserver:
+    """Observes nothing: the API needs no telemetry to run (tests, embedding)."""
+
+    def request(self, route: str, status: int, seconds: float) -> None:
+        pass
+
+    def token_rejected(self, reason: str) -> None:
+        pass
+
+    def step_up_required(self) -> None:
+        pass
+
+    def decided(self, outcome: str, result: str) -> None:
+        pass

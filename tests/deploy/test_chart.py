@@ -203,9 +203,10 @@ def test_every_setting_reaches_the_resolver_and_the_resolver_accepts_it(
     assert literal["RESOLVER_STATEMENT_TIMEOUT_MS"] == "1000000"
 
 
-# Settings the worker's chart values must not carry: secrets (receipt keys come as files), the
-# settings of `resolver api` (the manual-resolution API), which this chart does not deploy, and
-# the test-only instrumentation of tests/contention (operation history, crash points).
+# Settings the worker's Deployment must not carry: secrets (receipt keys come as files), the
+# settings of `resolver api`, which the chart renders into the API Deployment instead (`api.*`
+# values, checked by tests/deploy/test_chart_api.py), and the test-only instrumentation of
+# tests/contention (operation history, crash points).
 NOT_FROM_VALUES = {
     "history_file",
     "test_crash_at",

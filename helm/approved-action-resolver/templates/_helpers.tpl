@@ -40,6 +40,21 @@ app.kubernetes.io/part-of: approved-action-resolver
 app.kubernetes.io/component: worker
 {{- end }}
 
+{{- define "resolver.apiSelectorLabels" -}}
+{{ include "resolver.selectorLabels" . }}
+app.kubernetes.io/component: api
+{{- end }}
+
+{{/* `resolver api` verifies tokens against these; without them it would not start. */}}
+{{- define "resolver.validateApi" -}}
+{{- $oidc := .Values.api.oidc }}
+{{- range $name := list "issuer" "audience" "jwksConfigMap" }}
+{{- if not (get $oidc $name) }}
+{{- fail (printf "api.enabled needs api.oidc.%s: the manual-resolution API verifies every bearer token against the issuer (api.oidc.issuer), this API's audience (api.oidc.audience) and the issuer's JWKS from an existing ConfigMap (api.oidc.jwksConfigMap)" $name) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{- define "resolver.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "resolver.fullname" .) .Values.serviceAccount.name }}
