@@ -1,15 +1,18 @@
-"""Settings shared by the SQL providers: where the evidence lives and how long to wait."""
+"""What the SQL providers share: their settings, and the page-at-once provider shape."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from resolver.db.readonly import ReadOnlyDatabase
+from resolver.domain import DispatchIdentity, Finding
 from resolver.errors import ConfigError
+from resolver.evidence import Capability
 
 DEFAULT_URL_ENV = "RESOLVER_DATABASE_URL"
 
@@ -62,3 +65,22 @@ class SqlSourceSettings(BaseModel):
         )
         database.open()
         return database
+
+
+class SqlPageProvider(ABC):
+    """Answers a whole page with one READ ONLY query; `inspect` is a page of one."""
+
+    capability = Capability.AUTOMATIC
+
+    def __init__(self, database: ReadOnlyDatabase, timeout_seconds: float) -> None:
+        self._database = database
+        self.timeout_seconds = timeout_seconds
+
+    def inspect(self, identity: DispatchIdentity) -> Finding:
+        return self.inspect_page([identity])[identity.dispatch_id]
+
+    @abstractmethod
+    def inspect_page(self, identities: Sequence[DispatchIdentity]) -> Mapping[str, Finding]: ...
+
+    def close(self) -> None:
+        self._database.close()

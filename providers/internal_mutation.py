@@ -23,7 +23,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from providers._sql import SqlSourceSettings
+from providers._sql import SqlPageProvider, SqlSourceSettings
 from resolver.db.readonly import ReadOnlyDatabase
 from resolver.domain import (
     DispatchIdentity,
@@ -34,7 +34,7 @@ from resolver.domain import (
     sha256_hex,
 )
 from resolver.errors import FenceConflict, StorageUnavailable
-from resolver.evidence import Capability, parse_provider_settings
+from resolver.evidence import parse_provider_settings
 from resolver.receipts import KeyRing, encode_receipt, receipt_finding, sign_receipt
 
 NAME = "internal_mutation"
@@ -70,18 +70,12 @@ class InternalMutationSettings(SqlSourceSettings):
     pass
 
 
-class InternalMutationProvider:
+class InternalMutationProvider(SqlPageProvider):
     """Reads `action_receipts` for a whole page in one READ ONLY query."""
 
-    capability = Capability.AUTOMATIC
-
     def __init__(self, database: ReadOnlyDatabase, keys: KeyRing, timeout_seconds: float) -> None:
-        self._database = database
+        super().__init__(database, timeout_seconds)
         self._keys = keys.require_keys(NAME)
-        self.timeout_seconds = timeout_seconds
-
-    def inspect(self, identity: DispatchIdentity) -> Finding:
-        return self.inspect_page([identity])[identity.dispatch_id]
 
     def inspect_page(self, identities: Sequence[DispatchIdentity]) -> Mapping[str, Finding]:
         ids = [i.dispatch_id for i in identities]
@@ -96,9 +90,6 @@ class InternalMutationProvider:
         if receipt is None:
             return _MISSING
         return receipt_finding(receipt, identity, self._keys, source=NAME)
-
-    def close(self) -> None:
-        self._database.close()
 
 
 def create(settings: Mapping[str, Any]) -> InternalMutationProvider:

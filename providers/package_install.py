@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, LiteralString
 
-from providers._sql import SqlSourceSettings
-from resolver.db.readonly import ReadOnlyDatabase, Row
+from providers._sql import SqlPageProvider, SqlSourceSettings
+from resolver.db.readonly import Row
 from resolver.domain import (
     DispatchIdentity,
     Finding,
@@ -35,7 +35,7 @@ from resolver.domain import (
     sha256_hex,
 )
 from resolver.errors import StorageUnavailable
-from resolver.evidence import Capability, parse_provider_settings
+from resolver.evidence import parse_provider_settings
 
 NAME = "package_install"
 EVIDENCE_KIND = "package_install.v1"
@@ -64,17 +64,8 @@ class PackageInstallSettings(SqlSourceSettings):
     pass
 
 
-class PackageInstallProvider:
+class PackageInstallProvider(SqlPageProvider):
     """One READ ONLY query per page joining the three facts."""
-
-    capability = Capability.AUTOMATIC
-
-    def __init__(self, database: ReadOnlyDatabase, timeout_seconds: float) -> None:
-        self._database = database
-        self.timeout_seconds = timeout_seconds
-
-    def inspect(self, identity: DispatchIdentity) -> Finding:
-        return self.inspect_page([identity])[identity.dispatch_id]
 
     def inspect_page(self, identities: Sequence[DispatchIdentity]) -> Mapping[str, Finding]:
         ids = [i.dispatch_id for i in identities]
@@ -84,9 +75,6 @@ class PackageInstallProvider:
             return dict.fromkeys(ids, _UNAVAILABLE)
         by_id = {row["dispatch_id"]: row for row in rows}
         return {i.dispatch_id: judge(i, by_id[i.dispatch_id]) for i in identities}
-
-    def close(self) -> None:
-        self._database.close()
 
 
 def judge(identity: DispatchIdentity, facts: Row) -> Finding:

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, LiteralString
 
-from providers._sql import SqlSourceSettings
-from resolver.db.readonly import ReadOnlyDatabase, Row
+from providers._sql import SqlPageProvider, SqlSourceSettings
+from resolver.db.readonly import Row
 from resolver.domain import (
     DispatchIdentity,
     Finding,
@@ -30,7 +30,7 @@ from resolver.domain import (
     sha256_hex,
 )
 from resolver.errors import StorageUnavailable
-from resolver.evidence import Capability, parse_provider_settings
+from resolver.evidence import parse_provider_settings
 
 NAME = "run_create"
 EVIDENCE_KIND = "run_create.origin.v1"
@@ -57,17 +57,8 @@ class RunCreateSettings(SqlSourceSettings):
     pass
 
 
-class RunCreateProvider:
+class RunCreateProvider(SqlPageProvider):
     """One READ ONLY query per page over `run_origin_facts`."""
-
-    capability = Capability.AUTOMATIC
-
-    def __init__(self, database: ReadOnlyDatabase, timeout_seconds: float) -> None:
-        self._database = database
-        self.timeout_seconds = timeout_seconds
-
-    def inspect(self, identity: DispatchIdentity) -> Finding:
-        return self.inspect_page([identity])[identity.dispatch_id]
 
     def inspect_page(self, identities: Sequence[DispatchIdentity]) -> Mapping[str, Finding]:
         params = {
@@ -82,9 +73,6 @@ class RunCreateProvider:
         for row in rows:
             facts.setdefault(row.pop("asked_dispatch_id"), []).append(row)
         return {i.dispatch_id: judge(i, facts.get(i.dispatch_id, [])) for i in identities}
-
-    def close(self) -> None:
-        self._database.close()
 
 
 def judge(identity: DispatchIdentity, facts: Sequence[Row]) -> Finding:
