@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -46,8 +47,11 @@ def open_server(
     if url:
         yield _describe(url, private=False)
         return
-    cluster = localpg.start(data_dir, durable=durable)
     created = data_dir is None
+    # An explicit directory: localpg deletes the temporary ones it makes itself on stop, and
+    # this cluster is stopped once to be restarted with its preload settings.
+    data_dir = data_dir or Path(tempfile.mkdtemp(prefix="resolver-bench-"))
+    cluster = localpg.start(data_dir, durable=durable)
     try:
         with psycopg.connect(cluster.url, autocommit=True) as conn:
             for name, value in PRIVATE_SETTINGS.items():

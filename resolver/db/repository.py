@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, LiteralString
+from typing import Any
 
 import psycopg
 import psycopg_pool
@@ -345,9 +345,6 @@ class PostgresStore:
         }
         return [ManualQueueItem(**row) for row in self._all("manual_queue_page", params)]
 
-    def execute_named(self, name: LiteralString, params: dict[str, Any]) -> list[Row]:
-        """Run one named statement (tests and tooling; the runtime uses the typed methods)."""
-        return self._all(name, params)
 
 
 def _fence(lease: ExecutionLease, **extra: Any) -> dict[str, Any]:

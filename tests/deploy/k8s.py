@@ -47,6 +47,22 @@ def render_error(values: dict[str, Any]) -> str:
     return str(failure.value)
 
 
+def assert_lints_clean(values: dict[str, Any]) -> None:
+    """`helm lint --strict` finds nothing at warning level or above, on every Kubernetes
+    version the chart declares."""
+    for version in KUBE_VERSIONS:
+        report = helm.lint(CHART, values, strict=True, kube_version=f"v{version}")
+        problems = [m for m in report["messages"] if m["severity"] >= 2]
+        assert report["errors"] == [] and problems == [], report
+
+
+def assert_valid_kubernetes(manifests: Iterable[Manifest]) -> None:
+    """Strict schema validation of every manifest but the operator kinds (no schema ships)."""
+    for manifest in manifests:
+        if manifest["kind"] not in OPERATOR_KINDS:
+            validate_strict(manifest)
+
+
 def parse(texts: Iterable[str]) -> Iterator[Manifest]:
     for text in texts:
         for doc in yaml.safe_load_all(text):

@@ -15,18 +15,18 @@ import yaml
 from resolver.config import Settings, load_provider_config
 from tests.deploy.k8s import (
     CHART,
-    KUBE_VERSIONS,
     OPERATOR_KINDS,
     ROOT,
     Manifest,
     assert_hardened,
+    assert_lints_clean,
+    assert_valid_kubernetes,
     by_kind,
     env_of,
     helm,
     one,
     render,
     render_error,
-    validate_strict,
 )
 
 DB_PEER = {"ipBlock": {"cidr": "10.20.0.0/24"}}
@@ -95,18 +95,13 @@ def migration_job(manifests: list[Manifest]) -> Manifest:
 
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
 def test_chart_lints_clean_in_strict_mode(name: str) -> None:
-    for version in KUBE_VERSIONS:
-        report = helm.lint(CHART, VALUE_SETS[name], strict=True, kube_version=f"v{version}")
-        problems = [m for m in report["messages"] if m["severity"] >= 2]
-        assert report["errors"] == [] and problems == [], report
+    assert_lints_clean(VALUE_SETS[name])
 
 
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
 def test_every_rendered_manifest_is_valid_kubernetes(name: str) -> None:
     manifests = render(VALUE_SETS[name])
-    for manifest in manifests:
-        if manifest["kind"] not in OPERATOR_KINDS:
-            validate_strict(manifest)
+    assert_valid_kubernetes(manifests)
 
 
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))

@@ -9,18 +9,15 @@ import pytest
 
 from resolver.config import Settings
 from tests.deploy.k8s import (
-    CHART,
-    KUBE_VERSIONS,
-    OPERATOR_KINDS,
     Manifest,
     assert_hardened,
+    assert_lints_clean,
+    assert_valid_kubernetes,
     by_kind,
     env_of,
-    helm,
     one,
     render,
     render_error,
-    validate_strict,
 )
 
 DB_PEER = {"ipBlock": {"cidr": "10.20.0.0/24"}}
@@ -95,18 +92,13 @@ def test_api_is_off_by_default() -> None:
 
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
 def test_api_value_sets_lint_clean_in_strict_mode(name: str) -> None:
-    for version in KUBE_VERSIONS:
-        report = helm.lint(CHART, VALUE_SETS[name], strict=True, kube_version=f"v{version}")
-        problems = [m for m in report["messages"] if m["severity"] >= 2]
-        assert report["errors"] == [] and problems == [], report
+    assert_lints_clean(VALUE_SETS[name])
 
 
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
 def test_api_manifests_are_valid_kubernetes_and_hardened(name: str) -> None:
     manifests = render(VALUE_SETS[name])
-    for manifest in manifests:
-        if manifest["kind"] not in OPERATOR_KINDS:
-            validate_strict(manifest)
+    assert_valid_kubernetes(manifests)
     assert_hardened(manifests)  # every workload, the API's included
     pod = component(manifests, "Deployment", "api")["spec"]["template"]["spec"]
     assert pod["automountServiceAccountToken"] is False

@@ -37,7 +37,9 @@ def test_claim_reads_one_page_of_the_due_index_however_large_the_backlog(
         ).fetchall()
     plan = row["QUERY PLAN"]
     plan = json.loads(plan) if isinstance(plan, str) else plan
-    scans = [n for n in _nodes(plan[0]["Plan"]) if n.get("Index Name") == "ix_recovery_controls_due"]
+    scans = [
+        n for n in _nodes(plan[0]["Plan"]) if n.get("Index Name") == "ix_recovery_controls_due"
+    ]
     assert scans, plan
     # Read in index order and stopped at the page: never every due row, then a sort.
     assert all(n["Actual Rows"] <= PAGE for n in scans), plan
@@ -54,7 +56,9 @@ def test_claim_is_one_statement_that_commits_without_a_flush_wait(
     assert sql.one("SHOW synchronous_commit")["synchronous_commit"] == "on"
     # Through the store, the claim is durable enough to be seen by everyone at once.
     assert len(store.claim_due_page("r", PAGE, 30_000, now_ms=AFTER)) == 2
-    assert sql.one(
-        "SELECT count(*) AS n FROM approved_action_recovery_controls"
-        " WHERE recovery_owner = 'r'"
-    )["n"] == 2
+    assert (
+        sql.one(
+            "SELECT count(*) AS n FROM approved_action_recovery_controls WHERE recovery_owner = 'r'"
+        )["n"]
+        == 2
+    )

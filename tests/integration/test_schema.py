@@ -10,7 +10,7 @@ from alembic.migration import MigrationContext
 
 from resolver.db import migrate
 from resolver.db.dsn import sqlalchemy_url
-from resolver.db.tables import metadata
+from resolver.db.tables import IMMUTABLE_TABLES, metadata
 from resolver.testing.postgres import DatabaseFactory
 from tests.conftest import SQL, new_spec
 
@@ -88,3 +88,14 @@ def test_digest_shape_is_enforced(sql: SQL) -> None:
             spec.dispatch_id,
             spec.idempotency_key,
         )
+
+
+@pytest.mark.parametrize("table", IMMUTABLE_TABLES)
+def test_every_fact_table_has_its_insert_only_trigger(sql: SQL, table: str) -> None:
+    rows = sql.all(
+        "SELECT t.tgname FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid"
+        " WHERE t.tgrelid = %s::regclass AND p.proname = 'resolver_reject_mutation'"
+        " AND NOT t.tgisinternal",
+        table,
+    )
+    assert rows, f"{table} accepts UPDATE/DELETE"
