@@ -346,7 +346,6 @@ class PostgresStore:
         return [ManualQueueItem(**row) for row in self._all("manual_queue_page", params)]
 
 
-
 def _fence(lease: ExecutionLease, **extra: Any) -> dict[str, Any]:
     return {
         "dispatch_id": lease.dispatch_id,
