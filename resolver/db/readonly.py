@@ -73,16 +73,25 @@ class ReadOnlyDatabase:
             with self._pool.connection() as conn, conn.transaction():
                 yield conn
         except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
-            # Unreachable, timed out, not migrated, or a write refused: nothing moved either way.
-            raise StorageUnavailable(
-                f"evidence source {self._url} failed: {type(exc).__name__}"
-            ) from exc
+            raise _unavailable(self._url, exc) from exc
 
     def fetch(self, query: LiteralString, params: Mapping[str, Any]) -> list[Row]:
-        with self.transaction() as conn:
-            return conn.execute(query, dict(params)).fetchall()
+        """One statement, one round trip: on these autocommit connections it is its own
+        transaction, and the session's `default_transaction_read_only` makes it READ ONLY."""
+        try:
+            with self._pool.connection() as conn:
+                return conn.execute(query, dict(params)).fetchall()
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+            raise _unavailable(self._url, exc) from exc
 
 
 def _read_only(conn: psycopg.Connection[Row]) -> None:
+    # Explicit transactions (`transaction()`) begin READ ONLY; a lone statement (`fetch`)
+    # runs in autocommit, read-only by the session default.
     conn.read_only = True
-    conn.autocommit = False
+    conn.autocommit = True
+
+
+def _unavailable(url: str, exc: Exception) -> StorageUnavailable:
+    # Unreachable, timed out, not migrated, or a write refused: nothing moved either way.
+    return StorageUnavailable(f"evidence source {url} failed: {type(exc).__name__}")

@@ -59,6 +59,15 @@ def test_provider_sessions_cannot_write(readonly: ReadOnlyDatabase, sql: SQL) ->
     assert sql.all("SELECT 1 FROM pg_tables WHERE tablename = 'sneaky'") == []
 
 
+def test_a_lone_statement_is_read_only_too(readonly: ReadOnlyDatabase, sql: SQL) -> None:
+    # fetch() runs without BEGIN (one round trip): the session default must still hold.
+    assert readonly.fetch("SHOW transaction_read_only", {}) == [{"transaction_read_only": "on"}]
+    with pytest.raises(StorageUnavailable) as info:
+        readonly.fetch("CREATE TABLE sneaky (x int)", {})
+    assert isinstance(info.value.__cause__, psycopg.errors.ReadOnlySqlTransaction)
+    assert sql.all("SELECT 1 FROM pg_tables WHERE tablename = 'sneaky'") == []
+
+
 def test_unmigrated_source_is_unavailable(pg_server: str) -> None:
     db = ReadOnlyDatabase(pg_server, timeout_seconds=2)  # the maintenance db: no evidence tables
     db.open()
