@@ -51,7 +51,16 @@ def seed_due(
     conn: psycopg.Connection[Any], count: int, *, action_type: str, prefix: str, due_ms: int
 ) -> None:
     """`count` executions that crossed the barrier and whose lease expired at `due_ms`."""
-    _in_batches(conn, sql.SEED_DUE, count, 1, prefix=prefix, action_type=action_type, due_ms=due_ms)
+    _in_batches(
+        conn,
+        sql.SEED_ARMED,
+        count,
+        1,
+        prefix=prefix,
+        action_type=action_type,
+        lease_expires_at_ms=due_ms,
+        started_at_ms=due_ms - 30_000,
+    )
 
 
 def seed_closed(
@@ -72,7 +81,14 @@ def seed_closed(
 def seed_live(conn: psycopg.Connection[Any], count: int, *, prefix: str, now_ms: int) -> None:
     """Executions still running under a live lease: armed, never claimable."""
     _in_batches(
-        conn, sql.SEED_LIVE, count, 1, prefix=prefix, action_type="bench.live", now_ms=now_ms
+        conn,
+        sql.SEED_ARMED,
+        count,
+        1,
+        prefix=prefix,
+        action_type="bench.live",
+        lease_expires_at_ms=now_ms + 86_400_000,
+        started_at_ms=now_ms,
     )
 
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import LiteralString
 
-# Past the start barrier, lease expired at %(due_ms)s, control armed: recovery_required.
-SEED_DUE: LiteralString = """
+# Past the start barrier with a lease until %(lease_expires_at_ms)s, control armed: due
+# (recovery_required) once the lease has expired, never claimable while it is live.
+SEED_ARMED: LiteralString = """
 WITH g AS (
     SELECT n, %(prefix)s || lpad(n::text, 9, '0') AS id
     FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS n
@@ -27,7 +28,7 @@ e AS (
     INSERT INTO approved_action_executions (
         dispatch_id, state, owner, token, version, attempt, lease_expires_at_ms, started_at_ms)
     SELECT dispatch_id, 'executing', 'bench-executor', gen_random_uuid(), 2, 1,
-           %(due_ms)s, %(due_ms)s - 30000
+           %(lease_expires_at_ms)s, %(started_at_ms)s
     FROM d
     RETURNING dispatch_id, lease_expires_at_ms, started_at_ms
 )
@@ -77,34 +78,6 @@ SELECT dispatch_id, 'resolved', 3, started_at_ms + 30000, started_at_ms,
             THEN 'automatic' ELSE 'completion' END,
        finished_at_ms, 'c-' || dispatch_id, 2, 1
 FROM e
-"""
-
-# Still running: armed controls whose executor holds a live lease (never claimable).
-SEED_LIVE: LiteralString = """
-WITH g AS (
-    SELECT n, %(prefix)s || lpad(n::text, 9, '0') AS id
-    FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS n
-),
-d AS (
-    INSERT INTO approved_action_dispatches (
-        dispatch_id, approval_request_id, project_id, action_type, action_digest,
-        idempotency_key, schema_version)
-    SELECT id, 'ar-' || id, 'proj-' || (n %% 32), %(action_type)s,
-           encode(sha256(convert_to('action:' || id, 'UTF8')), 'hex'), 'idem-' || id, 1
-    FROM g
-    RETURNING dispatch_id
-),
-e AS (
-    INSERT INTO approved_action_executions (
-        dispatch_id, state, owner, token, version, attempt, lease_expires_at_ms, started_at_ms)
-    SELECT dispatch_id, 'executing', 'bench-executor', gen_random_uuid(), 2, 1,
-           %(now_ms)s + 86400000, %(now_ms)s
-    FROM d
-    RETURNING dispatch_id, lease_expires_at_ms, started_at_ms
-)
-INSERT INTO approved_action_recovery_controls (
-    dispatch_id, status, execution_version, next_scan_at_ms, armed_at_ms)
-SELECT dispatch_id, 'armed', 2, lease_expires_at_ms, started_at_ms FROM e
 """
 
 # What a receipt signer needs: the identity exactly as stored.

@@ -11,6 +11,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
+from resolver.db.readonly import ReadOnlyDatabase
 from resolver.db.repository import PostgresStore
 from resolver.domain import DispatchSpec, ExecutionLease, action_digest
 from resolver.execution import ExecutionClient
@@ -47,6 +48,15 @@ def database_url(databases: DatabaseFactory) -> Iterator[str]:
 def store(database_url: str) -> Iterator[PostgresStore]:
     with PostgresStore(database_url, max_connections=8) as s:
         yield s
+
+
+@pytest.fixture
+def readonly(database_url: str) -> Iterator[ReadOnlyDatabase]:
+    """The evidence providers' read-only pool over this test's database."""
+    db = ReadOnlyDatabase(database_url, timeout_seconds=2)
+    db.open()
+    yield db
+    db.close()
 
 
 @pytest.fixture

@@ -33,14 +33,6 @@ KEYS = KeyRing.ephemeral("unit")
 
 
 @pytest.fixture
-def readonly(database_url: str) -> Iterator[ReadOnlyDatabase]:
-    db = ReadOnlyDatabase(database_url, timeout_seconds=2)
-    db.open()
-    yield db
-    db.close()
-
-
-@pytest.fixture
 def plant(database_url: str) -> Iterator[psycopg.Connection[Any]]:
     with psycopg.connect(database_url, autocommit=True) as conn:
         yield conn
