@@ -7,7 +7,8 @@ import json
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
 from typing import Any, TypeVar
@@ -111,7 +112,12 @@ def ensure_schema(url: str) -> None:
 @friendly_errors
 def run_cmd(once: bool, config_path: Path | None) -> None:
     """Claim, inspect and commit in a loop until SIGTERM/SIGINT."""
-    block_stop_signals()  # before any thread (pool, HTTP) exists, so all of them inherit it
+    # Blocked before any thread (pool, HTTP) exists, so all of them inherit it.
+    with stop_signals_blocked():
+        _run_replica(once, config_path)
+
+
+def _run_replica(once: bool, config_path: Path | None) -> None:
     overrides = {"config": config_path} if config_path else {}
     settings = load_settings(**overrides)
     ensure_schema(settings.require_database_url())
@@ -151,13 +157,24 @@ STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
 _WAKE = signal.SIGUSR1
 
 
-def block_stop_signals() -> None:
-    """Block stop signals in this thread and every thread it starts from now on.
+@contextmanager
+def stop_signals_blocked() -> Iterator[None]:
+    """Block stop signals in this thread and every thread it starts, for the block's length.
 
     They are then taken synchronously by `sigwait` in the main thread: no asynchronous
     handler can interrupt a lock holder (a log write, an Event) and deadlock the process.
+    On exit the previous mask comes back (an in-process caller, such as a test runner, must
+    not keep it, nor pass it on to the processes it starts); a stop signal still pending
+    then is consumed first, its stop having already happened.
     """
-    signal.pthread_sigmask(signal.SIG_BLOCK, {*STOP_SIGNALS, _WAKE})
+    watched = {*STOP_SIGNALS, _WAKE}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
+    try:
+        yield
+    finally:
+        while signal.sigpending() & watched - previous:
+            signal.sigtimedwait(watched - previous, 0)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def run_until_stopped(
@@ -173,31 +190,39 @@ def run_until_stopped(
     Returns False when the cycle in flight outlived the grace period: its recovery leases then
     lapse by time alone and another replica takes the items over.
     """
-    block_stop_signals()
-    main_thread = threading.get_ident()
-    failure: list[BaseException] = []
+    with stop_signals_blocked():
+        main_thread = threading.get_ident()
+        failure: list[BaseException] = []
+        # A loop that outlives the grace period must not wake a caller that stopped waiting
+        # (its mask restored, SIGUSR1 would end the process).
+        waiting = threading.Lock()
+        waiting.acquire()
 
-    def loop() -> None:
-        try:
-            worker.run(once=once)
-        except BaseException as exc:
-            failure.append(exc)
-        finally:
-            signal.pthread_kill(main_thread, _WAKE)
+        def loop() -> None:
+            try:
+                worker.run(once=once)
+            except BaseException as exc:
+                failure.append(exc)
+            finally:
+                if waiting.locked():
+                    signal.pthread_kill(main_thread, _WAKE)
 
-    # A new thread starts with an empty context: copy it so the loop's log lines keep the
-    # replica_id bound by run_cmd.
-    context = contextvars.copy_context()
-    thread = threading.Thread(target=context.run, args=(loop,), name="resolver-loop", daemon=True)
-    started()
-    thread.start()
-    received = signal.sigwait({*STOP_SIGNALS, _WAKE})
-    if received != _WAKE:
-        log.info("shutdown_requested", signal=signal.Signals(received).name)
-        worker.request_stop()
-    thread.join(grace_seconds)
-    if failure:
-        raise failure[0]
+        # A new thread starts with an empty context: copy it so the loop's log lines keep the
+        # replica_id bound by run_cmd.
+        context = contextvars.copy_context()
+        thread = threading.Thread(
+            target=context.run, args=(loop,), name="resolver-loop", daemon=True
+        )
+        started()
+        thread.start()
+        received = signal.sigwait({*STOP_SIGNALS, _WAKE})
+        if received != _WAKE:
+            log.info("shutdown_requested", signal=signal.Signals(received).name)
+            worker.request_stop()
+        thread.join(grace_seconds)
+        waiting.release()
+        if failure:
+            raise failure[0]
     if thread.is_alive():
         log.error("shutdown_grace_exceeded", grace_seconds=grace_seconds)
         return False

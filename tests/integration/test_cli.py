@@ -156,3 +156,22 @@ def test_rolling_upgrade_schema_states(env: dict[str, str], sql: SQL) -> None:
     ahead = run(env, "run", "--once")
     assert ahead.returncode == 0, ahead.stderr
     assert "schema_ahead" in ahead.stderr
+
+
+def test_in_process_run_leaves_the_signal_mask_as_it_found_it(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A caller that embeds the command (a test runner, a supervisor) must not be left with
+    # SIGTERM blocked: every process it starts afterwards would inherit the mask.
+    from click.testing import CliRunner
+
+    from resolver.cli import main
+
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert CliRunner().invoke(main, ["migrate"]).exit_code == 0
+    assert CliRunner().invoke(main, ["run", "--once"]).exit_code == 0
+    monkeypatch.setenv("RESOLVER_PAGE_SIZE", "65")
+    assert CliRunner().invoke(main, ["run", "--once"]).exit_code == 2
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, set()) == before
