@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import structlog
 
 from tests.conftest import SQL
 
@@ -174,5 +175,9 @@ def test_in_process_run_leaves_the_signal_mask_as_it_found_it(
     # were read. (A full in-process cycle would also cache the loggers of the modules it
     # touches under the CLI's log configuration, which later tests capture.)
     monkeypatch.setenv("RESOLVER_PAGE_SIZE", "65")
-    assert CliRunner().invoke(main, ["run", "--once"]).exit_code == 2
+    try:
+        assert CliRunner().invoke(main, ["run", "--once"]).exit_code == 2
+    finally:
+        # The command configured structlog for the process; later tests capture its logs.
+        structlog.reset_defaults()
     assert signal.pthread_sigmask(signal.SIG_BLOCK, set()) == before
