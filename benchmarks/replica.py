@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from benchmarks.protocol import ProcessStats, await_go, write_stats
-from resolver.app import build_replica, configure_logging
+from resolver.composition import build_replica, configure_logging
 from resolver.config import load_settings
 from resolver.domain import ClaimedItem, Finding
 from resolver.ports import CommitReport, ItemOutcome

@@ -17,7 +17,7 @@ import click
 import structlog
 
 from resolver import __version__
-from resolver.app import (
+from resolver.composition import (
     build_api,
     build_replica,
     configure_logging,

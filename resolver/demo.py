@@ -12,7 +12,7 @@ from pathlib import Path
 from providers.internal_mutation import InternalMutationProvider, write_receipt
 from providers.manual_only import ManualOnlyProvider
 from resolver import localpg
-from resolver.app import build_replica
+from resolver.composition import build_replica
 from resolver.config import load_settings
 from resolver.db import migrate as migrations
 from resolver.db.readonly import ReadOnlyDatabase

@@ -20,8 +20,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from prometheus_client import CollectorRegistry
 
 from resolver.api import create_app
-from resolver.app import ApiProcess, build_api, readiness_check
 from resolver.auth import TokenVerifier
+from resolver.composition import ApiProcess, build_api, readiness_check
 from resolver.config import load_settings
 from resolver.db import migrate
 from resolver.db.repository import PostgresStore

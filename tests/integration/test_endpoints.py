@@ -13,7 +13,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
-from resolver.app import Replica, build_replica, serve_endpoints
+from resolver.composition import Replica, build_replica, serve_endpoints
 from resolver.config import load_settings
 from resolver.db import migrate
 from resolver.db.repository import PostgresStore
