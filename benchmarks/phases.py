@@ -416,12 +416,11 @@ def http_figures(counters: dict[str, dict[str, list[float]]], http: HttpCase) ->
         if not requests:
             continue
         connections.append(len(opened))
-        # Warm-up: the pool opens its connections with the first page; after the first
-        # second every new connection is a connection the pool failed to keep.
-        warm = requests[0] + 1000
-        span_minutes = (requests[-1] - warm) / 60_000
-        late = sum(1 for t in opened if t > warm)
-        steady_per_minute.append(late / span_minutes if span_minutes > 0 else float(late))
+        # The pool grows to max_in_flight connections as concurrency needs them; every
+        # connection beyond that replaced one the pool failed to keep (closed, broken).
+        span_minutes = (requests[-1] - requests[0]) / 60_000
+        reopened = max(0, len(opened) - http.max_in_flight)
+        steady_per_minute.append(reopened / span_minutes if span_minutes > 0 else 0.0)
         busiest.append(busiest_window(requests, 1000) / cap)
         span_s = (requests[-1] - requests[0]) / 1000
         mean_rates.append((len(requests) / span_s) / cap if span_s > 0 else 0.0)

@@ -322,6 +322,8 @@ def describe(d: DrainResult) -> str:
         parts.append(f"postgres {d.server_cpu_us:.0f} us")
     if d.startup_ms is not None:
         parts.append(f"first claim {d.startup_ms / 1000:.2f}s after spawn")
+    if d.slowest_started_ms is not None:
+        parts.append(f"last replica started {d.slowest_started_ms / 1000:.2f}s after spawn")
     if d.timed_out:
         parts.append("TIMED OUT")
     return ", ".join(parts)
@@ -421,7 +423,8 @@ def http_targets(d: DrainResult | None) -> list[tuple[str, str, bool | None]]:
         (names[0], f"{d.per_second:,.0f}/s", d.per_second >= 1500),
         (
             names[1],
-            f"{steady:.1f} in the steady window ({h['connections_per_replica']} at warm-up)",
+            f"{steady:.1f} reopened/min beyond the pool "
+            f"({h['connections_per_replica']} opened, max_in_flight {h['max_in_flight']})",
             steady <= 1,
         ),
         (names[2], f"busiest 1-s window {peak:.3f}x the cap", peak <= 1.05),
@@ -460,8 +463,8 @@ def markdown(report: Report) -> str:
         lines.append(
             f"http_receipt ({h['latency_ms']} ms per request, cap {h['cap_per_second']:g}/s and "
             f"{h['max_in_flight']} in flight per replica): {http.per_second:,.0f} resolutions/s; "
-            f"connections per replica {h['connections_per_replica']}, new in the steady window "
-            f"{h['steady_new_connections_per_replica_per_minute']:.1f}/min; busiest 1-s window "
+            f"connections opened per replica {h['connections_per_replica']}, reopened beyond the "
+            f"pool {h['steady_new_connections_per_replica_per_minute']:.1f}/min; busiest 1-s window "
             f"{h['max_window_over_cap']:.3f}x the cap, mean {h['mean_rate_over_cap']:.3f}x"
         )
     if report.scan:

@@ -5,14 +5,15 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from opentelemetry.sdk.resources import SERVICE_INSTANCE_ID, SERVICE_NAME, SERVICE_VERSION, Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 from opentelemetry.trace import NoOpTracer, Tracer
 
 from resolver import __version__
 from resolver.errors import ConfigError
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 DEFAULT_SERVICE_NAME = "approved-action-resolver"
 TRACER_NAME = "resolver"
@@ -63,6 +64,17 @@ def tracing_from_env(replica_id: str) -> Tracing:
     names = exporters_requested(env)
     if not names:
         return Tracing()
+    # The SDK is imported only when tracing is on: a replica without OTEL_* skips its
+    # import at start-up.
+    from opentelemetry.sdk.resources import (
+        SERVICE_INSTANCE_ID,
+        SERVICE_NAME,
+        SERVICE_VERSION,
+        Resource,
+    )
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
     exporters = [_exporter(name, env) for name in names]
     attributes = {SERVICE_INSTANCE_ID: replica_id, SERVICE_VERSION: __version__}
     if not env.get("OTEL_SERVICE_NAME"):
@@ -76,6 +88,8 @@ def tracing_from_env(replica_id: str) -> Tracing:
 
 def _exporter(name: str, environ: Mapping[str, str]) -> SpanExporter:
     if name == "console":
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
         return ConsoleSpanExporter()
     protocol = (
         environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
