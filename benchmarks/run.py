@@ -464,7 +464,8 @@ def markdown(report: Report) -> str:
             f"http_receipt ({h['latency_ms']} ms per request, cap {h['cap_per_second']:g}/s and "
             f"{h['max_in_flight']} in flight per replica): {http.per_second:,.0f} resolutions/s; "
             f"connections opened per replica {h['connections_per_replica']}, reopened beyond the "
-            f"pool {h['steady_new_connections_per_replica_per_minute']:.1f}/min; busiest 1-s window "
+            f"pool {h['steady_new_connections_per_replica_per_minute']:.1f}/min; "
+            f"busiest 1-s window "
             f"{h['max_window_over_cap']:.3f}x the cap, mean {h['mean_rate_over_cap']:.3f}x"
         )
     if report.scan:

@@ -3,16 +3,21 @@
 HTTP evidence providers get this client instead of a general one, so "a provider never
 re-sends the request" is enforced by the type, not promised by the provider.
 
-Behind the wrapper, httpx keeps a pool of keep-alive connections (one TCP and TLS handshake
-per connection, not per probe). Two caps per client (so per provider, per replica) keep a
-burst of recoveries after an outage polite to the service it asks: at most `max_in_flight`
-requests at once, and requests started at no more than `max_requests_per_second`. Waiting
-for either counts against the request's own timeout; a request that could not start in
-time is never sent and reads as `HttpUnavailable`.
+Behind the wrapper, urllib3 keeps a pool of keep-alive connections (one TCP and TLS
+handshake per connection, not per probe). urllib3 rather than httpx: on this path it costs
+about a third of the CPU per request (114 against 334 µs on the benchmark machine), and a
+replica's CPU per resolution is what bounds a latency-bound provider's rate.
+
+Two caps per client (so per provider, per replica) keep a burst of recoveries after an
+outage polite to the service it asks: at most `max_in_flight` requests at once, and
+requests started at no more than `max_requests_per_second`. Waiting for either counts
+against the request's own timeout; a request that could not start in time is never sent
+and reads as `HttpUnavailable`.
 """
 
 from __future__ import annotations
 
+import math
 import ssl
 import threading
 import time
@@ -21,16 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import httpx
+import urllib3
 from opentelemetry import propagate
+from urllib3.exceptions import HTTPError as Urllib3Error
 
 from resolver.errors import ConfigError, ResolverError
 
 ALLOWED_METHODS = frozenset({"GET", "HEAD"})
 _CHUNK_BYTES = 1024
-# Longer than the worker's cadence (2 s by default), so an idle replica keeps its
-# connections between partial pages; servers that close sooner are handled by the pool.
-KEEPALIVE_SECONDS = 30.0
 # The pacer lets this share of a second's requests through at once, at most.
 _BURST_SHARE = 0.02
 
@@ -156,7 +159,6 @@ class ReadOnlyHttpClient:
             raise ConfigError("max_in_flight must be at least 1")
         if tls is not None and parts.scheme != "https" and tls != TlsSettings():
             raise ConfigError("ca_bundle, client_cert and client_key need an https:// base_url")
-        self._origin = f"{parts.scheme}://{parts.netloc}"
         self._prefix = parts.path.rstrip("/")
         self._timeout_seconds = timeout_seconds
         self._max_body_bytes = max_body_bytes
@@ -165,23 +167,26 @@ class ReadOnlyHttpClient:
         self._pacer = (
             RequestPacer(max_requests_per_second) if max_requests_per_second is not None else None
         )
-        verify = (tls or TlsSettings()).context() if parts.scheme == "https" else True
-        self._client = httpx.Client(
-            verify=verify,
-            follow_redirects=False,
-            # No proxy, netrc or SSL_CERT_* from the environment: what is trusted and where
-            # the token goes is what the provider config says, nothing else.
-            trust_env=False,
-            limits=httpx.Limits(
-                max_connections=max_in_flight,
-                max_keepalive_connections=max_in_flight,
-                keepalive_expiry=KEEPALIVE_SECONDS,
-            ),
-            timeout=timeout_seconds,
-        )
+        # block=True: the pool never opens more than max_in_flight connections. Connections
+        # stay open between requests; one the server closed is noticed when taken from the
+        # pool and replaced, never used.
+        self._pool: urllib3.HTTPConnectionPool
+        if parts.scheme == "https":
+            self._pool = urllib3.HTTPSConnectionPool(
+                parts.hostname,
+                parts.port,
+                maxsize=max_in_flight,
+                block=True,
+                retries=False,
+                ssl_context=(tls or TlsSettings()).context(),
+            )
+        else:
+            self._pool = urllib3.HTTPConnectionPool(
+                parts.hostname, parts.port, maxsize=max_in_flight, block=True, retries=False
+            )
 
     def close(self) -> None:
-        self._client.close()
+        self._pool.close()
 
     def get(self, path: str, headers: Mapping[str, str] | None = None) -> HttpReply:
         return self.request("GET", path, headers)
@@ -215,37 +220,51 @@ class ReadOnlyHttpClient:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise HttpUnavailable("no time left to send before the timeout")
+        timeout = urllib3.Timeout(connect=remaining, read=remaining)
         try:
-            with self._client.stream(
+            # retries=False and redirect=False: nothing is ever sent twice, and a redirect
+            # is an answer. Proxies, netrc and SSL_CERT_* in the environment play no part:
+            # what is trusted and where the token goes is what the config says.
+            response = self._pool.urlopen(
                 method,
-                self._origin + self._prefix + path,
+                self._prefix + path,
                 headers=sent,
-                timeout=httpx.Timeout(remaining),
-            ) as response:
-                body = (
-                    b""
-                    if method == "HEAD"
-                    else _read_capped(response, self._max_body_bytes, deadline)
-                )
-                return HttpReply(
-                    response.status_code,
-                    body[: self._max_body_bytes],
-                    len(body) > self._max_body_bytes,
-                )
-        except (OSError, httpx.HTTPError, TimeoutError) as exc:
+                retries=False,
+                redirect=False,
+                timeout=timeout,
+                # The in-flight semaphore already holds a slot: the pool has a connection.
+                pool_timeout=math.ceil(remaining),
+                preload_content=False,
+                decode_content=False,
+            )
+        except (OSError, Urllib3Error) as exc:
             raise HttpUnavailable(f"no usable answer: {type(exc).__name__}") from exc
+        try:
+            body = (
+                b"" if method == "HEAD" else _read_capped(response, self._max_body_bytes, deadline)
+            )
+        except (OSError, Urllib3Error, TimeoutError) as exc:
+            response.close()  # a connection in an unknown state is not pooled again
+            raise HttpUnavailable(f"no usable answer: {type(exc).__name__}") from exc
+        finally:
+            response.release_conn()
+        truncated = len(body) > self._max_body_bytes
+        if truncated:
+            response.close()
+        return HttpReply(response.status, body[: self._max_body_bytes], truncated)
 
 
-def _read_capped(response: httpx.Response, cap: int, deadline: float) -> bytes:
+def _read_capped(response: urllib3.BaseHTTPResponse, cap: int, deadline: float) -> bytes:
     """At most cap+1 bytes (enough to know it was over), within the overall deadline."""
     chunks: list[bytes] = []
     size = 0
-    for chunk in response.iter_bytes(_CHUNK_BYTES):
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > cap:
-            break
+    while size <= cap:
         if time.monotonic() > deadline:
             # A server dripping bytes must not hold the provider past its timeout.
             raise TimeoutError("reply not complete before the deadline")
+        chunk = response.read(min(_CHUNK_BYTES * 8, cap + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
     return b"".join(chunks)
