@@ -331,7 +331,7 @@ class LiveDemo:
     def refresh_console_url(self) -> None:
         """The token travels in the URL fragment, which browsers never send to a server."""
         token = self.mint_token()
-        self.console_url = f"http://127.0.0.1:{self.options.api_port}/console/#token={token}"
+        self.console_url = f"http://127.0.0.1:{self.options.api_port}/console#token={token}"
 
     def mint_token(self) -> str:
         import jwt
@@ -398,6 +398,8 @@ def run_live(
     try:
         migrations.upgrade(url)
         demo = LiveDemo(options, data_dir, url)
+        if cluster is not None:
+            demo.event(f"private PostgreSQL in {data_dir / 'pg'} ({cluster.bin_dir})")
         demo.open()
         try:
             _script(demo, render, stop)
