@@ -380,7 +380,9 @@ def _run_live_demo(options: LiveOptions, data_dir: Path) -> int:
     from resolver.demo_live import run_live
 
     stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    # The replicas run in sessions of their own; closing the terminal (SIGHUP) must still
+    # stop them in order rather than leave them running.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, lambda *_: stop.set())
     close: Callable[[], None] = lambda: None  # noqa: E731
     if sys.stdout.isatty():

@@ -193,6 +193,7 @@ class LiveDemo:
         self._signing_key: Any = None
         self.orphans: set[str] = set()
         self.victim = ""
+        self.killed_at = 0.0
         self.simulator = ExecutorSimulator(
             ExecutionClient(
                 self._store, owner="demo-executor", lease_seconds=EXECUTOR_LEASE_SECONDS
@@ -244,7 +245,7 @@ class LiveDemo:
             "RESOLVER_RECEIPT_SIGNING_KID": kid,
         }
 
-    def kill_replica(self, index: int, *, tries_seconds: float = 3.0) -> None:
+    def kill_replica(self, index: int, *, tries_seconds: float = 6.0) -> None:
         """SIGKILL a replica while it holds recovery leases, so their expiry and hand-over
         can be watched: freeze it (SIGSTOP) at random instants until one falls inside a
         cycle with leases held (a few tries: a cycle is busy a few % of the time)."""
@@ -256,9 +257,9 @@ class LiveDemo:
             held = self._held_leases(replica.name)
             if not held:
                 replica.thaw()
-                time.sleep(self._rng.uniform(0.005, 0.05))  # a random instant, not a guess
+                time.sleep(self._rng.uniform(0.002, 0.03))  # a random instant, not a guess
         replica.kill()
-        self.orphans, self.victim = set(held), replica.name
+        self.orphans, self.victim, self.killed_at = set(held), replica.name, time.monotonic()
         lease = REPLICA_ENV["RESOLVER_RECOVERY_LEASE_SECONDS"]
         if held:
             self.event(
@@ -269,7 +270,7 @@ class LiveDemo:
             self.event(f"killed {replica.name} (SIGKILL) between cycles; the others carry on")
 
     def watch_orphans(self) -> None:
-        """Says once when every item the killed replica held has been taken over and settled."""
+        """Says once when no item the killed replica held is leased to it any more."""
         if not self.orphans:
             return
         with _platform_connection(self.url) as conn:
@@ -278,8 +279,9 @@ class LiveDemo:
         if all(status != "armed" or moved for status, moved in rows):
             settled = sum(1 for status, _ in rows if status != "armed")
             self.event(
-                f"the {len(self.orphans)} item(s) the killed replica held were re-claimed by the "
-                f"others ({settled} settled, the rest retried with backoff)"
+                f"none of the {len(self.orphans)} item(s) {self.victim} held is leased to it any "
+                f"more, {time.monotonic() - self.killed_at:.1f}s after the kill: {settled} "
+                f"settled, {len(rows) - settled} waiting for their next scan"
             )
             self.orphans = set()
 
@@ -294,9 +296,10 @@ class LiveDemo:
     # -- console ----------------------------------------------------------------------------
 
     def start_console(self) -> None:
-        from cryptography.hazmat.primitives.asymmetric import rsa
+        from cryptography.hazmat.primitives.asymmetric import ec
 
-        self._signing_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        # ES256: a short signature keeps the console link short enough to copy.
+        self._signing_key = ec.generate_private_key(ec.SECP256R1())
         jwks = self.data_dir / "demo-jwks.json"
         jwks.write_text(json.dumps(_jwks(self._signing_key)))
         with _platform_connection(self.url) as conn:
@@ -332,6 +335,9 @@ class LiveDemo:
         """The token travels in the URL fragment, which browsers never send to a server."""
         token = self.mint_token()
         self.console_url = f"http://127.0.0.1:{self.options.api_port}/console#token={token}"
+        link = self.data_dir / "console-url.txt"
+        link.touch(mode=0o600)
+        link.write_text(self.console_url + "\n")
 
     def mint_token(self) -> str:
         import jwt
@@ -347,7 +353,7 @@ class LiveDemo:
             "amr": ["mfa"],
             "demo_only": True,
         }
-        return jwt.encode(claims, self._signing_key, algorithm="RS256", headers={"kid": "demo"})
+        return jwt.encode(claims, self._signing_key, algorithm="ES256", headers={"kid": "demo"})
 
     # -- watch and stop ---------------------------------------------------------------------
 
@@ -511,8 +517,8 @@ def _platform_transaction(url: str) -> Iterator[Any]:
 def _jwks(private_key: Any) -> dict[str, Any]:
     import jwt
 
-    public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(private_key.public_key()))
-    return {"keys": [{**public, "kid": "demo", "alg": "RS256", "use": "sig"}]}
+    public = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(private_key.public_key()))
+    return {"keys": [{**public, "kid": "demo", "alg": "ES256", "use": "sig"}]}
 
 
 def _clean_environment() -> dict[str, str]:

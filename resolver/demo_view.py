@@ -58,8 +58,15 @@ def rich_renderer() -> tuple[Renderer, Callable[[], None]]:
 
     live = Live(auto_refresh=False, screen=False, transient=False)
     live.start()
+    printed: list[str | None] = [None]
 
     def render(view: LiveView) -> None:
+        if view.console_url and view.console_url != printed[0]:
+            # Above the live region and soft-wrapped: the terminal wraps it, so it copies as
+            # one line (a box around it would add borders and newlines to the copy).
+            printed[0] = view.console_url
+            live.console.print("operator console (DEMO-ONLY token, valid a few minutes):")
+            live.console.print(view.console_url, soft_wrap=True, style="cyan", highlight=False)
         live.update(Group(*_panels(view)), refresh=True)
 
     return render, live.stop
@@ -108,9 +115,9 @@ def _panels(view: LiveView) -> list[RenderableType]:
     parts: list[RenderableType] = [header, backlog, replicas, executor, events]
     if view.console_url:
         parts.append(
-            Panel(
-                Text(view.console_url, overflow="fold"),
-                title="operator console (DEMO-ONLY token in the link, valid a few minutes)",
+            Text(
+                "The operator console link is printed above (and in console-url.txt in the "
+                "data directory): open it and decide a manual item. Ctrl-C stops everything.",
                 style="cyan",
             )
         )
