@@ -59,7 +59,7 @@ class Options:
     rounds: int = 1
     pgbench_scale: int = 10
     pgbench_clients: int = 4
-    idle_seconds: float = 60.0
+    idle_seconds: float = 30.0
     closed_small: int = 1_000
     closed_large: int = 1_000_000
     scan_due: int = 1_000
@@ -507,7 +507,7 @@ def parse(argv: list[str] | None = None) -> tuple[Options, Path | None]:
     p.add_argument("--rounds", type=int, default=1, help="drains per case (median reported)")
     p.add_argument("--pgbench-seconds", type=int, default=20)
     p.add_argument("--pgbench-scale", type=int, default=10)
-    p.add_argument("--idle-seconds", type=float, default=60.0)
+    p.add_argument("--idle-seconds", type=float, default=30.0)
     p.add_argument("--closed-small", type=int, default=1_000)
     p.add_argument("--closed-large", type=int, default=1_000_000)
     p.add_argument("--scan-samples", type=int, default=300)

@@ -33,7 +33,12 @@ class EvidenceProvider(Protocol):
 
 @runtime_checkable
 class PageEvidenceProvider(EvidenceProvider, Protocol):
-    """A provider that answers a whole page in one round trip (e.g. one query)."""
+    """A provider that answers a whole page in one round trip (e.g. one query).
+
+    One that sets `bounds_own_time = True` promises never to take longer than its
+    `timeout_seconds` (every wait it makes is bounded so): the reconciler then calls it on
+    the cycle's own thread instead of handing the page to its thread pool.
+    """
 
     def inspect_page(self, identities: Sequence[DispatchIdentity]) -> Mapping[str, Finding]: ...
 
