@@ -54,7 +54,8 @@ def test_harness_runs_and_reports_self_consistent_figures(pg_server: str, tmp_pa
             # Real `resolver run` processes: spawned, then their first claim, from the
             # database's own record of it.
             assert d.startup_ms is not None and d.startup_ms > 0, d.case.name
-            assert d.slowest_started_ms is not None and d.slowest_started_ms > 0
+            # A replica still starting when a tiny backlog is gone never logs its start.
+            assert d.slowest_started_ms is None or d.slowest_started_ms > 0
     (http,) = [d for d in report.drains if d.case.action_type == "bench.http"]
     assert http.http is not None
     assert http.http["replicas_seen"] == 2  # each replica's token reached the service
