@@ -35,7 +35,10 @@ HEADER = """\
 # release) over the jobs approved-action-resolver (workers) and approved-action-resolver-api;
 # docs/observability.md has a scrape config that sets those labels.
 """
-PLAIN_VALUES: dict[str, Any] = {"prometheusRule": {"enabled": True}, "alerts": {"selectRelease": False}}
+PLAIN_VALUES: dict[str, Any] = {
+    "prometheusRule": {"enabled": True},
+    "alerts": {"selectRelease": False},
+}
 
 
 def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -53,7 +56,9 @@ def render_groups(values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     import helm_python as helm  # a dev dependency: only this tool and the tests need it
 
     with helm.Chart.load(CHART) as chart:
-        files = chart.render(merge(PLAIN_VALUES, values or {}), name="resolver", namespace="default")
+        files = chart.render(
+            merge(PLAIN_VALUES, values or {}), name="resolver", namespace="default"
+        )
     (text,) = [text for path, text in files.items() if path.endswith("prometheusrule.yaml")]
     return list(yaml.safe_load(text)["spec"]["groups"])
 

@@ -71,12 +71,16 @@ def test_the_chart_renders_the_same_rules_scoped_to_its_release() -> None:
     chart = chart_rules(ON)
     assert [r["alert"] for r in chart] == [r["alert"] for r in plain] == source_alerts()
     for mine, theirs in zip(chart, plain, strict=True):
-        scoped = theirs["expr"].replace(
-            'job="approved-action-resolver"',
-            'job="approved-action-resolver", namespace="recovery", release="rr"',
-        ).replace(
-            'job="approved-action-resolver-api"',
-            'job="approved-action-resolver-api", namespace="recovery", release="rr"',
+        scoped = (
+            theirs["expr"]
+            .replace(
+                'job="approved-action-resolver"',
+                'job="approved-action-resolver", namespace="recovery", release="rr"',
+            )
+            .replace(
+                'job="approved-action-resolver-api"',
+                'job="approved-action-resolver-api", namespace="recovery", release="rr"',
+            )
         )
         assert mine["expr"] == scoped, mine["alert"]
         assert {k: v for k, v in mine.items() if k != "expr"} == {
