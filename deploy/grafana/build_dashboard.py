@@ -52,6 +52,11 @@ def q(expr: str, legend: str) -> Query:
     return Query(expr, legend)
 
 
+def rates(metric: str, labels: str) -> str:
+    """Per-second rate of a counter per installation and `labels`."""
+    return f"sum by ({BY}, {labels}) (rate({metric}{{{SEL}}}[{RATE}]))"
+
+
 def quantiles(metric: str, extra_by: str = "") -> list[Query]:
     """p50 and p99 of a histogram per installation (and `extra_by`)."""
     by = f"{BY}, {extra_by}" if extra_by else BY
@@ -212,7 +217,7 @@ def build() -> dashboard.Dashboard:
                 "Committed resolutions per second: automatic (workers) and manual (API).",
                 "ops",
                 q(
-                    f"sum by ({BY}, source, outcome) (rate(resolver_resolutions_total{{{SEL}}}[{RATE}]))",
+                    rates("resolver_resolutions_total", "source, outcome"),
                     "{{release}} {{source}} {{outcome}}",
                 ),
             )
@@ -223,7 +228,7 @@ def build() -> dashboard.Dashboard:
                 "Findings of inspected dispatches per second, by provider and finding.",
                 "ops",
                 q(
-                    f"sum by ({BY}, provider, finding) (rate(resolver_findings_total{{{SEL}}}[{RATE}]))",
+                    rates("resolver_findings_total", "provider, finding"),
                     "{{release}} {{provider}} {{finding}}",
                 ),
             )
@@ -234,7 +239,7 @@ def build() -> dashboard.Dashboard:
                 "Fenced writes refused because the claim went stale, by stage.",
                 "ops",
                 q(
-                    f"sum by ({BY}, stage) (rate(resolver_fence_rejections_total{{{SEL}}}[{RATE}]))",
+                    rates("resolver_fence_rejections_total", "stage"),
                     "{{release}} {{stage}}",
                 ),
             )
