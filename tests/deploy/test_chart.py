@@ -60,6 +60,23 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         }
     },
     "service-monitor": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
+    # Issue 11 (alerts, dashboard): every monitoring option on.
+    "monitoring-everything": {
+        "serviceMonitor": {"enabled": True},
+        "prometheusRule": {"enabled": True, "labels": {"release": "prom"}},
+        "alerts": {
+            "workerSelector": 'job="approved-action-resolver", cluster="eu1"',
+            "groupBy": ["cluster", "namespace", "release"],
+            "runbookBaseUrl": "https://wiki.corp.test/resolver/runbook.html",
+            "ruleLabels": {"team": "sre"},
+            "disabled": ["ResolverBacklogGrowing"],
+        },
+        "dashboard": {
+            "enabled": True,
+            "namespace": "monitoring",
+            "annotations": {"grafana_folder": "Recovery"},
+        },
+    },
     "production": {
         "replicaCount": 3,
         "image": {"repository": "registry.example/resolver", "digest": "sha256:" + "ab" * 32},
