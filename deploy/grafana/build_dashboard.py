@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grafana_foundation_sdk.builders import dashboard, prometheus, stat, timeseries
+from grafana_foundation_sdk.cog import builder as cogbuilder
+from grafana_foundation_sdk.cog import variants as cogvariants
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.dashboard import (
     DashboardCursorSync,
@@ -70,7 +72,7 @@ def quantiles(metric: str, extra_by: str = "") -> list[Query]:
     ]
 
 
-def targets(queries: Sequence[Query]) -> list[prometheus.Dataquery]:
+def targets(queries: Sequence[Query]) -> list[cogbuilder.Builder[cogvariants.Dataquery]]:
     return [
         prometheus.Dataquery().expr(query.expr).legend_format(query.legend).ref_id(chr(65 + i))
         for i, query in enumerate(queries)
