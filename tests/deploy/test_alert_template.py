@@ -186,3 +186,77 @@ def test_a_chart_without_the_rules_file_fails_with_the_cause(tmp_path: Path) -> 
     (copy / "files" / "alerts.yml").unlink()
     with pytest.raises(helm.HelmError, match=r"files/alerts\.yml is missing"):
         render(ON, chart=copy)
+
+
+def test_two_releases_rules_in_one_prometheus_page_once_for_the_release_that_is_down(
+    promtool: Path, tmp_path: Path
+) -> None:
+    """Each release's PrometheusRule watches that release only: with a's workers down and
+    b's up, a's rules page once for a, b's rules stay quiet (no duplicate, no masking)."""
+    rule_files = []
+    for namespace, release in (("shop", "a"), ("bank", "b")):
+        with helm.Chart.load(CHART) as chart:
+            files = chart.render(ON, name=release, namespace=namespace)
+        (text,) = [t for p, t in files.items() if p.endswith("prometheusrule.yaml")]
+        groups = yaml.safe_load(text)["spec"]["groups"]
+        path = tmp_path / f"{release}.yml"
+        path.write_text(yaml.safe_dump({"groups": groups}))
+        rule_files.append(path.name)
+    job = "approved-action-resolver"
+    series = [
+        {
+            "series": f'up{{job="{job}", namespace="shop", release="a", instance="a1"}}',
+            "values": "0x10",
+        },
+        {
+            "series": f'up{{job="{job}", namespace="bank", release="b", instance="b1"}}',
+            "values": "1x10",
+        },
+    ]
+    case = {
+        "rule_files": rule_files,
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": series,
+                "alert_rule_test": [
+                    {
+                        "eval_time": "8m",
+                        "alertname": "ResolverDown",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {
+                                    "severity": "critical",
+                                    "namespace": "shop",
+                                    "release": "a",
+                                },
+                                "exp_annotations": {
+                                    "summary": "No resolver replica of shop/a is up",
+                                    "description": (
+                                        "Every resolver replica of this installation has failed"
+                                        " its scrape for 5 minutes. Nothing recovers crashed"
+                                        " executions, and the backlog figures are unknown."
+                                    ),
+                                    "runbook_url": (
+                                        "https://example.invalid/approved-action-resolver/docs/"
+                                        "runbook.md#resolverdown"
+                                    ),
+                                },
+                            }
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+    (tmp_path / "test.yml").write_text(yaml.safe_dump(case))
+    proc = subprocess.run(
+        [str(promtool), "test", "rules", "test.yml"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
