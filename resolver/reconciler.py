@@ -7,7 +7,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ALL_COMPLETED, Future, ThreadPoolExecutor, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
@@ -200,9 +200,14 @@ class Reconciler:
         for item in items:
             self._history.record("invoke", "inspect", **_lease_fields(item))
         calls: list[_Call] = []
+        here: list[_Call] = []
         for provider, identities in batches.values():
             label = self._provider_label(identities[0].action_type)
             if isinstance(provider, PageEvidenceProvider):
+                if getattr(provider, "bounds_own_time", False) is True:
+                    # Its own timeouts bound it: run it on this thread, no hand-off.
+                    here.append(_Call(provider, label, identities, Future()))
+                    continue
                 future = self._pool.submit(_ask_page, provider, identities)
                 calls.append(_Call(provider, label, identities, future))
             else:
@@ -212,7 +217,10 @@ class Reconciler:
                 )
         self._boundary(CrashPoint.INSPECTING)
         started = time.monotonic()
-        for call in calls:
+        for call in here:  # while the pooled calls run
+            _run_here(call.future, _ask_page, call.provider, call.identities)
+        self._await_all(calls, started)
+        for call in [*here, *calls]:
             timeout = call.provider.timeout_seconds or self._settings.default_timeout_seconds
             remaining = max(0.0, started + timeout - time.monotonic())
             result = call.collect(remaining, started)
@@ -222,6 +230,22 @@ class Reconciler:
             finding = findings[item.identity.dispatch_id].kind.value
             self._history.record("ok", "inspect", **_lease_fields(item), finding=finding)
         return findings
+
+    def _await_all(self, calls: Sequence[_Call], started: float) -> None:
+        """Wait for the pooled calls with one wake-up when all have answered (not one per
+        call), none past its own provider's timeout from the common start."""
+        default = self._settings.default_timeout_seconds
+        deadline = {id(c): started + (c.provider.timeout_seconds or default) for c in calls}
+        waiting = [c for c in calls if not c.future.done()]
+        while waiting:
+            soonest = min(deadline[id(c)] for c in waiting)
+            wait(
+                [c.future for c in waiting],
+                timeout=max(0.0, soonest - time.monotonic()),
+                return_when=ALL_COMPLETED,
+            )
+            now = time.monotonic()
+            waiting = [c for c in waiting if not c.future.done() and deadline[id(c)] > now]
 
     def _provider_label(self, action_type: str) -> str:
         """The configured provider name of an action type, for metrics, spans and logs."""
@@ -322,6 +346,20 @@ def _timed(ask: Callable[[], Mapping[str, Finding]]) -> _Answer:
     started_ns, t0 = time.time_ns(), time.monotonic()
     findings = ask()
     return _Answer(findings, started_ns, time.monotonic() - t0)
+
+
+def _run_here(
+    future: Future[_Answer],
+    ask: Callable[[PageEvidenceProvider, list[DispatchIdentity]], _Answer],
+    provider: EvidenceProvider,
+    identities: list[DispatchIdentity],
+) -> None:
+    """Run a call on the caller's thread into a future, as the pool would have."""
+    assert isinstance(provider, PageEvidenceProvider)
+    try:
+        future.set_result(ask(provider, identities))
+    except Exception as exc:  # collected as `error`, like a pooled call's
+        future.set_exception(exc)
 
 
 def _ask_page(provider: PageEvidenceProvider, identities: list[DispatchIdentity]) -> _Answer:

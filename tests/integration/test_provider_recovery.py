@@ -281,3 +281,52 @@ def test_a_slow_receipt_times_out_alone_and_the_page_commits_the_rest(
     for i in identities[1:]:
         assert settled(sql, i.dispatch_id) == ("succeeded", "resolved", "verified_succeeded")
     assert settled(sql, slow.dispatch_id) == ("executing", "armed", "unavailable")
+
+
+class ThreadNoting(InternalMutationProvider):
+    """The real provider, noting which thread answers and able to fail on demand."""
+
+    threads: list[str]
+    fail = False
+
+    def inspect_page(self, identities: Any) -> Any:
+        import threading
+
+        self.threads.append(threading.current_thread().name)
+        if self.fail:
+            raise RuntimeError("provider bug")
+        return super().inspect_page(identities)
+
+
+@pytest.mark.parametrize("bounded", [True, False])
+def test_a_page_provider_that_bounds_its_own_time_runs_on_the_cycle_thread(
+    world: World, store: PostgresStore, sql: SQL, readonly: ReadOnlyDatabase, bounded: bool
+) -> None:
+    import threading
+
+    leases = world.crashed(3, action_type="db.mutation")
+    provider = ThreadNoting(readonly, KEYS, 2)
+    provider.threads = []
+    if not bounded:
+        provider.bounds_own_time = False  # type: ignore[misc]
+    report = reconciler(store, ProviderRegistry({"db.mutation": provider})).run_cycle(
+        now_ms=AFTER
+    )
+    assert report.claimed == 3
+    on_cycle_thread = provider.threads == [threading.current_thread().name]
+    assert on_cycle_thread is bounded
+    for lease in leases:
+        assert settled(sql, lease.dispatch_id) == ("executing", "armed", "missing")
+
+
+def test_a_failing_inline_page_provider_is_unavailable_and_the_page_commits(
+    world: World, store: PostgresStore, sql: SQL, readonly: ReadOnlyDatabase
+) -> None:
+    (lease,) = world.crashed(1, action_type="db.mutation")
+    provider = ThreadNoting(readonly, KEYS, 2)
+    provider.threads, provider.fail = [], True
+    report = reconciler(store, ProviderRegistry({"db.mutation": provider})).run_cycle(
+        now_ms=AFTER
+    )
+    assert report.accepted == {lease.dispatch_id}
+    assert settled(sql, lease.dispatch_id) == ("executing", "armed", "unavailable")
