@@ -239,18 +239,21 @@ class ReadOnlyHttpClient:
             )
         except (OSError, Urllib3Error) as exc:
             raise HttpUnavailable(f"no usable answer: {type(exc).__name__}") from exc
+        reusable = False
         try:
             body = (
                 b"" if method == "HEAD" else _read_capped(response, self._max_body_bytes, deadline)
             )
+            truncated = len(body) > self._max_body_bytes
+            reusable = not truncated  # read to its end: the connection can serve again
         except (OSError, Urllib3Error, TimeoutError) as exc:
-            response.close()  # a connection in an unknown state is not pooled again
             raise HttpUnavailable(f"no usable answer: {type(exc).__name__}") from exc
         finally:
+            if not reusable:
+                # Unread bytes or an unknown state: closed before it goes back to the pool,
+                # which then opens a fresh connection for the next request.
+                response.close()
             response.release_conn()
-        truncated = len(body) > self._max_body_bytes
-        if truncated:
-            response.close()
         return HttpReply(response.status, body[: self._max_body_bytes], truncated)
 
 

@@ -370,3 +370,20 @@ def test_caps_are_validated_in_the_provider_config(
         create({**base, "max_in_flight": 0})
     with pytest.raises(ConfigError, match="max_requests_per_second"):
         create({**base, "max_requests_per_second": 0})
+
+
+def test_an_oversized_reply_closes_its_connection_and_the_next_probe_gets_a_fresh_one(
+    receipt_server: ReceiptServer, receipt_keys: KeyRing
+) -> None:
+    identity = _plant(receipt_server, receipt_keys)
+    receipt_server.plant("huge", 200, b"{" + b" " * 100_000 + b"}")
+    client = ReadOnlyHttpClient(receipt_server.base_url, timeout_seconds=2, max_body_bytes=8192)
+    provider = HttpReceiptProvider(client, receipt_keys, 2)
+    try:
+        assert client.get("/receipts/huge").truncated
+        # Not the rest of the huge body read as the next answer: a new, clean connection.
+        assert provider.inspect(identity).kind is FindingKind.VERIFIED_SUCCEEDED
+        assert provider.inspect(identity).kind is FindingKind.VERIFIED_SUCCEEDED
+    finally:
+        provider.close()
+    assert receipt_server.connections == 2  # the second connection served both probes
