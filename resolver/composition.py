@@ -63,6 +63,15 @@ def configure_logging(level: str = "INFO") -> None:
     structlog.contextvars.bind_contextvars()
 
 
+def migration_policy(settings: Settings) -> migrate.MigrationPolicy:
+    return migrate.MigrationPolicy(
+        connect_timeout_seconds=settings.connect_timeout_seconds,
+        lock_timeout_ms=settings.migration_lock_timeout_ms,
+        attempts=settings.migration_attempts,
+        retry_delay_seconds=settings.migration_retry_delay_seconds,
+    )
+
+
 def open_store(settings: Settings) -> PostgresStore:
     store = PostgresStore(
         settings.require_database_url(),
@@ -178,14 +187,17 @@ def serve_endpoints(replica: Replica, settings: Settings) -> ObservabilityServer
             recovery_lease_seconds=settings.recovery_lease_seconds,
         ),
     )
-    server = _listen(
-        settings, replica.metrics_registry, liveness, readiness_check(replica.store, url)
-    )
+    readiness = readiness_check(replica.store, url, settings.connect_timeout_seconds)
+    server = _listen(settings, replica.metrics_registry, liveness, readiness)
     replica.endpoints = server.start()
     return server
 
 
-def readiness_check(store: PostgresStore, url: str) -> ReadinessCheck:
+def readiness_check(
+    store: PostgresStore,
+    url: str,
+    connect_timeout_seconds: float = migrate.DEFAULT_CONNECT_TIMEOUT_SECONDS,
+) -> ReadinessCheck:
     """Database reachable and schema usable by this code: one check for worker and API.
 
     A newer release's schema is usable (migrations are additive, expand before contract), as
@@ -194,7 +206,7 @@ def readiness_check(store: PostgresStore, url: str) -> ReadinessCheck:
     """
     return ReadinessCheck(
         store.ping,
-        lambda: migrate.current_revision(url),
+        lambda: migrate.current_revision(url, connect_timeout_seconds),
         migrate.head_revision(),
         usable=lambda revision: migrate.classify(revision) is migrate.SchemaStatus.AHEAD,
     )
@@ -253,7 +265,7 @@ def build_api(
     _process_metrics(registry)
     # Not resolver_build_info: the worker alerts read that one as "a replica is up".
     register_build_info(registry, migrate.head_revision(), name="api_build")
-    readiness = readiness_check(store, url)
+    readiness = readiness_check(store, url, settings.connect_timeout_seconds)
     app = create_app(
         store,
         verifier,

@@ -61,6 +61,11 @@ class Settings(BaseSettings):
     metrics_cache_seconds: float = Field(
         default=5.0, ge=0, description="a backlog read serves scrapes for this long"
     )
+    # `resolver migrate`: DDL gives up on a lock after this long rather than queue (and stall
+    # the replicas queued behind it), then retries the whole, rolled-back attempt.
+    migration_lock_timeout_ms: int = Field(default=5_000, ge=1, le=600_000)
+    migration_attempts: int = Field(default=10, ge=1, le=1_000)
+    migration_retry_delay_seconds: float = Field(default=2.0, ge=0, le=600)
     history_file: Path | None = Field(
         default=None, description="test-only: append an invoke/ok/fail/info operation history"
     )

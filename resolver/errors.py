@@ -18,6 +18,11 @@ class StorageUnavailable(ResolverError):
     """
 
 
+class MigrationLockTimeout(StorageUnavailable):
+    """Migration DDL kept hitting its lock_timeout (a long transaction holds a table); every
+    attempt rolled back, so the schema is as it was."""
+
+
 class SchemaNotReady(ResolverError):
     """The database answers but is not migrated to the revision this code expects."""
 

@@ -213,6 +213,10 @@ NOT_FROM_VALUES = {
     "oidc_issuer",
     "oidc_audience",
     "oidc_jwks_file",
+    # The migration Job's (checked by test_migration_runs_under_a_lock_timeout_with_retries).
+    "migration_lock_timeout_ms",
+    "migration_attempts",
+    "migration_retry_delay_seconds",
 }
 
 
@@ -305,7 +309,7 @@ def test_migration_runs_as_a_pre_install_and_pre_upgrade_hook_with_its_own_ident
     assert annotations["helm.sh/hook"] == "pre-install,pre-upgrade"
     pod = job["spec"]["template"]["spec"]
     (migrate,) = pod["containers"]
-    assert migrate["args"] == ["migrate"]
+    assert migrate["args"] == ["migrate", "--grants"]
     url = env_of(migrate)["RESOLVER_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
     assert url == {"name": "resolver-migrator-db", "key": "url"}
     accounts = {sa["metadata"]["name"]: sa for sa in by_kind(manifests, "ServiceAccount")}
@@ -325,6 +329,29 @@ def test_migration_uses_the_runtime_secret_when_no_migration_secret_is_given() -
     (migrate,) = migration_job(render())["spec"]["template"]["spec"]["containers"]
     url = env_of(migrate)["RESOLVER_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
     assert url == {"name": "rr-approved-action-resolver-database", "key": "url"}
+
+
+def test_migration_runs_under_a_lock_timeout_with_retries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    values = {
+        "migration": {"lockTimeoutMs": 1500, "attempts": 4, "retryDelaySeconds": 0.5},
+        "resolver": {"connectTimeoutSeconds": 3},
+    }
+    (migrate,) = migration_job(render(values))["spec"]["template"]["spec"]["containers"]
+    for name, item in env_of(migrate).items():
+        if "value" in item:
+            monkeypatch.setenv(name, item["value"])
+    settings = Settings()
+    assert settings.migration_lock_timeout_ms == 1500
+    assert settings.migration_attempts == 4
+    assert settings.migration_retry_delay_seconds == 0.5
+    assert settings.connect_timeout_seconds == 3
+
+
+def test_migration_grants_can_be_left_to_the_operator() -> None:
+    job = migration_job(render({"migration": {"grants": False}}))
+    assert job["spec"]["template"]["spec"]["containers"][0]["args"] == ["migrate"]
 
 
 def test_migration_job_can_be_disabled() -> None:
