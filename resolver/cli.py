@@ -20,6 +20,7 @@ from resolver import __version__
 from resolver.composition import (
     build_api,
     build_replica,
+    build_verifier,
     configure_logging,
     migration_policy,
     open_store,
@@ -259,11 +260,8 @@ def api_cmd() -> None:
     """
     import uvicorn
 
-    from resolver.auth import TokenVerifier
-
     settings = load_settings()
-    issuer, audience, jwks = settings.require_oidc()
-    verifier = TokenVerifier.from_jwks_file(jwks, issuer=issuer, audience=audience)
+    verifier = build_verifier(settings)
     ensure_schema(settings.require_database_url(), settings.connect_timeout_seconds)
     api = build_api(settings, verifier)
     try:

@@ -6,6 +6,7 @@ import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import structlog
@@ -231,6 +232,22 @@ def _listen(
             f"RESOLVER_HTTP_PORT={settings.http_port}: cannot listen on "
             f"{settings.http_host}:{settings.http_port} ({exc.strerror}); pick a free port"
         ) from None
+
+
+def build_verifier(settings: Settings) -> TokenVerifier:
+    """The token verifier of `resolver api`, its keys from the JWKS URL or file."""
+    from resolver.auth import JwksUrl, TokenVerifier
+
+    issuer, audience, keys = settings.require_oidc()
+    if isinstance(keys, Path):
+        return TokenVerifier.from_jwks_file(keys, issuer=issuer, audience=audience)
+    source = JwksUrl(
+        keys,
+        cache_seconds=settings.oidc_jwks_cache_seconds,
+        refetch_min_seconds=settings.oidc_jwks_refetch_min_seconds,
+        timeout_seconds=settings.connect_timeout_seconds,
+    )
+    return TokenVerifier.from_jwks_url(source, issuer=issuer, audience=audience)
 
 
 @dataclass

@@ -213,6 +213,9 @@ NOT_FROM_VALUES = {
     "oidc_issuer",
     "oidc_audience",
     "oidc_jwks_file",
+    "oidc_jwks_url",
+    "oidc_jwks_cache_seconds",
+    "oidc_jwks_refetch_min_seconds",
     # The migration Job's (checked by test_migration_runs_under_a_lock_timeout_with_retries).
     "migration_lock_timeout_ms",
     "migration_attempts",

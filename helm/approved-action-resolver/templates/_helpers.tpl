@@ -48,10 +48,16 @@ app.kubernetes.io/component: api
 {{/* `resolver api` verifies tokens against these; without them it would not start. */}}
 {{- define "resolver.validateApi" -}}
 {{- $oidc := .Values.api.oidc }}
-{{- range $name := list "issuer" "audience" "jwksConfigMap" }}
+{{- range $name := list "issuer" "audience" }}
 {{- if not (get $oidc $name) }}
-{{- fail (printf "api.enabled needs api.oidc.%s: the manual-resolution API verifies every bearer token against the issuer (api.oidc.issuer), this API's audience (api.oidc.audience) and the issuer's JWKS from an existing ConfigMap (api.oidc.jwksConfigMap)" $name) }}
+{{- fail (printf "api.enabled needs api.oidc.%s: the manual-resolution API verifies every bearer token against the issuer (api.oidc.issuer), this API's audience (api.oidc.audience) and the issuer's keys (api.oidc.jwksUrl, or a JWKS in an existing ConfigMap, api.oidc.jwksConfigMap)" $name) }}
 {{- end }}
+{{- end }}
+{{- if and $oidc.jwksUrl $oidc.jwksConfigMap }}
+{{- fail "api.oidc.jwksUrl and api.oidc.jwksConfigMap are exclusive: set the issuer's keys one way" }}
+{{- end }}
+{{- if not (or $oidc.jwksUrl $oidc.jwksConfigMap) }}
+{{- fail "api.enabled needs the issuer's keys: api.oidc.jwksUrl (its jwks_uri, refetched on rotation) or api.oidc.jwksConfigMap (a JWKS in an existing ConfigMap, re-read when it changes)" }}
 {{- end }}
 {{- end }}
 
