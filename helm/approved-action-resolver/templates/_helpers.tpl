@@ -33,6 +33,36 @@ helm.sh/chart: {{ include "resolver.chart" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: approved-action-resolver
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Volumes and mounts every pod that connects to PostgreSQL gets (e.g. a database CA). */}}
+{{- define "resolver.extraVolumes" -}}
+{{- with .Values.extraVolumes }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "resolver.extraVolumeMounts" -}}
+{{- with .Values.extraVolumeMounts }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* HPA or KEDA owns the worker's replica count; the Deployment must then not set it. */}}
+{{- define "resolver.autoscaled" -}}
+{{- if or .Values.autoscaling.hpa.enabled .Values.autoscaling.keda.enabled }}true{{ end }}
+{{- end }}
+
+{{/* The due backlog of this release, as Prometheus sees it (KEDA and the adapter example). */}}
+{{- define "resolver.dueBacklogQuery" -}}
+{{- if .Values.autoscaling.query }}
+{{- tpl .Values.autoscaling.query . }}
+{{- else }}
+{{- printf "max(%s{queue=\"due\", namespace=\"%s\", service=\"%s\"})" .Values.autoscaling.metricName .Release.Namespace (include "resolver.fullname" .) }}
+{{- end }}
 {{- end }}
 
 {{- define "resolver.workerSelectorLabels" -}}
@@ -114,6 +144,21 @@ a crash loop.
 {{- end }}
 {{- if lt (float64 $r.backoffMaxSeconds) (float64 $r.backoffBaseSeconds) }}
 {{- fail (printf "resolver.backoffMaxSeconds (%v) must be >= resolver.backoffBaseSeconds (%v)" $r.backoffMaxSeconds $r.backoffBaseSeconds) }}
+{{- end }}
+{{- $as := .Values.autoscaling }}
+{{- if and $as.hpa.enabled $as.keda.enabled }}
+{{- fail "autoscaling.hpa.enabled and autoscaling.keda.enabled are exclusive: KEDA creates its own HorizontalPodAutoscaler, and two would fight over the replica count" }}
+{{- end }}
+{{- if gt (int $as.minReplicas) (int $as.maxReplicas) }}
+{{- fail (printf "autoscaling.minReplicas (%v) must be <= autoscaling.maxReplicas (%v)" $as.minReplicas $as.maxReplicas) }}
+{{- end }}
+{{- if and $as.keda.enabled (not $as.keda.prometheus.serverAddress) }}
+{{- fail "autoscaling.keda.enabled needs autoscaling.keda.prometheus.serverAddress: the Prometheus that scrapes the resolver (e.g. http://prometheus-operated.monitoring.svc:9090)" }}
+{{- end }}
+{{- if .Values.api.enabled }}
+{{- if ge (float64 .Values.api.preStopSleepSeconds) (float64 .Values.api.terminationGracePeriodSeconds) }}
+{{- fail (printf "api.preStopSleepSeconds (%v) must be below api.terminationGracePeriodSeconds (%v): the API needs time after the pause to finish its requests" .Values.api.preStopSleepSeconds .Values.api.terminationGracePeriodSeconds) }}
+{{- end }}
 {{- end }}
 {{- end }}
 
