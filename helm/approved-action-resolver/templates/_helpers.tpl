@@ -145,6 +145,11 @@ a crash loop.
 {{- if lt (float64 $r.backoffMaxSeconds) (float64 $r.backoffBaseSeconds) }}
 {{- fail (printf "resolver.backoffMaxSeconds (%v) must be >= resolver.backoffBaseSeconds (%v)" $r.backoffMaxSeconds $r.backoffBaseSeconds) }}
 {{- end }}
+{{- range $key, $_ := .Values.commonLabels }}
+{{- if or (hasPrefix "app.kubernetes.io/" $key) (eq $key "helm.sh/chart") }}
+{{- fail (printf "commonLabels must not set %s: the chart sets its app.kubernetes.io/* and helm.sh/chart labels itself (selectors and the alerts rely on them)" $key) }}
+{{- end }}
+{{- end }}
 {{- $as := .Values.autoscaling }}
 {{- if and $as.hpa.enabled $as.keda.enabled }}
 {{- fail "autoscaling.hpa.enabled and autoscaling.keda.enabled are exclusive: KEDA creates its own HorizontalPodAutoscaler, and two would fight over the replica count" }}
