@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "approved-action-resolver"
 KUSTOMIZE_BASE = ROOT / "deploy" / "kustomize" / "base"
 # The oldest minor the chart declares (Chart.yaml kubeVersion) and the newest the schemas know.
-KUBE_VERSIONS = ("1.27.0", f"{kubernetes_validate.latest_version()}.0")
+_NEWEST = kubernetes_validate.latest_version()
+KUBE_VERSIONS = ("1.27.0", _NEWEST if _NEWEST.count(".") == 2 else f"{_NEWEST}.0")
 # Prometheus Operator kinds: no schema ships with kubernetes-validate; checked separately.
 OPERATOR_KINDS = frozenset({"ServiceMonitor", "PrometheusRule"})
 # Custom resources validated against their CRD's schema, shipped in tests/deploy/crds/.

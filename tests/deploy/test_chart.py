@@ -28,6 +28,7 @@ from tests.deploy.k8s import (
     render,
     render_error,
 )
+from tools import chart_readme
 
 DB_PEER = {"ipBlock": {"cidr": "10.20.0.0/24"}}
 PROVIDER_RULE = {
@@ -532,26 +533,34 @@ def test_invalid_values_fail_with_a_message_naming_the_value(
 # -- documentation ----------------------------------------------------------------------------
 
 
-def leaf_paths(values: dict[str, Any], prefix: str = "") -> list[str]:
-    """Dotted paths of the documented values (maps of free-form content count as one)."""
-    free_form = {"providers", "podSecurityContext", "securityContext", "resources"}
-    paths = []
-    for key, value in values.items():
-        path = f"{prefix}{key}"
-        if (
-            isinstance(value, dict)
-            and value
-            and path not in free_form
-            and not path.endswith(("resources", "labels", "annotations"))
-        ):
-            paths += leaf_paths(value, f"{path}.")
-        else:
-            paths.append(path)
-    return paths
-
-
-def test_chart_readme_documents_every_value() -> None:
+def test_chart_readme_values_table_is_generated_from_values_yaml() -> None:
+    """The README's table is tools/chart_readme.py's output for the current values.yaml."""
     readme = (CHART / "README.md").read_text(encoding="utf-8")
-    defaults = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
-    undocumented = [p for p in leaf_paths(defaults) if f"`{p}`" not in readme]
-    assert not undocumented, f"values missing from {CHART / 'README.md'}: {undocumented}"
+    values = (CHART / "values.yaml").read_text(encoding="utf-8")
+    assert chart_readme.generated_readme(readme, values) == readme, (
+        "helm/approved-action-resolver/README.md drifted from values.yaml: "
+        "run python tools/chart_readme.py"
+    )
+
+
+def test_every_value_has_a_row_and_a_description() -> None:
+    values = (CHART / "values.yaml").read_text(encoding="utf-8")
+    rows = chart_readme.rows(yaml.safe_load(values), chart_readme.descriptions(values))
+    assert len({row.path for row in rows}) == len(rows)
+    assert [row.path for row in rows if not row.description] == []
+    # A documented map is one row only when none of its children is documented.
+    table = chart_readme.table(values)
+    for path in ("resolver.pageSize", "api.oidc.jwksUrl", "autoscaling.keda.enabled", "resources"):
+        assert f"| `{path}` |" in table, path
+
+
+def test_the_generator_notices_drift(tmp_path: Path) -> None:
+    """A changed comment or default shows up as drift: the check cannot pass vacuously."""
+    readme = (CHART / "README.md").read_text(encoding="utf-8")
+    values = (CHART / "values.yaml").read_text(encoding="utf-8")
+    edited = values.replace("replicaCount: 2", "replicaCount: 3", 1)
+    assert edited != values
+    assert chart_readme.generated_readme(readme, edited) != readme
+    reworded = values.replace("# -- Resolver replicas.", "# -- Worker replicas.", 1)
+    assert reworded != values
+    assert chart_readme.generated_readme(readme, reworded) != readme

@@ -115,7 +115,8 @@ def test_kube_versions_tested_are_the_charts_declared_oldest_and_the_newest_know
     assert oldest and KUBE_VERSIONS[0].startswith(oldest[1] + ".")
     readme = (CHART / "README.md").read_text(encoding="utf-8")
     for version in KUBE_VERSIONS:
-        assert re.sub(r"\.0$", "", version) in readme, f"README does not state Kubernetes {version}"
+        minor = ".".join(version.split(".")[:2])
+        assert minor in readme, f"README does not state Kubernetes {minor}"
 
 
 def test_everything_on_lints_renders_validates_and_stays_hardened() -> None:
