@@ -24,7 +24,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from resolver.db.dsn import redact, sqlalchemy_url
-from resolver.errors import MigrationLockTimeout, StorageUnavailable
+from resolver.errors import MigrationFailed, MigrationLockTimeout, StorageUnavailable
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 # The privileges of every role on the schema's objects (roles.sql creates the roles). It ships
@@ -185,7 +185,6 @@ def _retrying(
     policy: MigrationPolicy,
     step: str,
     action: Callable[[sa.Connection], object],
-    sleep: Callable[[float], None] = time.sleep,
 ) -> None:
     """`action` in one transaction; a lock timeout rolls it all back and retries it."""
     engine = _engine(database_url, policy.connect_timeout_seconds, policy.lock_timeout_ms)
@@ -195,11 +194,11 @@ def _retrying(
                 with engine.begin() as conn:
                     action(conn)
                 return
-            except sa.exc.OperationalError as exc:
-                if not isinstance(exc.orig, psycopg.errors.LockNotAvailable):
-                    raise StorageUnavailable(
-                        f"cannot reach {redact(database_url)}: {exc.orig}"
-                    ) from exc
+            except (sa.exc.DBAPIError, psycopg.Error) as exc:
+                # SQLAlchemy wraps what went through it; the grants script's cursor does not.
+                error = exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc
+                if not isinstance(error, psycopg.errors.LockNotAvailable):
+                    raise _classified(step, database_url, error) from exc
                 if attempt == policy.attempts:
                     raise MigrationLockTimeout(
                         f"{step}: a lock stayed taken through {policy.attempts} attempts of "
@@ -216,6 +215,19 @@ def _retrying(
                     lock_timeout_ms=policy.lock_timeout_ms,
                     retry_in_seconds=delay,
                 )
-                sleep(delay)
+                time.sleep(delay)  # a pause between whole attempts, not a lease
     finally:
         engine.dispose()
+
+
+def _classified(step: str, database_url: str, error: BaseException | None) -> Exception:
+    if isinstance(error, psycopg.OperationalError):
+        return StorageUnavailable(f"cannot reach {redact(database_url)}: {error}")
+    return MigrationFailed(
+        f"{step}: PostgreSQL refused it, nothing was changed: {_first_line(error)}"
+    )
+
+
+def _first_line(error: BaseException | None) -> str:
+    # psycopg's message carries the server's DETAIL/HINT lines; the first says what failed.
+    return str(error).splitlines()[0] if error is not None and str(error) else "unknown error"

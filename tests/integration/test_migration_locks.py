@@ -13,12 +13,15 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import psycopg
 import pytest
+from click.testing import CliRunner
 
+from resolver.cli import main
 from resolver.db import migrate
-from resolver.errors import MigrationLockTimeout, StorageUnavailable
+from resolver.errors import MigrationFailed, MigrationLockTimeout, StorageUnavailable
 
 BEFORE_FK = "0001_recovery_core"
 FAST = migrate.MigrationPolicy(
@@ -139,3 +142,48 @@ def test_a_server_that_never_answers_fails_within_the_connect_timeout() -> None:
         assert not attempt.is_alive(), "connect_timeout was not applied"
     assert len(failure) == 1 and isinstance(failure[0], StorageUnavailable), failure
     assert "timeout" in str(failure[0]).lower()
+
+
+# -- `resolver migrate --grants` ------------------------------------------------------------
+
+
+def test_grants_that_postgresql_refuses_fail_typed_and_change_nothing(
+    database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = tmp_path / "grants.sql"
+    script.write_text(
+        "CREATE TABLE grants_probe (x int);\n"
+        "GRANT SELECT ON grants_probe TO resolver_no_such_role_7f3a;\n"
+    )
+    monkeypatch.setattr(migrate, "GRANTS_FILE", script)
+    with pytest.raises(MigrationFailed, match='role "resolver_no_such_role_7f3a" does not exist'):
+        migrate.apply_grants(database_url)
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT to_regclass('grants_probe')").fetchone() == (None,)
+
+
+def test_migrate_grants_command_reports_a_refusal_in_one_line(
+    database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = tmp_path / "grants.sql"
+    script.write_text("GRANT SELECT ON alembic_version TO resolver_no_such_role_7f3a;\n")
+    monkeypatch.setattr(migrate, "GRANTS_FILE", script)
+    monkeypatch.setenv("RESOLVER_DATABASE_URL", database_url)
+    result = CliRunner().invoke(main, ["migrate", "--grants"])
+    assert result.exit_code == 1, result.output
+    assert f"schema at revision {migrate.head_revision()}" in result.stdout
+    assert "error: grants: PostgreSQL refused it" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_migrate_sql_grants_prints_the_packaged_grants_without_a_database() -> None:
+    result = CliRunner().invoke(main, ["migrate", "--sql", "--grants"])
+    assert result.exit_code == 0, result.output
+    assert migrate.grants_sql() in result.stdout
+    assert "GRANT SELECT ON alembic_version TO resolver_runtime" in result.stdout
+
+
+def test_grants_do_not_combine_with_a_downgrade() -> None:
+    result = CliRunner().invoke(main, ["migrate", "--grants", "--downgrade", "base"])
+    assert result.exit_code == 2
+    assert "--grants applies to an upgraded schema" in result.output
