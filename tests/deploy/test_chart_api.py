@@ -323,6 +323,13 @@ def test_service_monitor_without_api_has_only_the_worker_endpoint() -> None:
             {"api": {**API, "oidc": {**OIDC, "jwksConfigMap": "", "jwksUrl": "http://idp/k"}}},
             r"/api/oidc/jwksUrl",
         ),
+        (
+            {
+                "api": {**API, "oidc": URL_OIDC},
+                "networkPolicy": {"enabled": True, "database": {"to": [DB_PEER]}},
+            },
+            r"networkPolicy\.enabled with api\.oidc\.jwksUrl needs api\.networkPolicy\.jwksEgress",
+        ),
         ({"api": {**API, "port": 80}}, r"/api/port.*minimum"),
         ({"api": {**API, "decisionsPerMinute": 0}}, r"/api/decisionsPerMinute.*minimum"),
         ({"api": {**API, "replicaCount": "two"}}, r"/api/replicaCount.*want integer"),

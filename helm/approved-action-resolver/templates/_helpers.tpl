@@ -86,6 +86,9 @@ app.kubernetes.io/component: api
 {{- if and $oidc.jwksUrl $oidc.jwksConfigMap }}
 {{- fail "api.oidc.jwksUrl and api.oidc.jwksConfigMap are exclusive: set the issuer's keys one way" }}
 {{- end }}
+{{- if and $oidc.jwksUrl .Values.networkPolicy.enabled (not .Values.api.networkPolicy.jwksEgress) }}
+{{- fail "networkPolicy.enabled with api.oidc.jwksUrl needs api.networkPolicy.jwksEgress (an egress rule to the identity provider, e.g. its ipBlock and port 443): the API fetches the keys at start-up and would not start" }}
+{{- end }}
 {{- if not (or $oidc.jwksUrl $oidc.jwksConfigMap) }}
 {{- fail "api.enabled needs the issuer's keys: api.oidc.jwksUrl (its jwks_uri, refetched on rotation) or api.oidc.jwksConfigMap (a JWKS in an existing ConfigMap, re-read when it changes)" }}
 {{- end }}
