@@ -82,14 +82,6 @@ def parse_jwks(document: Any) -> dict[str, Any]:
     return keys
 
 
-@dataclass(frozen=True, slots=True)
-class StaticKeys:
-    keys: Mapping[str, Any]
-
-    def key(self, kid: str) -> Any | None:
-        return self.keys.get(kid)
-
-
 class JwksFile:
     """A mounted JWKS, re-read when the file changes (a ConfigMap update swaps it in place).
 
