@@ -17,6 +17,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+import structlog
 from click.testing import CliRunner
 
 from resolver.cli import main
@@ -147,6 +148,16 @@ def test_a_server_that_never_answers_fails_within_the_connect_timeout() -> None:
 # -- `resolver migrate --grants` ------------------------------------------------------------
 
 
+@pytest.fixture
+def cli() -> Iterator[CliRunner]:
+    """The command in process; it configures structlog (cached loggers) for the whole
+    process, so put the defaults back for the tests that capture logs later."""
+    try:
+        yield CliRunner()
+    finally:
+        structlog.reset_defaults()
+
+
 def test_grants_that_postgresql_refuses_fail_typed_and_change_nothing(
     database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -163,27 +174,27 @@ def test_grants_that_postgresql_refuses_fail_typed_and_change_nothing(
 
 
 def test_migrate_grants_command_reports_a_refusal_in_one_line(
-    database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: CliRunner
 ) -> None:
     script = tmp_path / "grants.sql"
     script.write_text("GRANT SELECT ON alembic_version TO resolver_no_such_role_7f3a;\n")
     monkeypatch.setattr(migrate, "GRANTS_FILE", script)
     monkeypatch.setenv("RESOLVER_DATABASE_URL", database_url)
-    result = CliRunner().invoke(main, ["migrate", "--grants"])
+    result = cli.invoke(main, ["migrate", "--grants"])
     assert result.exit_code == 1, result.output
     assert f"schema at revision {migrate.head_revision()}" in result.stdout
     assert "error: grants: PostgreSQL refused it" in result.stderr
     assert "Traceback" not in result.output
 
 
-def test_migrate_sql_grants_prints_the_packaged_grants_without_a_database() -> None:
-    result = CliRunner().invoke(main, ["migrate", "--sql", "--grants"])
+def test_migrate_sql_grants_prints_the_packaged_grants_without_a_database(cli: CliRunner) -> None:
+    result = cli.invoke(main, ["migrate", "--sql", "--grants"])
     assert result.exit_code == 0, result.output
     assert migrate.grants_sql() in result.stdout
     assert "GRANT SELECT ON alembic_version TO resolver_runtime" in result.stdout
 
 
-def test_grants_do_not_combine_with_a_downgrade() -> None:
-    result = CliRunner().invoke(main, ["migrate", "--grants", "--downgrade", "base"])
+def test_grants_do_not_combine_with_a_downgrade(cli: CliRunner) -> None:
+    result = cli.invoke(main, ["migrate", "--grants", "--downgrade", "base"])
     assert result.exit_code == 2
     assert "--grants applies to an upgraded schema" in result.output
