@@ -26,6 +26,7 @@ from tests.deploy.k8s import (
     render,
     render_error,
 )
+from tests.deploy.test_chart import VALUE_SETS as CHART_VALUE_SETS
 
 FULLNAME = "rr-approved-action-resolver"
 DB_PEER = {"ipBlock": {"cidr": "10.20.0.0/24"}}
@@ -74,8 +75,8 @@ EVERYTHING: dict[str, Any] = {
         EXTRA_OBJECT,
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-extra-text\n",
     ],
-    "serviceMonitor": {"enabled": True},
-    "prometheusRule": {"enabled": True},
+    # Alerts, dashboard, ServiceMonitor and PrometheusRule with every option (issue 11a's set).
+    **CHART_VALUE_SETS["monitoring-everything"],
     "networkPolicy": {"enabled": True, "database": {"to": [DB_PEER]}},
     "autoscaling": {
         "keda": {"enabled": True, "prometheus": {"serverAddress": "http://prom.monitoring:9090"}}
