@@ -45,7 +45,8 @@ def test_harness_runs_and_reports_self_consistent_figures(pg_server: str, tmp_pa
         # The CPU window runs from the first resolution seen to the drained backlog.
         assert 0 <= d.window_resolved < K
         if d.window_resolved:
-            assert d.process_cpu_us is not None and d.process_cpu_us > 0
+            # Read from /proc in clock ticks (10 ms): a tiny window may read zero.
+            assert d.process_cpu_us is not None and d.process_cpu_us >= 0
         if d.statements_per_resolution is not None:
             # A page costs a constant number of statements: never one or more per item.
             assert 0 < d.statements_per_resolution < 1
