@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
 import structlog
@@ -20,10 +21,10 @@ from resolver.config import Settings, load_provider_config
 from resolver.db import migrate
 from resolver.db.repository import PostgresStore
 from resolver.errors import ConfigError
+from resolver.events import CycleEvents
 from resolver.evidence import ProviderRegistry, build_registry
-from resolver.history import NULL_HISTORY, FileHistory, History
 from resolver.reconciler import Reconciler, ReconcilerSettings
-from resolver.telemetry import Telemetry
+from resolver.runtime import Runtime
 from resolver.telemetry.api_metrics import ApiMetrics
 from resolver.telemetry.health import (
     Heartbeat,
@@ -41,6 +42,12 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from resolver.auth import TokenVerifier
+
+
+# Cycle-event subscriber factories `(Settings) -> CycleEvents | None` installed by other
+# distributions (the test rig's history and crash injection); the product registers none.
+SUBSCRIBER_GROUP = "resolver.cycle_subscribers"
+log = structlog.get_logger("resolver.composition")
 
 
 def configure_logging(level: str = "INFO") -> None:
@@ -120,21 +127,37 @@ def build_metrics(
     return ResolverMetrics(registry)
 
 
+def installed_subscribers(settings: Settings) -> list[CycleEvents]:
+    """The subscribers that installed factories (entry points) activate for these settings."""
+    active: list[CycleEvents] = []
+    for point in sorted(entry_points(group=SUBSCRIBER_GROUP), key=lambda p: p.name):
+        subscriber = point.load()(settings)
+        if subscriber is not None:
+            # Loud on purpose: in a deployment, an active hook is a surprise worth a look.
+            log.warning("cycle_subscriber_active", name=point.name, target=point.value)
+            active.append(subscriber)
+    return active
+
+
 def build_replica(
     settings: Settings,
     registry: ProviderRegistry | None = None,
     *,
     metrics_registry: CollectorRegistry | None = None,
+    subscribers: Sequence[CycleEvents] = (),
 ) -> Replica:
+    """`subscribers` join the standard ones and the installed ones (a benchmark's timers)."""
     registry = registry if registry is not None else load_registry(settings)
     tracing = tracing_from_env(settings.replica_id)
     store = open_store(settings)
     metrics_registry = metrics_registry if metrics_registry is not None else CollectorRegistry()
     metrics = build_metrics(settings, store, metrics_registry)
     heartbeat = Heartbeat()
-    history: History = NULL_HISTORY
-    if settings.history_file is not None:
-        history = FileHistory(settings.history_file, settings.replica_id)
+    runtime = Runtime(
+        tracer=tracing.tracer,
+        metrics=metrics,
+        subscribers=(heartbeat, *installed_subscribers(settings), *subscribers),
+    )
     reconciler = Reconciler(
         store,
         registry,
@@ -148,9 +171,7 @@ def build_replica(
             # One thread per item of a full page: a queued call would eat its own timeout.
             inspect_concurrency=settings.inspect_concurrency or settings.page_size,
         ),
-        telemetry=Telemetry(observer=metrics, tracer=tracing.tracer),
-        history=history,
-        crash_at=settings.test_crash_at,
+        runtime,
     )
     worker = Worker(
         reconciler,
@@ -159,7 +180,7 @@ def build_replica(
             cadence_jitter_ratio=settings.cadence_jitter_ratio,
             storage_retry_max_seconds=settings.storage_retry_max_seconds,
         ),
-        listeners=(heartbeat,),
+        runtime,
     )
     return Replica(store, reconciler, worker, registry, metrics_registry, heartbeat, tracing)
 

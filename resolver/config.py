@@ -12,7 +12,6 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from resolver.errors import ConfigError
-from resolver.history import CrashPoint
 
 PAGE_SIZE_HARD_CAP = 64
 
@@ -60,12 +59,6 @@ class Settings(BaseSettings):
     http_host: str = Field(default="0.0.0.0", description="address of the HTTP endpoints")  # noqa: S104
     metrics_cache_seconds: float = Field(
         default=5.0, ge=0, description="a backlog read serves scrapes for this long"
-    )
-    history_file: Path | None = Field(
-        default=None, description="test-only: append an invoke/ok/fail/info operation history"
-    )
-    test_crash_at: CrashPoint | None = Field(
-        default=None, description="test-only: SIGKILL the replica at this cycle boundary"
     )
 
     @field_validator("page_size")

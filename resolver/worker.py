@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import random
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
-import structlog
-
 from resolver.errors import StorageUnavailable
-from resolver.reconciler import CycleReport, Reconciler
-
-log = structlog.get_logger("resolver.worker")
+from resolver.reconciler import Reconciler
+from resolver.runtime import Runtime
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,9 +18,6 @@ class WorkerSettings:
     storage_retry_max_seconds: float = 30.0
 
 
-CycleListener = Callable[[CycleReport | None, BaseException | None], None]
-
-
 class Worker:
     """Runs cycles until told to stop. Holds no per-item timers or threads."""
 
@@ -34,17 +25,15 @@ class Worker:
         self,
         reconciler: Reconciler,
         settings: WorkerSettings,
-        *,
-        rng: random.Random | None = None,
-        listeners: tuple[CycleListener, ...] = (),
+        runtime: Runtime | None = None,
     ) -> None:
+        runtime = runtime or Runtime()
         self._reconciler = reconciler
         self._settings = settings
-        self._rng = rng or random.Random()
+        self._rng = runtime.rng
+        self._events = runtime.events
         self._stop = threading.Event()
-        self._listeners = listeners
         self.cycles_completed = 0
-        self.last_cycle_monotonic: float | None = None
 
     def request_stop(self) -> None:
         """Stop claiming; the cycle in flight finishes (or releases its page) and run returns."""
@@ -61,25 +50,18 @@ class Worker:
                 report = self._reconciler.run_cycle(should_stop=self._stop.is_set)
             except StorageUnavailable as exc:
                 failures += 1
-                self._notify(None, exc)
                 delay = self._storage_backoff(failures)
-                log.warning("storage_unavailable", error=str(exc), retry_in_seconds=round(delay, 2))
+                self._events.storage_retry(exc, failures, delay)
                 if once:
                     raise
                 self._stop.wait(delay)
                 continue
             failures = 0
             self.cycles_completed += 1
-            self.last_cycle_monotonic = time.monotonic()
-            self._notify(report, None)
             if once:
                 return
             if not report.page_full:
                 self._stop.wait(self._cadence())
-
-    def _notify(self, report: CycleReport | None, error: BaseException | None) -> None:
-        for listener in self._listeners:
-            listener(report, error)
 
     def _cadence(self) -> float:
         s = self._settings

@@ -20,7 +20,7 @@ from resolver.db.repository import PostgresStore
 from resolver.domain import FindingKind
 from resolver.errors import ConfigError, StorageUnavailable
 from resolver.reconciler import Reconciler, ReconcilerSettings
-from resolver.telemetry import Telemetry
+from resolver.runtime import Runtime
 from resolver.telemetry.tracing import exporters_requested, tracing_from_env
 from tests.conftest import EXEC_LEASE_MS, T0, World
 from tests.providers_for_tests import ScriptedProvider, fixed, registry, verified
@@ -45,8 +45,7 @@ def reconciler(store: PostgresStore, provider: object, tracer: Tracer) -> Reconc
         store,
         registry("test.action", provider),
         ReconcilerSettings(owner="replica-t", recovery_lease_ms=30_000),
-        rng=random.Random(1),
-        telemetry=Telemetry(tracer=tracer),
+        Runtime(rng=random.Random(1), tracer=tracer),
     )
 
 
@@ -168,7 +167,7 @@ def test_by_default_the_tracer_is_the_no_op_one(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
     tracing = tracing_from_env("r")
     assert isinstance(tracing.tracer, NoOpTracer) and not tracing.enabled
-    assert isinstance(Telemetry().tracer, NoOpTracer)
+    assert isinstance(Runtime().tracer, NoOpTracer)
 
 
 class Collector:
