@@ -9,11 +9,11 @@ cycle-events seam, and the stats file written at exit.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from collections.abc import Sequence
 
 from benchmarks.protocol import ProcessStats, await_go, write_stats
+from resolver.cli import run_until_signalled, stop_signals_blocked
 from resolver.composition import build_replica, configure_logging
 from resolver.config import load_settings
 from resolver.domain import ClaimedItem
@@ -48,16 +48,18 @@ class PhaseTimes(CycleEvents):
 def main(stats_path: str) -> None:
     configure_logging(os.environ.get("RESOLVER_LOG_LEVEL", "INFO").upper())
     stats = ProcessStats()
-    replica = build_replica(load_settings(), subscribers=(PhaseTimes(stats),))
-    replica.store.ping()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: replica.worker.request_stop())
-    await_go()
-    try:
-        replica.worker.run()
-    finally:
-        replica.close()
-        write_stats(stats_path, stats)
+    settings = load_settings()
+    # The same lifecycle and signal wiring as `resolver run`: SIGTERM stops the replica
+    # within the grace period; blocked before any thread (pools) exists.
+    with stop_signals_blocked():
+        replica = build_replica(settings, subscribers=(PhaseTimes(stats),))
+        try:
+            replica.store.ping()
+            await_go()
+            run_until_signalled(replica, once=False, grace_seconds=settings.shutdown_grace_seconds)
+        finally:
+            replica.close()
+            write_stats(stats_path, stats)
 
 
 if __name__ == "__main__":

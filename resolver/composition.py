@@ -1,11 +1,12 @@
-"""Composition root: settings in, a wired store, registry, reconciler and worker out."""
+"""Composition root: settings in, a wired replica (store, registry, runtime bundle,
+reconciler, lifecycle) or API process out."""
 
 from __future__ import annotations
 
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
@@ -24,19 +25,13 @@ from resolver.errors import ConfigError
 from resolver.events import CycleEvents
 from resolver.evidence import ProviderRegistry, build_registry
 from resolver.reconciler import Reconciler, ReconcilerSettings
+from resolver.replica import LoopSettings, Replica
 from resolver.runtime import Runtime
 from resolver.telemetry.api_metrics import ApiMetrics
-from resolver.telemetry.health import (
-    Heartbeat,
-    LivenessCheck,
-    Probe,
-    ReadinessCheck,
-    liveness_bound_seconds,
-)
+from resolver.telemetry.health import Probe, ReadinessCheck, liveness_bound_seconds
 from resolver.telemetry.metrics import BacklogCollector, ResolverMetrics, register_build_info
 from resolver.telemetry.server import ObservabilityServer
-from resolver.telemetry.tracing import Tracing, tracing_from_env
-from resolver.worker import Worker, WorkerSettings
+from resolver.telemetry.tracing import tracing_from_env
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -90,24 +85,7 @@ def load_registry(settings: Settings) -> ProviderRegistry:
     return registry
 
 
-@dataclass
-class Replica:
-    store: PostgresStore
-    reconciler: Reconciler
-    worker: Worker
-    registry: ProviderRegistry
-    metrics_registry: CollectorRegistry = field(default_factory=CollectorRegistry)
-    heartbeat: Heartbeat = field(default_factory=Heartbeat)
-    tracing: Tracing = field(default_factory=Tracing)
-    endpoints: ObservabilityServer | None = None
-
-    def close(self) -> None:
-        if self.endpoints is not None:
-            self.endpoints.stop()
-        self.reconciler.close()
-        self.registry.close()  # provider connection pools
-        self.tracing.shutdown()  # flushes spans still queued for export
-        self.store.close()
+ReplicaService = Replica[PostgresStore]
 
 
 def _process_metrics(registry: CollectorRegistry) -> None:
@@ -145,18 +123,17 @@ def build_replica(
     *,
     metrics_registry: CollectorRegistry | None = None,
     subscribers: Sequence[CycleEvents] = (),
-) -> Replica:
-    """`subscribers` join the standard ones and the installed ones (a benchmark's timers)."""
+) -> ReplicaService:
+    """A replica wired from settings, not started. `subscribers` join the standard and the
+    installed ones (a benchmark's timers)."""
     registry = registry if registry is not None else load_registry(settings)
     tracing = tracing_from_env(settings.replica_id)
     store = open_store(settings)
     metrics_registry = metrics_registry if metrics_registry is not None else CollectorRegistry()
-    metrics = build_metrics(settings, store, metrics_registry)
-    heartbeat = Heartbeat()
     runtime = Runtime(
         tracer=tracing.tracer,
-        metrics=metrics,
-        subscribers=(heartbeat, *installed_subscribers(settings), *subscribers),
+        metrics=build_metrics(settings, store, metrics_registry),
+        subscribers=(*installed_subscribers(settings), *subscribers),
     )
     reconciler = Reconciler(
         store,
@@ -173,36 +150,36 @@ def build_replica(
         ),
         runtime,
     )
-    worker = Worker(
+    return Replica(
         reconciler,
-        WorkerSettings(
+        LoopSettings(
             cadence_seconds=settings.cadence_seconds,
             cadence_jitter_ratio=settings.cadence_jitter_ratio,
             storage_retry_max_seconds=settings.storage_retry_max_seconds,
         ),
         runtime,
-    )
-    return Replica(store, reconciler, worker, registry, metrics_registry, heartbeat, tracing)
-
-
-def serve_endpoints(replica: Replica, settings: Settings) -> ObservabilityServer | None:
-    """Start /metrics, /healthz and /readyz when RESOLVER_HTTP_PORT is set (0: off)."""
-    if settings.http_port == 0:
-        return None
-    url = settings.require_database_url()
-    liveness = LivenessCheck(
-        replica.heartbeat,
-        liveness_bound_seconds(
+        store,
+        liveness_bound_seconds=liveness_bound_seconds(
             cadence_seconds=settings.cadence_seconds,
             cadence_jitter_ratio=settings.cadence_jitter_ratio,
             storage_retry_max_seconds=settings.storage_retry_max_seconds,
             recovery_lease_seconds=settings.recovery_lease_seconds,
         ),
+        # Provider pools, then spans still queued for export, then the store.
+        resources=(registry.close, tracing.shutdown, store.close),
     )
-    server = _listen(
-        settings, replica.metrics_registry, liveness, readiness_check(replica.store, url)
-    )
-    replica.endpoints = server.start()
+
+
+def serve_endpoints(replica: ReplicaService, settings: Settings) -> ObservabilityServer | None:
+    """Start /metrics, /healthz and /readyz when RESOLVER_HTTP_PORT is set (0: off); they
+    stop when the replica closes."""
+    if settings.http_port == 0:
+        return None
+    metrics = replica.runtime.metrics
+    registry = metrics.registry if metrics is not None else CollectorRegistry()
+    readiness = readiness_check(replica.store, settings.require_database_url())
+    server = _listen(settings, registry, replica.health, readiness).start()
+    replica.add_resource(server.stop)
     return server
 
 

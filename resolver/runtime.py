@@ -17,6 +17,7 @@ import structlog
 from opentelemetry.trace import NoOpTracer, Tracer
 
 from resolver.events import CycleEvents, Fanout
+from resolver.telemetry.health import Heartbeat
 from resolver.telemetry.logs import CycleLog
 from resolver.telemetry.metrics import ResolverMetrics
 from resolver.telemetry.tracing import CycleTrace
@@ -28,8 +29,9 @@ def _logger() -> Any:
 
 @dataclass(frozen=True)
 class Runtime:
-    """`events` is every subscriber in one: logs, metrics (when given), traces (when the
-    tracer records), then `subscribers` (the heartbeat, test hooks, a benchmark's timers)."""
+    """`events` is every subscriber in one: the heartbeat (on `clock`), logs, metrics (when
+    given), traces (when the tracer records), then `subscribers` (test hooks installed by
+    other distributions, a benchmark's timers)."""
 
     clock: Callable[[], float] = time.monotonic
     rng: random.Random = field(default_factory=random.Random)
@@ -37,10 +39,12 @@ class Runtime:
     tracer: Tracer = field(default_factory=NoOpTracer)
     metrics: ResolverMetrics | None = None
     subscribers: tuple[CycleEvents, ...] = ()
+    heartbeat: Heartbeat = field(init=False)
     events: Fanout = field(init=False)
 
     def __post_init__(self) -> None:
-        standard: list[CycleEvents] = [CycleLog(self.logger)]
+        object.__setattr__(self, "heartbeat", Heartbeat(self.clock))
+        standard: list[CycleEvents] = [self.heartbeat, CycleLog(self.logger)]
         if self.metrics is not None:
             standard.append(self.metrics)
         if not isinstance(self.tracer, NoOpTracer):

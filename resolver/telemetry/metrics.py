@@ -35,6 +35,7 @@ class ResolverMetrics(CycleEvents):
     """The reconciler's metrics on one registry: a subscriber of the cycle events."""
 
     def __init__(self, registry: CollectorRegistry, *, wall_clock: Callable[[], float] = time.time):
+        self.registry = registry
         self._wall_clock = wall_clock
         self.cycles = Counter(
             f"{PREFIX}_cycles",
