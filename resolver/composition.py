@@ -29,7 +29,12 @@ from resolver.replica import LoopSettings, Replica
 from resolver.runtime import Runtime
 from resolver.telemetry.api_metrics import ApiMetrics
 from resolver.telemetry.health import Probe, ReadinessCheck, liveness_bound_seconds
-from resolver.telemetry.metrics import BacklogCollector, ResolverMetrics, register_build_info
+from resolver.telemetry.metrics import (
+    BacklogCollector,
+    ResolverMetrics,
+    register_build_info,
+    register_liveness_bound,
+)
 from resolver.telemetry.server import ObservabilityServer
 from resolver.telemetry.tracing import tracing_from_env
 
@@ -101,8 +106,19 @@ def build_metrics(
     """Every metric on `registry` (never the process-global one): tests pass a fresh one."""
     _process_metrics(registry)
     register_build_info(registry, migrate.head_revision())
+    register_liveness_bound(registry, liveness_bound(settings))
     registry.register(BacklogCollector(store, ttl_seconds=settings.metrics_cache_seconds))
     return ResolverMetrics(registry)
+
+
+def liveness_bound(settings: Settings) -> float:
+    """The /healthz bound of these settings (also exported, for the stall alert)."""
+    return liveness_bound_seconds(
+        cadence_seconds=settings.cadence_seconds,
+        cadence_jitter_ratio=settings.cadence_jitter_ratio,
+        storage_retry_max_seconds=settings.storage_retry_max_seconds,
+        recovery_lease_seconds=settings.recovery_lease_seconds,
+    )
 
 
 def installed_subscribers(settings: Settings) -> list[CycleEvents]:
@@ -159,12 +175,7 @@ def build_replica(
         ),
         runtime,
         store,
-        liveness_bound_seconds=liveness_bound_seconds(
-            cadence_seconds=settings.cadence_seconds,
-            cadence_jitter_ratio=settings.cadence_jitter_ratio,
-            storage_retry_max_seconds=settings.storage_retry_max_seconds,
-            recovery_lease_seconds=settings.recovery_lease_seconds,
-        ),
+        liveness_bound_seconds=liveness_bound(settings),
         # Provider pools, then spans still queued for export, then the store.
         resources=(registry.close, tracing.shutdown, store.close),
     )
