@@ -128,9 +128,15 @@ def test_a_storage_failure_ends_the_cycle_span_in_error(
     finally:
         rec.close()
         dead.close()
-    (cycle,) = by_name(exporter.get_finished_spans(), "resolver.cycle")
+    spans = exporter.get_finished_spans()
+    (cycle,) = by_name(spans, "resolver.cycle")
     assert cycle.status.status_code is StatusCode.ERROR
     assert [e.name for e in cycle.events] == ["exception"]
+    # The statement that failed is the claim: its span, a child of the cycle, is in error too.
+    (claim,) = by_name(spans, "resolver.claim")
+    assert claim.status.status_code is StatusCode.ERROR
+    assert claim.parent is not None and cycle.context is not None
+    assert claim.parent.span_id == cycle.context.span_id
 
 
 @pytest.mark.parametrize(
