@@ -67,8 +67,7 @@ class HttpReceiptSettings(BaseModel):
         default=100.0,
         gt=0,
         le=100_000,
-        description="use a positive rate per replica (the service's budget over the replica "
-        "count)",
+        description="use a positive rate per replica (the service's budget over the replica count)",
     )
     ca_bundle: Path | None = Field(
         default=None, description="give the path of a PEM file with the CAs to trust"
