@@ -28,6 +28,7 @@ from resolver.config import load_settings
 from resolver.db import migrate as migrations
 from resolver.errors import ConfigError, ResolverError, SchemaNotReady, StorageUnavailable
 from resolver.ports import StatusSnapshot
+from resolver.telemetry import logs
 from resolver.worker import Worker
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -251,8 +252,8 @@ def api_cmd() -> None:
             api.app,
             host=settings.api_host,
             port=settings.api_port,
-            log_config=None,
             server_header=False,
+            **logs.uvicorn_options(),
         )
     finally:
         api.close()

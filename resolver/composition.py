@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import logging
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import structlog
 from prometheus_client import (
     CollectorRegistry,
     PlatformCollector,
@@ -23,7 +20,7 @@ from resolver.errors import ConfigError
 from resolver.evidence import ProviderRegistry, build_registry
 from resolver.history import NULL_HISTORY, FileHistory, History
 from resolver.reconciler import Reconciler, ReconcilerSettings
-from resolver.telemetry import Telemetry
+from resolver.telemetry import Telemetry, logs
 from resolver.telemetry.api_metrics import ApiMetrics
 from resolver.telemetry.health import (
     Heartbeat,
@@ -45,22 +42,7 @@ if TYPE_CHECKING:
 
 def configure_logging(level: str = "INFO") -> None:
     """Structured JSON logs on stderr; the fields are codes and ids, never secrets."""
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(message)s")
-    logging.getLogger("alembic").setLevel(logging.WARNING)
-    # The pool's reconnect chatter would repeat what StorageUnavailable already reports.
-    logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.JSONRenderer(),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=True,
-    )
-    structlog.contextvars.bind_contextvars()
+    logs.configure(level)
 
 
 def open_store(settings: Settings) -> PostgresStore:

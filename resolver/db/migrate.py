@@ -22,7 +22,8 @@ def alembic_config(database_url: str, output: io.StringIO | None = None) -> Conf
     config = Config(output_buffer=output) if output is not None else Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     # '%' is ConfigParser interpolation syntax; a password may contain it.
-    config.set_main_option("sqlalchemy.url", sqlalchemy_url(database_url).replace("%", "%%"))
+    url = sqlalchemy_url(database_url).render_as_string(hide_password=False)
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     return config
 
 
