@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 import structlog
 from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
@@ -89,7 +89,7 @@ def _decimal(value: object) -> object:
     return value
 
 
-QueueLimit = Annotated[int, BeforeValidator(_decimal), Query(ge=1, le=MAX_QUEUE_LIMIT)]
+QueueLimit = Annotated[int, Query(ge=1, le=MAX_QUEUE_LIMIT), BeforeValidator(_decimal)]
 
 
 class DecisionResponse(BaseModel):
@@ -301,6 +301,18 @@ def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
         status: {"model": Problem, "content": {PROBLEM: {}}}
         for status in sorted({*statuses, 503, 500})
     }
+
+
+def openapi_document() -> dict[str, Any]:
+    """The published OpenAPI document (docs/openapi.json); the app serves none."""
+    unused = TokenVerifier(issuer="", audience="", keys={})
+    document = create_app(cast(ManualStore, None), unused).openapi()
+    # FastAPI's schema model holds bounds as floats: 2**63 - 1 would print as 2**63.
+    version = document["components"]["schemas"]["DecisionRequest"]["properties"][
+        "expected_execution_version"
+    ]
+    version.update(minimum=1, maximum=BIGINT_MAX)
+    return document
 
 
 def _install_probes(app: FastAPI, readiness: Callable[[], Probe] | None) -> None:

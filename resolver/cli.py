@@ -1,9 +1,16 @@
-"""`resolver` command line: migrate, run, status, demo."""
+"""`resolver` command line: migrate, run, api, status, demo.
+
+Exit codes: 0 done; 1 a run whose last cycle outlived the shutdown grace, or an unexpected
+error (its traceback is in the JSON log); 2 configuration or usage error; 3 database
+unreachable or schema not migrated (`resolver run`: after waiting the start-up limit).
+Every expected failure is one line on stderr, never a traceback.
+"""
 
 from __future__ import annotations
 
 import contextvars
 import json
+import os
 import signal
 import sys
 import threading
@@ -16,7 +23,7 @@ from typing import Any, TypeVar
 import click
 import structlog
 
-from resolver import __version__
+from resolver import __version__, startup
 from resolver.composition import (
     build_api,
     build_replica,
@@ -24,7 +31,7 @@ from resolver.composition import (
     open_store,
     serve_endpoints,
 )
-from resolver.config import load_settings
+from resolver.config import Settings, load_settings, provider_variables, unknown_variables
 from resolver.db import migrate as migrations
 from resolver.errors import ConfigError, ResolverError, SchemaNotReady, StorageUnavailable
 from resolver.ports import StatusSnapshot
@@ -34,8 +41,15 @@ from resolver.worker import Worker
 F = TypeVar("F", bound=Callable[..., Any])
 log = structlog.get_logger("resolver.cli")
 
+EXIT_FAILED = 1
 EXIT_CONFIG = 2
 EXIT_STORAGE = 3
+
+
+def fail(prefix: str, exc: BaseException, code: int) -> None:
+    # libpq messages span lines ("Is the server running…"): the answer is one line.
+    click.echo(f"{prefix}: {' '.join(str(exc).split())}", err=True)
+    sys.exit(code)
 
 
 def friendly_errors(func: F) -> F:
@@ -46,14 +60,15 @@ def friendly_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except ConfigError as exc:
-            click.echo(f"configuration error: {exc}", err=True)
-            sys.exit(EXIT_CONFIG)
+            fail("configuration error", exc, EXIT_CONFIG)
         except (StorageUnavailable, SchemaNotReady) as exc:
-            click.echo(f"database error: {exc}", err=True)
-            sys.exit(EXIT_STORAGE)
+            fail("database error", exc, EXIT_STORAGE)
         except ResolverError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(1)
+            fail("error", exc, EXIT_FAILED)
+        except Exception as exc:
+            log.exception("unexpected_error", error=type(exc).__name__)
+            fail("error", RuntimeError(f"unexpected {type(exc).__name__}; see the log"), 1)
+        return None
 
     return wrapper  # type: ignore[return-value]
 
@@ -63,7 +78,24 @@ def friendly_errors(func: F) -> F:
 @click.option("--log-level", default="INFO", show_default=True, envvar="RESOLVER_LOG_LEVEL")
 def main(log_level: str) -> None:
     """Evidence-only recovery of outcome-unknown executions of approved actions."""
-    configure_logging(log_level.upper())
+    try:
+        configure_logging(log_level)
+    except ConfigError as exc:
+        fail("configuration error", exc, EXIT_CONFIG)
+
+
+def settings_from_env(**overrides: Any) -> Settings:
+    """The validated settings, after a warning for each `RESOLVER_*` name nothing reads."""
+    settings = load_settings(**overrides)
+    extra = provider_variables(settings.config)
+    for name, closest in unknown_variables(os.environ, extra):
+        log.warning(
+            "unknown_environment_variable",
+            name=name,
+            did_you_mean=closest,
+            hint=f"{name} is ignored" + (f"; did you mean {closest}?" if closest else ""),
+        )
+    return settings
 
 
 @main.command("migrate")
@@ -82,7 +114,7 @@ def migrate_cmd(offline: bool, revision: str, downgrade_to: str | None) -> None:
     if offline:
         click.echo(migrations.upgrade_sql(revision))
         return
-    url = load_settings().require_database_url()
+    url = settings_from_env().require_database_url()
     if downgrade_to is not None:
         migrations.downgrade(url, downgrade_to)
     else:
@@ -120,13 +152,17 @@ def run_cmd(once: bool, config_path: Path | None) -> None:
 
 def _run_replica(once: bool, config_path: Path | None) -> None:
     overrides = {"config": config_path} if config_path else {}
-    settings = load_settings(**overrides)
-    ensure_schema(settings.require_database_url())
+    settings = settings_from_env(**overrides)
+    url = settings.require_database_url()
     structlog.contextvars.bind_contextvars(replica_id=settings.replica_id)
     replica = build_replica(settings)
     try:
         serve_endpoints(replica, settings)
-    except ConfigError:
+        # Endpoints first: while the database is away, /healthz answers and /readyz says no.
+        if not _wait_for_database(url, settings, replica.heartbeat):
+            replica.close()
+            return
+    except BaseException:
         replica.close()
         raise
 
@@ -156,6 +192,29 @@ def _run_replica(once: bool, config_path: Path | None) -> None:
 
 STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
 _WAKE = signal.SIGUSR1
+
+
+def _wait_for_database(url: str, settings: Settings, heartbeat: Callable[..., None]) -> bool:
+    """Wait for a reachable, migrated database up to RESOLVER_STARTUP_TIMEOUT_SECONDS, as
+    running replicas ride out an outage; False when a stop signal came meanwhile."""
+
+    def retrying(exc: BaseException, delay: float) -> None:
+        heartbeat(None, exc)  # waiting is the loop alive and retrying: liveness holds
+        log.warning(
+            "database_not_ready", error=type(exc).__name__, retry_in_seconds=round(delay, 3)
+        )
+
+    def sleep(seconds: float) -> bool:
+        # Stop signals are blocked in this thread: wait for one, or for the delay to pass.
+        return signal.sigtimedwait(STOP_SIGNALS, seconds) is not None
+
+    return startup.wait_until_ready(
+        lambda: ensure_schema(url),
+        limit_seconds=settings.startup_timeout_seconds,
+        max_delay_seconds=settings.storage_retry_max_seconds,
+        sleep=sleep,
+        on_retry=retrying,
+    )
 
 
 @contextmanager
@@ -231,18 +290,30 @@ def run_until_stopped(
 
 
 @main.command("api")
+@click.option(
+    "--openapi",
+    "print_openapi",
+    is_flag=True,
+    help="Print the API's OpenAPI document (not served over HTTP) and exit.",
+)
 @friendly_errors
-def api_cmd() -> None:
+def api_cmd(print_openapi: bool) -> None:
     """Serve the manual-resolution API (the human queue and decisions).
 
     /healthz and /readyz answer on the API port; /metrics (and the probes with details) on
     RESOLVER_HTTP_PORT when set, as for `resolver run`.
     """
+    if print_openapi:
+        from resolver.api import openapi_document
+
+        click.echo(json.dumps(openapi_document(), indent=2, sort_keys=True))
+        return
+
     import uvicorn
 
     from resolver.auth import TokenVerifier
 
-    settings = load_settings()
+    settings = settings_from_env()
     issuer, audience, jwks = settings.require_oidc()
     verifier = TokenVerifier.from_jwks_file(jwks, issuer=issuer, audience=audience)
     ensure_schema(settings.require_database_url())
@@ -264,7 +335,8 @@ def api_cmd() -> None:
 @friendly_errors
 def status_cmd(as_json: bool) -> None:
     """Counts by control status, due backlog and the oldest claimable age."""
-    settings = load_settings()
+    settings = settings_from_env()
+    ensure_schema(settings.require_database_url())
     store = open_store(settings)
     try:
         snapshot = store.status_snapshot()

@@ -20,7 +20,9 @@ def parse_level(value: str) -> str:
     """A level name (any case), or a ConfigError naming the variable and the choices."""
     level = value.strip().upper()
     if level not in LEVELS:
-        raise ConfigError(f"RESOLVER_LOG_LEVEL={value!r} is not a log level; use one of {LEVELS}")
+        raise ConfigError(
+            f"RESOLVER_LOG_LEVEL={value!r} is not a log level; use one of {', '.join(LEVELS)}"
+        )
     return level
 
 
