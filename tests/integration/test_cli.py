@@ -90,7 +90,7 @@ def test_run_refuses_an_unmigrated_database(env: dict[str, str], databases) -> N
     url = env["RESOLVER_DATABASE_URL"]
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("DROP TABLE alembic_version")
-    done = run(env, "run", "--once")
+    done = run({**env, "RESOLVER_STARTUP_TIMEOUT_SECONDS": "0"}, "run", "--once")
     assert done.returncode == 3
     assert "run `resolver migrate` first" in done.stderr
     assert "Traceback" not in done.stderr
@@ -102,6 +102,7 @@ def test_dead_database_is_one_clear_line_and_exit_3(env: dict[str, str]) -> None
         **env,
         "RESOLVER_DATABASE_URL": "postgresql://resolver:s3cret@127.0.0.1:1/app",
         "RESOLVER_CONNECT_TIMEOUT_SECONDS": "1",
+        "RESOLVER_STARTUP_TIMEOUT_SECONDS": "0",  # `run` would otherwise wait for it
     }
     for args in (("run", "--once"), ("status",), ("migrate",)):
         done = run(env, *args)
