@@ -119,3 +119,12 @@ def test_a_bad_database_url_is_refused_without_echoing_it(monkeypatch: pytest.Mo
         load_settings()
     assert "RESOLVER_DATABASE_URL: mysql:// is not a PostgreSQL" in str(raised.value)
     assert "s3cret" not in str(raised.value)
+
+
+def test_every_variable_is_documented() -> None:
+    from resolver.config import known_variables
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    providers_doc = (Path(__file__).resolve().parents[2] / "docs" / "providers.md").read_text()
+    missing = sorted(n for n in known_variables() if f"`{n}`" not in doc and n not in providers_doc)
+    assert missing == []
