@@ -26,7 +26,13 @@ def run(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.Comp
 @pytest.fixture
 def env(database_url: str) -> dict[str, str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("RESOLVER_")}
-    return {**clean, "RESOLVER_DATABASE_URL": database_url, "RESOLVER_CADENCE_SECONDS": "0.05"}
+    # No start-up wait: these tests want `run` to answer an unusable database at once.
+    return {
+        **clean,
+        "RESOLVER_DATABASE_URL": database_url,
+        "RESOLVER_CADENCE_SECONDS": "0.05",
+        "RESOLVER_STARTUP_TIMEOUT_SECONDS": "0",
+    }
 
 
 SEED = """
@@ -90,7 +96,7 @@ def test_run_refuses_an_unmigrated_database(env: dict[str, str], databases) -> N
     url = env["RESOLVER_DATABASE_URL"]
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("DROP TABLE alembic_version")
-    done = run({**env, "RESOLVER_STARTUP_TIMEOUT_SECONDS": "0"}, "run", "--once")
+    done = run(env, "run", "--once")
     assert done.returncode == 3
     assert "run `resolver migrate` first" in done.stderr
     assert "Traceback" not in done.stderr
@@ -102,7 +108,6 @@ def test_dead_database_is_one_clear_line_and_exit_3(env: dict[str, str]) -> None
         **env,
         "RESOLVER_DATABASE_URL": "postgresql://resolver:s3cret@127.0.0.1:1/app",
         "RESOLVER_CONNECT_TIMEOUT_SECONDS": "1",
-        "RESOLVER_STARTUP_TIMEOUT_SECONDS": "0",  # `run` would otherwise wait for it
     }
     for args in (("run", "--once"), ("status",), ("migrate",)):
         done = run(env, *args)
