@@ -59,6 +59,12 @@ ID_REGEX = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$"
 MAX_QUEUE_LIMIT = 100
 MAX_CURSOR_LENGTH = 300
 ACCESS_LOG_PATH_CHARS = 256
+# A decision body is a few hundred bytes: anything near this is not one, and is not read.
+MAX_BODY_BYTES = 64 * 1024
+
+
+class BodyTooLarge(Exception):
+    """The request body passed MAX_BODY_BYTES while it was being read."""
 
 
 class DecisionRequest(BaseModel):
@@ -253,6 +259,17 @@ class _Edge:
             return
         started = time.perf_counter()
         status: list[int] = []
+        received = 0
+
+        async def bounded_receive() -> Message:
+            # Counted as it arrives: a chunked body has no Content-Length to check up front.
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > MAX_BODY_BYTES:
+                    raise BodyTooLarge
+            return message
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -263,7 +280,10 @@ class _Edge:
             await send(message)
 
         try:
-            await self._app(scope, receive, send_with_headers)
+            if _declared_length(scope) > MAX_BODY_BYTES:
+                await _problem(ApiError(413, *_HTTP_CODES[413]))(scope, receive, send_with_headers)
+                return
+            await self._app(scope, bounded_receive, send_with_headers)
         except Exception:
             # Masked at the edge: the log has the traceback (as JSON), the client a code only.
             log.exception("api_unexpected_error", route=_route(scope))
@@ -289,6 +309,13 @@ class _Edge:
         )
 
 
+def _declared_length(scope: Scope) -> int:
+    for name, value in scope.get("headers", []):
+        if name == b"content-length":
+            return int(value) if value.isdigit() else 0
+    return 0
+
+
 def _route(scope: Scope) -> str:
     """The matched route's template: a bounded label, never the raw path with its ids."""
     path = getattr(scope.get("route"), "path", None)
@@ -296,10 +323,11 @@ def _route(scope: Scope) -> str:
 
 
 def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI entries for the problem answers a route gives (503 and 500: every route)."""
+    """OpenAPI entries for the problem answers a route gives (413, 500, 503: every route,
+    the body limit is checked before routing)."""
     return {
         status: {"model": Problem, "content": {PROBLEM: {}}}
-        for status in sorted({*statuses, 503, 500})
+        for status in sorted({*statuses, 413, 500, 503})
     }
 
 
@@ -372,7 +400,7 @@ _HTTP_CODES: dict[int, tuple[str, str]] = {
     400: ("malformed_body", "the body is not a JSON document"),
     404: ("not_found", "no such resource"),
     405: ("method_not_allowed", "method not allowed on this resource"),
-    413: ("too_large", "the request is too large"),
+    413: ("too_large", f"the body is larger than {MAX_BODY_BYTES} bytes"),
     415: ("unsupported_media_type", "send the body as application/json"),
 }
 
@@ -413,6 +441,8 @@ def _install_error_handlers(app: FastAPI, events: ApiObserver) -> None:
 
     async def http_error(_request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
+        if isinstance(exc.__cause__, BodyTooLarge):  # the framework wraps it as a parse error
+            return _problem(ApiError(413, *_HTTP_CODES[413]))
         code, title = _HTTP_CODES.get(exc.status_code, ("http_error", "the request failed"))
         headers = {k: v for k, v in (exc.headers or {}).items() if k.lower() == "allow"}
         return _problem(ApiError(exc.status_code, code, title, headers))

@@ -75,7 +75,8 @@ CASES = [
     Case("body is null", "POST", DECIDE, 422, "invalid_request", content=b"null", headers=JSON),
     Case("truncated JSON", "POST", DECIDE, 400, "malformed_body", content=b'{"decision":', headers=JSON),
     Case("invalid UTF-8", "POST", DECIDE, 400, "malformed_body", content=b'{"decision": "\xff\xfe"}', headers=JSON),
-    Case("deep nesting", "POST", DECIDE, 400, "malformed_body", content=b"[" * 100_000, headers=JSON),
+    Case("deep nesting", "POST", DECIDE, 400, "malformed_body", content=b"[" * 60_000, headers=JSON),
+    Case("body over 64 KiB", "POST", DECIDE, 413, "too_large", content=b" " * (64 * 1024 + 1), headers=JSON),
     Case("text/plain body", "POST", DECIDE, 415, "unsupported_media_type", content=b"{}", headers={"Content-Type": "text/plain"}),
     Case("no body at all", "POST", DECIDE, 415, "unsupported_media_type"),
     Case("bad dispatch id", "POST", "/v1/dispatches/a%20b/resolution", 422, "invalid_request", {}, title_has="dispatch_id"),
@@ -183,6 +184,22 @@ def test_unexpected_error_is_a_masked_500_and_the_connection_survives(
     assert after.status_code == 200 and after.headers["cache-control"] == "no-store"
 
 
+def test_a_chunked_body_over_the_limit_is_413(
+    edge: httpx.Client, manual_item: tuple[str, int], signing_key: rsa.RSAPrivateKey
+) -> None:
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the limit must count as it reads
+        for _ in range(64):
+            yield b" " * 8192
+
+    response = edge.post(
+        DECIDE.format(id=manual_item[0]),
+        content=chunks(),
+        headers={**auth(token(signing_key)), **JSON},
+    )
+    assert "content-length" not in response.request.headers
+    assert_problem(response, 413, "too_large")
+
+
 def test_every_answer_is_no_store_including_probes_and_console(edge: httpx.Client) -> None:
     for path in ("/healthz", "/console", "/console/app.js", "/console/nope", "/nope"):
         assert edge.get(path).headers["cache-control"] == "no-store", path
@@ -192,7 +209,7 @@ def test_published_openapi_is_current_and_documents_every_problem() -> None:
     published = json.loads((ROOT / "docs" / "openapi.json").read_text())
     assert published == json.loads(json.dumps(openapi_document()))
     decide = published["paths"]["/v1/dispatches/{dispatch_id}/resolution"]["post"]
-    assert set(decide["responses"]) == {"200", "400", "401", "403", "404", "409", "415", "422", "429", "500", "503"}
+    assert set(decide["responses"]) == {"200", "400", "401", "403", "404", "409", "413", "415", "422", "429", "500", "503"}
     version = published["components"]["schemas"]["DecisionRequest"]["properties"]["expected_execution_version"]
     assert (version["type"], version["minimum"], version["maximum"]) == ("integer", 1, 2**63 - 1)
     assert published["components"]["schemas"]["DecisionRequest"]["additionalProperties"] is False
