@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 
@@ -11,9 +13,10 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 
 from resolver.db.dsn import redact, sqlalchemy_url
-from resolver.errors import StorageUnavailable
+from resolver.errors import ConfigError, StorageUnavailable
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 
@@ -79,8 +82,19 @@ def upgrade_sql(revision: str = "head") -> str:
     """The DDL `upgrade` would run, without touching any database (`resolver migrate --sql`)."""
     out = io.StringIO()
     cfg = alembic_config("postgresql://offline", out)
-    command.upgrade(cfg, revision, sql=True)
+    with _revision_errors():
+        command.upgrade(cfg, revision, sql=True)
     return out.getvalue()
+
+
+@contextmanager
+def _revision_errors() -> Iterator[None]:
+    """An unknown or ambiguous revision is the caller's mistake: one line naming the known."""
+    try:
+        yield
+    except CommandError as exc:
+        known = ", ".join(sorted(rev.revision for rev in _scripts().walk_revisions()))
+        raise ConfigError(f"{exc}; this release knows {known} (and head, base)") from None
 
 
 def current_revision(database_url: str) -> str | None:
@@ -101,7 +115,8 @@ def _run(database_url: str, action: object) -> None:
         with engine.begin() as conn:
             cfg = alembic_config(database_url)
             cfg.attributes["connection"] = conn
-            action(cfg)
+            with _revision_errors():
+                action(cfg)
     except sa.exc.OperationalError as exc:
         raise StorageUnavailable(f"cannot reach {redact(database_url)}: {exc.orig}") from exc
     finally:
