@@ -59,6 +59,7 @@ ID_REGEX = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$"
 MAX_QUEUE_LIMIT = 100
 MAX_CURSOR_LENGTH = 300
 ACCESS_LOG_PATH_CHARS = 256
+QUIET_ROUTES = frozenset({"/healthz", "/readyz"})
 # A decision body is a few hundred bytes: anything near this is not one, and is not read.
 MAX_BODY_BYTES = 64 * 1024
 
@@ -296,14 +297,17 @@ class _Edge:
             self._observe(scope, status[0] if status else 500, time.perf_counter() - started)
 
     def _observe(self, scope: Scope, status: int, seconds: float) -> None:
-        self._events.request(_route(scope), status, seconds)
+        route = _route(scope)
+        self._events.request(route, status, seconds)
+        if route in QUIET_ROUTES and status < 400:
+            return  # a kubelet probe every few seconds is not worth a log line
         # The path without its query string: a client that puts a token there must not see
         # it land in logs.
         access_log.info(
             "http_request",
             method=scope.get("method"),
             path=str(scope.get("path", ""))[:ACCESS_LOG_PATH_CHARS],
-            route=_route(scope),
+            route=route,
             status=status,
             duration_ms=round(seconds * 1000, 3),
         )

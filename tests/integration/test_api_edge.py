@@ -242,6 +242,7 @@ def test_resolver_api_logs_json_only_and_never_the_query_string(
                 break
         assert "Uvicorn running on" in seen[-1], "".join(seen)
         with httpx.Client(base_url=f"http://127.0.0.1:{api_port}", timeout=10) as client:
+            assert client.get("/healthz").status_code == 200  # probes: counted, not logged
             leaked = client.get(f"/v1/manual-queue?access_token={secret}&limit=1")
             assert leaked.status_code == 401
             assert client.get("/v1/nope?token=x").status_code == 404
