@@ -335,9 +335,16 @@ def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
     }
 
 
+class _NoKeys:
+    """No issuer: the document is built, never served."""
+
+    def key(self, kid: str) -> None:
+        del kid
+
+
 def openapi_document() -> dict[str, Any]:
     """The published OpenAPI document (docs/openapi.json); the app serves none."""
-    unused = TokenVerifier(issuer="", audience="", keys={})
+    unused = TokenVerifier(issuer="", audience="", keys=_NoKeys())
     document = create_app(cast(ManualStore, None), unused).openapi()
     # FastAPI's schema model holds bounds as floats: 2**63 - 1 would print as 2**63.
     version = document["components"]["schemas"]["DecisionRequest"]["properties"][

@@ -1,14 +1,14 @@
 """`resolver` command line: migrate, run, api, status, demo.
 
-Exit codes: 0 done; 1 a run whose last cycle outlived the shutdown grace, or an unexpected
-error (its traceback is in the JSON log); 2 configuration or usage error; 3 database
-unreachable or schema not migrated (`resolver run`: after waiting the start-up limit).
-Every expected failure is one line on stderr, never a traceback.
+Exit codes: 0 done; 1 a run whose last cycle outlived the shutdown grace, a migration
+PostgreSQL refused, or an unexpected error (its traceback is in the JSON log); 2
+configuration or usage error; 3 database unreachable or schema not migrated (`resolver
+run`: after waiting the start-up limit). Every expected failure is one line on stderr, never a
+traceback.
 """
 
 from __future__ import annotations
 
-import contextvars
 import json
 import os
 import signal
@@ -27,7 +27,9 @@ from resolver import __version__, startup
 from resolver.composition import (
     build_api,
     build_replica,
+    build_verifier,
     configure_logging,
+    migration_policy,
     open_store,
     serve_endpoints,
 )
@@ -35,8 +37,9 @@ from resolver.config import Settings, load_settings, provider_variables, unknown
 from resolver.db import migrate as migrations
 from resolver.errors import ConfigError, ResolverError, SchemaNotReady, StorageUnavailable
 from resolver.ports import StatusSnapshot
-from resolver.telemetry import logs
-from resolver.worker import Worker
+from resolver.replica import Replica
+from resolver.telemetry import jsonlogs
+from resolver.telemetry.health import Heartbeat
 
 if TYPE_CHECKING:
     from resolver.demo_live import LiveOptions
@@ -111,22 +114,41 @@ def settings_from_env(**overrides: Any) -> Settings:
     metavar="REVISION",
     help="Roll the schema back to REVISION (or `base`) instead of upgrading.",
 )
+@click.option(
+    "--grants",
+    "with_grants",
+    is_flag=True,
+    help="Then apply the roles' privileges (grants.sql; roles.sql must have created the roles).",
+)
 @friendly_errors
-def migrate_cmd(offline: bool, revision: str, downgrade_to: str | None) -> None:
-    """Create or upgrade the schema (idempotent); --downgrade rolls it back."""
+def migrate_cmd(offline: bool, revision: str, downgrade_to: str | None, with_grants: bool) -> None:
+    """Create or upgrade the schema (idempotent); --downgrade rolls it back.
+
+    DDL waits at most RESOLVER_MIGRATION_LOCK_TIMEOUT_MS for a lock, then the attempt rolls
+    back and is retried (RESOLVER_MIGRATION_ATTEMPTS in all).
+    """
+    if with_grants and downgrade_to is not None:
+        raise click.UsageError("--grants applies to an upgraded schema; drop it with --downgrade")
     if offline:
         click.echo(migrations.upgrade_sql(revision))
+        if with_grants:
+            click.echo(migrations.grants_sql())
         return
-    url = settings_from_env().require_database_url()
+    settings = settings_from_env()
+    url, policy = settings.require_database_url(), migration_policy(settings)
     if downgrade_to is not None:
-        migrations.downgrade(url, downgrade_to)
+        migrations.downgrade(url, downgrade_to, policy)
     else:
-        migrations.upgrade(url, revision)
-    click.echo(f"schema at revision {migrations.current_revision(url)}")
+        migrations.upgrade(url, revision, policy)
+    current = migrations.current_revision(url, settings.connect_timeout_seconds)
+    click.echo(f"schema at revision {current}")
+    if with_grants:
+        migrations.apply_grants(url, policy)
+        click.echo(f"grants applied ({migrations.GRANTS_FILE.name})")
 
 
-def ensure_schema(url: str) -> None:
-    status, current = migrations.schema_status(url)
+def ensure_schema(url: str, connect_timeout_seconds: float) -> None:
+    status, current = migrations.schema_status(url, connect_timeout_seconds)
     if status in (migrations.SchemaStatus.MISSING, migrations.SchemaStatus.BEHIND):
         raise SchemaNotReady(
             f"schema is at revision {current or 'none'}, this resolver needs "
@@ -156,39 +178,25 @@ def run_cmd(once: bool, config_path: Path | None) -> None:
 def _run_replica(once: bool, config_path: Path | None) -> None:
     overrides = {"config": config_path} if config_path else {}
     settings = settings_from_env(**overrides)
-    url = settings.require_database_url()
     structlog.contextvars.bind_contextvars(replica_id=settings.replica_id)
     replica = build_replica(settings)
     try:
         serve_endpoints(replica, settings)
         # Endpoints first: while the database is away, /healthz answers and /readyz says no.
-        if not _wait_for_database(url, settings, replica.heartbeat):
-            replica.close()
-            return
-    except BaseException:
-        replica.close()
-        raise
-
-    def started() -> None:
+        if not _wait_for_database(settings, replica.runtime.heartbeat):
+            return  # stopped while waiting; `finally` closes what was built
         log.info(
             "resolver_started",
             replica_id=settings.replica_id,
             page_size=settings.page_size,
             once=once,
         )
-
-    try:
-        clean = run_until_stopped(
-            replica.worker,
-            once=once,
-            grace_seconds=settings.shutdown_grace_seconds,
-            started=started,
+        clean = run_until_signalled(
+            replica, once=once, grace_seconds=settings.shutdown_grace_seconds
         )
     finally:
         replica.close()
-    log.info(
-        "resolver_stopped", replica_id=settings.replica_id, cycles=replica.worker.cycles_completed
-    )
+    log.info("resolver_stopped", replica_id=settings.replica_id, cycles=replica.cycles_completed)
     if not clean:
         sys.exit(1)
 
@@ -197,12 +205,13 @@ STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
 _WAKE = signal.SIGUSR1
 
 
-def _wait_for_database(url: str, settings: Settings, heartbeat: Callable[..., None]) -> bool:
+def _wait_for_database(settings: Settings, heartbeat: Heartbeat) -> bool:
     """Wait for a reachable, migrated database up to RESOLVER_STARTUP_TIMEOUT_SECONDS, as
     running replicas ride out an outage; False when a stop signal came meanwhile."""
+    url = settings.require_database_url()
 
     def retrying(exc: BaseException, delay: float) -> None:
-        heartbeat(None, exc)  # waiting is the loop alive and retrying: liveness holds
+        heartbeat.beat()  # waiting is the process alive and retrying: liveness holds
         log.warning(
             "database_not_ready", error=type(exc).__name__, retry_in_seconds=round(delay, 3)
         )
@@ -212,7 +221,7 @@ def _wait_for_database(url: str, settings: Settings, heartbeat: Callable[..., No
         return signal.sigtimedwait(STOP_SIGNALS, seconds) is not None
 
     return startup.wait_until_ready(
-        lambda: ensure_schema(url),
+        lambda: ensure_schema(url, settings.connect_timeout_seconds),
         limit_seconds=settings.startup_timeout_seconds,
         max_delay_seconds=settings.storage_retry_max_seconds,
         sleep=sleep,
@@ -240,56 +249,33 @@ def stop_signals_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-def run_until_stopped(
-    worker: Worker,
-    *,
-    once: bool,
-    grace_seconds: float,
-    started: Callable[[], None] = lambda: None,
-) -> bool:
-    """Run the loop on a worker thread; a stop signal stops claiming and starts the grace
-    period.
+def run_until_signalled(replica: Replica[Any], *, once: bool, grace_seconds: float) -> bool:
+    """Wire the stop signals to the replica: start it, wait for SIGTERM/SIGINT (or for the
+    loop to end by itself), then stop it within the grace period.
 
-    Returns False when the cycle in flight outlived the grace period: its recovery leases then
-    lapse by time alone and another replica takes the items over.
+    Returns False when the cycle in flight outlived the grace period (see `Replica.stop`).
     """
     with stop_signals_blocked():
         main_thread = threading.get_ident()
-        failure: list[BaseException] = []
         # A loop that outlives the grace period must not wake a caller that stopped waiting
-        # (its mask restored, SIGUSR1 would end the process).
-        waiting = threading.Lock()
-        waiting.acquire()
+        # (its mask restored, SIGUSR1 would end the process): the waker checks under a lock.
+        guard = threading.Lock()
+        armed = [True]
 
-        def loop() -> None:
-            try:
-                worker.run(once=once)
-            except BaseException as exc:
-                failure.append(exc)
-            finally:
-                if waiting.locked():
+        def wake() -> None:
+            with guard:
+                if armed[0]:
                     signal.pthread_kill(main_thread, _WAKE)
 
-        # A new thread starts with an empty context: copy it so the loop's log lines keep the
-        # replica_id bound by run_cmd.
-        context = contextvars.copy_context()
-        thread = threading.Thread(
-            target=context.run, args=(loop,), name="resolver-loop", daemon=True
-        )
-        started()
-        thread.start()
+        replica.start(once=once, on_exit=wake)
         received = signal.sigwait({*STOP_SIGNALS, _WAKE})
         if received != _WAKE:
             log.info("shutdown_requested", signal=signal.Signals(received).name)
-            worker.request_stop()
-        thread.join(grace_seconds)
-        waiting.release()
-        if failure:
-            raise failure[0]
-    if thread.is_alive():
-        log.error("shutdown_grace_exceeded", grace_seconds=grace_seconds)
-        return False
-    return True
+        try:
+            return replica.stop(grace_seconds)
+        finally:
+            with guard:
+                armed[0] = False
 
 
 @main.command("api")
@@ -314,12 +300,9 @@ def api_cmd(print_openapi: bool) -> None:
 
     import uvicorn
 
-    from resolver.auth import TokenVerifier
-
     settings = settings_from_env()
-    issuer, audience, jwks = settings.require_oidc()
-    verifier = TokenVerifier.from_jwks_file(jwks, issuer=issuer, audience=audience)
-    ensure_schema(settings.require_database_url())
+    verifier = build_verifier(settings)
+    ensure_schema(settings.require_database_url(), settings.connect_timeout_seconds)
     api = build_api(settings, verifier)
     try:
         uvicorn.run(
@@ -327,7 +310,7 @@ def api_cmd(print_openapi: bool) -> None:
             host=settings.api_host,
             port=settings.api_port,
             server_header=False,
-            **logs.uvicorn_options(),
+            **jsonlogs.uvicorn_options(),
         )
     finally:
         api.close()
@@ -339,7 +322,7 @@ def api_cmd(print_openapi: bool) -> None:
 def status_cmd(as_json: bool) -> None:
     """Counts by control status, due backlog and the oldest claimable age."""
     settings = settings_from_env()
-    ensure_schema(settings.require_database_url())
+    ensure_schema(settings.require_database_url(), settings.connect_timeout_seconds)
     store = open_store(settings)
     try:
         snapshot = store.status_snapshot()

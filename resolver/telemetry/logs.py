@@ -1,76 +1,64 @@
-"""JSON logs on stderr for everything: our structlog events and every stdlib logger
-(uvicorn, alembic, libraries), tracebacks included as structured fields."""
+"""Structured log lines of the cycle: a subscriber of the cycle events."""
 
 from __future__ import annotations
 
-import logging
-import sys
-from typing import Any, TextIO
+from collections.abc import Sequence
+from typing import Any
 
-import structlog
-from structlog.tracebacks import ExceptionDictTransformer
-from structlog.typing import Processor
-
-from resolver.errors import ConfigError
-
-LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+from resolver.errors import StorageUnavailable
+from resolver.events import CycleEvents, CycleReport, InspectedPage, outcome_label
+from resolver.ports import CommitReport, ItemOutcome
 
 
-def parse_level(value: str) -> str:
-    """A level name (any case), or a ConfigError naming the variable and the choices."""
-    level = value.strip().upper()
-    if level not in LEVELS:
-        raise ConfigError(
-            f"RESOLVER_LOG_LEVEL={value!r} is not a log level; use one of {', '.join(LEVELS)}"
+class CycleLog(CycleEvents):
+    """Provider failures, one `recovery_outcome` line per committed item (the audit trail an
+    operator greps by dispatch id), one `recovery_cycle` summary, storage retries."""
+
+    def __init__(self, logger: Any) -> None:
+        self._root = logger
+        self._log = logger
+        self._owner: str | None = None
+
+    def cycle_started(self, owner: str) -> None:
+        if owner != self._owner:  # bound once per replica, not per cycle
+            self._owner, self._log = owner, self._root.bind(replica_id=owner)
+
+    def inspected(self, page: InspectedPage) -> None:
+        for call in page.calls:
+            if call.failure == "timeout":
+                self._log.warning(
+                    "provider_timeout", provider=call.label, items=len(call.identities)
+                )
+            elif call.failure is not None:
+                self._log.warning(
+                    "provider_error", provider=call.label, error=type(call.error).__name__
+                )
+
+    def committed(
+        self, outcomes: Sequence[ItemOutcome], report: CommitReport, seconds: float
+    ) -> None:
+        for outcome in outcomes:
+            identity = outcome.item.identity
+            self._log.info(
+                "recovery_outcome",
+                dispatch_id=identity.dispatch_id,
+                action_type=identity.action_type,
+                finding=outcome.finding.kind.value,
+                outcome=outcome_label(outcome, report),
+                committed=identity.dispatch_id in report.accepted,
+            )
+
+    def cycle_completed(self, report: CycleReport, seconds: float) -> None:
+        if report.findings:  # a page was inspected and committed
+            self._log.info(
+                "recovery_cycle",
+                claimed=report.claimed,
+                accepted=len(report.accepted),
+                rejected=len(report.rejected),
+                findings={kind.value: n for kind, n in report.findings.items()},
+            )
+
+    def storage_retry(self, error: StorageUnavailable, failures: int, delay_seconds: float) -> None:
+        self._log.warning(
+            "storage_unavailable", error=str(error), retry_in_seconds=round(delay_seconds, 2)
         )
-    return level
-
-
-def configure(level: str = "INFO", stream: TextIO | None = None) -> None:
-    """Every log line is one JSON object; `stream` defaults to the current stderr."""
-    level = parse_level(level)
-    out = stream if stream is not None else sys.stderr
-    # Locals in a traceback may hold a token or a connection string: never render them.
-    exceptions = structlog.processors.ExceptionRenderer(ExceptionDictTransformer(show_locals=False))
-    stamp: list[Processor] = [
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-    ]
-    handler = logging.StreamHandler(out)
-    handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(
-            foreign_pre_chain=[structlog.stdlib.add_logger_name, *stamp],
-            processors=[
-                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                exceptions,
-                structlog.processors.JSONRenderer(),
-            ],
-        )
-    )
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    logging.getLogger("alembic").setLevel(logging.WARNING)
-    # The pool's reconnect chatter would repeat what StorageUnavailable already reports.
-    logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
-    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
-        # uvicorn may have installed its own text handlers; its lines go through the root's.
-        logging.getLogger(name).handlers[:] = []
-        logging.getLogger(name).propagate = True
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            *stamp,
-            exceptions,
-            structlog.processors.JSONRenderer(),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level]),
-        logger_factory=structlog.PrintLoggerFactory(file=out),
-        cache_logger_on_first_use=True,
-    )
-
-
-def uvicorn_options() -> dict[str, Any]:
-    """uvicorn without its own logging setup and access log: the API's edge writes a JSON
-    access line without the query string instead."""
-    return {"log_config": None, "access_log": False}
