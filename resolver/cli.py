@@ -71,6 +71,8 @@ def friendly_errors(func: F) -> F:
             fail("database error", exc, EXIT_STORAGE)
         except ResolverError as exc:
             fail("error", exc, EXIT_FAILED)
+        except click.ClickException:
+            raise  # a usage error: click prints it and exits 2
         except Exception as exc:
             log.exception("unexpected_error", error=type(exc).__name__)
             fail("error", RuntimeError(f"unexpected {type(exc).__name__}; see the log"), 1)

@@ -148,7 +148,7 @@ class Output:
 
 def probe(port: int, path: str) -> int:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as resp:
             return int(resp.status)
     except urllib.error.HTTPError as err:
         return err.code
@@ -161,7 +161,7 @@ def test_run_waits_for_the_database_then_starts(database_url: str, pg_server: st
     with psycopg.connect(pg_server, autocommit=True) as conn:
         conn.execute(pgsql.SQL("DROP DATABASE {} WITH (FORCE)").format(pgsql.Identifier(name)))
     port = free_port()
-    env = {**base_env(), "RESOLVER_DATABASE_URL": database_url, "RESOLVER_HTTP_HOST": "127.0.0.1", "RESOLVER_HTTP_PORT": str(port), "RESOLVER_CADENCE_SECONDS": "0.05", "RESOLVER_STORAGE_RETRY_MAX_SECONDS": "0.5", "RESOLVER_STARTUP_TIMEOUT_SECONDS": "60"}
+    env = {**base_env(), "RESOLVER_DATABASE_URL": database_url, "RESOLVER_HTTP_HOST": "127.0.0.1", "RESOLVER_HTTP_PORT": str(port), "RESOLVER_CADENCE_SECONDS": "0.05", "RESOLVER_STORAGE_RETRY_MAX_SECONDS": "0.5", "RESOLVER_STARTUP_TIMEOUT_SECONDS": "60", "RESOLVER_CONNECT_TIMEOUT_SECONDS": "1"}
     proc = subprocess.Popen([*RESOLVER, "run"], env=env, stderr=subprocess.PIPE, text=True)
     out = Output(proc)
     try:
