@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from resolver.db import dsn
 from resolver.db.readonly import ReadOnlyDatabase
 from resolver.domain import DispatchIdentity, Finding
 from resolver.errors import ConfigError
@@ -41,7 +41,7 @@ class SqlSourceSettings(BaseModel):
     def resolve_url(self, environ: Mapping[str, str] | None = None) -> str:
         env = os.environ if environ is None else environ
         if self.database_url is not None:
-            if urlsplit(self.database_url).password:
+            if dsn.SECRET_KEYS.intersection(dsn.parse(self.database_url)):
                 # Config files are not secret stores; passwords come from the environment.
                 raise ConfigError(
                     "database_url: holds a password; put the whole URL in an environment "

@@ -1,8 +1,16 @@
-"""`resolver` command line: migrate, run, status, demo."""
+"""`resolver` command line: migrate, run, api, status, demo.
+
+Exit codes: 0 done; 1 a run whose last cycle outlived the shutdown grace, a migration
+PostgreSQL refused, or an unexpected error (its traceback is in the JSON log); 2
+configuration or usage error; 3 database unreachable or schema not migrated (`resolver
+run`: after waiting the start-up limit). Every expected failure is one line on stderr, never a
+traceback.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import threading
@@ -15,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 import structlog
 
-from resolver import __version__
+from resolver import __version__, startup
 from resolver.composition import (
     build_api,
     build_replica,
@@ -25,11 +33,13 @@ from resolver.composition import (
     open_store,
     serve_endpoints,
 )
-from resolver.config import load_settings
+from resolver.config import Settings, load_settings, provider_variables, unknown_variables
 from resolver.db import migrate as migrations
 from resolver.errors import ConfigError, ResolverError, SchemaNotReady, StorageUnavailable
 from resolver.ports import StatusSnapshot
 from resolver.replica import Replica
+from resolver.telemetry import jsonlogs
+from resolver.telemetry.health import Heartbeat
 
 if TYPE_CHECKING:
     from resolver.demo_live import LiveOptions
@@ -37,8 +47,15 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 log = structlog.get_logger("resolver.cli")
 
+EXIT_FAILED = 1
 EXIT_CONFIG = 2
 EXIT_STORAGE = 3
+
+
+def fail(prefix: str, exc: BaseException, code: int) -> None:
+    # libpq messages span lines ("Is the server running…"): the answer is one line.
+    click.echo(f"{prefix}: {' '.join(str(exc).split())}", err=True)
+    sys.exit(code)
 
 
 def friendly_errors(func: F) -> F:
@@ -49,14 +66,17 @@ def friendly_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except ConfigError as exc:
-            click.echo(f"configuration error: {exc}", err=True)
-            sys.exit(EXIT_CONFIG)
+            fail("configuration error", exc, EXIT_CONFIG)
         except (StorageUnavailable, SchemaNotReady) as exc:
-            click.echo(f"database error: {exc}", err=True)
-            sys.exit(EXIT_STORAGE)
+            fail("database error", exc, EXIT_STORAGE)
         except ResolverError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(1)
+            fail("error", exc, EXIT_FAILED)
+        except click.ClickException:
+            raise  # a usage error: click prints it and exits 2
+        except Exception as exc:
+            log.exception("unexpected_error", error=type(exc).__name__)
+            fail("error", RuntimeError(f"unexpected {type(exc).__name__}; see the log"), 1)
+        return None
 
     return wrapper  # type: ignore[return-value]
 
@@ -66,7 +86,24 @@ def friendly_errors(func: F) -> F:
 @click.option("--log-level", default="INFO", show_default=True, envvar="RESOLVER_LOG_LEVEL")
 def main(log_level: str) -> None:
     """Evidence-only recovery of outcome-unknown executions of approved actions."""
-    configure_logging(log_level.upper())
+    try:
+        configure_logging(log_level)
+    except ConfigError as exc:
+        fail("configuration error", exc, EXIT_CONFIG)
+
+
+def settings_from_env(**overrides: Any) -> Settings:
+    """The validated settings, after a warning for each `RESOLVER_*` name nothing reads."""
+    settings = load_settings(**overrides)
+    extra = provider_variables(settings.config)
+    for name, closest in unknown_variables(os.environ, extra):
+        log.warning(
+            "unknown_environment_variable",
+            name=name,
+            did_you_mean=closest,
+            hint=f"{name} is ignored" + (f"; did you mean {closest}?" if closest else ""),
+        )
+    return settings
 
 
 @main.command("migrate")
@@ -99,7 +136,7 @@ def migrate_cmd(offline: bool, revision: str, downgrade_to: str | None, with_gra
         if with_grants:
             click.echo(migrations.grants_sql())
         return
-    settings = load_settings()
+    settings = settings_from_env()
     url, policy = settings.require_database_url(), migration_policy(settings)
     if downgrade_to is not None:
         migrations.downgrade(url, downgrade_to, policy)
@@ -142,12 +179,14 @@ def run_cmd(once: bool, config_path: Path | None) -> None:
 
 def _run_replica(once: bool, config_path: Path | None) -> None:
     overrides = {"config": config_path} if config_path else {}
-    settings = load_settings(**overrides)
-    ensure_schema(settings.require_database_url(), settings.connect_timeout_seconds)
+    settings = settings_from_env(**overrides)
     structlog.contextvars.bind_contextvars(replica_id=settings.replica_id)
     replica = build_replica(settings)
     try:
         serve_endpoints(replica, settings)
+        # Endpoints first: while the database is away, /healthz answers and /readyz says no.
+        if not _wait_for_database(settings, replica.runtime.heartbeat):
+            return  # stopped while waiting; `finally` closes what was built
         log.info(
             "resolver_started",
             replica_id=settings.replica_id,
@@ -166,6 +205,30 @@ def _run_replica(once: bool, config_path: Path | None) -> None:
 
 STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
 _WAKE = signal.SIGUSR1
+
+
+def _wait_for_database(settings: Settings, heartbeat: Heartbeat) -> bool:
+    """Wait for a reachable, migrated database up to RESOLVER_STARTUP_TIMEOUT_SECONDS, as
+    running replicas ride out an outage; False when a stop signal came meanwhile."""
+    url = settings.require_database_url()
+
+    def retrying(exc: BaseException, delay: float) -> None:
+        heartbeat.beat()  # waiting is the process alive and retrying: liveness holds
+        log.warning(
+            "database_not_ready", error=type(exc).__name__, retry_in_seconds=round(delay, 3)
+        )
+
+    def sleep(seconds: float) -> bool:
+        # Stop signals are blocked in this thread: wait for one, or for the delay to pass.
+        return signal.sigtimedwait(STOP_SIGNALS, seconds) is not None
+
+    return startup.wait_until_ready(
+        lambda: ensure_schema(url, settings.connect_timeout_seconds),
+        limit_seconds=settings.startup_timeout_seconds,
+        max_delay_seconds=settings.storage_retry_max_seconds,
+        sleep=sleep,
+        on_retry=retrying,
+    )
 
 
 @contextmanager
@@ -218,16 +281,28 @@ def run_until_signalled(replica: Replica[Any], *, once: bool, grace_seconds: flo
 
 
 @main.command("api")
+@click.option(
+    "--openapi",
+    "print_openapi",
+    is_flag=True,
+    help="Print the API's OpenAPI document (not served over HTTP) and exit.",
+)
 @friendly_errors
-def api_cmd() -> None:
+def api_cmd(print_openapi: bool) -> None:
     """Serve the manual-resolution API (the human queue and decisions).
 
     /healthz and /readyz answer on the API port; /metrics (and the probes with details) on
     RESOLVER_HTTP_PORT when set, as for `resolver run`.
     """
+    if print_openapi:
+        from resolver.api import openapi_document
+
+        click.echo(json.dumps(openapi_document(), indent=2, sort_keys=True))
+        return
+
     import uvicorn
 
-    settings = load_settings()
+    settings = settings_from_env()
     verifier = build_verifier(settings)
     ensure_schema(settings.require_database_url(), settings.connect_timeout_seconds)
     api = build_api(settings, verifier)
@@ -236,8 +311,8 @@ def api_cmd() -> None:
             api.app,
             host=settings.api_host,
             port=settings.api_port,
-            log_config=None,
             server_header=False,
+            **jsonlogs.uvicorn_options(),
         )
     finally:
         api.close()
@@ -248,7 +323,8 @@ def api_cmd() -> None:
 @friendly_errors
 def status_cmd(as_json: bool) -> None:
     """Counts by control status, due backlog and the oldest claimable age."""
-    settings = load_settings()
+    settings = settings_from_env()
+    ensure_schema(settings.require_database_url(), settings.connect_timeout_seconds)
     store = open_store(settings)
     try:
         snapshot = store.status_snapshot()

@@ -3,8 +3,6 @@ reconciler, lifecycle) or API process out."""
 
 from __future__ import annotations
 
-import logging
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -28,6 +26,7 @@ from resolver.evidence import ProviderRegistry, build_registry
 from resolver.reconciler import Reconciler, ReconcilerSettings
 from resolver.replica import LoopSettings, Replica
 from resolver.runtime import Runtime
+from resolver.telemetry import jsonlogs
 from resolver.telemetry.api_metrics import ApiMetrics
 from resolver.telemetry.health import Probe, ReadinessCheck, liveness_bound_seconds
 from resolver.telemetry.metrics import (
@@ -53,24 +52,7 @@ log = structlog.get_logger("resolver.composition")
 
 def configure_logging(level: str = "INFO") -> None:
     """Structured JSON logs on stderr; the fields are codes and ids, never secrets."""
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(message)s")
-    logging.getLogger("alembic").setLevel(logging.WARNING)
-    # The pool's reconnect chatter would repeat what StorageUnavailable already reports.
-    logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
-    # urllib3 logs pool chatter per request: per-item noise (the provider logs what matters).
-    logging.getLogger("urllib3").setLevel(logging.WARNING)
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.JSONRenderer(),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=True,
-    )
-    structlog.contextvars.bind_contextvars()
+    jsonlogs.configure(level)
 
 
 def migration_policy(settings: Settings) -> migrate.MigrationPolicy:

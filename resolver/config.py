@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import socket
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -12,9 +14,24 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from resolver.db import dsn
 from resolver.errors import ConfigError
 
 PAGE_SIZE_HARD_CAP = 64
+PREFIX = "RESOLVER_"
+# Read outside Settings: the log level by the command line, the receipt keys by the keyring.
+OTHER_VARIABLES = frozenset(
+    {
+        "RESOLVER_LOG_LEVEL",
+        "RESOLVER_RECEIPT_KEYS",
+        "RESOLVER_SECRETS_DIR",
+        "RESOLVER_RECEIPT_SIGNING_KID",
+    }
+)
+# Reserved for test-support code: never a production setting, never warned about.
+TEST_PREFIX = "RESOLVER_TEST_"
+# Fields whose value may hold a secret: a validation message never quotes them.
+SECRET_FIELDS = frozenset({"database_url"})
 
 
 def _default_replica_id() -> str:
@@ -27,7 +44,8 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RESOLVER_", extra="ignore", frozen=True)
 
     database_url: str | None = Field(
-        default=None, description="PostgreSQL URL, e.g. postgresql://resolver@db:5432/app"
+        default=None,
+        description="PostgreSQL URL or key=value string, e.g. postgresql://resolver@db:5432/app",
     )
     config: Path | None = Field(default=None, description="YAML provider config file")
     api_host: str = Field(default="127.0.0.1", description="manual-resolution API bind address")
@@ -58,6 +76,9 @@ class Settings(BaseSettings):
     shutdown_grace_seconds: float = Field(default=25.0, gt=0)
     storage_retry_max_seconds: float = Field(default=30.0, gt=0)
     connect_timeout_seconds: float = Field(default=5.0, gt=0)
+    startup_timeout_seconds: float = Field(
+        default=120.0, ge=0, description="`resolver run` waits this long for the database"
+    )
     statement_timeout_ms: int = Field(default=10_000, ge=100)
     max_connections: int = Field(default=4, ge=1, le=64)
     http_port: int = Field(
@@ -84,6 +105,16 @@ class Settings(BaseSettings):
         loopback = parts.hostname in {"127.0.0.1", "::1", "localhost"}
         if parts.scheme != "https" and not (parts.scheme == "http" and loopback):
             raise ValueError("must be an https:// URL (plain http only to a loopback address)")
+        return value
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgresql(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                dsn.parse(value)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
         return value
 
     @field_validator("page_size")
@@ -166,8 +197,50 @@ def _describe(exc: ValidationError) -> str:
         loc = "_".join(str(part) for part in error["loc"]).upper()
         key = f"RESOLVER_{loc}" if loc else "configuration"
         msg = str(error["msg"]).removeprefix("Value error, ")
-        lines.append(f"{key}: {msg} (got {error.get('input')!r})" if loc else msg)
+        secret = loc.lower() in SECRET_FIELDS
+        got = "" if secret else f" (got {error.get('input')!r})"
+        lines.append(f"{key}: {msg}{got}" if loc else msg)
     return "invalid configuration: " + "; ".join(lines)
+
+
+def known_variables(extra: Iterable[str] = ()) -> frozenset[str]:
+    """Every `RESOLVER_*` name something in this program reads."""
+    fields = {f"{PREFIX}{name.upper()}" for name in Settings.model_fields}
+    return frozenset({*fields, *OTHER_VARIABLES, *extra})
+
+
+def unknown_variables(
+    environ: Mapping[str, str], extra: Iterable[str] = ()
+) -> list[tuple[str, str | None]]:
+    """`RESOLVER_*` names nothing reads (a typo is otherwise silently ignored), each with the
+    closest known name when one is close; `RESOLVER_TEST_*` belongs to the test support."""
+    known = known_variables(extra)
+    unknown = sorted(
+        name
+        for name in environ
+        if name.startswith(PREFIX) and not name.startswith(TEST_PREFIX) and name not in known
+    )
+    return [(name, _closest(name, known)) for name in unknown]
+
+
+def _closest(name: str, known: Iterable[str]) -> str | None:
+    matches = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
+    return matches[0] if matches else None
+
+
+def provider_variables(path: Path | None) -> frozenset[str]:
+    """Environment names the provider config points at (`token_env`, `database_url_env`):
+    a deployment may choose `RESOLVER_*` names for them."""
+    try:
+        action_types = load_provider_config(path)
+    except ConfigError:
+        return frozenset()  # the command that needs the file reports it
+    return frozenset(
+        str(value)
+        for entry in action_types.values()
+        for key, value in entry.items()
+        if key.endswith("_env") and isinstance(value, str)
+    )
 
 
 def load_provider_config(path: Path | None) -> dict[str, dict[str, Any]]:

@@ -17,7 +17,8 @@ from __future__ import annotations
 import io
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
@@ -29,7 +30,12 @@ import structlog
 
 from resolver.db.dsn import libpq_dsn, redact, sqlalchemy_url
 from resolver.db.statements import statement
-from resolver.errors import MigrationFailed, MigrationLockTimeout, StorageUnavailable
+from resolver.errors import (
+    ConfigError,
+    MigrationFailed,
+    MigrationLockTimeout,
+    StorageUnavailable,
+)
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -73,7 +79,8 @@ def alembic_config(database_url: str, output: io.StringIO | None = None) -> Conf
     config = Config(output_buffer=output) if output is not None else Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     # '%' is ConfigParser interpolation syntax; a password may contain it.
-    config.set_main_option("sqlalchemy.url", sqlalchemy_url(database_url).replace("%", "%%"))
+    url = sqlalchemy_url(database_url).render_as_string(hide_password=False)
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     return config
 
 
@@ -189,8 +196,21 @@ def upgrade_sql(revision: str = "head") -> str:
 
     out = io.StringIO()
     cfg = alembic_config("postgresql://offline", out)
-    command.upgrade(cfg, revision, sql=True)
+    with _revision_errors():
+        command.upgrade(cfg, revision, sql=True)
     return out.getvalue()
+
+
+@contextmanager
+def _revision_errors() -> Iterator[None]:
+    """An unknown or ambiguous revision is the caller's mistake: one line naming the known."""
+    from alembic.util import CommandError
+
+    try:
+        yield
+    except CommandError as exc:
+        known = ", ".join(sorted(rev.revision for rev in _scripts().walk_revisions()))
+        raise ConfigError(f"{exc}; this release knows {known} (and head, base)") from None
 
 
 def current_revision(
@@ -232,10 +252,11 @@ def _alembic(conn: sa.Connection, database_url: str, revision: str, *, down: boo
 
     cfg = alembic_config(database_url)
     cfg.attributes["connection"] = conn
-    if down:
-        command.downgrade(cfg, revision)
-    else:
-        command.upgrade(cfg, revision)
+    with _revision_errors():
+        if down:
+            command.downgrade(cfg, revision)
+        else:
+            command.upgrade(cfg, revision)
 
 
 def _retrying(

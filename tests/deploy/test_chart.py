@@ -183,6 +183,7 @@ CUSTOM_SETTINGS: dict[str, Any] = {
     "shutdownGraceSeconds": 20,
     "storageRetryMaxSeconds": 45,
     "connectTimeoutSeconds": 4,
+    "startupTimeoutSeconds": 90,
     "statementTimeoutMs": 1_000_000,
     "maxConnections": 6,
     "logLevel": "WARNING",

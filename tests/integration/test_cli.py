@@ -26,7 +26,13 @@ def run(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.Comp
 @pytest.fixture
 def env(database_url: str) -> dict[str, str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("RESOLVER_")}
-    return {**clean, "RESOLVER_DATABASE_URL": database_url, "RESOLVER_CADENCE_SECONDS": "0.05"}
+    # No start-up wait: these tests want `run` to answer an unusable database at once.
+    return {
+        **clean,
+        "RESOLVER_DATABASE_URL": database_url,
+        "RESOLVER_CADENCE_SECONDS": "0.05",
+        "RESOLVER_STARTUP_TIMEOUT_SECONDS": "0",
+    }
 
 
 SEED = """

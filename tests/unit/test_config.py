@@ -74,3 +74,57 @@ def test_manual_only_is_discovered_through_entry_points(tmp_path: Path) -> None:
     registry = build_registry(load_provider_config(path))
     assert registry.for_action("shell.exec") is not None
     assert registry.for_action("other") is None
+
+
+def test_unknown_variables_get_the_closest_known_name() -> None:
+    from resolver.config import unknown_variables
+
+    environ = {
+        "RESOLVER_PAGESIZE": "1",
+        "RESOLVER_DATABASE_URL": "postgresql://x@h/d",
+        "RESOLVER_TEST_WHATEVER": "1",
+        "RESOLVER_APP_TOKEN": "t",
+        "RESOLVER_COMPLETELY_OFF": "1",
+        "PATH": "/bin",
+    }
+    assert unknown_variables(environ, extra={"RESOLVER_APP_TOKEN"}) == [
+        ("RESOLVER_COMPLETELY_OFF", None),
+        ("RESOLVER_PAGESIZE", "RESOLVER_PAGE_SIZE"),
+    ]
+
+
+def test_every_resolver_variable_the_code_reads_is_known() -> None:
+    """A name read anywhere in the product but missing from the known set would be warned
+    about as a typo while it works."""
+    import re
+
+    from resolver.config import TEST_PREFIX, known_variables
+
+    root = Path(__file__).resolve().parents[2]
+    named = {
+        name
+        for folder in ("resolver", "providers")
+        for path in (root / folder).rglob("*.py")
+        if "testing" not in path.parts
+        for name in re.findall(r"\bRESOLVER_[A-Z][A-Z0-9_]*[A-Z0-9]\b", path.read_text())
+    }
+    named = {n for n in named if not n.startswith(TEST_PREFIX)}
+    assert named, "the scan found nothing: the pattern is broken"
+    assert named - known_variables() == set()
+
+
+def test_a_bad_database_url_is_refused_without_echoing_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RESOLVER_DATABASE_URL", "mysql://u:s3cret@h/d")
+    with pytest.raises(ConfigError) as raised:
+        load_settings()
+    assert "RESOLVER_DATABASE_URL: mysql:// is not a PostgreSQL" in str(raised.value)
+    assert "s3cret" not in str(raised.value)
+
+
+def test_every_variable_is_documented() -> None:
+    from resolver.config import known_variables
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    providers_doc = (Path(__file__).resolve().parents[2] / "docs" / "providers.md").read_text()
+    missing = sorted(n for n in known_variables() if f"`{n}`" not in doc and n not in providers_doc)
+    assert missing == []

@@ -202,6 +202,8 @@ holds numbers as float64 and would print 1000000 as 1e+06, which the resolver re
   value: {{ $r.storageRetryMaxSeconds | toString | quote }}
 - name: RESOLVER_CONNECT_TIMEOUT_SECONDS
   value: {{ $r.connectTimeoutSeconds | toString | quote }}
+- name: RESOLVER_STARTUP_TIMEOUT_SECONDS
+  value: {{ $r.startupTimeoutSeconds | toString | quote }}
 - name: RESOLVER_STATEMENT_TIMEOUT_MS
   value: {{ $r.statementTimeoutMs | int64 | quote }}
 - name: RESOLVER_MAX_CONNECTIONS
