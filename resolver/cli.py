@@ -1,4 +1,4 @@
-"""`resolver` command line: migrate, run, status, demo."""
+"""`resolver` command line: migrate, run, status, demo, prune."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from resolver.config import load_settings
 from resolver.db import migrate as migrations
 from resolver.errors import ConfigError, ResolverError, SchemaNotReady, StorageUnavailable
 from resolver.ports import StatusSnapshot
+from resolver.prune_cli import prune_cmd
 from resolver.worker import Worker
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -314,3 +315,7 @@ def demo_cmd(count: int, data_dir: Path, verbose: bool) -> None:
     if not verbose:
         configure_logging("WARNING")  # the demo's own summary is the output
     demo.run(count=count, data_dir=data_dir.resolve(), echo=click.echo)
+
+
+# Retention lives in its own module (resolver/prune_cli.py) with its own error handling.
+main.add_command(prune_cmd)
