@@ -33,22 +33,20 @@ EVIDENCE = (
     "package_commit_markers",
 )
 
-# Whether the DELETE under a fact trigger runs inside resolver_prune_batch (see docstring).
-PRUNE_ACTIVE = """
-CREATE FUNCTION resolver_prune_active(p_relid oid) RETURNS boolean
-LANGUAGE sql STABLE AS $$
-    SELECT coalesce(current_setting('resolver.prune_active', true), '') = 'on'
-       AND (SELECT relowner FROM pg_class WHERE oid = p_relid)
-           = (SELECT oid FROM pg_roles WHERE rolname = current_user)
-$$
-"""
+# Whether a DELETE under a fact trigger runs inside resolver_prune_batch (see docstring).
+# Inline in each trigger: a helper function would need EXECUTE for every role that fires it.
+PRUNE_ACTIVE = (
+    "coalesce(current_setting('resolver.prune_active', true), '') = 'on'"
+    " AND (SELECT relowner FROM pg_class WHERE oid = TG_RELID)"
+    " = (SELECT oid FROM pg_roles WHERE rolname = current_user)"
+)
 
-REJECT_MUTATION = """
+REJECT_MUTATION = f"""
 CREATE OR REPLACE FUNCTION resolver_reject_mutation() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     -- Nested, so an UPDATE never evaluates the check (plpgsql does not short-circuit AND).
     IF TG_OP = 'DELETE' THEN
-        IF resolver_prune_active(TG_RELID) THEN
+        IF {PRUNE_ACTIVE} THEN
             RETURN OLD;
         END IF;
     END IF;
@@ -86,8 +84,7 @@ END
 $$
 """
 GUARD_RUN_ORIGIN = _GUARD_RUN_ORIGIN.format(
-    prune_exit="IF TG_OP = 'DELETE' THEN IF resolver_prune_active(TG_RELID) THEN RETURN OLD;"
-    " END IF; END IF;"
+    prune_exit=f"IF TG_OP = 'DELETE' THEN IF {PRUNE_ACTIVE} THEN RETURN OLD; END IF; END IF;"
 )
 GUARD_RUN_ORIGIN_0002 = _GUARD_RUN_ORIGIN.format(prune_exit="")
 
@@ -367,14 +364,12 @@ def upgrade() -> None:
         ["supersedes_dispatch_id"],
         postgresql_where=sa.text("supersedes_dispatch_id IS NOT NULL"),
     )
-    op.execute(PRUNE_ACTIVE)
     op.execute(REJECT_MUTATION)
     op.execute(GUARD_RUN_ORIGIN)
     for ddl in (PRUNE_BEGIN, PRUNE_BATCH, PRUNE_FINISH, PRUNE_CANDIDATES):
         op.execute(ddl)
     for function in FUNCTIONS:
         op.execute(PIN_SEARCH_PATH.format(function=function))
-    op.execute("REVOKE EXECUTE ON FUNCTION resolver_prune_active(oid) FROM PUBLIC")
 
 
 def downgrade() -> None:
@@ -382,7 +377,6 @@ def downgrade() -> None:
         op.execute(f"DROP FUNCTION IF EXISTS {function}")
     op.execute(GUARD_RUN_ORIGIN_0002)
     op.execute(REJECT_MUTATION_0001)
-    op.execute("DROP FUNCTION IF EXISTS resolver_prune_active(oid)")
     op.drop_index(
         "ix_approved_action_dispatches_supersedes_dispatch_id",
         table_name="approved_action_dispatches",
