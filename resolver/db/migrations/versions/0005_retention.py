@@ -9,8 +9,9 @@ things hold at once: the transaction-local flag `resolver.prune_active` is `on`,
 current user owns the table. A runtime, executor or retention session can set the flag
 (any role may set a custom parameter), but its current user is itself, not the owner. The
 only way to run as the owner is a SECURITY DEFINER function owned by it, and the only such
-function that deletes is `resolver_prune_batch`, which sets the flag in its own SET clause
-(restored when it returns) and checks the retention rules before it deletes anything.
+function that deletes is `resolver_prune_batch`, which checks the retention rules, sets the
+flag around its own deletes and clears it before it returns (an error discards it with the
+transaction).
 """
 
 from __future__ import annotations
@@ -122,9 +123,7 @@ $$
 PRUNE_BATCH = f"""
 CREATE FUNCTION resolver_prune_batch(p_run_id bigint, p_limit integer, p_dispatch_ids text[])
 RETURNS TABLE (dispatches bigint, audit bigint, evidence bigint, remnants bigint)
-LANGUAGE plpgsql SECURITY DEFINER
-SET resolver.prune_active = 'on'
-AS $$
+LANGUAGE plpgsql SECURITY DEFINER AS $$
 DECLARE
     r recovery_prune_runs;
     v_settled text[];
@@ -191,6 +190,9 @@ BEGIN
             FOR UPDATE OF d SKIP LOCKED) AS s;
     END IF;
 
+    -- Opens the fact triggers for this function's deletes only (they also require the owner
+    -- as current user); closed again below, and discarded with the transaction on any error.
+    PERFORM set_config('resolver.prune_active', 'on', true);
     DELETE FROM approved_action_recovery_controls WHERE dispatch_id = ANY (v_settled);
     DELETE FROM approved_action_executions WHERE dispatch_id = ANY (v_settled);
     DELETE FROM action_receipts WHERE dispatch_id = ANY (v_settled || v_remnants);
@@ -223,6 +225,7 @@ BEGIN
     WHERE a.mutation_id = res.mutation_id AND res.dispatch_id = ANY (v_audit);
     DELETE FROM approved_action_recovery_resolutions WHERE dispatch_id = ANY (v_audit);
     DELETE FROM approved_action_dispatches WHERE dispatch_id = ANY (v_rows);
+    PERFORM set_config('resolver.prune_active', 'off', true);
 
     dispatches := cardinality(v_settled);
     audit := cardinality(v_audit);
