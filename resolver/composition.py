@@ -33,6 +33,7 @@ from resolver.telemetry.health import (
     liveness_bound_seconds,
 )
 from resolver.telemetry.metrics import BacklogCollector, ResolverMetrics, register_build_info
+from resolver.telemetry.retention_metrics import PruneCollector
 from resolver.telemetry.server import ObservabilityServer
 from resolver.telemetry.tracing import Tracing, tracing_from_env
 from resolver.worker import Worker, WorkerSettings
@@ -117,6 +118,7 @@ def build_metrics(
     _process_metrics(registry)
     register_build_info(registry, migrate.head_revision())
     registry.register(BacklogCollector(store, ttl_seconds=settings.metrics_cache_seconds))
+    registry.register(PruneCollector(store, ttl_seconds=settings.metrics_cache_seconds))
     return ResolverMetrics(registry)
 
 

@@ -62,7 +62,7 @@ def _fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
-def _duration(ctx: click.Context, param: click.Parameter, value: str) -> int:
+def _duration(_ctx: click.Context, _param: click.Parameter, value: str) -> int:
     try:
         return retention.parse_duration_ms(value)
     except retention.InvalidDuration as exc:

@@ -38,7 +38,7 @@ def parse_duration_ms(text: str) -> int:
     value = text.strip().lower()
     if not value or _DURATION.sub("", value):
         raise InvalidDuration(
-            f"{text!r} is not a duration: use a number and a unit (w, d, h, m, s), e.g. 30d or 1d12h"
+            f"{text!r} is not a duration: use numbers with units (w, d, h, m, s), e.g. 30d, 1d12h"
         )
     total = sum(int(n) * _UNIT_MS[unit] for n, unit in _DURATION.findall(value))
     if total <= 0:
@@ -165,7 +165,7 @@ def prune(
     store: RetentionStore,
     options: PruneOptions,
     *,
-    on_batch: BatchHook = lambda run_id, result: None,
+    on_batch: BatchHook | None = None,
     pause: Callable[[float], None] = time.sleep,
 ) -> PruneReport:
     """One prune run. With an export, everything is exported and made durable first, and
@@ -180,7 +180,9 @@ def prune(
     ids: list[str] | None = None
     if options.export is not None:
         ids = _export(store, cutoff_ms, options, options.export, report)
-    report.run_id = store.begin(cutoff_ms, options.include_audit, report.export_digest, options.actor)
+    report.run_id = store.begin(
+        cutoff_ms, options.include_audit, report.export_digest, options.actor
+    )
     for chunk in _chunks(ids, options.batch):
         result = _batch_with_retries(store, report.run_id, chunk, options, pause)
         report.batches += 1
@@ -188,7 +190,8 @@ def prune(
         report.audit += result.audit
         report.evidence += result.evidence
         report.remnants += result.remnants
-        on_batch(report.run_id, result)
+        if on_batch is not None:
+            on_batch(report.run_id, result)
         if chunk is None and result.dispatches == 0:
             break
     if ids is not None:

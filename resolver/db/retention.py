@@ -67,7 +67,9 @@ class PostgresRetention:
                     )
                 yield self._conn
         except psycopg.errors.LockNotAvailable as exc:
-            raise LockTimeout(f"prune batch hit its lock_timeout: {exc.diag.message_primary}") from exc
+            raise LockTimeout(
+                f"prune batch hit its lock_timeout: {exc.diag.message_primary}"
+            ) from exc
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             raise StorageUnavailable(f"PostgreSQL at {self._url} is unavailable: {exc}") from exc
         except psycopg.errors.InsufficientPrivilege as exc:

@@ -12,7 +12,9 @@ from prometheus_client import CollectorRegistry
 
 from resolver.domain import FindingKind
 from resolver.ports import BacklogSnapshot
+from resolver.retention import PruneSummary
 from resolver.telemetry.metrics import BacklogCollector, ResolverMetrics, register_build_info
+from resolver.telemetry.retention_metrics import PruneCollector
 from tests.deploy.conftest import ROOT, RULE_TESTS, RULES, RUNBOOK
 
 REQUIRED_ANNOTATIONS = {"summary", "description", "runbook_url"}
@@ -107,7 +109,13 @@ def _registry() -> CollectorRegistry:
     metrics.found("t", "p", FindingKind.UNAVAILABLE)
     register_build_info(registry, "rev")
     registry.register(BacklogCollector(FixedReader()))
+    registry.register(PruneCollector(FixedPruneReader()))
     return registry
+
+
+class FixedPruneReader:
+    def prune_summary(self) -> PruneSummary:
+        return PruneSummary(3, 1, 2_000, 1_000)
 
 
 def _exposed(family: str) -> str:

@@ -490,7 +490,9 @@ PRUNE_CALLS = {
 }
 
 
-@pytest.mark.parametrize("role", ["resolver_runtime", "resolver_executor", "resolver_evidence_reader"])
+@pytest.mark.parametrize(
+    "role", ["resolver_runtime", "resolver_executor", "resolver_evidence_reader"]
+)
 @pytest.mark.parametrize("call", PRUNE_CALLS.values(), ids=PRUNE_CALLS.keys())
 def test_only_the_retention_role_may_call_the_prune_functions(
     role_db: RoleDatabase, role: str, call: str
@@ -505,7 +507,8 @@ def test_only_the_retention_role_may_call_the_prune_functions(
 def test_retention_role_cannot_take_audit_facts_without_an_export_digest(
     role_db: RoleDatabase,
 ) -> None:
-    with role_db.connect("resolver_retention") as conn, pytest.raises(
-        errors.InvalidParameterValue, match="sha256"
+    with (
+        role_db.connect("resolver_retention") as conn,
+        pytest.raises(errors.InvalidParameterValue, match="sha256"),
     ):
         conn.execute("SELECT resolver_prune_begin(0, true, NULL, 'x')")

@@ -63,7 +63,7 @@ def snapshot(sql: SQL) -> dict[str, dict[str, Any]]:
     return {
         table: {
             str(r["k"]): r["row"]
-            for r in sql.all(f"SELECT {key} AS k, to_jsonb(t) AS row FROM {table} AS t")  # noqa: S608
+            for r in sql.all(f"SELECT {key} AS k, to_jsonb(t) AS row FROM {table} AS t")
         }
         for table, key in TABLES.items()
     }
@@ -73,7 +73,7 @@ def present(sql: SQL, dispatch_id: str) -> dict[str, bool]:
     """Which tables still hold a row of this dispatch (authorizations through the resolution
     they belong to)."""
     found = {
-        table: bool(sql.all(f"SELECT 1 FROM {table} WHERE dispatch_id = %s", dispatch_id))  # noqa: S608
+        table: bool(sql.all(f"SELECT 1 FROM {table} WHERE dispatch_id = %s", dispatch_id))
         for table, key in TABLES.items()
         if key == "dispatch_id"
     }
@@ -100,7 +100,9 @@ class Population:
     script: dict[str, FindingKind] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.executor = ExecutionClient(self.store, owner="exec", lease_seconds=EXEC_LEASE_MS / 1000)
+        self.executor = ExecutionClient(
+            self.store, owner="exec", lease_seconds=EXEC_LEASE_MS / 1000
+        )
 
     def started(self, name: str, at_ms: int, **spec: Any) -> Any:
         created = self.executor.create_dispatch(new_spec(**spec))
@@ -221,7 +223,9 @@ def population(store: PostgresStore, sql: SQL) -> Population:
     # A newer dispatch (still open) supersedes a settled one: the old identity must stay.
     newer = new_spec(supersedes_dispatch_id=pop.ids["completed_old_superseded"])
     pop.ids["superseding_open"] = pop.executor.create_dispatch(newer).dispatch_id
-    controls = {c["dispatch_id"]: c for c in sql.all("SELECT * FROM approved_action_recovery_controls")}
+    controls = {
+        c["dispatch_id"]: c for c in sql.all("SELECT * FROM approved_action_recovery_controls")
+    }
     kinds = {name: controls.get(i, {}).get("status") for name, i in pop.ids.items()}
     assert kinds == {
         "open_old": "armed",
@@ -294,9 +298,10 @@ def test_default_prune_takes_exactly_the_old_settled_and_keeps_audit_facts(
             assert where == _expect(), name
     # The audit facts left behind are unchanged.
     after = snapshot(sql)
-    assert after["approved_action_recovery_resolutions"] == before[
-        "approved_action_recovery_resolutions"
-    ]
+    assert (
+        after["approved_action_recovery_resolutions"]
+        == before["approved_action_recovery_resolutions"]
+    )
     assert after["recovery_authorizations"] == before["recovery_authorizations"]
     (run,) = after["recovery_prune_runs"].values()
     assert run["finished_at_ms"] is not None and run["include_audit"] is False
@@ -345,7 +350,9 @@ def test_include_audit_exports_then_deletes_exactly_the_exported_audit_rows(
         "approved_action_dispatches"
     )
     assert {
-        line["resolution"]["dispatch_id"]: line["resolution"] for line in lines if line["resolution"]
+        line["resolution"]["dispatch_id"]: line["resolution"]
+        for line in lines
+        if line["resolution"]
     } == deleted("approved_action_recovery_resolutions")
     assert {
         line["authorization"]["mutation_id"]: line["authorization"]
@@ -376,9 +383,12 @@ def test_export_restores_into_a_table_for_an_audit(
     with retention.open_export(str(path)) as stream:
         prune(retention_store, include_audit=True, export=stream)
     sql.all("CREATE TABLE restored_audit (line jsonb NOT NULL)")
-    with sql.conn.cursor() as cur, cur.copy(
-        "COPY restored_audit (line) FROM STDIN WITH (FORMAT csv, QUOTE e'\\x01', DELIMITER e'\\x02')"
-    ) as copy:
+    with (
+        sql.conn.cursor() as cur,
+        cur.copy(
+            "COPY restored_audit (line) FROM STDIN WITH (FORMAT csv, QUOTE e'\\x01', DELIMITER e'\\x02')"
+        ) as copy,
+    ):
         copy.write(path.read_bytes())
     rows = sql.all(
         "SELECT line->'dispatch'->>'dispatch_id' AS dispatch_id,"
@@ -474,7 +484,9 @@ def test_sigkill_mid_run_leaves_no_half_deleted_dispatch_and_the_next_run_finish
     # Batches of 5 in closing order: hold a receipt of the third batch, so that batch deletes
     # its executions and controls, then waits on the receipt: killed there, mid-batch.
     with psycopg.connect(database_url, row_factory=dict_row) as holder:
-        holder.execute("SELECT 1 FROM action_receipts WHERE dispatch_id = %s FOR UPDATE", (ids[12],))
+        holder.execute(
+            "SELECT 1 FROM action_receipts WHERE dispatch_id = %s FOR UPDATE", (ids[12],)
+        )
         proc = subprocess.Popen(
             [*RESOLVER, "prune", "--older-than", "30d", "--batch", "5", "--lock-timeout", "600000"],
             env=_env(database_url),
@@ -538,3 +550,21 @@ def test_sigkill_mid_run_leaves_no_half_deleted_dispatch_and_the_next_run_finish
     assert finish.returncode == 0, finish.stderr
     assert json.loads(finish.stdout)["dispatches_pruned"] == 20
     assert all(not any(present(sql, i).values()) for i in ids)
+
+
+def test_metrics_show_what_the_runs_pruned(
+    population: Population, retention_store: PostgresRetention, store: PostgresStore
+) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from resolver.telemetry.retention_metrics import PruneCollector
+
+    registry = CollectorRegistry()
+    registry.register(PruneCollector(store, ttl_seconds=0))
+    assert registry.get_sample_value("resolver_pruned_dispatches_total") == 0
+    assert registry.get_sample_value("resolver_last_prune_timestamp_seconds") is None
+    report = prune(retention_store)
+    assert registry.get_sample_value("resolver_pruned_dispatches_total") == report.dispatches == 6
+    assert registry.get_sample_value("resolver_pruned_audit_dispatches_total") == 0
+    last = registry.get_sample_value("resolver_last_prune_timestamp_seconds")
+    assert last is not None and abs(last * 1000 - population.now_ms) < 600_000

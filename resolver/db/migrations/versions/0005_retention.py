@@ -339,9 +339,7 @@ def upgrade() -> None:
             "dispatches_pruned", sa.BigInteger(), server_default=sa.text("0"), nullable=False
         ),
         sa.Column("audit_pruned", sa.BigInteger(), server_default=sa.text("0"), nullable=False),
-        sa.Column(
-            "evidence_pruned", sa.BigInteger(), server_default=sa.text("0"), nullable=False
-        ),
+        sa.Column("evidence_pruned", sa.BigInteger(), server_default=sa.text("0"), nullable=False),
         sa.Column("db_user", sa.Text(), nullable=False),
         sa.Column("actor", sa.Text(), nullable=True),
         sa.CheckConstraint(
