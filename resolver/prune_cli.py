@@ -96,7 +96,8 @@ def _default_actor() -> str:
     default=None,
     metavar="FILE|-",
     help="Write one JSON line per pruned dispatch (identity, resolution, authorization) "
-    "to a new FILE, or stdout for -, fsynced before anything is deleted.",
+    "to a new FILE (in a DIRECTORY: a new file named after the UTC time), or stdout for -, "
+    "fsynced before anything is deleted.",
 )
 @click.option(
     "--include-audit",
@@ -166,7 +167,10 @@ def _open_export(path: str | None) -> BinaryIO | None:
         return None
     if path == "-":
         return sys.stdout.buffer
-    return retention.open_export(path)
+    target = retention.export_path(path)
+    stream = retention.open_export(target)
+    click.echo(f"export file {target}", err=True)
+    return stream
 
 
 def _log_batch(run_id: int, result: retention.BatchResult) -> None:

@@ -253,6 +253,15 @@ def make_durable(stream: BinaryIO) -> None:
             raise
 
 
+def export_path(path: str, now: Callable[[], float] = time.time) -> str:
+    """`path` itself, or for an existing directory a new file in it named after the UTC time
+    (a CronJob's mounted volume gets one file per run)."""
+    if not os.path.isdir(path):
+        return path
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now()))
+    return os.path.join(path, f"resolver-prune-{stamp}.jsonl")
+
+
 def open_export(path: str) -> BinaryIO:
     """A new file (never an existing one: an earlier export is evidence), its directory
     entry made durable too."""
