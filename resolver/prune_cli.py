@@ -113,6 +113,15 @@ def _default_actor() -> str:
     metavar="MS",
     help="lock_timeout of each batch; a batch that hits it rolls back whole and is retried.",
 )
+@click.option(
+    "--duty-cycle",
+    default=0.25,
+    show_default=True,
+    type=click.FloatRange(0, 1, min_open=True),
+    metavar="FRACTION",
+    help="Share of wall time spent in batches; the rest is pauses sized to the last batch, "
+    "so the resolver keeps most of a busy database.",
+)
 @click.option("--actor", default=None, help="Who runs the prune, recorded with the run.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
 @_prune_errors
@@ -123,6 +132,7 @@ def prune_cmd(
     export_path: str | None,
     include_audit: bool,
     lock_timeout_ms: int,
+    duty_cycle: float,
     actor: str | None,
     as_json: bool,
 ) -> None:
@@ -150,6 +160,7 @@ def prune_cmd(
                 export=stream,
                 actor=(actor or _default_actor())[:128],
                 lock_timeout_ms=lock_timeout_ms,
+                duty_cycle=duty_cycle,
             )
             report = retention.prune(store, options, on_batch=_log_batch)
     finally:

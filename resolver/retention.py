@@ -112,6 +112,10 @@ class PruneOptions:
     actor: str = "resolver-prune"
     lock_timeout_ms: int = 2_000
     lock_retries: int = 5
+    duty_cycle: float = 1.0
+    """Fraction of wall time spent in batches: after a batch that took t, rest
+    t * (1 - duty_cycle) / duty_cycle. A busy database makes batches slower and the rests
+    longer, so a long prune leaves most of the database to the resolver."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.batch <= MAX_BATCH:
@@ -120,6 +124,8 @@ class PruneOptions:
             raise ValueError("--include-audit deletes audit facts: it needs --export")
         if self.older_than_ms <= 0:
             raise ValueError("the retention period must be positive")
+        if not 0 < self.duty_cycle <= 1:
+            raise ValueError("the duty cycle must be in (0, 1]")
 
 
 @dataclass
@@ -167,6 +173,7 @@ def prune(
     *,
     on_batch: BatchHook | None = None,
     pause: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
 ) -> PruneReport:
     """One prune run. With an export, everything is exported and made durable first, and
     only the exported dispatches are then deleted, batch by batch."""
@@ -183,8 +190,11 @@ def prune(
     report.run_id = store.begin(
         cutoff_ms, options.include_audit, report.export_digest, options.actor
     )
+    rest_per_busy = (1 - options.duty_cycle) / options.duty_cycle
     for chunk in _chunks(ids, options.batch):
+        started = clock()
         result = _batch_with_retries(store, report.run_id, chunk, options, pause)
+        busy = clock() - started
         report.batches += 1
         report.dispatches += result.dispatches
         report.audit += result.audit
@@ -194,6 +204,8 @@ def prune(
             on_batch(report.run_id, result)
         if chunk is None and result.dispatches == 0:
             break
+        if rest_per_busy:
+            pause(busy * rest_per_busy)
     if ids is not None:
         report.candidates = len(ids)
         report.skipped = len(ids) - report.dispatches - report.remnants

@@ -68,7 +68,13 @@ def test_defaults_prune_daily_as_the_retention_role_keeping_audit_facts() -> Non
     assert job["spec"]["schedule"] == "17 3 * * *"
     assert job["spec"]["concurrencyPolicy"] == "Forbid"
     (container,) = pod(job)["containers"]
-    assert container["args"] == ["prune", "--older-than=90d", "--batch=500", "--lock-timeout=2000"]
+    assert container["args"] == [
+        "prune",
+        "--older-than=90d",
+        "--batch=500",
+        "--lock-timeout=2000",
+        "--duty-cycle=0.25",
+    ]
     url = env_of(container)["RESOLVER_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
     assert url == {"name": "resolver-retention-db", "key": "url"}
     assert "--include-audit" not in container["args"]
@@ -84,6 +90,7 @@ def test_export_goes_to_the_claim_and_include_audit_is_passed() -> None:
         "--older-than=400d",
         "--batch=2000",
         "--lock-timeout=2000",
+        "--duty-cycle=0.25",
         f"--export={mount}",
         "--include-audit",
     ]
@@ -98,7 +105,7 @@ def test_export_goes_to_the_claim_and_include_audit_is_passed() -> None:
 def test_the_rendered_arguments_are_accepted_by_resolver_prune(values: dict[str, Any]) -> None:
     (container,) = pod(cronjob(values))["containers"]
     ctx = prune_cmd.make_context("prune", list(container["args"][1:]))
-    assert ctx.params["older_than_ms"] > 0
+    assert ctx.params["older_than_ms"] > 0 and 0 < ctx.params["duty_cycle"] <= 1
     assert ctx.params["include_audit"] == ("--include-audit" in container["args"])
 
 
@@ -114,8 +121,8 @@ def test_export_without_a_claim_is_refused() -> None:
 
 @pytest.mark.parametrize(
     "prune",
-    [{"olderThan": "90 days"}, {"batch": 0}, {"batch": 20000}, {"unknown": 1}],
-    ids=["duration", "batch-zero", "batch-over-cap", "unknown-key"],
+    [{"olderThan": "90 days"}, {"batch": 0}, {"batch": 20000}, {"dutyCycle": 0}, {"unknown": 1}],
+    ids=["duration", "batch-zero", "batch-over-cap", "duty-cycle-zero", "unknown-key"],
 )
 def test_schema_rejects_bad_prune_values(prune: dict[str, Any]) -> None:
     with helm.Chart.load(CHART) as chart:

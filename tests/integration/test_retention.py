@@ -568,3 +568,41 @@ def test_metrics_show_what_the_runs_pruned(
     assert registry.get_sample_value("resolver_pruned_audit_dispatches_total") == 0
     last = registry.get_sample_value("resolver_last_prune_timestamp_seconds")
     assert last is not None and abs(last * 1000 - population.now_ms) < 600_000
+
+
+def test_duty_cycle_rests_in_proportion_to_each_batch(
+    population: Population, retention_store: PostgresRetention
+) -> None:
+    ticks = iter(range(1_000))
+    rests: list[float] = []
+    options = retention.PruneOptions(older_than_ms=30 * DAY_MS, batch=2, duty_cycle=0.25)
+    report = retention.prune(
+        retention_store, options, pause=rests.append, clock=lambda: float(next(ticks))
+    )
+    # Each batch "took" one tick; a quarter duty cycle rests three times that after it.
+    assert report.batches == 4 and rests == [3.0] * 3
+
+
+def test_a_batch_that_keeps_hitting_its_lock_timeout_stops_the_run_whole(
+    population: Population, retention_store: PostgresRetention, sql: SQL, database_url: str
+) -> None:
+    from resolver.errors import LockTimeout
+
+    before = snapshot(sql)
+    rests: list[float] = []
+    with psycopg.connect(database_url) as holder:
+        holder.execute(
+            "SELECT 1 FROM action_receipts WHERE dispatch_id = %s FOR UPDATE",
+            (population.ids["completed_old"],),
+        )
+        options = retention.PruneOptions(
+            older_than_ms=30 * DAY_MS, batch=100, lock_timeout_ms=50, lock_retries=2
+        )
+        with pytest.raises(LockTimeout):
+            retention.prune(retention_store, options, pause=rests.append)
+        holder.rollback()
+    assert rests == [0.1, 0.2]
+    after = snapshot(sql)
+    (run,) = after.pop("recovery_prune_runs").values()
+    before.pop("recovery_prune_runs")
+    assert after == before and (run["batches"], run["finished_at_ms"]) == (0, None)
