@@ -33,10 +33,6 @@ INSERT INTO approved_action_executions AS e (
     dispatch_id, state, owner, token, version, attempt, lease_expires_at_ms)
 SELECT %(dispatch_id)s, 'leased', %(owner)s, gen_random_uuid(), 1, 1,
        resolver_now_ms(%(now_ms)s) + %(lease_ms)s
--- A resolution outlives its execution under retention (resolver prune): a settled identity
--- is never leased (run) again.
-WHERE NOT EXISTS (SELECT 1 FROM approved_action_recovery_resolutions
-                  WHERE dispatch_id = %(dispatch_id)s)
 ON CONFLICT (dispatch_id) DO UPDATE
 SET owner = EXCLUDED.owner,
     token = EXCLUDED.token,

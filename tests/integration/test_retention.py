@@ -449,10 +449,16 @@ def test_late_lease_of_a_pruned_dispatch_is_refused(
 ) -> None:
     """A resolution survives its execution: the identity must never be leased (run) again."""
     prune(retention_store)
-    from resolver.errors import NotFound, NotLeasable
+    from resolver.errors import ConstraintViolation
 
-    with pytest.raises((NotLeasable, NotFound)):
+    with pytest.raises(ConstraintViolation):
         population.executor.lease(population.ids["auto_old"])
+    with pytest.raises(psycopg.errors.RestrictViolation, match="never leased again"):
+        sql.all(
+            "INSERT INTO approved_action_executions (dispatch_id, state, owner, token, version,"
+            " attempt, lease_expires_at_ms) VALUES (%s, 'leased', 'o', gen_random_uuid(), 1, 1, 0)",
+            population.ids["decided_old"],
+        )
     assert not present(sql, population.ids["auto_old"])["approved_action_executions"]
 
 

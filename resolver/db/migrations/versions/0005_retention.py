@@ -89,6 +89,27 @@ GUARD_RUN_ORIGIN = _GUARD_RUN_ORIGIN.format(
 )
 GUARD_RUN_ORIGIN_0002 = _GUARD_RUN_ORIGIN.format(prune_exit="")
 
+# A resolution outlives its execution under retention: an identity that was settled must never
+# get a new execution (a lease, whatever writes it), or an approved action could run twice.
+SETTLED_NEVER_RELEASED = """
+CREATE FUNCTION resolver_refuse_settled_lease() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM approved_action_recovery_resolutions AS r
+               WHERE r.dispatch_id = NEW.dispatch_id) THEN
+        RAISE EXCEPTION 'dispatch % was settled by a resolution (its execution was pruned): it is never leased again; a new action needs a new dispatch',
+            quote_literal(NEW.dispatch_id)
+            USING ERRCODE = 'restrict_violation';
+    END IF;
+    RETURN NEW;
+END
+$$
+"""
+SETTLED_NEVER_RELEASED_TRIGGER = (
+    "CREATE TRIGGER approved_action_executions_settled_identity BEFORE INSERT"
+    " ON approved_action_executions FOR EACH ROW EXECUTE FUNCTION resolver_refuse_settled_lease()"
+)
+
 PRUNE_BEGIN = f"""
 CREATE FUNCTION resolver_prune_begin(
     p_cutoff_ms bigint, p_include_audit boolean, p_export_digest text, p_actor text)
@@ -306,6 +327,7 @@ $$
 """
 
 FUNCTIONS = (
+    "resolver_refuse_settled_lease()",
     "resolver_prune_candidates(bigint, boolean, text, integer)",
     "resolver_prune_finish(bigint)",
     "resolver_prune_batch(bigint, integer, text[])",
@@ -316,7 +338,7 @@ FUNCTIONS = (
 PIN_SEARCH_PATH = """
 DO $$
 BEGIN
-    EXECUTE format('ALTER FUNCTION %s SET search_path = %I, pg_temp', '{function}',
+    EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp', '{function}',
                    current_schema());
     EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', '{function}');
 END
@@ -367,13 +389,18 @@ def upgrade() -> None:
     )
     op.execute(REJECT_MUTATION)
     op.execute(GUARD_RUN_ORIGIN)
-    for ddl in (PRUNE_BEGIN, PRUNE_BATCH, PRUNE_FINISH, PRUNE_CANDIDATES):
+    for ddl in (SETTLED_NEVER_RELEASED, PRUNE_BEGIN, PRUNE_BATCH, PRUNE_FINISH, PRUNE_CANDIDATES):
         op.execute(ddl)
     for function in FUNCTIONS:
         op.execute(PIN_SEARCH_PATH.format(function=function))
+    op.execute(SETTLED_NEVER_RELEASED_TRIGGER)
 
 
 def downgrade() -> None:
+    op.execute(
+        "DROP TRIGGER IF EXISTS approved_action_executions_settled_identity"
+        " ON approved_action_executions"
+    )
     for function in FUNCTIONS:
         op.execute(f"DROP FUNCTION IF EXISTS {function}")
     op.execute(GUARD_RUN_ORIGIN_0002)
