@@ -166,7 +166,8 @@ def prune_cmd(
     finally:
         if stream is not None and export_path != "-":
             stream.close()
-    if report.export_digest is not None:
+    if report.export_digest is not None and not (as_json and not echo_err):
+        # With --json the digest is in the document (export_sha256): stdout stays one object.
         click.echo(f"export sha256 {report.export_digest}", err=echo_err)
     click.echo(
         json.dumps(report.document(), indent=2) if as_json else _summary(report), err=echo_err

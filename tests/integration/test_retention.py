@@ -612,3 +612,65 @@ def test_a_batch_that_keeps_hitting_its_lock_timeout_stops_the_run_whole(
     (run,) = after.pop("recovery_prune_runs").values()
     before.pop("recovery_prune_runs")
     assert after == before and (run["batches"], run["finished_at_ms"]) == (0, None)
+
+
+def _prune_cli(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*RESOLVER, "prune", *args],
+        env=_env(database_url),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--older-than", "ninety days"], 2, "is not a duration"),
+        (["--older-than", "0d"], 2, "not a positive duration"),
+        (["--older-than", "30d", "--include-audit"], 2, "needs --export"),
+        (["--older-than", "30d", "--batch", "0"], 2, "--batch"),
+        (["--older-than", "30d", "--dry-run", "--export", "-"], 2, "writes nothing"),
+        (["--older-than", "30d", "--duty-cycle", "0"], 2, "--duty-cycle"),
+    ],
+)
+def test_the_command_refuses_bad_input_with_a_clear_error_and_code(
+    population: Population, sql: SQL, database_url: str, args: list[str], code: int, message: str
+) -> None:
+    before = snapshot(sql)
+    result = _prune_cli(database_url, *args)
+    assert (result.returncode, message in result.stderr) == (code, True), result.stderr
+    assert "Traceback" not in result.stderr
+    assert snapshot(sql) == before
+
+
+def test_the_command_exports_to_stdout_and_keeps_an_existing_export(
+    population: Population, sql: SQL, database_url: str, tmp_path: Path
+) -> None:
+    result = subprocess.run(
+        [*RESOLVER, "prune", "--older-than", "30d", "--export", "-", "--include-audit"],
+        env=_env(database_url),
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 6 and all(json.loads(line)["v"] == 1 for line in lines)
+    digest = hashlib.sha256(result.stdout).hexdigest()
+    assert f"export sha256 {digest}".encode() in result.stderr
+    (run,) = sql.all("SELECT export_digest, audit_pruned FROM recovery_prune_runs")
+    assert run == {"export_digest": digest, "audit_pruned": 3}
+    existing = tmp_path / "kept.jsonl"
+    existing.write_bytes(b"an earlier export\n")
+    again = _prune_cli(database_url, "--older-than", "1d", "--export", str(existing))
+    assert again.returncode == 5 and "never overwritten" in again.stderr
+    assert existing.read_bytes() == b"an earlier export\n"
+    into_dir = _prune_cli(database_url, "--older-than", "1d", "--export", str(tmp_path), "--json")
+    assert into_dir.returncode == 0, into_dir.stderr
+    (written,) = [p for p in tmp_path.iterdir() if p.name.startswith("resolver-prune-")]
+    assert json.loads(into_dir.stdout)["export_sha256"] == hashlib.sha256(
+        written.read_bytes()
+    ).hexdigest()
