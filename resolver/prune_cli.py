@@ -140,7 +140,7 @@ def prune_cmd(
 
     Open and manual dispatches are never touched. Audit facts stay unless --include-audit.
     """
-    if include_audit and export_path is None:
+    if include_audit and export_path is None and not dry_run:
         raise click.UsageError("--include-audit deletes audit facts: it needs --export FILE|-")
     if dry_run and export_path is not None:
         raise click.UsageError("--dry-run writes nothing: drop --export")

@@ -120,7 +120,7 @@ class PruneOptions:
     def __post_init__(self) -> None:
         if not 1 <= self.batch <= MAX_BATCH:
             raise ValueError(f"batch must be between 1 and {MAX_BATCH}")
-        if self.include_audit and self.export is None:
+        if self.include_audit and self.export is None and not self.dry_run:
             raise ValueError("--include-audit deletes audit facts: it needs --export")
         if self.older_than_ms <= 0:
             raise ValueError("the retention period must be positive")

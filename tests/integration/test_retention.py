@@ -325,6 +325,12 @@ def test_dry_run_counts_and_writes_nothing(
     assert (report.candidates, report.audited_candidates) == (6, 3)
     assert report.run_id is None
     assert snapshot(sql) == before
+    # After a default run, an audit dry run counts the remnants it would take with them.
+    prune(retention_store)
+    before = snapshot(sql)
+    audit = prune(retention_store, dry_run=True, include_audit=True)
+    assert (audit.candidates, audit.audited_candidates) == (3, 3)
+    assert snapshot(sql) == before
 
 
 def test_include_audit_exports_then_deletes_exactly_the_exported_audit_rows(
