@@ -26,13 +26,6 @@ depends_on = None
 
 HEX64 = "~ '^[0-9a-f]{64}$'"
 TERMINAL = "('succeeded','failed','blocked')"
-EVIDENCE = (
-    "action_receipts",
-    "run_origin_facts",
-    "package_install_records",
-    "package_install_targets",
-    "package_commit_markers",
-)
 
 # Whether a DELETE under a fact trigger runs inside resolver_prune_batch (see docstring).
 # Inline in each trigger: a helper function would need EXECUTE for every role that fires it.
