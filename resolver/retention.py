@@ -146,6 +146,13 @@ class PruneReport:
     still in the database, they go in a later run."""
     remnants: int = 0
 
+    def add(self, result: BatchResult) -> None:
+        self.batches += 1
+        self.dispatches += result.dispatches
+        self.audit += result.audit
+        self.evidence += result.evidence
+        self.remnants += result.remnants
+
     def document(self) -> dict[str, Any]:
         return {
             "dry_run": self.dry_run,
@@ -190,27 +197,37 @@ def prune(
     report.run_id = store.begin(
         cutoff_ms, options.include_audit, report.export_digest, options.actor
     )
-    rest_per_busy = (1 - options.duty_cycle) / options.duty_cycle
-    for chunk in _chunks(ids, options.batch):
-        started = clock()
-        result = _batch_with_retries(store, report.run_id, chunk, options, pause)
-        busy = clock() - started
-        report.batches += 1
-        report.dispatches += result.dispatches
-        report.audit += result.audit
-        report.evidence += result.evidence
-        report.remnants += result.remnants
-        if on_batch is not None:
-            on_batch(report.run_id, result)
-        if chunk is None and result.dispatches == 0:
-            break
-        if rest_per_busy:
-            pause(busy * rest_per_busy)
+    _run_batches(store, options, report, ids, on_batch, pause, clock)
     if ids is not None:
         report.candidates = len(ids)
         report.skipped = len(ids) - report.dispatches - report.remnants
     store.finish(report.run_id)
     return report
+
+
+def _run_batches(
+    store: RetentionStore,
+    options: PruneOptions,
+    report: PruneReport,
+    ids: list[str] | None,
+    on_batch: BatchHook | None,
+    pause: Callable[[float], None],
+    clock: Callable[[], float],
+) -> None:
+    """Batches until the exported ids are done, or (no export) until one takes nothing."""
+    assert report.run_id is not None
+    rest_per_busy = (1 - options.duty_cycle) / options.duty_cycle
+    for chunk in _chunks(ids, options.batch):
+        started = clock()
+        result = _batch_with_retries(store, report.run_id, chunk, options, pause)
+        busy = clock() - started
+        report.add(result)
+        if on_batch is not None:
+            on_batch(report.run_id, result)
+        if chunk is None and result.dispatches == 0:
+            return
+        if rest_per_busy:
+            pause(busy * rest_per_busy)
 
 
 def _all_candidates(
