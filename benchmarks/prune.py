@@ -5,7 +5,9 @@ half of them with an automatic resolution, the other half completion-closed). Th
 `--count` due dispatches by `--replicas` real replica processes follow, each on a fresh due
 set: a baseline, the same drain while `resolver prune --older-than 30d` (a real process,
 already past its first batch when the replicas are released) removes the settled history
-beside it, and a second baseline afterwards. The figure is the
+beside it, and a second baseline afterwards (the prune stopped by SIGTERM first, unless
+`--finish-prune`: a million settled dispatches take the prune most of an hour at its
+polite default duty cycle). The figure is the
 contended drain rate as a ratio of the mean baseline rate (target >= 0.8), and how many
 dispatches the prune removed per second meanwhile.
 """
@@ -154,6 +156,25 @@ def _await_first_batch(monitor: Any, pruner: subprocess.Popen[str], limit: float
     raise RuntimeError("resolver prune committed no batch in time")
 
 
+def _end_prune(
+    url: str, pruner: subprocess.Popen[str], started: float, *, finish: bool
+) -> tuple[int, float]:
+    """Wait for the prune to finish, or stop it (SIGTERM: every committed batch stands, the
+    next run carries on) once the drain beside it is over. Returns (pruned, seconds)."""
+    if finish:
+        out, _ = pruner.communicate(timeout=7_200)
+        if pruner.returncode != 0:
+            raise RuntimeError(f"resolver prune failed ({pruner.returncode})")
+        return int(json.loads(out)["dispatches_pruned"]), time.monotonic() - started
+    pruner.terminate()
+    pruner.communicate(timeout=60)
+    seconds = time.monotonic() - started
+    with connect(url) as conn:
+        row = conn.execute(PRUNED).fetchone()
+    assert row is not None
+    return int(row["n"]), seconds
+
+
 def _start_prune(argv: list[str], url: str, work_dir: Path) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RESOLVER_")}
     log = (work_dir / "prune.log").open("w", encoding="utf-8")
@@ -179,6 +200,7 @@ def run(
     page_size: int,
     batch: int,
     duty_cycle: float,
+    finish_prune: bool = False,
     echo: Any = print,
 ) -> Result:
     work_dir = Path(tempfile.mkdtemp(prefix="resolver-bench-prune-"))
@@ -222,11 +244,7 @@ def run(
                 f"({contended.pruned_meanwhile:,} pruned meanwhile)"
             )
             assert pruner is not None
-            out, _ = pruner.communicate(timeout=3_600)
-            prune_seconds = time.monotonic() - prune_started
-            if pruner.returncode != 0:
-                raise RuntimeError(f"resolver prune failed ({pruner.returncode}); see {work_dir}")
-            pruned = int(json.loads(out)["dispatches_pruned"])
+            pruned, prune_seconds = _end_prune(url, pruner, prune_started, finish=finish_prune)
             echo(f"prune: {pruned:,} in {prune_seconds:.0f}s")
             after, _ = _drain(url, "baseline-after", **common)  # type: ignore[arg-type]
             drains.append(after)
@@ -277,7 +295,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("-R", "--replicas", type=int, default=2)
     p.add_argument("--page-size", type=int, default=64)
     p.add_argument("--batch", type=int, default=500, help="resolver prune --batch")
-    p.add_argument("--duty-cycle", type=float, default=0.25, help="resolver prune --duty-cycle")
+    p.add_argument("--duty-cycle", type=float, default=0.1, help="resolver prune --duty-cycle")
+    p.add_argument(
+        "--finish-prune",
+        action="store_true",
+        help="wait for the prune to finish before the last baseline (else stop it there)",
+    )
     p.add_argument("--json", type=Path, help="also write the result as JSON here")
     args = p.parse_args(argv)
     result = run(
@@ -288,6 +311,7 @@ def main(argv: list[str] | None = None) -> None:
         page_size=args.page_size,
         batch=args.batch,
         duty_cycle=args.duty_cycle,
+        finish_prune=args.finish_prune,
     )
     print()
     print(markdown(result))

@@ -115,7 +115,7 @@ def _default_actor() -> str:
 )
 @click.option(
     "--duty-cycle",
-    default=0.25,
+    default=0.1,
     show_default=True,
     type=click.FloatRange(0, 1, min_open=True),
     metavar="FRACTION",

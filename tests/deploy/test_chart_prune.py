@@ -73,7 +73,7 @@ def test_defaults_prune_daily_as_the_retention_role_keeping_audit_facts() -> Non
         "--older-than=90d",
         "--batch=500",
         "--lock-timeout=2000",
-        "--duty-cycle=0.25",
+        "--duty-cycle=0.1",
     ]
     url = env_of(container)["RESOLVER_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
     assert url == {"name": "resolver-retention-db", "key": "url"}
@@ -90,7 +90,7 @@ def test_export_goes_to_the_claim_and_include_audit_is_passed() -> None:
         "--older-than=400d",
         "--batch=2000",
         "--lock-timeout=2000",
-        "--duty-cycle=0.25",
+        "--duty-cycle=0.1",
         f"--export={mount}",
         "--include-audit",
     ]
