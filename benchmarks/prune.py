@@ -140,7 +140,7 @@ def _drain(
         raise
     assert span is not None and pruned is not None
     seconds = max(0.001, ((span["last_ms"] or go_ms) - go_ms) / 1000)
-    meanwhile = int(pruned["n"]) - pruned_at_go
+    meanwhile = int(pruned["n"]) - pruned_at_go if beside is not None else 0
     return Drain(name, int(span["n"]), seconds, meanwhile), pruner
 
 
