@@ -28,6 +28,7 @@ from resolver.errors import RetentionRefused
 from resolver.execution import ExecutionClient
 from resolver.manual import Decision, ManualDecision, ManualResolutionService, Principal
 from resolver.reconciler import Reconciler, ReconcilerSettings
+from resolver.runtime import Runtime
 from tests.conftest import EXEC_LEASE_MS, SQL, new_spec
 from tests.providers.harnesses import CONTENT, insert_run_fact, plant_install
 from tests.providers_for_tests import ScriptedProvider, fixed, registry
@@ -169,7 +170,7 @@ class Population:
             self.store,
             registry("test.action", ScriptedProvider(answer)),
             ReconcilerSettings(owner="replica", page_size=64, recovery_lease_ms=30_000),
-            rng=random.Random(5),
+            Runtime(rng=random.Random(5)),
         )
         try:
             reconciler.run_cycle(now_ms=at_ms)
