@@ -209,7 +209,7 @@ def run(
         try:
             url = dbs.create("prune", migrated=True)
             config = work_dir / "providers.yaml"
-            config.write_text(yaml.safe_dump(provider_config(False)), encoding="utf-8")
+            config.write_text(yaml.safe_dump(provider_config({"bench_instant"})), encoding="utf-8")
             env = {
                 "RESOLVER_DATABASE_URL": url,
                 "RESOLVER_CONFIG": str(config),
