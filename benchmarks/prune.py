@@ -29,7 +29,7 @@ import yaml
 
 from benchmarks import seed
 from benchmarks.phases import INSTANT_ACTION, connect, vacuum
-from benchmarks.procs import REPO_ROOT, Group
+from benchmarks.procs import REPO_ROOT, Replicas
 from benchmarks.run import provider_config
 from benchmarks.server import Databases, open_server
 
@@ -38,7 +38,8 @@ POLL_SECONDS = 0.1
 
 # Resolutions written since the drain started (the settled history has old ones).
 DRAINED: LiteralString = """
-SELECT /* bench-monitor */ count(*) AS n, max(resolved_at_ms) AS last_ms
+SELECT /* bench-monitor */ count(*) AS n, min(resolved_at_ms) AS first_ms,
+       max(resolved_at_ms) AS last_ms
 FROM approved_action_recovery_resolutions WHERE resolved_at_ms >= %(go_ms)s
 """
 ARMED: LiteralString = (
@@ -96,7 +97,7 @@ def _drain(
     name: str,
     *,
     count: int,
-    replicas: int,
+    replicas_count: int,
     page_size: int,
     work_dir: Path,
     env: dict[str, str],
@@ -107,13 +108,9 @@ def _drain(
         due_ms = seed.db_now_ms(conn) - 1_000
         seed.seed_due(conn, count, action_type=INSTANT_ACTION, prefix=f"{name}-", due_ms=due_ms)
     vacuum(url, checkpoint=True)
-    group = Group.start(
-        [["benchmarks.replica"] for _ in range(replicas)],
-        work_dir=work_dir,
-        name=name,
-        env={**env, "RESOLVER_PAGE_SIZE": str(page_size)},
-    )
     pruner: subprocess.Popen[str] | None = None
+    replicas: Replicas | None = None
+    env = {**env, "RESOLVER_PAGE_SIZE": str(page_size)}
     try:
         with connect(url) as monitor:
             pruned_at_go = 0
@@ -123,23 +120,25 @@ def _drain(
                 pruner = _start_prune(beside, url, work_dir)
                 pruned_at_go = _await_first_batch(monitor, pruner)
             go_ms = seed.db_now_ms(monitor)
-            group.go()
+            replicas = Replicas.start(replicas_count, work_dir=work_dir, name=name, env=env)
             deadline = time.monotonic() + max_seconds
             while time.monotonic() < deadline:
                 time.sleep(POLL_SECONDS)
                 row = monitor.execute(ARMED).fetchone()
-                if (row is not None and row["n"] == 0) or group.all_exited():
+                if (row is not None and row["n"] == 0) or replicas.all_exited():
                     break
             pruned = monitor.execute(PRUNED).fetchone()
-            group.stop()
+            replicas.stop()
             span = monitor.execute(DRAINED, {"go_ms": go_ms}).fetchone()
     except BaseException:
-        group.kill()
+        if replicas is not None:
+            replicas.kill()
         if pruner is not None:
             pruner.kill()
         raise
     assert span is not None and pruned is not None
-    seconds = max(0.001, ((span["last_ms"] or go_ms) - go_ms) / 1000)
+    # From the first resolution to the last: the replicas' start-up is not the drain.
+    seconds = max(0.001, ((span["last_ms"] or go_ms) - (span["first_ms"] or go_ms)) / 1000)
     meanwhile = int(pruned["n"]) - pruned_at_go if beside is not None else 0
     return Drain(name, int(span["n"]), seconds, meanwhile), pruner
 
@@ -225,7 +224,7 @@ def run(
             echo(f"seeded {settled:,} settled dispatches in {seed_seconds:.0f}s")
             common = {
                 "count": count,
-                "replicas": replicas,
+                "replicas_count": replicas,
                 "page_size": page_size,
                 "work_dir": work_dir,
                 "env": env,
