@@ -1,10 +1,10 @@
-"""`resolver` command line: migrate, run, api, status, demo.
+"""`resolver` command line: migrate, run, api, status, demo, prune.
 
 Exit codes: 0 done; 1 a run whose last cycle outlived the shutdown grace, a migration
 PostgreSQL refused, or an unexpected error (its traceback is in the JSON log); 2
 configuration or usage error; 3 database unreachable or schema not migrated (`resolver
 run`: after waiting the start-up limit). Every expected failure is one line on stderr, never a
-traceback.
+traceback. `resolver prune` has its own codes (4-6 beyond these; see prune_cli).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from resolver.config import Settings, load_settings, provider_variables, unknown
 from resolver.db import migrate as migrations
 from resolver.errors import ConfigError, ResolverError, SchemaNotReady, StorageUnavailable
 from resolver.ports import StatusSnapshot
+from resolver.prune_cli import prune_cmd
 from resolver.replica import Replica
 from resolver.telemetry import jsonlogs
 from resolver.telemetry.health import Heartbeat
@@ -451,3 +452,7 @@ def _run_live_demo(options: LiveOptions, data_dir: Path) -> int:
         return run_live(options, data_dir=data_dir, render=render, stop=stop)
     finally:
         close()
+
+
+# Retention lives in its own module (resolver/prune_cli.py) with its own error handling.
+main.add_command(prune_cmd)

@@ -35,6 +35,7 @@ from resolver.telemetry.metrics import (
     register_build_info,
     register_liveness_bound,
 )
+from resolver.telemetry.retention_metrics import PruneCollector
 from resolver.telemetry.server import ObservabilityServer
 from resolver.telemetry.tracing import tracing_from_env
 
@@ -102,6 +103,7 @@ def build_metrics(
     register_build_info(registry, migrate.head_revision())
     register_liveness_bound(registry, liveness_bound(settings))
     registry.register(BacklogCollector(store, ttl_seconds=settings.metrics_cache_seconds))
+    registry.register(PruneCollector(store, ttl_seconds=settings.metrics_cache_seconds))
     return ResolverMetrics(registry)
 
 

@@ -82,3 +82,12 @@ class ReceiptRejected(ResolverError):
     def __init__(self, message: str, reason: str = "rejected") -> None:
         super().__init__(message)
         self.reason = reason
+
+
+class RetentionRefused(ResolverError):
+    """The database refused a prune request (a cut-off in the future, a missing export
+    digest, a batch size out of range, a run that is not open). Nothing was deleted."""
+
+
+class LockTimeout(StorageUnavailable):
+    """A prune batch waited longer than its lock_timeout; it rolled back whole."""

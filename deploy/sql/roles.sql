@@ -31,6 +31,11 @@ BEGIN
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'resolver_evidence_reader') THEN
         CREATE ROLE resolver_evidence_reader LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT;
     END IF;
+    -- `resolver prune` (the retention CronJob): EXECUTE on the prune functions, which check
+    -- the retention rules themselves; no privilege on any table.
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'resolver_retention') THEN
+        CREATE ROLE resolver_retention LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT;
+    END IF;
 END
 $$;
 
@@ -39,13 +44,14 @@ $$;
 CREATE SCHEMA IF NOT EXISTS resolver AUTHORIZATION resolver_migrator;
 REVOKE ALL ON SCHEMA resolver FROM PUBLIC;
 GRANT USAGE ON SCHEMA resolver
-    TO resolver_runtime, resolver_executor, resolver_evidence_reader;
+    TO resolver_runtime, resolver_executor, resolver_evidence_reader, resolver_retention;
 
 -- Unqualified names in the resolver's SQL and in Alembic resolve to this schema.
 ALTER ROLE resolver_migrator SET search_path = resolver;
 ALTER ROLE resolver_runtime SET search_path = resolver;
 ALTER ROLE resolver_executor SET search_path = resolver;
 ALTER ROLE resolver_evidence_reader SET search_path = resolver;
+ALTER ROLE resolver_retention SET search_path = resolver;
 
 -- Belt and braces for the evidence reader: even a privilege granted by mistake cannot write.
 ALTER ROLE resolver_evidence_reader SET default_transaction_read_only = on;

@@ -49,3 +49,23 @@ GRANT SELECT ON action_receipts, run_origin_facts, package_install_records, pack
 -- past it, and PostgreSQL requires an UPDATE privilege for that lock: the narrowest one is
 -- UPDATE of the version column (bumping it can only invalidate decisions, never grant one).
 GRANT SELECT, UPDATE (version) ON recovery_projects, recovery_role_bindings TO resolver_runtime;
+
+-- Retention (migration 0005). The prune functions are SECURITY DEFINER: they run as the
+-- owner, check the retention rules (settled and older than the cut-off, audit facts only with
+-- an export digest) and are the only way past the insert-only triggers. The retention role may
+-- call them and the database clock, nothing else: no table privilege at all.
+REVOKE EXECUTE ON FUNCTION
+    resolver_prune_begin(bigint, boolean, text, text),
+    resolver_prune_batch(bigint, integer, text[]),
+    resolver_prune_finish(bigint),
+    resolver_prune_candidates(bigint, boolean, text, integer)
+    FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    resolver_prune_begin(bigint, boolean, text, text),
+    resolver_prune_batch(bigint, integer, text[]),
+    resolver_prune_finish(bigint),
+    resolver_prune_candidates(bigint, boolean, text, integer)
+    TO resolver_retention;
+GRANT EXECUTE ON FUNCTION resolver_now_ms(bigint) TO resolver_retention;
+-- The replicas' /metrics read the run history (resolver_pruned_dispatches_total).
+GRANT SELECT ON recovery_prune_runs TO resolver_runtime;

@@ -504,3 +504,39 @@ FROM open AS o
 JOIN approved_action_dispatches AS d USING (dispatch_id)
 GROUP BY o.queue, d.action_type
 ORDER BY o.queue, d.action_type;
+
+-- Retention (`resolver prune`, migration 0005). The retention role holds EXECUTE on the
+-- prune functions and nothing else; the rules live in those functions, not here.
+
+-- name: prune_db_now
+SELECT resolver_now_ms(NULL) AS db_now_ms;
+
+-- name: prune_candidates_page
+-- Keyset page (by dispatch_id) of what a run with this cut-off would take, with the export
+-- document of each dispatch.
+SELECT dispatch_id, audited, record
+FROM resolver_prune_candidates(%(cutoff_ms)s, %(include_audit)s, %(after)s, %(limit)s);
+
+-- name: prune_run_begin
+SELECT resolver_prune_begin(
+    %(cutoff_ms)s, %(include_audit)s, %(export_digest)s, %(actor)s) AS run_id;
+
+-- name: prune_batch
+-- One batch in its own short transaction (the caller sets lock_timeout first).
+SELECT dispatches, audit, evidence, remnants
+FROM resolver_prune_batch(%(run_id)s, %(limit)s, %(dispatch_ids)s::text[]);
+
+-- name: prune_run_finish
+SELECT dispatches_pruned, audit_pruned, evidence_pruned
+FROM resolver_prune_finish(%(run_id)s);
+
+-- name: prune_lock_timeout
+SELECT set_config('lock_timeout', %(lock_timeout)s, true);
+
+-- name: prune_summary
+-- Observability (the replicas' /metrics): every run ever recorded, committed batches only.
+SELECT coalesce(sum(dispatches_pruned), 0)::bigint AS dispatches_pruned,
+       coalesce(sum(audit_pruned), 0)::bigint AS audit_pruned,
+       max(last_batch_at_ms) AS last_batch_at_ms,
+       max(finished_at_ms) AS last_finished_at_ms
+FROM recovery_prune_runs;

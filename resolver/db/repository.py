@@ -12,6 +12,7 @@ from psycopg.rows import dict_row
 
 from resolver.db.dsn import libpq_dsn, redact
 from resolver.db.pooling import check_if_idle
+from resolver.db.retention import prune_summary
 from resolver.db.statements import statement
 from resolver.domain import (
     ClaimedItem,
@@ -33,6 +34,7 @@ from resolver.ports import (
     ManualQueueItem,
     StatusSnapshot,
 )
+from resolver.retention import PruneSummary
 
 Row = dict[str, Any]
 
@@ -280,6 +282,11 @@ class PostgresStore:
             oldest_claimable_at_ms=oldest["oldest_claimable_at_ms"],
             oldest_manual_at_ms=oldest["oldest_manual_at_ms"],
         )
+
+    def prune_summary(self) -> PruneSummary:
+        """Every recorded `resolver prune` run, for /metrics (one small aggregate)."""
+        with self._transaction(single_statement=True) as conn:
+            return prune_summary(conn)
 
     # -- manual resolution ----------------------------------------------------------------
 

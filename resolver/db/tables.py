@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     Column,
     ForeignKey,
@@ -158,6 +159,20 @@ Index(
     recovery_controls.c.manual_at_ms,
     recovery_controls.c.dispatch_id,
     postgresql_where=text("status = 'manual'"),
+)
+
+# Retention (migration 0005): the prune reads settled controls oldest first.
+Index(
+    "ix_recovery_controls_settled",
+    recovery_controls.c.closed_at_ms,
+    recovery_controls.c.dispatch_id,
+    postgresql_where=text("status = 'resolved'"),
+)
+# Deleting an identity makes its foreign key look for dispatches superseding it.
+Index(
+    "ix_approved_action_dispatches_supersedes_dispatch_id",
+    dispatches.c.supersedes_dispatch_id,
+    postgresql_where=text("supersedes_dispatch_id IS NOT NULL"),
 )
 
 resolutions = Table(
@@ -341,6 +356,30 @@ package_commit_markers = Table(
     Column("content_digest", Text, nullable=False),
     Column("committed_at_ms", BigInteger, nullable=False, server_default=NOW_MS),
     CheckConstraint(f"content_digest {_HEX64}", name="content_digest_hex"),
+)
+
+# Retention (migration 0005): one row per `resolver prune` run, written only by the prune
+# functions. Counts grow batch by batch in the batch's own transaction, so a killed run
+# still says exactly what it removed.
+recovery_prune_runs = Table(
+    "recovery_prune_runs",
+    metadata,
+    Column("run_id", BigInteger, Identity(), primary_key=True),
+    Column("started_at_ms", BigInteger, nullable=False),
+    Column("finished_at_ms", BigInteger, nullable=True),
+    Column("last_batch_at_ms", BigInteger, nullable=True),
+    Column("cutoff_ms", BigInteger, nullable=False),
+    Column("include_audit", Boolean, nullable=False),
+    Column("export_digest", Text, nullable=True),
+    Column("batches", BigInteger, nullable=False, server_default=text("0")),
+    Column("dispatches_pruned", BigInteger, nullable=False, server_default=text("0")),
+    Column("audit_pruned", BigInteger, nullable=False, server_default=text("0")),
+    Column("evidence_pruned", BigInteger, nullable=False, server_default=text("0")),
+    Column("db_user", Text, nullable=False),
+    Column("actor", Text, nullable=True),
+    CheckConstraint(f"export_digest IS NULL OR export_digest {_HEX64}", name="export_digest_hex"),
+    CheckConstraint("NOT include_audit OR export_digest IS NOT NULL", name="audit_needs_export"),
+    CheckConstraint("length(actor) <= 128", name="actor_bounded"),
 )
 
 # Tables whose rows are facts: a trigger rejects UPDATE and DELETE on each.

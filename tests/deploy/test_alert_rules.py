@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 from resolver.domain import DispatchIdentity, Finding, FindingKind
 from resolver.events import CycleReport, InspectedPage, ProviderCall
 from resolver.ports import BacklogSnapshot
+from resolver.retention import PruneSummary
 from resolver.telemetry.api_metrics import ApiMetrics
 from resolver.telemetry.metrics import (
     BacklogCollector,
@@ -20,6 +21,7 @@ from resolver.telemetry.metrics import (
     register_build_info,
     register_liveness_bound,
 )
+from resolver.telemetry.retention_metrics import PruneCollector
 from tests.deploy.conftest import ROOT, RULE_TESTS, RULES, RUNBOOK
 
 REQUIRED_ANNOTATIONS = {"summary", "description", "runbook_url"}
@@ -120,7 +122,13 @@ def _registry() -> CollectorRegistry:
     register_build_info(registry, "rev")
     register_liveness_bound(registry, 180.0)
     registry.register(BacklogCollector(FixedReader()))
+    registry.register(PruneCollector(FixedPruneReader()))
     return registry
+
+
+class FixedPruneReader:
+    def prune_summary(self) -> PruneSummary:
+        return PruneSummary(3, 1, 2_000, 1_000)
 
 
 def _api_registry() -> CollectorRegistry:

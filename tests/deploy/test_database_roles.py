@@ -7,6 +7,7 @@ every write it must not make is attempted and refused by PostgreSQL's privilege 
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import secrets
@@ -45,7 +46,13 @@ from tests.providers_for_tests import ScriptedProvider, fixed, registry
 ROOT = Path(__file__).resolve().parents[2]
 ROLES_SQL = ROOT / "deploy" / "sql" / "roles.sql"
 GRANTS_SQL = migrate.GRANTS_FILE
-ROLES = ("resolver_migrator", "resolver_runtime", "resolver_executor", "resolver_evidence_reader")
+ROLES = (
+    "resolver_migrator",
+    "resolver_runtime",
+    "resolver_executor",
+    "resolver_evidence_reader",
+    "resolver_retention",
+)
 AFTER = T0 + EXEC_LEASE_MS
 # Roles are cluster-wide: concurrent runs of this module on one server take turns.
 LOCK_KEY = 0x7265736F6C766572
@@ -409,3 +416,101 @@ def test_runtime_role_commits_a_manual_decision_but_cannot_grant_itself(
             runtime.execute(
                 "INSERT INTO recovery_role_bindings VALUES ('proj-1', 'mallory', 'approval.recover', 1)"
             )
+
+
+# -- the retention role: the prune functions and nothing else -----------------------------------
+
+DAY_MS = 86_400_000
+
+
+def test_retention_role_prunes_through_the_command_and_only_settled_dispatches(
+    role_db: RoleDatabase,
+) -> None:
+    with role_db.connect("resolver_executor") as conn:
+        (row,) = conn.execute("SELECT resolver_now_ms(NULL) AS now").fetchall()
+    old = row["now"] - 40 * DAY_MS
+    with PostgresStore(role_db.urls["resolver_executor"]) as executor_store:
+        settled, still_open = crash(executor_store, 2, old)
+        executor = executor_client(executor_store)
+        done = Completion(Outcome.SUCCEEDED, "ok", f"m-{settled.dispatch_id}")
+        executor.complete(settled, done, now_ms=old + 100)
+    dry = resolver_cli(role_db.urls["resolver_retention"], "prune", "--older-than", "30d",
+                       "--dry-run")  # fmt: skip
+    assert dry.returncode == 0, dry.stderr
+    result = resolver_cli(role_db.urls["resolver_retention"], "prune", "--older-than", "30d",
+                          "--json")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["dispatches_pruned"] >= 1
+    remaining = {
+        r["dispatch_id"]
+        for r in role_db.admin_rows("SELECT dispatch_id FROM approved_action_dispatches")
+    }
+    assert settled.dispatch_id not in remaining and still_open.dispatch_id in remaining
+    (run,) = role_db.admin_rows(
+        "SELECT db_user FROM recovery_prune_runs ORDER BY run_id DESC LIMIT 1"
+    )
+    assert run["db_user"] == "resolver_retention"
+    # The replicas' metrics read the run history.
+    with role_db.connect("resolver_runtime") as conn:
+        assert conn.execute("SELECT count(*) AS n FROM recovery_prune_runs").fetchone()
+
+
+RETENTION_REFUSED = {
+    "read dispatches": "SELECT * FROM approved_action_dispatches",
+    "read resolutions": "SELECT * FROM approved_action_recovery_resolutions",
+    "read authorizations": "SELECT * FROM recovery_authorizations",
+    "read executions": "SELECT * FROM approved_action_executions",
+    "read receipts": "SELECT * FROM action_receipts",
+    "delete dispatches": "DELETE FROM approved_action_dispatches",
+    "delete executions": "DELETE FROM approved_action_executions",
+    "delete resolutions": "DELETE FROM approved_action_recovery_resolutions",
+    "delete receipts": "DELETE FROM action_receipts",
+    "truncate resolutions": "TRUNCATE approved_action_recovery_resolutions",
+    "forge the prune flag and delete": (
+        "SET resolver.prune_active = 'on'; DELETE FROM approved_action_recovery_resolutions"
+    ),
+    "rewrite a prune run": "UPDATE recovery_prune_runs SET export_digest = NULL",
+    "invent a prune run": (
+        "INSERT INTO recovery_prune_runs (started_at_ms, cutoff_ms, include_audit, db_user)"
+        " VALUES (0, 0, false, 'x')"
+    ),
+    "create function": "CREATE FUNCTION resolver.intruder() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+}
+
+
+@pytest.mark.parametrize("statement", RETENTION_REFUSED.values(), ids=RETENTION_REFUSED.keys())
+def test_retention_role_touches_no_table_directly(role_db: RoleDatabase, statement: str) -> None:
+    with role_db.connect("resolver_retention") as conn, pytest.raises(errors.InsufficientPrivilege):
+        conn.execute(statement)  # type: ignore[call-overload]
+
+
+PRUNE_CALLS = {
+    "begin": "SELECT resolver_prune_begin(0, false, NULL, 'x')",
+    "batch": "SELECT * FROM resolver_prune_batch(1, 10, NULL)",
+    "finish": "SELECT * FROM resolver_prune_finish(1)",
+    "candidates": "SELECT * FROM resolver_prune_candidates(0, true, '', 10)",
+}
+
+
+@pytest.mark.parametrize(
+    "role", ["resolver_runtime", "resolver_executor", "resolver_evidence_reader"]
+)
+@pytest.mark.parametrize("call", PRUNE_CALLS.values(), ids=PRUNE_CALLS.keys())
+def test_only_the_retention_role_may_call_the_prune_functions(
+    role_db: RoleDatabase, role: str, call: str
+) -> None:
+    with role_db.connect(role) as conn:
+        if role == "resolver_evidence_reader":
+            conn.execute("SET default_transaction_read_only = off")
+        with pytest.raises(errors.InsufficientPrivilege):
+            conn.execute(call)  # type: ignore[call-overload]
+
+
+def test_retention_role_cannot_take_audit_facts_without_an_export_digest(
+    role_db: RoleDatabase,
+) -> None:
+    with (
+        role_db.connect("resolver_retention") as conn,
+        pytest.raises(errors.InvalidParameterValue, match="sha256"),
+    ):
+        conn.execute("SELECT resolver_prune_begin(0, true, NULL, 'x')")
