@@ -12,6 +12,7 @@ from psycopg.rows import dict_row
 
 from resolver.db.dsn import libpq_dsn, redact
 from resolver.db.pooling import check_if_idle
+from resolver.db.protocol import protocol_error
 from resolver.db.statements import statement
 from resolver.domain import (
     ClaimedItem,
@@ -21,7 +22,7 @@ from resolver.domain import (
     ExecutionLease,
     ExecutionState,
 )
-from resolver.errors import ConstraintViolation, InvalidDispatch, NotFound, StorageUnavailable
+from resolver.errors import ConstraintViolation, StorageUnavailable
 from resolver.manual import ManualDecision, Principal
 from resolver.ports import (
     BacklogSnapshot,
@@ -116,6 +117,12 @@ class PostgresStore:
             raise ConstraintViolation(
                 f"constraint {constraint or exc.sqlstate} rejected the write", constraint
             ) from exc
+        except psycopg.DatabaseError as exc:
+            # The executor protocol's own refusals (SQLSTATE class RS) become typed errors.
+            refused = protocol_error(exc)
+            if refused is None:
+                raise
+            raise refused from exc
 
     def _all(self, name: str, params: dict[str, Any]) -> list[Row]:
         with self._transaction() as conn:
@@ -130,7 +137,7 @@ class PostgresStore:
 
     # -- executor API ---------------------------------------------------------------------
 
-    def insert_dispatch(self, spec: DispatchSpec) -> bool:
+    def create_dispatch(self, spec: DispatchSpec) -> bool:
         params = {
             "dispatch_id": spec.dispatch_id,
             "approval_request_id": spec.approval_request_id,
@@ -141,49 +148,24 @@ class PostgresStore:
             "schema_version": spec.schema_version,
             "supersedes_dispatch_id": spec.supersedes_dispatch_id,
         }
-        try:
-            return self._one("dispatch_insert", params) is not None
-        except ConstraintViolation as exc:
-            if exc.constraint == "fk_approved_action_dispatches_supersedes_dispatch_id":
-                raise InvalidDispatch(
-                    f"supersedes_dispatch_id {spec.supersedes_dispatch_id!r} names no dispatch"
-                ) from exc
-            raise
-
-    def get_dispatch(self, dispatch_id: str, idempotency_key: str) -> DispatchSpec | None:
-        row = self._one(
-            "dispatch_get", {"dispatch_id": dispatch_id, "idempotency_key": idempotency_key}
-        )
-        if row is None:
-            return None
-        row.pop("created_at_ms")
-        return DispatchSpec(**row)
+        row = self._one("dispatch_create", params)
+        assert row is not None  # the function answers one row or raises
+        return bool(row["created"])
 
     def lease_execution(
         self, dispatch_id: str, owner: str, lease_ms: int, now_ms: int | None = None
-    ) -> ExecutionLease | None:
-        params = {
-            "dispatch_id": dispatch_id,
-            "owner": owner,
-            "lease_ms": lease_ms,
-            "now_ms": now_ms,
-        }
-        try:
-            row = self._one("execution_lease", params)
-        except ConstraintViolation as exc:
-            if exc.constraint == "fk_approved_action_executions_dispatch_id":
-                raise NotFound(f"dispatch {dispatch_id!r} does not exist") from exc
-            raise
-        return _lease(row)
+    ) -> ExecutionLease:
+        params = {"dispatch_id": dispatch_id, "owner": owner, "lease_ms": lease_ms}
+        return _lease(self._one("execution_lease", {**params, "now_ms": now_ms}))
 
     def start_execution(
         self, lease: ExecutionLease, lease_ms: int, now_ms: int | None = None
-    ) -> ExecutionLease | None:
+    ) -> ExecutionLease:
         return _lease(self._one("execution_start", _fence(lease, lease_ms=lease_ms, now_ms=now_ms)))
 
     def renew_execution(
         self, lease: ExecutionLease, lease_ms: int, now_ms: int | None = None
-    ) -> ExecutionLease | None:
+    ) -> ExecutionLease:
         return _lease(self._one("execution_renew", _fence(lease, lease_ms=lease_ms, now_ms=now_ms)))
 
     def complete_execution(
@@ -197,7 +179,9 @@ class PostgresStore:
             mutation_id=completion.mutation_id,
             evidence_digest=completion.evidence_digest,
         )
-        return self._one("execution_complete", params) is not None
+        row = self._one("execution_complete", params)
+        assert row is not None  # the function answers one row or raises
+        return bool(row["result"] == "committed")
 
     def get_execution(self, dispatch_id: str, now_ms: int | None = None) -> ExecutionView | None:
         row = self._one("execution_get", {"dispatch_id": dispatch_id, "now_ms": now_ms})
@@ -356,9 +340,8 @@ def _fence(lease: ExecutionLease, **extra: Any) -> dict[str, Any]:
     }
 
 
-def _lease(row: Row | None) -> ExecutionLease | None:
-    if row is None:
-        return None
+def _lease(row: Row | None) -> ExecutionLease:
+    assert row is not None  # the protocol functions answer one row or raise
     return ExecutionLease(
         dispatch_id=row["dispatch_id"],
         owner=row["owner"],
