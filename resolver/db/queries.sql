@@ -128,8 +128,8 @@ ORDER BY dispatch_id
 FOR UPDATE;
 
 -- name: recovery_commit_page
--- Step 3: with the rows locked, `fenced` is exactly the set whose recovery lease and
--- execution version still hold; every write below applies to that set only, so each
+-- Step 3: with the rows locked, `fenced` is exactly the set whose recovery lease, open
+-- control, execution version and expired execution lease (database clock) still hold; every write below applies to that set only, so each
 -- dispatch commits all-or-nothing and a stale item writes nothing.
 WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms),
 item AS (
@@ -143,6 +143,7 @@ item AS (
 fenced AS (
     SELECT i.*, i.finding IN ('verified_succeeded', 'verified_failed') AS verified
     FROM item AS i
+    CROSS JOIN now
     JOIN approved_action_recovery_controls AS c
       ON c.dispatch_id = i.dispatch_id AND c.status = 'armed'
      AND c.recovery_token = i.recovery_token AND c.recovery_version = i.recovery_version
@@ -150,6 +151,9 @@ fenced AS (
     JOIN approved_action_executions AS e
       ON e.dispatch_id = i.dispatch_id AND e.state = 'executing'
      AND e.version = i.execution_version
+     -- Defence in depth: the version fence already excludes a renewed execution; this one
+     -- holds even if a writer extended a lease without bumping the version.
+     AND e.lease_expires_at_ms <= now.ms
 ),
 terminal AS (
     UPDATE approved_action_executions AS e
@@ -254,7 +258,8 @@ WHERE d.dispatch_id = %(dispatch_id)s;
 -- A human decision: authorization fact, resolution and terminal state in one statement.
 -- Fenced on: the grant and its project/role-binding versions (locked FOR SHARE so a
 -- concurrent revocation waits or wins), authentication no older than the limit on the
--- database clock, the expected execution version, and the execution being recovery_required.
+-- database clock, the expected execution version, the execution being recovery_required
+-- (lease expired on the database clock) and its control still open.
 WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms),
 granted AS (
     SELECT b.project_id
@@ -276,6 +281,8 @@ settled AS (
       AND d.project_id = %(project_id)s
       AND e.version = %(expected_execution_version)s
       AND e.state = 'executing' AND e.lease_expires_at_ms <= now.ms
+      AND EXISTS (SELECT 1 FROM approved_action_recovery_controls AS oc
+                  WHERE oc.dispatch_id = e.dispatch_id AND oc.status <> 'resolved')
       AND %(auth_time_ms)s::bigint >= now.ms - %(max_auth_age_ms)s
       AND %(auth_time_ms)s::bigint <= now.ms + %(clock_leeway_ms)s
       AND EXISTS (SELECT 1 FROM granted)
@@ -293,7 +300,7 @@ closed AS (
         recovery_token = NULL,
         recovery_lease_expires_at_ms = NULL
     FROM settled AS s
-    WHERE c.dispatch_id = s.dispatch_id
+    WHERE c.dispatch_id = s.dispatch_id AND c.status <> 'resolved'
     RETURNING c.dispatch_id
 ),
 resolution AS (
