@@ -341,8 +341,9 @@ FUNCTIONS: tuple[tuple[str, str, str], ...] = (
             IF seen.state IN ('succeeded', 'failed', 'blocked') THEN
                 RAISE EXCEPTION 'dispatch % was already settled % by %; completion % (%) drifts from it',
                     quote_literal(p_dispatch_id), seen.state,
-                    CASE WHEN seen.source IS NULL THEN 'a completion'
-                         ELSE 'a ' || seen.source || ' resolution' END,
+                    CASE seen.source WHEN 'automatic' THEN 'an automatic resolution'
+                                     WHEN 'manual' THEN 'a manual resolution'
+                                     ELSE 'a completion' END,
                     quote_literal(p_mutation_id), p_outcome
                     USING ERRCODE = '{FENCE_CONFLICT}';
             END IF;
