@@ -20,13 +20,10 @@ from typing import Any, LiteralString
 
 import psycopg
 from psycopg.pq import TransactionStatus
-from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
 
 from providers._sql import SqlPageProvider, SqlSourceSettings
-from resolver.db.protocol import protocol_error
 from resolver.db.readonly import ReadOnlyDatabase
-from resolver.db.statements import statement
+from resolver.db.repository import receipt_identity, receipt_write
 from resolver.domain import (
     DispatchIdentity,
     ExecutionLease,
@@ -112,13 +109,7 @@ def write_receipt(
     roll back its mutation.
     """
     _require_open_transaction(conn)
-    fence = {
-        "dispatch_id": lease.dispatch_id,
-        "owner": lease.owner,
-        "token": lease.token,
-        "version": lease.version,
-    }
-    row = _call(conn, "receipt_identity", {**fence, "now_ms": None})
+    row = dict(receipt_identity(conn, lease))
     now_ms = row.pop("db_now_ms")
     receipt = sign_receipt(
         DispatchIdentity(**row),
@@ -128,21 +119,8 @@ def write_receipt(
         receipt_id=receipt_id,
         keys=keys,
     )
-    _call(conn, "receipt_write", {**fence, "receipt": Jsonb(receipt)})
+    receipt_write(conn, lease, receipt)
     return WrittenReceipt(receipt, sha256_hex(encode_receipt(receipt)))
-
-
-def _call(conn: psycopg.Connection[Any], name: str, params: dict[str, Any]) -> dict[str, Any]:
-    try:
-        with conn.cursor(row_factory=dict_row) as cur:
-            row = cur.execute(statement(name), params).fetchone()
-    except psycopg.DatabaseError as exc:
-        refused = protocol_error(exc)
-        if refused is None:
-            raise
-        raise refused from exc
-    assert row is not None  # the protocol functions answer one row or raise
-    return row
 
 
 def _require_open_transaction(conn: psycopg.Connection[Any]) -> None:

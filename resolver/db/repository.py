@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 import psycopg_pool
 from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 
 from resolver.db.dsn import libpq_dsn, redact
 from resolver.db.pooling import check_if_idle
@@ -388,3 +389,32 @@ def _page_params(outcomes: Sequence[ItemOutcome], now_ms: int | None) -> dict[st
         "delays_ms": [o.retry_delay_ms for o in outcomes],
         "now_ms": now_ms,
     }
+
+
+# -- internal receipts: in the caller's own transaction ------------------------------------
+
+
+def receipt_identity(conn: psycopg.Connection[Any], lease: ExecutionLease) -> Row:
+    """The identity a receipt must carry, with the database clock (`db_now_ms`); the
+    execution stays locked FOR SHARE under the lease until the caller's transaction ends."""
+    return _call_in(conn, "receipt_identity", _fence(lease, now_ms=None))
+
+
+def receipt_write(
+    conn: psycopg.Connection[Any], lease: ExecutionLease, receipt: Mapping[str, Any]
+) -> None:
+    """Insert a signed receipt v1 in the caller's transaction, fenced on the lease."""
+    _call_in(conn, "receipt_write", _fence(lease, receipt=Jsonb(dict(receipt))))
+
+
+def _call_in(conn: psycopg.Connection[Any], name: str, params: dict[str, Any]) -> Row:
+    try:
+        with conn.cursor(row_factory=dict_row) as cur:
+            row = cur.execute(statement(name), params).fetchone()
+    except psycopg.DatabaseError as exc:
+        refused = protocol_error(exc)
+        if refused is None:
+            raise
+        raise refused from exc
+    assert row is not None  # the protocol functions answer one row or raise
+    return row

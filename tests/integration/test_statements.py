@@ -48,6 +48,7 @@ DUMMY = {
     "after_manual_at_ms": 0,
     "limit": 1,
     "count_cap": 1,
+    "receipt": "{}",
 }
 
 
