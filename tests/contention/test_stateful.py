@@ -32,7 +32,7 @@ from resolver.errors import FenceConflict, PermissionDenied, ResolverError, Stro
 from resolver.execution import CompletionResult, ExecutionClient
 from resolver.manual import Decision, ManualDecision, ManualResolutionService, Principal
 from resolver.ports import ItemOutcome
-from resolver.testing.postgres import DatabaseFactory
+from resolver_test_support.postgres import DatabaseFactory
 from tests.conftest import T0, new_spec
 
 pytestmark = pytest.mark.contention
