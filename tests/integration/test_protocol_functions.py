@@ -244,10 +244,10 @@ def test_downgrade_drops_everything_0004_added_and_keeps_rows(database_url: str,
         )
         return sorted(r["name"] for r in functions + triggers)
 
-    assert len(added()) == 10 + 3 + 5  # protocol + helpers, trigger functions, triggers
+    assert len(added()) == 10 + 4 + 6  # protocol + helpers, trigger functions, triggers
     migrate.downgrade(database_url, "0003_manual_policy")
     assert added() == []
     assert sql.execution(run["dispatch_id"]) == before
     migrate.upgrade(database_url)
-    assert len(added()) == 18
+    assert len(added()) == 20
     assert sql.execution(run["dispatch_id"]) == before

@@ -105,6 +105,19 @@ def test_an_open_control_follows_its_execution_at_commit(world: World, sql: SQL)
     assert sql.control(lease.dispatch_id)["execution_version"] == lease.version + 1
 
 
+def test_a_terminal_transition_closes_its_control_in_the_same_statement(
+    world: World, sql: SQL
+) -> None:
+    lease = world.started()
+    with rejected("closed by the same statement"):
+        sql.all(
+            "UPDATE approved_action_executions SET state = 'succeeded', version = version + 1,"
+            " finished_at_ms = 1, result_code = 'forged' WHERE dispatch_id = %s",
+            lease.dispatch_id,
+        )
+    assert sql.execution(lease.dispatch_id)["state"] == "executing"
+
+
 def test_a_resolved_control_never_reopens(world: World, store: PostgresStore, sql: SQL) -> None:
     (lease,) = world.crashed(1)
     _resolve_all(store, now_ms=AFTER)

@@ -264,7 +264,6 @@ FUNCTIONS: tuple[tuple[str, str, str], ...] = (
         #variable_conflict use_column
         DECLARE
             now_ms bigint;
-            finished bigint;
             seen record;
         BEGIN
             IF p_outcome IS NULL OR p_outcome NOT IN ('succeeded', 'failed') THEN
@@ -284,30 +283,39 @@ FUNCTIONS: tuple[tuple[str, str, str], ...] = (
             now_ms := resolver_protocol_now_ms(p_now_ms);
             -- Terminal state fenced on owner/token/version; a late completion is accepted as
             -- long as nobody replaced the fence (no resolution, no takeover).
-            UPDATE approved_action_executions AS e
-            SET state = p_outcome,
-                version = e.version + 1,
-                finished_at_ms = now_ms,
-                result_code = p_result_code,
-                completion_mutation_id = p_mutation_id,
-                evidence_digest = p_evidence_digest
-            WHERE e.dispatch_id = p_dispatch_id AND e.owner = p_owner AND e.token = p_token
-              AND e.version = p_version AND e.state = 'executing'
-            RETURNING e.dispatch_id, e.state, e.version, e.finished_at_ms
-            INTO dispatch_id, state, version, finished;
-            IF FOUND THEN
+            -- One statement: the control closes with the terminal state (the settled-closed
+            -- trigger checks exactly that at the end of the statement).
+            WITH completed AS (
+                UPDATE approved_action_executions AS e
+                SET state = p_outcome,
+                    version = e.version + 1,
+                    finished_at_ms = now_ms,
+                    result_code = p_result_code,
+                    completion_mutation_id = p_mutation_id,
+                    evidence_digest = p_evidence_digest
+                WHERE e.dispatch_id = p_dispatch_id AND e.owner = p_owner AND e.token = p_token
+                  AND e.version = p_version AND e.state = 'executing'
+                RETURNING e.dispatch_id, e.state, e.version, e.finished_at_ms
+            ),
+            closed AS (
                 UPDATE approved_action_recovery_controls AS c
                 SET status = 'resolved',
                     closed_by = 'completion',
-                    closed_at_ms = finished,
+                    closed_at_ms = d.finished_at_ms,
                     completion_mutation_id = p_mutation_id,
-                    execution_version = version,
+                    execution_version = d.version,
                     manual_at_ms = NULL,
                     recovery_version = c.recovery_version + 1,
                     recovery_owner = NULL,
                     recovery_token = NULL,
                     recovery_lease_expires_at_ms = NULL
-                WHERE c.dispatch_id = p_dispatch_id AND c.status <> 'resolved';
+                FROM completed AS d
+                WHERE c.dispatch_id = d.dispatch_id AND c.status <> 'resolved'
+                RETURNING c.dispatch_id
+            )
+            SELECT d.dispatch_id, d.state, d.version INTO dispatch_id, state, version
+            FROM completed AS d;
+            IF FOUND THEN
                 result := 'committed';
                 RETURN NEXT;
                 RETURN;
@@ -602,6 +610,32 @@ BEGIN
 END
 $$
 """
+# A terminal transition must close its control in the same statement (the functions and the
+# resolver's commits do, in one statement). Checked once per statement over its transition
+# table, so settling a page of 64 costs one set-based lookup, not 64 deferred row checks.
+CHECK_SETTLED = f"""
+CREATE FUNCTION resolver_check_settled_closed() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    left_open text;
+BEGIN
+    -- An index probe per settled row (= ANY of an array): a join with the transition table,
+    -- which has no statistics, may be planned as a scan of every control.
+    SELECT c.dispatch_id INTO left_open
+    FROM approved_action_recovery_controls AS c
+    WHERE c.dispatch_id = ANY ((SELECT array_agg(n.dispatch_id) FROM settled AS n
+                                WHERE n.state IN {TERMINAL})::text[])
+      AND c.status <> 'resolved'
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'dispatch %: an open control''s execution_version must equal its execution''s version; a terminal execution''s control is closed by the same statement',
+            left_open
+            USING ERRCODE = '{STATE_MACHINE}',
+                  HINT = 'settle through resolver_execution_complete (or close the control in the same statement)';
+    END IF;
+    RETURN NULL;
+END
+$$
+"""
 TRIGGERS = (
     (
         "approved_action_executions_state_machine",
@@ -622,8 +656,16 @@ TRIGGERS = (
         "approved_action_executions",
         "CREATE CONSTRAINT TRIGGER approved_action_executions_control_in_step"
         " AFTER UPDATE OF version ON approved_action_executions"
-        " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.version <> OLD.version)"
+        " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW"
+        f" WHEN (NEW.version <> OLD.version AND NEW.state NOT IN {TERMINAL})"
         " EXECUTE FUNCTION resolver_check_control_in_step()",
+    ),
+    (
+        "approved_action_executions_settled_closed",
+        "approved_action_executions",
+        "CREATE TRIGGER approved_action_executions_settled_closed"
+        " AFTER UPDATE ON approved_action_executions REFERENCING NEW TABLE AS settled"
+        " FOR EACH STATEMENT EXECUTE FUNCTION resolver_check_settled_closed()",
     ),
     (
         "approved_action_recovery_controls_armed_in_step",
@@ -647,6 +689,7 @@ TRIGGER_FUNCTIONS = (
     "resolver_guard_execution()",
     "resolver_guard_control()",
     "resolver_check_control_in_step()",
+    "resolver_check_settled_closed()",
 )
 
 
@@ -676,13 +719,14 @@ def upgrade() -> None:
     for name, types, _ in HELPERS + FUNCTIONS:
         # Functions are executable by PUBLIC by default; deploy/sql/grants.sql grants them.
         op.execute(f"REVOKE EXECUTE ON FUNCTION {name}({types}) FROM PUBLIC")
-    for definition in (GUARD_EXECUTION, GUARD_CONTROL, CHECK_IN_STEP):
+    for definition in (GUARD_EXECUTION, GUARD_CONTROL, CHECK_IN_STEP, CHECK_SETTLED):
         op.execute(definition)
     for function in TRIGGER_FUNCTIONS:
         op.execute(f"REVOKE EXECUTE ON FUNCTION {function} FROM PUBLIC")
     # The commit-time check reads both tables whoever commits (an executor reaches them only
     # through the functions above).
     op.execute("ALTER FUNCTION resolver_check_control_in_step() SECURITY DEFINER")
+    op.execute("ALTER FUNCTION resolver_check_settled_closed() SECURITY DEFINER")
     signatures = [f"{name}({types})" for name, types, _ in HELPERS + FUNCTIONS]
     op.execute(_pin_search_path([*signatures, *TRIGGER_FUNCTIONS]))
     for _, _, definition in TRIGGERS:
