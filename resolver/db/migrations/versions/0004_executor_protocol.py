@@ -717,7 +717,7 @@ def upgrade() -> None:
         head, _, body = definition.partition(" AS $$")
         op.execute(f"CREATE FUNCTION {name} {head} SECURITY DEFINER AS $${body}")
     for name, types, _ in HELPERS + FUNCTIONS:
-        # Functions are executable by PUBLIC by default; deploy/sql/grants.sql grants them.
+        # Functions are executable by PUBLIC by default; resolver/db/grants.sql grants them.
         op.execute(f"REVOKE EXECUTE ON FUNCTION {name}({types}) FROM PUBLIC")
     for definition in (GUARD_EXECUTION, GUARD_CONTROL, CHECK_IN_STEP, CHECK_SETTLED):
         op.execute(definition)
