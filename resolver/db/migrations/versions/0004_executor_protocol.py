@@ -518,6 +518,9 @@ HELPERS: tuple[tuple[str, str, str], ...] = (
 
 TERMINAL = "('succeeded', 'failed', 'blocked')"
 # Each WHEN holds exactly when a rule is broken, so an allowed write never calls a function.
+# AFTER, not BEFORE: a BEFORE ROW UPDATE trigger makes PostgreSQL lock (and WAL-log the lock
+# of) every old row before it can even evaluate WHEN; an AFTER row trigger's WHEN is evaluated
+# when the event would be queued, at no extra cost, and its error aborts the statement alike.
 EXECUTION_VIOLATION = f"""
     OLD.state IN {TERMINAL}
     OR NEW.dispatch_id <> OLD.dispatch_id
@@ -641,14 +644,14 @@ TRIGGERS = (
         "approved_action_executions_state_machine",
         "approved_action_executions",
         f"CREATE TRIGGER approved_action_executions_state_machine"
-        f" BEFORE UPDATE ON approved_action_executions FOR EACH ROW"
+        f" AFTER UPDATE ON approved_action_executions FOR EACH ROW"
         f" WHEN ({EXECUTION_VIOLATION}) EXECUTE FUNCTION resolver_guard_execution()",
     ),
     (
         "approved_action_recovery_controls_state_machine",
         "approved_action_recovery_controls",
         f"CREATE TRIGGER approved_action_recovery_controls_state_machine"
-        f" BEFORE UPDATE ON approved_action_recovery_controls FOR EACH ROW"
+        f" AFTER UPDATE ON approved_action_recovery_controls FOR EACH ROW"
         f" WHEN ({CONTROL_VIOLATION}) EXECUTE FUNCTION resolver_guard_control()",
     ),
     (
