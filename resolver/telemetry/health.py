@@ -11,7 +11,7 @@ from typing import Any
 import structlog
 
 from resolver.errors import ResolverError
-from resolver.reconciler import CycleReport
+from resolver.events import CycleEvents, CycleReport, Stage
 
 log = structlog.get_logger("resolver.telemetry")
 
@@ -41,12 +41,12 @@ def liveness_bound_seconds(
     return 2 * (longest_sleep + recovery_lease_seconds)
 
 
-class Heartbeat:
-    """A worker listener: remembers when the loop last finished a cycle attempt.
+class Heartbeat(CycleEvents):
+    """A cycle-events subscriber: remembers when the loop last finished a cycle attempt.
 
-    A cycle that failed because storage is unavailable counts: the loop is alive and
-    retrying, and restarting the process would not bring the database back (readiness
-    reports the database).
+    A cycle that failed (storage unavailable) counts: the loop is alive and retrying, and
+    restarting the process would not bring the database back (readiness reports the
+    database). Read from the probe's thread, hence the lock.
     """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
@@ -55,8 +55,13 @@ class Heartbeat:
         self._last = clock()
         self._cycles = 0
 
-    def __call__(self, report: CycleReport | None, error: BaseException | None) -> None:
-        del report, error
+    def cycle_completed(self, report: CycleReport, seconds: float) -> None:
+        self.beat()
+
+    def cycle_failed(self, stage: Stage, error: BaseException, seconds: float) -> None:
+        self.beat()
+
+    def beat(self) -> None:
         with self._lock:
             self._last = self._clock()
             self._cycles += 1

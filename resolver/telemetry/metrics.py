@@ -13,8 +13,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from resolver import __version__
-from resolver.domain import FindingKind
-from resolver.errors import ResolverError
+from resolver.domain import ClaimedItem, FindingKind
+from resolver.errors import ResolverError, StorageUnavailable
+from resolver.events import CycleEvents, CycleReport, InspectedPage, Stage
 from resolver.ports import BacklogReader, BacklogSnapshot, CommitReport, ItemOutcome
 
 log = structlog.get_logger("resolver.telemetry")
@@ -27,10 +28,14 @@ PAGE_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64)
 DEFAULT_COUNT_CAP = 10_000
 
 
-class ResolverMetrics:
-    """The reconciler's metrics on one registry; implements `RecoveryObserver`."""
+UNSUPPORTED = FindingKind.UNSUPPORTED.value
+
+
+class ResolverMetrics(CycleEvents):
+    """The reconciler's metrics on one registry: a subscriber of the cycle events."""
 
     def __init__(self, registry: CollectorRegistry, *, wall_clock: Callable[[], float] = time.time):
+        self.registry = registry
         self._wall_clock = wall_clock
         self.cycles = Counter(
             f"{PREFIX}_cycles",
@@ -103,17 +108,20 @@ class ResolverMetrics:
         for outcome in ("succeeded", "failed"):
             self.resolutions.labels("automatic", outcome)
 
-    def claimed(self, items: int, seconds: float) -> None:
+    def claimed(self, items: Sequence[ClaimedItem], seconds: float) -> None:
         self.claim_seconds.observe(seconds)
-        self.page_size.observe(items)
+        self.page_size.observe(len(items))
 
-    def inspected(self, provider: str, seconds: float, failure: str | None) -> None:
-        self.inspect_seconds.labels(provider).observe(seconds)
-        if failure is not None:
-            self.provider_errors.labels(provider, failure).inc()
-
-    def found(self, action_type: str, provider: str, finding: FindingKind) -> None:
-        self.findings.labels(action_type, provider, finding.value).inc()
+    def inspected(self, page: InspectedPage) -> None:
+        for call in page.calls:
+            self.inspect_seconds.labels(call.label).observe(call.seconds)
+            if call.failure is not None:
+                self.provider_errors.labels(call.label, call.failure).inc()
+            for identity in call.identities:
+                finding = call.findings[identity.dispatch_id].kind.value
+                self.findings.labels(identity.action_type, call.label, finding).inc()
+        for item in page.unsupported:  # no provider configured: no call, label `none`
+            self.findings.labels(item.identity.action_type, "none", UNSUPPORTED).inc()
 
     def committed(
         self, outcomes: Sequence[ItemOutcome], report: CommitReport, seconds: float
@@ -126,17 +134,18 @@ class ResolverMetrics:
             if result is not None and outcome.item.identity.dispatch_id in report.accepted:
                 self.resolutions.labels("automatic", result.value).inc()
 
-    def released(self, held: int, released: int) -> None:
-        if held > released:
-            self.fence_rejections.labels("release").inc(held - released)
+    def released(self, items: Sequence[ClaimedItem], released: int, seconds: float) -> None:
+        if len(items) > released:
+            self.fence_rejections.labels("release").inc(len(items) - released)
 
-    def cycle_completed(self, seconds: float) -> None:
+    def cycle_completed(self, report: CycleReport, seconds: float) -> None:
         self.cycles.labels("completed").inc()
         self.cycle_seconds.observe(seconds)
         self.last_cycle.set(self._wall_clock())
 
-    def cycle_failed(self, reason: str, seconds: float) -> None:
-        del seconds  # a failed cycle's time says nothing about the work; only count it
+    def cycle_failed(self, stage: Stage, error: BaseException, seconds: float) -> None:
+        # A failed cycle's time says nothing about the work; only count it.
+        reason = "storage_unavailable" if isinstance(error, StorageUnavailable) else "error"
         self.cycles.labels(reason).inc()
 
 

@@ -1,75 +1,8 @@
-"""The hooks the reconciler reports through; implementations count, time and trace."""
+"""The hooks `resolver api` reports through; the cycle's are in `resolver.events`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Protocol
-
-from opentelemetry.trace import NoOpTracer, Tracer
-
-from resolver.domain import FindingKind
-from resolver.ports import CommitReport, ItemOutcome
-
-
-class RecoveryObserver(Protocol):
-    """Called on the reconciler's thread; every method must be cheap and must not raise."""
-
-    def claimed(self, items: int, seconds: float) -> None: ...
-
-    def inspected(self, provider: str, seconds: float, failure: str | None) -> None:
-        """One provider call (an item, or a page for a page provider); failure is
-        `timeout`, `error` or None."""
-
-    def found(self, action_type: str, provider: str, finding: FindingKind) -> None: ...
-
-    def committed(
-        self, outcomes: Sequence[ItemOutcome], report: CommitReport, seconds: float
-    ) -> None: ...
-
-    def released(self, held: int, released: int) -> None: ...
-
-    def cycle_completed(self, seconds: float) -> None: ...
-
-    def cycle_failed(self, reason: str, seconds: float) -> None: ...
-
-
-class NullObserver:
-    """Observes nothing: the default, so a reconciler needs no telemetry to run."""
-
-    def claimed(self, items: int, seconds: float) -> None:
-        pass
-
-    def inspected(self, provider: str, seconds: float, failure: str | None) -> None:
-        pass
-
-    def found(self, action_type: str, provider: str, finding: FindingKind) -> None:
-        pass
-
-    def committed(
-        self, outcomes: Sequence[ItemOutcome], report: CommitReport, seconds: float
-    ) -> None:
-        pass
-
-    def released(self, held: int, released: int) -> None:
-        pass
-
-    def cycle_completed(self, seconds: float) -> None:
-        pass
-
-    def cycle_failed(self, reason: str, seconds: float) -> None:
-        pass
-
-
-@dataclass(frozen=True, slots=True)
-class Telemetry:
-    """What a long-running component gets from the composition root instead of globals.
-
-    The defaults cost nothing: a null observer and OpenTelemetry's no-op tracer.
-    """
-
-    observer: RecoveryObserver = field(default_factory=NullObserver)
-    tracer: Tracer = field(default_factory=NoOpTracer)
 
 
 class ApiObserver(Protocol):

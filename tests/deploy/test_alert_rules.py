@@ -10,7 +10,8 @@ from typing import Any
 import yaml
 from prometheus_client import CollectorRegistry
 
-from resolver.domain import FindingKind
+from resolver.domain import DispatchIdentity, Finding, FindingKind
+from resolver.events import CycleReport, InspectedPage, ProviderCall
 from resolver.ports import BacklogSnapshot
 from resolver.telemetry.api_metrics import ApiMetrics
 from resolver.telemetry.metrics import (
@@ -110,9 +111,12 @@ class FixedReader:
 def _registry() -> CollectorRegistry:
     registry = CollectorRegistry()
     metrics = ResolverMetrics(registry)
-    metrics.cycle_completed(0.1)  # histograms and labelled counters show their samples
-    metrics.inspected("p", 0.1, "timeout")
-    metrics.found("t", "p", FindingKind.UNAVAILABLE)
+    # Histograms and labelled counters show their samples.
+    metrics.cycle_completed(CycleReport(page_size=1), 0.1)
+    identity = DispatchIdentity(1, "d", "ar", "p", "t", "a" * 64, 1, 0, "k")
+    unavailable = {"d": Finding(FindingKind.UNAVAILABLE)}
+    call = ProviderCall("p", [identity], unavailable, 0, 0.1, "timeout")
+    metrics.inspected(InspectedPage(unavailable, [call], [], 0.1))
     register_build_info(registry, "rev")
     register_liveness_bound(registry, 180.0)
     registry.register(BacklogCollector(FixedReader()))
