@@ -21,6 +21,7 @@ from resolver.domain import Completion, ExecutionLease, Outcome
 from resolver.errors import FenceConflict, LeaseLost
 from resolver.ports import ItemOutcome
 from resolver.reconciler import Reconciler, ReconcilerSettings
+from resolver.runtime import Runtime
 from tests.conftest import EXEC_LEASE_MS, SQL, T0, World, new_spec
 from tests.providers_for_tests import ScriptedProvider, registry, verified
 
@@ -152,7 +153,7 @@ def _resolve_all(store: PostgresStore, now_ms: int) -> set[str]:
         store,
         registry("test.action", ScriptedProvider(verified)),
         ReconcilerSettings(owner="replica", page_size=16, recovery_lease_ms=30_000),
-        rng=random.Random(1),
+        Runtime(rng=random.Random(1)),
     )
     try:
         return set(reconciler.run_cycle(now_ms=now_ms).accepted)
