@@ -3,28 +3,36 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import signal
 import statistics
+import subprocess
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psycopg
+import yaml
 from psycopg.rows import dict_row
 
 from benchmarks import seed, sql
-from benchmarks.procs import Group
-from benchmarks.protocol import ProcessStats
+from benchmarks.procs import REPO_ROOT, Group, Replicas, cpu_delta_us, cpu_of
 from resolver.db.statements import statement
 
-POLL_SECONDS = 0.25
+POLL_SECONDS = 0.05
+START_POLL_SECONDS = 0.01
+RECOVERY_LEASE_MS = 60_000
 
 # Action type -> provider, as the replicas' RESOLVER_CONFIG maps them.
 RECEIPT_ACTION = "bench.receipt"
 INSTANT_ACTION = "bench.instant"
 DELAYED_ACTION = "bench.delayed"
+HTTP_ACTION = "bench.http"
+HTTP_TOKEN_ENV = "BENCH_RECEIPT_TOKEN"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,11 +50,23 @@ class DrainResult:
     seeded: int
     resolved: int
     seconds: float
-    claim_ms_p50: float
-    claim_ms_p99: float
+    """First to last resolution (`resolved_at_ms`, the database's clock)."""
+    claim_ms_mean: float | None
+    """Server-side mean of the claim statement (pg_stat_statements)."""
     statements_per_resolution: float | None
     peak_rss_mb: float
     processes: int
+    startup_ms: float | None = None
+    """Process spawn to the first claim of any replica (database clock; resolver cases)."""
+    slowest_started_ms: float | None = None
+    """Process spawn to the last replica's `resolver_started` log line (its loop starts)."""
+    window_resolved: int = 0
+    """Resolutions between the two CPU samples (first resolution seen, backlog drained)."""
+    process_cpu_us: float | None = None
+    """CPU µs per resolution of the measured processes (replicas or bare loops), /proc."""
+    server_cpu_us: float | None = None
+    """CPU µs per resolution of PostgreSQL's processes, /proc."""
+    http: dict[str, Any] | None = None
     timed_out: bool = False
 
     @property
@@ -129,46 +149,153 @@ def drain(
     replica_env: dict[str, str],
     statements: bool,
     max_seconds: float,
+    all_server_processes: bool,
+    prepared: bool = False,
+    per_replica: Callable[[int], Mapping[str, str]] | None = None,
 ) -> DrainResult:
-    prepare_drain(url, case, count)
-    if case.kind == "bare":
-        argv = [
-            ["benchmarks.bare", url, str(case.page_size), f"bare-{i}"] for i in range(processes)
-        ]
-        env: dict[str, str] = {}
-    else:
-        argv = [["benchmarks.replica"] for _ in range(processes)]
-        env = {**replica_env, "RESOLVER_PAGE_SIZE": str(case.page_size)}
-    group = Group.start(argv, work_dir=work_dir, name=case.name, env=env)
-    try:
-        with connect(url) as monitor:
-            if statements:
-                monitor.execute(sql.STATEMENTS_RESET)
-            go_ms = seed.db_now_ms(monitor)
-            group.go()
-            timed_out = _wait_drained(monitor, group, max_seconds)
+    """Seed `count` due controls, drain them with `processes` processes, measure.
+
+    Resolver cases spawn real `resolver run` processes configured by `replica_env` alone;
+    the steady rate, the start-up and the CPU figures all come from outside the process
+    (the database's rows and clock, /proc).
+    """
+    if not prepared:
+        prepare_drain(url, case, count)
+    with connect(url) as monitor:
+        if statements:
+            monitor.execute(sql.STATEMENTS_RESET)
+        bare: Group | None = None
+        replicas: Replicas | None = None
+        if case.kind == "bare":
+            argv = [
+                ["benchmarks.bare", url, str(case.page_size), f"bare-{i}"] for i in range(processes)
+            ]
+            bare = Group.start(argv, work_dir=work_dir, name=case.name)
+            bare.go()
+            pids = bare.pids
+        else:
+            env = {
+                **replica_env,
+                "RESOLVER_PAGE_SIZE": str(case.page_size),
+                "RESOLVER_RECOVERY_LEASE_SECONDS": str(RECOVERY_LEASE_MS // 1000),
+            }
+            replicas = Replicas.start(
+                processes, work_dir=work_dir, name=case.name, env=env, per_replica=per_replica
+            )
+            pids = replicas.pids
+        alive = replicas.check_alive if replicas is not None else lambda: None
+        try:
+            window = _measure(monitor, pids, alive, max_seconds, all_server_processes)
             calls = _statement_calls(monitor) if statements else None
-            stats = group.stop()
+            claim_mean = _claim_mean(monitor) if statements else None
+            group_rss = (replicas or bare).peak_rss_kb()  # type: ignore[union-attr]
+            if replicas is not None:
+                replicas.stop()
+            if bare is not None:
+                bare.stop()
             span = monitor.execute(sql.RESOLVED_SPAN).fetchone()
-    except BaseException:
-        group.kill()
-        raise
-    assert span is not None
+            first_claim = monitor.execute(
+                sql.FIRST_CLAIM_MS, {"lease_ms": RECOVERY_LEASE_MS}
+            ).fetchone()
+        except BaseException:
+            for group in (replicas, bare):
+                if group is not None:
+                    group.kill()
+            raise
+    assert span is not None and first_claim is not None
     resolved = int(span["n"])
-    seconds = max(0.001, ((span["last_ms"] or go_ms) - go_ms) / 1000)
-    return _drain_result(case, count, resolved, seconds, stats, calls, timed_out)
+    seconds = max(0.001, ((span["last_ms"] or 0) - (span["first_ms"] or 0)) / 1000)
+    result = DrainResult(
+        case=case,
+        seeded=count,
+        resolved=resolved,
+        seconds=seconds,
+        claim_ms_mean=claim_mean,
+        statements_per_resolution=(calls / resolved) if calls is not None and resolved else None,
+        peak_rss_mb=group_rss / 1024,
+        processes=processes,
+        window_resolved=window.resolved,
+        process_cpu_us=window.per_resolution(window.process_cpu_us),
+        server_cpu_us=window.per_resolution(window.server_cpu_us),
+        timed_out=window.timed_out,
+    )
+    if replicas is not None:
+        if first_claim["ms"] is not None:
+            result.startup_ms = float(first_claim["ms"]) - replicas.spawned_ms
+        started = replicas.started_ms()
+        if len(started) == processes:
+            result.slowest_started_ms = max(started) - replicas.spawned_ms
+    return result
 
 
-def _wait_drained(monitor: psycopg.Connection[dict[str, Any]], group: Group, limit: float) -> bool:
+@dataclass(slots=True)
+class Window:
+    """CPU used between the first resolution and the end of the backlog."""
+
+    resolved: int = 0
+    process_cpu_us: int = 0
+    server_cpu_us: int | None = None
+    timed_out: bool = False
+
+    def per_resolution(self, cpu: int | None) -> float | None:
+        if cpu is None or self.resolved <= 0:
+            return None
+        return cpu / self.resolved
+
+
+def _measure(
+    monitor: psycopg.Connection[dict[str, Any]],
+    pids: list[int],
+    alive: Any,
+    limit: float,
+    all_server_processes: bool,
+) -> Window:
     deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
+    window = Window()
+    while not _flag(monitor, sql.ANY_RESOLVED):
+        alive()
+        if time.monotonic() > deadline:
+            window.timed_out = True
+            return window
+        time.sleep(START_POLL_SECONDS)
+    first = _sample(monitor, pids, all_server_processes)
+    while _flag(monitor, sql.ANY_ARMED):
+        alive()
+        if time.monotonic() > deadline:
+            window.timed_out = True
+            break
         time.sleep(POLL_SECONDS)
-        row = monitor.execute(sql.COUNT_ARMED).fetchone()
-        if row is not None and row["n"] == 0:
-            return False
-        if group.all_exited():
-            return False
-    return True
+    last = _sample(monitor, pids, all_server_processes)
+    window.resolved = last.resolved - first.resolved
+    window.process_cpu_us = cpu_delta_us(first.process, last.process)
+    if first.server and last.server:
+        window.server_cpu_us = cpu_delta_us(first.server, last.server)
+    return window
+
+
+@dataclass(frozen=True, slots=True)
+class _Sample:
+    resolved: int
+    process: dict[int, int]
+    server: dict[int, int]
+
+
+def _sample(
+    monitor: psycopg.Connection[dict[str, Any]], pids: list[int], all_server_processes: bool
+) -> _Sample:
+    server_pids = [
+        int(r["pid"])
+        for r in monitor.execute(sql.SERVER_PIDS, {"all_databases": all_server_processes})
+    ]
+    process = cpu_of(pids)
+    server = cpu_of(server_pids)
+    row = monitor.execute(sql.RESOLVED_COUNT).fetchone()
+    return _Sample(int(row["n"]) if row else 0, process, server)
+
+
+def _flag(monitor: psycopg.Connection[dict[str, Any]], query: Any) -> bool:
+    row = monitor.execute(query).fetchone()
+    return bool(row and row["yes"])
 
 
 def _statement_calls(monitor: psycopg.Connection[dict[str, Any]]) -> int:
@@ -176,28 +303,148 @@ def _statement_calls(monitor: psycopg.Connection[dict[str, Any]]) -> int:
     return int(row["calls"]) if row else 0
 
 
-def _drain_result(
+def _claim_mean(monitor: psycopg.Connection[dict[str, Any]]) -> float | None:
+    row = monitor.execute(sql.CLAIM_MEAN_MS).fetchone()
+    return float(row["mean_ms"]) if row and row["mean_ms"] is not None else None
+
+
+# -- http_receipt against a receipt service with a fixed latency ----------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HttpCase:
+    latency_ms: float = 20.0
+    max_in_flight: int = 16
+    max_requests_per_second: float = 450.0
+    timeout_seconds: float = 2.0
+
+
+def http_drain(
+    url: str,
     case: DrainCase,
+    http: HttpCase,
+    *,
     count: int,
-    resolved: int,
-    seconds: float,
-    stats: list[ProcessStats],
-    calls: int | None,
-    timed_out: bool,
+    processes: int,
+    work_dir: Path,
+    replica_env: dict[str, str],
+    keys: Any,
+    statements: bool,
+    max_seconds: float,
+    all_server_processes: bool,
 ) -> DrainResult:
-    claims = [ms for s in stats for ms in s.claim_ms]
-    return DrainResult(
-        case=case,
-        seeded=count,
-        resolved=resolved,
-        seconds=seconds,
-        claim_ms_p50=percentile(claims, 50),
-        claim_ms_p99=percentile(claims, 99),
-        statements_per_resolution=(calls / resolved) if calls is not None and resolved else None,
-        peak_rss_mb=max((s.peak_rss_kb for s in stats), default=0) / 1024,
-        processes=len(stats),
-        timed_out=timed_out,
+    """`http_receipt` replicas against a local receipt service that answers after a fixed
+    latency; each replica has its own bearer token, so the service can tell them apart."""
+    with connect(url) as conn:
+        seed.reset(conn)
+        due_ms = seed.db_now_ms(conn) - 1_000
+        seed.seed_due(conn, count, action_type=case.action_type, prefix="h-", due_ms=due_ms)
+    receipts_path = work_dir / "http-receipts.tsv"
+    seed.write_receipt_file(url, receipts_path, prefix="h-", keys=keys, finished_ms=due_ms + 500)
+    vacuum(url, checkpoint=True)
+    stats_path = work_dir / "http-service.json"
+    stats_path.unlink(missing_ok=True)
+    service = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.receipt_service",
+            str(receipts_path),
+            str(http.latency_ms),
+            str(stats_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
     )
+    try:
+        assert service.stdout is not None
+        ready = service.stdout.readline().split()
+        if len(ready) != 2 or ready[0] != "ready":
+            raise RuntimeError(f"receipt service did not start: {ready!r}")
+        config_path = work_dir / "providers-http.yaml"
+        config_path.write_text(
+            yaml.safe_dump(
+                {
+                    "action_types": {
+                        case.action_type: {
+                            "provider": "http_receipt",
+                            "base_url": f"http://127.0.0.1:{ready[1]}",
+                            "token_env": HTTP_TOKEN_ENV,
+                            "timeout_seconds": http.timeout_seconds,
+                            "max_in_flight": http.max_in_flight,
+                            "max_requests_per_second": http.max_requests_per_second,
+                        }
+                    }
+                }
+            ),
+            encoding="utf-8",
+        )
+        result = drain(
+            url,
+            case,
+            count=count,
+            processes=processes,
+            work_dir=work_dir,
+            replica_env={**replica_env, "RESOLVER_CONFIG": str(config_path)},
+            statements=statements,
+            max_seconds=max_seconds,
+            all_server_processes=all_server_processes,
+            prepared=True,
+            per_replica=lambda i: {HTTP_TOKEN_ENV: f"bench-replica-{i}"},
+        )
+    finally:
+        service.send_signal(signal.SIGTERM)
+        service.wait(30)
+    counters = json.loads(stats_path.read_text(encoding="utf-8"))
+    result.http = http_figures(counters, http)
+    return result
+
+
+def http_figures(counters: dict[str, dict[str, list[float]]], http: HttpCase) -> dict[str, Any]:
+    """What the receipt service saw, per replica token: connections and request pacing."""
+    cap = http.max_requests_per_second
+    connections: list[int] = []
+    steady_per_minute: list[float] = []
+    busiest: list[float] = []
+    mean_rates: list[float] = []
+    for token, seen in sorted(counters.items()):
+        if not token.startswith("bench-replica-"):
+            continue
+        requests = sorted(seen["requests"])
+        opened = sorted(seen["connections"])
+        if not requests:
+            continue
+        connections.append(len(opened))
+        # The pool grows to max_in_flight connections as concurrency needs them; every
+        # connection beyond that replaced one the pool failed to keep (closed, broken).
+        span_minutes = (requests[-1] - requests[0]) / 60_000
+        reopened = max(0, len(opened) - http.max_in_flight)
+        steady_per_minute.append(reopened / span_minutes if span_minutes > 0 else 0.0)
+        busiest.append(busiest_window(requests, 1000) / cap)
+        span_s = (requests[-1] - requests[0]) / 1000
+        mean_rates.append((len(requests) / span_s) / cap if span_s > 0 else 0.0)
+    return {
+        "latency_ms": http.latency_ms,
+        "cap_per_second": cap,
+        "max_in_flight": http.max_in_flight,
+        "replicas_seen": len(connections),
+        "connections_per_replica": max(connections, default=0),
+        "steady_new_connections_per_replica_per_minute": max(steady_per_minute, default=0.0),
+        "max_window_over_cap": max(busiest, default=0.0),
+        "mean_rate_over_cap": sum(mean_rates) / len(mean_rates) if mean_rates else 0.0,
+    }
+
+
+def busiest_window(times_ms: list[float], width_ms: float) -> int:
+    """Most requests that arrived within any `width_ms` (two pointers over sorted times)."""
+    best = 0
+    low = 0
+    for high, t in enumerate(times_ms):
+        while t - times_ms[low] >= width_ms:
+            low += 1
+        best = max(best, high - low + 1)
+    return best
 
 
 # -- claim cost against history ------------------------------------------------------------
@@ -276,18 +523,21 @@ def idle_writes(
     time.sleep(1.5)
     vacuum(url, checkpoint=True)
     time.sleep(1.5)
-    group = Group.start([["benchmarks.replica"]], work_dir=work_dir, name="idle", env=replica_env)
+    if statements:
+        with connect(url) as conn:
+            conn.execute(sql.STATEMENTS_RESET)
+    # Counted from before the spawn: start-up must write nothing either.
+    before = _counters(url)
+    group = Replicas.start(1, work_dir=work_dir, name="idle", env=replica_env)
     try:
-        if statements:
-            with connect(url) as conn:
-                conn.execute(sql.STATEMENTS_RESET)
-        before = _counters(url)
-        group.go()
         time.sleep(seconds)
-        (stats,) = group.stop()
+        group.check_alive()
+        group.stop()
     except BaseException:
         group.kill()
         raise
+    stopped = group.log_events("resolver_stopped")
+    cycles = int(str(stopped[-1].get("cycles", 0))) if stopped else 0
     time.sleep(1.5)  # the replica's backend flushed its counters at exit
     after = _counters(url)
     with connect(url) as conn:
@@ -298,7 +548,7 @@ def idle_writes(
             cluster_wal = int(row["bytes"]) if row else None
     return IdleResult(
         seconds=seconds,
-        cycles=stats.cycles,
+        cycles=cycles,
         tuples_written=sum(
             after[k] - before[k] for k in ("tup_inserted", "tup_updated", "tup_deleted")
         ),

@@ -1,12 +1,21 @@
-"""Measured processes: start them, release them together, stop them, read their stats."""
+"""Measured processes: start them, stop them, read what the kernel says they used.
+
+Resolver replicas are real `resolver run` processes, configured only by `RESOLVER_*`
+variables (and the provider file those name), exactly as a user starts them. The bare loop
+still uses a ready/go handshake: it is the ceiling, not the product.
+"""
 
 from __future__ import annotations
 
+import datetime
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,11 +23,162 @@ from benchmarks.protocol import ProcessStats, read_stats
 
 # Measured processes run `python -m benchmarks...` from the checkout, wherever we are.
 REPO_ROOT = Path(__file__).resolve().parent.parent
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_us(pid: int) -> int | None:
+    """User + system CPU of one process (µs), or None once it is gone or unreadable."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces: split after its closing parenthesis.
+    fields = raw.rsplit(")", 1)[1].split()
+    utime, stime = int(fields[11]), int(fields[12])
+    return (utime + stime) * 1_000_000 // CLOCK_TICKS
+
+
+def cpu_of(pids: Iterable[int]) -> dict[int, int]:
+    out = {}
+    for pid in pids:
+        used = cpu_us(pid)
+        if used is not None:
+            out[pid] = used
+    return out
+
+
+def cpu_delta_us(before: Mapping[int, int], after: Mapping[int, int]) -> int:
+    """CPU used between two samples; a process born in between counts from zero."""
+    return sum(used - before.get(pid, 0) for pid, used in after.items())
+
+
+def peak_rss_kb(pid: int) -> int:
+    """VmHWM (peak resident set) of a live process, 0 when unreadable."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text(encoding="ascii")
+    except OSError:
+        return 0
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
+
+def resolver_command() -> list[str]:
+    """`resolver` as installed next to this interpreter (what a user runs), else -m."""
+    script = Path(sys.executable).with_name("resolver")
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("resolver")
+    return [found] if found else [sys.executable, "-m", "resolver"]
+
+
+@dataclass
+class Replicas:
+    """R `resolver run` processes started together; their stderr goes to log files."""
+
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    logs: list[Path] = field(default_factory=list)
+    spawned_ms: float = 0.0
+    """Wall clock (ms) just before the first spawn: same host clock as the database's."""
+
+    @classmethod
+    def start(
+        cls,
+        count: int,
+        *,
+        work_dir: Path,
+        name: str,
+        env: Mapping[str, str],
+        per_replica: Callable[[int], Mapping[str, str]] | None = None,
+    ) -> Replicas:
+        group = cls()
+        base = {k: v for k, v in os.environ.items() if not k.startswith("RESOLVER_")}
+        group.spawned_ms = time.time() * 1000
+        for index in range(count):
+            log_path = work_dir / f"{name}-{index}.log"
+            with log_path.open("wb") as log:
+                proc = subprocess.Popen(
+                    [*resolver_command(), "run"],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    env={
+                        **base,
+                        "RESOLVER_REPLICA_ID": f"{name}-{index}",
+                        **env,
+                        **(per_replica(index) if per_replica else {}),
+                    },
+                )
+            group.procs.append(proc)
+            group.logs.append(log_path)
+        return group
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    def all_exited(self) -> bool:
+        return all(proc.poll() is not None for proc in self.procs)
+
+    def check_alive(self) -> None:
+        dead = [i for i, p in enumerate(self.procs) if p.poll() is not None]
+        if dead:
+            tail = self.logs[dead[0]].read_text(encoding="utf-8", errors="replace")[-2000:]
+            self.kill()
+            raise RuntimeError(f"replica {dead[0]} exited early:\n{tail}")
+
+    def peak_rss_kb(self) -> int:
+        return max((peak_rss_kb(pid) for pid in self.pids), default=0)
+
+    def stop(self, timeout_seconds: float = 30.0) -> None:
+        """SIGTERM (the graceful stop `resolver run` documents), then wait."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout_seconds)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        failed = [i for i, p in enumerate(self.procs) if p.returncode not in (0, -signal.SIGTERM)]
+        if failed:
+            raise RuntimeError(f"replicas {failed} exited with an error; see {self.logs[0]}")
+
+    def kill(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+    def log_events(self, event: str) -> list[dict[str, object]]:
+        """The JSON log lines named `event`, from every replica's log."""
+        out: list[dict[str, object]] = []
+        for path in self.logs:
+            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+                if f'"{event}"' not in line:
+                    continue
+                try:
+                    doc = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(doc, dict) and doc.get("event") == event:
+                    out.append(doc)
+        return out
+
+    def started_ms(self) -> list[float]:
+        """When each replica logged `resolver_started` (its loop starts right after)."""
+        return [
+            datetime.datetime.fromisoformat(str(doc["timestamp"])).timestamp() * 1000
+            for doc in self.log_events("resolver_started")
+            if "timestamp" in doc
+        ]
 
 
 @dataclass
 class Group:
-    """R processes of one kind that start working at the same instant."""
+    """R bare-loop processes that start working at the same instant (ready/go)."""
 
     procs: list[subprocess.Popen[str]] = field(default_factory=list)
     stats_paths: list[Path] = field(default_factory=list)
@@ -52,6 +212,10 @@ class Group:
         group._await_ready(work_dir, name)
         return group
 
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
     def _await_ready(self, work_dir: Path, name: str) -> None:
         for index, proc in enumerate(self.procs):
             assert proc.stdout is not None
@@ -70,8 +234,11 @@ class Group:
     def all_exited(self) -> bool:
         return all(proc.poll() is not None for proc in self.procs)
 
+    def peak_rss_kb(self) -> int:
+        return max((peak_rss_kb(pid) for pid in self.pids), default=0)
+
     def stop(self, timeout_seconds: float = 30.0) -> list[ProcessStats]:
-        """SIGTERM (the replica's graceful stop), then collect every stats file."""
+        """SIGTERM, then collect every stats file."""
         for proc in self.procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)

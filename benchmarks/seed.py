@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
 
 from benchmarks import sql
-from resolver.domain import DispatchIdentity, Outcome
+from resolver.domain import DispatchIdentity, Outcome, canonical_json
 from resolver.receipts import KeyRing, sign_receipt
 
 BATCH = 200_000
@@ -92,25 +94,52 @@ def seed_live(conn: psycopg.Connection[Any], count: int, *, prefix: str, now_ms:
     )
 
 
-def seed_receipts(url: str, *, prefix: str, keys: KeyRing, finished_ms: int) -> int:
-    """One signed receipt v1 per executing dispatch under `prefix`, as its executor wrote it."""
+def signed_receipts(
+    url: str, *, prefix: str, keys: KeyRing, finished_ms: int
+) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """(identity row, signed receipt v1) for every executing dispatch under `prefix`."""
     with psycopg.connect(url, row_factory=dict_row) as conn:
         rows = conn.execute(
             sql.SEEDED_IDENTITIES, {"low": prefix, "high": prefix + "\uffff"}
         ).fetchall()
+    for row in rows:
+        yield (
+            row,
+            sign_receipt(
+                DispatchIdentity(schema_version=1, **row),
+                outcome=Outcome.SUCCEEDED,
+                result_code="ok",
+                finished_at_ms=finished_ms,
+                receipt_id=f"receipt:{row['dispatch_id']}",
+                keys=keys,
+            ),
+        )
+
+
+def seed_receipts(url: str, *, prefix: str, keys: KeyRing, finished_ms: int) -> int:
+    """One signed receipt v1 per executing dispatch under `prefix`, as its executor wrote it."""
+    written = 0
+    with psycopg.connect(url) as conn:
         with conn.cursor().copy(sql.RECEIPTS_COPY) as copy:
-            for row in rows:
-                receipt = sign_receipt(
-                    DispatchIdentity(schema_version=1, **row),
-                    outcome=Outcome.SUCCEEDED,
-                    result_code="ok",
-                    finished_at_ms=finished_ms,
-                    receipt_id=f"receipt:{row['dispatch_id']}",
-                    keys=keys,
-                )
+            for row, receipt in signed_receipts(
+                url, prefix=prefix, keys=keys, finished_ms=finished_ms
+            ):
                 copy.write_row((row["dispatch_id"], json.dumps(receipt), finished_ms))
+                written += 1
         conn.commit()
-    return len(rows)
+    return written
+
+
+def write_receipt_file(
+    url: str, path: Path, *, prefix: str, keys: KeyRing, finished_ms: int
+) -> int:
+    """The receipts a remote receipt service holds, by idempotency key (key TAB body)."""
+    written = 0
+    with path.open("wb") as out:
+        for row, receipt in signed_receipts(url, prefix=prefix, keys=keys, finished_ms=finished_ms):
+            out.write(row["idempotency_key"].encode() + b"\t" + canonical_json(receipt) + b"\n")
+            written += 1
+    return written
 
 
 def reset(conn: psycopg.Connection[Any]) -> None:

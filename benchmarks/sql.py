@@ -168,3 +168,34 @@ WAL_BYTES_SINCE: LiteralString = (
     "SELECT /* bench-monitor */ pg_wal_lsn_diff(pg_current_wal_insert_lsn(), %(lsn)s::pg_lsn)"
     "::bigint AS bytes"
 )
+
+# The steady window and start-up of a drain, from the database's own records.
+ANY_RESOLVED: LiteralString = (
+    "SELECT /* bench-monitor */ EXISTS (SELECT 1 FROM approved_action_recovery_resolutions) AS yes"
+)
+ANY_ARMED: LiteralString = (
+    "SELECT /* bench-monitor */ EXISTS (SELECT 1 FROM approved_action_recovery_controls"
+    " WHERE status = 'armed') AS yes"
+)
+RESOLVED_COUNT: LiteralString = (
+    "SELECT /* bench-monitor */ count(*) AS n FROM approved_action_recovery_resolutions"
+)
+# A claim sets next_scan_at_ms to its own clock plus the recovery lease, and a verified
+# commit leaves it there: the earliest one, less the lease, is when the first claim ran.
+FIRST_CLAIM_MS: LiteralString = """
+SELECT /* bench-monitor */ min(next_scan_at_ms) - %(lease_ms)s AS ms
+FROM approved_action_recovery_controls WHERE status = 'resolved'
+"""
+# Every process of the cluster (backends and background workers) but this monitor's own
+# backend; `all_databases` false limits it to the backends of the measured database.
+SERVER_PIDS: LiteralString = """
+SELECT /* bench-monitor */ pid FROM pg_stat_activity
+WHERE pid <> pg_backend_pid()
+  AND (%(all_databases)s OR datname = current_database())
+"""
+CLAIM_MEAN_MS: LiteralString = """
+SELECT /* bench-monitor */ sum(s.total_exec_time) / nullif(sum(s.calls), 0) AS mean_ms
+FROM pg_stat_statements AS s JOIN pg_database AS db ON db.oid = s.dbid
+WHERE db.datname = current_database() AND s.query LIKE '%%SKIP LOCKED%%'
+  AND s.query NOT LIKE '%%bench-monitor%%'
+"""

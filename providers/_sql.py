@@ -71,6 +71,9 @@ class SqlPageProvider(ABC):
     """Answers a whole page with one READ ONLY query; `inspect` is a page of one."""
 
     capability = Capability.AUTOMATIC
+    # Every wait is bounded by timeout_seconds (pool wait, connect, statement_timeout, TCP
+    # user timeout): the reconciler may call it on its own thread, no hand-off to a pool.
+    bounds_own_time = True
 
     def __init__(self, database: ReadOnlyDatabase, timeout_seconds: float) -> None:
         self._database = database

@@ -10,6 +10,7 @@ client that cannot send anything but GET/HEAD: the original request is never re-
 | 202 (still processing)                                        | still_running           |
 | 404 (no record of the key)                                    | missing                 |
 | any other status, redirect, timeout, refused or reset         | unavailable             |
+| not sent: the in-flight or rate cap left no slot in time      | unavailable             |
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from resolver.domain import DispatchIdentity, Finding, FindingKind
 from resolver.errors import ConfigError
 from resolver.evidence import Capability, parse_provider_settings
-from resolver.readonly_http import HttpUnavailable, ReadOnlyHttpClient
+from resolver.readonly_http import HttpUnavailable, ReadOnlyHttpClient, TlsSettings
 from resolver.receipts import MAX_RAW_RECEIPT_BYTES, KeyRing, receipt_finding
 
 NAME = "http_receipt"
@@ -55,12 +56,37 @@ class HttpReceiptSettings(BaseModel):
     timeout_seconds: float = Field(
         default=5.0, gt=0, le=60, description="use a number of seconds in (0, 60]"
     )
+    max_in_flight: int = Field(
+        default=16,
+        ge=1,
+        le=256,
+        description="use 1..256 requests at once per replica (divide the service's budget by "
+        "the replica count)",
+    )
+    max_requests_per_second: float = Field(
+        default=100.0,
+        gt=0,
+        le=100_000,
+        description="use a positive rate per replica (the service's budget over the replica count)",
+    )
+    ca_bundle: Path | None = Field(
+        default=None, description="give the path of a PEM file with the CAs to trust"
+    )
+    client_cert: Path | None = Field(
+        default=None, description="give the path of the PEM client certificate (mutual TLS)"
+    )
+    client_key: Path | None = Field(
+        default=None, description="give the path of the client certificate's PEM key"
+    )
 
     @model_validator(mode="after")
     def _one_token_source(self) -> HttpReceiptSettings:
         if (self.token_env is None) == (self.token_file is None):
             raise ValueError("set exactly one of token_env or token_file (never the token itself)")
         return self
+
+    def tls(self) -> TlsSettings:
+        return TlsSettings(self.ca_bundle, self.client_cert, self.client_key)
 
     def read_token(self, environ: Mapping[str, str] | None = None) -> str:
         env = os.environ if environ is None else environ
@@ -80,7 +106,8 @@ class HttpReceiptSettings(BaseModel):
 
 
 class HttpReceiptProvider:
-    """One GET per dispatch; the reconciler runs them concurrently under the timeout."""
+    """One GET per dispatch; the reconciler runs them concurrently under the timeout, and
+    the client's caps bound how hard they hit the service."""
 
     capability = Capability.AUTOMATIC
 
@@ -118,6 +145,10 @@ class HttpReceiptProvider:
             return _CONFLICT
         return receipt_finding(reply.body, identity, self._keys, source=NAME)
 
+    def close(self) -> None:
+        """Close the pooled connections (the registry calls this at shutdown)."""
+        self._client.close()
+
 
 def create(settings: Mapping[str, Any]) -> HttpReceiptProvider:
     """The `resolver.providers` entry point: settings from the YAML config."""
@@ -132,5 +163,8 @@ def create(settings: Mapping[str, Any]) -> HttpReceiptProvider:
         timeout_seconds=parsed.timeout_seconds,
         max_body_bytes=MAX_RAW_RECEIPT_BYTES,
         headers={"Authorization": f"Bearer {parsed.read_token()}"},
+        tls=parsed.tls(),
+        max_in_flight=parsed.max_in_flight,
+        max_requests_per_second=parsed.max_requests_per_second,
     )
     return HttpReceiptProvider(client, keys, parsed.timeout_seconds)

@@ -57,6 +57,8 @@ def configure_logging(level: str = "INFO") -> None:
     logging.getLogger("alembic").setLevel(logging.WARNING)
     # The pool's reconnect chatter would repeat what StorageUnavailable already reports.
     logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
+    # urllib3 logs pool chatter per request: per-item noise (the provider logs what matters).
+    logging.getLogger("urllib3").setLevel(logging.WARNING)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

@@ -33,7 +33,12 @@ class EvidenceProvider(Protocol):
 
 @runtime_checkable
 class PageEvidenceProvider(EvidenceProvider, Protocol):
-    """A provider that answers a whole page in one round trip (e.g. one query)."""
+    """A provider that answers a whole page in one round trip (e.g. one query).
+
+    One that sets `bounds_own_time = True` promises never to take longer than its
+    `timeout_seconds` (every wait it makes is bounded so): the reconciler then calls it on
+    the cycle's own thread instead of handing the page to its thread pool.
+    """
 
     def inspect_page(self, identities: Sequence[DispatchIdentity]) -> Mapping[str, Finding]: ...
 
@@ -69,12 +74,22 @@ def discover_factories() -> dict[str, ProviderFactory]:
     return {ep.name: ep.load() for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
+def _registered() -> dict[str, Callable[[], ProviderFactory]]:
+    # Loaded on use only: a replica imports the providers it is configured with (an HTTP
+    # client stack, say), not every installed one, at start-up.
+    return {ep.name: ep.load for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def _given(factory: ProviderFactory) -> Callable[[], ProviderFactory]:
+    return lambda: factory
+
+
 def build_registry(
     action_types: Mapping[str, Mapping[str, Any]],
     factories: Mapping[str, ProviderFactory] | None = None,
 ) -> ProviderRegistry:
     """Instantiate one provider per configured action type; unknown names fail start-up."""
-    known = dict(discover_factories() if factories is None else factories)
+    known = _registered() if factories is None else {n: _given(f) for n, f in factories.items()}
     providers: dict[str, EvidenceProvider] = {}
     names: dict[str, str] = {}
     for action_type, raw in action_types.items():
@@ -86,7 +101,7 @@ def build_registry(
                 f"choose one of {sorted(known)} or install the package that provides it"
             )
         try:
-            providers[action_type] = known[name](settings)
+            providers[action_type] = known[name]()(settings)
         except ConfigError as exc:
             raise ConfigError(f"action_types.{action_type}: {exc}") from exc
         names[action_type] = name

@@ -17,6 +17,7 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +131,8 @@ class KeyRing:
         secret = self.keys.get(kid)
         if secret is None:
             raise _reject(RejectReason.UNKNOWN_KID, "the receipt's kid is not in the key ring")
-        return hmac.new(secret, body, hashlib.sha256).hexdigest()
+        # One call into OpenSSL (hmac.digest), not a Python HMAC object per receipt.
+        return hmac.digest(secret, body, "sha256").hex()
 
     @property
     def current_kid(self) -> str:
@@ -312,14 +314,13 @@ def verify_receipt(
         raise _reject(RejectReason.TOO_LARGE, f"receipt is over {max_raw_bytes} bytes")
     receipt = parse_receipt_json(data)
     try:
-        canonical = encode_receipt(receipt)
+        canonical = _encode_parsed(receipt)
     except UnicodeEncodeError:  # an escaped lone surrogate ("\ud800") is not UTF-8 text
         raise _reject(RejectReason.NOT_JSON, "receipt holds text that is not UTF-8") from None
     if len(canonical) > MAX_RECEIPT_BYTES:
         raise _reject(RejectReason.TOO_LARGE, f"receipt is over {MAX_RECEIPT_BYTES} bytes")
     _check_shape(receipt, signed=True)
-    unsigned = {k: v for k, v in receipt.items() if k != "sig"}
-    keys.check(receipt["kid"], encode_receipt(unsigned), receipt["sig"])
+    keys.check(receipt["kid"], _unsigned_form(canonical, receipt), receipt["sig"])
     _check_binding(receipt, identity)
     return VerifiedReceipt(
         outcome=Outcome(receipt["outcome"]),
@@ -328,6 +329,32 @@ def verify_receipt(
         kid=receipt["kid"],
         evidence_digest=hashlib.sha256(canonical).hexdigest(),
     )
+
+
+# The canonical encoder of canonical_json, for values parse_receipt_json produced: that
+# parser already refused floats, NaN and non-string keys, so the walk looking for them
+# (domain._reject_floats) would find nothing.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
+
+def _encode_parsed(receipt: Mapping[str, Any]) -> bytes:
+    return _CANONICAL.encode(receipt).encode("utf-8")
+
+
+def _unsigned_form(canonical: bytes, receipt: Mapping[str, Any]) -> bytes:
+    """The canonical form without `sig`, cut out of the signed one instead of encoded again.
+
+    Keys are sorted and `sig` is neither first nor last (`started_at_ms` and `v` follow it),
+    so the signed form holds `"sig":"<hex>",` exactly once, at the top level: a quote inside
+    a string value is always escaped, so that byte sequence cannot occur elsewhere. The
+    shape check has already made `sig` lowercase hex. Anything else: encode again.
+    """
+    segment = b'"sig":"' + receipt["sig"].encode("ascii") + b'",'
+    if canonical.count(segment) == 1:
+        return canonical.replace(segment, b"", 1)
+    return _encode_parsed({k: v for k, v in receipt.items() if k != "sig"})
 
 
 def receipt_finding(
@@ -351,12 +378,7 @@ def receipt_finding(
 def parse_receipt_json(data: bytes) -> dict[str, Any]:
     """Strict JSON: UTF-8, one object, no duplicate keys, no floats, NaN or Infinity."""
     try:
-        value = json.loads(
-            data.decode("utf-8"),
-            object_pairs_hook=_object_without_duplicates,
-            parse_float=_refuse_float,
-            parse_constant=_refuse_float,
-        )
+        value = _strict_decoder().decode(data.decode("utf-8"))
     except ReceiptRejected:
         raise
     except (ValueError, RecursionError):
@@ -365,6 +387,16 @@ def parse_receipt_json(data: bytes) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise _reject(RejectReason.NOT_OBJECT, "receipt is not a JSON object")
     return value
+
+
+@cache
+def _strict_decoder() -> json.JSONDecoder:
+    # One decoder for every receipt: json.loads with hooks builds a new one per call.
+    return json.JSONDecoder(
+        object_pairs_hook=_object_without_duplicates,
+        parse_float=_refuse_float,
+        parse_constant=_refuse_float,
+    )
 
 
 def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ALL_COMPLETED, Future, ThreadPoolExecutor, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
@@ -106,6 +106,8 @@ class Reconciler:
 
         A page provider gets one call for its items; any other provider one call per item,
         all concurrent. Each call waits at most the provider's timeout from the same start.
+        A page provider that bounds its own time (`bounds_own_time`) runs on this thread,
+        with no hand-off to the pool and back, while the pooled calls run.
         """
         t0 = self._clock()
         findings: dict[str, Finding] = {}
@@ -120,9 +122,13 @@ class Reconciler:
                 batches.setdefault(id(provider), (provider, []))[1].append(item.identity)
         self._events.inspecting(items)
         pending: list[_Pending] = []
+        here: list[_Pending] = []
         for provider, identities in batches.values():
             label = self._provider_label(identities[0].action_type)
             if isinstance(provider, PageEvidenceProvider):
+                if getattr(provider, "bounds_own_time", False) is True:
+                    here.append(_Pending(provider, label, identities, Future()))
+                    continue
                 future = self._pool.submit(_ask_page, provider, identities)
                 pending.append(_Pending(provider, label, identities, future))
             else:
@@ -131,8 +137,11 @@ class Reconciler:
                     for i in identities
                 )
         started = self._clock()
+        for call in here:  # while the pooled calls run
+            _run_here(call.future, call.provider, call.identities)
+        self._await_all(pending, started)
         calls: list[ProviderCall] = []
-        for call in pending:
+        for call in [*here, *pending]:
             timeout = call.provider.timeout_seconds or self._settings.default_timeout_seconds
             remaining = max(0.0, started + timeout - self._clock())
             done = call.collect(remaining, started, self._clock)
@@ -140,6 +149,22 @@ class Reconciler:
             findings.update(done.findings)
         self._events.inspected(InspectedPage(findings, calls, unsupported, self._clock() - t0))
         return findings
+
+    def _await_all(self, pending: Sequence[_Pending], started: float) -> None:
+        """Wait for the pooled calls with one wake-up when all have answered (not one per
+        call), none past its own provider's timeout from the common start."""
+        default = self._settings.default_timeout_seconds
+        deadline = {id(c): started + (c.provider.timeout_seconds or default) for c in pending}
+        waiting = [c for c in pending if not c.future.done()]
+        while waiting:
+            soonest = min(deadline[id(c)] for c in waiting)
+            wait(
+                [c.future for c in waiting],
+                timeout=max(0.0, soonest - self._clock()),
+                return_when=ALL_COMPLETED,
+            )
+            now = self._clock()
+            waiting = [c for c in waiting if not c.future.done() and deadline[id(c)] > now]
 
     def _provider_label(self, action_type: str) -> str:
         """The configured provider name of an action type, for metrics, spans and logs."""
@@ -215,6 +240,17 @@ def _timed(ask: Callable[[], Mapping[str, Finding]]) -> _Answer:
     started_ns, t0 = time.time_ns(), time.monotonic()
     findings = ask()
     return _Answer(findings, started_ns, time.monotonic() - t0)
+
+
+def _run_here(
+    future: Future[_Answer], provider: EvidenceProvider, identities: list[DispatchIdentity]
+) -> None:
+    """Run a page call on the caller's thread into a future, as the pool would have."""
+    assert isinstance(provider, PageEvidenceProvider)
+    try:
+        future.set_result(_ask_page(provider, identities))
+    except Exception as exc:  # collected as `error`, like a pooled call's
+        future.set_exception(exc)
 
 
 def _ask_page(provider: PageEvidenceProvider, identities: list[DispatchIdentity]) -> _Answer:

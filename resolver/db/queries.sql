@@ -4,6 +4,10 @@
 -- Global lock order: execution row, then control row, then inserts. The claim locks
 -- controls only and never waits (SKIP LOCKED).
 
+-- name: schema_revision
+-- The Alembic revision the schema is at (start-up and readiness checks).
+SELECT version_num FROM alembic_version;
+
 -- name: ping
 SELECT 1;
 

@@ -47,6 +47,14 @@ class ReadOnlyDatabase:
                 open=False,
                 kwargs={
                     "connect_timeout": max(1, int(timeout_seconds)),
+                    # A silent network (no RST, no FIN) must not hold a read past the
+                    # timeout either: the kernel gives up on unacknowledged data after
+                    # tcp_user_timeout, and keepalives notice a peer that went away.
+                    "tcp_user_timeout": max(1, int(timeout_seconds * 1000)),
+                    "keepalives": 1,
+                    "keepalives_idle": max(1, int(timeout_seconds)),
+                    "keepalives_interval": 1,
+                    "keepalives_count": 3,
                     "application_name": application_name[:63],
                     "options": (
                         "-c default_transaction_read_only=on "

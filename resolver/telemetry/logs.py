@@ -9,15 +9,21 @@ from resolver.errors import StorageUnavailable
 from resolver.events import CycleEvents, CycleReport, InspectedPage, outcome_label
 from resolver.ports import CommitReport, ItemOutcome
 
+# Outcomes an operator acts on keep a line of their own at info; the others are listed by
+# dispatch id in the page's `recovery_cycle` line, with a line each at debug.
+ATTENTION_OUTCOMES = frozenset({"manual", "fence_rejected"})
+
 
 class CycleLog(CycleEvents):
-    """Provider failures, one `recovery_outcome` line per committed item (the audit trail an
-    operator greps by dispatch id), one `recovery_cycle` summary, storage retries."""
+    """Provider failures, one `recovery_cycle` line per page naming every dispatch id by
+    outcome (the audit trail an operator greps by dispatch id), a `recovery_outcome` line
+    per item that needs a human or lost its fence (every item at debug), storage retries."""
 
     def __init__(self, logger: Any) -> None:
         self._root = logger
         self._log = logger
         self._owner: str | None = None
+        self._page: dict[str, list[str]] = {}
 
     def cycle_started(self, owner: str) -> None:
         if owner != self._owner:  # bound once per replica, not per cycle
@@ -37,16 +43,21 @@ class CycleLog(CycleEvents):
     def committed(
         self, outcomes: Sequence[ItemOutcome], report: CommitReport, seconds: float
     ) -> None:
+        page: dict[str, list[str]] = {}
         for outcome in outcomes:
             identity = outcome.item.identity
-            self._log.info(
+            label = outcome_label(outcome, report)
+            page.setdefault(label, []).append(identity.dispatch_id)
+            line = self._log.info if label in ATTENTION_OUTCOMES else self._log.debug
+            line(
                 "recovery_outcome",
                 dispatch_id=identity.dispatch_id,
                 action_type=identity.action_type,
                 finding=outcome.finding.kind.value,
-                outcome=outcome_label(outcome, report),
+                outcome=label,
                 committed=identity.dispatch_id in report.accepted,
             )
+        self._page = page
 
     def cycle_completed(self, report: CycleReport, seconds: float) -> None:
         if report.findings:  # a page was inspected and committed
@@ -56,7 +67,9 @@ class CycleLog(CycleEvents):
                 accepted=len(report.accepted),
                 rejected=len(report.rejected),
                 findings={kind.value: n for kind, n in report.findings.items()},
+                dispatch_ids=self._page,
             )
+        self._page = {}
 
     def storage_retry(self, error: StorageUnavailable, failures: int, delay_seconds: float) -> None:
         self._log.warning(

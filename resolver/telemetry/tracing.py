@@ -7,11 +7,9 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from opentelemetry.context import Context
-from opentelemetry.sdk.resources import SERVICE_INSTANCE_ID, SERVICE_NAME, SERVICE_VERSION, Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 from opentelemetry.trace import NoOpTracer, Span, Status, StatusCode, Tracer, set_span_in_context
 
 from resolver import __version__
@@ -19,6 +17,9 @@ from resolver.domain import ClaimedItem
 from resolver.errors import ConfigError
 from resolver.events import CycleEvents, CycleReport, InspectedPage, Stage
 from resolver.ports import CommitReport, ItemOutcome
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 DEFAULT_SERVICE_NAME = "approved-action-resolver"
 TRACER_NAME = "resolver"
@@ -69,6 +70,17 @@ def tracing_from_env(replica_id: str) -> Tracing:
     names = exporters_requested(env)
     if not names:
         return Tracing()
+    # The SDK is imported only when tracing is on: a replica without OTEL_* skips its
+    # import at start-up.
+    from opentelemetry.sdk.resources import (
+        SERVICE_INSTANCE_ID,
+        SERVICE_NAME,
+        SERVICE_VERSION,
+        Resource,
+    )
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
     exporters = [_exporter(name, env) for name in names]
     attributes = {SERVICE_INSTANCE_ID: replica_id, SERVICE_VERSION: __version__}
     if not env.get("OTEL_SERVICE_NAME"):
@@ -82,6 +94,8 @@ def tracing_from_env(replica_id: str) -> Tracing:
 
 def _exporter(name: str, environ: Mapping[str, str]) -> SpanExporter:
     if name == "console":
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
         return ConsoleSpanExporter()
     protocol = (
         environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")

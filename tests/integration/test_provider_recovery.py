@@ -16,7 +16,14 @@ from providers.package_install import PackageInstallProvider
 from providers.run_create import RunCreateProvider
 from resolver.db.readonly import ReadOnlyDatabase
 from resolver.db.repository import PostgresStore
-from resolver.domain import Completion, DispatchIdentity, ExecutionLease, Outcome, canonical_json
+from resolver.domain import (
+    Completion,
+    DispatchIdentity,
+    ExecutionLease,
+    FindingKind,
+    Outcome,
+    canonical_json,
+)
 from resolver.errors import FenceConflict
 from resolver.evidence import ProviderRegistry
 from resolver.execution import CompletionResult
@@ -248,3 +255,79 @@ def test_sql_providers_answer_a_page_with_one_query(
     finally:
         db.close()
     assert report.claimed == 12 and db.fetches == 1
+
+
+def test_a_slow_receipt_times_out_alone_and_the_page_commits_the_rest(
+    world: World, store: PostgresStore, sql: SQL, receipt_server: ReceiptServer
+) -> None:
+    leases = [world.started("payments.charge") for _ in range(4)]
+    identities = [identity(world, lease) for lease in leases]
+    for i in identities:
+        receipt_server.plant(
+            i.idempotency_key, 200, canonical_json(signed(i, KEYS, Scenario.SUCCEEDED))
+        )
+    slow = identities[0]
+    receipt_server.hold_keys.add(slow.idempotency_key)  # answered only when the server stops
+    client = ReadOnlyHttpClient(receipt_server.base_url, timeout_seconds=0.5, max_body_bytes=8192)
+    registry = ProviderRegistry({"payments.charge": HttpReceiptProvider(client, KEYS, 0.5)})
+    try:
+        report = reconciler(store, registry).run_cycle(now_ms=AFTER)
+    finally:
+        registry.close()
+    # The cycle returned while the slow request was still held by the server: it waited for
+    # the provider's timeout, not for the slowest answer.
+    assert not receipt_server.release.is_set()
+    assert report.accepted == {i.dispatch_id for i in identities}  # every item committed
+    assert report.findings == {FindingKind.VERIFIED_SUCCEEDED: 3, FindingKind.UNAVAILABLE: 1}
+    for i in identities[1:]:
+        assert settled(sql, i.dispatch_id) == ("succeeded", "resolved", "verified_succeeded")
+    assert settled(sql, slow.dispatch_id) == ("executing", "armed", "unavailable")
+
+
+class ThreadNoting(InternalMutationProvider):
+    """The real provider, noting which thread answers and able to fail on demand."""
+
+    threads: list[str]
+    fail = False
+
+    def inspect_page(self, identities: Any) -> Any:
+        import threading
+
+        self.threads.append(threading.current_thread().name)
+        if self.fail:
+            raise RuntimeError("provider bug")
+        return super().inspect_page(identities)
+
+
+@pytest.mark.parametrize("bounded", [True, False])
+def test_a_page_provider_that_bounds_its_own_time_runs_on_the_cycle_thread(
+    world: World, store: PostgresStore, sql: SQL, readonly: ReadOnlyDatabase, bounded: bool
+) -> None:
+    import threading
+
+    leases = world.crashed(3, action_type="db.mutation")
+    provider = ThreadNoting(readonly, KEYS, 2)
+    provider.threads = []
+    if not bounded:
+        provider.bounds_own_time = False  # type: ignore[misc]
+    report = reconciler(store, ProviderRegistry({"db.mutation": provider})).run_cycle(
+        now_ms=AFTER
+    )
+    assert report.claimed == 3
+    on_cycle_thread = provider.threads == [threading.current_thread().name]
+    assert on_cycle_thread is bounded
+    for lease in leases:
+        assert settled(sql, lease.dispatch_id) == ("executing", "armed", "missing")
+
+
+def test_a_failing_inline_page_provider_is_unavailable_and_the_page_commits(
+    world: World, store: PostgresStore, sql: SQL, readonly: ReadOnlyDatabase
+) -> None:
+    (lease,) = world.crashed(1, action_type="db.mutation")
+    provider = ThreadNoting(readonly, KEYS, 2)
+    provider.threads, provider.fail = [], True
+    report = reconciler(store, ProviderRegistry({"db.mutation": provider})).run_cycle(
+        now_ms=AFTER
+    )
+    assert report.accepted == {lease.dispatch_id}
+    assert settled(sql, lease.dispatch_id) == ("executing", "armed", "unavailable")

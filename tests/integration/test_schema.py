@@ -99,3 +99,23 @@ def test_every_fact_table_has_its_insert_only_trigger(sql: SQL, table: str) -> N
         table,
     )
     assert rows, f"{table} accepts UPDATE/DELETE"
+
+
+def test_revision_graph_read_from_the_files_is_alembics() -> None:
+    from resolver.db import migrate
+
+    assert migrate.revision_graph() == migrate._alembic_graph()
+    assert migrate.head_revision() == migrate._scripts().get_current_head()
+
+
+def test_resolver_run_start_up_imports_no_alembic_sqlalchemy_or_web_stack() -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, resolver.cli, resolver.db.migrate as m; m.head_revision(); "
+        "print(sorted({n.split('.')[0] for n in sys.modules} & "
+        "{'alembic', 'sqlalchemy', 'fastapi', 'starlette', 'uvicorn', 'jwt'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

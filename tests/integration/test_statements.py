@@ -63,8 +63,10 @@ def test_statement_parses_and_plans(database_url: str, name: str) -> None:
 def test_every_statement_is_used_by_the_repository() -> None:
     from pathlib import Path
 
+    import resolver.db.migrate as migrate
     import resolver.db.repository as repo
 
-    source = Path(repo.__file__).read_text()
+    # The repository runs them all but the schema's revision, which migrate reads.
+    source = Path(repo.__file__).read_text() + Path(migrate.__file__).read_text()
     unused = [name for name in all_statements() if f'"{name}"' not in source]
     assert unused == []

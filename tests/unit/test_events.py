@@ -69,3 +69,55 @@ def test_the_reconciler_holds_the_algorithm_only() -> None:
     }
     for word in ("history", "crash", "tracer", "log", "logger", "span", "observer"):
         assert not {n for n in names if word in n.lower()}, word
+
+
+def test_cycle_log_names_every_dispatch_once_per_page_and_keeps_a_line_for_what_needs_a_human() -> (
+    None
+):
+    import structlog
+    from structlog.testing import capture_logs
+
+    from resolver.domain import ClaimedItem, DispatchIdentity, Finding, FindingKind, Outcome
+    from resolver.events import CycleReport
+    from resolver.ports import CommitReport, ItemOutcome
+    from resolver.telemetry.logs import CycleLog
+
+    def outcome(dispatch_id: str, finding: Finding) -> ItemOutcome:
+        identity = DispatchIdentity(
+            schema_version=1,
+            dispatch_id=dispatch_id,
+            approval_request_id="ar",
+            project_id="p",
+            action_type="t",
+            action_digest="0" * 64,
+            attempt=1,
+            started_at_ms=1,
+            idempotency_key=f"k-{dispatch_id}",
+        )
+        return ItemOutcome(ClaimedItem(identity, "tok", 1, 2, 0), finding, 1000, f"m-{dispatch_id}")
+
+    outcomes = [
+        outcome("d-ok", Finding.verified(Outcome.SUCCEEDED, "a" * 64, "ok")),
+        outcome("d-retry", Finding(FindingKind.MISSING)),
+        outcome("d-manual", Finding(FindingKind.CONFLICT)),
+        outcome("d-lost", Finding(FindingKind.MISSING)),
+    ]
+    report = CommitReport(frozenset({"d-ok", "d-retry", "d-manual"}), frozenset({"d-lost"}))
+    cycle = CycleReport(page_size=16, claimed=4, accepted=report.accepted, rejected=report.rejected)
+    cycle.findings.update(o.finding.kind for o in outcomes)
+    log = CycleLog(structlog.get_logger())
+    with capture_logs() as lines:
+        log.committed(outcomes, report, 0.01)
+        log.cycle_completed(cycle, 0.02)
+    per_item = {line["dispatch_id"]: line for line in lines if line["event"] == "recovery_outcome"}
+    assert {d for d, line in per_item.items() if line["log_level"] == "info"} == {
+        "d-manual",
+        "d-lost",
+    }
+    (page,) = [line for line in lines if line["event"] == "recovery_cycle"]
+    assert page["dispatch_ids"] == {
+        "resolved_succeeded": ["d-ok"],
+        "retry": ["d-retry"],
+        "manual": ["d-manual"],
+        "fence_rejected": ["d-lost"],
+    }

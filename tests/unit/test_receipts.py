@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 import structlog
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from resolver.domain import DispatchIdentity, FindingKind, Outcome, action_digest, canonical_json
 from resolver.errors import ConfigError, ReceiptRejected
@@ -293,3 +295,36 @@ def test_a_verifier_without_keys_fails_at_start() -> None:
 def test_signing_needs_a_current_kid() -> None:
     with pytest.raises(ConfigError, match="RESOLVER_RECEIPT_SIGNING_KID"):
         _ = KeyRing({"k1": b"\x01" * 32}).current_kid
+
+
+@given(
+    text=st.text(min_size=1, max_size=40),
+    sig=st.from_regex(r"\A[0-9a-f]{64}\Z", fullmatch=True),
+)
+@settings(max_examples=300, deadline=None)
+def test_unsigned_form_cut_from_the_signed_one_equals_encoding_it_again(
+    text: str, sig: str
+) -> None:
+    from resolver import receipts
+
+    # Any text in the identity fields, including quotes and a forged `"sig":"...",`.
+    receipt = {
+        "v": 1,
+        "dispatch_id": text,
+        "approval_request_id": f'","sig":"{sig}",',
+        "project_id": text[::-1],
+        "action_type": "t",
+        "action_digest": "a" * 64,
+        "attempt": 1,
+        "started_at_ms": 1,
+        "idempotency_key": f'\\"sig\\":"{sig}"',
+        "outcome": "succeeded",
+        "result_code": "ok",
+        "finished_at_ms": 2,
+        "receipt_identity_digest": "b" * 64,
+        "kid": "k",
+        "sig": sig,
+    }
+    canonical = canonical_json(receipt)
+    unsigned = canonical_json({k: v for k, v in receipt.items() if k != "sig"})
+    assert receipts._unsigned_form(canonical, receipt) == unsigned
