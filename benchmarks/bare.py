@@ -43,10 +43,10 @@ def drain(url: str, page_size: int, owner: str) -> ProcessStats:
                 continue
             ids = [r["dispatch_id"] for r in rows]
             versions = [r["execution_version"] for r in rows]
+            # Controls first: a statement that settles an execution must find its control
+            # closed (migration 0004's settled-closed trigger). Only bare drainers run, each
+            # on the rows it claimed, so the reversed lock order cannot deadlock here.
             with conn.pipeline(), conn.transaction():
-                conn.execute(
-                    sql.BARE_COMMIT_EXECUTIONS, {"ids": ids, "execution_versions": versions}
-                )
                 conn.execute(
                     sql.BARE_COMMIT_CONTROLS,
                     {
@@ -54,6 +54,9 @@ def drain(url: str, page_size: int, owner: str) -> ProcessStats:
                         "tokens": [r["recovery_token"] for r in rows],
                         "recovery_versions": [r["recovery_version"] for r in rows],
                     },
+                )
+                conn.execute(
+                    sql.BARE_COMMIT_EXECUTIONS, {"ids": ids, "execution_versions": versions}
                 )
                 conn.execute(
                     sql.BARE_COMMIT_RESOLUTIONS, {"ids": ids, "execution_versions": versions}

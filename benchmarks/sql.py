@@ -1,7 +1,10 @@
 """The benchmark's own SQL: set-based seeding, the bare loop's page commit, measurements.
 
-Seeding writes rows the way an executor in another language would (plain SQL against the
-public schema, docs/schema.md); the resolver's runtime SQL stays in resolver/db/queries.sql.
+Seeding is set-based plain SQL run as the table owner, on purpose: executors go through the
+protocol functions (docs/executor-protocol.md), one call per transition, which would make
+seeding 100,000 rows cost minutes; these INSERTs write rows exactly as those functions leave
+them (armed controls in step with their executions), so the state-machine triggers accept
+them. The resolver's runtime SQL stays in resolver/db/queries.sql.
 """
 
 from __future__ import annotations

@@ -20,11 +20,10 @@ from typing import Any, LiteralString
 
 import psycopg
 from psycopg.pq import TransactionStatus
-from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
 
 from providers._sql import SqlPageProvider, SqlSourceSettings
 from resolver.db.readonly import ReadOnlyDatabase
+from resolver.db.repository import receipt_identity, receipt_write
 from resolver.domain import (
     DispatchIdentity,
     ExecutionLease,
@@ -33,7 +32,7 @@ from resolver.domain import (
     Outcome,
     sha256_hex,
 )
-from resolver.errors import FenceConflict, StorageUnavailable
+from resolver.errors import StorageUnavailable
 from resolver.evidence import parse_provider_settings
 from resolver.receipts import KeyRing, encode_receipt, receipt_finding, sign_receipt
 
@@ -43,23 +42,6 @@ SELECT_RECEIPTS: LiteralString = """
 SELECT dispatch_id, receipt::text AS receipt
 FROM action_receipts
 WHERE dispatch_id = ANY(%(dispatch_ids)s::text[])
-"""
-
-# Writer side: the identity comes from the authoritative rows, under the executor's fence.
-# FOR SHARE keeps a resolver or a human from settling the execution until this commits.
-LOCK_EXECUTING_IDENTITY: LiteralString = """
-SELECT d.schema_version, d.dispatch_id, d.approval_request_id, d.project_id, d.action_type,
-       d.action_digest, d.idempotency_key, e.attempt, e.started_at_ms,
-       (extract(epoch from clock_timestamp()) * 1000)::bigint AS db_now_ms
-FROM approved_action_executions AS e
-JOIN approved_action_dispatches AS d USING (dispatch_id)
-WHERE e.dispatch_id = %(dispatch_id)s AND e.owner = %(owner)s AND e.token = %(token)s
-  AND e.version = %(version)s AND e.state = 'executing'
-FOR SHARE OF e
-"""
-
-INSERT_RECEIPT: LiteralString = """
-INSERT INTO action_receipts (dispatch_id, receipt) VALUES (%(dispatch_id)s, %(receipt)s)
 """
 
 _MISSING = Finding(FindingKind.MISSING)
@@ -121,24 +103,13 @@ def write_receipt(
 ) -> WrittenReceipt:
     """Sign and insert the receipt inside the caller's transaction (the mutation's own).
 
-    Fenced on the executor's lease: if the execution is no longer `executing` under this
-    owner/token/version, `FenceConflict` is raised and the caller must roll back its mutation.
+    Both steps are protocol functions fenced on the executor's lease
+    (`resolver_receipt_identity`, `resolver_receipt_write`): if the execution is no longer
+    `executing` under this owner/token/version, `FenceConflict` is raised and the caller must
+    roll back its mutation.
     """
     _require_open_transaction(conn)
-    with conn.cursor(row_factory=dict_row) as cur:
-        row = cur.execute(
-            LOCK_EXECUTING_IDENTITY,
-            {
-                "dispatch_id": lease.dispatch_id,
-                "owner": lease.owner,
-                "token": lease.token,
-                "version": lease.version,
-            },
-        ).fetchone()
-    if row is None:
-        raise FenceConflict(
-            f"dispatch {lease.dispatch_id!r} is not executing under this lease; roll back"
-        )
+    row = dict(receipt_identity(conn, lease))
     now_ms = row.pop("db_now_ms")
     receipt = sign_receipt(
         DispatchIdentity(**row),
@@ -148,15 +119,8 @@ def write_receipt(
         receipt_id=receipt_id,
         keys=keys,
     )
-    insert_receipt(conn, receipt)
+    receipt_write(conn, lease, receipt)
     return WrittenReceipt(receipt, sha256_hex(encode_receipt(receipt)))
-
-
-def insert_receipt(conn: psycopg.Connection[Any], receipt: Mapping[str, Any]) -> None:
-    """Insert an already signed receipt v1 in the caller's transaction (no checks here:
-    the provider verifies everything when it reads)."""
-    _require_open_transaction(conn)
-    conn.execute(INSERT_RECEIPT, {"dispatch_id": receipt["dispatch_id"], "receipt": Jsonb(receipt)})
 
 
 def _require_open_transaction(conn: psycopg.Connection[Any]) -> None:

@@ -172,27 +172,33 @@ class RecoveryStore(Protocol):
 
 
 class ExecutionStore(Protocol):
-    """What the executor API needs from storage."""
+    """What the executor API needs from storage: one call per protocol function.
 
-    def insert_dispatch(self, spec: DispatchSpec) -> bool: ...
+    Every transition raises its typed refusal (`FenceConflict`, `LeaseLost`, `NotLeasable`,
+    `NotFound`, `InvalidDispatch`) decided inside the database (docs/executor-protocol.md).
+    """
 
-    def get_dispatch(self, dispatch_id: str, idempotency_key: str) -> DispatchSpec | None: ...
+    def create_dispatch(self, spec: DispatchSpec) -> bool:
+        """True if recorded now, False for an exact re-create."""
+        ...
 
     def lease_execution(
         self, dispatch_id: str, owner: str, lease_ms: int, now_ms: int | None = None
-    ) -> ExecutionLease | None: ...
+    ) -> ExecutionLease: ...
 
     def start_execution(
         self, lease: ExecutionLease, lease_ms: int, now_ms: int | None = None
-    ) -> ExecutionLease | None: ...
+    ) -> ExecutionLease: ...
 
     def renew_execution(
         self, lease: ExecutionLease, lease_ms: int, now_ms: int | None = None
-    ) -> ExecutionLease | None: ...
+    ) -> ExecutionLease: ...
 
     def complete_execution(
         self, lease: ExecutionLease, completion: Completion, now_ms: int | None = None
-    ) -> bool: ...
+    ) -> bool:
+        """True if this call committed the terminal state, False for an exact replay."""
+        ...
 
     def get_execution(
         self, dispatch_id: str, now_ms: int | None = None

@@ -11,16 +11,41 @@
 
 SET search_path = resolver;
 
--- Dispatches are immutable identities: the resolver reads them, executors create them.
+-- Dispatches are immutable identities: the resolver reads them. Executors create them only
+-- through resolver_dispatch_create (below) and read them.
 GRANT SELECT ON approved_action_dispatches TO resolver_runtime;
-GRANT SELECT, INSERT ON approved_action_dispatches TO resolver_executor;
+GRANT SELECT ON approved_action_dispatches TO resolver_executor;
+REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON approved_action_dispatches FROM resolver_executor;
 
 -- Executions and recovery controls are versioned rows: the resolver claims and commits
--- (SELECT ... FOR UPDATE needs UPDATE); executors also create them (lease, start barrier).
+-- (SELECT ... FOR UPDATE needs UPDATE). Executors write them only through the protocol
+-- functions (migration 0004), so they get SELECT and no write privilege at all; upgrading from
+-- an older grants.sql revokes what it used to give.
 GRANT SELECT, UPDATE ON approved_action_executions TO resolver_runtime;
 GRANT SELECT, UPDATE ON approved_action_recovery_controls TO resolver_runtime;
-GRANT SELECT, INSERT, UPDATE ON approved_action_executions TO resolver_executor;
-GRANT SELECT, INSERT, UPDATE ON approved_action_recovery_controls TO resolver_executor;
+GRANT SELECT ON approved_action_executions, approved_action_recovery_controls TO resolver_executor;
+REVOKE INSERT, UPDATE, DELETE, TRUNCATE
+    ON approved_action_executions, approved_action_recovery_controls FROM resolver_executor;
+
+-- The executor protocol (migration 0004, docs/executor-protocol.md): SECURITY DEFINER
+-- functions that fence inside the database. Executable by the executor role only.
+DO $$
+DECLARE
+    fn regprocedure;
+BEGIN
+    FOR fn IN
+        SELECT p.oid::regprocedure FROM pg_proc AS p
+        WHERE p.pronamespace = 'resolver'::regnamespace
+          AND p.proname IN ('resolver_dispatch_create', 'resolver_execution_lease',
+                            'resolver_execution_start', 'resolver_execution_renew',
+                            'resolver_execution_complete', 'resolver_receipt_identity',
+                            'resolver_receipt_write')
+    LOOP
+        EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', fn);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO resolver_executor', fn);
+    END LOOP;
+END
+$$;
 
 -- Resolutions and authorization facts are insert-only (a trigger refuses UPDATE/DELETE as
 -- well). The identity columns need no sequence privilege.
@@ -40,7 +65,10 @@ REVOKE EXECUTE ON FUNCTION resolver_reject_mutation() FROM PUBLIC;
 
 -- Evidence of the built-in SQL providers (migration 0002): executors (and the platform's
 -- run service) write it in the same transaction as their side effect; providers only read.
-GRANT SELECT, INSERT ON action_receipts, package_install_records, package_install_targets, package_commit_markers TO resolver_executor;
+-- Internal receipts go through resolver_receipt_write (fenced on the executor's lease).
+GRANT SELECT ON action_receipts TO resolver_executor;
+REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON action_receipts FROM resolver_executor;
+GRANT SELECT, INSERT ON package_install_records, package_install_targets, package_commit_markers TO resolver_executor;
 GRANT SELECT, INSERT, UPDATE ON run_origin_facts TO resolver_executor;
 GRANT SELECT ON action_receipts, run_origin_facts, package_install_records, package_install_targets, package_commit_markers TO resolver_evidence_reader;
 

@@ -11,134 +11,56 @@ SELECT version_num FROM alembic_version;
 -- name: ping
 SELECT 1;
 
--- name: dispatch_insert
--- Immutable identity; ON CONFLICT lets an exact re-create be answered idempotently.
-INSERT INTO approved_action_dispatches (
-    dispatch_id, approval_request_id, project_id, action_type, action_digest,
-    idempotency_key, schema_version, supersedes_dispatch_id)
-VALUES (
-    %(dispatch_id)s, %(approval_request_id)s, %(project_id)s, %(action_type)s,
-    %(action_digest)s, %(idempotency_key)s, %(schema_version)s, %(supersedes_dispatch_id)s)
-ON CONFLICT DO NOTHING
-RETURNING dispatch_id;
-
--- name: dispatch_get
-SELECT dispatch_id, approval_request_id, project_id, action_type, action_digest,
-       idempotency_key, schema_version, supersedes_dispatch_id, created_at_ms
-FROM approved_action_dispatches
-WHERE dispatch_id = %(dispatch_id)s OR idempotency_key = %(idempotency_key)s
-ORDER BY dispatch_id = %(dispatch_id)s DESC
-LIMIT 1;
+-- name: dispatch_create
+-- The executor protocol (migration 0004, docs/executor-protocol.md): each transition is a
+-- fenced function on the database clock; a refusal raises SQLSTATE class RS.
+SELECT dispatch_id, created, created_at_ms
+FROM resolver_dispatch_create(
+    p_dispatch_id => %(dispatch_id)s, p_approval_request_id => %(approval_request_id)s,
+    p_project_id => %(project_id)s, p_action_type => %(action_type)s,
+    p_action_digest => %(action_digest)s, p_idempotency_key => %(idempotency_key)s,
+    p_schema_version => %(schema_version)s, p_supersedes_dispatch_id => %(supersedes_dispatch_id)s);
 
 -- name: execution_lease
--- First lease, or takeover of a `leased` execution whose lease expired (it never crossed the
--- barrier, so running it again is safe). An `executing` row is never leased again.
-INSERT INTO approved_action_executions AS e (
-    dispatch_id, state, owner, token, version, attempt, lease_expires_at_ms)
-SELECT %(dispatch_id)s, 'leased', %(owner)s, gen_random_uuid(), 1, 1,
-       resolver_now_ms(%(now_ms)s) + %(lease_ms)s
-ON CONFLICT (dispatch_id) DO UPDATE
-SET owner = EXCLUDED.owner,
-    token = EXCLUDED.token,
-    version = e.version + 1,
-    attempt = e.attempt + 1,
-    lease_expires_at_ms = EXCLUDED.lease_expires_at_ms
-WHERE e.state = 'leased'
-  AND e.lease_expires_at_ms <= EXCLUDED.lease_expires_at_ms - %(lease_ms)s
-RETURNING dispatch_id, owner, token::text, version, attempt, lease_expires_at_ms, state;
+SELECT dispatch_id, owner, token::text, version, attempt, lease_expires_at_ms, state
+FROM resolver_execution_lease(
+    p_dispatch_id => %(dispatch_id)s, p_owner => %(owner)s, p_lease_ms => %(lease_ms)s,
+    p_now_ms => %(now_ms)s);
 
 -- name: execution_start
--- The start barrier: leased -> executing and the recovery control armed, one statement.
-WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms),
-started AS (
-    UPDATE approved_action_executions AS e
-    SET state = 'executing',
-        version = e.version + 1,
-        started_at_ms = now.ms,
-        lease_expires_at_ms = now.ms + %(lease_ms)s
-    FROM now
-    WHERE e.dispatch_id = %(dispatch_id)s AND e.owner = %(owner)s AND e.token = %(token)s
-      AND e.version = %(version)s AND e.state = 'leased' AND e.lease_expires_at_ms > now.ms
-    RETURNING e.dispatch_id, e.owner, e.token, e.version, e.attempt, e.lease_expires_at_ms,
-              e.state, e.started_at_ms
-),
-armed AS (
-    INSERT INTO approved_action_recovery_controls (
-        dispatch_id, status, execution_version, next_scan_at_ms, armed_at_ms)
-    SELECT dispatch_id, 'armed', version, lease_expires_at_ms, started_at_ms FROM started
-    RETURNING dispatch_id
-)
-SELECT s.dispatch_id, s.owner, s.token::text, s.version, s.attempt, s.lease_expires_at_ms,
-       s.state
-FROM started AS s JOIN armed USING (dispatch_id);
+SELECT dispatch_id, owner, token::text, version, attempt, lease_expires_at_ms, state
+FROM resolver_execution_start(
+    p_dispatch_id => %(dispatch_id)s, p_owner => %(owner)s, p_token => %(token)s::uuid,
+    p_version => %(version)s, p_lease_ms => %(lease_ms)s, p_now_ms => %(now_ms)s);
 
 -- name: execution_renew
--- Extends the lease; for an executing row the control follows in the same statement:
--- new execution_version, recovery lease revoked (recovery_version+1), next scan pushed to
--- the new expiry, and a manual control re-armed (the executor is alive after all).
-WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms),
-renewed AS (
-    UPDATE approved_action_executions AS e
-    SET version = e.version + 1,
-        lease_expires_at_ms = now.ms + %(lease_ms)s
-    FROM now
-    WHERE e.dispatch_id = %(dispatch_id)s AND e.owner = %(owner)s AND e.token = %(token)s
-      AND e.version = %(version)s AND e.state IN ('leased', 'executing')
-    RETURNING e.dispatch_id, e.owner, e.token, e.version, e.attempt, e.lease_expires_at_ms,
-              e.state
-),
-rearmed AS (
-    UPDATE approved_action_recovery_controls AS c
-    SET execution_version = r.version,
-        status = 'armed',
-        manual_at_ms = NULL,
-        recovery_version = c.recovery_version + 1,
-        recovery_owner = NULL,
-        recovery_token = NULL,
-        recovery_lease_expires_at_ms = NULL,
-        next_scan_at_ms = r.lease_expires_at_ms
-    FROM renewed AS r
-    WHERE c.dispatch_id = r.dispatch_id AND c.status IN ('armed', 'manual')
-    RETURNING c.dispatch_id
-)
-SELECT r.dispatch_id, r.owner, r.token::text, r.version, r.attempt, r.lease_expires_at_ms,
-       r.state, (SELECT count(*) FROM rearmed) AS controls_rearmed
-FROM renewed AS r;
+SELECT dispatch_id, owner, token::text, version, attempt, lease_expires_at_ms, state
+FROM resolver_execution_renew(
+    p_dispatch_id => %(dispatch_id)s, p_owner => %(owner)s, p_token => %(token)s::uuid,
+    p_version => %(version)s, p_lease_ms => %(lease_ms)s, p_now_ms => %(now_ms)s);
 
 -- name: execution_complete
--- Terminal state fenced on owner/token/version, control closed by the completion.
-WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms),
-completed AS (
-    UPDATE approved_action_executions AS e
-    SET state = %(outcome)s,
-        version = e.version + 1,
-        finished_at_ms = now.ms,
-        result_code = %(result_code)s,
-        completion_mutation_id = %(mutation_id)s,
-        evidence_digest = %(evidence_digest)s
-    FROM now
-    WHERE e.dispatch_id = %(dispatch_id)s AND e.owner = %(owner)s AND e.token = %(token)s
-      AND e.version = %(version)s AND e.state = 'executing'
-    RETURNING e.dispatch_id, e.version, e.finished_at_ms
-),
-closed AS (
-    UPDATE approved_action_recovery_controls AS c
-    SET status = 'resolved',
-        closed_by = 'completion',
-        closed_at_ms = d.finished_at_ms,
-        completion_mutation_id = %(mutation_id)s,
-        execution_version = d.version,
-        manual_at_ms = NULL,
-        recovery_version = c.recovery_version + 1,
-        recovery_owner = NULL,
-        recovery_token = NULL,
-        recovery_lease_expires_at_ms = NULL
-    FROM completed AS d
-    WHERE c.dispatch_id = d.dispatch_id AND c.status <> 'resolved'
-    RETURNING c.dispatch_id
-)
-SELECT d.dispatch_id, d.version, (SELECT count(*) FROM closed) AS controls_closed
-FROM completed AS d;
+SELECT dispatch_id, result, state, version
+FROM resolver_execution_complete(
+    p_dispatch_id => %(dispatch_id)s, p_owner => %(owner)s, p_token => %(token)s::uuid,
+    p_version => %(version)s, p_outcome => %(outcome)s, p_result_code => %(result_code)s,
+    p_mutation_id => %(mutation_id)s, p_evidence_digest => %(evidence_digest)s,
+    p_now_ms => %(now_ms)s);
+
+-- name: receipt_identity
+-- In the caller's transaction: the identity a receipt must carry, the execution locked FOR
+-- SHARE under the executor's fence until that transaction ends.
+SELECT schema_version, dispatch_id, approval_request_id, project_id, action_type,
+       action_digest, idempotency_key, attempt, started_at_ms, db_now_ms
+FROM resolver_receipt_identity(
+    p_dispatch_id => %(dispatch_id)s, p_owner => %(owner)s, p_token => %(token)s::uuid,
+    p_version => %(version)s, p_now_ms => %(now_ms)s);
+
+-- name: receipt_write
+SELECT dispatch_id, written_at_ms
+FROM resolver_receipt_write(
+    p_dispatch_id => %(dispatch_id)s, p_owner => %(owner)s, p_token => %(token)s::uuid,
+    p_version => %(version)s, p_receipt => %(receipt)s);
 
 -- name: execution_get
 SELECT e.dispatch_id, e.state, e.owner, e.token::text, e.version, e.attempt,
@@ -210,8 +132,8 @@ ORDER BY dispatch_id
 FOR UPDATE;
 
 -- name: recovery_commit_page
--- Step 3: with the rows locked, `fenced` is exactly the set whose recovery lease and
--- execution version still hold; every write below applies to that set only, so each
+-- Step 3: with the rows locked, `fenced` is exactly the set whose recovery lease, open
+-- control, execution version and expired execution lease (database clock) still hold; every write below applies to that set only, so each
 -- dispatch commits all-or-nothing and a stale item writes nothing.
 WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms),
 item AS (
@@ -225,6 +147,7 @@ item AS (
 fenced AS (
     SELECT i.*, i.finding IN ('verified_succeeded', 'verified_failed') AS verified
     FROM item AS i
+    CROSS JOIN now
     JOIN approved_action_recovery_controls AS c
       ON c.dispatch_id = i.dispatch_id AND c.status = 'armed'
      AND c.recovery_token = i.recovery_token AND c.recovery_version = i.recovery_version
@@ -232,6 +155,9 @@ fenced AS (
     JOIN approved_action_executions AS e
       ON e.dispatch_id = i.dispatch_id AND e.state = 'executing'
      AND e.version = i.execution_version
+     -- Defence in depth: the version fence already excludes a renewed execution; this one
+     -- holds even if a writer extended a lease without bumping the version.
+     AND e.lease_expires_at_ms <= now.ms
 ),
 terminal AS (
     UPDATE approved_action_executions AS e
@@ -336,7 +262,8 @@ WHERE d.dispatch_id = %(dispatch_id)s;
 -- A human decision: authorization fact, resolution and terminal state in one statement.
 -- Fenced on: the grant and its project/role-binding versions (locked FOR SHARE so a
 -- concurrent revocation waits or wins), authentication no older than the limit on the
--- database clock, the expected execution version, and the execution being recovery_required.
+-- database clock, the expected execution version, the execution being recovery_required
+-- (lease expired on the database clock) and its control still open.
 WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms),
 granted AS (
     SELECT b.project_id
@@ -358,6 +285,8 @@ settled AS (
       AND d.project_id = %(project_id)s
       AND e.version = %(expected_execution_version)s
       AND e.state = 'executing' AND e.lease_expires_at_ms <= now.ms
+      AND EXISTS (SELECT 1 FROM approved_action_recovery_controls AS oc
+                  WHERE oc.dispatch_id = e.dispatch_id AND oc.status <> 'resolved')
       AND %(auth_time_ms)s::bigint >= now.ms - %(max_auth_age_ms)s
       AND %(auth_time_ms)s::bigint <= now.ms + %(clock_leeway_ms)s
       AND EXISTS (SELECT 1 FROM granted)
@@ -375,7 +304,7 @@ closed AS (
         recovery_token = NULL,
         recovery_lease_expires_at_ms = NULL
     FROM settled AS s
-    WHERE c.dispatch_id = s.dispatch_id
+    WHERE c.dispatch_id = s.dispatch_id AND c.status <> 'resolved'
     RETURNING c.dispatch_id
 ),
 resolution AS (

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 import psycopg_pool
 from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 
 from resolver.db.dsn import libpq_dsn, redact
 from resolver.db.pooling import check_if_idle
 from resolver.db.retention import prune_summary
+from resolver.db.protocol import protocol_error
 from resolver.db.statements import statement
 from resolver.domain import (
     ClaimedItem,
@@ -22,7 +24,7 @@ from resolver.domain import (
     ExecutionLease,
     ExecutionState,
 )
-from resolver.errors import ConstraintViolation, InvalidDispatch, NotFound, StorageUnavailable
+from resolver.errors import ConstraintViolation, StorageUnavailable
 from resolver.manual import ManualDecision, Principal
 from resolver.ports import (
     BacklogSnapshot,
@@ -118,6 +120,12 @@ class PostgresStore:
             raise ConstraintViolation(
                 f"constraint {constraint or exc.sqlstate} rejected the write", constraint
             ) from exc
+        except psycopg.DatabaseError as exc:
+            # The executor protocol's own refusals (SQLSTATE class RS) become typed errors.
+            refused = protocol_error(exc)
+            if refused is None:
+                raise
+            raise refused from exc
 
     def _all(self, name: str, params: dict[str, Any]) -> list[Row]:
         with self._transaction() as conn:
@@ -132,7 +140,7 @@ class PostgresStore:
 
     # -- executor API ---------------------------------------------------------------------
 
-    def insert_dispatch(self, spec: DispatchSpec) -> bool:
+    def create_dispatch(self, spec: DispatchSpec) -> bool:
         params = {
             "dispatch_id": spec.dispatch_id,
             "approval_request_id": spec.approval_request_id,
@@ -143,49 +151,24 @@ class PostgresStore:
             "schema_version": spec.schema_version,
             "supersedes_dispatch_id": spec.supersedes_dispatch_id,
         }
-        try:
-            return self._one("dispatch_insert", params) is not None
-        except ConstraintViolation as exc:
-            if exc.constraint == "fk_approved_action_dispatches_supersedes_dispatch_id":
-                raise InvalidDispatch(
-                    f"supersedes_dispatch_id {spec.supersedes_dispatch_id!r} names no dispatch"
-                ) from exc
-            raise
-
-    def get_dispatch(self, dispatch_id: str, idempotency_key: str) -> DispatchSpec | None:
-        row = self._one(
-            "dispatch_get", {"dispatch_id": dispatch_id, "idempotency_key": idempotency_key}
-        )
-        if row is None:
-            return None
-        row.pop("created_at_ms")
-        return DispatchSpec(**row)
+        row = self._one("dispatch_create", params)
+        assert row is not None  # the function answers one row or raises
+        return bool(row["created"])
 
     def lease_execution(
         self, dispatch_id: str, owner: str, lease_ms: int, now_ms: int | None = None
-    ) -> ExecutionLease | None:
-        params = {
-            "dispatch_id": dispatch_id,
-            "owner": owner,
-            "lease_ms": lease_ms,
-            "now_ms": now_ms,
-        }
-        try:
-            row = self._one("execution_lease", params)
-        except ConstraintViolation as exc:
-            if exc.constraint == "fk_approved_action_executions_dispatch_id":
-                raise NotFound(f"dispatch {dispatch_id!r} does not exist") from exc
-            raise
-        return _lease(row)
+    ) -> ExecutionLease:
+        params = {"dispatch_id": dispatch_id, "owner": owner, "lease_ms": lease_ms}
+        return _lease(self._one("execution_lease", {**params, "now_ms": now_ms}))
 
     def start_execution(
         self, lease: ExecutionLease, lease_ms: int, now_ms: int | None = None
-    ) -> ExecutionLease | None:
+    ) -> ExecutionLease:
         return _lease(self._one("execution_start", _fence(lease, lease_ms=lease_ms, now_ms=now_ms)))
 
     def renew_execution(
         self, lease: ExecutionLease, lease_ms: int, now_ms: int | None = None
-    ) -> ExecutionLease | None:
+    ) -> ExecutionLease:
         return _lease(self._one("execution_renew", _fence(lease, lease_ms=lease_ms, now_ms=now_ms)))
 
     def complete_execution(
@@ -199,7 +182,9 @@ class PostgresStore:
             mutation_id=completion.mutation_id,
             evidence_digest=completion.evidence_digest,
         )
-        return self._one("execution_complete", params) is not None
+        row = self._one("execution_complete", params)
+        assert row is not None  # the function answers one row or raises
+        return bool(row["result"] == "committed")
 
     def get_execution(self, dispatch_id: str, now_ms: int | None = None) -> ExecutionView | None:
         row = self._one("execution_get", {"dispatch_id": dispatch_id, "now_ms": now_ms})
@@ -363,9 +348,8 @@ def _fence(lease: ExecutionLease, **extra: Any) -> dict[str, Any]:
     }
 
 
-def _lease(row: Row | None) -> ExecutionLease | None:
-    if row is None:
-        return None
+def _lease(row: Row | None) -> ExecutionLease:
+    assert row is not None  # the protocol functions answer one row or raise
     return ExecutionLease(
         dispatch_id=row["dispatch_id"],
         owner=row["owner"],
@@ -412,3 +396,32 @@ def _page_params(outcomes: Sequence[ItemOutcome], now_ms: int | None) -> dict[st
         "delays_ms": [o.retry_delay_ms for o in outcomes],
         "now_ms": now_ms,
     }
+
+
+# -- internal receipts: in the caller's own transaction ------------------------------------
+
+
+def receipt_identity(conn: psycopg.Connection[Any], lease: ExecutionLease) -> Row:
+    """The identity a receipt must carry, with the database clock (`db_now_ms`); the
+    execution stays locked FOR SHARE under the lease until the caller's transaction ends."""
+    return _call_in(conn, "receipt_identity", _fence(lease, now_ms=None))
+
+
+def receipt_write(
+    conn: psycopg.Connection[Any], lease: ExecutionLease, receipt: Mapping[str, Any]
+) -> None:
+    """Insert a signed receipt v1 in the caller's transaction, fenced on the lease."""
+    _call_in(conn, "receipt_write", _fence(lease, receipt=Jsonb(dict(receipt))))
+
+
+def _call_in(conn: psycopg.Connection[Any], name: str, params: dict[str, Any]) -> Row:
+    try:
+        with conn.cursor(row_factory=dict_row) as cur:
+            row = cur.execute(statement(name), params).fetchone()
+    except psycopg.DatabaseError as exc:
+        refused = protocol_error(exc)
+        if refused is None:
+            raise
+        raise refused from exc
+    assert row is not None  # the protocol functions answer one row or raise
+    return row

@@ -24,6 +24,7 @@ import psycopg
 import pytest
 from psycopg import errors, sql
 from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 
 from resolver.db import migrate
 from resolver.db.repository import PostgresStore
@@ -36,6 +37,7 @@ from resolver.domain import (
     Outcome,
     sha256_hex,
 )
+from resolver.errors import InvalidDispatch
 from resolver.execution import CompletionResult, ExecutionClient
 from resolver.reconciler import Reconciler, ReconcilerSettings
 from resolver.runtime import Runtime
@@ -150,13 +152,14 @@ def executor_client(store: PostgresStore) -> ExecutionClient:
     return ExecutionClient(store, owner="executor-1", lease_seconds=EXEC_LEASE_MS / 1000)
 
 
-def crash(store: PostgresStore, count: int, now_ms: int) -> list[ExecutionLease]:
-    """Executions that crossed the start barrier at now_ms, written by the executor role."""
+def crash(store: PostgresStore, count: int) -> list[ExecutionLease]:
+    """Executions that crossed the start barrier just now (database clock: the executor role
+    may not move time), written by the executor role through the protocol functions."""
     client = executor_client(store)
     leases = []
     for _ in range(count):
         spec = client.create_dispatch(new_spec())
-        leases.append(client.start(client.lease(spec.dispatch_id, now_ms=now_ms), now_ms=now_ms))
+        leases.append(client.start(client.lease(spec.dispatch_id)))
     return leases
 
 
@@ -208,7 +211,7 @@ def test_runtime_role_runs_full_resolver_cycles(role_db: RoleDatabase) -> None:
         PostgresStore(role_db.urls["resolver_executor"]) as executor_store,
         PostgresStore(role_db.urls["resolver_runtime"]) as runtime_store,
     ):
-        leases = crash(executor_store, len(kinds), T0)
+        leases = crash(executor_store, len(kinds))
         ids = [lease.dispatch_id for lease in leases]
         script = dict(zip(ids, kinds, strict=True))
 
@@ -238,10 +241,10 @@ def test_runtime_role_runs_full_resolver_cycles(role_db: RoleDatabase) -> None:
         # resolution exactly, and an executor alive after all (renew re-arms, then completes).
         executor = executor_client(executor_store)
         replay = Completion(Outcome.SUCCEEDED, "ok", "m-replay", sha256_hex(f"receipt:{ids[0]}"))
-        assert executor.complete(leases[0], replay, now_ms=later) is CompletionResult.REPLAYED
-        renewed = executor.renew(leases[3], now_ms=later)
+        assert executor.complete(leases[0], replay) is CompletionResult.REPLAYED
+        renewed = executor.renew(leases[3])
         done = Completion(Outcome.FAILED, "declined", "m-late")
-        assert executor.complete(renewed, done, now_ms=later) is CompletionResult.COMMITTED
+        assert executor.complete(renewed, done) is CompletionResult.COMMITTED
 
     states = {
         r["dispatch_id"]: r["state"]
@@ -260,10 +263,21 @@ def test_runtime_role_runs_full_resolver_cycles(role_db: RoleDatabase) -> None:
 def test_resolver_run_once_as_the_runtime_role(role_db: RoleDatabase) -> None:
     """The deployed command path: readiness check on alembic_version, claim, commit."""
     with PostgresStore(role_db.urls["resolver_executor"]) as executor_store:
+        leasing = executor_client(executor_store)
+        # Past the barrier with a 1 ms execution lease, so due for the real-time replica at
+        # once: the executor role cannot move the clock, it can only ask for a short lease.
+        starting = ExecutionClient(executor_store, owner="executor-1", lease_seconds=0.001)
+        leases = []
+        for _ in range(2):
+            spec = leasing.create_dispatch(new_spec())
+            leases.append(starting.start(leasing.lease(spec.dispatch_id)))
+        ids = [lease.dispatch_id for lease in leases]
+        expiry = max(lease.lease_expires_at_ms for lease in leases)
         with role_db.connect("resolver_executor") as conn:
-            (row,) = conn.execute("SELECT resolver_now_ms(NULL) AS now").fetchall()
-        # Crashed ten seconds ago by the database clock, so due for the real-time replica.
-        ids = [lease.dispatch_id for lease in crash(executor_store, 2, row["now"] - 10_000)]
+            for _ in range(1_000):
+                (row,) = conn.execute("SELECT resolver_now_ms(NULL) AS now").fetchall()
+                if row["now"] > expiry:
+                    break
     result = resolver_cli(role_db.urls["resolver_runtime"], "run", "--once")
     assert result.returncode == 0, result.stderr
     controls = role_db.admin_rows(
@@ -325,6 +339,28 @@ def test_runtime_role_cannot_rewrite_facts_delete_or_run_ddl(
 
 
 EXECUTOR_REFUSED = {
+    "insert dispatches": (
+        "INSERT INTO approved_action_dispatches (dispatch_id, approval_request_id, project_id,"
+        " action_type, action_digest, idempotency_key, schema_version)"
+        " VALUES ('x', 'x', 'x', 'x', repeat('a', 64), 'x', 1)"
+    ),
+    "insert executions": (
+        "INSERT INTO approved_action_executions (dispatch_id, state, owner, token, version,"
+        " attempt, lease_expires_at_ms) VALUES ('x', 'leased', 'o', gen_random_uuid(), 1, 1, 0)"
+    ),
+    "update executions": "UPDATE approved_action_executions SET version = version + 1",
+    "insert controls": (
+        "INSERT INTO approved_action_recovery_controls (dispatch_id, status, execution_version,"
+        " next_scan_at_ms, armed_at_ms) VALUES ('x', 'armed', 1, 0, 0)"
+    ),
+    "update controls": "UPDATE approved_action_recovery_controls SET next_scan_at_ms = 0",
+    "delete controls": "DELETE FROM approved_action_recovery_controls",
+    "update resolutions": "UPDATE approved_action_recovery_resolutions SET reason_code = NULL",
+    "delete resolutions": "DELETE FROM approved_action_recovery_resolutions",
+    "insert receipts": "INSERT INTO action_receipts (dispatch_id, receipt) VALUES ('x', '{}')",
+    "update receipts": "UPDATE action_receipts SET receipt = receipt",
+    "delete receipts": "DELETE FROM action_receipts",
+    "lock executions": "SELECT 1 FROM approved_action_executions FOR UPDATE",
     "insert resolutions": (
         "INSERT INTO approved_action_recovery_resolutions (dispatch_id, mutation_id, source,"
         " outcome, expected_execution_version, actor_user_id, reason_code, resolved_at_ms)"
@@ -341,6 +377,57 @@ EXECUTOR_REFUSED = {
 def test_executor_role_cannot_resolve_or_rewrite(role_db: RoleDatabase, statement: str) -> None:
     with role_db.connect("resolver_executor") as conn, pytest.raises(errors.InsufficientPrivilege):
         conn.execute(statement)  # type: ignore[call-overload]
+
+
+def test_executor_role_may_not_move_the_protocol_clock(role_db: RoleDatabase) -> None:
+    with PostgresStore(role_db.urls["resolver_executor"]) as executor_store:
+        client = executor_client(executor_store)
+        spec = client.create_dispatch(new_spec())
+        with pytest.raises(InvalidDispatch, match="test clock"):
+            client.lease(spec.dispatch_id, now_ms=T0)
+        assert client.lease(spec.dispatch_id).attempt == 1
+
+
+PROTOCOL_CALLS = {
+    "create": "SELECT * FROM resolver_dispatch_create('x', 'x', 'x', 'x', repeat('a', 64), 'x')",
+    "lease": "SELECT * FROM resolver_execution_lease('x', 'o', 1000)",
+    "renew": "SELECT * FROM resolver_execution_renew('x', 'o', gen_random_uuid(), 1, 1000)",
+    "complete": (
+        "SELECT * FROM resolver_execution_complete('x', 'o', gen_random_uuid(), 1,"
+        " 'succeeded', 'ok', 'm')"
+    ),
+    "receipt": "SELECT * FROM resolver_receipt_write('x', 'o', gen_random_uuid(), 1, '{}')",
+}
+
+
+@pytest.mark.parametrize("role", ["resolver_runtime", "resolver_evidence_reader"])
+@pytest.mark.parametrize("statement", PROTOCOL_CALLS.values(), ids=PROTOCOL_CALLS.keys())
+def test_only_the_executor_role_executes_the_protocol(
+    role_db: RoleDatabase, role: str, statement: str
+) -> None:
+    with role_db.connect(role) as conn, pytest.raises(errors.InsufficientPrivilege):
+        conn.execute(statement)  # type: ignore[call-overload]
+
+
+def test_executor_role_writes_a_receipt_only_through_the_fenced_function(
+    role_db: RoleDatabase,
+) -> None:
+    with PostgresStore(role_db.urls["resolver_executor"]) as executor_store:
+        (lease,) = crash(executor_store, 1)
+    with role_db.connect("resolver_executor") as conn, conn.transaction():
+        (identity,) = conn.execute(
+            "SELECT * FROM resolver_receipt_identity(%s, %s, %s::uuid, %s)",
+            (lease.dispatch_id, lease.owner, lease.token, lease.version),
+        ).fetchall()
+        receipt = {k: v for k, v in identity.items() if k not in ("db_now_ms", "schema_version")}
+        (written,) = conn.execute(
+            "SELECT * FROM resolver_receipt_write(%s, %s, %s::uuid, %s, %s)",
+            (lease.dispatch_id, lease.owner, lease.token, lease.version, Jsonb(receipt)),
+        ).fetchall()
+    assert written["dispatch_id"] == lease.dispatch_id
+    assert role_db.admin_rows(
+        f"SELECT 1 FROM action_receipts WHERE dispatch_id = '{lease.dispatch_id}'"
+    )
 
 
 def test_database_clock_is_not_executable_by_every_role(role_db: RoleDatabase) -> None:
@@ -399,7 +486,7 @@ def test_runtime_role_commits_a_manual_decision_but_cannot_grant_itself(
         PostgresStore(role_db.urls["resolver_executor"]) as executor_store,
         PostgresStore(role_db.urls["resolver_runtime"]) as runtime_store,
     ):
-        (lease,) = crash(executor_store, 1, T0)
+        (lease,) = crash(executor_store, 1)
         decision = ManualDecision(
             lease.dispatch_id,
             Decision.ABANDON_UNKNOWN,

@@ -55,6 +55,7 @@ DUMMY = {
     "export_digest": None,
     "actor": "a",
     "lock_timeout": "1s",
+    "receipt": "{}",
 }
 
 

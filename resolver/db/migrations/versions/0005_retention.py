@@ -1,7 +1,7 @@
 """Retention: prune settled dispatches through one rule-checking function, record every run.
 
 Revision ID: 0005_retention
-Revises: 0003_manual_policy
+Revises: 0004_executor_protocol
 Create Date: 2026-12-01
 
 Facts stay insert-only. The immutability triggers now let a DELETE through only when two
@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0005_retention"
-down_revision = "0003_manual_policy"
+down_revision = "0004_executor_protocol"
 branch_labels = None
 depends_on = None
 

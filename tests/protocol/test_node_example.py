@@ -1,0 +1,129 @@
+"""The Node.js executor example (examples/node/executor.mjs) run against real PostgreSQL.
+
+The `pg` driver is installed once by npm into a cache directory; without node or a reachable
+npm registry the test is skipped and says why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from resolver.db.dsn import libpq_dsn
+from tests.conftest import SQL
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "node"
+KID = "node-k1"
+SECRET = "3c" * 32
+
+
+@pytest.fixture(scope="session")
+def node_example() -> Path:
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("node and npm are needed to run the Node.js example")
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    workdir = cache / "approved-action-resolver-tests" / "node-example"
+    workdir.mkdir(parents=True, exist_ok=True)
+    shutil.copy(EXAMPLE / "package.json", workdir / "package.json")
+    if not (workdir / "node_modules" / "pg").is_dir():
+        done = subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        if done.returncode != 0:
+            pytest.skip(
+                f"npm could not install the pg driver (registry unreachable?): {done.stderr}"
+            )
+    # The example runs from beside its node_modules, exactly as a user would run it.
+    shutil.copy(EXAMPLE / "executor.mjs", workdir / "executor.mjs")
+    return workdir
+
+
+def test_node_executor_runs_the_protocol(node_example: Path, database_url: str, sql: SQL) -> None:
+    dispatch_id = f"node-{uuid.uuid4().hex[:8]}"
+    env = {
+        **os.environ,
+        "DATABASE_URL": libpq_dsn(database_url),
+        "RECEIPT_KEY": f"{KID}={SECRET}",
+    }
+    done = subprocess.run(
+        ["node", "executor.mjs", dispatch_id],
+        cwd=node_example,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    steps = {line["step"]: line for line in map(json.loads, done.stdout.splitlines())}
+    assert steps["create"]["created"] is True
+    assert steps["start"]["state"] == "executing"
+    assert steps["renew"]["controls_rearmed"] == 1
+    assert (steps["complete"]["result"], steps["replay"]["result"]) == ("committed", "replayed")
+    assert steps["drift"] == {"step": "drift", "refused": "FenceConflict", "sqlstate": "RS001"}
+    execution = sql.execution(dispatch_id)
+    assert (execution["state"], execution["evidence_digest"]) == (
+        "succeeded",
+        steps["receipt"]["evidence_digest"],
+    )
+    assert sql.control(dispatch_id)["closed_by"] == "completion"
+
+
+def test_node_receipt_verifies_with_the_resolvers_provider(
+    node_example: Path, database_url: str, sql: SQL
+) -> None:
+    """The receipt the Node example signs is accepted by the internal_mutation provider."""
+    from providers.internal_mutation import InternalMutationProvider
+    from resolver.db.readonly import ReadOnlyDatabase
+    from resolver.domain import DispatchIdentity, FindingKind
+    from resolver.receipts import KeyRing
+
+    dispatch_id = f"node-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "DATABASE_URL": libpq_dsn(database_url), "RECEIPT_KEY": f"{KID}={SECRET}"}
+    subprocess.run(
+        ["node", "executor.mjs", dispatch_id],
+        cwd=node_example,
+        env=env,
+        timeout=120,
+        check=True,
+        capture_output=True,
+    )
+    row = sql.one(
+        "SELECT d.*, e.attempt, e.started_at_ms FROM approved_action_dispatches AS d"
+        " JOIN approved_action_executions AS e USING (dispatch_id) WHERE dispatch_id = %s",
+        dispatch_id,
+    )
+    identity = DispatchIdentity(
+        schema_version=row["schema_version"],
+        dispatch_id=dispatch_id,
+        approval_request_id=row["approval_request_id"],
+        project_id=row["project_id"],
+        action_type=row["action_type"],
+        action_digest=row["action_digest"],
+        attempt=row["attempt"],
+        started_at_ms=row["started_at_ms"],
+        idempotency_key=row["idempotency_key"],
+    )
+    database = ReadOnlyDatabase(database_url, timeout_seconds=5)
+    database.open()
+    try:
+        provider = InternalMutationProvider(
+            database, KeyRing({KID: bytes.fromhex(SECRET)}), timeout_seconds=5
+        )
+        finding = provider.inspect_page([identity])[dispatch_id]
+    finally:
+        database.close()
+    assert finding.kind is FindingKind.VERIFIED_SUCCEEDED
+    assert finding.evidence_digest == sql.execution(dispatch_id)["evidence_digest"]
