@@ -13,8 +13,8 @@ from psycopg.types.json import Jsonb
 
 from resolver.db.dsn import libpq_dsn, redact
 from resolver.db.pooling import check_if_idle
-from resolver.db.retention import prune_summary
 from resolver.db.protocol import protocol_error
+from resolver.db.retention import prune_summary
 from resolver.db.statements import statement
 from resolver.domain import (
     ClaimedItem,
