@@ -152,14 +152,15 @@ def executor_client(store: PostgresStore) -> ExecutionClient:
     return ExecutionClient(store, owner="executor-1", lease_seconds=EXEC_LEASE_MS / 1000)
 
 
-def crash(store: PostgresStore, count: int) -> list[ExecutionLease]:
-    """Executions that crossed the start barrier just now (database clock: the executor role
-    may not move time), written by the executor role through the protocol functions."""
+def crash(store: PostgresStore, count: int, now_ms: int | None = None) -> list[ExecutionLease]:
+    """Executions that crossed the start barrier (just now unless `now_ms` is given), written
+    through the protocol functions. Only the schema owner may move the clock: the executor
+    role writes at the database's own time."""
     client = executor_client(store)
     leases = []
     for _ in range(count):
         spec = client.create_dispatch(new_spec())
-        leases.append(client.start(client.lease(spec.dispatch_id)))
+        leases.append(client.start(client.lease(spec.dispatch_id, now_ms=now_ms), now_ms=now_ms))
     return leases
 
 
@@ -516,7 +517,8 @@ def test_retention_role_prunes_through_the_command_and_only_settled_dispatches(
     with role_db.connect("resolver_executor") as conn:
         (row,) = conn.execute("SELECT resolver_now_ms(NULL) AS now").fetchall()
     old = row["now"] - 40 * DAY_MS
-    with PostgresStore(role_db.urls["resolver_executor"]) as executor_store:
+    # 40 days ago on the test clock, which only the schema owner may move.
+    with PostgresStore(role_db.urls["resolver_migrator"]) as executor_store:
         settled, still_open = crash(executor_store, 2, old)
         executor = executor_client(executor_store)
         done = Completion(Outcome.SUCCEEDED, "ok", f"m-{settled.dispatch_id}")
