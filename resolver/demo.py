@@ -61,8 +61,8 @@ def run(*, count: int, data_dir: Path, echo: Callable[[str], None]) -> None:
             echo(f"findings: {dict(sorted(findings.items()))}")
             for line in outcome_lines(replica.store, expected):
                 echo(line)
-            snapshot = replica.store.status_snapshot()
-            echo(f"controls by status: {snapshot.controls_by_status}; due now: {snapshot.due}")
+            snapshot = replica.store.backlog_snapshot(count_cap=10_000)
+            echo(f"open controls by queue: {snapshot.by_queue()}")
         finally:
             replica.close()
     finally:

@@ -35,39 +35,32 @@ class CommitReport:
     rejected: frozenset[str]
 
 
-@dataclass(frozen=True, slots=True)
-class StatusSnapshot:
-    db_now_ms: int
-    controls_by_status: dict[str, int] = field(default_factory=dict)
-    due: int = 0
-    oldest_due_at_ms: int | None = None
-    oldest_manual_at_ms: int | None = None
-
-    @property
-    def oldest_claimable_age_seconds(self) -> float:
-        if self.oldest_due_at_ms is None:
-            return 0.0
-        return max(0, self.db_now_ms - self.oldest_due_at_ms) / 1000.0
-
-    @property
-    def oldest_manual_age_seconds(self) -> float:
-        if self.oldest_manual_at_ms is None:
-            return 0.0
-        return max(0, self.db_now_ms - self.oldest_manual_at_ms) / 1000.0
-
-
 BACKLOG_QUEUES: tuple[str, ...] = ("due", "waiting", "manual")
 
 
 @dataclass(frozen=True, slots=True)
 class BacklogSnapshot:
-    """Open recovery work as the metrics see it; counts are capped at `count_cap` per index."""
+    """Open recovery work: the one read model of `/metrics` and `resolver status`.
+
+    Counts are capped at `count_cap` per partial index (armed, manual), so a runaway backlog
+    costs a bounded read; the ages are exact whatever the backlog.
+    """
 
     db_now_ms: int
     count_cap: int
     dispatches: dict[tuple[str, str], int] = field(default_factory=dict)  # (queue, action_type)
     oldest_claimable_at_ms: int | None = None
     oldest_manual_at_ms: int | None = None
+
+    def controls_by_status(self) -> dict[str, int]:
+        """Open controls by stored status: armed (due or waiting) and manual."""
+        queues = self.by_queue()
+        return {"armed": queues["due"] + queues["waiting"], "manual": queues["manual"]}
+
+    @property
+    def capped(self) -> bool:
+        """True when a count stopped at the cap: the real figures are then at least these."""
+        return any(n >= self.count_cap for n in self.controls_by_status().values())
 
     def by_queue(self) -> dict[str, int]:
         """Every queue, zero when empty, so the series exist before the first backlog."""
@@ -167,8 +160,6 @@ class RecoveryStore(Protocol):
     def release_recovery_leases(
         self, items: Sequence[ClaimedItem], now_ms: int | None = None
     ) -> int: ...
-
-    def status_snapshot(self, now_ms: int | None = None) -> StatusSnapshot: ...
 
 
 class ExecutionStore(Protocol):

@@ -31,7 +31,6 @@ from resolver.ports import (
     ItemOutcome,
     ManualContext,
     ManualQueueItem,
-    StatusSnapshot,
 )
 
 Row = dict[str, Any]
@@ -251,22 +250,9 @@ class PostgresStore:
         }
         return len(self._all("recovery_release_leases", params))
 
-    def status_snapshot(self, now_ms: int | None = None) -> StatusSnapshot:
-        with self._transaction() as conn:
-            counts = conn.execute(statement("status_counts"), {}).fetchall()
-            due = conn.execute(statement("status_due"), {"now_ms": now_ms}).fetchone()
-            manual = conn.execute(statement("status_oldest_manual"), {}).fetchone()
-        assert due is not None and manual is not None
-        return StatusSnapshot(
-            db_now_ms=due["db_now_ms"],
-            controls_by_status={row["status"]: row["controls"] for row in counts},
-            due=due["due"],
-            oldest_due_at_ms=due["oldest_due_at_ms"],
-            oldest_manual_at_ms=manual["oldest_manual_at_ms"],
-        )
-
     def backlog_snapshot(self, count_cap: int, now_ms: int | None = None) -> BacklogSnapshot:
-        """Oldest ages by two index probes, counts by a capped index scan; one transaction."""
+        """The backlog read model of `/metrics` and `resolver status`: oldest ages by two
+        index probes, counts by a capped index scan, in one transaction."""
         with self._transaction() as conn:
             oldest = conn.execute(statement("backlog_oldest"), {"now_ms": now_ms}).fetchone()
             counts = conn.execute(
