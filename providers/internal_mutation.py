@@ -33,7 +33,7 @@ from resolver.domain import (
     Outcome,
     sha256_hex,
 )
-from resolver.errors import FenceConflict, StorageUnavailable
+from resolver.errors import FenceConflict
 from resolver.evidence import parse_provider_settings
 from resolver.receipts import KeyRing, encode_receipt, receipt_finding, sign_receipt
 
@@ -63,7 +63,6 @@ INSERT INTO action_receipts (dispatch_id, receipt) VALUES (%(dispatch_id)s, %(re
 """
 
 _MISSING = Finding(FindingKind.MISSING)
-_UNAVAILABLE = Finding(FindingKind.UNAVAILABLE)
 
 
 class InternalMutationSettings(SqlSourceSettings):
@@ -79,10 +78,9 @@ class InternalMutationProvider(SqlPageProvider):
 
     def inspect_page(self, identities: Sequence[DispatchIdentity]) -> Mapping[str, Finding]:
         ids = [i.dispatch_id for i in identities]
-        try:
-            rows = self._database.fetch(SELECT_RECEIPTS, {"dispatch_ids": ids})
-        except StorageUnavailable:
-            return dict.fromkeys(ids, _UNAVAILABLE)
+        rows = self._fetch(SELECT_RECEIPTS, {"dispatch_ids": ids})
+        if isinstance(rows, Finding):
+            return dict.fromkeys(ids, rows)
         receipts = {row["dispatch_id"]: row["receipt"] for row in rows}
         return {i.dispatch_id: self._finding(i, receipts.get(i.dispatch_id)) for i in identities}
 

@@ -6,7 +6,7 @@ import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from prometheus_client import (
@@ -29,10 +29,12 @@ from resolver.telemetry.health import (
     Heartbeat,
     LivenessCheck,
     Probe,
+    ProviderHealth,
     ReadinessCheck,
     liveness_bound_seconds,
 )
 from resolver.telemetry.metrics import BacklogCollector, ResolverMetrics, register_build_info
+from resolver.telemetry.observer import Observers
 from resolver.telemetry.server import ObservabilityServer
 from resolver.telemetry.tracing import Tracing, tracing_from_env
 from resolver.worker import Worker, WorkerSettings
@@ -93,6 +95,7 @@ class Replica:
     heartbeat: Heartbeat = field(default_factory=Heartbeat)
     tracing: Tracing = field(default_factory=Tracing)
     endpoints: ObservabilityServer | None = None
+    provider_health: ProviderHealth = field(default_factory=ProviderHealth)
 
     def close(self) -> None:
         if self.endpoints is not None:
@@ -132,6 +135,7 @@ def build_replica(
     metrics_registry = metrics_registry if metrics_registry is not None else CollectorRegistry()
     metrics = build_metrics(settings, store, metrics_registry)
     heartbeat = Heartbeat()
+    provider_health = ProviderHealth()
     history: History = NULL_HISTORY
     if settings.history_file is not None:
         history = FileHistory(settings.history_file, settings.replica_id)
@@ -148,7 +152,7 @@ def build_replica(
             # One thread per item of a full page: a queued call would eat its own timeout.
             inspect_concurrency=settings.inspect_concurrency or settings.page_size,
         ),
-        telemetry=Telemetry(observer=metrics, tracer=tracing.tracer),
+        telemetry=Telemetry(observer=Observers(metrics, provider_health), tracer=tracing.tracer),
         history=history,
         crash_at=settings.test_crash_at,
     )
@@ -161,7 +165,16 @@ def build_replica(
         ),
         listeners=(heartbeat,),
     )
-    return Replica(store, reconciler, worker, registry, metrics_registry, heartbeat, tracing)
+    return Replica(
+        store,
+        reconciler,
+        worker,
+        registry,
+        metrics_registry,
+        heartbeat,
+        tracing,
+        provider_health=provider_health,
+    )
 
 
 def serve_endpoints(replica: Replica, settings: Settings) -> ObservabilityServer | None:
@@ -178,25 +191,31 @@ def serve_endpoints(replica: Replica, settings: Settings) -> ObservabilityServer
             recovery_lease_seconds=settings.recovery_lease_seconds,
         ),
     )
-    server = _listen(
-        settings, replica.metrics_registry, liveness, readiness_check(replica.store, url)
-    )
+    readiness = readiness_check(replica.store, url, providers=replica.provider_health.report)
+    server = _listen(settings, replica.metrics_registry, liveness, readiness)
     replica.endpoints = server.start()
     return server
 
 
-def readiness_check(store: PostgresStore, url: str) -> ReadinessCheck:
+def readiness_check(
+    store: PostgresStore,
+    url: str,
+    *,
+    providers: Callable[[], dict[str, dict[str, Any]]] | None = None,
+) -> ReadinessCheck:
     """Database reachable and schema usable by this code: one check for worker and API.
 
     A newer release's schema is usable (migrations are additive, expand before contract), as
     `resolver run` itself accepts it: the pre-upgrade migration must not take every old pod
-    out of service before the new ones are up. A known older revision is not.
+    out of service before the new ones are up. A known older revision is not. `providers`
+    (the worker's `ProviderHealth`) adds the providers that could not answer.
     """
     return ReadinessCheck(
         store.ping,
         lambda: migrate.current_revision(url),
         migrate.head_revision(),
         usable=lambda revision: migrate.classify(revision) is migrate.SchemaStatus.AHEAD,
+        providers=providers,
     )
 
 

@@ -52,6 +52,25 @@ class FindingKind(StrEnum):
         return self in (FindingKind.CONFLICT, FindingKind.UNSUPPORTED)
 
 
+class ProviderFailure(StrEnum):
+    """Why an evidence provider could not answer (its finding is then `unavailable`).
+
+    `outage` and `timeout` are transient: the source is down, slow or restarting, and the
+    backoff retries. `configuration` will not heal by waiting: a missing GRANT, a broken
+    query, an undefined table or column, a credential the source refuses (HTTP 401/403).
+    `error` is a provider that raised: a bug, reported like a configuration error.
+    """
+
+    OUTAGE = "outage"
+    TIMEOUT = "timeout"
+    CONFIGURATION = "configuration"
+    ERROR = "error"
+
+    @property
+    def needs_operator(self) -> bool:
+        return self in (ProviderFailure.CONFIGURATION, ProviderFailure.ERROR)
+
+
 class Outcome(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
@@ -129,8 +148,12 @@ class Finding:
     kind: FindingKind
     evidence_digest: str | None = None
     result_code: str | None = None
+    failure: ProviderFailure | None = None
+    """Only on `unavailable`: why the source did not answer (counted, logged, in /readyz)."""
 
     def __post_init__(self) -> None:
+        if self.failure is not None and self.kind is not FindingKind.UNAVAILABLE:
+            raise ValueError("only an unavailable finding names a provider failure")
         if self.kind.is_verified:
             if self.evidence_digest is None or not HEX64_PATTERN.match(self.evidence_digest):
                 raise ValueError("a verified finding needs a lowercase hex sha256 evidence digest")

@@ -18,6 +18,15 @@ class StorageUnavailable(ResolverError):
     """
 
 
+class SourceMisconfigured(ResolverError):
+    """An evidence source answered but refused the request in a way waiting will not fix.
+
+    A missing GRANT, a broken query, an undefined table or column (told by SQLSTATE class,
+    never by message text), or an HTTP 401/403. Nothing moved; the finding is `unavailable`,
+    and the failure is reported as `configuration` so that an operator fixes it.
+    """
+
+
 class SchemaNotReady(ResolverError):
     """The database answers but is not migrated to the revision this code expects."""
 
@@ -56,10 +65,6 @@ class NotLeasable(ResolverError):
 
 class InvalidDispatch(ResolverError):
     """A dispatch specification is malformed (ids, digest, idempotency key)."""
-
-
-class ProviderTimeout(ResolverError):
-    """An evidence provider did not answer within its timeout (classified `unavailable`)."""
 
 
 class ReceiptRejected(ResolverError):

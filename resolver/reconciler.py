@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import structlog
 from opentelemetry.trace import Tracer
 
-from resolver.domain import ClaimedItem, DispatchIdentity, Finding, FindingKind
+from resolver.domain import ClaimedItem, DispatchIdentity, Finding, FindingKind, ProviderFailure
 from resolver.errors import StorageUnavailable
 from resolver.evidence import Capability, EvidenceProvider, PageEvidenceProvider, ProviderRegistry
 from resolver.history import NULL_HISTORY, CrashPoint, History, claimed_fields, crash_now
@@ -123,7 +123,7 @@ class Reconciler:
         for outcome in outcomes:
             action_type = outcome.item.identity.action_type
             provider = self._provider_label(action_type)
-            self._observer.found(action_type, provider, outcome.finding.kind)
+            self._observer.found(action_type, provider, outcome.finding)
         self._boundary(CrashPoint.BEFORE_COMMIT)
         committed = self._commit(outcomes, now_ms)
         self._boundary(CrashPoint.AFTER_COMMIT)
@@ -242,7 +242,7 @@ class Reconciler:
                 "resolver.finding": result.findings[identity.dispatch_id].kind.value,
             }
             if result.failure is not None:
-                attributes["resolver.provider_failure"] = result.failure
+                attributes["resolver.provider_failure"] = result.failure.value
             span = self._tracer.start_span(
                 "resolver.inspect", start_time=result.started_ns, attributes=attributes
             )
@@ -285,7 +285,7 @@ class _Result:
     findings: dict[str, Finding]
     started_ns: int
     seconds: float
-    failure: str | None
+    failure: ProviderFailure | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,25 +297,29 @@ class _Call:
 
     def collect(self, timeout_seconds: float, submitted: float) -> _Result:
         name = self.label
-        failure: str | None = None
         try:
             answer = self.future.result(timeout=timeout_seconds)
-            answered, started_ns, seconds = dict(answer.findings), answer.started_ns, answer.seconds
         except FutureTimeout:
             self.future.cancel()
             log.warning("provider_timeout", provider=name, items=len(self.identities))
-            answered, failure = {}, "timeout"
+            return self._failed(ProviderFailure.TIMEOUT, submitted)
         except Exception as exc:  # a provider bug must not stop the loop: evidence unavailable
             log.warning("provider_error", provider=name, error=type(exc).__name__)
-            answered, failure = {}, "error"
-        if failure is not None:
-            seconds = time.monotonic() - submitted
-            started_ns = time.time_ns() - int(seconds * 1e9)
+            return self._failed(ProviderFailure.ERROR, submitted)
+        answered = answer.findings
         findings = {
             i.dispatch_id: _guard(self.provider, answered.get(i.dispatch_id, _UNAVAILABLE))
             for i in self.identities
         }
-        return _Result(findings, started_ns, seconds, failure)
+        # A provider that could not reach or use its source says why on its findings.
+        failure = next((f.failure for f in findings.values() if f.failure is not None), None)
+        return _Result(findings, answer.started_ns, answer.seconds, failure)
+
+    def _failed(self, failure: ProviderFailure, submitted: float) -> _Result:
+        seconds = time.monotonic() - submitted
+        unavailable = _guard(self.provider, Finding(FindingKind.UNAVAILABLE, failure=failure))
+        findings = {i.dispatch_id: unavailable for i in self.identities}
+        return _Result(findings, time.time_ns() - int(seconds * 1e9), seconds, failure)
 
 
 def _timed(ask: Callable[[], Mapping[str, Finding]]) -> _Answer:

@@ -10,8 +10,10 @@ from typing import Any
 
 import structlog
 
+from resolver.domain import Finding, ProviderFailure
 from resolver.errors import ResolverError
 from resolver.reconciler import CycleReport
+from resolver.telemetry.observer import NullObserver
 
 log = structlog.get_logger("resolver.telemetry")
 
@@ -88,6 +90,74 @@ class LivenessCheck:
         return Probe(True, {"status": "ok", **detail})
 
 
+class ProviderHealth(NullObserver):
+    """A reconciler observer: which providers could not answer in their latest cycle, and why.
+
+    Each (provider, action type, failure kind) is logged once per cycle, whatever the number
+    of items; `report()` feeds `/readyz`. A provider stays listed until a later cycle
+    inspects through it without that failure, so the answer does not flap between cycles.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._inspected: set[str] = set()
+        self._failed: dict[tuple[str, str, ProviderFailure], int] = {}
+        self._latest: dict[str, dict[str, Any]] = {}
+
+    def found(self, action_type: str, provider: str, finding: Finding) -> None:
+        # Called per item on the hot path: a set insert unless the source failed.
+        self._inspected.add(provider)
+        if finding.failure is not None:
+            key = (provider, action_type, finding.failure)
+            self._failed[key] = self._failed.get(key, 0) + 1
+
+    def cycle_completed(self, seconds: float) -> None:
+        del seconds
+        self._end_cycle()
+
+    def cycle_failed(self, reason: str, seconds: float) -> None:
+        del reason, seconds  # what was inspected before the failure still counts
+        self._end_cycle()
+
+    def _end_cycle(self) -> None:
+        if not self._inspected:
+            return
+        troubles: dict[str, dict[str, Any]] = {}
+        for (provider, action_type, kind), items in sorted(self._failed.items()):
+            emit = log.error if kind.needs_operator else log.warning
+            emit(
+                "provider_failed",
+                provider=provider,
+                action_type=action_type,
+                kind=kind.value,
+                items=items,
+            )
+            trouble = troubles.setdefault(provider, {"kinds": set(), "action_types": set()})
+            trouble["kinds"].add(kind)
+            trouble["action_types"].add(action_type)
+        with self._lock:
+            for provider in self._inspected:
+                failed = troubles.get(provider)
+                if failed is None:
+                    self._latest.pop(provider, None)
+                else:
+                    self._latest[provider] = _trouble_detail(failed)
+        self._inspected = set()
+        self._failed = {}
+
+    def report(self) -> dict[str, dict[str, Any]]:
+        """Provider name -> {kind, action_types} of every provider whose latest cycle failed."""
+        with self._lock:
+            return {name: dict(detail) for name, detail in sorted(self._latest.items())}
+
+
+def _trouble_detail(trouble: dict[str, Any]) -> dict[str, Any]:
+    kinds: set[ProviderFailure] = trouble["kinds"]
+    # The kind that needs a human wins: an outage on top of a GRANT problem is still that.
+    kind = next((k for k in kinds if k.needs_operator), next(iter(sorted(kinds))))
+    return {"kind": kind.value, "action_types": sorted(trouble["action_types"])}
+
+
 class ReadinessCheck:
     """Ready when PostgreSQL answers and its schema is at the revision this code needs.
 
@@ -104,9 +174,12 @@ class ReadinessCheck:
         ttl_seconds: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
         usable: Callable[[str | None], bool] = lambda _revision: False,
+        providers: Callable[[], dict[str, dict[str, Any]]] | None = None,
     ) -> None:
-        """`usable` may accept a revision other than head (a newer release's schema)."""
+        """`usable` may accept a revision other than head (a newer release's schema);
+        `providers` (a `ProviderHealth.report`) lists providers that could not answer."""
         self._usable = usable
+        self._providers = providers
         self._ping = ping
         self._current_revision = current_revision
         self._head = head_revision
@@ -119,7 +192,23 @@ class ReadinessCheck:
         with self._lock:
             if self._cached is None or self._clock() - self._cached[0] >= self._ttl:
                 self._cached = (self._clock(), self._check())
-            return self._cached[1]
+            probe = self._cached[1]
+        return self._with_providers(probe)
+
+    def _with_providers(self, probe: Probe) -> Probe:
+        """A failing provider degrades readiness but keeps the replica in service (200).
+
+        Every replica shares the provider config, so a GRANT or query problem fails on all of
+        them at once: taking them out of service would drop their /metrics from the Service
+        (and with it the alert that names the provider) and stall rollouts, while every other
+        action type still resolves. The alert and this detail are the signal instead.
+        """
+        troubles = self._providers() if self._providers is not None else {}
+        if not probe.ok or not troubles:
+            return probe
+        needs_operator = any(ProviderFailure(t["kind"]).needs_operator for t in troubles.values())
+        status = "degraded" if needs_operator else probe.detail.get("status", "ready")
+        return Probe(True, {**probe.detail, "status": status, "providers": troubles})
 
     def _check(self) -> Probe:
         try:

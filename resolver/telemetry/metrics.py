@@ -13,7 +13,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from resolver import __version__
-from resolver.domain import FindingKind
+from resolver.domain import Finding, ProviderFailure
 from resolver.errors import ResolverError
 from resolver.ports import BacklogReader, BacklogSnapshot, CommitReport, ItemOutcome
 
@@ -53,8 +53,9 @@ class ResolverMetrics:
         )
         self.provider_errors = Counter(
             f"{PREFIX}_provider_errors",
-            "Provider calls that timed out or raised, by provider and reason.",
-            ["provider", "reason"],
+            "Provider calls that could not answer, by provider and kind: outage, timeout "
+            "(transient), configuration (GRANT, query, credentials), error (the provider raised).",
+            ["provider", "kind"],
             registry=registry,
         )
         self.claim_seconds = Histogram(
@@ -107,13 +108,13 @@ class ResolverMetrics:
         self.claim_seconds.observe(seconds)
         self.page_size.observe(items)
 
-    def inspected(self, provider: str, seconds: float, failure: str | None) -> None:
+    def inspected(self, provider: str, seconds: float, failure: ProviderFailure | None) -> None:
         self.inspect_seconds.labels(provider).observe(seconds)
         if failure is not None:
-            self.provider_errors.labels(provider, failure).inc()
+            self.provider_errors.labels(provider, failure.value).inc()
 
-    def found(self, action_type: str, provider: str, finding: FindingKind) -> None:
-        self.findings.labels(action_type, provider, finding.value).inc()
+    def found(self, action_type: str, provider: str, finding: Finding) -> None:
+        self.findings.labels(action_type, provider, finding.kind.value).inc()
 
     def committed(
         self, outcomes: Sequence[ItemOutcome], report: CommitReport, seconds: float

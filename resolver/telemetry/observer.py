@@ -8,7 +8,7 @@ from typing import Protocol
 
 from opentelemetry.trace import NoOpTracer, Tracer
 
-from resolver.domain import FindingKind
+from resolver.domain import Finding, ProviderFailure
 from resolver.ports import CommitReport, ItemOutcome
 
 
@@ -17,11 +17,12 @@ class RecoveryObserver(Protocol):
 
     def claimed(self, items: int, seconds: float) -> None: ...
 
-    def inspected(self, provider: str, seconds: float, failure: str | None) -> None:
-        """One provider call (an item, or a page for a page provider); failure is
-        `timeout`, `error` or None."""
+    def inspected(self, provider: str, seconds: float, failure: ProviderFailure | None) -> None:
+        """One provider call (an item, or a page for a page provider); `failure` says why it
+        could not answer (a timeout, a raise, or the class the provider reported)."""
 
-    def found(self, action_type: str, provider: str, finding: FindingKind) -> None: ...
+    def found(self, action_type: str, provider: str, finding: Finding) -> None:
+        """One item's finding; an `unavailable` one may carry its `failure`."""
 
     def committed(
         self, outcomes: Sequence[ItemOutcome], report: CommitReport, seconds: float
@@ -40,10 +41,10 @@ class NullObserver:
     def claimed(self, items: int, seconds: float) -> None:
         pass
 
-    def inspected(self, provider: str, seconds: float, failure: str | None) -> None:
+    def inspected(self, provider: str, seconds: float, failure: ProviderFailure | None) -> None:
         pass
 
-    def found(self, action_type: str, provider: str, finding: FindingKind) -> None:
+    def found(self, action_type: str, provider: str, finding: Finding) -> None:
         pass
 
     def committed(
@@ -59,6 +60,43 @@ class NullObserver:
 
     def cycle_failed(self, reason: str, seconds: float) -> None:
         pass
+
+
+class Observers:
+    """Several observers as one: every event goes to each, in the order given."""
+
+    def __init__(self, *observers: RecoveryObserver) -> None:
+        self._observers = observers
+
+    def claimed(self, items: int, seconds: float) -> None:
+        for o in self._observers:
+            o.claimed(items, seconds)
+
+    def inspected(self, provider: str, seconds: float, failure: ProviderFailure | None) -> None:
+        for o in self._observers:
+            o.inspected(provider, seconds, failure)
+
+    def found(self, action_type: str, provider: str, finding: Finding) -> None:
+        for o in self._observers:
+            o.found(action_type, provider, finding)
+
+    def committed(
+        self, outcomes: Sequence[ItemOutcome], report: CommitReport, seconds: float
+    ) -> None:
+        for o in self._observers:
+            o.committed(outcomes, report, seconds)
+
+    def released(self, held: int, released: int) -> None:
+        for o in self._observers:
+            o.released(held, released)
+
+    def cycle_completed(self, seconds: float) -> None:
+        for o in self._observers:
+            o.cycle_completed(seconds)
+
+    def cycle_failed(self, reason: str, seconds: float) -> None:
+        for o in self._observers:
+            o.cycle_failed(reason, seconds)
 
 
 @dataclass(frozen=True, slots=True)

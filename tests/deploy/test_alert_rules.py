@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from prometheus_client import CollectorRegistry
 
-from resolver.domain import FindingKind
+from resolver.domain import Finding, FindingKind, ProviderFailure
 from resolver.ports import BacklogSnapshot
 from resolver.telemetry.metrics import BacklogCollector, ResolverMetrics, register_build_info
 from tests.deploy.conftest import ROOT, RULE_TESTS, RULES, RUNBOOK
@@ -103,8 +103,8 @@ def _registry() -> CollectorRegistry:
     registry = CollectorRegistry()
     metrics = ResolverMetrics(registry)
     metrics.cycle_completed(0.1)  # histograms and labelled counters show their samples
-    metrics.inspected("p", 0.1, "timeout")
-    metrics.found("t", "p", FindingKind.UNAVAILABLE)
+    metrics.inspected("p", 0.1, ProviderFailure.TIMEOUT)
+    metrics.found("t", "p", Finding(FindingKind.UNAVAILABLE))
     register_build_info(registry, "rev")
     registry.register(BacklogCollector(FixedReader()))
     return registry

@@ -119,7 +119,7 @@ def test_a_cycle_counts_findings_resolutions_latencies_and_page_size(
     assert value(registry, "resolver_inspect_duration_seconds_count", provider="http_receipt") == 2
     assert (
         value(
-            registry, "resolver_provider_errors_total", provider="internal_mutation", reason="error"
+            registry, "resolver_provider_errors_total", provider="internal_mutation", kind="error"
         )
         == 1
     )
@@ -139,7 +139,7 @@ def test_provider_timeout_is_counted_by_provider(
         gate.set()
         rec.close()
     assert (
-        value(registry, "resolver_provider_errors_total", provider="slow_service", reason="timeout")
+        value(registry, "resolver_provider_errors_total", provider="slow_service", kind="timeout")
         == 1
     )
     inspect_sum = value(registry, "resolver_inspect_duration_seconds_sum", provider="slow_service")
