@@ -17,8 +17,7 @@ from typing import Any
 from benchmarks.protocol import ProcessStats, await_go, write_stats
 from resolver.composition import build_replica, configure_logging
 from resolver.config import load_settings
-from resolver.domain import ClaimedItem, Finding
-from resolver.ports import CommitReport, ItemOutcome
+from resolver.domain import ClaimedItem, CommitReport, Finding, ItemOutcome
 
 
 class TimedStore:

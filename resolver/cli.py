@@ -26,8 +26,8 @@ from resolver.composition import (
 )
 from resolver.config import load_settings
 from resolver.db import migrate as migrations
+from resolver.domain import BacklogSnapshot
 from resolver.errors import ConfigError, ResolverError, SchemaNotReady, StorageUnavailable
-from resolver.ports import BacklogSnapshot
 from resolver.telemetry.metrics import DEFAULT_COUNT_CAP
 from resolver.worker import Worker
 

@@ -13,9 +13,10 @@ from resolver.domain import (
     DispatchSpec,
     ExecutionLease,
     ExecutionState,
+    ExecutionView,
 )
 from resolver.errors import FenceConflict, InvalidDispatch, LeaseLost, NotFound, NotLeasable
-from resolver.ports import ExecutionStore, ExecutionView
+from resolver.ports import ExecutionStore
 
 TERMINAL = frozenset({ExecutionState.SUCCEEDED, ExecutionState.FAILED, ExecutionState.BLOCKED})
 

@@ -14,11 +14,19 @@ from dataclasses import dataclass, field
 import structlog
 from opentelemetry.trace import Tracer
 
-from resolver.domain import ClaimedItem, DispatchIdentity, Finding, FindingKind, ProviderFailure
+from resolver.domain import (
+    ClaimedItem,
+    CommitReport,
+    DispatchIdentity,
+    Finding,
+    FindingKind,
+    ItemOutcome,
+    ProviderFailure,
+)
 from resolver.errors import StorageUnavailable
 from resolver.evidence import Capability, EvidenceProvider, PageEvidenceProvider, ProviderRegistry
 from resolver.history import NULL_HISTORY, CrashPoint, History, claimed_fields, crash_now
-from resolver.ports import CommitReport, ItemOutcome, RecoveryStore
+from resolver.ports import RecoveryStore
 from resolver.telemetry.observer import RecoveryObserver, Telemetry
 
 log = structlog.get_logger("resolver.reconciler")

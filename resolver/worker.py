@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -44,7 +43,6 @@ class Worker:
         self._stop = threading.Event()
         self._listeners = listeners
         self.cycles_completed = 0
-        self.last_cycle_monotonic: float | None = None
 
     def request_stop(self) -> None:
         """Stop claiming; the cycle in flight finishes (or releases its page) and run returns."""
@@ -70,7 +68,6 @@ class Worker:
                 continue
             failures = 0
             self.cycles_completed += 1
-            self.last_cycle_monotonic = time.monotonic()
             self._notify(report, None)
             if once:
                 return

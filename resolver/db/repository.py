@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from enum import StrEnum
 from typing import Any
 
 import psycopg
@@ -14,24 +15,26 @@ from resolver.db.dsn import libpq_dsn, redact
 from resolver.db.pooling import check_if_idle
 from resolver.db.statements import statement
 from resolver.domain import (
+    BacklogSnapshot,
     ClaimedItem,
+    CommitReport,
     Completion,
+    ControlStatus,
     DispatchIdentity,
     DispatchSpec,
     ExecutionLease,
     ExecutionState,
-)
-from resolver.errors import ConstraintViolation, InvalidDispatch, NotFound, StorageUnavailable
-from resolver.manual import ManualDecision, Principal
-from resolver.ports import (
-    BacklogSnapshot,
-    CommitReport,
     ExecutionView,
+    FindingKind,
     Grant,
     ItemOutcome,
     ManualContext,
+    ManualDecision,
     ManualQueueItem,
+    Principal,
+    ResolutionSource,
 )
+from resolver.errors import ConstraintViolation, InvalidDispatch, NotFound, StorageUnavailable
 
 Row = dict[str, Any]
 
@@ -203,7 +206,8 @@ class PostgresStore:
         if row is None:
             return None
         row.pop("token")
-        row["state"] = ExecutionState(row["state"])
+        _enums(row, state=ExecutionState, resolution_source=ResolutionSource)
+        _enums(row, resolution_outcome=ExecutionState)
         return ExecutionView(**row)
 
     # -- recovery -------------------------------------------------------------------------
@@ -280,7 +284,8 @@ class PostgresStore:
         row = self._one("manual_context_get", params)
         if row is None:
             return None
-        row["state"] = ExecutionState(row["state"])
+        _enums(row, state=ExecutionState, control_status=ControlStatus)
+        _enums(row, resolution_source=ResolutionSource, resolution_outcome=ExecutionState)
         return ManualContext(**row)
 
     def commit_manual(
@@ -329,7 +334,7 @@ class PostgresStore:
             "after_manual_at_ms": after_ms,
             "after_dispatch_id": after_id,
         }
-        return [ManualQueueItem(**row) for row in self._all("manual_queue_page", params)]
+        return [_queue_item(row) for row in self._all("manual_queue_page", params)]
 
 
 def _fence(lease: ExecutionLease, **extra: Any) -> dict[str, Any]:
@@ -376,6 +381,18 @@ def _claimed(row: Row) -> ClaimedItem:
         finding_count=row["finding_count"],
         claimed_at_ms=row["claimed_at_ms"],
     )
+
+
+def _queue_item(row: Row) -> ManualQueueItem:
+    _enums(row, last_finding=FindingKind)
+    return ManualQueueItem(**row)
+
+
+def _enums(row: Row, **columns: Callable[[str], StrEnum]) -> None:
+    """Stored codes become their enums (NULL stays None); an unknown code raises."""
+    for column, enum in columns.items():
+        if row[column] is not None:
+            row[column] = enum(row[column])
 
 
 def _page_params(outcomes: Sequence[ItemOutcome], now_ms: int | None) -> dict[str, Any]:

@@ -13,9 +13,17 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from resolver import __version__
-from resolver.domain import Finding, ProviderFailure
+from resolver.domain import (
+    BacklogSnapshot,
+    CommitReport,
+    Finding,
+    ItemOutcome,
+    Outcome,
+    ProviderFailure,
+    ResolutionSource,
+)
 from resolver.errors import ResolverError
-from resolver.ports import BacklogReader, BacklogSnapshot, CommitReport, ItemOutcome
+from resolver.ports import BacklogReader
 
 log = structlog.get_logger("resolver.telemetry")
 
@@ -101,8 +109,8 @@ class ResolverMetrics:
             self.cycles.labels(result)
         for stage in ("commit", "release"):
             self.fence_rejections.labels(stage)
-        for outcome in ("succeeded", "failed"):
-            self.resolutions.labels("automatic", outcome)
+        for outcome in Outcome:
+            self.resolutions.labels(ResolutionSource.AUTOMATIC.value, outcome.value)
 
     def claimed(self, items: int, seconds: float) -> None:
         self.claim_seconds.observe(seconds)
@@ -125,7 +133,7 @@ class ResolverMetrics:
         for outcome in outcomes:
             result = outcome.finding.outcome
             if result is not None and outcome.item.identity.dispatch_id in report.accepted:
-                self.resolutions.labels("automatic", result.value).inc()
+                self.resolutions.labels(ResolutionSource.AUTOMATIC.value, result.value).inc()
 
     def released(self, held: int, released: int) -> None:
         if held > released:

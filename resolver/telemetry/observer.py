@@ -8,8 +8,14 @@ from typing import Protocol
 
 from opentelemetry.trace import NoOpTracer, Tracer
 
-from resolver.domain import Finding, ProviderFailure
-from resolver.ports import CommitReport, ItemOutcome
+from resolver.domain import (
+    CommitReport,
+    ExecutionState,
+    Finding,
+    ItemOutcome,
+    ManualResult,
+    ProviderFailure,
+)
 
 
 class RecoveryObserver(Protocol):
@@ -123,9 +129,8 @@ class ApiObserver(Protocol):
 
     def step_up_required(self) -> None: ...
 
-    def decided(self, outcome: str, result: str) -> None:
-        """A decision answered 200: outcome is the terminal state, result `committed` or
-        `replayed`."""
+    def decided(self, outcome: ExecutionState, result: ManualResult) -> None:
+        """A decision answered 200: the terminal state, committed now or replayed."""
 
 
 class NullApiObserver:
@@ -140,5 +145,5 @@ class NullApiObserver:
     def step_up_required(self) -> None:
         pass
 
-    def decided(self, outcome: str, result: str) -> None:
+    def decided(self, outcome: ExecutionState, result: ManualResult) -> None:
         pass

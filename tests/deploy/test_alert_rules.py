@@ -10,8 +10,7 @@ from typing import Any
 import yaml
 from prometheus_client import CollectorRegistry
 
-from resolver.domain import Finding, FindingKind, ProviderFailure
-from resolver.ports import BacklogSnapshot
+from resolver.domain import BacklogSnapshot, Finding, FindingKind, ProviderFailure
 from resolver.telemetry.metrics import BacklogCollector, ResolverMetrics, register_build_info
 from tests.deploy.conftest import ROOT, RULE_TESTS, RULES, RUNBOOK
 

@@ -374,7 +374,8 @@ def test_evidence_reader_reads_evidence_only_in_read_only_transactions(
 def test_runtime_role_commits_a_manual_decision_but_cannot_grant_itself(
     role_db: RoleDatabase,
 ) -> None:
-    from resolver.manual import Decision, ManualDecision, ManualResolutionService, Principal
+    from resolver.domain import Decision, ManualDecision, Principal
+    from resolver.manual import ManualResolutionService
 
     with psycopg.connect(role_db.urls["resolver_migrator"], autocommit=True) as platform:
         platform.execute("SET search_path = resolver")

@@ -9,10 +9,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from resolver.db.repository import PostgresStore
-from resolver.domain import DispatchIdentity, Finding, FindingKind
+from resolver.domain import BacklogSnapshot, DispatchIdentity, Finding, FindingKind
 from resolver.errors import StorageUnavailable
 from resolver.evidence import ProviderRegistry, build_registry
-from resolver.ports import BacklogSnapshot
 from resolver.reconciler import Reconciler, ReconcilerSettings
 from resolver.telemetry import Telemetry
 from resolver.telemetry.metrics import BacklogCollector, ResolverMetrics

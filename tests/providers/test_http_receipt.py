@@ -112,7 +112,10 @@ def test_status_mapping(
     ],
 )
 def test_unexpected_status_is_classified(
-    harness: HttpReceiptHarness, receipt_server: ReceiptServer, status: int, failure: ProviderFailure
+    harness: HttpReceiptHarness,
+    receipt_server: ReceiptServer,
+    status: int,
+    failure: ProviderFailure,
 ) -> None:
     identity = harness.identity()
     receipt_server.plant(identity.idempotency_key, status)
