@@ -15,7 +15,7 @@ from psycopg import sql
 
 from resolver import localpg
 from resolver.db import migrate
-from resolver.testing.postgres import with_database
+from resolver_test_support.postgres import with_database
 
 # Settings of the private cluster. pg_stat_statements counts statements per resolution.
 PRIVATE_SETTINGS = {

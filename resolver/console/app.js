@@ -106,7 +106,18 @@ async function decide(event, item, form, row) {
   button.disabled = false;
 }
 
+// A link may carry a token in its fragment (`#token=…`, as `resolver demo --live` prints):
+// browsers never send the fragment to a server, and it is removed from the address bar and
+// history before anything else runs, so the token lands only in this tab's session storage.
+function takeTokenFromFragment() {
+  const match = /^#token=([A-Za-z0-9._-]+)$/.exec(window.location.hash);
+  if (!match) return;
+  sessionStorage.setItem(TOKEN_KEY, match[1]);
+  history.replaceState(null, "", window.location.pathname + window.location.search);
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  takeTokenFromFragment();
   document.getElementById("signin-form").addEventListener("submit", (event) => {
     event.preventDefault();
     sessionStorage.setItem(TOKEN_KEY, document.getElementById("token").value.trim());

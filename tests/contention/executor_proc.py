@@ -20,7 +20,7 @@ from resolver.db.repository import PostgresStore
 from resolver.domain import Completion, DispatchSpec, ExecutionLease, Outcome
 from resolver.execution import ExecutionClient
 from resolver.receipts import KeyRing
-from resolver.testing.scripted import SCRIPT_TABLE_DDL, evidence_digest
+from resolver_test_support.scripted import SCRIPT_TABLE_DDL, evidence_digest
 
 from .workload import RECEIPT_TYPE, _spec
 

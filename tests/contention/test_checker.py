@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from resolver.domain import FindingKind, Outcome
-from resolver.testing.scripted import Script
+from resolver_test_support.scripted import Script
 
 from .checker import Event, Row, check
 from .workload import Kind, Plan, _spec

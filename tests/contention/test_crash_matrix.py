@@ -26,7 +26,7 @@ from resolver.db.repository import PostgresStore
 from resolver.domain import FindingKind, Outcome
 from resolver.execution import ExecutionClient
 from resolver.history import CrashPoint, FileHistory
-from resolver.testing.scripted import SCRIPT_TABLE_DDL, Script
+from resolver_test_support.scripted import SCRIPT_TABLE_DDL, Script
 
 from .checker import SNAPSHOT_SQL, check, read_histories
 from .executor_proc import SIDE_EFFECTS_DDL, ExecutorCrash

@@ -35,7 +35,7 @@ from resolver.domain import (
 from resolver.errors import FenceConflict, PermissionDenied, ResolverError, StrongAuthRequired
 from resolver.execution import CompletionResult, ExecutionClient
 from resolver.manual import ManualResolutionService
-from resolver.testing.postgres import DatabaseFactory
+from resolver_test_support.postgres import DatabaseFactory
 from tests.conftest import T0, new_spec
 
 pytestmark = pytest.mark.contention

@@ -37,7 +37,7 @@ from resolver.domain import (
 )
 from resolver.execution import CompletionResult, ExecutionClient
 from resolver.reconciler import Reconciler, ReconcilerSettings
-from resolver.testing.postgres import with_database
+from resolver_test_support.postgres import with_database
 from tests.conftest import EXEC_LEASE_MS, T0, new_spec
 from tests.providers_for_tests import ScriptedProvider, fixed, registry
 

@@ -109,3 +109,5 @@ def test_build_context_is_an_allow_list() -> None:
         for part in args.split()[:-1]
     }
     assert copied <= allowed, copied - allowed
+    # The test rig (tests/support) is its own distribution and never reaches the image.
+    assert not any(path.startswith("tests") for path in allowed | copied)

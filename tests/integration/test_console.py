@@ -111,3 +111,20 @@ def test_console_is_served_with_a_strict_content_security_policy(site) -> None: 
     assert "default-src 'none'" in response.headers["content-security-policy"]
     assert client.get("/console/../../etc/passwd").status_code == 404
     assert client.get("/console/secrets.txt").status_code == 404
+
+
+def test_a_link_with_a_token_in_its_fragment_signs_in_and_forgets_the_fragment(
+    site, page, signing_key: rsa.RSAPrivateKey
+) -> None:  # type: ignore[no-untyped-def]
+    """What `resolver demo --live` prints: the token never reaches the server (fragment) and
+    leaves the address bar and history before the queue loads."""
+    client, dispatch_ids = site
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
+    page.goto(f"{client.base_url}/console#token={token(signing_key)}")
+    rows = page.locator("#queue tbody tr")
+    rows.first.wait_for()
+    assert sorted(rows.locator(".dispatch").all_text_contents()) == sorted(dispatch_ids)
+    assert page.evaluate("window.location.hash") == ""
+    assert page.locator("#signin").is_hidden()
+    assert all("token" not in url for url in requested)

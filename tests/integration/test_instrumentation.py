@@ -15,7 +15,11 @@ from resolver.domain import DispatchIdentity, FindingKind, Outcome
 from resolver.errors import ConfigError
 from resolver.history import FileHistory
 from resolver.reconciler import Reconciler, ReconcilerSettings
-from resolver.testing.scripted import SCRIPT_TABLE_DDL, ScriptedEvidenceProvider, evidence_digest
+from resolver_test_support.scripted import (
+    SCRIPT_TABLE_DDL,
+    ScriptedEvidenceProvider,
+    evidence_digest,
+)
 from tests.conftest import EXEC_LEASE_MS, SQL, T0, World
 from tests.providers_for_tests import ScriptedProvider, registry, verified
 

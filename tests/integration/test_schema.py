@@ -11,7 +11,7 @@ from alembic.migration import MigrationContext
 from resolver.db import migrate
 from resolver.db.dsn import sqlalchemy_url
 from resolver.db.tables import IMMUTABLE_TABLES, metadata
-from resolver.testing.postgres import DatabaseFactory
+from resolver_test_support.postgres import DatabaseFactory
 from tests.conftest import SQL, new_spec
 
 

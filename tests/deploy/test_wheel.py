@@ -1,0 +1,60 @@
+"""The wheel holds the product only: the five built-in providers, no test rig."""
+
+from __future__ import annotations
+
+import configparser
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.deploy.k8s import ROOT
+
+BUILT_INS = {"manual_only", "internal_mutation", "run_create", "package_install", "http_receipt"}
+# Modules of the test rig, wherever they might land by mistake.
+TEST_ONLY_NAMES = {"scripted", "bench_providers", "postgres"}
+# What resolver/testing may ship: the provider contract kit and the receipt service it plays.
+SHIPPED_KIT = {"__init__.py", "contract.py", "receipt_server.py"}
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[zipfile.ZipFile]:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(ROOT), "-w", str(out)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (built,) = out.glob("approved_action_resolver-*.whl")
+    with zipfile.ZipFile(built) as zf:
+        yield zf
+
+
+def entry_points(wheel: zipfile.ZipFile) -> configparser.ConfigParser:
+    (name,) = [n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt")]
+    parser = configparser.ConfigParser(delimiters=("=",))
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.read_string(wheel.read(name).decode("utf-8"))
+    return parser
+
+
+def test_the_wheel_registers_exactly_the_five_built_in_providers(wheel: zipfile.ZipFile) -> None:
+    groups = entry_points(wheel)
+    assert set(groups["resolver.providers"]) == BUILT_INS
+    for target in groups["resolver.providers"].values():
+        assert target.strip().startswith("providers."), target
+    # Nothing but the command and the providers: no test hooks of any kind.
+    assert set(groups.sections()) == {"console_scripts", "resolver.providers"}
+
+
+def test_no_test_only_module_ships(wheel: zipfile.ZipFile) -> None:
+    modules = [Path(n) for n in wheel.namelist() if n.endswith(".py")]
+    assert modules, "the wheel holds no module"
+    assert {m.parts[0] for m in modules} == {"resolver", "providers"}
+    assert not [m for m in modules if m.stem in TEST_ONLY_NAMES and "migrations" not in m.parts]
+    kit = {m.name for m in modules if m.parts[:2] == ("resolver", "testing")}
+    assert kit == SHIPPED_KIT
