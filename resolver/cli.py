@@ -301,6 +301,7 @@ def status_text(snapshot: BacklogSnapshot) -> str:
     at_least = "at least " if doc["capped"] else ""
     lines = [f"{'queue':<10}{'controls':>10}"]
     lines += [f"{name:<10}{count:>10}" for name, count in doc["queues"].items()]
+    lines += [f"  {key:<30}{count:>8}" for key, count in doc["action_types"].items()]
     lines.append(
         f"due now: {at_least}{doc['due']}"
         f"   oldest claimable: {doc['oldest_claimable_age_seconds']:.1f}s"
