@@ -33,7 +33,12 @@ from resolver.telemetry.health import (
     ReadinessCheck,
     liveness_bound_seconds,
 )
-from resolver.telemetry.metrics import BacklogCollector, ResolverMetrics, register_build_info
+from resolver.telemetry.metrics import (
+    BacklogCollector,
+    ResolverMetrics,
+    register_build_info,
+    register_liveness_bound,
+)
 from resolver.telemetry.observer import Observers
 from resolver.telemetry.server import ObservabilityServer
 from resolver.telemetry.tracing import Tracing, tracing_from_env
@@ -119,8 +124,19 @@ def build_metrics(
     """Every metric on `registry` (never the process-global one): tests pass a fresh one."""
     _process_metrics(registry)
     register_build_info(registry, migrate.head_revision())
+    register_liveness_bound(registry, liveness_bound(settings))
     registry.register(BacklogCollector(store, ttl_seconds=settings.metrics_cache_seconds))
     return ResolverMetrics(registry)
+
+
+def liveness_bound(settings: Settings) -> float:
+    """The /healthz bound of these settings (also exported, for the stall alert)."""
+    return liveness_bound_seconds(
+        cadence_seconds=settings.cadence_seconds,
+        cadence_jitter_ratio=settings.cadence_jitter_ratio,
+        storage_retry_max_seconds=settings.storage_retry_max_seconds,
+        recovery_lease_seconds=settings.recovery_lease_seconds,
+    )
 
 
 def build_replica(
@@ -182,15 +198,7 @@ def serve_endpoints(replica: Replica, settings: Settings) -> ObservabilityServer
     if settings.http_port == 0:
         return None
     url = settings.require_database_url()
-    liveness = LivenessCheck(
-        replica.heartbeat,
-        liveness_bound_seconds(
-            cadence_seconds=settings.cadence_seconds,
-            cadence_jitter_ratio=settings.cadence_jitter_ratio,
-            storage_retry_max_seconds=settings.storage_retry_max_seconds,
-            recovery_lease_seconds=settings.recovery_lease_seconds,
-        ),
-    )
+    liveness = LivenessCheck(replica.heartbeat, liveness_bound(settings))
     readiness = readiness_check(replica.store, url, providers=replica.provider_health.report)
     server = _listen(settings, replica.metrics_registry, liveness, readiness)
     replica.endpoints = server.start()

@@ -173,6 +173,20 @@ def register_build_info(
     )
 
 
+def register_liveness_bound(registry: CollectorRegistry, seconds: float) -> None:
+    """`resolver_liveness_bound_seconds`: when /healthz starts failing without a cycle end.
+
+    A healthy loop ends a cycle at least every half of it, so the stall alert compares the
+    last cycle's age with this and fires before the kubelet restarts the replica.
+    """
+    Gauge(
+        f"{PREFIX}_liveness_bound_seconds",
+        "Seconds without a finished cycle after which /healthz fails (twice the longest "
+        "healthy gap between cycle ends).",
+        registry=registry,
+    ).set(seconds)
+
+
 class BacklogCollector(Collector):
     """Backlog gauges read from PostgreSQL at most once per `ttl_seconds`.
 

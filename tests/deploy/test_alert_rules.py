@@ -11,7 +11,13 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from resolver.domain import BacklogSnapshot, Finding, FindingKind, ProviderFailure
-from resolver.telemetry.metrics import BacklogCollector, ResolverMetrics, register_build_info
+from resolver.telemetry.api_metrics import ApiMetrics
+from resolver.telemetry.metrics import (
+    BacklogCollector,
+    ResolverMetrics,
+    register_build_info,
+    register_liveness_bound,
+)
 from tests.deploy.conftest import ROOT, RULE_TESTS, RULES, RUNBOOK
 
 REQUIRED_ANNOTATIONS = {"summary", "description", "runbook_url"}
@@ -76,7 +82,7 @@ def test_rules_only_use_metrics_the_resolver_exports() -> None:
     exported = exported_sample_names()
     for rule in alert_rules():
         used = set(re.findall(r"\b(resolver_[a-z_]+)\b", rule["expr"]))
-        assert used <= exported, (rule["alert"], used - exported)  # ResolverDown uses `up` only
+        assert used <= exported, (rule["alert"], used - exported)  # `up` is Prometheus's
 
 
 def test_docs_list_every_exported_metric() -> None:
@@ -87,7 +93,9 @@ def test_docs_list_every_exported_metric() -> None:
 
 
 def exported_sample_names() -> set[str]:
-    return {sample.name for family in _registry().collect() for sample in family.samples}
+    """Every sample name a worker or an API process exports."""
+    registries = (_registry(), _api_registry())
+    return {s.name for r in registries for family in r.collect() for s in family.samples}
 
 
 class FixedReader:
@@ -105,7 +113,15 @@ def _registry() -> CollectorRegistry:
     metrics.inspected("p", 0.1, ProviderFailure.TIMEOUT)
     metrics.found("t", "p", Finding(FindingKind.UNAVAILABLE))
     register_build_info(registry, "rev")
+    register_liveness_bound(registry, 180.0)
     registry.register(BacklogCollector(FixedReader()))
+    return registry
+
+
+def _api_registry() -> CollectorRegistry:
+    registry = CollectorRegistry()
+    metrics = ApiMetrics(registry)
+    metrics.request("/v1/manual", 503, 0.1)  # the histogram and the request counter show up
     return registry
 
 

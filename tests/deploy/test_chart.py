@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import copy
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,6 @@ from resolver.config import Settings, load_provider_config
 from tests.deploy.k8s import (
     CHART,
     OPERATOR_KINDS,
-    ROOT,
     Manifest,
     assert_hardened,
     assert_lints_clean,
@@ -63,6 +60,23 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         }
     },
     "service-monitor": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
+    # Issue 11 (alerts, dashboard): every monitoring option on.
+    "monitoring-everything": {
+        "serviceMonitor": {"enabled": True},
+        "prometheusRule": {"enabled": True, "labels": {"release": "prom"}},
+        "alerts": {
+            "workerSelector": 'job="approved-action-resolver", cluster="eu1"',
+            "groupBy": ["cluster", "namespace", "release"],
+            "runbookBaseUrl": "https://wiki.corp.test/resolver/runbook.html",
+            "ruleLabels": {"team": "sre"},
+            "disabled": ["ResolverBacklogGrowing"],
+        },
+        "dashboard": {
+            "enabled": True,
+            "namespace": "monitoring",
+            "annotations": {"grafana_folder": "Recovery"},
+        },
+    },
     "production": {
         "replicaCount": 3,
         "image": {"repository": "registry.example/resolver", "digest": "sha256:" + "ab" * 32},
@@ -384,65 +398,6 @@ def test_network_policy_allows_only_dns_database_and_provider_egress() -> None:
     # Both the replicas and the migration Job need PostgreSQL, and nothing else.
     assert selector <= worker(manifests)["spec"]["template"]["metadata"]["labels"].items()
     assert selector <= migration_job(manifests)["spec"]["template"]["metadata"]["labels"].items()
-
-
-SAMPLE_RULES = """\
-groups:
-  - name: resolver-sample
-    rules:
-      - alert: ResolverSampleBacklog
-        expr: resolver_due_backlog > 100
-        for: 10m
-        labels:
-          severity: warning
-        annotations:
-          summary: "{{ $value }} recovery controls are due"
-"""
-
-
-def chart_copy(tmp_path: Path, rules: str | None) -> Path:
-    copy_dir = tmp_path / "chart"
-    shutil.copytree(CHART, copy_dir)
-    target = copy_dir / "files" / "resolver-alerts.yml"
-    target.unlink(missing_ok=True)
-    if rules is not None:
-        target.write_text(rules, encoding="utf-8")
-    return copy_dir
-
-
-def test_prometheus_rule_carries_the_alerts_file_verbatim(tmp_path: Path) -> None:
-    chart = chart_copy(tmp_path, SAMPLE_RULES)
-    manifests = render({"prometheusRule": {"enabled": True}}, chart=chart)
-    rule = one(manifests, "PrometheusRule")
-    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
-    assert rule["spec"]["groups"] == yaml.safe_load(SAMPLE_RULES)["groups"]
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.skip("promtool is not installed: the rules' syntax is left unchecked")
-    rules_file = tmp_path / "rendered-rules.yml"
-    rules_file.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}), encoding="utf-8")
-    result = subprocess.run(
-        [promtool, "check", "rules", str(rules_file)], capture_output=True, text=True, check=False
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-def test_prometheus_rule_without_the_alerts_file_fails_with_the_fix(tmp_path: Path) -> None:
-    chart = chart_copy(tmp_path, None)
-    with pytest.raises(helm.HelmError, match=r"copy deploy/prometheus/resolver-alerts\.yml"):
-        render({"prometheusRule": {"enabled": True}}, chart=chart)
-
-
-def test_chart_copy_of_the_alert_rules_matches_the_source() -> None:
-    source = ROOT / "deploy" / "prometheus" / "resolver-alerts.yml"
-    copy_in_chart = CHART / "files" / "resolver-alerts.yml"
-    if not source.exists():
-        assert not copy_in_chart.exists(), "the chart carries rules whose source is gone"
-        pytest.skip("deploy/prometheus/resolver-alerts.yml does not exist on this branch yet")
-    assert copy_in_chart.exists(), f"copy {source.relative_to(ROOT)} to {copy_in_chart}"
-    assert copy_in_chart.read_bytes() == source.read_bytes(), (
-        f"{copy_in_chart} drifted: copy {source.relative_to(ROOT)} over it"
-    )
 
 
 # -- values that must be refused --------------------------------------------------------------

@@ -96,10 +96,17 @@ def prometheus_server(
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
         "rule_files": [str(tmp_path / "rules.yml")],
+        # Labelled as the chart's ServiceMonitor labels the series (the rules select the job
+        # and group by namespace and release).
         "scrape_configs": [
             {
-                "job_name": "resolver",
-                "static_configs": [{"targets": [f"127.0.0.1:{resolver_port}"]}],
+                "job_name": "approved-action-resolver",
+                "static_configs": [
+                    {
+                        "targets": [f"127.0.0.1:{resolver_port}"],
+                        "labels": {"namespace": "shop", "release": "rr"},
+                    }
+                ],
             }
         ],
     }
@@ -171,7 +178,7 @@ def test_prometheus_scrapes_an_ageing_backlog_and_fires_the_paging_alert(
         ]
         age = scalar(base, "max(resolver_oldest_claimable_age_seconds)")
         assert age is not None and 3600 <= age < 3600 + DEADLINE_SECONDS * 2
-        assert scalar(base, 'up{job="resolver"}') == 1.0
+        assert scalar(base, 'up{job="approved-action-resolver"}') == 1.0
         assert scalar(base, "resolver_build_info") == 1.0
 
         firing = wait_for(
@@ -180,19 +187,22 @@ def test_prometheus_scrapes_an_ageing_backlog_and_fires_the_paging_alert(
             timeout_seconds=DEADLINE_SECONDS,
         )
         assert firing["labels"]["severity"] == "critical"
+        assert (firing["labels"]["namespace"], firing["labels"]["release"]) == ("shop", "rr")
         assert firing["annotations"]["runbook_url"].endswith("#resolveroldestclaimabletooold")
         assert "1h" in firing["annotations"]["summary"]
         for quiet in ("ResolverDown", "ResolverLoopStalled", "ResolverBacklogUnknown"):
             assert alert(base, quiet, "firing") is None, quiet
         assert len(leases) == 3
 
-        # The only replica goes away: the next failed scrape makes ResolverDown fire.
+        # The only replica goes away (its target stays): failed scrapes make ResolverDown
+        # fire for this installation.
         assert replica.stop() == 0
-        wait_for(
+        down = wait_for(
             "ResolverDown to fire",
             lambda: alert(base, "ResolverDown", "firing"),
             timeout_seconds=DEADLINE_SECONDS,
         )
+        assert (down["labels"]["namespace"], down["labels"]["release"]) == ("shop", "rr")
     except BaseException:
         print("--- resolver output ---\n" + replica.output())
         print("--- prometheus output ---\n" + server.output())

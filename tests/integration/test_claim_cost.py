@@ -50,6 +50,9 @@ def test_claim_is_one_statement_that_commits_without_a_flush_wait(
     world: World, store: PostgresStore, sql: SQL
 ) -> None:
     world.crashed(2)
+    # Durable for this session whatever the server's default (a throwaway test cluster runs
+    # with synchronous_commit=off), so the statement's own transaction-local switch shows.
+    sql.all("SET synchronous_commit = on")
     with sql.conn.transaction(force_rollback=True):
         sql.conn.execute(statement("recovery_claim_due_page"), _claim_params())  # type: ignore[arg-type]
         assert sql.one("SHOW synchronous_commit")["synchronous_commit"] == "off"
