@@ -20,7 +20,9 @@ from resolver import __version__
 from resolver.composition import (
     build_api,
     build_replica,
+    build_verifier,
     configure_logging,
+    migration_policy,
     open_store,
     serve_endpoints,
 )
@@ -79,22 +81,41 @@ def main(log_level: str) -> None:
     metavar="REVISION",
     help="Roll the schema back to REVISION (or `base`) instead of upgrading.",
 )
+@click.option(
+    "--grants",
+    "with_grants",
+    is_flag=True,
+    help="Then apply the roles' privileges (grants.sql; roles.sql must have created the roles).",
+)
 @friendly_errors
-def migrate_cmd(offline: bool, revision: str, downgrade_to: str | None) -> None:
-    """Create or upgrade the schema (idempotent); --downgrade rolls it back."""
+def migrate_cmd(offline: bool, revision: str, downgrade_to: str | None, with_grants: bool) -> None:
+    """Create or upgrade the schema (idempotent); --downgrade rolls it back.
+
+    DDL waits at most RESOLVER_MIGRATION_LOCK_TIMEOUT_MS for a lock, then the attempt rolls
+    back and is retried (RESOLVER_MIGRATION_ATTEMPTS in all).
+    """
+    if with_grants and downgrade_to is not None:
+        raise click.UsageError("--grants applies to an upgraded schema; drop it with --downgrade")
     if offline:
         click.echo(migrations.upgrade_sql(revision))
+        if with_grants:
+            click.echo(migrations.grants_sql())
         return
-    url = load_settings().require_database_url()
+    settings = load_settings()
+    url, policy = settings.require_database_url(), migration_policy(settings)
     if downgrade_to is not None:
-        migrations.downgrade(url, downgrade_to)
+        migrations.downgrade(url, downgrade_to, policy)
     else:
-        migrations.upgrade(url, revision)
-    click.echo(f"schema at revision {migrations.current_revision(url)}")
+        migrations.upgrade(url, revision, policy)
+    current = migrations.current_revision(url, settings.connect_timeout_seconds)
+    click.echo(f"schema at revision {current}")
+    if with_grants:
+        migrations.apply_grants(url, policy)
+        click.echo(f"grants applied ({migrations.GRANTS_FILE.name})")
 
 
-def ensure_schema(url: str) -> None:
-    status, current = migrations.schema_status(url)
+def ensure_schema(url: str, connect_timeout_seconds: float) -> None:
+    status, current = migrations.schema_status(url, connect_timeout_seconds)
     if status in (migrations.SchemaStatus.MISSING, migrations.SchemaStatus.BEHIND):
         raise SchemaNotReady(
             f"schema is at revision {current or 'none'}, this resolver needs "
@@ -124,7 +145,7 @@ def run_cmd(once: bool, config_path: Path | None) -> None:
 def _run_replica(once: bool, config_path: Path | None) -> None:
     overrides = {"config": config_path} if config_path else {}
     settings = load_settings(**overrides)
-    ensure_schema(settings.require_database_url())
+    ensure_schema(settings.require_database_url(), settings.connect_timeout_seconds)
     structlog.contextvars.bind_contextvars(replica_id=settings.replica_id)
     replica = build_replica(settings)
     try:
@@ -243,12 +264,9 @@ def api_cmd() -> None:
     """
     import uvicorn
 
-    from resolver.auth import TokenVerifier
-
     settings = load_settings()
-    issuer, audience, jwks = settings.require_oidc()
-    verifier = TokenVerifier.from_jwks_file(jwks, issuer=issuer, audience=audience)
-    ensure_schema(settings.require_database_url())
+    verifier = build_verifier(settings)
+    ensure_schema(settings.require_database_url(), settings.connect_timeout_seconds)
     api = build_api(settings, verifier)
     try:
         uvicorn.run(

@@ -6,6 +6,7 @@ import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -68,6 +69,15 @@ def configure_logging(level: str = "INFO") -> None:
         cache_logger_on_first_use=True,
     )
     structlog.contextvars.bind_contextvars()
+
+
+def migration_policy(settings: Settings) -> migrate.MigrationPolicy:
+    return migrate.MigrationPolicy(
+        connect_timeout_seconds=settings.connect_timeout_seconds,
+        lock_timeout_ms=settings.migration_lock_timeout_ms,
+        attempts=settings.migration_attempts,
+        retry_delay_seconds=settings.migration_retry_delay_seconds,
+    )
 
 
 def open_store(settings: Settings) -> PostgresStore:
@@ -199,7 +209,12 @@ def serve_endpoints(replica: Replica, settings: Settings) -> ObservabilityServer
         return None
     url = settings.require_database_url()
     liveness = LivenessCheck(replica.heartbeat, liveness_bound(settings))
-    readiness = readiness_check(replica.store, url, providers=replica.provider_health.report)
+    readiness = readiness_check(
+        replica.store,
+        url,
+        settings.connect_timeout_seconds,
+        providers=replica.provider_health.report,
+    )
     server = _listen(settings, replica.metrics_registry, liveness, readiness)
     replica.endpoints = server.start()
     return server
@@ -208,6 +223,7 @@ def serve_endpoints(replica: Replica, settings: Settings) -> ObservabilityServer
 def readiness_check(
     store: PostgresStore,
     url: str,
+    connect_timeout_seconds: float = migrate.DEFAULT_CONNECT_TIMEOUT_SECONDS,
     *,
     providers: Callable[[], dict[str, dict[str, Any]]] | None = None,
 ) -> ReadinessCheck:
@@ -220,7 +236,7 @@ def readiness_check(
     """
     return ReadinessCheck(
         store.ping,
-        lambda: migrate.current_revision(url),
+        lambda: migrate.current_revision(url, connect_timeout_seconds),
         migrate.head_revision(),
         usable=lambda revision: migrate.classify(revision) is migrate.SchemaStatus.AHEAD,
         providers=providers,
@@ -246,6 +262,22 @@ def _listen(
             f"RESOLVER_HTTP_PORT={settings.http_port}: cannot listen on "
             f"{settings.http_host}:{settings.http_port} ({exc.strerror}); pick a free port"
         ) from None
+
+
+def build_verifier(settings: Settings) -> TokenVerifier:
+    """The token verifier of `resolver api`, its keys from the JWKS URL or file."""
+    from resolver.auth import JwksUrl, TokenVerifier
+
+    issuer, audience, keys = settings.require_oidc()
+    if isinstance(keys, Path):
+        return TokenVerifier.from_jwks_file(keys, issuer=issuer, audience=audience)
+    source = JwksUrl(
+        keys,
+        cache_seconds=settings.oidc_jwks_cache_seconds,
+        refetch_min_seconds=settings.oidc_jwks_refetch_min_seconds,
+        timeout_seconds=settings.connect_timeout_seconds,
+    )
+    return TokenVerifier.from_jwks_url(source, issuer=issuer, audience=audience)
 
 
 @dataclass
@@ -280,7 +312,7 @@ def build_api(
     _process_metrics(registry)
     # Not resolver_build_info: the worker alerts read that one as "a replica is up".
     register_build_info(registry, migrate.head_revision(), name="api_build")
-    readiness = readiness_check(store, url)
+    readiness = readiness_check(store, url, settings.connect_timeout_seconds)
     app = create_app(
         store,
         verifier,

@@ -6,6 +6,7 @@ import os
 import socket
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -35,7 +36,14 @@ class Settings(BaseSettings):
     api_decisions_per_minute: int = Field(default=30, ge=1, le=10_000)
     oidc_issuer: str | None = Field(default=None, description="expected `iss` of bearer tokens")
     oidc_audience: str | None = Field(default=None, description="expected `aud` of bearer tokens")
-    oidc_jwks_file: Path | None = Field(default=None, description="JWKS with the issuer's keys")
+    oidc_jwks_file: Path | None = Field(
+        default=None, description="JWKS with the issuer's keys, re-read when it changes"
+    )
+    oidc_jwks_url: str | None = Field(
+        default=None, description="the issuer's jwks_uri (https), instead of a file"
+    )
+    oidc_jwks_cache_seconds: float = Field(default=300.0, ge=0, le=86_400)
+    oidc_jwks_refetch_min_seconds: float = Field(default=30.0, ge=0, le=3_600)
     replica_id: str = Field(default_factory=_default_replica_id, min_length=1, max_length=128)
     page_size: int = Field(default=16, description="controls claimed per cycle (1..64)")
     cadence_seconds: float = Field(default=2.0, gt=0, description="sleep after a partial page")
@@ -61,12 +69,29 @@ class Settings(BaseSettings):
     metrics_cache_seconds: float = Field(
         default=5.0, ge=0, description="a backlog read serves scrapes for this long"
     )
+    # `resolver migrate`: DDL gives up on a lock after this long rather than queue (and stall
+    # the replicas queued behind it), then retries the whole, rolled-back attempt.
+    migration_lock_timeout_ms: int = Field(default=5_000, ge=1, le=600_000)
+    migration_attempts: int = Field(default=10, ge=1, le=1_000)
+    migration_retry_delay_seconds: float = Field(default=2.0, ge=0, le=600)
     history_file: Path | None = Field(
         default=None, description="test-only: append an invoke/ok/fail/info operation history"
     )
     test_crash_at: CrashPoint | None = Field(
         default=None, description="test-only: SIGKILL the replica at this cycle boundary"
     )
+
+    @field_validator("oidc_jwks_url")
+    @classmethod
+    def _jwks_over_tls(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        # Keys fetched in clear text could be swapped on the way: only loopback may skip TLS.
+        loopback = parts.hostname in {"127.0.0.1", "::1", "localhost"}
+        if parts.scheme != "https" and not (parts.scheme == "http" and loopback):
+            raise ValueError("must be an https:// URL (plain http only to a loopback address)")
+        return value
 
     @field_validator("page_size")
     @classmethod
@@ -99,19 +124,29 @@ class Settings(BaseSettings):
                 f"lease above {needed:g} or lower the provider timeout"
             )
 
-    def require_oidc(self) -> tuple[str, str, Path]:
+    def require_oidc(self) -> tuple[str, str, Path | str]:
+        """Issuer, audience and the key source: a JWKS file (Path) or a JWKS URL (str)."""
         missing = [
             f"RESOLVER_{name.upper()}"
-            for name in ("oidc_issuer", "oidc_audience", "oidc_jwks_file")
+            for name in ("oidc_issuer", "oidc_audience")
             if not getattr(self, name)
         ]
+        if not (self.oidc_jwks_file or self.oidc_jwks_url):
+            missing.append("RESOLVER_OIDC_JWKS_URL or RESOLVER_OIDC_JWKS_FILE")
         if missing:
             raise ConfigError(
                 f"the manual-resolution API verifies OIDC tokens and needs {', '.join(missing)}; "
-                "set them to your identity provider's issuer, this API's audience and a JWKS file"
+                "set them to your identity provider's issuer, this API's audience and its keys "
+                "(its jwks_uri, or a JWKS file)"
             )
-        assert self.oidc_issuer and self.oidc_audience and self.oidc_jwks_file
-        return self.oidc_issuer, self.oidc_audience, self.oidc_jwks_file
+        if self.oidc_jwks_file and self.oidc_jwks_url:
+            raise ConfigError(
+                "set one of RESOLVER_OIDC_JWKS_URL and RESOLVER_OIDC_JWKS_FILE, not both"
+            )
+        assert self.oidc_issuer and self.oidc_audience
+        keys: Path | str | None = self.oidc_jwks_file or self.oidc_jwks_url
+        assert keys is not None
+        return self.oidc_issuer, self.oidc_audience, keys
 
     def require_database_url(self) -> str:
         if not self.database_url:

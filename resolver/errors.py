@@ -27,6 +27,16 @@ class SourceMisconfigured(ResolverError):
     """
 
 
+class MigrationFailed(ResolverError):
+    """PostgreSQL refused a migration or grants statement (e.g. a role roles.sql creates is
+    missing, or the migration role lacks a privilege); the attempt rolled back."""
+
+
+class MigrationLockTimeout(StorageUnavailable):
+    """Migration DDL kept hitting its lock_timeout (a long transaction holds a table); every
+    attempt rolled back, so the schema is as it was."""
+
+
 class SchemaNotReady(ResolverError):
     """The database answers but is not migrated to the revision this code expects."""
 

@@ -5,7 +5,7 @@
 --
 --     psql "$ADMIN_URL" -v ON_ERROR_STOP=1 -f deploy/sql/roles.sql
 --
--- Then migrate as resolver_migrator and run deploy/sql/grants.sql (step 2). Both files are
+-- Then `resolver migrate --grants` as resolver_migrator (step 2: resolver/db/grants.sql). Both are
 -- idempotent. No password is set here: give the LOGIN roles theirs out of band
 -- (ALTER ROLE ... PASSWORD, your secret manager, or IAM authentication) and store each URL
 -- in the Kubernetes Secret the chart references. tests/deploy/test_database_roles.py runs

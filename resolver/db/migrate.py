@@ -1,21 +1,56 @@
-"""Schema migrations: `resolver migrate` and the readiness check run Alembic from here."""
+"""Schema migrations: `resolver migrate` and the readiness check run Alembic from here.
+
+Migrations and grants run under a `lock_timeout`: DDL that cannot get its lock gives up
+quickly instead of queueing, because every later statement on that table (the replicas'
+claims and commits) would queue behind it and stall. The whole attempt rolls back and is
+retried after a pause, until `MigrationPolicy.attempts` are spent.
+"""
 
 from __future__ import annotations
 
 import io
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+import psycopg
 import sqlalchemy as sa
+import structlog
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from resolver.db.dsn import redact, sqlalchemy_url
-from resolver.errors import StorageUnavailable
+from resolver.errors import MigrationFailed, MigrationLockTimeout, StorageUnavailable
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+# The privileges of every role on the schema's objects (roles.sql creates the roles). It ships
+# in the package so the migration Job applies exactly the grants of the schema it migrated.
+GRANTS_FILE = Path(__file__).with_name("grants.sql")
+DEFAULT_CONNECT_TIMEOUT_SECONDS = 5.0
+
+log = structlog.get_logger("resolver.migrate")
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationPolicy:
+    """How long DDL may wait for a lock, and how often a timed-out attempt is retried."""
+
+    connect_timeout_seconds: float = DEFAULT_CONNECT_TIMEOUT_SECONDS
+    lock_timeout_ms: int = 5_000
+    attempts: int = 10
+    retry_delay_seconds: float = 2.0
+    retry_delay_max_seconds: float = 30.0
+
+    def delay_after(self, attempt: int) -> float:
+        """Doubling pauses, capped: a long worker transaction gets room to finish."""
+        return min(self.retry_delay_seconds * 2.0 ** (attempt - 1), self.retry_delay_max_seconds)
+
+
+DEFAULT_POLICY = MigrationPolicy()
 
 
 def alembic_config(database_url: str, output: io.StringIO | None = None) -> Config:
@@ -41,13 +76,15 @@ class SchemaStatus(StrEnum):
     MISSING = "missing"
 
 
-def schema_status(database_url: str) -> tuple[SchemaStatus, str | None]:
+def schema_status(
+    database_url: str, connect_timeout_seconds: float = DEFAULT_CONNECT_TIMEOUT_SECONDS
+) -> tuple[SchemaStatus, str | None]:
     """Where the database stands relative to this code's migrations.
 
     Migrations are additive (expand before contract), so code may run on a schema one
     release ahead of it: that is what lets old pods keep working during a rolling upgrade.
     """
-    current = current_revision(database_url)
+    current = current_revision(database_url, connect_timeout_seconds)
     return classify(current), current
 
 
@@ -65,13 +102,40 @@ def _scripts() -> ScriptDirectory:
     return ScriptDirectory.from_config(alembic_config("postgresql://unused"))
 
 
-def upgrade(database_url: str, revision: str = "head") -> None:
+def upgrade(
+    database_url: str, revision: str = "head", policy: MigrationPolicy = DEFAULT_POLICY
+) -> None:
     """Migrate to `revision`; a no-op when already there (idempotent)."""
-    _run(database_url, lambda cfg: command.upgrade(cfg, revision))
+    _retrying(database_url, policy, "upgrade", lambda conn: _alembic(conn, database_url, revision))
 
 
-def downgrade(database_url: str, revision: str) -> None:
-    _run(database_url, lambda cfg: command.downgrade(cfg, revision))
+def downgrade(database_url: str, revision: str, policy: MigrationPolicy = DEFAULT_POLICY) -> None:
+    _retrying(
+        database_url,
+        policy,
+        "downgrade",
+        lambda conn: _alembic(conn, database_url, revision, down=True),
+    )
+
+
+def grants_sql() -> str:
+    return GRANTS_FILE.read_text(encoding="utf-8")
+
+
+def apply_grants(database_url: str, policy: MigrationPolicy = DEFAULT_POLICY) -> None:
+    """Run grants.sql (idempotent) in one transaction, as the schema owner."""
+    script = grants_sql()
+    _retrying(database_url, policy, "grants", lambda conn: _run_script(conn, script))
+
+
+def _run_script(conn: sa.Connection, script: str) -> None:
+    # Without parameters psycopg sends the file as one simple query, as `psql -f` would: the
+    # file holds many statements (and `%` is not a placeholder in it).
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(script)
+    finally:
+        cursor.close()
 
 
 def upgrade_sql(revision: str = "head") -> str:
@@ -82,8 +146,10 @@ def upgrade_sql(revision: str = "head") -> str:
     return out.getvalue()
 
 
-def current_revision(database_url: str) -> str | None:
-    engine = sa.create_engine(sqlalchemy_url(database_url), poolclass=sa.pool.NullPool)
+def current_revision(
+    database_url: str, connect_timeout_seconds: float = DEFAULT_CONNECT_TIMEOUT_SECONDS
+) -> str | None:
+    engine = _engine(database_url, connect_timeout_seconds)
     try:
         with engine.connect() as conn:
             return MigrationContext.configure(conn).get_current_revision()
@@ -93,15 +159,75 @@ def current_revision(database_url: str) -> str | None:
         engine.dispose()
 
 
-def _run(database_url: str, action: object) -> None:
-    assert callable(action)
-    engine = sa.create_engine(sqlalchemy_url(database_url), poolclass=sa.pool.NullPool)
+def _engine(
+    database_url: str, connect_timeout_seconds: float, lock_timeout_ms: int | None = None
+) -> sa.Engine:
+    # libpq takes whole seconds, and 0 would mean "wait forever".
+    connect_args: dict[str, object] = {"connect_timeout": max(1, round(connect_timeout_seconds))}
+    if lock_timeout_ms is not None:
+        connect_args["options"] = f"-c lock_timeout={lock_timeout_ms}"
+    return sa.create_engine(
+        sqlalchemy_url(database_url), poolclass=sa.pool.NullPool, connect_args=connect_args
+    )
+
+
+def _alembic(conn: sa.Connection, database_url: str, revision: str, *, down: bool = False) -> None:
+    cfg = alembic_config(database_url)
+    cfg.attributes["connection"] = conn
+    if down:
+        command.downgrade(cfg, revision)
+    else:
+        command.upgrade(cfg, revision)
+
+
+def _retrying(
+    database_url: str,
+    policy: MigrationPolicy,
+    step: str,
+    action: Callable[[sa.Connection], object],
+) -> None:
+    """`action` in one transaction; a lock timeout rolls it all back and retries it."""
+    engine = _engine(database_url, policy.connect_timeout_seconds, policy.lock_timeout_ms)
     try:
-        with engine.begin() as conn:
-            cfg = alembic_config(database_url)
-            cfg.attributes["connection"] = conn
-            action(cfg)
-    except sa.exc.OperationalError as exc:
-        raise StorageUnavailable(f"cannot reach {redact(database_url)}: {exc.orig}") from exc
+        for attempt in range(1, policy.attempts + 1):
+            try:
+                with engine.begin() as conn:
+                    action(conn)
+                return
+            except (sa.exc.DBAPIError, psycopg.Error) as exc:
+                # SQLAlchemy wraps what went through it; the grants script's cursor does not.
+                error = exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc
+                if not isinstance(error, psycopg.errors.LockNotAvailable):
+                    raise _classified(step, database_url, error) from exc
+                if attempt == policy.attempts:
+                    raise MigrationLockTimeout(
+                        f"{step}: a lock stayed taken through {policy.attempts} attempts of "
+                        f"{policy.lock_timeout_ms} ms each (lock_timeout); nothing was changed. "
+                        "A long transaction holds a table the migration alters: find it in "
+                        "pg_stat_activity, or retry when the load is lower"
+                    ) from exc
+                delay = policy.delay_after(attempt)
+                log.warning(
+                    "migration_lock_timeout",
+                    step=step,
+                    attempt=attempt,
+                    attempts=policy.attempts,
+                    lock_timeout_ms=policy.lock_timeout_ms,
+                    retry_in_seconds=delay,
+                )
+                time.sleep(delay)  # a pause between whole attempts, not a lease
     finally:
         engine.dispose()
+
+
+def _classified(step: str, database_url: str, error: BaseException | None) -> Exception:
+    if isinstance(error, psycopg.OperationalError):
+        return StorageUnavailable(f"cannot reach {redact(database_url)}: {error}")
+    return MigrationFailed(
+        f"{step}: PostgreSQL refused it, nothing was changed: {_first_line(error)}"
+    )
+
+
+def _first_line(error: BaseException | None) -> str:
+    # psycopg's message carries the server's DETAIL/HINT lines; the first says what failed.
+    return str(error).splitlines()[0] if error is not None and str(error) else "unknown error"

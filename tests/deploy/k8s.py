@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 
@@ -18,9 +20,15 @@ ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "approved-action-resolver"
 KUSTOMIZE_BASE = ROOT / "deploy" / "kustomize" / "base"
 # The oldest minor the chart declares (Chart.yaml kubeVersion) and the newest the schemas know.
-KUBE_VERSIONS = ("1.27.0", f"{kubernetes_validate.latest_version()}.0")
+_NEWEST = kubernetes_validate.latest_version()
+KUBE_VERSIONS = ("1.27.0", _NEWEST if _NEWEST.count(".") == 2 else f"{_NEWEST}.0")
 # Prometheus Operator kinds: no schema ships with kubernetes-validate; checked separately.
 OPERATOR_KINDS = frozenset({"ServiceMonitor", "PrometheusRule"})
+# Custom resources validated against their CRD's schema, shipped in tests/deploy/crds/.
+CRDS = {
+    ("keda.sh/v1alpha1", "ScaledObject"): Path(__file__).with_name("crds")
+    / "keda.sh_scaledobjects.yaml"
+}
 
 Manifest = dict[str, Any]
 
@@ -57,10 +65,54 @@ def assert_lints_clean(values: dict[str, Any]) -> None:
 
 
 def assert_valid_kubernetes(manifests: Iterable[Manifest]) -> None:
-    """Strict schema validation of every manifest but the operator kinds (no schema ships)."""
+    """Strict schema validation of every manifest but the operator kinds (no schema ships);
+    custom resources against their CRD's schema."""
     for manifest in manifests:
-        if manifest["kind"] not in OPERATOR_KINDS:
+        if (manifest["apiVersion"], manifest["kind"]) in CRDS:
+            validate_custom_resource(manifest)
+        elif manifest["kind"] not in OPERATOR_KINDS:
             validate_strict(manifest)
+
+
+@functools.cache
+def crd_schema(api_version: str, kind: str) -> dict[str, Any]:
+    """The CRD's openAPIV3Schema for that version, closed like strict field validation:
+    an object schema with properties and no other allowance refuses unknown fields (the API
+    server would silently prune them, so a misspelt field would be lost without a word)."""
+    crd = yaml.safe_load(CRDS[(api_version, kind)].read_text(encoding="utf-8"))
+    version = api_version.split("/", 1)[1]
+    (entry,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
+    schema: dict[str, Any] = entry["schema"]["openAPIV3Schema"]
+    _close(schema)
+    return schema
+
+
+def _close(node: Any) -> None:
+    if isinstance(node, dict):
+        if (
+            "properties" in node
+            and "additionalProperties" not in node
+            and not node.get("x-kubernetes-preserve-unknown-fields")
+        ):
+            node["additionalProperties"] = False
+        for value in node.values():
+            _close(value)
+    elif isinstance(node, list):
+        for item in node:
+            _close(item)
+
+
+def validate_custom_resource(manifest: Manifest) -> None:
+    schema = crd_schema(manifest["apiVersion"], manifest["kind"])
+    errors = sorted(
+        jsonschema.Draft7Validator(schema).iter_errors(manifest), key=lambda e: list(e.path)
+    )
+    if errors:
+        where = ".".join(str(p) for p in errors[0].path)
+        raise AssertionError(
+            f"{manifest['kind']}/{manifest['metadata']['name']} is invalid against its CRD at "
+            f"{where}: {errors[0].message}"
+        )
 
 
 def parse(texts: Iterable[str]) -> Iterator[Manifest]:
@@ -94,11 +146,11 @@ def one(manifests: Iterable[Manifest], kind: str) -> Manifest:
 
 
 def pod_specs(manifests: Iterable[Manifest]) -> list[tuple[str, Manifest]]:
-    """(name, pod spec) of every workload that runs containers."""
+    """(name, pod spec) of every workload that runs containers (bare pods included)."""
     return [
-        (m["metadata"]["name"], m["spec"]["template"]["spec"])
+        (m["metadata"]["name"], m["spec"] if m["kind"] == "Pod" else m["spec"]["template"]["spec"])
         for m in manifests
-        if m["kind"] in {"Deployment", "Job", "StatefulSet", "DaemonSet"}
+        if m["kind"] in {"Deployment", "Job", "StatefulSet", "DaemonSet", "Pod"}
     ]
 
 
@@ -107,6 +159,8 @@ def env_of(container: Manifest) -> dict[str, Manifest]:
 
 
 SENSITIVE_ENV_WORDS = ("URL", "TOKEN", "PASSWORD", "SECRET", "KEY")
+# Names with such a word that hold no secret: a directory, the identity provider's public keys.
+PUBLIC_ENV = frozenset({"RESOLVER_SECRETS_DIR", "RESOLVER_OIDC_JWKS_URL"})
 
 
 def assert_hardened(manifests: list[Manifest]) -> None:
@@ -122,7 +176,7 @@ def assert_hardened(manifests: list[Manifest]) -> None:
         assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", name
         assert pod["securityContext"]["runAsUser"] > 0, name
         assert not pod.get("hostNetwork") and not pod.get("hostPID"), name
-        for container in pod["containers"]:
+        for container in [*pod.get("initContainers", []), *pod["containers"]]:
             assert_container_hardened(name, container)
 
 
@@ -139,8 +193,8 @@ def assert_container_hardened(workload: str, container: Manifest) -> None:
     for kind in ("requests", "limits"):
         assert {"cpu", "memory"} <= set(container["resources"][kind]), f"{where} {kind}"
     for env in container.get("env", []):
-        if any(word in env["name"] for word in SENSITIVE_ENV_WORDS) and env["name"] != (
-            "RESOLVER_SECRETS_DIR"
+        if any(word in env["name"] for word in SENSITIVE_ENV_WORDS) and (
+            env["name"] not in PUBLIC_ENV
         ):
             assert "value" not in env, f"{where}: {env['name']} must come from a Secret"
             assert "secretKeyRef" in env["valueFrom"], f"{where}: {env['name']}"

@@ -25,6 +25,7 @@ from tests.deploy.k8s import (
     render,
     render_error,
 )
+from tools import chart_readme
 
 DB_PEER = {"ipBlock": {"cidr": "10.20.0.0/24"}}
 PROVIDER_RULE = {
@@ -227,6 +228,13 @@ NOT_FROM_VALUES = {
     "oidc_issuer",
     "oidc_audience",
     "oidc_jwks_file",
+    "oidc_jwks_url",
+    "oidc_jwks_cache_seconds",
+    "oidc_jwks_refetch_min_seconds",
+    # The migration Job's (checked by test_migration_runs_under_a_lock_timeout_with_retries).
+    "migration_lock_timeout_ms",
+    "migration_attempts",
+    "migration_retry_delay_seconds",
 }
 
 
@@ -319,7 +327,7 @@ def test_migration_runs_as_a_pre_install_and_pre_upgrade_hook_with_its_own_ident
     assert annotations["helm.sh/hook"] == "pre-install,pre-upgrade"
     pod = job["spec"]["template"]["spec"]
     (migrate,) = pod["containers"]
-    assert migrate["args"] == ["migrate"]
+    assert migrate["args"] == ["migrate", "--grants"]
     url = env_of(migrate)["RESOLVER_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
     assert url == {"name": "resolver-migrator-db", "key": "url"}
     accounts = {sa["metadata"]["name"]: sa for sa in by_kind(manifests, "ServiceAccount")}
@@ -339,6 +347,29 @@ def test_migration_uses_the_runtime_secret_when_no_migration_secret_is_given() -
     (migrate,) = migration_job(render())["spec"]["template"]["spec"]["containers"]
     url = env_of(migrate)["RESOLVER_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
     assert url == {"name": "rr-approved-action-resolver-database", "key": "url"}
+
+
+def test_migration_runs_under_a_lock_timeout_with_retries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    values = {
+        "migration": {"lockTimeoutMs": 1500, "attempts": 4, "retryDelaySeconds": 0.5},
+        "resolver": {"connectTimeoutSeconds": 3},
+    }
+    (migrate,) = migration_job(render(values))["spec"]["template"]["spec"]["containers"]
+    for name, item in env_of(migrate).items():
+        if "value" in item:
+            monkeypatch.setenv(name, item["value"])
+    settings = Settings()
+    assert settings.migration_lock_timeout_ms == 1500
+    assert settings.migration_attempts == 4
+    assert settings.migration_retry_delay_seconds == 0.5
+    assert settings.connect_timeout_seconds == 3
+
+
+def test_migration_grants_can_be_left_to_the_operator() -> None:
+    job = migration_job(render({"migration": {"grants": False}}))
+    assert job["spec"]["template"]["spec"]["containers"][0]["args"] == ["migrate"]
 
 
 def test_migration_job_can_be_disabled() -> None:
@@ -457,26 +488,34 @@ def test_invalid_values_fail_with_a_message_naming_the_value(
 # -- documentation ----------------------------------------------------------------------------
 
 
-def leaf_paths(values: dict[str, Any], prefix: str = "") -> list[str]:
-    """Dotted paths of the documented values (maps of free-form content count as one)."""
-    free_form = {"providers", "podSecurityContext", "securityContext", "resources"}
-    paths = []
-    for key, value in values.items():
-        path = f"{prefix}{key}"
-        if (
-            isinstance(value, dict)
-            and value
-            and path not in free_form
-            and not path.endswith(("resources", "labels", "annotations"))
-        ):
-            paths += leaf_paths(value, f"{path}.")
-        else:
-            paths.append(path)
-    return paths
-
-
-def test_chart_readme_documents_every_value() -> None:
+def test_chart_readme_values_table_is_generated_from_values_yaml() -> None:
+    """The README's table is tools/chart_readme.py's output for the current values.yaml."""
     readme = (CHART / "README.md").read_text(encoding="utf-8")
-    defaults = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
-    undocumented = [p for p in leaf_paths(defaults) if f"`{p}`" not in readme]
-    assert not undocumented, f"values missing from {CHART / 'README.md'}: {undocumented}"
+    values = (CHART / "values.yaml").read_text(encoding="utf-8")
+    assert chart_readme.generated_readme(readme, values) == readme, (
+        "helm/approved-action-resolver/README.md drifted from values.yaml: "
+        "run python tools/chart_readme.py"
+    )
+
+
+def test_every_value_has_a_row_and_a_description() -> None:
+    values = (CHART / "values.yaml").read_text(encoding="utf-8")
+    rows = chart_readme.rows(yaml.safe_load(values), chart_readme.descriptions(values))
+    assert len({row.path for row in rows}) == len(rows)
+    assert [row.path for row in rows if not row.description] == []
+    # A documented map is one row only when none of its children is documented.
+    table = chart_readme.table(values)
+    for path in ("resolver.pageSize", "api.oidc.jwksUrl", "autoscaling.keda.enabled", "resources"):
+        assert f"| `{path}` |" in table, path
+
+
+def test_the_generator_notices_drift(tmp_path: Path) -> None:
+    """A changed comment or default shows up as drift: the check cannot pass vacuously."""
+    readme = (CHART / "README.md").read_text(encoding="utf-8")
+    values = (CHART / "values.yaml").read_text(encoding="utf-8")
+    edited = values.replace("replicaCount: 2", "replicaCount: 3", 1)
+    assert edited != values
+    assert chart_readme.generated_readme(readme, edited) != readme
+    reworded = values.replace("# -- Resolver replicas.", "# -- Worker replicas.", 1)
+    assert reworded != values
+    assert chart_readme.generated_readme(readme, reworded) != readme

@@ -24,6 +24,8 @@ DB_PEER = {"ipBlock": {"cidr": "10.20.0.0/24"}}
 PROXY_PEER = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress"}}}
 OIDC = {"issuer": "https://idp.example", "audience": "resolver-api", "jwksConfigMap": "idp-jwks"}
 API = {"enabled": True, "oidc": OIDC}
+URL_OIDC = {**OIDC, "jwksConfigMap": "", "jwksUrl": "https://idp.example/.well-known/jwks.json"}
+IDP_EGRESS = {"to": [{"ipBlock": {"cidr": "203.0.113.0/24"}}], "ports": [{"port": 443}]}
 
 VALUE_SETS: dict[str, dict[str, Any]] = {
     "api": {"api": API},
@@ -38,6 +40,14 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
             "networkPolicy": {"from": [PROXY_PEER]},
         },
         "serviceMonitor": {"enabled": True},
+        "networkPolicy": {"enabled": True, "database": {"to": [DB_PEER]}},
+    },
+    "api-jwks-url": {
+        "api": {
+            **API,
+            "oidc": {**URL_OIDC, "jwksCacheSeconds": 120, "jwksRefetchMinSeconds": 10},
+            "networkPolicy": {"jwksEgress": [IDP_EGRESS]},
+        },
         "networkPolicy": {"enabled": True, "database": {"to": [DB_PEER]}},
     },
     "api-single-no-pdb": {
@@ -303,7 +313,22 @@ def test_service_monitor_without_api_has_only_the_worker_endpoint() -> None:
         ),
         (
             {"api": {"enabled": True, "oidc": {**OIDC, "jwksConfigMap": ""}}},
-            r"api\.enabled needs api\.oidc\.jwksConfigMap",
+            r"api\.enabled needs the issuer's keys: api\.oidc\.jwksUrl .* or api\.oidc\.jwksConfigMap",
+        ),
+        (
+            {"api": {"enabled": True, "oidc": {**OIDC, "jwksUrl": "https://idp.example/jwks"}}},
+            r"api\.oidc\.jwksUrl and api\.oidc\.jwksConfigMap are exclusive",
+        ),
+        (
+            {"api": {**API, "oidc": {**OIDC, "jwksConfigMap": "", "jwksUrl": "http://idp/k"}}},
+            r"/api/oidc/jwksUrl",
+        ),
+        (
+            {
+                "api": {**API, "oidc": URL_OIDC},
+                "networkPolicy": {"enabled": True, "database": {"to": [DB_PEER]}},
+            },
+            r"networkPolicy\.enabled with api\.oidc\.jwksUrl needs api\.networkPolicy\.jwksEgress",
         ),
         ({"api": {**API, "port": 80}}, r"/api/port.*minimum"),
         ({"api": {**API, "decisionsPerMinute": 0}}, r"/api/decisionsPerMinute.*minimum"),
@@ -324,3 +349,28 @@ def test_invalid_api_values_fail_with_a_message_naming_the_value(
 
 def test_disabled_api_needs_no_oidc_values() -> None:
     assert render({"api": {"enabled": False, "oidc": {"issuer": ""}}})
+
+
+def test_jwks_url_replaces_the_config_map_mount_and_the_resolver_accepts_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    manifests = render(VALUE_SETS["api-jwks-url"])
+    main = api_container(manifests)
+    pod = component(manifests, "Deployment", "api")["spec"]["template"]["spec"]
+    assert "oidc-jwks" not in {v["name"] for v in pod["volumes"]}
+    assert "oidc-jwks" not in {m["name"] for m in main["volumeMounts"]}
+    literal = {name: item["value"] for name, item in env_of(main).items() if "value" in item}
+    assert "RESOLVER_OIDC_JWKS_FILE" not in literal
+    for name, value in literal.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings()
+    assert settings.require_oidc()[2] == URL_OIDC["jwksUrl"]
+    assert (settings.oidc_jwks_cache_seconds, settings.oidc_jwks_refetch_min_seconds) == (120, 10)
+    policy = named(manifests, "NetworkPolicy", f"{WORKER}-api")
+    assert IDP_EGRESS in policy["spec"]["egress"]
+
+
+def test_jwks_config_map_is_mounted_without_sub_path_so_updates_reach_the_pod() -> None:
+    main = api_container(render(VALUE_SETS["api"]))
+    (mount,) = [m for m in main["volumeMounts"] if m["name"] == "oidc-jwks"]
+    assert "subPath" not in mount

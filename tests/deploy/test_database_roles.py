@@ -1,4 +1,4 @@
-"""deploy/sql/roles.sql and grants.sql on real PostgreSQL: what each role can and cannot do.
+"""deploy/sql/roles.sql and resolver/db/grants.sql on real PostgreSQL: what each role can and cannot do.
 
 The SQL files are executed exactly as docs/deployment.md tells an operator to run them; the
 runtime role then drives real resolver cycles (in process and as `resolver run --once`), and
@@ -43,7 +43,7 @@ from tests.providers_for_tests import ScriptedProvider, fixed, registry
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLES_SQL = ROOT / "deploy" / "sql" / "roles.sql"
-GRANTS_SQL = ROOT / "deploy" / "sql" / "grants.sql"
+GRANTS_SQL = migrate.GRANTS_FILE
 ROLES = ("resolver_migrator", "resolver_runtime", "resolver_executor", "resolver_evidence_reader")
 AFTER = T0 + EXEC_LEASE_MS
 # Roles are cluster-wide: concurrent runs of this module on one server take turns.
@@ -117,9 +117,10 @@ def _set_up(admin: str, existing: set[str]) -> RoleDatabase:
                     )
                 )
     urls = {role: as_role(admin, role, passwords[role]) for role in ROLES}
-    migrated = resolver_cli(urls["resolver_migrator"], "migrate")
+    # What the chart's migration hook runs: the schema, then grants.sql, in one command.
+    migrated = resolver_cli(urls["resolver_migrator"], "migrate", "--grants")
     assert migrated.returncode == 0, migrated.stderr
-    run_sql_file(urls["resolver_migrator"], GRANTS_SQL)
+    assert "grants applied" in migrated.stdout
     return RoleDatabase(admin, urls)
 
 

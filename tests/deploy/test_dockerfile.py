@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 from pathlib import Path
 
 from tests.deploy.k8s import ROOT, render
@@ -111,3 +112,14 @@ def test_build_context_is_an_allow_list() -> None:
     assert copied <= allowed, copied - allowed
     # The test rig (tests/support) is its own distribution and never reaches the image.
     assert not any(path.startswith("tests") for path in allowed | copied)
+
+
+def test_the_image_installs_the_otlp_extra_the_tracing_settings_need() -> None:
+    """OTEL_EXPORTER_OTLP_ENDPOINT turns export on; without the exporter the resolver exits 2."""
+    installs = [args for name, args in stages()[0] if name == "RUN" and "pip install" in args]
+    assert any(re.search(r"""['"]?\.\[([a-z,]*,)?otlp(,[a-z,]*)?\]['"]?""", a) for a in installs), (
+        installs
+    )
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extra = project["optional-dependencies"]["otlp"]
+    assert any(dep.startswith("opentelemetry-exporter-otlp") for dep in extra), extra

@@ -7,7 +7,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "deployment.md"
-GRANTS = ROOT / "deploy" / "sql" / "grants.sql"
+GRANTS = ROOT / "resolver" / "db" / "grants.sql"
 
 
 def statements(sql: str) -> set[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -56,15 +57,13 @@ def kustomize_command() -> list[str] | None:
     return None
 
 
-def built_base() -> list[Manifest]:
+def built_base(directory: Path = KUSTOMIZE_BASE) -> list[Manifest]:
     command = kustomize_command()
     if command is None:
         pytest.skip(
             "no kustomize >= 4.2 (nor a kubectl embedding one): only the raw files are checked"
         )
-    result = subprocess.run(
-        [*command, str(KUSTOMIZE_BASE)], capture_output=True, text=True, check=False
-    )
+    result = subprocess.run([*command, str(directory)], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     return list(parse([result.stdout]))
 
@@ -72,6 +71,7 @@ def built_base() -> list[Manifest]:
 def test_every_base_file_is_listed_in_the_kustomization() -> None:
     on_disk = {p.name for p in KUSTOMIZE_BASE.glob("*.yaml")} - {
         "kustomization.yaml",
+        "kustomizeconfig.yaml",
         "providers.yaml",
     }
     assert on_disk == set(KUSTOMIZATION["resources"])
@@ -96,7 +96,9 @@ def test_kustomize_build_is_valid_and_hardened() -> None:
     for manifest in manifests:
         validate_strict(manifest)
     assert_hardened(manifests)
-    config_map = one(manifests, "ConfigMap")
+    (config_map,) = [
+        m for m in by_kind(manifests, "ConfigMap") if m["metadata"]["name"].startswith("resolver-p")
+    ]
     volumes = one(manifests, "Deployment")["spec"]["template"]["spec"]["volumes"]
     # The generated, hashed name is what the Deployment mounts, so a change rolls the pods.
     assert config_map["metadata"]["name"].startswith("resolver-providers-")
@@ -107,7 +109,12 @@ def test_kustomize_build_is_valid_and_hardened() -> None:
 
 def test_base_matches_the_charts_key_properties() -> None:
     base, chart = raw_base(), render()
-    assert {m["kind"] for m in base} | {"ConfigMap"} == {m["kind"] for m in chart}
+    # The chart's Pod is its `helm test` hook, which has no kustomize counterpart.
+    assert {m["kind"] for m in base} | {"ConfigMap"} == {m["kind"] for m in chart} - {"Pod"}
+    assert (
+        one(base, "Job")["spec"]["template"]["spec"]["containers"][0]["args"]
+        == (one(chart, "Job")["spec"]["template"]["spec"]["containers"][0]["args"])
+    )
     assert len(by_kind(base, "ServiceAccount")) == len(by_kind(chart, "ServiceAccount"))
     base_deploy, chart_deploy = one(base, "Deployment"), one(chart, "Deployment")
     assert base_deploy["spec"]["replicas"] == chart_deploy["spec"]["replicas"]
@@ -130,12 +137,15 @@ def test_base_matches_the_charts_key_properties() -> None:
         if "value" in item:
             assert item["value"] == chart_env[name]["value"], name
     base_job, chart_job = one(base, "Job"), one(chart, "Job")
-    assert base_job["spec"]["template"]["spec"]["containers"][0]["args"] == ["migrate"]
+    assert base_job["spec"]["template"]["spec"]["containers"][0]["args"] == ["migrate", "--grants"]
     assert (
         base_job["spec"]["template"]["spec"]["securityContext"]
         == chart_job["spec"]["template"]["spec"]["securityContext"]
     )
-    assert one(base, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
+    assert one(base, "PodDisruptionBudget")["spec"] == {
+        **one(chart, "PodDisruptionBudget")["spec"],
+        "selector": one(base, "PodDisruptionBudget")["spec"]["selector"],
+    }
 
 
 def test_base_settings_are_accepted_by_the_resolver(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -149,3 +159,69 @@ def test_base_settings_are_accepted_by_the_resolver(monkeypatch: pytest.MonkeyPa
         "terminationGracePeriodSeconds"
     ]
     assert grace > settings.shutdown_grace_seconds
+
+
+def overlay(tmp_path: Path, name: str, image: str | None) -> Path:
+    """An overlay as docs/deployment.md describes it: the base, and the image to run."""
+    directory = tmp_path / name
+    directory.mkdir()
+    lines = [f"resources: [{os.path.relpath(KUSTOMIZE_BASE, directory)}]"]
+    if image is not None:
+        repository, tag = image.rsplit(":", 1)
+        lines += [
+            "images:",
+            "  - name: approved-action-resolver",
+            f"    newName: {repository}",
+            f"    newTag: '{tag}'",
+        ]
+    (directory / "kustomization.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return directory
+
+
+def migration_job_of(manifests: list[Manifest]) -> tuple[str, str]:
+    job = one(manifests, "Job")
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    return job["metadata"]["name"], container["image"]
+
+
+def test_migration_job_is_named_after_its_image_so_an_upgrade_apply_creates_a_new_job(
+    tmp_path: Path,
+) -> None:
+    """A Job's pod template is immutable: re-applying a finished Job with a new image fails
+    ("field is immutable") unless the new one has a new name."""
+    base_name, base_image = migration_job_of(built_base())
+    assert base_name.startswith("resolver-migrate-") and base_image.endswith(":0.1.0")
+    marker = next(
+        m for m in by_kind(built_base(), "ConfigMap") if m["metadata"]["name"] == base_name
+    )
+    assert marker["data"] == {"image": base_image}
+    names = {}
+    for tag in ("0.1.0", "0.2.0", "0.2.1"):
+        built = built_base(overlay(tmp_path, f"v{tag}", f"registry.example/resolver:{tag}"))
+        name, image = migration_job_of(built)
+        assert image == f"registry.example/resolver:{tag}"
+        assert (
+            one(built, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"] == image
+        )
+        names[tag] = name
+    assert len(set(names.values())) == 3, names
+    assert base_name not in names.values()
+    # The same image again (a re-apply, a config change elsewhere) keeps the Job's name: the
+    # finished Job is left alone instead of being patched.
+    again, _ = migration_job_of(
+        built_base(overlay(tmp_path, "again", "registry.example/resolver:0.2.0"))
+    )
+    assert again == names["0.2.0"]
+
+
+def test_migration_job_migrates_and_grants_under_a_lock_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    (main,) = one(raw_base(), "Job")["spec"]["template"]["spec"]["containers"]
+    assert main["args"] == ["migrate", "--grants"]
+    for name, item in env_of(main).items():
+        if "value" in item:
+            monkeypatch.setenv(name, item["value"])
+    settings = Settings()
+    assert settings.migration_lock_timeout_ms == 5_000
+    assert settings.connect_timeout_seconds == 5

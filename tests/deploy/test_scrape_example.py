@@ -38,10 +38,11 @@ def sanitize(name: str) -> str:
 def discovered_targets() -> list[dict[str, str]]:
     """What `kubernetes_sd_configs: [{role: pod}]` discovers for the chart's pods."""
     manifests = render({"api": API})
+    # The helm test Pod is its own template (it has no ports: never a target).
     templates = {
-        m["metadata"]["name"]: m["spec"]["template"]
+        m["metadata"]["name"]: m if m["kind"] == "Pod" else m["spec"]["template"]
         for m in manifests
-        if m["kind"] in {"Deployment", "Job"}
+        if m["kind"] in {"Deployment", "Job", "Pod"}
     }
     targets = []
     for name, pod in pod_specs(manifests):

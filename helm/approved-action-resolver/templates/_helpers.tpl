@@ -33,6 +33,36 @@ helm.sh/chart: {{ include "resolver.chart" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: approved-action-resolver
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Volumes and mounts every pod that connects to PostgreSQL gets (e.g. a database CA). */}}
+{{- define "resolver.extraVolumes" -}}
+{{- with .Values.extraVolumes }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "resolver.extraVolumeMounts" -}}
+{{- with .Values.extraVolumeMounts }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* HPA or KEDA owns the worker's replica count; the Deployment must then not set it. */}}
+{{- define "resolver.autoscaled" -}}
+{{- if or .Values.autoscaling.hpa.enabled .Values.autoscaling.keda.enabled }}true{{ end }}
+{{- end }}
+
+{{/* The due backlog of this release, as Prometheus sees it (KEDA and the adapter example). */}}
+{{- define "resolver.dueBacklogQuery" -}}
+{{- if .Values.autoscaling.query }}
+{{- tpl .Values.autoscaling.query . }}
+{{- else }}
+{{- printf "max(%s{queue=\"due\", namespace=\"%s\", service=\"%s\"})" .Values.autoscaling.metricName .Release.Namespace (include "resolver.fullname" .) }}
+{{- end }}
 {{- end }}
 
 {{- define "resolver.workerSelectorLabels" -}}
@@ -48,10 +78,19 @@ app.kubernetes.io/component: api
 {{/* `resolver api` verifies tokens against these; without them it would not start. */}}
 {{- define "resolver.validateApi" -}}
 {{- $oidc := .Values.api.oidc }}
-{{- range $name := list "issuer" "audience" "jwksConfigMap" }}
+{{- range $name := list "issuer" "audience" }}
 {{- if not (get $oidc $name) }}
-{{- fail (printf "api.enabled needs api.oidc.%s: the manual-resolution API verifies every bearer token against the issuer (api.oidc.issuer), this API's audience (api.oidc.audience) and the issuer's JWKS from an existing ConfigMap (api.oidc.jwksConfigMap)" $name) }}
+{{- fail (printf "api.enabled needs api.oidc.%s: the manual-resolution API verifies every bearer token against the issuer (api.oidc.issuer), this API's audience (api.oidc.audience) and the issuer's keys (api.oidc.jwksUrl, or a JWKS in an existing ConfigMap, api.oidc.jwksConfigMap)" $name) }}
 {{- end }}
+{{- end }}
+{{- if and $oidc.jwksUrl $oidc.jwksConfigMap }}
+{{- fail "api.oidc.jwksUrl and api.oidc.jwksConfigMap are exclusive: set the issuer's keys one way" }}
+{{- end }}
+{{- if and $oidc.jwksUrl .Values.networkPolicy.enabled (not .Values.api.networkPolicy.jwksEgress) }}
+{{- fail "networkPolicy.enabled with api.oidc.jwksUrl needs api.networkPolicy.jwksEgress (an egress rule to the identity provider, e.g. its ipBlock and port 443): the API fetches the keys at start-up and would not start" }}
+{{- end }}
+{{- if not (or $oidc.jwksUrl $oidc.jwksConfigMap) }}
+{{- fail "api.enabled needs the issuer's keys: api.oidc.jwksUrl (its jwks_uri, refetched on rotation) or api.oidc.jwksConfigMap (a JWKS in an existing ConfigMap, re-read when it changes)" }}
 {{- end }}
 {{- end }}
 
@@ -108,6 +147,26 @@ a crash loop.
 {{- end }}
 {{- if lt (float64 $r.backoffMaxSeconds) (float64 $r.backoffBaseSeconds) }}
 {{- fail (printf "resolver.backoffMaxSeconds (%v) must be >= resolver.backoffBaseSeconds (%v)" $r.backoffMaxSeconds $r.backoffBaseSeconds) }}
+{{- end }}
+{{- range $key, $_ := .Values.commonLabels }}
+{{- if or (hasPrefix "app.kubernetes.io/" $key) (eq $key "helm.sh/chart") }}
+{{- fail (printf "commonLabels must not set %s: the chart sets its app.kubernetes.io/* and helm.sh/chart labels itself (selectors and the alerts rely on them)" $key) }}
+{{- end }}
+{{- end }}
+{{- $as := .Values.autoscaling }}
+{{- if and $as.hpa.enabled $as.keda.enabled }}
+{{- fail "autoscaling.hpa.enabled and autoscaling.keda.enabled are exclusive: KEDA creates its own HorizontalPodAutoscaler, and two would fight over the replica count" }}
+{{- end }}
+{{- if gt (int $as.minReplicas) (int $as.maxReplicas) }}
+{{- fail (printf "autoscaling.minReplicas (%v) must be <= autoscaling.maxReplicas (%v)" $as.minReplicas $as.maxReplicas) }}
+{{- end }}
+{{- if and $as.keda.enabled (not $as.keda.prometheus.serverAddress) }}
+{{- fail "autoscaling.keda.enabled needs autoscaling.keda.prometheus.serverAddress: the Prometheus that scrapes the resolver (e.g. http://prometheus-operated.monitoring.svc:9090)" }}
+{{- end }}
+{{- if .Values.api.enabled }}
+{{- if ge (float64 .Values.api.preStopSleepSeconds) (float64 .Values.api.terminationGracePeriodSeconds) }}
+{{- fail (printf "api.preStopSleepSeconds (%v) must be below api.terminationGracePeriodSeconds (%v): the API needs time after the pause to finish its requests" .Values.api.preStopSleepSeconds .Values.api.terminationGracePeriodSeconds) }}
+{{- end }}
 {{- end }}
 {{- end }}
 

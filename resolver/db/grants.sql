@@ -1,8 +1,9 @@
 -- Least-privilege roles of the approved-action resolver: step 2 of 2.
 --
--- Run as resolver_migrator (the owner of every object) after EVERY `resolver migrate`:
+-- `resolver migrate --grants` (the chart's and kustomize's migration Job) runs this file, as
+-- resolver_migrator (the owner of every object), right after the migrations. By hand:
 --
---     psql "$MIGRATOR_URL" -v ON_ERROR_STOP=1 -f deploy/sql/grants.sql
+--     psql "$MIGRATOR_URL" -v ON_ERROR_STOP=1 -f resolver/db/grants.sql
 --
 -- Idempotent. A migration that adds a table must add its grants here in the same change.
 -- Privileges are per table and per verb: the runtime role cannot UPDATE or DELETE facts,
