@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextvars
 import json
 import signal
 import sys
@@ -30,8 +29,8 @@ from resolver.config import load_settings
 from resolver.db import migrate as migrations
 from resolver.domain import BacklogSnapshot
 from resolver.errors import ConfigError, ResolverError, SchemaNotReady, StorageUnavailable
+from resolver.replica import Replica
 from resolver.telemetry.metrics import DEFAULT_COUNT_CAP
-from resolver.worker import Worker
 
 if TYPE_CHECKING:
     from resolver.demo_live import LiveOptions
@@ -150,30 +149,18 @@ def _run_replica(once: bool, config_path: Path | None) -> None:
     replica = build_replica(settings)
     try:
         serve_endpoints(replica, settings)
-    except ConfigError:
-        replica.close()
-        raise
-
-    def started() -> None:
         log.info(
             "resolver_started",
             replica_id=settings.replica_id,
             page_size=settings.page_size,
             once=once,
         )
-
-    try:
-        clean = run_until_stopped(
-            replica.worker,
-            once=once,
-            grace_seconds=settings.shutdown_grace_seconds,
-            started=started,
+        clean = run_until_signalled(
+            replica, once=once, grace_seconds=settings.shutdown_grace_seconds
         )
     finally:
         replica.close()
-    log.info(
-        "resolver_stopped", replica_id=settings.replica_id, cycles=replica.worker.cycles_completed
-    )
+    log.info("resolver_stopped", replica_id=settings.replica_id, cycles=replica.cycles_completed)
     if not clean:
         sys.exit(1)
 
@@ -202,56 +189,33 @@ def stop_signals_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-def run_until_stopped(
-    worker: Worker,
-    *,
-    once: bool,
-    grace_seconds: float,
-    started: Callable[[], None] = lambda: None,
-) -> bool:
-    """Run the loop on a worker thread; a stop signal stops claiming and starts the grace
-    period.
+def run_until_signalled(replica: Replica[Any], *, once: bool, grace_seconds: float) -> bool:
+    """Wire the stop signals to the replica: start it, wait for SIGTERM/SIGINT (or for the
+    loop to end by itself), then stop it within the grace period.
 
-    Returns False when the cycle in flight outlived the grace period: its recovery leases then
-    lapse by time alone and another replica takes the items over.
+    Returns False when the cycle in flight outlived the grace period (see `Replica.stop`).
     """
     with stop_signals_blocked():
         main_thread = threading.get_ident()
-        failure: list[BaseException] = []
         # A loop that outlives the grace period must not wake a caller that stopped waiting
-        # (its mask restored, SIGUSR1 would end the process).
-        waiting = threading.Lock()
-        waiting.acquire()
+        # (its mask restored, SIGUSR1 would end the process): the waker checks under a lock.
+        guard = threading.Lock()
+        armed = [True]
 
-        def loop() -> None:
-            try:
-                worker.run(once=once)
-            except BaseException as exc:
-                failure.append(exc)
-            finally:
-                if waiting.locked():
+        def wake() -> None:
+            with guard:
+                if armed[0]:
                     signal.pthread_kill(main_thread, _WAKE)
 
-        # A new thread starts with an empty context: copy it so the loop's log lines keep the
-        # replica_id bound by run_cmd.
-        context = contextvars.copy_context()
-        thread = threading.Thread(
-            target=context.run, args=(loop,), name="resolver-loop", daemon=True
-        )
-        started()
-        thread.start()
+        replica.start(once=once, on_exit=wake)
         received = signal.sigwait({*STOP_SIGNALS, _WAKE})
         if received != _WAKE:
             log.info("shutdown_requested", signal=signal.Signals(received).name)
-            worker.request_stop()
-        thread.join(grace_seconds)
-        waiting.release()
-        if failure:
-            raise failure[0]
-    if thread.is_alive():
-        log.error("shutdown_grace_exceeded", grace_seconds=grace_seconds)
-        return False
-    return True
+        try:
+            return replica.stop(grace_seconds)
+        finally:
+            with guard:
+                armed[0] = False
 
 
 @main.command("api")

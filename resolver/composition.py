@@ -1,11 +1,13 @@
-"""Composition root: settings in, a wired store, registry, reconciler and worker out."""
+"""Composition root: settings in, a wired replica (store, registry, runtime bundle,
+reconciler, lifecycle) or API process out."""
 
 from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,34 +23,32 @@ from resolver.config import Settings, load_provider_config
 from resolver.db import migrate
 from resolver.db.repository import PostgresStore
 from resolver.errors import ConfigError
+from resolver.events import CycleEvents
 from resolver.evidence import ProviderRegistry, build_registry
-from resolver.history import NULL_HISTORY, FileHistory, History
 from resolver.reconciler import Reconciler, ReconcilerSettings
-from resolver.telemetry import Telemetry
+from resolver.replica import LoopSettings, Replica
+from resolver.runtime import Runtime
 from resolver.telemetry.api_metrics import ApiMetrics
-from resolver.telemetry.health import (
-    Heartbeat,
-    LivenessCheck,
-    Probe,
-    ProviderHealth,
-    ReadinessCheck,
-    liveness_bound_seconds,
-)
+from resolver.telemetry.health import Probe, ReadinessCheck, liveness_bound_seconds
 from resolver.telemetry.metrics import (
     BacklogCollector,
     ResolverMetrics,
     register_build_info,
     register_liveness_bound,
 )
-from resolver.telemetry.observer import Observers
 from resolver.telemetry.server import ObservabilityServer
-from resolver.telemetry.tracing import Tracing, tracing_from_env
-from resolver.worker import Worker, WorkerSettings
+from resolver.telemetry.tracing import tracing_from_env
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from resolver.auth import TokenVerifier
+
+
+# Cycle-event subscriber factories `(Settings) -> CycleEvents | None` installed by other
+# distributions (the test rig's history and crash injection); the product registers none.
+SUBSCRIBER_GROUP = "resolver.cycle_subscribers"
+log = structlog.get_logger("resolver.composition")
 
 
 def configure_logging(level: str = "INFO") -> None:
@@ -100,25 +100,7 @@ def load_registry(settings: Settings) -> ProviderRegistry:
     return registry
 
 
-@dataclass
-class Replica:
-    store: PostgresStore
-    reconciler: Reconciler
-    worker: Worker
-    registry: ProviderRegistry
-    metrics_registry: CollectorRegistry = field(default_factory=CollectorRegistry)
-    heartbeat: Heartbeat = field(default_factory=Heartbeat)
-    tracing: Tracing = field(default_factory=Tracing)
-    endpoints: ObservabilityServer | None = None
-    provider_health: ProviderHealth = field(default_factory=ProviderHealth)
-
-    def close(self) -> None:
-        if self.endpoints is not None:
-            self.endpoints.stop()
-        self.reconciler.close()
-        self.registry.close()  # provider connection pools
-        self.tracing.shutdown()  # flushes spans still queued for export
-        self.store.close()
+ReplicaService = Replica[PostgresStore]
 
 
 def _process_metrics(registry: CollectorRegistry) -> None:
@@ -149,22 +131,36 @@ def liveness_bound(settings: Settings) -> float:
     )
 
 
+def installed_subscribers(settings: Settings) -> list[CycleEvents]:
+    """The subscribers that installed factories (entry points) activate for these settings."""
+    active: list[CycleEvents] = []
+    for point in sorted(entry_points(group=SUBSCRIBER_GROUP), key=lambda p: p.name):
+        subscriber = point.load()(settings)
+        if subscriber is not None:
+            # Loud on purpose: in a deployment, an active hook is a surprise worth a look.
+            log.warning("cycle_subscriber_active", name=point.name, target=point.value)
+            active.append(subscriber)
+    return active
+
+
 def build_replica(
     settings: Settings,
     registry: ProviderRegistry | None = None,
     *,
     metrics_registry: CollectorRegistry | None = None,
-) -> Replica:
+    subscribers: Sequence[CycleEvents] = (),
+) -> ReplicaService:
+    """A replica wired from settings, not started. `subscribers` join the standard and the
+    installed ones (a benchmark's timers)."""
     registry = registry if registry is not None else load_registry(settings)
     tracing = tracing_from_env(settings.replica_id)
     store = open_store(settings)
     metrics_registry = metrics_registry if metrics_registry is not None else CollectorRegistry()
-    metrics = build_metrics(settings, store, metrics_registry)
-    heartbeat = Heartbeat()
-    provider_health = ProviderHealth()
-    history: History = NULL_HISTORY
-    if settings.history_file is not None:
-        history = FileHistory(settings.history_file, settings.replica_id)
+    runtime = Runtime(
+        tracer=tracing.tracer,
+        metrics=build_metrics(settings, store, metrics_registry),
+        subscribers=(*installed_subscribers(settings), *subscribers),
+    )
     reconciler = Reconciler(
         store,
         registry,
@@ -178,45 +174,38 @@ def build_replica(
             # One thread per item of a full page: a queued call would eat its own timeout.
             inspect_concurrency=settings.inspect_concurrency or settings.page_size,
         ),
-        telemetry=Telemetry(observer=Observers(metrics, provider_health), tracer=tracing.tracer),
-        history=history,
-        crash_at=settings.test_crash_at,
+        runtime,
     )
-    worker = Worker(
+    return Replica(
         reconciler,
-        WorkerSettings(
+        LoopSettings(
             cadence_seconds=settings.cadence_seconds,
             cadence_jitter_ratio=settings.cadence_jitter_ratio,
             storage_retry_max_seconds=settings.storage_retry_max_seconds,
         ),
-        listeners=(heartbeat,),
-    )
-    return Replica(
+        runtime,
         store,
-        reconciler,
-        worker,
-        registry,
-        metrics_registry,
-        heartbeat,
-        tracing,
-        provider_health=provider_health,
+        liveness_bound_seconds=liveness_bound(settings),
+        # Provider pools, then spans still queued for export, then the store.
+        resources=(registry.close, tracing.shutdown, store.close),
     )
 
 
-def serve_endpoints(replica: Replica, settings: Settings) -> ObservabilityServer | None:
-    """Start /metrics, /healthz and /readyz when RESOLVER_HTTP_PORT is set (0: off)."""
+def serve_endpoints(replica: ReplicaService, settings: Settings) -> ObservabilityServer | None:
+    """Start /metrics, /healthz and /readyz when RESOLVER_HTTP_PORT is set (0: off); they
+    stop when the replica closes."""
     if settings.http_port == 0:
         return None
-    url = settings.require_database_url()
-    liveness = LivenessCheck(replica.heartbeat, liveness_bound(settings))
+    metrics = replica.runtime.metrics
+    registry = metrics.registry if metrics is not None else CollectorRegistry()
     readiness = readiness_check(
         replica.store,
-        url,
+        settings.require_database_url(),
         settings.connect_timeout_seconds,
-        providers=replica.provider_health.report,
+        providers=replica.runtime.provider_health.report,
     )
-    server = _listen(settings, replica.metrics_registry, liveness, readiness)
-    replica.endpoints = server.start()
+    server = _listen(settings, registry, replica.health, readiness).start()
+    replica.add_resource(server.stop)
     return server
 
 

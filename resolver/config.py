@@ -13,7 +13,6 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from resolver.errors import ConfigError
-from resolver.history import CrashPoint
 
 PAGE_SIZE_HARD_CAP = 64
 
@@ -74,12 +73,6 @@ class Settings(BaseSettings):
     migration_lock_timeout_ms: int = Field(default=5_000, ge=1, le=600_000)
     migration_attempts: int = Field(default=10, ge=1, le=1_000)
     migration_retry_delay_seconds: float = Field(default=2.0, ge=0, le=600)
-    history_file: Path | None = Field(
-        default=None, description="test-only: append an invoke/ok/fail/info operation history"
-    )
-    test_crash_at: CrashPoint | None = Field(
-        default=None, description="test-only: SIGKILL the replica at this cycle boundary"
-    )
 
     @field_validator("oidc_jwks_url")
     @classmethod

@@ -1,5 +1,5 @@
-"""Observability: metrics, health endpoints and traces, wired in by the composition root."""
+"""Observability: metrics, health endpoints, traces and logs, wired in by the composition root.
 
-from resolver.telemetry.observer import NullObserver, RecoveryObserver, Telemetry
-
-__all__ = ["NullObserver", "RecoveryObserver", "Telemetry"]
+The cycle's metrics (`metrics.ResolverMetrics`), spans (`tracing.CycleTrace`), log lines
+(`logs.CycleLog`) and heartbeat (`health.Heartbeat`) are subscribers of `resolver.events`.
+"""

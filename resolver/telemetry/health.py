@@ -10,10 +10,9 @@ from typing import Any
 
 import structlog
 
-from resolver.domain import Finding, ProviderFailure
+from resolver.domain import ProviderFailure
 from resolver.errors import ResolverError
-from resolver.reconciler import CycleReport
-from resolver.telemetry.observer import NullObserver
+from resolver.events import CycleEvents, CycleReport, InspectedPage, Stage
 
 log = structlog.get_logger("resolver.telemetry")
 
@@ -43,12 +42,12 @@ def liveness_bound_seconds(
     return 2 * (longest_sleep + recovery_lease_seconds)
 
 
-class Heartbeat:
-    """A worker listener: remembers when the loop last finished a cycle attempt.
+class Heartbeat(CycleEvents):
+    """A cycle-events subscriber: remembers when the loop last finished a cycle attempt.
 
-    A cycle that failed because storage is unavailable counts: the loop is alive and
-    retrying, and restarting the process would not bring the database back (readiness
-    reports the database).
+    A cycle that failed (storage unavailable) counts: the loop is alive and retrying, and
+    restarting the process would not bring the database back (readiness reports the
+    database). Read from the probe's thread, hence the lock.
     """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
@@ -57,8 +56,13 @@ class Heartbeat:
         self._last = clock()
         self._cycles = 0
 
-    def __call__(self, report: CycleReport | None, error: BaseException | None) -> None:
-        del report, error
+    def cycle_completed(self, report: CycleReport, seconds: float) -> None:
+        self.beat()
+
+    def cycle_failed(self, stage: Stage, error: BaseException, seconds: float) -> None:
+        self.beat()
+
+    def beat(self) -> None:
         with self._lock:
             self._last = self._clock()
             self._cycles += 1
@@ -90,63 +94,40 @@ class LivenessCheck:
         return Probe(True, {"status": "ok", **detail})
 
 
-class ProviderHealth(NullObserver):
-    """A reconciler observer: which providers could not answer in their latest cycle, and why.
+class ProviderHealth(CycleEvents):
+    """A cycle-events subscriber: which providers could not answer in their latest page, why.
 
-    Each (provider, action type, failure kind) is logged once per cycle, whatever the number
-    of items; `report()` feeds `/readyz`. A provider stays listed until a later cycle
-    inspects through it without that failure, so the answer does not flap between cycles.
+    `report()` feeds `/readyz`. A provider stays listed until a later page is inspected
+    through it without a failure, so the answer does not flap between cycles; a provider
+    with nothing to inspect keeps its last answer. Read from the probe's thread, hence the
+    lock. (The `provider_failed` log line, once per page, is `CycleLog`'s.)
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._inspected: set[str] = set()
-        self._failed: dict[tuple[str, str, ProviderFailure], int] = {}
         self._latest: dict[str, dict[str, Any]] = {}
 
-    def found(self, action_type: str, provider: str, finding: Finding) -> None:
-        # Called per item on the hot path: a set insert unless the source failed.
-        self._inspected.add(provider)
-        if finding.failure is not None:
-            key = (provider, action_type, finding.failure)
-            self._failed[key] = self._failed.get(key, 0) + 1
-
-    def cycle_completed(self, seconds: float) -> None:
-        del seconds
-        self._end_cycle()
-
-    def cycle_failed(self, reason: str, seconds: float) -> None:
-        del reason, seconds  # what was inspected before the failure still counts
-        self._end_cycle()
-
-    def _end_cycle(self) -> None:
-        if not self._inspected:
+    def inspected(self, page: InspectedPage) -> None:
+        if not page.calls:
             return
         troubles: dict[str, dict[str, Any]] = {}
-        for (provider, action_type, kind), items in sorted(self._failed.items()):
-            emit = log.error if kind.needs_operator else log.warning
-            emit(
-                "provider_failed",
-                provider=provider,
-                action_type=action_type,
-                kind=kind.value,
-                items=items,
-            )
-            trouble = troubles.setdefault(provider, {"kinds": set(), "action_types": set()})
-            trouble["kinds"].add(kind)
-            trouble["action_types"].add(action_type)
+        seen: set[str] = set()
+        for call in page.calls:
+            seen.add(call.label)
+            if call.failure is not None:
+                trouble = troubles.setdefault(call.label, {"kinds": set(), "action_types": set()})
+                trouble["kinds"].add(call.failure)
+                trouble["action_types"].update(i.action_type for i in call.identities)
         with self._lock:
-            for provider in self._inspected:
+            for provider in seen:
                 failed = troubles.get(provider)
                 if failed is None:
                     self._latest.pop(provider, None)
                 else:
                     self._latest[provider] = _trouble_detail(failed)
-        self._inspected = set()
-        self._failed = {}
 
     def report(self) -> dict[str, dict[str, Any]]:
-        """Provider name -> {kind, action_types} of every provider whose latest cycle failed."""
+        """Provider name -> {kind, action_types} of every provider whose latest page failed."""
         with self._lock:
             return {name: dict(detail) for name, detail in sorted(self._latest.items())}
 

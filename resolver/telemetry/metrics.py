@@ -15,14 +15,15 @@ from prometheus_client.registry import Collector
 from resolver import __version__
 from resolver.domain import (
     BacklogSnapshot,
+    ClaimedItem,
     CommitReport,
-    Finding,
+    FindingKind,
     ItemOutcome,
     Outcome,
-    ProviderFailure,
     ResolutionSource,
 )
-from resolver.errors import ResolverError
+from resolver.errors import ResolverError, StorageUnavailable
+from resolver.events import CycleEvents, CycleReport, InspectedPage, Stage
 from resolver.ports import BacklogReader
 
 log = structlog.get_logger("resolver.telemetry")
@@ -35,10 +36,14 @@ PAGE_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64)
 DEFAULT_COUNT_CAP = 10_000
 
 
-class ResolverMetrics:
-    """The reconciler's metrics on one registry; implements `RecoveryObserver`."""
+UNSUPPORTED = FindingKind.UNSUPPORTED.value
+
+
+class ResolverMetrics(CycleEvents):
+    """The reconciler's metrics on one registry: a subscriber of the cycle events."""
 
     def __init__(self, registry: CollectorRegistry, *, wall_clock: Callable[[], float] = time.time):
+        self.registry = registry
         self._wall_clock = wall_clock
         self.cycles = Counter(
             f"{PREFIX}_cycles",
@@ -112,17 +117,20 @@ class ResolverMetrics:
         for outcome in Outcome:
             self.resolutions.labels(ResolutionSource.AUTOMATIC.value, outcome.value)
 
-    def claimed(self, items: int, seconds: float) -> None:
+    def claimed(self, items: Sequence[ClaimedItem], seconds: float) -> None:
         self.claim_seconds.observe(seconds)
-        self.page_size.observe(items)
+        self.page_size.observe(len(items))
 
-    def inspected(self, provider: str, seconds: float, failure: ProviderFailure | None) -> None:
-        self.inspect_seconds.labels(provider).observe(seconds)
-        if failure is not None:
-            self.provider_errors.labels(provider, failure.value).inc()
-
-    def found(self, action_type: str, provider: str, finding: Finding) -> None:
-        self.findings.labels(action_type, provider, finding.kind.value).inc()
+    def inspected(self, page: InspectedPage) -> None:
+        for call in page.calls:
+            self.inspect_seconds.labels(call.label).observe(call.seconds)
+            if call.failure is not None:
+                self.provider_errors.labels(call.label, call.failure.value).inc()
+            for identity in call.identities:
+                finding = call.findings[identity.dispatch_id].kind.value
+                self.findings.labels(identity.action_type, call.label, finding).inc()
+        for item in page.unsupported:  # no provider configured: no call, label `none`
+            self.findings.labels(item.identity.action_type, "none", UNSUPPORTED).inc()
 
     def committed(
         self, outcomes: Sequence[ItemOutcome], report: CommitReport, seconds: float
@@ -135,17 +143,18 @@ class ResolverMetrics:
             if result is not None and outcome.item.identity.dispatch_id in report.accepted:
                 self.resolutions.labels(ResolutionSource.AUTOMATIC.value, result.value).inc()
 
-    def released(self, held: int, released: int) -> None:
-        if held > released:
-            self.fence_rejections.labels("release").inc(held - released)
+    def released(self, items: Sequence[ClaimedItem], released: int, seconds: float) -> None:
+        if len(items) > released:
+            self.fence_rejections.labels("release").inc(len(items) - released)
 
-    def cycle_completed(self, seconds: float) -> None:
+    def cycle_completed(self, report: CycleReport, seconds: float) -> None:
         self.cycles.labels("completed").inc()
         self.cycle_seconds.observe(seconds)
         self.last_cycle.set(self._wall_clock())
 
-    def cycle_failed(self, reason: str, seconds: float) -> None:
-        del seconds  # a failed cycle's time says nothing about the work; only count it
+    def cycle_failed(self, stage: Stage, error: BaseException, seconds: float) -> None:
+        # A failed cycle's time says nothing about the work; only count it.
+        reason = "storage_unavailable" if isinstance(error, StorageUnavailable) else "error"
         self.cycles.labels(reason).inc()
 
 

@@ -264,7 +264,7 @@ def replica_env(url: str, replica_id: str, workdir: Path, **extra: str) -> dict[
         RESOLVER_DATABASE_URL=url,
         RESOLVER_REPLICA_ID=replica_id,
         RESOLVER_CONFIG=str(workdir / "providers.yaml"),
-        RESOLVER_HISTORY_FILE=str(workdir / "history" / f"{replica_id}.jsonl"),
+        RESOLVER_TEST_HISTORY_FILE=str(workdir / "history" / f"{replica_id}.jsonl"),
         RESOLVER_CADENCE_SECONDS="0.2",
         RESOLVER_RECOVERY_LEASE_SECONDS=str(RECOVERY_LEASE_SECONDS),
         RESOLVER_COMMIT_MARGIN_SECONDS="0.5",

@@ -25,7 +25,8 @@ from psycopg.rows import dict_row
 from resolver.db.repository import PostgresStore
 from resolver.domain import FindingKind, Outcome
 from resolver.execution import ExecutionClient
-from resolver.history import CrashPoint, FileHistory
+from resolver_test_support.crash import CrashPoint
+from resolver_test_support.history import FileHistory
 from resolver_test_support.scripted import SCRIPT_TABLE_DDL, Script
 
 from .checker import SNAPSHOT_SQL, check, read_histories

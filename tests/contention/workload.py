@@ -18,7 +18,7 @@ from resolver.domain import Completion, DispatchSpec, ExecutionLease, FindingKin
 from resolver.domain import action_digest as digest_of
 from resolver.errors import FenceConflict, NotLeasable, StorageUnavailable
 from resolver.execution import ExecutionClient
-from resolver.history import FileHistory, History
+from resolver_test_support.history import FileHistory, History
 from resolver_test_support.scripted import SCRIPT_TABLE_DDL, Script, evidence_digest
 
 SCRIPTED_TYPES = ("pay.charge", "db.mutate", "run.create")

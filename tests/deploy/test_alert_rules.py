@@ -10,7 +10,8 @@ from typing import Any
 import yaml
 from prometheus_client import CollectorRegistry
 
-from resolver.domain import BacklogSnapshot, Finding, FindingKind, ProviderFailure
+from resolver.domain import BacklogSnapshot, DispatchIdentity, Finding, FindingKind, ProviderFailure
+from resolver.events import CycleReport, InspectedPage, ProviderCall
 from resolver.telemetry.api_metrics import ApiMetrics
 from resolver.telemetry.metrics import (
     BacklogCollector,
@@ -109,9 +110,12 @@ class FixedReader:
 def _registry() -> CollectorRegistry:
     registry = CollectorRegistry()
     metrics = ResolverMetrics(registry)
-    metrics.cycle_completed(0.1)  # histograms and labelled counters show their samples
-    metrics.inspected("p", 0.1, ProviderFailure.TIMEOUT)
-    metrics.found("t", "p", Finding(FindingKind.UNAVAILABLE))
+    # Histograms and labelled counters show their samples.
+    metrics.cycle_completed(CycleReport(page_size=1), 0.1)
+    identity = DispatchIdentity(1, "d", "ar", "p", "t", "a" * 64, 1, 0, "k")
+    unavailable = {"d": Finding(FindingKind.UNAVAILABLE)}
+    call = ProviderCall("p", [identity], unavailable, 0, 0.1, ProviderFailure.TIMEOUT)
+    metrics.inspected(InspectedPage(unavailable, [call], [], 0.1))
     register_build_info(registry, "rev")
     register_liveness_bound(registry, 180.0)
     registry.register(BacklogCollector(FixedReader()))

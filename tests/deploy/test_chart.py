@@ -215,11 +215,8 @@ def test_every_setting_reaches_the_resolver_and_the_resolver_accepts_it(
 
 # Settings the worker's Deployment must not carry: secrets (receipt keys come as files), the
 # settings of `resolver api`, which the chart renders into the API Deployment instead (`api.*`
-# values, checked by tests/deploy/test_chart_api.py), and the test-only instrumentation of
-# tests/contention (operation history, crash points).
+# values, checked by tests/deploy/test_chart_api.py).
 NOT_FROM_VALUES = {
-    "history_file",
-    "test_crash_at",
     "receipt_keys",
     "receipt_signing_kid",
     "api_host",

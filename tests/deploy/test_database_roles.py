@@ -37,6 +37,7 @@ from resolver.domain import (
 )
 from resolver.execution import CompletionResult, ExecutionClient
 from resolver.reconciler import Reconciler, ReconcilerSettings
+from resolver.runtime import Runtime
 from resolver_test_support.postgres import with_database
 from tests.conftest import EXEC_LEASE_MS, T0, new_spec
 from tests.providers_for_tests import ScriptedProvider, fixed, registry
@@ -211,7 +212,7 @@ def test_runtime_role_runs_full_resolver_cycles(role_db: RoleDatabase) -> None:
             runtime_store,
             registry("test.action", ScriptedProvider(answer)),
             ReconcilerSettings(owner="replica-a", page_size=16, recovery_lease_ms=30_000),
-            rng=random.Random(3),
+            Runtime(rng=random.Random(3)),
         )
         try:
             report = reconciler.run_cycle(now_ms=AFTER)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import configparser
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -15,16 +16,22 @@ from tests.deploy.k8s import ROOT
 
 BUILT_INS = {"manual_only", "internal_mutation", "run_create", "package_install", "http_receipt"}
 # Modules of the test rig, wherever they might land by mistake.
-TEST_ONLY_NAMES = {"scripted", "bench_providers", "postgres"}
+TEST_ONLY_NAMES = {"scripted", "bench_providers", "history", "crash", "postgres"}
 # What resolver/testing may ship: the provider contract kit and the receipt service it plays.
 SHIPPED_KIT = {"__init__.py", "contract.py", "receipt_server.py"}
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[zipfile.ZipFile]:
-    out = tmp_path_factory.mktemp("wheel")
+    # Built from a copy of what the image build copies: a build/ left in the work tree by an
+    # earlier build would otherwise leak stale modules into the wheel.
+    source, out = tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("wheel")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for name in ("resolver", "providers"):
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(ROOT), "-w", str(out)],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(source), "-w", str(out)],
         check=True,
         capture_output=True,
         timeout=300,

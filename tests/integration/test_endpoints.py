@@ -13,7 +13,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
-from resolver.composition import Replica, build_replica, serve_endpoints
+from resolver.composition import ReplicaService as Replica
+from resolver.composition import build_replica, serve_endpoints
 from resolver.config import load_settings
 from resolver.db import migrate
 from resolver.db.repository import PostgresStore
@@ -66,7 +67,7 @@ def test_composed_replica_serves_metrics_health_and_readiness(
     replica: tuple[Replica, str],
 ) -> None:
     rep, base = replica
-    rep.worker.run(once=True)
+    rep.run(once=True)
 
     status, ctype, body = get(f"{base}/metrics")
     assert status == 200 and ctype.startswith("text/plain")
@@ -89,7 +90,7 @@ def test_composed_replica_serves_metrics_health_and_readiness(
 
 def test_no_response_carries_the_database_password(replica: tuple[Replica, str]) -> None:
     rep, base = replica
-    rep.worker.run(once=True)
+    rep.run(once=True)
     for path in ("/metrics", "/healthz", "/readyz", "/nope"):
         assert SECRET not in get(base + path)[2]
 
@@ -142,7 +143,7 @@ def test_healthz_fails_when_the_loop_stops_cycling() -> None:
         now[0] += 0.5
         status, _, body = get(f"{base}/healthz")
         assert status == 503 and json.loads(body)["status"] == "stalled"
-        heartbeat(None, None)  # a cycle attempt ends (a storage failure counts: loop alive)
+        heartbeat.beat()  # a cycle attempt ends (a storage failure counts: loop alive)
         assert get(f"{base}/healthz")[0] == 200
 
 

@@ -1,4 +1,5 @@
-"""Test instrumentation: the operation history, crash points and the scripted provider."""
+"""Test instrumentation: the operation history, crash points and the scripted provider, all
+from the test-support distribution, reaching a replica through the cycle-events seam."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from resolver.config import load_settings
+from resolver.composition import installed_subscribers
+from resolver.config import Settings, load_settings
 from resolver.db.repository import PostgresStore
 from resolver.domain import DispatchIdentity, FindingKind, Outcome
 from resolver.errors import ConfigError
-from resolver.history import FileHistory
 from resolver.reconciler import Reconciler, ReconcilerSettings
+from resolver.runtime import Runtime
+from resolver_test_support.crash import CrashInjection, CrashPoint
+from resolver_test_support.history import FileHistory, HistoryEvents
 from resolver_test_support.scripted import (
     SCRIPT_TABLE_DDL,
     ScriptedEvidenceProvider,
@@ -35,8 +39,7 @@ def test_history_records_each_operation_with_its_fence(
         store,
         registry("test.action", ScriptedProvider(verified)),
         ReconcilerSettings(owner="replica-a", recovery_lease_ms=30_000),
-        rng=random.Random(1),
-        history=history,
+        Runtime(rng=random.Random(1), subscribers=(HistoryEvents(history),)),
     )
     rec.run_cycle(now_ms=AFTER)
     history.close()
@@ -59,11 +62,26 @@ def test_history_records_each_operation_with_its_fence(
     assert all(e["process"] == "replica-a" for e in lines)
 
 
-def test_instrumentation_is_off_by_default_and_validated() -> None:
-    settings = load_settings(database_url="postgresql://x@y/z")
-    assert settings.history_file is None and settings.test_crash_at is None
+def test_instrumentation_is_off_by_default_and_validated(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for name in ("RESOLVER_TEST_HISTORY_FILE", "RESOLVER_TEST_CRASH_AT"):
+        monkeypatch.delenv(name, raising=False)
+    settings = load_settings(database_url="postgresql://x@y/z", replica_id="r-1")
+    # Production settings know nothing of the test hooks, and without their variables the
+    # installed factories activate nothing.
+    assert not {name for name in Settings.model_fields if "history" in name or "crash" in name}
+    assert installed_subscribers(settings) == []
+    monkeypatch.setenv("RESOLVER_TEST_CRASH_AT", "somewhere")
     with pytest.raises(ConfigError, match="RESOLVER_TEST_CRASH_AT"):
-        load_settings(test_crash_at="somewhere")
+        installed_subscribers(settings)
+    monkeypatch.setenv("RESOLVER_TEST_CRASH_AT", "before_commit")
+    monkeypatch.setenv("RESOLVER_TEST_HISTORY_FILE", str(tmp_path / "h.jsonl"))
+    active = installed_subscribers(settings)
+    assert sorted(type(s).__name__ for s in active) == ["CrashInjection", "HistoryEvents"]
+    crash = next(s for s in active if isinstance(s, CrashInjection))
+    assert crash.order > 0  # after the history: the boundary is recorded before the kill
+    assert CrashPoint("before_commit") is CrashPoint.BEFORE_COMMIT
 
 
 def identity(dispatch_id: str, digest: str = "a" * 64) -> DispatchIdentity:

@@ -13,7 +13,7 @@ from resolver.domain import BacklogSnapshot, DispatchIdentity, Finding, FindingK
 from resolver.errors import StorageUnavailable
 from resolver.evidence import ProviderRegistry, build_registry
 from resolver.reconciler import Reconciler, ReconcilerSettings
-from resolver.telemetry import Telemetry
+from resolver.runtime import Runtime
 from resolver.telemetry.metrics import BacklogCollector, ResolverMetrics
 from tests.conftest import EXEC_LEASE_MS, SQL, T0, World
 from tests.providers_for_tests import ScriptedProvider, fixed, verified
@@ -48,8 +48,7 @@ def reconciler(
         store,
         ProviderRegistry(providers),  # type: ignore[arg-type]
         ReconcilerSettings(owner="replica-m", recovery_lease_ms=30_000, backoff_base_ms=1_000),
-        rng=random.Random(3),
-        telemetry=Telemetry(observer=metrics),
+        Runtime(rng=random.Random(3), metrics=metrics),
     )
 
 
@@ -331,7 +330,7 @@ def test_the_provider_label_is_the_configured_provider_name(
         store,
         providers,
         ReconcilerSettings(owner="replica-m", recovery_lease_ms=30_000),
-        telemetry=Telemetry(observer=metrics),
+        Runtime(metrics=metrics),
     )
     try:
         rec.run_cycle(now_ms=AFTER)

@@ -23,6 +23,7 @@ from resolver.execution import CompletionResult
 from resolver.readonly_http import ReadOnlyHttpClient
 from resolver.receipts import KeyRing
 from resolver.reconciler import Reconciler, ReconcilerSettings
+from resolver.runtime import Runtime
 from resolver.testing.contract import Scenario
 from resolver.testing.receipt_server import ReceiptServer
 from tests.conftest import EXEC_LEASE_MS, SQL, T0, World
@@ -61,7 +62,7 @@ def reconciler(store: PostgresStore, registry: ProviderRegistry) -> Reconciler:
     settings = ReconcilerSettings(
         owner="e2e", page_size=64, recovery_lease_ms=30_000, backoff_base_ms=1_000
     )
-    return Reconciler(store, registry, settings, rng=random.Random(3))
+    return Reconciler(store, registry, settings, Runtime(rng=random.Random(3)))
 
 
 def identity(world: World, lease: ExecutionLease) -> DispatchIdentity:

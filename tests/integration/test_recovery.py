@@ -12,6 +12,7 @@ from resolver.db.repository import PostgresStore
 from resolver.domain import FindingKind, ItemOutcome
 from resolver.errors import StorageUnavailable
 from resolver.reconciler import Reconciler, ReconcilerSettings
+from resolver.runtime import Runtime
 from tests.conftest import EXEC_LEASE_MS, SQL, T0, World
 from tests.providers_for_tests import ScriptedProvider, fixed, registry, verified
 
@@ -36,7 +37,7 @@ def reconciler(
             backoff_base_ms=1_000,
             backoff_max_ms=8_000,
         ),
-        rng=random.Random(7),
+        Runtime(rng=random.Random(7)),
     )
 
 

@@ -20,7 +20,7 @@ from resolver.db.repository import PostgresStore
 from resolver.domain import FindingKind
 from resolver.errors import ConfigError, StorageUnavailable
 from resolver.reconciler import Reconciler, ReconcilerSettings
-from resolver.telemetry import Telemetry
+from resolver.runtime import Runtime
 from resolver.telemetry.tracing import exporters_requested, tracing_from_env
 from tests.conftest import EXEC_LEASE_MS, T0, World
 from tests.providers_for_tests import ScriptedProvider, fixed, registry, verified
@@ -45,8 +45,7 @@ def reconciler(store: PostgresStore, provider: object, tracer: Tracer) -> Reconc
         store,
         registry("test.action", provider),
         ReconcilerSettings(owner="replica-t", recovery_lease_ms=30_000),
-        rng=random.Random(1),
-        telemetry=Telemetry(tracer=tracer),
+        Runtime(rng=random.Random(1), tracer=tracer),
     )
 
 
@@ -129,9 +128,15 @@ def test_a_storage_failure_ends_the_cycle_span_in_error(
     finally:
         rec.close()
         dead.close()
-    (cycle,) = by_name(exporter.get_finished_spans(), "resolver.cycle")
+    spans = exporter.get_finished_spans()
+    (cycle,) = by_name(spans, "resolver.cycle")
     assert cycle.status.status_code is StatusCode.ERROR
     assert [e.name for e in cycle.events] == ["exception"]
+    # The statement that failed is the claim: its span, a child of the cycle, is in error too.
+    (claim,) = by_name(spans, "resolver.claim")
+    assert claim.status.status_code is StatusCode.ERROR
+    assert claim.parent is not None and cycle.context is not None
+    assert claim.parent.span_id == cycle.context.span_id
 
 
 @pytest.mark.parametrize(
@@ -168,7 +173,7 @@ def test_by_default_the_tracer_is_the_no_op_one(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
     tracing = tracing_from_env("r")
     assert isinstance(tracing.tracer, NoOpTracer) and not tracing.enabled
-    assert isinstance(Telemetry().tracer, NoOpTracer)
+    assert isinstance(Runtime().tracer, NoOpTracer)
 
 
 class Collector:

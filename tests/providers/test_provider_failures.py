@@ -6,6 +6,7 @@ database that is down and a statement that times out.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import socket
 import uuid
@@ -23,13 +24,13 @@ from providers.internal_mutation import InternalMutationProvider
 from resolver.db.readonly import ReadOnlyDatabase, is_transient
 from resolver.domain import DispatchIdentity, Finding, FindingKind, ProviderFailure
 from resolver.errors import SourceMisconfigured, StorageUnavailable
+from resolver.events import InspectedPage, ProviderCall
 from resolver.evidence import ProviderRegistry
 from resolver.receipts import KeyRing
 from resolver.reconciler import Reconciler, ReconcilerSettings
-from resolver.telemetry import Telemetry
+from resolver.runtime import Runtime
 from resolver.telemetry.health import Probe, ProviderHealth, ReadinessCheck
 from resolver.telemetry.metrics import ResolverMetrics
-from resolver.telemetry.observer import Observers
 from tests.conftest import EXEC_LEASE_MS, SQL, T0, World
 from tests.providers.harnesses import new_identity
 
@@ -153,8 +154,8 @@ def test_a_misconfigured_provider_is_counted_logged_once_and_degrades_readiness(
 ) -> None:
     leases = world.crashed(3, action_type="db.mutation")
     registry = CollectorRegistry()
-    metrics = ResolverMetrics(registry)
-    health = ProviderHealth()
+    runtime = Runtime(rng=random.Random(1), metrics=ResolverMetrics(registry))
+    health = runtime.provider_health
     db = _database(ungranted_url)
     reconciler = Reconciler(
         world.store,
@@ -163,8 +164,7 @@ def test_a_misconfigured_provider_is_counted_logged_once_and_degrades_readiness(
             {"db.mutation": "internal_mutation"},
         ),
         ReconcilerSettings(owner="r", recovery_lease_ms=30_000),
-        rng=random.Random(1),
-        telemetry=Telemetry(observer=Observers(metrics, health)),
+        runtime,
     )
     ready = ReadinessCheck(lambda: None, lambda: "head", "head", providers=health.report)
     try:
@@ -181,6 +181,7 @@ def test_a_misconfigured_provider_is_counted_logged_once_and_degrades_readiness(
         {
             "event": "provider_failed",
             "log_level": "error",
+            "replica_id": "r",
             "provider": "internal_mutation",
             "action_type": "db.mutation",
             "kind": "configuration",
@@ -207,31 +208,42 @@ def test_a_misconfigured_provider_is_counted_logged_once_and_degrades_readiness(
         assert sql.execution(lease.dispatch_id)["state"] == "executing"
 
 
+def _page(*calls: tuple[str, str, Finding]) -> InspectedPage:
+    """A page of one-item calls: (provider label, action type, finding) each."""
+    made, findings = [], {}
+    for n, (label, action_type, finding) in enumerate(calls):
+        identity = dataclasses.replace(new_identity(None), action_type=action_type)
+        findings[identity.dispatch_id] = finding
+        made.append(
+            ProviderCall(
+                label, [identity], {identity.dispatch_id: finding}, n, 0.01, finding.failure
+            )
+        )
+    return InspectedPage(findings, made, [], 0.01)
+
+
 def test_readiness_recovers_when_the_provider_answers_again() -> None:
     health = ProviderHealth()
     misconfigured = Finding(FindingKind.UNAVAILABLE, failure=ProviderFailure.CONFIGURATION)
-    health.found("db.mutation", "internal_mutation", misconfigured)
-    health.cycle_completed(0.1)
+    health.inspected(_page(("internal_mutation", "db.mutation", misconfigured)))
     assert health.report()["internal_mutation"]["kind"] == "configuration"
-    health.found("pay.charge", "http_receipt", Finding(FindingKind.MISSING))
-    health.cycle_completed(0.1)
+    health.inspected(_page(("http_receipt", "pay.charge", Finding(FindingKind.MISSING))))
     assert "internal_mutation" in health.report()  # not inspected since: still degraded
-    health.found("db.mutation", "internal_mutation", Finding(FindingKind.MISSING))
-    health.cycle_completed(0.1)
+    health.inspected(_page(("internal_mutation", "db.mutation", Finding(FindingKind.MISSING))))
     assert health.report() == {}
 
 
-def test_an_outage_is_listed_but_leaves_readiness_ready() -> None:
-    health = ProviderHealth()
+def test_an_outage_is_logged_once_per_page_and_leaves_readiness_ready() -> None:
+    runtime = Runtime()
     outage = Finding(FindingKind.UNAVAILABLE, failure=ProviderFailure.OUTAGE)
     with capture_logs() as logs:
-        for _ in range(5):
-            health.found("pay.charge", "http_receipt", outage)
-        health.cycle_completed(0.1)
+        runtime.events.inspected(_page(*[("http_receipt", "pay.charge", outage)] * 5))
     assert [(e["event"], e["log_level"], e["items"]) for e in logs] == [
         ("provider_failed", "warning", 5)
     ]
-    ready = ReadinessCheck(lambda: None, lambda: "head", "head", providers=health.report)
+    ready = ReadinessCheck(
+        lambda: None, lambda: "head", "head", providers=runtime.provider_health.report
+    )
     assert ready() == Probe(
         True,
         {

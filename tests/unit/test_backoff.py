@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from resolver.evidence import ProviderRegistry
 from resolver.reconciler import Reconciler, ReconcilerSettings
+from resolver.runtime import Runtime
 
 
 class _NoStore:
@@ -17,7 +18,7 @@ class _NoStore:
 
 def _reconciler(seed: int) -> Reconciler:
     settings = ReconcilerSettings(owner="r", backoff_base_ms=1_000, backoff_max_ms=60_000)
-    return Reconciler(_NoStore(), ProviderRegistry({}), settings, rng=random.Random(seed))  # type: ignore[arg-type]
+    return Reconciler(_NoStore(), ProviderRegistry({}), settings, Runtime(rng=random.Random(seed)))  # type: ignore[arg-type]
 
 
 @given(st.integers(min_value=0, max_value=10_000), st.integers(min_value=0, max_value=2**32))

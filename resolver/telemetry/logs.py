@@ -1,0 +1,84 @@
+"""Structured log lines of the cycle: a subscriber of the cycle events."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from resolver.domain import CommitReport, ItemOutcome, ProviderFailure
+from resolver.errors import StorageUnavailable
+from resolver.events import CycleEvents, CycleReport, InspectedPage, outcome_label
+
+
+class CycleLog(CycleEvents):
+    """Provider failures, one `recovery_outcome` line per committed item (the audit trail an
+    operator greps by dispatch id), one `recovery_cycle` summary, storage retries."""
+
+    def __init__(self, logger: Any) -> None:
+        self._root = logger
+        self._log = logger
+        self._owner: str | None = None
+
+    def cycle_started(self, owner: str) -> None:
+        if owner != self._owner:  # bound once per replica, not per cycle
+            self._owner, self._log = owner, self._root.bind(replica_id=owner)
+
+    def inspected(self, page: InspectedPage) -> None:
+        for call in page.calls:
+            if call.failure is ProviderFailure.TIMEOUT:
+                self._log.warning(
+                    "provider_timeout", provider=call.label, items=len(call.identities)
+                )
+            elif call.failure is ProviderFailure.ERROR:
+                self._log.warning(
+                    "provider_error", provider=call.label, error=type(call.error).__name__
+                )
+        self._provider_failures(page)
+
+    def _provider_failures(self, page: InspectedPage) -> None:
+        """One line per provider, action type and failure kind of the page (one per cycle),
+        however many items it failed for: `error` when a human must act."""
+        failed: dict[tuple[str, str, ProviderFailure], int] = {}
+        for call in page.calls:
+            if call.failure is not None:
+                for identity in call.identities:
+                    key = (call.label, identity.action_type, call.failure)
+                    failed[key] = failed.get(key, 0) + 1
+        for (provider, action_type, kind), items in sorted(failed.items()):
+            emit = self._log.error if kind.needs_operator else self._log.warning
+            emit(
+                "provider_failed",
+                provider=provider,
+                action_type=action_type,
+                kind=kind.value,
+                items=items,
+            )
+
+    def committed(
+        self, outcomes: Sequence[ItemOutcome], report: CommitReport, seconds: float
+    ) -> None:
+        for outcome in outcomes:
+            identity = outcome.item.identity
+            self._log.info(
+                "recovery_outcome",
+                dispatch_id=identity.dispatch_id,
+                action_type=identity.action_type,
+                finding=outcome.finding.kind.value,
+                outcome=outcome_label(outcome, report),
+                committed=identity.dispatch_id in report.accepted,
+            )
+
+    def cycle_completed(self, report: CycleReport, seconds: float) -> None:
+        if report.findings:  # a page was inspected and committed
+            self._log.info(
+                "recovery_cycle",
+                claimed=report.claimed,
+                accepted=len(report.accepted),
+                rejected=len(report.rejected),
+                findings={kind.value: n for kind, n in report.findings.items()},
+            )
+
+    def storage_retry(self, error: StorageUnavailable, failures: int, delay_seconds: float) -> None:
+        self._log.warning(
+            "storage_unavailable", error=str(error), retry_in_seconds=round(delay_seconds, 2)
+        )

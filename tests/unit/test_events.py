@@ -1,0 +1,71 @@
+"""The cycle-events seam: delivery in order to the handlers that exist; a reconciler that
+knows nothing of how it is observed."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from pathlib import Path
+from typing import ClassVar
+
+from resolver.domain import ClaimedItem
+from resolver.events import CycleEvents, CycleReport, Fanout, Stage
+from resolver.runtime import Runtime
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Recorder(CycleEvents):
+    def __init__(self, name: str, calls: list[tuple[str, str]]) -> None:
+        self.name, self.calls = name, calls
+
+    def claimed(self, items: Sequence[ClaimedItem], seconds: float) -> None:
+        self.calls.append((self.name, "claimed"))
+
+    def cycle_failed(self, stage: Stage, error: BaseException, seconds: float) -> None:
+        self.calls.append((self.name, f"failed:{stage.value}:{type(error).__name__}"))
+
+
+class Last(Recorder):
+    order: ClassVar[int] = 100
+
+
+def test_each_event_reaches_every_handler_in_order() -> None:
+    calls: list[tuple[str, str]] = []
+    fanout = Fanout([Last("last", calls), Recorder("a", calls), Recorder("b", calls)])
+    fanout.claimed([], 0.0)
+    fanout.cycle_failed(Stage.COMMIT, TimeoutError(), 0.0)
+    fanout.cycle_completed(CycleReport(page_size=1), 0.0)  # nobody handles it: nothing happens
+    assert calls == [
+        ("a", "claimed"),
+        ("b", "claimed"),
+        ("last", "claimed"),
+        ("a", "failed:commit:TimeoutError"),
+        ("b", "failed:commit:TimeoutError"),
+        ("last", "failed:commit:TimeoutError"),
+    ]
+
+
+def test_an_event_nobody_handles_has_no_handler_to_call() -> None:
+    fanout = Fanout([Recorder("a", [])])
+    assert fanout._completed == () and len(fanout._claimed) == 1
+
+
+def test_the_default_runtime_has_no_tracing_or_metrics_subscriber() -> None:
+    names = {type(s).__name__ for s in Runtime().events.subscribers}
+    assert names == {"Heartbeat", "ProviderHealth", "CycleLog"}
+
+
+def test_the_reconciler_holds_the_algorithm_only() -> None:
+    source = (ROOT / "resolver" / "reconciler.py").read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    imported = {
+        node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+    } | {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
+    assert not {m for m in imported if m.startswith(("structlog", "opentelemetry", "logging"))}
+    assert not {m for m in imported if "history" in m or "crash" in m or "telemetry" in m}
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
+        n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+    }
+    for word in ("history", "crash", "tracer", "log", "logger", "span", "observer"):
+        assert not {n for n in names if word in n.lower()}, word
