@@ -5,16 +5,19 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from typing import Any, LiteralString
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from resolver.db import dsn
-from resolver.db.readonly import ReadOnlyDatabase
-from resolver.domain import DispatchIdentity, Finding
-from resolver.errors import ConfigError
+from resolver.db.readonly import ReadOnlyDatabase, Row
+from resolver.domain import DispatchIdentity, Finding, FindingKind, ProviderFailure
+from resolver.errors import ConfigError, SourceMisconfigured, StorageUnavailable
 from resolver.evidence import Capability
 
 DEFAULT_URL_ENV = "RESOLVER_DATABASE_URL"
+_OUTAGE = Finding(FindingKind.UNAVAILABLE, failure=ProviderFailure.OUTAGE)
+_MISCONFIGURED = Finding(FindingKind.UNAVAILABLE, failure=ProviderFailure.CONFIGURATION)
 
 
 class SqlSourceSettings(BaseModel):
@@ -81,6 +84,15 @@ class SqlPageProvider(ABC):
 
     def inspect(self, identity: DispatchIdentity) -> Finding:
         return self.inspect_page([identity])[identity.dispatch_id]
+
+    def _fetch(self, query: LiteralString, params: Mapping[str, Any]) -> list[Row] | Finding:
+        """The rows, or the classified `unavailable` finding every item of the page gets."""
+        try:
+            return self._database.fetch(query, params)
+        except StorageUnavailable:
+            return _OUTAGE
+        except SourceMisconfigured:
+            return _MISCONFIGURED
 
     @abstractmethod
     def inspect_page(self, identities: Sequence[DispatchIdentity]) -> Mapping[str, Finding]: ...

@@ -9,8 +9,12 @@ client that cannot send anything but GET/HEAD: the original request is never re-
 | 200 with any shape, size, key, signature or identity mismatch | conflict                |
 | 202 (still processing)                                        | still_running           |
 | 404 (no record of the key)                                    | missing                 |
-| any other status, redirect, timeout, refused or reset         | unavailable             |
+| 401, 403, a redirect, any other status below 500 but 408/425/429 | unavailable (`configuration`) |
+| 5xx, 408, 425, 429, timeout, refused or reset                 | unavailable (`outage`)  |
 | not sent: the in-flight or rate cap left no slot in time      | unavailable             |
+
+A 401/403 means the token or its rights are wrong and a redirect that base_url is: waiting
+will not fix either, so they are reported as configuration errors, not as an outage.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from urllib.parse import quote, urlsplit
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from resolver.domain import DispatchIdentity, Finding, FindingKind
+from resolver.domain import DispatchIdentity, Finding, FindingKind, ProviderFailure
 from resolver.errors import ConfigError
 from resolver.evidence import Capability, parse_provider_settings
 from resolver.readonly_http import HttpUnavailable, ReadOnlyHttpClient, TlsSettings
@@ -36,7 +40,10 @@ log = structlog.get_logger("providers.http_receipt")
 _STILL_RUNNING = Finding(FindingKind.STILL_RUNNING)
 _MISSING = Finding(FindingKind.MISSING)
 _CONFLICT = Finding(FindingKind.CONFLICT)
-_UNAVAILABLE = Finding(FindingKind.UNAVAILABLE)
+_OUTAGE = Finding(FindingKind.UNAVAILABLE, failure=ProviderFailure.OUTAGE)
+_MISCONFIGURED = Finding(FindingKind.UNAVAILABLE, failure=ProviderFailure.CONFIGURATION)
+# Client errors that a later retry can cure: the server timed out, too early, rate limited.
+_TRANSIENT_4XX = frozenset({408, 425, 429})
 
 
 class HttpReceiptSettings(BaseModel):
@@ -121,19 +128,20 @@ class HttpReceiptProvider:
         try:
             reply = self._client.get(path, {"Accept": "application/json"})
         except HttpUnavailable as exc:
-            log.warning(
+            # Debug: the reconciler logs the classified failure once per cycle and type.
+            log.debug(
                 "receipt_service_unavailable", dispatch_id=identity.dispatch_id, error=str(exc)
             )
-            return _UNAVAILABLE
+            return _OUTAGE
         if reply.status == 202:
             return _STILL_RUNNING
         if reply.status == 404:
             return _MISSING
         if reply.status != 200:
-            log.warning(
+            log.debug(
                 "receipt_service_status", dispatch_id=identity.dispatch_id, status=reply.status
             )
-            return _UNAVAILABLE
+            return _status_failure(reply.status)
         if reply.truncated:
             # Bigger than any receipt v1 can be: the answer breaks the contract.
             log.warning(
@@ -148,6 +156,14 @@ class HttpReceiptProvider:
     def close(self) -> None:
         """Close the pooled connections (the registry calls this at shutdown)."""
         self._client.close()
+
+
+def _status_failure(status: int) -> Finding:
+    """An unexpected status: a server-side or throttling problem heals; a refused token, a
+    redirect (a wrong base_url) or an answer outside the contract does not."""
+    if status < 500 and status not in _TRANSIENT_4XX:
+        return _MISCONFIGURED
+    return _OUTAGE
 
 
 def create(settings: Mapping[str, Any]) -> HttpReceiptProvider:

@@ -32,7 +32,6 @@ from resolver.domain import (
     Outcome,
     sha256_hex,
 )
-from resolver.errors import StorageUnavailable
 from resolver.evidence import parse_provider_settings
 from resolver.receipts import KeyRing, encode_receipt, receipt_finding, sign_receipt
 
@@ -45,7 +44,6 @@ WHERE dispatch_id = ANY(%(dispatch_ids)s::text[])
 """
 
 _MISSING = Finding(FindingKind.MISSING)
-_UNAVAILABLE = Finding(FindingKind.UNAVAILABLE)
 
 
 class InternalMutationSettings(SqlSourceSettings):
@@ -61,10 +59,9 @@ class InternalMutationProvider(SqlPageProvider):
 
     def inspect_page(self, identities: Sequence[DispatchIdentity]) -> Mapping[str, Finding]:
         ids = [i.dispatch_id for i in identities]
-        try:
-            rows = self._database.fetch(SELECT_RECEIPTS, {"dispatch_ids": ids})
-        except StorageUnavailable:
-            return dict.fromkeys(ids, _UNAVAILABLE)
+        rows = self._fetch(SELECT_RECEIPTS, {"dispatch_ids": ids})
+        if isinstance(rows, Finding):
+            return dict.fromkeys(ids, rows)
         receipts = {row["dispatch_id"]: row["receipt"] for row in rows}
         return {i.dispatch_id: self._finding(i, receipts.get(i.dispatch_id)) for i in identities}
 

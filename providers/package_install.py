@@ -34,7 +34,6 @@ from resolver.domain import (
     canonical_json,
     sha256_hex,
 )
-from resolver.errors import StorageUnavailable
 from resolver.evidence import parse_provider_settings
 
 NAME = "package_install"
@@ -57,7 +56,6 @@ LEFT JOIN package_commit_markers AS m ON m.dispatch_id = i.dispatch_id
 
 _MISSING = Finding(FindingKind.MISSING)
 _CONFLICT = Finding(FindingKind.CONFLICT)
-_UNAVAILABLE = Finding(FindingKind.UNAVAILABLE)
 
 
 class PackageInstallSettings(SqlSourceSettings):
@@ -69,10 +67,9 @@ class PackageInstallProvider(SqlPageProvider):
 
     def inspect_page(self, identities: Sequence[DispatchIdentity]) -> Mapping[str, Finding]:
         ids = [i.dispatch_id for i in identities]
-        try:
-            rows = self._database.fetch(SELECT_INSTALL_FACTS, {"dispatch_ids": ids})
-        except StorageUnavailable:
-            return dict.fromkeys(ids, _UNAVAILABLE)
+        rows = self._fetch(SELECT_INSTALL_FACTS, {"dispatch_ids": ids})
+        if isinstance(rows, Finding):
+            return dict.fromkeys(ids, rows)
         by_id = {row["dispatch_id"]: row for row in rows}
         return {i.dispatch_id: judge(i, by_id[i.dispatch_id]) for i in identities}
 

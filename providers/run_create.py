@@ -29,7 +29,6 @@ from resolver.domain import (
     canonical_json,
     sha256_hex,
 )
-from resolver.errors import StorageUnavailable
 from resolver.evidence import parse_provider_settings
 
 NAME = "run_create"
@@ -50,7 +49,6 @@ ORDER BY i.asked_dispatch_id, f.run_id
 _MISSING = Finding(FindingKind.MISSING)
 _CONFLICT = Finding(FindingKind.CONFLICT)
 _STILL_RUNNING = Finding(FindingKind.STILL_RUNNING)
-_UNAVAILABLE = Finding(FindingKind.UNAVAILABLE)
 
 
 class RunCreateSettings(SqlSourceSettings):
@@ -65,10 +63,9 @@ class RunCreateProvider(SqlPageProvider):
             "dispatch_ids": [i.dispatch_id for i in identities],
             "idempotency_keys": [i.idempotency_key for i in identities],
         }
-        try:
-            rows = self._database.fetch(SELECT_RUN_FACTS, params)
-        except StorageUnavailable:
-            return {i.dispatch_id: _UNAVAILABLE for i in identities}
+        rows = self._fetch(SELECT_RUN_FACTS, params)
+        if isinstance(rows, Finding):
+            return {i.dispatch_id: rows for i in identities}
         facts: dict[str, list[Row]] = {}
         for row in rows:
             facts.setdefault(row.pop("asked_dispatch_id"), []).append(row)

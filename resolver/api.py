@@ -28,7 +28,14 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from resolver.auth import InvalidToken, TokenVerifier
-from resolver.domain import ID_PATTERN
+from resolver.domain import (
+    ID_PATTERN,
+    Decision,
+    FindingKind,
+    ManualDecision,
+    ManualQueueItem,
+    Principal,
+)
 from resolver.errors import (
     ConstraintViolation,
     FenceConflict,
@@ -38,14 +45,8 @@ from resolver.errors import (
     StorageUnavailable,
     StrongAuthRequired,
 )
-from resolver.manual import (
-    MAX_AUTH_AGE_MS,
-    Decision,
-    ManualDecision,
-    ManualResolutionService,
-    Principal,
-)
-from resolver.ports import ManualQueueItem, ManualStore
+from resolver.manual import MAX_AUTH_AGE_MS, ManualResolutionService
+from resolver.ports import ManualStore
 from resolver.telemetry.health import Probe
 from resolver.telemetry.observer import ApiObserver, NullApiObserver
 
@@ -105,8 +106,39 @@ class DecisionResponse(BaseModel):
     result: Literal["committed", "replayed"]
 
 
+class QueueEntry(BaseModel):
+    """One dispatch waiting for a human, as the API shows it (not the storage row)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    dispatch_id: str
+    project_id: str
+    action_type: str
+    last_finding: FindingKind | None
+    finding_count: int
+    manual_at_ms: int
+    execution_version: int
+    """Send it back as `expected_execution_version`: the decision is fenced on it."""
+    started_at_ms: int
+    attempt: int
+
+    @classmethod
+    def of(cls, item: ManualQueueItem) -> "QueueEntry":
+        return cls(
+            dispatch_id=item.dispatch_id,
+            project_id=item.project_id,
+            action_type=item.action_type,
+            last_finding=item.last_finding,
+            finding_count=item.finding_count,
+            manual_at_ms=item.manual_at_ms,
+            execution_version=item.execution_version,
+            started_at_ms=item.started_at_ms,
+            attempt=item.attempt,
+        )
+
+
 class QueuePage(BaseModel):
-    items: list[ManualQueueItem]
+    items: list[QueueEntry]
     next_cursor: str | None
 
 
@@ -198,7 +230,7 @@ def create_app(
             if len(items) == limit
             else None
         )
-        return QueuePage(items=items, next_cursor=next_cursor)
+        return QueuePage(items=[QueueEntry.of(item) for item in items], next_cursor=next_cursor)
 
     @app.post(
         "/v1/dispatches/{dispatch_id}/resolution",
@@ -223,7 +255,7 @@ def create_app(
             evidence_digest=body.evidence_digest,
         )
         result = service.decide(user, decision)
-        events.decided(body.decision.terminal_state.value, result.value)
+        events.decided(body.decision.terminal_state, result)
         log.info(
             "manual_decision",
             dispatch_id=dispatch_id,

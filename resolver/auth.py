@@ -20,8 +20,8 @@ from typing import Any, Protocol
 import jwt
 import structlog
 
+from resolver.domain import Principal
 from resolver.errors import ConfigError, ResolverError
-from resolver.manual import Principal
 
 # Symmetric and `none` algorithms are never accepted: a verifier must not be able to mint.
 ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "ES256", "ES384", "EdDSA")

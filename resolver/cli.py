@@ -35,12 +35,13 @@ from resolver.composition import (
 )
 from resolver.config import Settings, load_settings, provider_variables, unknown_variables
 from resolver.db import migrate as migrations
+from resolver.domain import BacklogSnapshot
 from resolver.errors import ConfigError, ResolverError, SchemaNotReady, StorageUnavailable
-from resolver.ports import StatusSnapshot
 from resolver.prune_cli import prune_cmd
 from resolver.replica import Replica
 from resolver.telemetry import jsonlogs
 from resolver.telemetry.health import Heartbeat
+from resolver.telemetry.metrics import DEFAULT_COUNT_CAP
 
 if TYPE_CHECKING:
     from resolver.demo_live import LiveOptions
@@ -323,12 +324,12 @@ def api_cmd(print_openapi: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @friendly_errors
 def status_cmd(as_json: bool) -> None:
-    """Counts by control status, due backlog and the oldest claimable age."""
+    """The backlog as /metrics reports it: open controls by queue and action type, ages."""
     settings = settings_from_env()
     ensure_schema(settings.require_database_url(), settings.connect_timeout_seconds)
     store = open_store(settings)
     try:
-        snapshot = store.status_snapshot()
+        snapshot = store.backlog_snapshot(DEFAULT_COUNT_CAP)
     finally:
         store.close()
     click.echo(
@@ -336,23 +337,33 @@ def status_cmd(as_json: bool) -> None:
     )
 
 
-def status_document(snapshot: StatusSnapshot) -> dict[str, Any]:
+def status_document(snapshot: BacklogSnapshot) -> dict[str, Any]:
+    """The same figures as the backlog gauges of /metrics, from the same read model."""
+    queues = snapshot.by_queue()
     return {
-        "controls": {
-            s: snapshot.controls_by_status.get(s, 0) for s in ("armed", "manual", "resolved")
+        "controls": snapshot.controls_by_status(),
+        "queues": queues,
+        "action_types": {
+            f"{queue}/{action_type}": count
+            for (queue, action_type), count in sorted(snapshot.dispatches.items())
         },
-        "due": snapshot.due,
+        "due": queues["due"],
+        "count_cap": snapshot.count_cap,
+        "capped": snapshot.capped,
         "oldest_claimable_age_seconds": snapshot.oldest_claimable_age_seconds,
         "oldest_manual_age_seconds": snapshot.oldest_manual_age_seconds,
     }
 
 
-def status_text(snapshot: StatusSnapshot) -> str:
+def status_text(snapshot: BacklogSnapshot) -> str:
     doc = status_document(snapshot)
-    lines = [f"{'status':<10}{'controls':>10}"]
-    lines += [f"{name:<10}{count:>10}" for name, count in doc["controls"].items()]
+    at_least = "at least " if doc["capped"] else ""
+    lines = [f"{'queue':<10}{'controls':>10}"]
+    lines += [f"{name:<10}{count:>10}" for name, count in doc["queues"].items()]
+    lines += [f"  {key:<30}{count:>8}" for key, count in doc["action_types"].items()]
     lines.append(
-        f"due now: {doc['due']}   oldest claimable: {doc['oldest_claimable_age_seconds']:.1f}s"
+        f"due now: {at_least}{doc['due']}"
+        f"   oldest claimable: {doc['oldest_claimable_age_seconds']:.1f}s"
         f"   oldest manual: {doc['oldest_manual_age_seconds']:.1f}s"
     )
     return "\n".join(lines)

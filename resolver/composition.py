@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from prometheus_client import (
@@ -185,7 +185,10 @@ def serve_endpoints(replica: ReplicaService, settings: Settings) -> Observabilit
     metrics = replica.runtime.metrics
     registry = metrics.registry if metrics is not None else CollectorRegistry()
     readiness = readiness_check(
-        replica.store, settings.require_database_url(), settings.connect_timeout_seconds
+        replica.store,
+        settings.require_database_url(),
+        settings.connect_timeout_seconds,
+        providers=replica.runtime.provider_health.report,
     )
     server = _listen(settings, registry, replica.health, readiness).start()
     replica.add_resource(server.stop)
@@ -196,18 +199,22 @@ def readiness_check(
     store: PostgresStore,
     url: str,
     connect_timeout_seconds: float = migrate.DEFAULT_CONNECT_TIMEOUT_SECONDS,
+    *,
+    providers: Callable[[], dict[str, dict[str, Any]]] | None = None,
 ) -> ReadinessCheck:
     """Database reachable and schema usable by this code: one check for worker and API.
 
     A newer release's schema is usable (migrations are additive, expand before contract), as
     `resolver run` itself accepts it: the pre-upgrade migration must not take every old pod
-    out of service before the new ones are up. A known older revision is not.
+    out of service before the new ones are up. A known older revision is not. `providers`
+    (the worker's `ProviderHealth`) adds the providers that could not answer.
     """
     return ReadinessCheck(
         store.ping,
         lambda: migrate.current_revision(url, connect_timeout_seconds),
         migrate.head_revision(),
         usable=lambda revision: migrate.classify(revision) is migrate.SchemaStatus.AHEAD,
+        providers=providers,
     )
 
 

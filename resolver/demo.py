@@ -16,7 +16,7 @@ from resolver.composition import build_replica
 from resolver.config import load_settings
 from resolver.db import migrate as migrations
 from resolver.db.readonly import ReadOnlyDatabase
-from resolver.domain import DispatchSpec, ExecutionLease, Outcome, action_digest
+from resolver.domain import DispatchSpec, ExecutionLease, ExecutionState, Outcome, action_digest
 from resolver.evidence import ProviderRegistry
 from resolver.execution import ExecutionClient
 from resolver.ports import ExecutionStore
@@ -62,8 +62,8 @@ def run(*, count: int, data_dir: Path, echo: Callable[[str], None]) -> None:
             echo(f"findings: {dict(sorted(findings.items()))}")
             for line in outcome_lines(replica.store, expected):
                 echo(line)
-            snapshot = replica.store.status_snapshot()
-            echo(f"controls by status: {snapshot.controls_by_status}; due now: {snapshot.due}")
+            snapshot = replica.store.backlog_snapshot(count_cap=10_000)
+            echo(f"open controls by queue: {snapshot.by_queue()}")
         finally:
             replica.close()
     finally:
@@ -134,7 +134,7 @@ def outcome_lines(store: ExecutionStore, seeded: dict[str, str]) -> list[str]:
         view = store.get_execution(dispatch_id)
         state = view.state.value if view else "?"
         how = f"{view.resolution_source} resolution" if view and view.resolution_source else ""
-        if state == "executing":
+        if view is not None and view.state is ExecutionState.EXECUTING:
             how = "still unknown: waits for evidence or a human"
         lines.append(f"  {dispatch_id}  {story:<42} -> {state} ({how})")
     return lines

@@ -30,9 +30,10 @@ from resolver import localpg
 from resolver.db import migrate as migrations
 from resolver.db.repository import PostgresStore
 from resolver.demo_executor import INTERNAL, PROJECT, SHELL, ExecutorSimulator, SimulatorCounts
+from resolver.domain import BacklogSnapshot
 from resolver.execution import ExecutionClient
-from resolver.ports import StatusSnapshot
 from resolver.receipts import KeyRing
+from resolver.telemetry.metrics import DEFAULT_COUNT_CAP
 
 DEMO_ISSUER = "https://resolver-demo.invalid"  # .invalid: can never be a real issuer
 DEMO_AUDIENCE = "resolver-demo-console"
@@ -79,7 +80,9 @@ class LiveView:
 
     elapsed_seconds: float
     phase: str
-    status: StatusSnapshot | None
+    status: BacklogSnapshot | None
+    """The backlog as `resolver status` and /metrics read it."""
+    resolved: int | None
     replicas: list[ReplicaView]
     executor: SimulatorCounts
     late_pending: int
@@ -358,14 +361,18 @@ class LiveDemo:
     # -- watch and stop ---------------------------------------------------------------------
 
     def view(self) -> LiveView:
-        try:
-            status: StatusSnapshot | None = self._store.status_snapshot()
-        except Exception:  # the view must survive a database hiccup; the next frame retries
-            status = None
+        status: BacklogSnapshot | None = None
+        resolved: int | None = None
+        # The view must survive a database hiccup; the next frame retries.
+        with suppress(Exception):
+            status = self._store.backlog_snapshot(DEFAULT_COUNT_CAP)
+            with _platform_connection(self.url) as conn:
+                resolved = int(conn.execute(_RESOLVED).fetchone()[0])
         return LiveView(
             elapsed_seconds=time.monotonic() - self.started,
             phase=self.phase,
             status=status,
+            resolved=resolved,
             replicas=[r.view() for r in self._replicas],
             executor=self.simulator.counts(),
             late_pending=self.simulator.pending_late,
@@ -466,7 +473,9 @@ def _script(demo: LiveDemo, render: Callable[[LiveView], None], stop: threading.
 
 def _drained(frame: LiveView) -> bool:
     """Nothing claimable right now and no stalled executor still to come back."""
-    return frame.status is not None and frame.status.due == 0 and frame.late_pending == 0
+    return (
+        frame.status is not None and frame.status.by_queue()["due"] == 0 and frame.late_pending == 0
+    )
 
 
 # -- the platform's side: SQL the demo runs as the platform, not as the resolver ------------
@@ -477,6 +486,9 @@ SELECT dispatch_id FROM approved_action_recovery_controls
  WHERE recovery_owner = %(owner)s AND status = 'armed'
    AND recovery_lease_expires_at_ms > resolver_now_ms(NULL)
 """
+# Settled history is not backlog, so the resolver's read model does not count it: the demo's
+# table does (a full count is fine on a demo's few hundred rows).
+_RESOLVED = "SELECT count(*) FROM approved_action_recovery_controls WHERE status = 'resolved'"
 # Whether the killed replica's items moved on: settled, or no longer leased to it (claimed by
 # another replica, or released by one with a finding and a next scan time).
 _CONTROL_STATES = """

@@ -39,13 +39,15 @@ def plain_renderer(out: TextIO, *, every_seconds: float = 2.0) -> Renderer:
 
 def summary_line(view: LiveView) -> str:
     status = view.status
-    controls = status.controls_by_status if status else {}
+    controls = status.controls_by_status() if status else {}
+    due = status.by_queue()["due"] if status else "?"
+    resolved = view.resolved if view.resolved is not None else "?"
     replicas = " ".join(f"{r.name}={r.state}:{r.claimed}c/{r.resolved}r" for r in view.replicas)
     sent = sum(view.executor.dispatched.values())
     return (
         f"t={view.elapsed_seconds:.0f}s phase={view.phase!r} dispatched={sent} "
-        f"due={status.due if status else '?'} armed={controls.get('armed', 0)} "
-        f"manual={controls.get('manual', 0)} resolved={controls.get('resolved', 0)} "
+        f"due={due} armed={controls.get('armed', 0)} "
+        f"manual={controls.get('manual', 0)} resolved={resolved} "
         f"late={view.executor.late_committed}won/{view.executor.late_replayed}replayed "
         f"replicas: {replicas}"
     )
@@ -78,15 +80,15 @@ def _panels(view: LiveView) -> list[RenderableType]:
     from rich.text import Text
 
     status = view.status
-    controls = status.controls_by_status if status else {}
+    controls = status.controls_by_status() if status else {}
     backlog = Table(title="Recovery controls (database)", expand=True)
     for column in ("due now", "armed", "manual queue", "resolved", "oldest claimable"):
         backlog.add_column(column, justify="right")
     backlog.add_row(
-        str(status.due) if status else "?",
+        str(status.by_queue()["due"]) if status else "?",
         str(controls.get("armed", 0)),
         str(controls.get("manual", 0)),
-        str(controls.get("resolved", 0)),
+        str(view.resolved) if view.resolved is not None else "?",
         f"{status.oldest_claimable_age_seconds:.1f}s" if status else "?",
     )
     replicas = Table(title="Replicas (`resolver run`, from each one's /metrics)", expand=True)

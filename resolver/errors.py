@@ -18,6 +18,15 @@ class StorageUnavailable(ResolverError):
     """
 
 
+class SourceMisconfigured(ResolverError):
+    """An evidence source answered but refused the request in a way waiting will not fix.
+
+    A missing GRANT, a broken query, an undefined table or column (told by SQLSTATE class,
+    never by message text), or an HTTP 401/403. Nothing moved; the finding is `unavailable`,
+    and the failure is reported as `configuration` so that an operator fixes it.
+    """
+
+
 class MigrationFailed(ResolverError):
     """PostgreSQL refused a migration or grants statement (e.g. a role roles.sql creates is
     missing, or the migration role lacks a privilege); the attempt rolled back."""
@@ -66,10 +75,6 @@ class NotLeasable(ResolverError):
 
 class InvalidDispatch(ResolverError):
     """A dispatch specification is malformed (ids, digest, idempotency key)."""
-
-
-class ProviderTimeout(ResolverError):
-    """An evidence provider did not answer within its timeout (classified `unavailable`)."""
 
 
 class ReceiptRejected(ResolverError):

@@ -14,9 +14,16 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import ClassVar
 
-from resolver.domain import ClaimedItem, DispatchIdentity, Finding, FindingKind
+from resolver.domain import (
+    ClaimedItem,
+    CommitReport,
+    DispatchIdentity,
+    Finding,
+    FindingKind,
+    ItemOutcome,
+    ProviderFailure,
+)
 from resolver.errors import StorageUnavailable
-from resolver.ports import CommitReport, ItemOutcome
 
 
 class Stage(StrEnum):
@@ -47,9 +54,11 @@ class CycleReport:
 class ProviderCall:
     """One provider call of a page: a whole page for a page provider, else one item.
 
-    `started_ns` is wall-clock (for spans), `seconds` the call's duration; `failure` is
-    `timeout` or `error` when the call gave no answer (its items are then `unavailable`),
-    and `error` the exception a provider raised, for subscribers that classify it.
+    `started_ns` is wall-clock (for spans), `seconds` the call's duration; `failure` says why
+    the call could not answer: `timeout` or `error` (then `error` is the exception the
+    provider raised) when it gave no answer at all, else the class (`outage`,
+    `configuration`) the provider put on its `unavailable` findings. Its items are then
+    `unavailable`.
     """
 
     label: str
@@ -57,7 +66,7 @@ class ProviderCall:
     findings: Mapping[str, Finding]
     started_ns: int
     seconds: float
-    failure: str | None
+    failure: ProviderFailure | None
     error: BaseException | None = None
 
 

@@ -6,64 +6,21 @@ again means a new dispatch that references this one (`supersedes_dispatch_id`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import StrEnum
-
-from resolver.domain import HEX64_PATTERN, ID_PATTERN, REASON_CODE_PATTERN, ExecutionState
+from resolver.domain import (
+    ExecutionState,
+    Grant,
+    ManualContext,
+    ManualDecision,
+    ManualResult,
+    Principal,
+    ResolutionSource,
+)
 from resolver.errors import FenceConflict, NotFound, PermissionDenied, StrongAuthRequired
-from resolver.ports import Grant, ManualContext, ManualStore
+from resolver.ports import ManualStore
 
 PERMISSION = "approval.recover"
 MAX_AUTH_AGE_MS = 5 * 60 * 1000
 STRONG_AMR = frozenset({"mfa", "hwk", "swk", "otp", "fido"})
-
-
-class Decision(StrEnum):
-    CONFIRM_SUCCEEDED = "confirm_succeeded"
-    CONFIRM_FAILED = "confirm_failed"
-    ABANDON_UNKNOWN = "abandon_unknown"
-
-    @property
-    def terminal_state(self) -> ExecutionState:
-        return {
-            Decision.CONFIRM_SUCCEEDED: ExecutionState.SUCCEEDED,
-            Decision.CONFIRM_FAILED: ExecutionState.FAILED,
-            Decision.ABANDON_UNKNOWN: ExecutionState.BLOCKED,
-        }[self]
-
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    """A user as a verified token describes them: stable id, when and how they authenticated."""
-
-    user_id: str
-    auth_time_ms: int
-    amr: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ManualDecision:
-    dispatch_id: str
-    decision: Decision
-    mutation_id: str
-    expected_execution_version: int
-    reason_code: str
-    evidence_digest: str | None = None
-
-    def __post_init__(self) -> None:
-        if not ID_PATTERN.match(self.mutation_id):
-            raise ValueError("mutation_id must be 1-128 characters of [A-Za-z0-9_.:-]")
-        if not REASON_CODE_PATTERN.match(self.reason_code):
-            raise ValueError("reason_code must match [a-z0-9_.-]{1,64}")
-        if self.evidence_digest is not None and not HEX64_PATTERN.match(self.evidence_digest):
-            raise ValueError("evidence_digest must be a lowercase hex sha256")
-        if self.expected_execution_version < 1:
-            raise ValueError("expected_execution_version must be >= 1")
-
-
-class ManualResult(StrEnum):
-    COMMITTED = "committed"
-    REPLAYED = "replayed"
 
 
 class ManualResolutionService:
@@ -153,8 +110,8 @@ def _is_replay(ctx: ManualContext, principal: Principal, decision: ManualDecisio
     # A mutation id is idempotent only when every semantic field is the same.
     return (
         ctx.resolution_mutation_id == decision.mutation_id
-        and ctx.resolution_source == "manual"
-        and ctx.resolution_outcome == decision.decision.terminal_state.value
+        and ctx.resolution_source is ResolutionSource.MANUAL
+        and ctx.resolution_outcome is decision.decision.terminal_state
         and ctx.resolution_actor == principal.user_id
         and ctx.resolution_reason_code == decision.reason_code
         and ctx.resolution_evidence_digest == decision.evidence_digest

@@ -1,156 +1,28 @@
-"""The narrow boundary between the worker/API and storage: what they may ask of it."""
+"""The narrow boundary between the worker/API and storage: what they may ask of it.
+
+Protocols only: the values they take and return live in `resolver.domain`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from resolver.manual import ManualDecision, Principal
+from typing import Protocol
 
 from resolver.domain import (
+    BacklogSnapshot,
     ClaimedItem,
+    CommitReport,
     Completion,
     DispatchSpec,
     ExecutionLease,
-    ExecutionState,
-    Finding,
+    ExecutionView,
+    Grant,
+    ItemOutcome,
+    ManualContext,
+    ManualDecision,
+    ManualQueueItem,
+    Principal,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class ItemOutcome:
-    """A finding to commit for one claimed item, under that item's fences."""
-
-    item: ClaimedItem
-    finding: Finding
-    retry_delay_ms: int
-    mutation_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class CommitReport:
-    accepted: frozenset[str]
-    rejected: frozenset[str]
-
-
-@dataclass(frozen=True, slots=True)
-class StatusSnapshot:
-    db_now_ms: int
-    controls_by_status: dict[str, int] = field(default_factory=dict)
-    due: int = 0
-    oldest_due_at_ms: int | None = None
-    oldest_manual_at_ms: int | None = None
-
-    @property
-    def oldest_claimable_age_seconds(self) -> float:
-        if self.oldest_due_at_ms is None:
-            return 0.0
-        return max(0, self.db_now_ms - self.oldest_due_at_ms) / 1000.0
-
-    @property
-    def oldest_manual_age_seconds(self) -> float:
-        if self.oldest_manual_at_ms is None:
-            return 0.0
-        return max(0, self.db_now_ms - self.oldest_manual_at_ms) / 1000.0
-
-
-BACKLOG_QUEUES: tuple[str, ...] = ("due", "waiting", "manual")
-
-
-@dataclass(frozen=True, slots=True)
-class BacklogSnapshot:
-    """Open recovery work as the metrics see it; counts are capped at `count_cap` per index."""
-
-    db_now_ms: int
-    count_cap: int
-    dispatches: dict[tuple[str, str], int] = field(default_factory=dict)  # (queue, action_type)
-    oldest_claimable_at_ms: int | None = None
-    oldest_manual_at_ms: int | None = None
-
-    def by_queue(self) -> dict[str, int]:
-        """Every queue, zero when empty, so the series exist before the first backlog."""
-        totals = dict.fromkeys(BACKLOG_QUEUES, 0)
-        for (queue, _action_type), count in self.dispatches.items():
-            totals[queue] = totals.get(queue, 0) + count
-        return totals
-
-    @property
-    def oldest_claimable_age_seconds(self) -> float:
-        return _age_seconds(self.db_now_ms, self.oldest_claimable_at_ms)
-
-    @property
-    def oldest_manual_age_seconds(self) -> float:
-        return _age_seconds(self.db_now_ms, self.oldest_manual_at_ms)
-
-
-def _age_seconds(now_ms: int, since_ms: int | None) -> float:
-    return 0.0 if since_ms is None else max(0, now_ms - since_ms) / 1000.0
-
-
-@dataclass(frozen=True, slots=True)
-class ExecutionView:
-    """An execution as stored, with the resolution (if any) that closed it."""
-
-    dispatch_id: str
-    state: ExecutionState
-    owner: str
-    version: int
-    attempt: int
-    lease_expires_at_ms: int
-    started_at_ms: int | None
-    finished_at_ms: int | None
-    result_code: str | None
-    completion_mutation_id: str | None
-    evidence_digest: str | None
-    resolution_source: str | None
-    resolution_outcome: str | None
-    resolution_evidence_digest: str | None
-    db_now_ms: int
-
-    @property
-    def recovery_required(self) -> bool:
-        return self.state is ExecutionState.EXECUTING and self.lease_expires_at_ms <= self.db_now_ms
-
-
-@dataclass(frozen=True, slots=True)
-class Grant:
-    """The versions of a user's `approval.recover` binding and its project, as read."""
-
-    project_version: int
-    role_binding_version: int
-
-
-@dataclass(frozen=True, slots=True)
-class ManualContext:
-    project_id: str
-    state: ExecutionState
-    version: int
-    lease_expires_at_ms: int
-    control_status: str | None
-    resolution_mutation_id: str | None
-    resolution_source: str | None
-    resolution_outcome: str | None
-    resolution_actor: str | None
-    resolution_reason_code: str | None
-    resolution_evidence_digest: str | None
-    resolution_expected_version: int | None
-    mutation_dispatch_id: str | None
-    db_now_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class ManualQueueItem:
-    dispatch_id: str
-    project_id: str
-    action_type: str
-    last_finding: str | None
-    finding_count: int
-    manual_at_ms: int
-    execution_version: int
-    started_at_ms: int
-    attempt: int
 
 
 class RecoveryStore(Protocol):
@@ -167,8 +39,6 @@ class RecoveryStore(Protocol):
     def release_recovery_leases(
         self, items: Sequence[ClaimedItem], now_ms: int | None = None
     ) -> int: ...
-
-    def status_snapshot(self, now_ms: int | None = None) -> StatusSnapshot: ...
 
 
 class ExecutionStore(Protocol):

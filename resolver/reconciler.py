@@ -13,10 +13,17 @@ from concurrent.futures import ALL_COMPLETED, Future, ThreadPoolExecutor, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
-from resolver.domain import ClaimedItem, DispatchIdentity, Finding, FindingKind
+from resolver.domain import (
+    ClaimedItem,
+    DispatchIdentity,
+    Finding,
+    FindingKind,
+    ItemOutcome,
+    ProviderFailure,
+)
 from resolver.events import CycleReport, InspectedPage, ProviderCall, Stage
 from resolver.evidence import Capability, EvidenceProvider, PageEvidenceProvider, ProviderRegistry
-from resolver.ports import ItemOutcome, RecoveryStore
+from resolver.ports import RecoveryStore
 from resolver.runtime import Runtime
 
 _UNAVAILABLE = Finding(FindingKind.UNAVAILABLE)
@@ -213,23 +220,28 @@ class _Pending:
     def collect(
         self, timeout_seconds: float, submitted: float, clock: Callable[[], float]
     ) -> ProviderCall:
-        failure: str | None = None
+        failure: ProviderFailure | None = None
         error: BaseException | None = None
+        unanswered = _UNAVAILABLE
         try:
             answer = self.future.result(timeout=timeout_seconds)
             answered, started_ns, seconds = answer.findings, answer.started_ns, answer.seconds
         except FutureTimeout:
             self.future.cancel()
-            answered, failure = {}, "timeout"
+            answered, failure = {}, ProviderFailure.TIMEOUT
         except Exception as exc:  # a provider bug must not stop the loop: evidence unavailable
-            answered, failure, error = {}, "error", exc
+            answered, failure, error = {}, ProviderFailure.ERROR, exc
         if failure is not None:
             seconds = clock() - submitted
             started_ns = time.time_ns() - int(seconds * 1e9)
+            unanswered = Finding(FindingKind.UNAVAILABLE, failure=failure)
         findings = {
-            i.dispatch_id: _guard(self.provider, answered.get(i.dispatch_id, _UNAVAILABLE))
+            i.dispatch_id: _guard(self.provider, answered.get(i.dispatch_id, unanswered))
             for i in self.identities
         }
+        if failure is None:
+            # A provider that could not reach or use its source says why on its findings.
+            failure = next((f.failure for f in findings.values() if f.failure is not None), None)
         return ProviderCall(
             self.label, self.identities, findings, started_ns, seconds, failure, error
         )

@@ -17,7 +17,7 @@ import structlog
 from opentelemetry.trace import NoOpTracer, Tracer
 
 from resolver.events import CycleEvents, Fanout
-from resolver.telemetry.health import Heartbeat
+from resolver.telemetry.health import Heartbeat, ProviderHealth
 from resolver.telemetry.logs import CycleLog
 from resolver.telemetry.metrics import ResolverMetrics
 from resolver.telemetry.tracing import CycleTrace
@@ -29,7 +29,8 @@ def _logger() -> Any:
 
 @dataclass(frozen=True)
 class Runtime:
-    """`events` is every subscriber in one: the heartbeat (on `clock`), logs, metrics (when
+    """`events` is every subscriber in one: the heartbeat (on `clock`), the providers' health
+    (for readiness), logs, metrics (when
     given), traces (when the tracer records), then `subscribers` (test hooks installed by
     other distributions, a benchmark's timers)."""
 
@@ -40,11 +41,17 @@ class Runtime:
     metrics: ResolverMetrics | None = None
     subscribers: tuple[CycleEvents, ...] = ()
     heartbeat: Heartbeat = field(init=False)
+    provider_health: ProviderHealth = field(init=False)
     events: Fanout = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "heartbeat", Heartbeat(self.clock))
-        standard: list[CycleEvents] = [self.heartbeat, CycleLog(self.logger)]
+        object.__setattr__(self, "provider_health", ProviderHealth())
+        standard: list[CycleEvents] = [
+            self.heartbeat,
+            self.provider_health,
+            CycleLog(self.logger),
+        ]
         if self.metrics is not None:
             standard.append(self.metrics)
         if not isinstance(self.tracer, NoOpTracer):

@@ -262,12 +262,13 @@ def build() -> dashboard.Dashboard:
         .with_panel(
             series(
                 "Provider errors",
-                "Provider calls that timed out or raised, by provider and reason.",
+                "Provider calls that could not answer, by provider and kind: outage and timeout "
+                "heal by themselves, configuration and error need a human.",
                 "ops",
                 q(
-                    f"sum by ({BY}, provider, reason) "
+                    f"sum by ({BY}, provider, kind) "
                     f"(rate(resolver_provider_errors_total{{{SEL}}}[{RATE}]))",
-                    "{{release}} {{provider}} {{reason}}",
+                    "{{release}} {{provider}} {{kind}}",
                 ),
             )
         )

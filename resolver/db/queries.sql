@@ -73,6 +73,22 @@ FROM approved_action_executions AS e
 LEFT JOIN approved_action_recovery_resolutions AS r USING (dispatch_id)
 WHERE e.dispatch_id = %(dispatch_id)s;
 
+-- fragment: claimable_control
+-- The one definition of "claimable", for the control aliased `c` and a CTE `now(ms)`: armed,
+-- due, no live recovery lease, and its execution recovery_required (executing, lease
+-- expired) at the version the control was armed for. The claim, the backlog (metrics and
+-- `resolver status`) include it; `now` is read through scalar subqueries so that the
+-- planner keeps the due index's bound and order (a join would hide them).
+c.status = 'armed'
+AND c.next_scan_at_ms <= (SELECT ms FROM now)
+AND (c.recovery_lease_expires_at_ms IS NULL
+     OR c.recovery_lease_expires_at_ms <= (SELECT ms FROM now))
+AND EXISTS (
+    SELECT 1 FROM approved_action_executions AS e
+    WHERE e.dispatch_id = c.dispatch_id
+      AND e.state = 'executing' AND e.lease_expires_at_ms <= (SELECT ms FROM now)
+      AND e.version = c.execution_version)
+
 -- name: recovery_claim_due_page
 -- One keyset page of due controls whose execution is recovery_required (executing with an
 -- expired lease). The claimed row's next_scan_at_ms moves to the recovery lease expiry, so
@@ -89,15 +105,8 @@ WITH now AS (
 due AS (
     SELECT c.dispatch_id
     FROM approved_action_recovery_controls AS c
-    WHERE c.status = 'armed'
-      AND c.next_scan_at_ms <= (SELECT ms FROM now)
-      AND (c.recovery_lease_expires_at_ms IS NULL
-           OR c.recovery_lease_expires_at_ms <= (SELECT ms FROM now))
-      AND EXISTS (
-          SELECT 1 FROM approved_action_executions AS e
-          WHERE e.dispatch_id = c.dispatch_id
-            AND e.state = 'executing' AND e.lease_expires_at_ms <= (SELECT ms FROM now)
-            AND e.version = c.execution_version)
+    WHERE
+        -- include: claimable_control
     ORDER BY c.next_scan_at_ms, c.dispatch_id
     LIMIT %(page_size)s
     FOR UPDATE OF c SKIP LOCKED
@@ -344,89 +353,51 @@ WHERE c.status = 'manual'
 ORDER BY c.manual_at_ms, c.dispatch_id
 LIMIT %(limit)s;
 
--- name: status_counts
-SELECT status, count(*) AS controls
-FROM approved_action_recovery_controls
-GROUP BY status;
-
--- name: status_due
--- Claimable now: armed, due, no live recovery lease, execution recovery_required.
-WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms)
-SELECT count(*) AS due, min(c.next_scan_at_ms) AS oldest_due_at_ms,
-       (SELECT ms FROM now) AS db_now_ms
-FROM approved_action_recovery_controls AS c, now
-WHERE c.status = 'armed' AND c.next_scan_at_ms <= now.ms
-  AND (c.recovery_lease_expires_at_ms IS NULL OR c.recovery_lease_expires_at_ms <= now.ms)
-  AND EXISTS (
-      SELECT 1 FROM approved_action_executions AS e
-      WHERE e.dispatch_id = c.dispatch_id
-        AND e.state = 'executing' AND e.lease_expires_at_ms <= now.ms);
-
--- name: status_oldest_manual
-SELECT min(manual_at_ms) AS oldest_manual_at_ms
-FROM approved_action_recovery_controls
-WHERE status = 'manual';
-
 -- name: backlog_oldest
--- Observability: two keyset probes, one per partial index. The first row of each in index
--- order is the oldest claimable (due, no live recovery lease, execution recovery_required)
--- and the oldest manual control, so a probe costs a few index lookups whatever the backlog.
+-- The backlog read model (metrics and `resolver status`), part 1: two keyset probes, one per
+-- partial index. The first row of each in index order is the oldest claimable control and
+-- the oldest manual one, so a probe costs a few index lookups whatever the backlog.
 WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms)
-SELECT now.ms AS db_now_ms,
+SELECT (SELECT ms FROM now) AS db_now_ms,
        (SELECT c.next_scan_at_ms
         FROM approved_action_recovery_controls AS c
-        WHERE c.status = 'armed' AND c.next_scan_at_ms <= now.ms
-          AND (c.recovery_lease_expires_at_ms IS NULL
-               OR c.recovery_lease_expires_at_ms <= now.ms)
-          AND EXISTS (
-              SELECT 1 FROM approved_action_executions AS e
-              WHERE e.dispatch_id = c.dispatch_id
-                AND e.state = 'executing' AND e.lease_expires_at_ms <= now.ms
-                AND e.version = c.execution_version)
+        WHERE
+            -- include: claimable_control
         ORDER BY c.next_scan_at_ms, c.dispatch_id
         LIMIT 1) AS oldest_claimable_at_ms,
        (SELECT m.manual_at_ms
         FROM approved_action_recovery_controls AS m
         WHERE m.status = 'manual' AND m.manual_at_ms IS NOT NULL
         ORDER BY m.manual_at_ms, m.dispatch_id
-        LIMIT 1) AS oldest_manual_at_ms
-FROM now;
+        LIMIT 1) AS oldest_manual_at_ms;
 
 -- name: backlog_counts
--- Observability: open controls by queue (due = claimable now, waiting = armed but not
--- claimable yet, manual) and action type. Each partial index is read in key order and cut
--- at %(count_cap)s rows, so a runaway backlog costs a bounded scan; a count at the cap
--- means "at least".
+-- Part 2: open controls by queue (due = claimable now, waiting = armed but not claimable
+-- yet, manual) and action type. Each partial index is read in key order and cut at
+-- %(count_cap)s rows, so a runaway backlog costs a bounded scan; a count at the cap means
+-- "at least". The claimable test runs on the cut rows only.
 WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms),
 armed AS (
-    SELECT c.dispatch_id, c.next_scan_at_ms, c.recovery_lease_expires_at_ms,
-           c.execution_version
+    SELECT c.dispatch_id,
+           CASE WHEN
+               -- include: claimable_control
+           THEN 'due' ELSE 'waiting' END AS queue
     FROM approved_action_recovery_controls AS c
     WHERE c.status = 'armed'
     ORDER BY c.next_scan_at_ms, c.dispatch_id
     LIMIT %(count_cap)s
 ),
 manual AS (
-    SELECT m.dispatch_id
+    SELECT m.dispatch_id, 'manual' AS queue
     FROM approved_action_recovery_controls AS m
     WHERE m.status = 'manual'
     ORDER BY m.manual_at_ms, m.dispatch_id
     LIMIT %(count_cap)s
 ),
 open AS (
-    SELECT a.dispatch_id,
-           CASE WHEN a.next_scan_at_ms <= now.ms
-                 AND (a.recovery_lease_expires_at_ms IS NULL
-                      OR a.recovery_lease_expires_at_ms <= now.ms)
-                 AND EXISTS (
-                     SELECT 1 FROM approved_action_executions AS e
-                     WHERE e.dispatch_id = a.dispatch_id
-                       AND e.state = 'executing' AND e.lease_expires_at_ms <= now.ms
-                       AND e.version = a.execution_version)
-                THEN 'due' ELSE 'waiting' END AS queue
-    FROM armed AS a, now
+    SELECT dispatch_id, queue FROM armed
     UNION ALL
-    SELECT dispatch_id, 'manual' FROM manual
+    SELECT dispatch_id, queue FROM manual
 )
 SELECT o.queue, d.action_type, count(*) AS dispatches
 FROM open AS o

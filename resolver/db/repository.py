@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from enum import StrEnum
 from typing import Any
 
 import psycopg
@@ -17,25 +18,26 @@ from resolver.db.protocol import protocol_error
 from resolver.db.retention import prune_summary
 from resolver.db.statements import statement
 from resolver.domain import (
+    BacklogSnapshot,
     ClaimedItem,
+    CommitReport,
     Completion,
+    ControlStatus,
     DispatchIdentity,
     DispatchSpec,
     ExecutionLease,
     ExecutionState,
-)
-from resolver.errors import ConstraintViolation, StorageUnavailable
-from resolver.manual import ManualDecision, Principal
-from resolver.ports import (
-    BacklogSnapshot,
-    CommitReport,
     ExecutionView,
+    FindingKind,
     Grant,
     ItemOutcome,
     ManualContext,
+    ManualDecision,
     ManualQueueItem,
-    StatusSnapshot,
+    Principal,
+    ResolutionSource,
 )
+from resolver.errors import ConstraintViolation, StorageUnavailable
 from resolver.retention import PruneSummary
 
 Row = dict[str, Any]
@@ -191,7 +193,8 @@ class PostgresStore:
         if row is None:
             return None
         row.pop("token")
-        row["state"] = ExecutionState(row["state"])
+        _enums(row, state=ExecutionState, resolution_source=ResolutionSource)
+        _enums(row, resolution_outcome=ExecutionState)
         return ExecutionView(**row)
 
     # -- recovery -------------------------------------------------------------------------
@@ -238,22 +241,9 @@ class PostgresStore:
         }
         return len(self._all("recovery_release_leases", params))
 
-    def status_snapshot(self, now_ms: int | None = None) -> StatusSnapshot:
-        with self._transaction() as conn:
-            counts = conn.execute(statement("status_counts"), {}).fetchall()
-            due = conn.execute(statement("status_due"), {"now_ms": now_ms}).fetchone()
-            manual = conn.execute(statement("status_oldest_manual"), {}).fetchone()
-        assert due is not None and manual is not None
-        return StatusSnapshot(
-            db_now_ms=due["db_now_ms"],
-            controls_by_status={row["status"]: row["controls"] for row in counts},
-            due=due["due"],
-            oldest_due_at_ms=due["oldest_due_at_ms"],
-            oldest_manual_at_ms=manual["oldest_manual_at_ms"],
-        )
-
     def backlog_snapshot(self, count_cap: int, now_ms: int | None = None) -> BacklogSnapshot:
-        """Oldest ages by two index probes, counts by a capped index scan; one transaction."""
+        """The backlog read model of `/metrics` and `resolver status`: oldest ages by two
+        index probes, counts by a capped index scan, in one transaction."""
         with self._transaction() as conn:
             oldest = conn.execute(statement("backlog_oldest"), {"now_ms": now_ms}).fetchone()
             counts = conn.execute(
@@ -286,7 +276,8 @@ class PostgresStore:
         row = self._one("manual_context_get", params)
         if row is None:
             return None
-        row["state"] = ExecutionState(row["state"])
+        _enums(row, state=ExecutionState, control_status=ControlStatus)
+        _enums(row, resolution_source=ResolutionSource, resolution_outcome=ExecutionState)
         return ManualContext(**row)
 
     def commit_manual(
@@ -335,7 +326,7 @@ class PostgresStore:
             "after_manual_at_ms": after_ms,
             "after_dispatch_id": after_id,
         }
-        return [ManualQueueItem(**row) for row in self._all("manual_queue_page", params)]
+        return [_queue_item(row) for row in self._all("manual_queue_page", params)]
 
 
 def _fence(lease: ExecutionLease, **extra: Any) -> dict[str, Any]:
@@ -381,6 +372,18 @@ def _claimed(row: Row) -> ClaimedItem:
         finding_count=row["finding_count"],
         claimed_at_ms=row["claimed_at_ms"],
     )
+
+
+def _queue_item(row: Row) -> ManualQueueItem:
+    _enums(row, last_finding=FindingKind)
+    return ManualQueueItem(**row)
+
+
+def _enums(row: Row, **columns: Callable[[str], StrEnum]) -> None:
+    """Stored codes become their enums (NULL stays None); an unknown code raises."""
+    for column, enum in columns.items():
+        if row[column] is not None:
+            row[column] = enum(row[column])
 
 
 def _page_params(outcomes: Sequence[ItemOutcome], now_ms: int | None) -> dict[str, Any]:

@@ -1,4 +1,10 @@
-"""Loads the named statements of queries.sql: the one home of the resolver's runtime SQL."""
+"""Loads the named statements of queries.sql: the one home of the resolver's runtime SQL.
+
+Besides `-- name: x` statements the file holds `-- fragment: y` conditions that several
+statements share (one definition of "claimable"); a statement pulls one in with a line
+`-- include: y`, replaced by the fragment in parentheses. A fragment is text, not a view or
+a function: inlined, the planner still sees the partial index bounds of every caller.
+"""
 
 from __future__ import annotations
 
@@ -8,23 +14,49 @@ from pathlib import Path
 from typing import LiteralString
 
 QUERIES_FILE = Path(__file__).with_name("queries.sql")
-_HEADER = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
+_HEADER = re.compile(r"^-- (name|fragment): ([a-z_]+)\s*$", re.MULTILINE)
+_INCLUDE = re.compile(r"^(\s*)-- include: ([a-z_]+)\s*$")
 
 
 @cache
-def all_statements() -> dict[str, LiteralString]:
+def _parsed() -> tuple[dict[str, LiteralString], dict[str, str]]:
     text = QUERIES_FILE.read_text(encoding="utf-8")
     parts = _HEADER.split(text)
-    statements: dict[str, LiteralString] = {}
-    for name, body in zip(parts[1::2], parts[2::2], strict=True):
-        if name in statements:
+    raw: dict[tuple[str, str], str] = {}
+    for kind, name, body in zip(parts[1::3], parts[2::3], parts[3::3], strict=True):
+        if any(key[1] == name for key in raw):
             raise RuntimeError(f"queries.sql names {name!r} twice")
-        sql = "\n".join(
-            line for line in body.strip().splitlines() if not line.lstrip().startswith("--")
-        ).rstrip(";\n ")
-        # The file ships with the package and is never built from input: it is a literal.
-        statements[name] = sql
-    return statements
+        raw[(kind, name)] = body
+    fragments = {name: _strip(body, {}) for (kind, name), body in raw.items() if kind == "fragment"}
+    statements: dict[str, LiteralString] = {}
+    for (kind, name), body in raw.items():
+        if kind == "name":
+            # The file ships with the package and is never built from input: it is a literal.
+            statements[name] = _strip(body, fragments)
+    return statements, fragments
+
+
+def _strip(body: str, fragments: dict[str, str]) -> str:
+    lines: list[str] = []
+    for line in body.strip().splitlines():
+        include = _INCLUDE.match(line)
+        if include is not None:
+            indent, name = include.groups()
+            if name not in fragments:
+                raise RuntimeError(f"queries.sql includes unknown fragment {name!r}")
+            lines.append(f"{indent}({fragments[name]})")
+        elif not line.lstrip().startswith("--"):
+            lines.append(line)
+    return "\n".join(lines).rstrip(";\n ")
+
+
+def all_statements() -> dict[str, LiteralString]:
+    return _parsed()[0]
+
+
+def fragment(name: str) -> str:
+    """A shared condition as the statements include it (for tests and docs)."""
+    return _parsed()[1][name]
 
 
 def statement(name: str) -> LiteralString:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from resolver.domain import Decision, ExecutionState, ManualResult, ResolutionSource
 from resolver.telemetry.metrics import LATENCY_BUCKETS, PREFIX, resolutions_counter
 
-MANUAL_OUTCOMES = ("succeeded", "failed", "blocked")
+MANUAL_OUTCOMES = tuple(d.terminal_state for d in Decision)
 TOKEN_REJECTION_REASONS = (
     "missing",
     "malformed",
@@ -60,8 +61,8 @@ class ApiMetrics:
         )
         # Known label values start at 0 so rate() and increase() see the first event.
         for outcome in MANUAL_OUTCOMES:
-            self.resolutions.labels("manual", outcome)
-            self.replays.labels(outcome)
+            self.resolutions.labels(ResolutionSource.MANUAL.value, outcome.value)
+            self.replays.labels(outcome.value)
         for reason in TOKEN_REJECTION_REASONS:
             self.token_rejections.labels(reason)
 
@@ -76,8 +77,8 @@ class ApiMetrics:
     def step_up_required(self) -> None:
         self.step_ups.inc()
 
-    def decided(self, outcome: str, result: str) -> None:
-        if result == "committed":
-            self.resolutions.labels("manual", outcome).inc()
+    def decided(self, outcome: ExecutionState, result: ManualResult) -> None:
+        if result is ManualResult.COMMITTED:
+            self.resolutions.labels(ResolutionSource.MANUAL.value, outcome.value).inc()
         else:
-            self.replays.labels(outcome).inc()
+            self.replays.labels(outcome.value).inc()

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from resolver.domain import CommitReport, ItemOutcome, ProviderFailure
 from resolver.errors import StorageUnavailable
 from resolver.events import CycleEvents, CycleReport, InspectedPage, outcome_label
-from resolver.ports import CommitReport, ItemOutcome
 
 # Outcomes an operator acts on keep a line of their own at info; the others are listed by
 # dispatch id in the page's `recovery_cycle` line, with a line each at debug.
@@ -31,14 +31,34 @@ class CycleLog(CycleEvents):
 
     def inspected(self, page: InspectedPage) -> None:
         for call in page.calls:
-            if call.failure == "timeout":
+            if call.failure is ProviderFailure.TIMEOUT:
                 self._log.warning(
                     "provider_timeout", provider=call.label, items=len(call.identities)
                 )
-            elif call.failure is not None:
+            elif call.failure is ProviderFailure.ERROR:
                 self._log.warning(
                     "provider_error", provider=call.label, error=type(call.error).__name__
                 )
+        self._provider_failures(page)
+
+    def _provider_failures(self, page: InspectedPage) -> None:
+        """One line per provider, action type and failure kind of the page (one per cycle),
+        however many items it failed for: `error` when a human must act."""
+        failed: dict[tuple[str, str, ProviderFailure], int] = {}
+        for call in page.calls:
+            if call.failure is not None:
+                for identity in call.identities:
+                    key = (call.label, identity.action_type, call.failure)
+                    failed[key] = failed.get(key, 0) + 1
+        for (provider, action_type, kind), items in sorted(failed.items()):
+            emit = self._log.error if kind.needs_operator else self._log.warning
+            emit(
+                "provider_failed",
+                provider=provider,
+                action_type=action_type,
+                kind=kind.value,
+                items=items,
+            )
 
     def committed(
         self, outcomes: Sequence[ItemOutcome], report: CommitReport, seconds: float

@@ -13,10 +13,18 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from resolver import __version__
-from resolver.domain import ClaimedItem, FindingKind
+from resolver.domain import (
+    BacklogSnapshot,
+    ClaimedItem,
+    CommitReport,
+    FindingKind,
+    ItemOutcome,
+    Outcome,
+    ResolutionSource,
+)
 from resolver.errors import ResolverError, StorageUnavailable
 from resolver.events import CycleEvents, CycleReport, InspectedPage, Stage
-from resolver.ports import BacklogReader, BacklogSnapshot, CommitReport, ItemOutcome
+from resolver.ports import BacklogReader
 
 log = structlog.get_logger("resolver.telemetry")
 
@@ -58,8 +66,9 @@ class ResolverMetrics(CycleEvents):
         )
         self.provider_errors = Counter(
             f"{PREFIX}_provider_errors",
-            "Provider calls that timed out or raised, by provider and reason.",
-            ["provider", "reason"],
+            "Provider calls that could not answer, by provider and kind: outage, timeout "
+            "(transient), configuration (GRANT, query, credentials), error (the provider raised).",
+            ["provider", "kind"],
             registry=registry,
         )
         self.claim_seconds = Histogram(
@@ -105,8 +114,8 @@ class ResolverMetrics(CycleEvents):
             self.cycles.labels(result)
         for stage in ("commit", "release"):
             self.fence_rejections.labels(stage)
-        for outcome in ("succeeded", "failed"):
-            self.resolutions.labels("automatic", outcome)
+        for outcome in Outcome:
+            self.resolutions.labels(ResolutionSource.AUTOMATIC.value, outcome.value)
 
     def claimed(self, items: Sequence[ClaimedItem], seconds: float) -> None:
         self.claim_seconds.observe(seconds)
@@ -116,7 +125,7 @@ class ResolverMetrics(CycleEvents):
         for call in page.calls:
             self.inspect_seconds.labels(call.label).observe(call.seconds)
             if call.failure is not None:
-                self.provider_errors.labels(call.label, call.failure).inc()
+                self.provider_errors.labels(call.label, call.failure.value).inc()
             for identity in call.identities:
                 finding = call.findings[identity.dispatch_id].kind.value
                 self.findings.labels(identity.action_type, call.label, finding).inc()
@@ -132,7 +141,7 @@ class ResolverMetrics(CycleEvents):
         for outcome in outcomes:
             result = outcome.finding.outcome
             if result is not None and outcome.item.identity.dispatch_id in report.accepted:
-                self.resolutions.labels("automatic", result.value).inc()
+                self.resolutions.labels(ResolutionSource.AUTOMATIC.value, result.value).inc()
 
     def released(self, items: Sequence[ClaimedItem], released: int, seconds: float) -> None:
         if len(items) > released:

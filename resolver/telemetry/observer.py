@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from resolver.domain import ExecutionState, ManualResult
+
 
 class ApiObserver(Protocol):
     """What `resolver api` reports; called on request threads, so cheap and never raising.
@@ -18,9 +20,8 @@ class ApiObserver(Protocol):
 
     def step_up_required(self) -> None: ...
 
-    def decided(self, outcome: str, result: str) -> None:
-        """A decision answered 200: outcome is the terminal state, result `committed` or
-        `replayed`."""
+    def decided(self, outcome: ExecutionState, result: ManualResult) -> None:
+        """A decision answered 200: the terminal state, committed now or replayed."""
 
 
 class NullApiObserver:
@@ -35,5 +36,5 @@ class NullApiObserver:
     def step_up_required(self) -> None:
         pass
 
-    def decided(self, outcome: str, result: str) -> None:
+    def decided(self, outcome: ExecutionState, result: ManualResult) -> None:
         pass

@@ -13,10 +13,9 @@ from opentelemetry.context import Context
 from opentelemetry.trace import NoOpTracer, Span, Status, StatusCode, Tracer, set_span_in_context
 
 from resolver import __version__
-from resolver.domain import ClaimedItem
+from resolver.domain import ClaimedItem, CommitReport, ItemOutcome
 from resolver.errors import ConfigError
 from resolver.events import CycleEvents, CycleReport, InspectedPage, Stage
-from resolver.ports import CommitReport, ItemOutcome
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
@@ -158,7 +157,7 @@ class CycleTrace(CycleEvents):
                     "resolver.finding": call.findings[identity.dispatch_id].kind.value,
                 }
                 if call.failure is not None:
-                    attributes["resolver.provider_failure"] = call.failure
+                    attributes["resolver.provider_failure"] = call.failure.value
                 span = self._tracer.start_span(
                     "resolver.inspect",
                     context=self._context,

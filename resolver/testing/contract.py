@@ -21,7 +21,13 @@ from typing import Protocol
 
 import pytest
 
-from resolver.domain import HEX64_PATTERN, RESULT_CODE_PATTERN, DispatchIdentity, FindingKind
+from resolver.domain import (
+    HEX64_PATTERN,
+    RESULT_CODE_PATTERN,
+    DispatchIdentity,
+    FindingKind,
+    ProviderFailure,
+)
 from resolver.evidence import Capability, EvidenceProvider, PageEvidenceProvider
 from resolver.receipts import KeyRing
 from resolver.testing.receipt_server import ReceiptServer, running_receipt_server
@@ -137,7 +143,11 @@ class ProviderContract:
             if provider.capability is Capability.MANUAL_ONLY
             else FindingKind.UNAVAILABLE
         )
-        assert provider.inspect(identity).kind is want
+        finding = provider.inspect(identity)
+        assert finding.kind is want
+        # A source that is down is an outage (or left unclassified), never a configuration
+        # error: that would page an operator for something that heals by itself.
+        assert finding.failure in (None, ProviderFailure.OUTAGE)
 
     def test_evidence_for_one_dispatch_never_settles_another(
         self, provider_harness: ProviderHarness

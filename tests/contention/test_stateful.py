@@ -22,16 +22,19 @@ from resolver.db.repository import PostgresStore
 from resolver.domain import (
     ClaimedItem,
     Completion,
+    Decision,
     ExecutionLease,
     Finding,
     FindingKind,
+    ItemOutcome,
+    ManualDecision,
     Outcome,
+    Principal,
     sha256_hex,
 )
 from resolver.errors import FenceConflict, PermissionDenied, ResolverError, StrongAuthRequired
 from resolver.execution import CompletionResult, ExecutionClient
-from resolver.manual import Decision, ManualDecision, ManualResolutionService, Principal
-from resolver.ports import ItemOutcome
+from resolver.manual import ManualResolutionService
 from resolver_test_support.postgres import DatabaseFactory
 from tests.conftest import T0, new_spec
 

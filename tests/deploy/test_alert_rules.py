@@ -10,9 +10,8 @@ from typing import Any
 import yaml
 from prometheus_client import CollectorRegistry
 
-from resolver.domain import DispatchIdentity, Finding, FindingKind
+from resolver.domain import BacklogSnapshot, DispatchIdentity, Finding, FindingKind, ProviderFailure
 from resolver.events import CycleReport, InspectedPage, ProviderCall
-from resolver.ports import BacklogSnapshot
 from resolver.retention import PruneSummary
 from resolver.telemetry.api_metrics import ApiMetrics
 from resolver.telemetry.metrics import (
@@ -117,7 +116,7 @@ def _registry() -> CollectorRegistry:
     metrics.cycle_completed(CycleReport(page_size=1), 0.1)
     identity = DispatchIdentity(1, "d", "ar", "p", "t", "a" * 64, 1, 0, "k")
     unavailable = {"d": Finding(FindingKind.UNAVAILABLE)}
-    call = ProviderCall("p", [identity], unavailable, 0, 0.1, "timeout")
+    call = ProviderCall("p", [identity], unavailable, 0, 0.1, ProviderFailure.TIMEOUT)
     metrics.inspected(InspectedPage(unavailable, [call], [], 0.1))
     register_build_info(registry, "rev")
     register_liveness_bound(registry, 180.0)

@@ -233,10 +233,10 @@ def test_runtime_role_runs_full_resolver_cycles(role_db: RoleDatabase) -> None:
             later = AFTER + 10 * 60_000
             stopping = reconciler.run_cycle(now_ms=later, should_stop=lambda: True)
             assert (stopping.claimed, stopping.released) == (1, 1)
-            snapshot = runtime_store.status_snapshot(now_ms=later)
+            snapshot = runtime_store.backlog_snapshot(100, now_ms=later)
         finally:
             reconciler.close()
-        assert snapshot.controls_by_status == {"resolved": 2, "armed": 1, "manual": 2}
+        assert snapshot.controls_by_status() == {"armed": 1, "manual": 2}
 
         # The executor role's side of the races: a late completion that replays the winning
         # resolution exactly, and an executor alive after all (renew re-arms, then completes).
@@ -471,7 +471,8 @@ def test_evidence_reader_reads_evidence_only_in_read_only_transactions(
 def test_runtime_role_commits_a_manual_decision_but_cannot_grant_itself(
     role_db: RoleDatabase,
 ) -> None:
-    from resolver.manual import Decision, ManualDecision, ManualResolutionService, Principal
+    from resolver.domain import Decision, ManualDecision, Principal
+    from resolver.manual import ManualResolutionService
 
     with psycopg.connect(role_db.urls["resolver_migrator"], autocommit=True) as platform:
         platform.execute("SET search_path = resolver")

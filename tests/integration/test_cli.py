@@ -73,7 +73,8 @@ def test_plain_sql_seed_then_run_once_moves_unsupported_to_manual(
     assert {sql.execution(d)["state"] for d in ("crashed-1", "crashed-2")} == {"executing"}
 
     doc = json.loads(run(env, "status", "--json").stdout)
-    assert doc["controls"] == {"armed": 1, "manual": 2, "resolved": 0}
+    assert doc["controls"] == {"armed": 1, "manual": 2}
+    assert doc["queues"] == {"due": 0, "waiting": 1, "manual": 2}
     assert doc["due"] == 0 and doc["oldest_manual_age_seconds"] >= 0
     logs = [json.loads(line) for line in once.stderr.splitlines() if line.startswith("{")]
     assert {e["dispatch_id"] for e in logs if e["event"] == "recovery_outcome"} == {

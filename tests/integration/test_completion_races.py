@@ -7,10 +7,9 @@ import threading
 import pytest
 
 from resolver.db.repository import PostgresStore
-from resolver.domain import ClaimedItem, Completion, ExecutionLease, Outcome
+from resolver.domain import ClaimedItem, Completion, ExecutionLease, ItemOutcome, Outcome
 from resolver.errors import FenceConflict
 from resolver.execution import CompletionResult, ExecutionClient
-from resolver.ports import ItemOutcome
 from tests.conftest import EXEC_LEASE_MS, SQL, T0, World
 from tests.providers_for_tests import verified
 

@@ -5,17 +5,19 @@ from __future__ import annotations
 import pytest
 
 from resolver.db.repository import PostgresStore
-from resolver.domain import Completion, FindingKind, Outcome
-from resolver.errors import FenceConflict, NotFound, PermissionDenied, StrongAuthRequired
-from resolver.execution import CompletionResult
-from resolver.manual import (
+from resolver.domain import (
+    Completion,
     Decision,
+    FindingKind,
+    Grant,
     ManualDecision,
-    ManualResolutionService,
     ManualResult,
+    Outcome,
     Principal,
 )
-from resolver.ports import Grant
+from resolver.errors import FenceConflict, NotFound, PermissionDenied, StrongAuthRequired
+from resolver.execution import CompletionResult
+from resolver.manual import ManualResolutionService
 from tests.conftest import EXEC_LEASE_MS, SQL, T0, World
 from tests.integration.test_recovery import reconciler
 from tests.providers_for_tests import ScriptedProvider, fixed, verified
@@ -211,7 +213,7 @@ def test_decision_revokes_a_recovery_lease_in_flight(
     ManualResolutionService(store).decide(
         ALICE, _decision(lease.version, lease.dispatch_id), now_ms=NOW
     )
-    from resolver.ports import ItemOutcome
+    from resolver.domain import ItemOutcome
 
     report = store.commit_outcomes(
         [ItemOutcome(item, verified(item.identity), 0, "auto-late")], now_ms=NOW + 1

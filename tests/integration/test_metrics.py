@@ -9,10 +9,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from resolver.db.repository import PostgresStore
-from resolver.domain import DispatchIdentity, Finding, FindingKind
+from resolver.domain import BacklogSnapshot, DispatchIdentity, Finding, FindingKind
 from resolver.errors import StorageUnavailable
 from resolver.evidence import ProviderRegistry, build_registry
-from resolver.ports import BacklogSnapshot
 from resolver.reconciler import Reconciler, ReconcilerSettings
 from resolver.runtime import Runtime
 from resolver.telemetry.metrics import BacklogCollector, ResolverMetrics
@@ -118,7 +117,7 @@ def test_a_cycle_counts_findings_resolutions_latencies_and_page_size(
     assert value(registry, "resolver_inspect_duration_seconds_count", provider="http_receipt") == 2
     assert (
         value(
-            registry, "resolver_provider_errors_total", provider="internal_mutation", reason="error"
+            registry, "resolver_provider_errors_total", provider="internal_mutation", kind="error"
         )
         == 1
     )
@@ -138,7 +137,7 @@ def test_provider_timeout_is_counted_by_provider(
         gate.set()
         rec.close()
     assert (
-        value(registry, "resolver_provider_errors_total", provider="slow_service", reason="timeout")
+        value(registry, "resolver_provider_errors_total", provider="slow_service", kind="timeout")
         == 1
     )
     inspect_sum = value(registry, "resolver_inspect_duration_seconds_sum", provider="slow_service")

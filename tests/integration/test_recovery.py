@@ -9,9 +9,8 @@ import psycopg
 import pytest
 
 from resolver.db.repository import PostgresStore
-from resolver.domain import FindingKind
+from resolver.domain import FindingKind, ItemOutcome
 from resolver.errors import StorageUnavailable
-from resolver.ports import ItemOutcome
 from resolver.reconciler import Reconciler, ReconcilerSettings
 from resolver.runtime import Runtime
 from tests.conftest import EXEC_LEASE_MS, SQL, T0, World

@@ -13,7 +13,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
 from providers.http_receipt import HttpReceiptProvider, create
-from resolver.domain import FindingKind, canonical_json
+from resolver.domain import FindingKind, ProviderFailure, canonical_json
 from resolver.errors import ConfigError
 from resolver.readonly_http import HttpUnavailable, MethodNotAllowed, ReadOnlyHttpClient
 from resolver.receipts import KeyRing
@@ -97,9 +97,36 @@ def test_status_mapping(
     assert harness.provider().inspect(identity).kind is kind
 
 
+@pytest.mark.parametrize(
+    ("status", "failure"),
+    [
+        (401, ProviderFailure.CONFIGURATION),  # the token is wrong: waiting will not fix it
+        (403, ProviderFailure.CONFIGURATION),
+        (301, ProviderFailure.CONFIGURATION),  # base_url points at the wrong place
+        (204, ProviderFailure.CONFIGURATION),  # outside the contract
+        (400, ProviderFailure.CONFIGURATION),
+        (429, ProviderFailure.OUTAGE),  # throttled: transient
+        (408, ProviderFailure.OUTAGE),
+        (500, ProviderFailure.OUTAGE),
+        (503, ProviderFailure.OUTAGE),
+    ],
+)
+def test_unexpected_status_is_classified(
+    harness: HttpReceiptHarness,
+    receipt_server: ReceiptServer,
+    status: int,
+    failure: ProviderFailure,
+) -> None:
+    identity = harness.identity()
+    receipt_server.plant(identity.idempotency_key, status)
+    finding = harness.provider().inspect(identity)
+    assert (finding.kind, finding.failure) == (FindingKind.UNAVAILABLE, failure)
+
+
 def test_refused_connection_is_unavailable(harness: HttpReceiptHarness) -> None:
     identity = harness.identity()
-    assert harness.unavailable_provider().inspect(identity).kind is FindingKind.UNAVAILABLE
+    finding = harness.unavailable_provider().inspect(identity)
+    assert (finding.kind, finding.failure) == (FindingKind.UNAVAILABLE, ProviderFailure.OUTAGE)
 
 
 def test_slow_service_times_out_as_unavailable(
@@ -113,7 +140,8 @@ def test_slow_service_times_out_as_unavailable(
     )
     receipt_server.hold.set()  # the handler waits on `release`, set only when the server stops
     provider = HttpReceiptProvider(client(receipt_server.base_url, timeout=0.3), receipt_keys, 0.3)
-    assert provider.inspect(identity).kind is FindingKind.UNAVAILABLE
+    finding = provider.inspect(identity)
+    assert (finding.kind, finding.failure) == (FindingKind.UNAVAILABLE, ProviderFailure.OUTAGE)
 
 
 def test_body_over_the_cap_is_conflict_and_not_read_past_it(

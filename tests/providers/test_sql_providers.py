@@ -16,8 +16,8 @@ from providers.package_install import PackageInstallProvider
 from providers.run_create import RunCreateProvider
 from resolver.config import load_provider_config
 from resolver.db.readonly import ReadOnlyDatabase
-from resolver.domain import DispatchIdentity, FindingKind, Outcome
-from resolver.errors import ConfigError, FenceConflict, StorageUnavailable
+from resolver.domain import DispatchIdentity, FindingKind, Outcome, ProviderFailure
+from resolver.errors import ConfigError, FenceConflict, SourceMisconfigured
 from resolver.evidence import build_registry, discover_factories
 from resolver.receipts import KeyRing
 from tests.conftest import SQL, T0, World
@@ -42,7 +42,8 @@ def plant(database_url: str) -> Iterator[psycopg.Connection[Any]]:
 
 
 def test_provider_sessions_cannot_write(readonly: ReadOnlyDatabase, sql: SQL) -> None:
-    with pytest.raises(StorageUnavailable) as info, readonly.transaction() as conn:
+    # A refused write is a provider bug, not an outage: it fails the same way every time.
+    with pytest.raises(SourceMisconfigured) as info, readonly.transaction() as conn:
         conn.execute("CREATE TABLE sneaky (x int)")
     assert isinstance(info.value.__cause__, psycopg.errors.ReadOnlySqlTransaction)
     with readonly.transaction() as conn:
@@ -54,13 +55,13 @@ def test_provider_sessions_cannot_write(readonly: ReadOnlyDatabase, sql: SQL) ->
 def test_a_lone_statement_is_read_only_too(readonly: ReadOnlyDatabase, sql: SQL) -> None:
     # fetch() runs without BEGIN (one round trip): the session default must still hold.
     assert readonly.fetch("SHOW transaction_read_only", {}) == [{"transaction_read_only": "on"}]
-    with pytest.raises(StorageUnavailable) as info:
+    with pytest.raises(SourceMisconfigured) as info:
         readonly.fetch("CREATE TABLE sneaky (x int)", {})
     assert isinstance(info.value.__cause__, psycopg.errors.ReadOnlySqlTransaction)
     assert sql.all("SELECT 1 FROM pg_tables WHERE tablename = 'sneaky'") == []
 
 
-def test_unmigrated_source_is_unavailable(pg_server: str) -> None:
+def test_unmigrated_source_is_unavailable_by_configuration(pg_server: str) -> None:
     db = ReadOnlyDatabase(pg_server, timeout_seconds=2)  # the maintenance db: no evidence tables
     db.open()
     try:
@@ -70,7 +71,11 @@ def test_unmigrated_source_is_unavailable(pg_server: str) -> None:
             RunCreateProvider(db, 2),
             PackageInstallProvider(db, 2),
         ):
-            assert provider.inspect(identity).kind is FindingKind.UNAVAILABLE
+            finding = provider.inspect(identity)
+            assert (finding.kind, finding.failure) == (
+                FindingKind.UNAVAILABLE,
+                ProviderFailure.CONFIGURATION,  # undefined table: migrating fixes it, not waiting
+            )
     finally:
         db.close()
 

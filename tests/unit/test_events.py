@@ -53,7 +53,7 @@ def test_an_event_nobody_handles_has_no_handler_to_call() -> None:
 
 def test_the_default_runtime_has_no_tracing_or_metrics_subscriber() -> None:
     names = {type(s).__name__ for s in Runtime().events.subscribers}
-    assert names == {"Heartbeat", "CycleLog"}
+    assert names == {"Heartbeat", "ProviderHealth", "CycleLog"}
 
 
 def test_the_reconciler_holds_the_algorithm_only() -> None:

@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import ClassVar
 
 from resolver.config import Settings
-from resolver.domain import ClaimedItem
+from resolver.domain import ClaimedItem, CommitReport, ItemOutcome
 from resolver.errors import ConfigError
 from resolver.events import CycleEvents, InspectedPage
-from resolver.ports import CommitReport, ItemOutcome
 from resolver_test_support.history import HISTORY_FILE_VARIABLE, FileHistory, History
 
 CRASH_AT_VARIABLE = "RESOLVER_TEST_CRASH_AT"

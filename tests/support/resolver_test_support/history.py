@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from resolver.config import Settings
-from resolver.domain import ClaimedItem
+from resolver.domain import ClaimedItem, CommitReport, ItemOutcome
 from resolver.errors import StorageUnavailable
 from resolver.events import CycleEvents, InspectedPage, Stage
-from resolver.ports import CommitReport, ItemOutcome
 
 HISTORY_FILE_VARIABLE = "RESOLVER_TEST_HISTORY_FILE"
 
