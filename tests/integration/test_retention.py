@@ -23,10 +23,19 @@ from psycopg.rows import dict_row
 from resolver import retention
 from resolver.db.repository import PostgresStore
 from resolver.db.retention import PostgresRetention
-from resolver.domain import Completion, DispatchIdentity, Finding, FindingKind, Outcome
+from resolver.domain import (
+    Completion,
+    Decision,
+    DispatchIdentity,
+    Finding,
+    FindingKind,
+    ManualDecision,
+    Outcome,
+    Principal,
+)
 from resolver.errors import RetentionRefused
 from resolver.execution import ExecutionClient
-from resolver.manual import Decision, ManualDecision, ManualResolutionService, Principal
+from resolver.manual import ManualResolutionService
 from resolver.reconciler import Reconciler, ReconcilerSettings
 from resolver.runtime import Runtime
 from tests.conftest import EXEC_LEASE_MS, SQL, new_spec

@@ -17,9 +17,8 @@ import pytest
 
 from resolver.db.protocol import STATE_MACHINE
 from resolver.db.repository import PostgresStore
-from resolver.domain import Completion, ExecutionLease, Outcome
+from resolver.domain import Completion, ExecutionLease, ItemOutcome, Outcome
 from resolver.errors import FenceConflict, LeaseLost
-from resolver.ports import ItemOutcome
 from resolver.reconciler import Reconciler, ReconcilerSettings
 from resolver.runtime import Runtime
 from tests.conftest import EXEC_LEASE_MS, SQL, T0, World, new_spec

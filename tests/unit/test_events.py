@@ -77,9 +77,16 @@ def test_cycle_log_names_every_dispatch_once_per_page_and_keeps_a_line_for_what_
     import structlog
     from structlog.testing import capture_logs
 
-    from resolver.domain import ClaimedItem, DispatchIdentity, Finding, FindingKind, Outcome
+    from resolver.domain import (
+        ClaimedItem,
+        CommitReport,
+        DispatchIdentity,
+        Finding,
+        FindingKind,
+        ItemOutcome,
+        Outcome,
+    )
     from resolver.events import CycleReport
-    from resolver.ports import CommitReport, ItemOutcome
     from resolver.telemetry.logs import CycleLog
 
     def outcome(dispatch_id: str, finding: Finding) -> ItemOutcome:
