@@ -44,13 +44,17 @@ def _seed_backlog(world: World, store: PostgresStore, sql: SQL) -> None:
     )
     del held  # its recovery lease ran out long ago: claimable again
     # A control armed for an older execution version than the execution's: no claim may take
-    # it, so it is not due (the old status query counted it; the metrics did not).
+    # it, so it is not due (the old status query counted it; the metrics did not). The
+    # state-machine triggers refuse to write such a row, so it is planted with them off
+    # (session_replication_role, superuser only), as a pre-0004 database could hold it.
     drifted = world.started("db.mutation", now_ms=past)
+    sql.all("SET session_replication_role = replica")
     sql.all(
         "UPDATE approved_action_recovery_controls SET execution_version = execution_version - 1"
         " WHERE dispatch_id = %s",
         drifted.dispatch_id,
     )
+    sql.all("SET session_replication_role = DEFAULT")
 
 
 def test_status_and_metrics_report_the_same_backlog(

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from resolver.db.dsn import libpq_dsn
 from tests.conftest import SQL
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "node"
@@ -54,7 +53,7 @@ def test_node_executor_runs_the_protocol(node_example: Path, database_url: str, 
     dispatch_id = f"node-{uuid.uuid4().hex[:8]}"
     env = {
         **os.environ,
-        "DATABASE_URL": libpq_dsn(database_url),
+        "DATABASE_URL": database_url,  # a URL: node-postgres parses URLs, not key=value
         "RECEIPT_KEY": f"{KID}={SECRET}",
     }
     done = subprocess.run(
@@ -91,7 +90,7 @@ def test_node_receipt_verifies_with_the_resolvers_provider(
     from resolver.receipts import KeyRing
 
     dispatch_id = f"node-{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, "DATABASE_URL": libpq_dsn(database_url), "RECEIPT_KEY": f"{KID}={SECRET}"}
+    env = {**os.environ, "DATABASE_URL": database_url, "RECEIPT_KEY": f"{KID}={SECRET}"}
     subprocess.run(
         ["node", "executor.mjs", dispatch_id],
         cwd=node_example,
