@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from benchmarks.protocol import ProcessStats, read_stats
 
@@ -71,6 +72,28 @@ def resolver_command() -> list[str]:
         return [str(script)]
     found = shutil.which("resolver")
     return [found] if found else [sys.executable, "-m", "resolver"]
+
+
+def terminate(procs: Sequence[subprocess.Popen[Any]], timeout_seconds: float) -> list[int]:
+    """SIGTERM every live process, wait (SIGKILL past the timeout); the indices of those that
+    exited with an error (a clean exit or the SIGTERM itself is no error)."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout_seconds)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return [i for i, p in enumerate(procs) if p.returncode not in (0, -signal.SIGTERM)]
+
+
+def kill_all(procs: Sequence[subprocess.Popen[Any]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 @dataclass
@@ -133,24 +156,12 @@ class Replicas:
 
     def stop(self, timeout_seconds: float = 30.0) -> None:
         """SIGTERM (the graceful stop `resolver run` documents), then wait."""
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(timeout_seconds)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        failed = [i for i, p in enumerate(self.procs) if p.returncode not in (0, -signal.SIGTERM)]
+        failed = terminate(self.procs, timeout_seconds)
         if failed:
             raise RuntimeError(f"replicas {failed} exited with an error; see {self.logs[0]}")
 
     def kill(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        kill_all(self.procs)
 
     def log_events(self, event: str) -> list[dict[str, object]]:
         """The JSON log lines named `event`, from every replica's log."""
@@ -239,22 +250,10 @@ class Group:
 
     def stop(self, timeout_seconds: float = 30.0) -> list[ProcessStats]:
         """SIGTERM, then collect every stats file."""
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(timeout_seconds)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        failed = [i for i, p in enumerate(self.procs) if p.returncode not in (0, -signal.SIGTERM)]
+        failed = terminate(self.procs, timeout_seconds)
         if failed:
             raise RuntimeError(f"processes {failed} exited with an error; see their logs")
         return [read_stats(path) for path in self.stats_paths]
 
     def kill(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        kill_all(self.procs)
