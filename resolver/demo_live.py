@@ -13,7 +13,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -95,7 +94,7 @@ class ReplicaProcess:
 
     def __init__(self, name: str, env: dict[str, str], log_dir: Path) -> None:
         self.name = name
-        self.port = _free_port()
+        self.port = localpg.free_port()
         self._env = {**env, "RESOLVER_REPLICA_ID": name, "RESOLVER_HTTP_PORT": str(self.port)}
         self._log_path = log_dir / f"{name}.log"
         self._process: subprocess.Popen[bytes] | None = None
@@ -536,12 +535,6 @@ def _jwks(private_key: Any) -> dict[str, Any]:
 def _clean_environment() -> dict[str, str]:
     """The demo's own environment without settings meant for another deployment."""
     return {k: v for k, v in os.environ.items() if not k.startswith("RESOLVER_")}
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _wait_http(url: str, process: subprocess.Popen[bytes], *, seconds: float) -> bool:

@@ -85,7 +85,7 @@ def start(data_dir: Path | None = None, *, durable: bool = True) -> Cluster:
     data_dir.mkdir(parents=True, exist_ok=True)
     if run_as:
         _make_accessible(data_dir, run_as)
-    cluster = Cluster(data_dir, _free_port(), bin_dir, run_as, temporary)
+    cluster = Cluster(data_dir, free_port(), bin_dir, run_as, temporary)
     if not (data_dir / "PG_VERSION").exists():
         _run(
             cluster,
@@ -146,7 +146,8 @@ def _make_accessible(data_dir: Path, user: str) -> None:
             os.chmod(parent, mode | 0o001)
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A loopback TCP port nobody listens on right now."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
