@@ -16,7 +16,7 @@ from psycopg.rows import dict_row
 
 from benchmarks import sql
 from benchmarks.protocol import ProcessStats, await_go, write_stats
-from resolver.db.statements import statement
+from resolver.db.statements import claim_statement
 
 LEASE_MS = 60_000
 IDLE_POLL_SECONDS = 0.05
@@ -28,8 +28,8 @@ _stop = threading.Event()
 
 def drain(url: str, page_size: int, owner: str) -> ProcessStats:
     stats = ProcessStats()
-    claim = statement("recovery_claim_due_page")
-    claim_params = {"owner": owner, "page_size": page_size, "lease_ms": LEASE_MS, "now_ms": None}
+    claim = claim_statement(page_size)
+    claim_params = {"owner": owner, "lease_ms": LEASE_MS, "now_ms": None}
     with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
         await_go()
         while True:

@@ -66,6 +66,7 @@ _PATTERN_FIELDS: dict[str, re.Pattern[str]] = {
     "sig": HEX64_PATTERN,
 }
 RECEIPT_FIELDS = frozenset({*_INT_FIELDS, *_PATTERN_FIELDS, "outcome"})
+_OUTCOMES = frozenset(outcome.value for outcome in Outcome)
 _IDENTITY_FIELDS = (
     "dispatch_id",
     "approval_request_id",
@@ -435,7 +436,7 @@ def _check_shape(receipt: Mapping[str, Any], *, signed: bool) -> None:
             raise _reject(RejectReason.BAD_TYPE, f"receipt field {name} must be a string")
         if not pattern.match(value):
             raise _reject(RejectReason.BAD_VALUE, f"receipt field {name} has the wrong form")
-    if type(receipt["outcome"]) is not str or receipt["outcome"] not in set(Outcome):
+    if type(receipt["outcome"]) is not str or receipt["outcome"] not in _OUTCOMES:
         raise _reject(RejectReason.BAD_VALUE, "receipt outcome must be succeeded or failed")
     if receipt["v"] != RECEIPT_VERSION:
         raise _reject(RejectReason.VERSION_MISMATCH, "receipt is not version 1")

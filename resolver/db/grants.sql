@@ -54,6 +54,11 @@ GRANT SELECT, INSERT ON recovery_authorizations TO resolver_runtime;
 -- Executors read a resolution that won the race against their completion (exact replay).
 GRANT SELECT ON approved_action_recovery_resolutions TO resolver_executor;
 
+-- The fenced page commit (migration 0006): SECURITY INVOKER, so it writes with the runtime
+-- role's own table privileges above and nobody else's.
+REVOKE EXECUTE ON FUNCTION resolver_commit_page(json, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION resolver_commit_page(json, bigint) TO resolver_runtime;
+
 -- Readiness: `resolver run` refuses to start unless the schema is at the expected revision.
 GRANT SELECT ON alembic_version TO resolver_runtime;
 

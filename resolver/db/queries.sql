@@ -126,96 +126,13 @@ RETURNING c.dispatch_id, c.recovery_token::text, c.recovery_version, c.execution
           d.action_type, d.action_digest, d.idempotency_key, e.attempt, e.started_at_ms,
           now.ms AS claimed_at_ms;
 
--- name: recovery_lock_executions
--- Step 1 of a page commit: lock the executions of verified items in key order.
-SELECT dispatch_id FROM approved_action_executions
-WHERE dispatch_id = ANY(%(dispatch_ids)s::text[])
-ORDER BY dispatch_id
-FOR UPDATE;
-
--- name: recovery_lock_controls
--- Step 2 of a page commit: lock every control of the page in key order.
-SELECT dispatch_id FROM approved_action_recovery_controls
-WHERE dispatch_id = ANY(%(dispatch_ids)s::text[])
-ORDER BY dispatch_id
-FOR UPDATE;
-
 -- name: recovery_commit_page
--- Step 3: with the rows locked, `fenced` is exactly the set whose recovery lease, open
--- control, execution version and expired execution lease (database clock) still hold; every write below applies to that set only, so each
--- dispatch commits all-or-nothing and a stale item writes nothing.
-WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms),
-item AS (
-    SELECT * FROM unnest(
-        %(dispatch_ids)s::text[], %(recovery_tokens)s::uuid[], %(recovery_versions)s::bigint[],
-        %(execution_versions)s::bigint[], %(findings)s::text[], %(result_codes)s::text[],
-        %(evidence_digests)s::text[], %(mutation_ids)s::text[], %(delays_ms)s::bigint[]
-    ) AS i(dispatch_id, recovery_token, recovery_version, execution_version, finding,
-           result_code, evidence_digest, mutation_id, delay_ms)
-),
-fenced AS (
-    SELECT i.*, i.finding IN ('verified_succeeded', 'verified_failed') AS verified
-    FROM item AS i
-    CROSS JOIN now
-    JOIN approved_action_recovery_controls AS c
-      ON c.dispatch_id = i.dispatch_id AND c.status = 'armed'
-     AND c.recovery_token = i.recovery_token AND c.recovery_version = i.recovery_version
-     AND c.execution_version = i.execution_version
-    JOIN approved_action_executions AS e
-      ON e.dispatch_id = i.dispatch_id AND e.state = 'executing'
-     AND e.version = i.execution_version
-     -- Defence in depth: the version fence already excludes a renewed execution; this one
-     -- holds even if a writer extended a lease without bumping the version.
-     AND e.lease_expires_at_ms <= now.ms
-),
-terminal AS (
-    UPDATE approved_action_executions AS e
-    SET state = CASE f.finding WHEN 'verified_succeeded' THEN 'succeeded' ELSE 'failed' END,
-        version = e.version + 1,
-        finished_at_ms = now.ms,
-        result_code = f.result_code,
-        evidence_digest = f.evidence_digest
-    FROM fenced AS f, now
-    WHERE e.dispatch_id = f.dispatch_id AND f.verified
-    RETURNING e.dispatch_id
-),
-control AS (
-    UPDATE approved_action_recovery_controls AS c
-    SET status = CASE WHEN f.verified THEN 'resolved'
-                      WHEN f.finding IN ('conflict', 'unsupported') THEN 'manual'
-                      ELSE 'armed' END,
-        execution_version = c.execution_version + CASE WHEN f.verified THEN 1 ELSE 0 END,
-        closed_by = CASE WHEN f.verified THEN 'automatic' END,
-        closed_at_ms = CASE WHEN f.verified THEN now.ms END,
-        manual_at_ms = CASE WHEN f.finding IN ('conflict', 'unsupported') THEN now.ms END,
-        last_finding = f.finding,
-        finding_count = c.finding_count + 1,
-        next_scan_at_ms = CASE WHEN f.verified OR f.finding IN ('conflict', 'unsupported')
-                               THEN c.next_scan_at_ms ELSE now.ms + f.delay_ms END,
-        recovery_version = c.recovery_version + 1,
-        recovery_owner = NULL,
-        recovery_token = NULL,
-        recovery_lease_expires_at_ms = NULL
-    FROM fenced AS f, now
-    WHERE c.dispatch_id = f.dispatch_id
-    RETURNING c.dispatch_id
-),
-resolution AS (
-    INSERT INTO approved_action_recovery_resolutions (
-        dispatch_id, mutation_id, source, outcome, finding, evidence_digest, result_code,
-        expected_execution_version, resolved_at_ms)
-    SELECT f.dispatch_id, f.mutation_id, 'automatic',
-           CASE f.finding WHEN 'verified_succeeded' THEN 'succeeded' ELSE 'failed' END,
-           f.finding, f.evidence_digest, f.result_code, f.execution_version, now.ms
-    FROM fenced AS f, now
-    WHERE f.verified
-    RETURNING dispatch_id
-)
-SELECT f.dispatch_id,
-       (SELECT count(*) FROM terminal) AS terminal_rows,
-       (SELECT count(*) FROM control) AS control_rows,
-       (SELECT count(*) FROM resolution) AS resolution_rows
-FROM fenced AS f;
+-- The fenced page commit (migration 0006, resolver_commit_page): locks the verified items'
+-- executions, then every control of the page, in key order; writes only the items whose
+-- recovery lease, open control, execution version and expired execution lease still hold;
+-- answers their dispatch ids. One statement on an autocommit connection: one transaction,
+-- committed durably. The items are one JSON array of objects (see `page_items`).
+SELECT accepted AS dispatch_id FROM resolver_commit_page(%(items)s::json, %(now_ms)s) AS accepted;
 
 -- name: recovery_release_leases
 -- Hands held recovery leases back at once (graceful shutdown), fenced on token/version.

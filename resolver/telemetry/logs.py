@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -64,11 +65,15 @@ class CycleLog(CycleEvents):
         self, outcomes: Sequence[ItemOutcome], report: CommitReport, seconds: float
     ) -> None:
         page: dict[str, list[str]] = {}
+        every_item = _debug_enabled(self._log)
         for outcome in outcomes:
             identity = outcome.item.identity
             label = outcome_label(outcome, report)
             page.setdefault(label, []).append(identity.dispatch_id)
-            line = self._log.info if label in ATTENTION_OUTCOMES else self._log.debug
+            attention = label in ATTENTION_OUTCOMES
+            if not (attention or every_item):
+                continue  # listed in the page's line; no per-item call at info
+            line = self._log.info if attention else self._log.debug
             line(
                 "recovery_outcome",
                 dispatch_id=identity.dispatch_id,
@@ -95,3 +100,9 @@ class CycleLog(CycleEvents):
         self._log.warning(
             "storage_unavailable", error=str(error), retry_in_seconds=round(delay_seconds, 2)
         )
+
+
+def _debug_enabled(logger: Any) -> bool:
+    """Whether debug lines are written; a logger that cannot say is asked every time."""
+    is_enabled_for = getattr(logger, "is_enabled_for", None)
+    return True if is_enabled_for is None else bool(is_enabled_for(logging.DEBUG))

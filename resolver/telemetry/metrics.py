@@ -5,6 +5,7 @@ from __future__ import annotations
 import platform
 import threading
 import time
+from collections import Counter as CollectionsCounter
 from collections.abc import Callable, Iterable, Sequence
 
 import structlog
@@ -122,15 +123,20 @@ class ResolverMetrics(CycleEvents):
         self.page_size.observe(len(items))
 
     def inspected(self, page: InspectedPage) -> None:
+        # Counted per page, one increment per label set: a label look-up per item cost more
+        # than the rest of the metrics together.
+        findings: CollectionsCounter[tuple[str, str, str]] = CollectionsCounter()
         for call in page.calls:
             self.inspect_seconds.labels(call.label).observe(call.seconds)
             if call.failure is not None:
                 self.provider_errors.labels(call.label, call.failure.value).inc()
             for identity in call.identities:
                 finding = call.findings[identity.dispatch_id].kind.value
-                self.findings.labels(identity.action_type, call.label, finding).inc()
+                findings[(identity.action_type, call.label, finding)] += 1
         for item in page.unsupported:  # no provider configured: no call, label `none`
-            self.findings.labels(item.identity.action_type, "none", UNSUPPORTED).inc()
+            findings[(item.identity.action_type, "none", UNSUPPORTED)] += 1
+        for labels, n in findings.items():
+            self.findings.labels(*labels).inc(n)
 
     def committed(
         self, outcomes: Sequence[ItemOutcome], report: CommitReport, seconds: float
@@ -138,10 +144,13 @@ class ResolverMetrics(CycleEvents):
         self.commit_seconds.observe(seconds)
         if report.rejected:
             self.fence_rejections.labels("commit").inc(len(report.rejected))
+        resolved: CollectionsCounter[str] = CollectionsCounter()
         for outcome in outcomes:
             result = outcome.finding.outcome
             if result is not None and outcome.item.identity.dispatch_id in report.accepted:
-                self.resolutions.labels(ResolutionSource.AUTOMATIC.value, result.value).inc()
+                resolved[result.value] += 1
+        for result_value, n in resolved.items():
+            self.resolutions.labels(ResolutionSource.AUTOMATIC.value, result_value).inc(n)
 
     def released(self, items: Sequence[ClaimedItem], released: int, seconds: float) -> None:
         if len(items) > released:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 
-from benchmarks.seed import seed_closed
+from benchmarks.seed import seed_closed, seed_due
 from resolver.db.repository import PostgresStore
-from resolver.db.statements import statement
+import pytest
+
+from resolver.db.statements import claim_statement, statement
 from tests.conftest import EXEC_LEASE_MS, SQL, T0, World
 
 AFTER = T0 + EXEC_LEASE_MS
@@ -14,7 +16,7 @@ PAGE = 4
 
 
 def _claim_params() -> dict[str, object]:
-    return {"now_ms": AFTER, "owner": "r", "page_size": PAGE, "lease_ms": 30_000}
+    return {"now_ms": AFTER, "owner": "r", "lease_ms": 30_000}
 
 
 def _nodes(plan: dict[str, object]) -> list[dict[str, object]]:
@@ -32,7 +34,7 @@ def test_claim_reads_one_page_of_the_due_index_however_large_the_backlog(
     sql.all("ANALYZE")
     with sql.conn.transaction(force_rollback=True):
         (row,) = sql.conn.execute(
-            f"EXPLAIN (ANALYZE, FORMAT JSON) {statement('recovery_claim_due_page')}",  # type: ignore[arg-type]
+            f"EXPLAIN (ANALYZE, FORMAT JSON) {claim_statement(PAGE)}",  # type: ignore[arg-type]
             _claim_params(),
         ).fetchall()
     plan = row["QUERY PLAN"]
@@ -54,7 +56,7 @@ def test_claim_is_one_statement_that_commits_without_a_flush_wait(
     # with synchronous_commit=off), so the statement's own transaction-local switch shows.
     sql.all("SET synchronous_commit = on")
     with sql.conn.transaction(force_rollback=True):
-        sql.conn.execute(statement("recovery_claim_due_page"), _claim_params())  # type: ignore[arg-type]
+        sql.conn.execute(claim_statement(PAGE), _claim_params())  # type: ignore[arg-type]
         assert sql.one("SHOW synchronous_commit")["synchronous_commit"] == "off"
     assert sql.one("SHOW synchronous_commit")["synchronous_commit"] == "on"
     # Through the store, the claim is durable enough to be seen by everyone at once.
@@ -65,3 +67,39 @@ def test_claim_is_one_statement_that_commits_without_a_flush_wait(
         )["n"]
         == 2
     )
+
+
+def _plans_after(sql: SQL, text: str, params: dict[str, object], calls: int) -> dict[str, int]:
+    """Claim with a prepared statement `calls` times and read the server's count of generic
+    and custom plans for it. Each claim commits: psycopg drops its prepared statements on a
+    rollback."""
+    for _ in range(calls):
+        assert len(sql.conn.execute(text, params, prepare=True).fetchall()) == PAGE  # type: ignore[arg-type]
+    rows = sql.all("SELECT generic_plans, custom_plans FROM pg_prepared_statements")
+    sql.all("DEALLOCATE ALL")
+    sql.conn._prepared.clear()  # noqa: SLF001 - psycopg's own record of what it prepared
+    (row,) = rows
+    return {"generic": row["generic_plans"], "custom": row["custom_plans"]}
+
+
+def test_the_claim_is_planned_once_per_connection_not_per_call(sql: SQL) -> None:
+    # A backlog as after an outage: with a parameter for the LIMIT the generic plan's cost
+    # grows with the due set; with tens of rows both statements would look alike.
+    seed_due(sql.conn, 20_000, action_type="test.bulk", prefix="bulk-", due_ms=T0)
+    sql.all("ANALYZE")
+    # PostgreSQL plans a prepared statement afresh for its first five calls, then keeps the
+    # generic plan when it is no costlier than the custom ones.
+    literal = _plans_after(sql, claim_statement(PAGE), _claim_params(), 10)
+    assert literal["generic"] >= 4, literal
+    # The page size as a parameter: the generic plan cannot know the LIMIT, costs more, and
+    # every call is planned again (what claim_statement avoids).
+    as_parameter = _plans_after(
+        sql, statement("recovery_claim_due_page"), {**_claim_params(), "page_size": PAGE}, 10
+    )
+    assert as_parameter == {"generic": 0, "custom": 10}, as_parameter
+
+
+@pytest.mark.parametrize("page_size", [0, -1, 10_001, True, 2.0, "16"])
+def test_claim_statement_takes_only_a_plain_page_size(page_size: object) -> None:
+    with pytest.raises(ValueError, match="page_size"):
+        claim_statement(page_size)  # type: ignore[arg-type]

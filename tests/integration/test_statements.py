@@ -29,12 +29,7 @@ DUMMY = {
     "dispatch_ids": ["d"],
     "recovery_tokens": ["00000000-0000-0000-0000-000000000000"],
     "recovery_versions": [1],
-    "execution_versions": [1],
-    "findings": ["missing"],
-    "result_codes": [None],
-    "evidence_digests": [None],
-    "mutation_ids": ["m"],
-    "delays_ms": [1],
+    "items": "[]",
     "user_id": "u",
     "amr": ["mfa"],
     "auth_time_ms": 1,
@@ -73,13 +68,28 @@ def test_every_statement_is_used_by_the_repository() -> None:
     import resolver.db.migrate as migrate
     import resolver.db.repository as repo
     import resolver.db.retention as prune_repo
+    import resolver.db.statements as statements
 
     # The repository runs them all but the schema's revision, which migrate reads; the
-    # retention statements run in resolver/db/retention.py.
+    # retention statements run in resolver/db/retention.py; the claim is rendered with its
+    # page size by resolver/db/statements.py.
     source = (
-        Path(repo.__file__).read_text()
+        Path(statements.__file__).read_text()
+        + Path(repo.__file__).read_text()
         + Path(migrate.__file__).read_text()
         + Path(prune_repo.__file__).read_text()
     )
     unused = [name for name in all_statements() if f'"{name}"' not in source]
     assert unused == []
+
+
+def test_the_claim_returns_the_columns_the_repository_reads_by_position(
+    database_url: str,
+) -> None:
+    from resolver.db.repository import CLAIM_COLUMNS
+    from resolver.db.statements import claim_statement
+
+    with psycopg.connect(database_url) as conn:
+        cur = conn.execute(claim_statement(4), DUMMY)  # type: ignore[arg-type]
+        names = tuple(column.name for column in cur.description or ())
+    assert names == CLAIM_COLUMNS
