@@ -21,7 +21,8 @@ from psycopg.rows import dict_row
 
 from benchmarks import seed, sql
 from benchmarks.procs import REPO_ROOT, Group, Replicas, cpu_delta_us, cpu_of
-from resolver.db.statements import statement
+from benchmarks.profile import Profile
+from resolver.db.statements import claim_statement
 
 POLL_SECONDS = 0.05
 START_POLL_SECONDS = 0.01
@@ -68,6 +69,11 @@ class DrainResult:
     """CPU µs per resolution of PostgreSQL's processes, /proc."""
     http: dict[str, Any] | None = None
     timed_out: bool = False
+    profile: list[tuple[float, str]] | None = None
+    """`--profile-seconds`: py-spy's inclusive share of one replica's samples per frame."""
+    statements: list[dict[str, Any]] | None = None
+    """The statements with the most server time: calls, µs per resolution executing and
+    planning (pg_stat_statements, the whole drain)."""
 
     @property
     def per_second(self) -> float:
@@ -152,6 +158,7 @@ def drain(
     all_server_processes: bool,
     prepared: bool = False,
     per_replica: Callable[[int], Mapping[str, str]] | None = None,
+    profile_seconds: float = 0.0,
 ) -> DrainResult:
     """Seed `count` due controls, drain them with `processes` processes, measure.
 
@@ -184,9 +191,22 @@ def drain(
             )
             pids = replicas.pids
         alive = replicas.check_alive if replicas is not None else lambda: None
+        profile = (
+            Profile(profile_seconds, work_dir / f"{case.name}.pyspy.txt")
+            if profile_seconds > 0 and replicas is not None
+            else None
+        )
         try:
-            window = _measure(monitor, pids, alive, max_seconds, all_server_processes)
+            window = _measure(
+                monitor,
+                pids,
+                alive,
+                max_seconds,
+                all_server_processes,
+                on_first=(lambda: profile.start(pids[0])) if profile is not None else None,
+            )
             calls = _statement_calls(monitor) if statements else None
+            statement_rows = monitor.execute(sql.STATEMENT_PROFILE).fetchall() if statements else []
             claim_mean = _claim_mean(monitor) if statements else None
             group_rss = (replicas or bare).peak_rss_kb()  # type: ignore[union-attr]
             if replicas is not None:
@@ -218,6 +238,8 @@ def drain(
         process_cpu_us=window.per_resolution(window.process_cpu_us),
         server_cpu_us=window.per_resolution(window.server_cpu_us),
         timed_out=window.timed_out,
+        statements=_per_resolution(statement_rows, resolved) if statement_rows else None,
+        profile=profile.finish() if profile is not None else None,
     )
     if replicas is not None:
         if first_claim["ms"] is not None:
@@ -249,6 +271,7 @@ def _measure(
     alive: Any,
     limit: float,
     all_server_processes: bool,
+    on_first: Callable[[], None] | None = None,
 ) -> Window:
     deadline = time.monotonic() + limit
     window = Window()
@@ -259,6 +282,8 @@ def _measure(
             return window
         time.sleep(START_POLL_SECONDS)
     first = _sample(monitor, pids, all_server_processes)
+    if on_first is not None:
+        on_first()
     while _flag(monitor, sql.ANY_ARMED):
         alive()
         if time.monotonic() > deadline:
@@ -298,6 +323,20 @@ def _flag(monitor: psycopg.Connection[dict[str, Any]], query: Any) -> bool:
     return bool(row and row["yes"])
 
 
+def _per_resolution(profile: list[dict[str, Any]], resolved: int) -> list[dict[str, Any]]:
+    n = max(1, resolved)
+    return [
+        {
+            "query": row["query"],
+            "calls_per_resolution": round(row["calls"] / n, 3),
+            "exec_us_per_resolution": round(row["exec_ms"] * 1000 / n, 1),
+            "plan_us_per_resolution": round(row["plan_ms"] * 1000 / n, 1),
+            "plans": row["plans"],
+        }
+        for row in profile
+    ]
+
+
 def _statement_calls(monitor: psycopg.Connection[dict[str, Any]]) -> int:
     row = monitor.execute(sql.STATEMENT_CALLS).fetchone()
     return int(row["calls"]) if row else 0
@@ -332,6 +371,7 @@ def http_drain(
     statements: bool,
     max_seconds: float,
     all_server_processes: bool,
+    profile_seconds: float = 0.0,
 ) -> DrainResult:
     """`http_receipt` replicas against a local receipt service that answers after a fixed
     latency; each replica has its own bearer token, so the service can tell them apart."""
@@ -392,6 +432,7 @@ def http_drain(
             all_server_processes=all_server_processes,
             prepared=True,
             per_replica=lambda i: {HTTP_TOKEN_ENV: f"bench-replica-{i}"},
+            profile_seconds=profile_seconds,
         )
     finally:
         service.send_signal(signal.SIGTERM)
@@ -488,8 +529,8 @@ def scan_cost(
 
 def _claim_samples(conn: psycopg.Connection[dict[str, Any]], page_size: int, n: int) -> list[float]:
     """Time the real claim statement; each claim is rolled back so the due set stays put."""
-    params = {"owner": "scan", "page_size": page_size, "lease_ms": 60_000, "now_ms": None}
-    claim = statement("recovery_claim_due_page")
+    params = {"owner": "scan", "lease_ms": 60_000, "now_ms": None}
+    claim = claim_statement(page_size)
     timings = []
     for _ in range(n):
         with conn.transaction(force_rollback=True):

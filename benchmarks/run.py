@@ -37,6 +37,8 @@ from resolver.evidence import ENTRY_POINT_GROUP
 
 RECEIPT_PROVIDER = "internal_mutation"
 HTTP_PAGE = 16
+# Frames of the --profile-seconds summary printed per drain (the JSON report has 30).
+PROFILE_LINES = 18
 
 
 class Echo(Protocol):
@@ -69,6 +71,7 @@ class Options:
     http_latency_ms: float = 20.0
     http_cap_per_second: float = 450.0
     work_dir: Path | None = None
+    profile_seconds: float = 0.0
 
 
 @dataclass(slots=True)
@@ -234,6 +237,7 @@ def _run_phases(
                     statements=server.has_pg_stat_statements,
                     max_seconds=options.max_drain_seconds,
                     all_server_processes=server.private,
+                    profile_seconds=options.profile_seconds,
                 )
                 report.drains.append(result)
                 echo(describe(result))
@@ -286,6 +290,7 @@ def _http(
         statements=server.has_pg_stat_statements,
         max_seconds=options.max_drain_seconds,
         all_server_processes=server.private,
+        profile_seconds=options.profile_seconds,
     )
     report.drains.append(result)
     echo(describe(result))
@@ -339,7 +344,16 @@ def describe(d: DrainResult) -> str:
         parts.append(f"last replica started {d.slowest_started_ms / 1000:.2f}s after spawn")
     if d.timed_out:
         parts.append("TIMED OUT")
-    return ", ".join(parts)
+    lines = [", ".join(parts)]
+    for share, frame in (d.profile or [])[:PROFILE_LINES]:
+        lines.append(f"    replica py-spy {100 * share:5.1f}%  {frame}")
+    for row in d.statements or []:
+        lines.append(
+            f"    server us/resolution {row['exec_us_per_resolution']:6.1f} exec"
+            f" {row['plan_us_per_resolution']:5.1f} plan, calls/resolution"
+            f" {row['calls_per_resolution']:.3f}: {row['query']}"
+        )
+    return "\n".join(lines)
 
 
 def _ratio_target(
@@ -518,6 +532,12 @@ def parse(argv: list[str] | None = None) -> tuple[Options, Path | None]:
         "--http-cap", type=float, default=450.0, help="http_receipt requests/s per replica"
     )
     p.add_argument("--work-dir", type=Path, help="logs and stats of the measured processes")
+    p.add_argument(
+        "--profile-seconds",
+        type=float,
+        default=0.0,
+        help="py-spy one replica of each drain for this long (needs py-spy; perturbs it a little)",
+    )
     p.add_argument("--json", type=Path, help="also write the full report as JSON here")
     args = p.parse_args(argv)
     return Options(
@@ -539,6 +559,7 @@ def parse(argv: list[str] | None = None) -> tuple[Options, Path | None]:
         http_latency_ms=args.http_latency_ms,
         http_cap_per_second=args.http_cap,
         work_dir=args.work_dir,
+        profile_seconds=args.profile_seconds,
     ), args.json
 
 

@@ -149,6 +149,17 @@ FROM pg_stat_statements AS s JOIN pg_database AS db ON db.oid = s.dbid
 WHERE db.datname = current_database() AND s.query NOT LIKE '%%bench-monitor%%'
   AND s.query NOT LIKE '%%pg_stat_statements%%'
 """
+# Where the server's time went: each statement's execution and planning time (top level:
+# a function's own statements count in its call).
+STATEMENT_PROFILE: LiteralString = """
+SELECT /* bench-monitor */ left(regexp_replace(s.query, '\\s+', ' ', 'g'), 90) AS query,
+       s.calls, s.total_exec_time AS exec_ms, s.total_plan_time AS plan_ms, s.plans
+FROM pg_stat_statements AS s JOIN pg_database AS db ON db.oid = s.dbid
+WHERE db.datname = current_database() AND s.query NOT LIKE '%%bench-monitor%%'
+  AND s.query NOT LIKE '%%pg_stat_statements%%'
+ORDER BY s.total_exec_time + s.total_plan_time DESC
+LIMIT 8
+"""
 STATEMENTS_RESET: LiteralString = """
 SELECT pg_stat_statements_reset(0, oid, 0) FROM pg_database WHERE datname = current_database()
 """
