@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,8 +22,10 @@ SAMPLES_PER_SECOND = 200
 _LOCATION = re.compile(r" \((?:[^()]*/)?([^/()]+?)(?::\d+)?\)$")
 
 
-def available() -> bool:
-    return shutil.which("py-spy") is not None
+def py_spy() -> str | None:
+    """py-spy next to this interpreter (a venv's bin is often not on PATH), else on PATH."""
+    beside = Path(sys.executable).with_name("py-spy")
+    return str(beside) if beside.exists() else shutil.which("py-spy")
 
 
 @dataclass(slots=True)
@@ -35,12 +38,12 @@ class Profile:
     proc: subprocess.Popen[bytes] | None = field(default=None)
 
     def start(self, pid: int) -> None:
-        py_spy = shutil.which("py-spy")
-        if py_spy is None or self.proc is not None:
+        command = py_spy()
+        if command is None or self.proc is not None:
             return
         self.proc = subprocess.Popen(
             [
-                py_spy,
+                command,
                 "record",
                 "--gil",
                 "--nonblocking",
