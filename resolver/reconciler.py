@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ALL_COMPLETED, Future, ThreadPoolExecutor, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from enum import Enum
+from typing import cast
 
 from resolver.domain import (
     ClaimedItem,
@@ -59,6 +61,7 @@ class Reconciler:
         self._rng = runtime.rng
         self._events = runtime.events
         self._stage = Stage.CLAIM
+        self._shapes: dict[int, tuple[EvidenceProvider, _Shape]] = {}
         self._pool = ThreadPoolExecutor(
             max_workers=settings.inspect_concurrency, thread_name_prefix="inspect"
         )
@@ -132,11 +135,13 @@ class Reconciler:
         here: list[_Pending] = []
         for provider, identities in batches.values():
             label = self._provider_label(identities[0].action_type)
-            if isinstance(provider, PageEvidenceProvider):
-                if getattr(provider, "bounds_own_time", False) is True:
-                    here.append(_Pending(provider, label, identities, Future()))
-                    continue
-                future = self._pool.submit(_ask_page, provider, identities)
+            shape = self._shape(provider)
+            if shape is _Shape.PAGE_HERE:
+                here.append(_Pending(provider, label, identities, Future()))
+            elif shape is _Shape.PAGE:
+                future = self._pool.submit(
+                    _ask_page, cast(PageEvidenceProvider, provider), identities
+                )
                 pending.append(_Pending(provider, label, identities, future))
             else:
                 pending.extend(
@@ -156,6 +161,22 @@ class Reconciler:
             findings.update(done.findings)
         self._events.inspected(InspectedPage(findings, calls, unsupported, self._clock() - t0))
         return findings
+
+    def _shape(self, provider: EvidenceProvider) -> _Shape:
+        """How a provider is asked, decided once per provider: an isinstance check against
+        a runtime Protocol walks its members every time."""
+        known = self._shapes.get(id(provider))
+        if known is not None:
+            return known[1]
+        if not isinstance(provider, PageEvidenceProvider):
+            shape = _Shape.ITEM
+        elif getattr(provider, "bounds_own_time", False) is True:
+            shape = _Shape.PAGE_HERE
+        else:
+            shape = _Shape.PAGE
+        # The provider is kept with its shape, so its id cannot be reused by another.
+        self._shapes[id(provider)] = (provider, shape)
+        return shape
 
     def _await_all(self, pending: Sequence[_Pending], started: float) -> None:
         """Wait for the pooled calls with one wake-up when all have answered (not one per
@@ -199,6 +220,14 @@ def provider_name(provider: EvidenceProvider | None) -> str:
     if provider is None:
         return "none"
     return str(getattr(provider, "name", None) or type(provider).__name__)
+
+
+class _Shape(Enum):
+    """How the reconciler asks a provider."""
+
+    ITEM = "one call per item, on the pool"
+    PAGE = "one call per page, on the pool"
+    PAGE_HERE = "one call per page, on the cycle's thread (it bounds its own time)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,9 +287,8 @@ def _run_here(
     future: Future[_Answer], provider: EvidenceProvider, identities: list[DispatchIdentity]
 ) -> None:
     """Run a page call on the caller's thread into a future, as the pool would have."""
-    assert isinstance(provider, PageEvidenceProvider)
     try:
-        future.set_result(_ask_page(provider, identities))
+        future.set_result(_ask_page(cast(PageEvidenceProvider, provider), identities))
     except Exception as exc:  # collected as `error`, like a pooled call's
         future.set_exception(exc)
 
