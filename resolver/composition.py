@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +21,7 @@ from resolver.db import migrate
 from resolver.db.repository import PostgresStore
 from resolver.errors import ConfigError
 from resolver.events import CycleEvents
-from resolver.evidence import ProviderRegistry, build_registry
+from resolver.evidence import ProviderRegistry, build_registry, installed_entry_points
 from resolver.reconciler import Reconciler, ReconcilerSettings
 from resolver.replica import LoopSettings, Replica
 from resolver.runtime import Runtime
@@ -120,7 +119,7 @@ def liveness_bound(settings: Settings) -> float:
 def installed_subscribers(settings: Settings) -> list[CycleEvents]:
     """The subscribers that installed factories (entry points) activate for these settings."""
     active: list[CycleEvents] = []
-    for point in sorted(entry_points(group=SUBSCRIBER_GROUP), key=lambda p: p.name):
+    for point in sorted(installed_entry_points(SUBSCRIBER_GROUP), key=lambda p: p.name):
         subscriber = point.load()(settings)
         if subscriber is not None:
             # Loud on purpose: in a deployment, an active hook is a surprise worth a look.
