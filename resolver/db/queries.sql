@@ -79,6 +79,10 @@ WHERE e.dispatch_id = %(dispatch_id)s;
 -- expired) at the version the control was armed for. The claim, the backlog (metrics and
 -- `resolver status`) include it; `now` is read through scalar subqueries so that the
 -- planner keeps the due index's bound and order (a join would hide them).
+-- OFFSET 0 keeps the execution test a per-row probe (one primary-key lookup per due control,
+-- in due order, stopping at the page) instead of a semi-join the planner may choose to run
+-- as a hash of every executing execution: with 100,000 settled dispatches and statistics
+-- that made the join look selective, it did, at 20 ms a claim (test_claim_cost.py).
 c.status = 'armed'
 AND c.next_scan_at_ms <= (SELECT ms FROM now)
 AND (c.recovery_lease_expires_at_ms IS NULL
@@ -87,7 +91,8 @@ AND EXISTS (
     SELECT 1 FROM approved_action_executions AS e
     WHERE e.dispatch_id = c.dispatch_id
       AND e.state = 'executing' AND e.lease_expires_at_ms <= (SELECT ms FROM now)
-      AND e.version = c.execution_version)
+      AND e.version = c.execution_version
+    OFFSET 0)
 
 -- name: recovery_claim_due_page
 -- One keyset page of due controls whose execution is recovery_required (executing with an

@@ -410,6 +410,16 @@ def test_only_the_executor_role_executes_the_protocol(
         conn.execute(statement)  # type: ignore[call-overload]
 
 
+@pytest.mark.parametrize(
+    "role", ["resolver_executor", "resolver_evidence_reader", "resolver_retention"]
+)
+def test_only_the_runtime_role_executes_the_page_commit(role_db: RoleDatabase, role: str) -> None:
+    # SECURITY INVOKER writes with the caller's own privileges, which these roles lack too;
+    # EXECUTE is refused first, before any table is touched.
+    with role_db.connect(role) as conn, pytest.raises(errors.InsufficientPrivilege):
+        conn.execute("SELECT * FROM resolver_commit_page('[]'::json, NULL)")
+
+
 def test_executor_role_writes_a_receipt_only_through_the_fenced_function(
     role_db: RoleDatabase,
 ) -> None:

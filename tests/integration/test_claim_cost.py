@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from benchmarks.seed import seed_closed, seed_due
+from benchmarks.seed import db_now_ms, seed_closed, seed_due, seed_live
 from resolver.db.repository import PostgresStore
 import pytest
 
@@ -67,6 +67,33 @@ def test_claim_is_one_statement_that_commits_without_a_flush_wait(
         )["n"]
         == 2
     )
+
+
+def test_the_claim_probes_each_due_execution_whatever_the_statistics(
+    database_url: str, sql: SQL
+) -> None:
+    """With a settled history of 100,000 dispatches beside 1,000 due and 1,000 live, the
+    planner's estimates once made it hash every executing execution (a sequential scan of the
+    whole history, 20 ms per claim, and a sort) instead of walking the due index and probing
+    each execution: the execution test is a per-row probe now, whatever it estimates."""
+    now_ms = db_now_ms(sql.conn)
+    seed_closed(sql.conn, 100_000, first=1, prefix="c-", now_ms=now_ms)
+    seed_live(sql.conn, 1_000, prefix="l-", now_ms=now_ms)
+    seed_due(sql.conn, 1_000, action_type="test.bulk", prefix="q-", due_ms=now_ms)
+    sql.all("VACUUM ANALYZE")
+    params = {"now_ms": None, "owner": "r", "lease_ms": 30_000}
+    with sql.conn.transaction(force_rollback=True):
+        (row,) = sql.conn.execute(
+            f"EXPLAIN (ANALYZE, FORMAT JSON) {claim_statement(16)}",  # type: ignore[arg-type]
+            params,
+        ).fetchall()
+    plan = row["QUERY PLAN"]
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    nodes = _nodes(plan[0]["Plan"])
+    assert not [n for n in nodes if n["Node Type"] in ("Seq Scan", "Sort", "Hash Join")], plan
+    scans = [n for n in nodes if n.get("Index Name") == "ix_recovery_controls_due"]
+    assert scans and all(n["Actual Rows"] <= 16 for n in scans), plan
+    assert plan[0]["Plan"]["Actual Rows"] == 16
 
 
 def _plans_after(sql: SQL, text: str, params: dict[str, object], calls: int) -> dict[str, int]:
