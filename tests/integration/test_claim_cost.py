@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from benchmarks.seed import db_now_ms, seed_closed, seed_due, seed_live
-from resolver.db.repository import PostgresStore
 import pytest
 
+from benchmarks.seed import db_now_ms, seed_closed, seed_due, seed_live
+from resolver.db.repository import PostgresStore
 from resolver.db.statements import claim_statement, statement
 from tests.conftest import EXEC_LEASE_MS, SQL, T0, World
 
@@ -104,7 +104,8 @@ def _plans_after(sql: SQL, text: str, params: dict[str, object], calls: int) -> 
         assert len(sql.conn.execute(text, params, prepare=True).fetchall()) == PAGE  # type: ignore[arg-type]
     rows = sql.all("SELECT generic_plans, custom_plans FROM pg_prepared_statements")
     sql.all("DEALLOCATE ALL")
-    sql.conn._prepared.clear()  # noqa: SLF001 - psycopg's own record of what it prepared
+    # psycopg keeps its own record of what it prepared: forget it with the statements.
+    sql.conn._prepared.clear()
     (row,) = rows
     return {"generic": row["generic_plans"], "custom": row["custom_plans"]}
 
