@@ -386,18 +386,23 @@ def _claimed(
     claimed_at_ms: int,
 ) -> ClaimedItem:
     identity = DispatchIdentity(
-        schema_version,
-        dispatch_id,
-        approval_request_id,
-        project_id,
-        action_type,
-        action_digest,
-        attempt,
-        started_at_ms,
-        idempotency_key,
+        schema_version=schema_version,
+        dispatch_id=dispatch_id,
+        approval_request_id=approval_request_id,
+        project_id=project_id,
+        action_type=action_type,
+        action_digest=action_digest,
+        attempt=attempt,
+        started_at_ms=started_at_ms,
+        idempotency_key=idempotency_key,
     )
     return ClaimedItem(
-        identity, recovery_token, recovery_version, execution_version, finding_count, claimed_at_ms
+        identity=identity,
+        recovery_token=recovery_token,
+        recovery_version=recovery_version,
+        execution_version=execution_version,
+        finding_count=finding_count,
+        claimed_at_ms=claimed_at_ms,
     )
 
 
