@@ -13,8 +13,10 @@ pytestmark = pytest.mark.contention
 
 
 def test_quick_profile_converges_without_violations(capsys: pytest.CaptureFixture[str]) -> None:
-    # Replay a failure with RESOLVER_CONTENTION_SEED=<seed printed in the report>.
-    seed = int(os.environ.get("RESOLVER_CONTENTION_SEED") or random.SystemRandom().randrange(2**31))
+    # Replay a failure with RESOLVER_TEST_CONTENTION_SEED=<seed printed in the report>.
+    seed = int(
+        os.environ.get("RESOLVER_TEST_CONTENTION_SEED") or random.SystemRandom().randrange(2**31)
+    )
     report = run_profile(QUICK, seed)
     with capsys.disabled():
         print("\n" + report.render())
