@@ -10,7 +10,6 @@ import platform
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -33,7 +32,7 @@ from benchmarks.phases import (
     scan_cost,
 )
 from benchmarks.server import Databases, Server, open_server
-from resolver.evidence import ENTRY_POINT_GROUP
+from resolver.evidence import ENTRY_POINT_GROUP, installed_entry_points
 
 RECEIPT_PROVIDER = "internal_mutation"
 HTTP_PAGE = 16
@@ -113,7 +112,7 @@ class Report:
 
 
 def installed_providers() -> set[str]:
-    return {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    return {ep.name for ep in installed_entry_points(ENTRY_POINT_GROUP)}
 
 
 def provider_config(installed: set[str]) -> dict[str, Any]:

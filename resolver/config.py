@@ -15,9 +15,9 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from resolver.db import dsn
+from resolver.domain import PAGE_SIZE_HARD_CAP
 from resolver.errors import ConfigError
 
-PAGE_SIZE_HARD_CAP = 64
 PREFIX = "RESOLVER_"
 # Read outside Settings: the log level by the command line, the receipt keys by the keyring.
 OTHER_VARIABLES = frozenset(

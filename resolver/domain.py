@@ -262,6 +262,10 @@ class Completion:
 
 # -- recovery: what the reconciler commits and the backlog it reads ----------------------
 
+# Most controls one cycle claims: keeps every cycle's work (a claim, a provider call, a
+# commit) bounded. Settings refuse more; the claim statement is rendered for no more.
+PAGE_SIZE_HARD_CAP = 64
+
 
 @dataclass(frozen=True, slots=True)
 class ItemOutcome:

@@ -13,6 +13,8 @@ from functools import cache
 from pathlib import Path
 from typing import LiteralString
 
+from resolver.domain import PAGE_SIZE_HARD_CAP
+
 QUERIES_FILE = Path(__file__).with_name("queries.sql")
 _HEADER = re.compile(r"^-- (name|fragment): ([a-z_]+)\s*$", re.MULTILINE)
 _INCLUDE = re.compile(r"^(\s*)-- include: ([a-z_]+)\s*$")
@@ -79,8 +81,10 @@ def claim_statement(page_size: int) -> LiteralString:
     the claim's server time). With a literal, the cached generic plan is the custom one and
     the prepared claim is planned once per connection.
     """
-    if type(page_size) is not int or not 1 <= page_size <= 10_000:
-        raise ValueError(f"page_size must be an integer in 1..10000, not {page_size!r}")
+    if type(page_size) is not int or not 1 <= page_size <= PAGE_SIZE_HARD_CAP:
+        raise ValueError(
+            f"page_size must be an integer in 1..{PAGE_SIZE_HARD_CAP}, not {page_size!r}"
+        )
     text = statement("recovery_claim_due_page")
     if text.count(_PAGE_SIZE) != 1:
         raise RuntimeError("recovery_claim_due_page must use %(page_size)s exactly once")

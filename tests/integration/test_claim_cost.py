@@ -127,7 +127,7 @@ def test_the_claim_is_planned_once_per_connection_not_per_call(sql: SQL) -> None
     assert as_parameter == {"generic": 0, "custom": 10}, as_parameter
 
 
-@pytest.mark.parametrize("page_size", [0, -1, 10_001, True, 2.0, "16"])
+@pytest.mark.parametrize("page_size", [0, -1, 65, 10_001, True, 2.0, "16"])
 def test_claim_statement_takes_only_a_plain_page_size(page_size: object) -> None:
     with pytest.raises(ValueError, match="page_size"):
         claim_statement(page_size)  # type: ignore[arg-type]
