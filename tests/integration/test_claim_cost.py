@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import psycopg
 import pytest
 
 from benchmarks.seed import db_now_ms, seed_closed, seed_due, seed_live
@@ -96,33 +97,35 @@ def test_the_claim_probes_each_due_execution_whatever_the_statistics(
     assert plan[0]["Plan"]["Actual Rows"] == 16
 
 
-def _plans_after(sql: SQL, text: str, params: dict[str, object], calls: int) -> dict[str, int]:
-    """Claim with a prepared statement `calls` times and read the server's count of generic
-    and custom plans for it. Each claim commits: psycopg drops its prepared statements on a
-    rollback."""
-    for _ in range(calls):
-        assert len(sql.conn.execute(text, params, prepare=True).fetchall()) == PAGE  # type: ignore[arg-type]
-    rows = sql.all("SELECT generic_plans, custom_plans FROM pg_prepared_statements")
-    sql.all("DEALLOCATE ALL")
-    # psycopg keeps its own record of what it prepared: forget it with the statements.
-    sql.conn._prepared.clear()
-    (row,) = rows
-    return {"generic": row["generic_plans"], "custom": row["custom_plans"]}
+def _plans_after(url: str, text: str, params: dict[str, object], calls: int) -> dict[str, int]:
+    """Claim with a prepared statement `calls` times on a connection of its own and read the
+    server's count of generic and custom plans for it. Each claim commits: psycopg drops its
+    prepared statements on a rollback."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        for _ in range(calls):
+            assert len(conn.execute(text, params, prepare=True).fetchall()) == PAGE  # type: ignore[call-overload]
+        ((generic, custom),) = conn.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+        ).fetchall()
+    return {"generic": generic, "custom": custom}
 
 
-def test_the_claim_is_planned_once_per_connection_not_per_call(sql: SQL) -> None:
+def test_the_claim_is_planned_once_per_connection_not_per_call(database_url: str, sql: SQL) -> None:
     # A backlog as after an outage: with a parameter for the LIMIT the generic plan's cost
     # grows with the due set; with tens of rows both statements would look alike.
     seed_due(sql.conn, 20_000, action_type="test.bulk", prefix="bulk-", due_ms=T0)
     sql.all("ANALYZE")
     # PostgreSQL plans a prepared statement afresh for its first five calls, then keeps the
     # generic plan when it is no costlier than the custom ones.
-    literal = _plans_after(sql, claim_statement(PAGE), _claim_params(), 10)
+    literal = _plans_after(database_url, claim_statement(PAGE), _claim_params(), 10)
     assert literal["generic"] >= 4, literal
     # The page size as a parameter: the generic plan cannot know the LIMIT, costs more, and
     # every call is planned again (what claim_statement avoids).
     as_parameter = _plans_after(
-        sql, statement("recovery_claim_due_page"), {**_claim_params(), "page_size": PAGE}, 10
+        database_url,
+        statement("recovery_claim_due_page"),
+        {**_claim_params(), "page_size": PAGE},
+        10,
     )
     assert as_parameter == {"generic": 0, "custom": 10}, as_parameter
 
