@@ -20,7 +20,7 @@ will not fix either, so they are reported as configuration errors, not as an out
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from resolver.domain import DispatchIdentity, Finding, FindingKind, ProviderFailure
 from resolver.errors import ConfigError
 from resolver.evidence import Capability, parse_provider_settings
-from resolver.readonly_http import HttpUnavailable, ReadOnlyHttpClient, TlsSettings
+from resolver.readonly_http import HttpReply, HttpUnavailable, ReadOnlyHttpClient, TlsSettings
 from resolver.receipts import MAX_RAW_RECEIPT_BYTES, KeyRing, receipt_finding
 
 NAME = "http_receipt"
@@ -44,6 +44,7 @@ _OUTAGE = Finding(FindingKind.UNAVAILABLE, failure=ProviderFailure.OUTAGE)
 _MISCONFIGURED = Finding(FindingKind.UNAVAILABLE, failure=ProviderFailure.CONFIGURATION)
 # Client errors that a later retry can cure: the server timed out, too early, rate limited.
 _TRANSIENT_4XX = frozenset({408, 425, 429})
+_ACCEPT = {"Accept": "application/json"}
 
 
 class HttpReceiptSettings(BaseModel):
@@ -113,10 +114,14 @@ class HttpReceiptSettings(BaseModel):
 
 
 class HttpReceiptProvider:
-    """One GET per dispatch; the reconciler runs them concurrently under the timeout, and
-    the client's caps bound how hard they hit the service."""
+    """One GET per dispatch, a page's GETs sent at once over the pooled connections; the
+    client's caps bound how hard they hit the service, and its timeout how long a page
+    waits (an item not answered by then reads as unavailable, the rest stand)."""
 
     capability = Capability.AUTOMATIC
+    # Every wait in the client ends at its deadline (sockets are non-blocking and even DNS
+    # is bounded), so the reconciler calls inspect_page on the cycle's own thread.
+    bounds_own_time = True
 
     def __init__(self, client: ReadOnlyHttpClient, keys: KeyRing, timeout_seconds: float) -> None:
         self._client = client
@@ -124,13 +129,19 @@ class HttpReceiptProvider:
         self.timeout_seconds = timeout_seconds
 
     def inspect(self, identity: DispatchIdentity) -> Finding:
-        path = "/receipts/" + quote(identity.idempotency_key, safe="")
-        try:
-            reply = self._client.get(path, {"Accept": "application/json"})
-        except HttpUnavailable as exc:
+        return self.inspect_page([identity])[identity.dispatch_id]
+
+    def inspect_page(self, identities: Sequence[DispatchIdentity]) -> dict[str, Finding]:
+        paths = ["/receipts/" + quote(i.idempotency_key, safe="") for i in identities]
+        replies = self._client.get_many(paths, _ACCEPT)
+        pairs = zip(identities, replies, strict=True)
+        return {i.dispatch_id: self._finding(i, reply) for i, reply in pairs}
+
+    def _finding(self, identity: DispatchIdentity, reply: HttpReply | HttpUnavailable) -> Finding:
+        if isinstance(reply, HttpUnavailable):
             # Debug: the reconciler logs the classified failure once per cycle and type.
             log.debug(
-                "receipt_service_unavailable", dispatch_id=identity.dispatch_id, error=str(exc)
+                "receipt_service_unavailable", dispatch_id=identity.dispatch_id, error=str(reply)
             )
             return _OUTAGE
         if reply.status == 202:

@@ -53,8 +53,6 @@ def configure(level: str = "INFO", stream: TextIO | None = None) -> None:
     logging.getLogger("alembic").setLevel(logging.WARNING)
     # The pool's reconnect chatter would repeat what StorageUnavailable already reports.
     logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
-    # urllib3 logs pool chatter per request: per-item noise (the provider logs what matters).
-    logging.getLogger("urllib3").setLevel(logging.WARNING)
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         # uvicorn may have installed its own text handlers; its lines go through the root's.
         logging.getLogger(name).handlers[:] = []

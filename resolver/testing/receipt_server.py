@@ -113,6 +113,9 @@ class ReceiptServer:
 
 class _QuietServer(ThreadingHTTPServer):
     on_connection: Any = None
+    # socketserver's default backlog is 5: a client opening a page's connections at once
+    # would see SYNs dropped and retried a second later, which no real service does.
+    request_queue_size = 128
 
     def get_request(self) -> tuple[Any, Any]:
         request = super().get_request()
