@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -247,6 +246,9 @@ def load_provider_config(path: Path | None) -> dict[str, dict[str, Any]]:
     """The `action_types` mapping of the YAML provider config (empty without a file)."""
     if path is None:
         return {}
+    # Imported here: a replica without a provider file never loads the YAML parser.
+    import yaml
+
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
