@@ -9,6 +9,11 @@ traceback. `resolver prune` has its own codes (4-6 beyond these; see prune_cli).
 
 from __future__ import annotations
 
+# isort: off
+# First: it sets up the import phase below (see the module; `imports_done` ends it).
+from resolver import bootstrap
+
+# isort: on
 import json
 import os
 import signal
@@ -45,6 +50,8 @@ from resolver.telemetry.metrics import DEFAULT_COUNT_CAP
 
 if TYPE_CHECKING:
     from resolver.demo_live import LiveOptions
+
+bootstrap.imports_done()
 
 F = TypeVar("F", bound=Callable[..., Any])
 log = structlog.get_logger("resolver.cli")
