@@ -219,17 +219,26 @@ _WAKE = signal.SIGUSR1
 def _wait_for_database(settings: Settings, heartbeat: Heartbeat) -> bool:
     """Wait for a reachable, migrated database up to RESOLVER_STARTUP_TIMEOUT_SECONDS, as
     running replicas ride out an outage; False when a stop signal came meanwhile."""
-    url = settings.require_database_url()
-
-    def retrying(exc: BaseException, delay: float) -> None:
-        heartbeat.beat()  # waiting is the process alive and retrying: liveness holds
-        log.warning(
-            "database_not_ready", error=type(exc).__name__, retry_in_seconds=round(delay, 3)
-        )
 
     def sleep(seconds: float) -> bool:
         # Stop signals are blocked in this thread: wait for one, or for the delay to pass.
         return signal.sigtimedwait(STOP_SIGNALS, seconds) is not None
+
+    return _await_database(settings, sleep, heartbeat.beat)
+
+
+def _await_database(
+    settings: Settings, sleep: Callable[[float], bool], beat: Callable[[], None]
+) -> bool:
+    """Retry the schema check with backoff up to the start-up limit (then raise its error);
+    `sleep` returns True when a stop request ended the wait (then False)."""
+    url = settings.require_database_url()
+
+    def retrying(exc: BaseException, delay: float) -> None:
+        beat()  # waiting is the process alive and retrying: liveness holds
+        log.warning(
+            "database_not_ready", error=type(exc).__name__, retry_in_seconds=round(delay, 3)
+        )
 
     return startup.wait_until_ready(
         lambda: ensure_schema(url, settings.connect_timeout_seconds),
@@ -238,6 +247,38 @@ def _wait_for_database(settings: Settings, heartbeat: Heartbeat) -> bool:
         sleep=sleep,
         on_retry=retrying,
     )
+
+
+class DatabaseWatch:
+    """`resolver api`'s start-up wait, beside the server instead of before it.
+
+    The API serves at once, as `resolver run` serves its endpoints before it waits: while
+    the database is away or not yet migrated, /healthz answers (a liveness probe must not
+    restart a pod for its database) and /readyz says no. The same limit as `resolver run`
+    applies: past RESOLVER_STARTUP_TIMEOUT_SECONDS `give_up` stops the server and `failure`
+    holds the error, which the command then raises (exit 3).
+    """
+
+    def __init__(self, settings: Settings, give_up: Callable[[], None]) -> None:
+        self.failure: ResolverError | None = None
+        self._settings = settings
+        self._give_up = give_up
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="database-wait", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join(5)
+
+    def _watch(self) -> None:
+        try:
+            _await_database(self._settings, self._stopped.wait, lambda: None)
+        except ResolverError as exc:
+            self.failure = exc
+            self._give_up()
 
 
 @contextmanager
@@ -313,18 +354,29 @@ def api_cmd(print_openapi: bool) -> None:
 
     settings = settings_from_env()
     verifier = build_verifier(settings)
-    ensure_schema(settings.require_database_url(), settings.connect_timeout_seconds)
     api = build_api(settings, verifier)
-    try:
-        uvicorn.run(
+    server = uvicorn.Server(
+        uvicorn.Config(
             api.app,
             host=settings.api_host,
             port=settings.api_port,
             server_header=False,
             **jsonlogs.uvicorn_options(),
         )
+    )
+
+    def give_up() -> None:
+        server.should_exit = True  # what uvicorn's own SIGTERM handler sets
+
+    watch = DatabaseWatch(settings, give_up)
+    try:
+        watch.start()
+        server.run()
     finally:
+        watch.stop()
         api.close()
+    if watch.failure is not None:
+        raise watch.failure
 
 
 @main.command("status")

@@ -65,7 +65,7 @@ CASES = [
     Case("log level LOUD", {"RESOLVER_LOG_LEVEL": "LOUD"}, ("status",), 2, "configuration error: RESOLVER_LOG_LEVEL='LOUD' is not a log level; use one of DEBUG, INFO"),
     Case("status before migrate", {}, ("status",), 3, "database error: schema is at revision none", "run `resolver migrate` first", migrated=False),
     Case("run before migrate", {"RESOLVER_STARTUP_TIMEOUT_SECONDS": "0"}, ("run", "--once"), 3, "database error: schema is at revision none", "run `resolver migrate` first", migrated=False),
-    Case("api before migrate", {"RESOLVER_OIDC_ISSUER": "i", "RESOLVER_OIDC_AUDIENCE": "a", "RESOLVER_OIDC_JWKS_FILE": "{tmp}/jwks.json"}, ("api",), 3, "database error: schema is at revision none", migrated=False, files={"jwks.json": '{"keys": [{"kty": "oct", "kid": "k", "k": "AA"}]}'}),
+    Case("api before migrate", {"RESOLVER_OIDC_ISSUER": "i", "RESOLVER_OIDC_AUDIENCE": "a", "RESOLVER_OIDC_JWKS_FILE": "{tmp}/jwks.json", "RESOLVER_STARTUP_TIMEOUT_SECONDS": "0", "RESOLVER_API_HOST": "127.0.0.1", "RESOLVER_API_PORT": str(free_port())}, ("api",), 3, "database error: schema is at revision none", migrated=False, files={"jwks.json": '{"keys": [{"kty": "oct", "kid": "k", "k": "AA"}]}'}),
     Case("api without oidc", {}, ("api",), 2, "configuration error: the manual-resolution API verifies OIDC tokens and needs RESOLVER_OIDC_ISSUER"),
     Case("api with a broken jwks", {"RESOLVER_OIDC_ISSUER": "i", "RESOLVER_OIDC_AUDIENCE": "a", "RESOLVER_OIDC_JWKS_FILE": "{tmp}/jwks.json"}, ("api",), 2, "configuration error: RESOLVER_OIDC_JWKS_FILE:", files={"jwks.json": "{not json"}),
     Case("unknown revision", {}, ("migrate", "--revision", "bogus"), 2, "configuration error: Can't locate revision identified by 'bogus'", "this release knows 0001_recovery_core"),
@@ -202,3 +202,56 @@ def test_a_stop_signal_ends_the_wait_cleanly() -> None:
         code = proc.wait(timeout=15)
     assert code == 0, out.text()
     assert "Traceback" not in out.text()
+
+
+JWKS = '{"keys": [{"kty": "oct", "kid": "k", "k": "AA"}]}'
+
+
+def api_env(tmp_path: Path, database_url: str, port: int, limit: str) -> dict[str, str]:
+    (tmp_path / "jwks.json").write_text(JWKS, encoding="utf-8")
+    return {**base_env(), "RESOLVER_DATABASE_URL": database_url, "RESOLVER_API_HOST": "127.0.0.1", "RESOLVER_API_PORT": str(port), "RESOLVER_OIDC_ISSUER": "i", "RESOLVER_OIDC_AUDIENCE": "a", "RESOLVER_OIDC_JWKS_FILE": str(tmp_path / "jwks.json"), "RESOLVER_STORAGE_RETRY_MAX_SECONDS": "0.5", "RESOLVER_STARTUP_TIMEOUT_SECONDS": limit, "RESOLVER_CONNECT_TIMEOUT_SECONDS": "1"}
+
+
+def test_api_serves_while_its_database_is_away_then_becomes_ready(database_url: str, pg_server: str, tmp_path: Path) -> None:
+    """As `resolver run`: an API pod that starts before its database answers its liveness
+    probe and says not ready (no restart loop), then is ready once the schema is there."""
+    name = urlsplit(database_url).path.lstrip("/")
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(pgsql.SQL("DROP DATABASE {} WITH (FORCE)").format(pgsql.Identifier(name)))
+    port = free_port()
+    proc = subprocess.Popen([*RESOLVER, "api"], env=api_env(tmp_path, database_url, port, "60"), stderr=subprocess.PIPE, text=True)
+    out = Output(proc)
+    try:
+        wait_for("a database_not_ready retry", lambda: out.events("database_not_ready") or None, timeout_seconds=30)
+        wait_for("the API port", lambda: probe_or_none(port, "/healthz"), timeout_seconds=30)
+        assert probe(port, "/healthz") == 200
+        assert probe(port, "/readyz") == 503
+        assert proc.poll() is None  # serving and waiting, not exited
+        with psycopg.connect(pg_server, autocommit=True) as conn:
+            conn.execute(pgsql.SQL("CREATE DATABASE {}").format(pgsql.Identifier(name)))
+        migrate.upgrade(database_url)
+        wait_for("ready", lambda: probe(port, "/readyz") == 200 or None, timeout_seconds=30)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+    # uvicorn shuts down gracefully, then re-raises the stop signal it caught.
+    assert code == -signal.SIGTERM, out.text()
+    assert out.events("Application shutdown complete.")
+    assert "Traceback" not in out.text()
+
+
+def test_api_gives_up_after_the_start_up_limit_with_exit_3(tmp_path: Path) -> None:
+    done = run(api_env(tmp_path, DEAD_URL, free_port(), "1.5"), "api")
+    assert done.returncode == 3, done.stderr
+    retries = [json.loads(x) for x in done.stderr.splitlines() if x.startswith("{") and "database_not_ready" in x]
+    assert len(retries) >= 2 and all(r["error"] == "StorageUnavailable" for r in retries)
+    assert done.stderr.splitlines()[-1].startswith("database error: cannot reach")
+    assert PASSWORD not in done.stderr
+
+
+def probe_or_none(port: int, path: str) -> int | None:
+    """The status, or None while nothing listens on the port yet."""
+    try:
+        return probe(port, path)
+    except urllib.error.URLError:
+        return None
