@@ -30,6 +30,8 @@ from typing import Any
 
 import h11
 
+from resolver.errors import ResolverError
+
 _RECV_BYTES = 65_536
 # h11's bound on a response head (status line and headers) held before it is complete.
 _MAX_HEAD_BYTES = 16_384
@@ -39,19 +41,19 @@ Address = tuple[Any, ...]
 AddressInfo = tuple[socket.AddressFamily, socket.SocketKind, int, Address]
 
 
-class ExchangeFailed(Exception):
-    """One exchange got no usable answer (or was never sent); the message says why."""
+class HttpUnavailable(ResolverError):
+    """No answer: refused, reset, timed out, throttled here, or not HTTP: `unavailable`."""
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
+class HttpReply:
     status: int
     body: bytes
     truncated: bool
-    """True when the server sent more than the cap; `body` then holds cap + 1 bytes."""
+    """True when the server sent more than the cap; `body` then holds only the cap."""
 
 
-Result = Answer | ExchangeFailed
+Result = HttpReply | HttpUnavailable
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +180,6 @@ class ConnectionPool:
         self._lock = threading.Lock()
         self._idle: list[Connection] = []
         self._closed = False
-        self.opened = 0  # connections opened over the pool's life
 
     def exchange(
         self,
@@ -190,7 +191,7 @@ class ConnectionPool:
     ) -> list[Result]:
         """Send each (method, target) once and read its answer, all by `deadline`.
 
-        Results are in request order: an `Answer`, or an `ExchangeFailed` for one that got
+        Results are in request order: an `HttpReply`, or an `HttpUnavailable` for one that got
         no usable answer in time, or was never sent (no slot or no paced start in time).
         """
         run = _Run(self, requests, headers, deadline, max_body_bytes)
@@ -242,10 +243,7 @@ class ConnectionPool:
         conn.close()
 
     def new_connection(self, deadline: float) -> Connection:
-        conn = Connection.open(self.endpoint.addresses(deadline - time.monotonic()))
-        with self._lock:
-            self.opened += 1
-        return conn
+        return Connection.open(self.endpoint.addresses(deadline - time.monotonic()))
 
 
 @dataclass(slots=True)
@@ -305,7 +303,7 @@ class _Run:
                 break
             for key, _ in self.selector.select(max(0.0, wake - now)):
                 self._advance(key.fd)
-        return [r if r is not None else ExchangeFailed("not sent") for r in self.results]
+        return [r if r is not None else HttpUnavailable("not sent") for r in self.results]
 
     def finish(self) -> None:
         """Clean connections go back to the pool, every other one is closed; slots freed."""
@@ -357,7 +355,7 @@ class _Run:
             try:
                 conn = self.pool.new_connection(self.deadline)
             except OSError as exc:
-                self.results[exchange.index] = ExchangeFailed(f"no connection: {_name(exc)}")
+                self.results[exchange.index] = HttpUnavailable(f"no connection: {_name(exc)}")
                 self._bind(None)  # the slot stays this call's, for the next exchange
                 return
             self._watch(conn, selectors.EVENT_WRITE)
@@ -392,12 +390,12 @@ class _Run:
 
     def _fail_queue(self, why: str) -> None:
         while self.queue:
-            self.results[self.queue.popleft().index] = ExchangeFailed(why)
+            self.results[self.queue.popleft().index] = HttpUnavailable(why)
 
     def _fail_all(self, why: str) -> None:
         self._fail_queue(why)
         for exchange in self.bound.values():
-            self.results[exchange.index] = ExchangeFailed(why)
+            self.results[exchange.index] = HttpUnavailable(why)
         # finish() closes the connections that were mid-exchange: no one can trust them.
 
     def _unwatch(self, conn: Connection) -> None:
@@ -432,7 +430,7 @@ class _Run:
             elif conn.phase is _Phase.RECEIVING:
                 self._read(fd, conn)
         except (OSError, h11.ProtocolError) as exc:
-            self._settle(fd, ExchangeFailed(f"no usable answer: {_name(exc)}"), clean=False)
+            self._settle(fd, HttpUnavailable(f"no usable answer: {_name(exc)}"), clean=False)
 
     def _connected(self, fd: int, conn: Connection) -> None:
         code = conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
@@ -492,7 +490,7 @@ class _Run:
                 conn.protocol.send(h11.EndOfMessage()) or b""
             )
         except h11.ProtocolError as exc:
-            self._settle(fd, ExchangeFailed(f"not sent: {_name(exc)}"), clean=False)
+            self._settle(fd, HttpUnavailable(f"not sent: {_name(exc)}"), clean=False)
             return
         conn.phase = _Phase.SENDING
         self._watch(conn, selectors.EVENT_WRITE)
@@ -521,7 +519,7 @@ class _Run:
                 return
             if not data:
                 why = "the server closed the connection before answering"
-                self._settle(fd, ExchangeFailed(f"no usable answer: {why}"), clean=False)
+                self._settle(fd, HttpUnavailable(f"no usable answer: {why}"), clean=False)
                 return
 
     def _parse(self, fd: int, conn: Connection) -> bool:
@@ -538,18 +536,18 @@ class _Run:
                 exchange.size += len(event.data)
                 if exchange.size > self.cap:
                     # Over the cap: the rest is never read, so the connection is closed.
-                    body = b"".join(exchange.body)[: self.cap + 1]
-                    self._settle(fd, Answer(_status(exchange), body, True), clean=False)
+                    body = b"".join(exchange.body)[: self.cap]
+                    self._settle(fd, HttpReply(_status(exchange), body, True), clean=False)
                     return True
             elif isinstance(event, h11.EndOfMessage):
-                answer = Answer(_status(exchange), b"".join(exchange.body), False)
+                answer = HttpReply(_status(exchange), b"".join(exchange.body), False)
                 state = conn.protocol
                 clean = state.our_state is h11.DONE and state.their_state is h11.DONE
                 self._settle(fd, answer, clean=clean)
                 return True
             elif isinstance(event, h11.ConnectionClosed) or event is h11.PAUSED:
                 why = "the server closed the connection before answering"
-                self._settle(fd, ExchangeFailed(f"no usable answer: {why}"), clean=False)
+                self._settle(fd, HttpUnavailable(f"no usable answer: {why}"), clean=False)
                 return True
             # An InformationalResponse (1xx) is not the answer: the real one follows.
 

@@ -31,7 +31,19 @@ from opentelemetry import propagate
 
 from resolver import __version__
 from resolver.errors import ConfigError, ResolverError
-from resolver.http_exchange import Answer, ConnectionPool, Endpoint, ExchangeFailed
+from resolver.http_exchange import ConnectionPool, Endpoint, HttpReply, HttpUnavailable
+
+# The reply types are the engine's, so that it builds them directly; providers take them
+# from here, with the client.
+__all__ = [
+    "ALLOWED_METHODS",
+    "HttpReply",
+    "HttpUnavailable",
+    "MethodNotAllowed",
+    "ReadOnlyHttpClient",
+    "RequestPacer",
+    "TlsSettings",
+]
 
 ALLOWED_METHODS = frozenset({"GET", "HEAD"})
 # The pacer lets this share of a second's requests through at once, at most: any one-second
@@ -42,18 +54,6 @@ _BURST_SHARE = 0.04
 
 class MethodNotAllowed(ResolverError):
     """A caller asked the read-only client for a method other than GET or HEAD."""
-
-
-class HttpUnavailable(ResolverError):
-    """No answer: refused, reset, timed out, throttled here, or not HTTP: `unavailable`."""
-
-
-@dataclass(frozen=True, slots=True)
-class HttpReply:
-    status: int
-    body: bytes
-    truncated: bool
-    """True when the server sent more than the cap; `body` then holds only the cap."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,11 +179,6 @@ class ReadOnlyHttpClient:
             pacer.reserve if pacer is not None else None,
         )
 
-    @property
-    def connections_opened(self) -> int:
-        """Connections opened over the client's life (keep-alive keeps this small)."""
-        return self._pool.opened
-
     def close(self) -> None:
         self._pool.close()
 
@@ -224,16 +219,9 @@ class ReadOnlyHttpClient:
         deadline = time.monotonic() + self._timeout_seconds
         sent = {**self._headers, **(headers or {})}
         propagate.inject(sent)  # W3C traceparent/tracestate of the current span, if any
-        results = self._pool.exchange(
+        return self._pool.exchange(
             [(m, self._prefix + p) for m, p in requests],
             list(sent.items()),
             deadline=deadline,
             max_body_bytes=self._max_body_bytes,
         )
-        return [_reply(r, self._max_body_bytes) for r in results]
-
-
-def _reply(result: Answer | ExchangeFailed, cap: int) -> HttpReply | HttpUnavailable:
-    if isinstance(result, ExchangeFailed):
-        return HttpUnavailable(str(result))
-    return HttpReply(result.status, result.body[:cap], result.truncated)
