@@ -61,7 +61,10 @@ class Reconciler:
         self._rng = runtime.rng
         self._events = runtime.events
         self._stage = Stage.CLAIM
-        self._shapes: dict[int, tuple[EvidenceProvider, _Shape]] = {}
+        # How each provider is asked, decided once: an isinstance check against a runtime
+        # Protocol walks its members every time. The registry keeps every provider alive,
+        # so no id is reused while this reconciler lives.
+        self._shapes = {id(p): _shape_of(p) for p in registry.by_action_type.values()}
         self._pool = ThreadPoolExecutor(
             max_workers=settings.inspect_concurrency, thread_name_prefix="inspect"
         )
@@ -135,7 +138,7 @@ class Reconciler:
         here: list[_Pending] = []
         for provider, identities in batches.values():
             label = self._provider_label(identities[0].action_type)
-            shape = self._shape(provider)
+            shape = self._shapes[id(provider)]
             if shape is _Shape.PAGE_HERE:
                 here.append(_Pending(provider, label, identities, Future()))
             elif shape is _Shape.PAGE:
@@ -161,22 +164,6 @@ class Reconciler:
             findings.update(done.findings)
         self._events.inspected(InspectedPage(findings, calls, unsupported, self._clock() - t0))
         return findings
-
-    def _shape(self, provider: EvidenceProvider) -> _Shape:
-        """How a provider is asked, decided once per provider: an isinstance check against
-        a runtime Protocol walks its members every time."""
-        known = self._shapes.get(id(provider))
-        if known is not None:
-            return known[1]
-        if not isinstance(provider, PageEvidenceProvider):
-            shape = _Shape.ITEM
-        elif getattr(provider, "bounds_own_time", False) is True:
-            shape = _Shape.PAGE_HERE
-        else:
-            shape = _Shape.PAGE
-        # The provider is kept with its shape, so its id cannot be reused by another.
-        self._shapes[id(provider)] = (provider, shape)
-        return shape
 
     def _await_all(self, pending: Sequence[_Pending], started: float) -> None:
         """Wait for the pooled calls with one wake-up when all have answered (not one per
@@ -228,6 +215,14 @@ class _Shape(Enum):
     ITEM = "one call per item, on the pool"
     PAGE = "one call per page, on the pool"
     PAGE_HERE = "one call per page, on the cycle's thread (it bounds its own time)"
+
+
+def _shape_of(provider: EvidenceProvider) -> _Shape:
+    if not isinstance(provider, PageEvidenceProvider):
+        return _Shape.ITEM
+    if getattr(provider, "bounds_own_time", False) is True:
+        return _Shape.PAGE_HERE
+    return _Shape.PAGE
 
 
 @dataclass(frozen=True, slots=True)
