@@ -17,7 +17,6 @@ from resolver.evidence import Capability
 
 DEFAULT_URL_ENV = "RESOLVER_DATABASE_URL"
 _OUTAGE = Finding(FindingKind.UNAVAILABLE, failure=ProviderFailure.OUTAGE)
-_MISCONFIGURED = Finding(FindingKind.UNAVAILABLE, failure=ProviderFailure.CONFIGURATION)
 
 
 class SqlSourceSettings(BaseModel):
@@ -91,8 +90,10 @@ class SqlPageProvider(ABC):
             return self._database.fetch(query, params)
         except StorageUnavailable:
             return _OUTAGE
-        except SourceMisconfigured:
-            return _MISCONFIGURED
+        except SourceMisconfigured as exc:
+            return Finding(
+                FindingKind.UNAVAILABLE, failure=ProviderFailure.CONFIGURATION, cause=exc.cause
+            )
 
     @abstractmethod
     def inspect_page(self, identities: Sequence[DispatchIdentity]) -> Mapping[str, Finding]: ...
