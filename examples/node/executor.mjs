@@ -33,7 +33,7 @@ async function one(client, text, values) {
     return rows[0];
   } catch (err) {
     if (err.code in ProtocolError.NAMES) throw new ProtocolError(err.code, err.message);
-    throw err; // connection loss and the like: nothing moved, retry later
+    throw err; // a lost connection: the outcome is unknown, re-read before acting
   }
 }
 

@@ -54,6 +54,7 @@ ROLES = (
     "resolver_executor",
     "resolver_evidence_reader",
     "resolver_retention",
+    "resolver_policy_writer",
 )
 AFTER = T0 + EXEC_LEASE_MS
 # Roles are cluster-wide: concurrent runs of this module on one server take turns.
