@@ -25,6 +25,8 @@ OTHER_VARIABLES = frozenset(
         "RESOLVER_RECEIPT_KEYS",
         "RESOLVER_SECRETS_DIR",
         "RESOLVER_RECEIPT_SIGNING_KID",
+        # The evidence reader's URL, read by the SQL providers (providers/_sql.py).
+        "RESOLVER_EVIDENCE_DATABASE_URL",
     }
 )
 # Reserved for test-support code: never a production setting, never warned about.
