@@ -23,6 +23,7 @@ from tests.conftest import EXEC_LEASE_MS, SQL, T0, World, new_spec
 from tests.integration.test_protocol_functions import (
     LEASE_MS,
     call,
+    created,
     fence,
     leased,
     refused,
@@ -266,3 +267,109 @@ def test_writes_outside_the_protocol_fail_with_the_documented_sqlstate(
     assert caught.value.sqlstate == sqlstate, caught.value.diag.message_primary
     text = Path(__file__).resolve().parents[2].joinpath("docs", "executor-protocol.md")
     assert f"`{sqlstate}`" in text.read_text(encoding="utf-8")
+
+
+# -- defect 19: an execution cannot be inserted past `leased`, by any writer ----------------------
+
+BORN_LATE = {
+    "executing, no control": ("executing", 2, "NULL", None),
+    "succeeded, no control": ("succeeded", 3, "%(now)s", None),
+    "executing with an armed control": ("executing", 2, "NULL", "armed"),
+}
+
+
+@pytest.mark.parametrize(
+    ("state", "version", "finished", "control"), BORN_LATE.values(), ids=BORN_LATE.keys()
+)
+def test_the_owner_cannot_insert_an_execution_past_the_barrier(
+    sql: SQL, state: str, version: int, finished: str, control: str | None
+) -> None:
+    dispatch_id = created(sql)
+    insert = (
+        "INSERT INTO approved_action_executions (dispatch_id, state, owner, token, version,"
+        " attempt, lease_expires_at_ms, started_at_ms, finished_at_ms)"
+        f" VALUES (%(id)s, %(state)s, 'o', gen_random_uuid(), %(version)s, 1, %(now)s, %(now)s,"
+        f" {finished})"
+    )
+    params = {"id": dispatch_id, "state": state, "version": version, "now": T0}
+
+    def write() -> None:
+        with sql.conn.transaction():
+            sql.conn.execute(insert, params)  # type: ignore[arg-type]
+            if control:
+                sql.conn.execute(
+                    "INSERT INTO approved_action_recovery_controls (dispatch_id, status,"
+                    " execution_version, next_scan_at_ms, armed_at_ms)"
+                    " VALUES (%(id)s, 'armed', %(version)s, %(now)s, %(now)s)",
+                    params,
+                )
+
+    with pytest.raises(psycopg.Error) as caught:
+        write()
+    assert caught.value.sqlstate == "RS006", caught.value.diag.message_primary
+    assert "an execution is born leased" in str(caught.value)
+    # The owner importing history says so, in its own transaction; then the rows go in.
+    with sql.conn.transaction():
+        sql.conn.execute("SELECT set_config('resolver.import_history', 'on', true)")
+        sql.conn.execute(insert, params)  # type: ignore[arg-type]
+        if state == "executing":
+            sql.conn.execute(
+                "INSERT INTO approved_action_recovery_controls (dispatch_id, status,"
+                " execution_version, next_scan_at_ms, armed_at_ms)"
+                " VALUES (%(id)s, 'armed', %(version)s, %(now)s, %(now)s)",
+                params,
+            )
+    assert sql.execution(dispatch_id)["state"] == state
+
+
+def test_a_control_is_born_armed(sql: SQL) -> None:
+    lease = leased(sql)
+    with pytest.raises(psycopg.Error) as caught:
+        sql.all(
+            "INSERT INTO approved_action_recovery_controls (dispatch_id, status, execution_version,"
+            " next_scan_at_ms, armed_at_ms, closed_by, closed_at_ms)"
+            " VALUES (%s, 'resolved', 1, 0, 0, 'completion', 1)",
+            lease["dispatch_id"],
+        )
+    assert caught.value.sqlstate == "RS006"
+    assert "a control is born armed" in str(caught.value)
+
+
+# -- defect 8: a heartbeat racing the receipt transaction, and the documented way to avoid it ------
+
+
+def test_a_renew_racing_the_receipt_fails_it_and_the_last_version_before_begin_does_not(
+    sql: SQL,
+) -> None:
+    """docs/executor-protocol.md, "Renewing without racing the receipt": a renew that commits
+    while the mutation's transaction is being prepared moves the version, and the receipt
+    under the old version is refused (RS001); stopping the heartbeat and using the version of
+    the last renew before BEGIN commits the receipt and then completes."""
+    run = started(sql)
+    heartbeat = call(
+        sql, "resolver_execution_renew", **fence(run), lease_ms=LEASE_MS, now_ms=T0 + 1
+    )
+    raced = refused(sql, FENCE_CONFLICT, "resolver_receipt_identity", **fence(run), now_ms=T0 + 2)
+    assert f"at version {run['version']} rejected" in raced
+    last = call(
+        sql, "resolver_execution_renew", **fence(heartbeat), lease_ms=LEASE_MS, now_ms=T0 + 3
+    )
+    sql.conn.autocommit = False
+    try:
+        identity = call(sql, "resolver_receipt_identity", **fence(last), now_ms=T0 + 4)
+        receipt = {k: identity[k] for k in identity if k not in ("db_now_ms", "schema_version")}
+        call(sql, "resolver_receipt_write", **fence(last), receipt=Jsonb(receipt))
+        sql.conn.commit()
+    finally:
+        sql.conn.rollback()
+        sql.conn.autocommit = True
+    done = call(
+        sql,
+        "resolver_execution_complete",
+        **fence(last),
+        outcome="succeeded",
+        result_code="applied",
+        mutation_id="m-heartbeat",
+        now_ms=T0 + 5,
+    )
+    assert done["result"] == "committed"

@@ -511,6 +511,36 @@ BEGIN
 END
 $$;
 
+-- A bulk import of history (a benchmark's seed, a restore) by the tables' owner may write rows
+-- the functions would write one transition at a time: with `resolver.import_history` set to
+-- `on` in its transaction, the insert guards and the receipt's lease check let it through.
+-- Nobody else can: the flag counts only for a member of the owning role.
+CREATE FUNCTION resolver_importing_history(p_table regclass) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(current_setting('resolver.import_history', true), '') = 'on'
+       AND pg_has_role(session_user, (SELECT c.relowner FROM pg_class AS c WHERE c.oid = p_table),
+                       'MEMBER')
+$$;
+
+-- An execution is born `leased` at version 1 (resolver_execution_lease writes it so), a control
+-- `armed` (by the start barrier); inserting either in a later state would skip the state machine.
+CREATE FUNCTION resolver_guard_insert() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER AS $$
+BEGIN
+    IF resolver_importing_history(TG_RELID) THEN
+        RETURN NULL;
+    END IF;
+    RAISE EXCEPTION '%: INSERT of % rejected (%)', TG_TABLE_NAME, NEW.dispatch_id,
+        CASE TG_TABLE_NAME
+            WHEN 'approved_action_executions'
+                THEN 'an execution is born leased, at version 1 and attempt 1, with no start or outcome'
+            ELSE 'a control is born armed by the start barrier, with no recovery lease'
+        END
+        USING ERRCODE = 'RS006',
+              HINT = 'executors write executions and controls only through the resolver_execution_* functions';
+END
+$$;
+
 -- At commit, a receipt's execution must still hold a live lease: a receipt written while the
 -- lease was live but committed after it expired (a slow transaction) rolls back with the
 -- mutation in its transaction, instead of landing beside a human's decision on the same
@@ -524,7 +554,7 @@ BEGIN
     SELECT e.lease_expires_at_ms INTO expires FROM approved_action_executions AS e
     WHERE e.dispatch_id = NEW.dispatch_id AND e.state = 'executing';
     now_ms := resolver_now_ms(NULL);
-    IF FOUND AND expires <= now_ms THEN
+    IF FOUND AND expires <= now_ms AND NOT resolver_importing_history(TG_RELID) THEN
         RAISE EXCEPTION 'the receipt of % would commit after its execution lease expired (at % ms, now % ms): the transaction rolls back',
             quote_literal(NEW.dispatch_id), expires, now_ms
             USING ERRCODE = 'RS002',
@@ -650,7 +680,9 @@ REVOKE EXECUTE ON FUNCTION
     resolver_guard_control(),
     resolver_check_control_in_step(),
     resolver_check_settled_closed(),
-    resolver_check_receipt_lease()
+    resolver_check_receipt_lease(),
+    resolver_guard_insert(),
+    resolver_importing_history(regclass)
 FROM PUBLIC;
 
 -- The commit-time checks read both tables whoever commits (an executor reaches them only
@@ -680,7 +712,9 @@ BEGIN
         'resolver_guard_control()',
         'resolver_check_control_in_step()',
         'resolver_check_settled_closed()',
-        'resolver_check_receipt_lease()'
+        'resolver_check_receipt_lease()',
+        'resolver_guard_insert()',
+        'resolver_importing_history(regclass)'
     ] LOOP
         EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp',
                        fn, current_schema());
@@ -744,3 +778,16 @@ CREATE CONSTRAINT TRIGGER action_receipts_live_lease
     AFTER INSERT ON action_receipts
     DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
     EXECUTE FUNCTION resolver_check_receipt_lease();
+
+CREATE TRIGGER approved_action_executions_born_leased
+    AFTER INSERT ON approved_action_executions FOR EACH ROW WHEN (
+    NEW.state <> 'leased' OR NEW.version <> 1 OR NEW.attempt <> 1
+    OR NEW.started_at_ms IS NOT NULL OR NEW.finished_at_ms IS NOT NULL
+    OR NEW.result_code IS NOT NULL OR NEW.completion_mutation_id IS NOT NULL
+    OR NEW.evidence_digest IS NOT NULL
+) EXECUTE FUNCTION resolver_guard_insert();
+
+CREATE TRIGGER approved_action_recovery_controls_born_armed
+    AFTER INSERT ON approved_action_recovery_controls FOR EACH ROW WHEN (
+    NEW.status <> 'armed' OR NEW.recovery_token IS NOT NULL OR NEW.closed_by IS NOT NULL
+) EXECUTE FUNCTION resolver_guard_insert();

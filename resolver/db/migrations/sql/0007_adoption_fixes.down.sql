@@ -1,9 +1,17 @@
 -- Migration 0007_adoption_fixes (down): undoes 0007_adoption_fixes.up.sql, newest object first,
 -- and restores the 0004/0005 definitions of the functions it replaced.
 
+DROP TRIGGER IF EXISTS approved_action_recovery_controls_born_armed ON approved_action_recovery_controls;
+
+DROP TRIGGER IF EXISTS approved_action_executions_born_leased ON approved_action_executions;
+
 DROP TRIGGER IF EXISTS action_receipts_live_lease ON action_receipts;
 
 DROP FUNCTION IF EXISTS resolver_check_receipt_lease();
+
+DROP FUNCTION IF EXISTS resolver_guard_insert();
+
+DROP FUNCTION IF EXISTS resolver_importing_history(regclass);
 
 CREATE OR REPLACE FUNCTION resolver_protocol_refuse(
     p_step text, p_dispatch_id text, p_owner text, p_token uuid, p_version bigint,
