@@ -72,6 +72,10 @@ GRANT SELECT ON alembic_version TO resolver_runtime;
 -- roles that compare leases and due times.
 REVOKE EXECUTE ON FUNCTION resolver_now_ms(bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_now_ms(bigint) TO resolver_runtime, resolver_executor;
+-- The one recovery-lease release (a pure function): the runtime role's commits and hand-backs
+-- run it; the protocol functions run it as the owner.
+REVOKE EXECUTE ON FUNCTION resolver_recovery_lease_released(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION resolver_recovery_lease_released(bigint) TO resolver_runtime;
 REVOKE EXECUTE ON FUNCTION resolver_reject_mutation() FROM PUBLIC;
 
 -- Evidence of the built-in SQL providers (migration 0002): executors (and the platform's

@@ -155,10 +155,8 @@ held AS (
     FOR UPDATE OF c
 )
 UPDATE approved_action_recovery_controls AS c
-SET recovery_version = c.recovery_version + 1,
-    recovery_owner = NULL,
-    recovery_token = NULL,
-    recovery_lease_expires_at_ms = NULL,
+SET (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
+        = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version)),
     next_scan_at_ms = now.ms
 FROM held, now
 WHERE c.dispatch_id = held.dispatch_id

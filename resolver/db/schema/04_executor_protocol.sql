@@ -292,10 +292,8 @@ BEGIN
     SET execution_version = version,
         status = 'armed',
         manual_at_ms = NULL,
-        recovery_version = c.recovery_version + 1,
-        recovery_owner = NULL,
-        recovery_token = NULL,
-        recovery_lease_expires_at_ms = NULL,
+        (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
+            = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version)),
         next_scan_at_ms = lease_expires_at_ms
     WHERE c.dispatch_id = p_dispatch_id AND c.status IN ('armed', 'manual');
     GET DIAGNOSTICS controls_rearmed = ROW_COUNT;

@@ -87,10 +87,8 @@ BEGIN
             finding_count = c.finding_count + 1,
             next_scan_at_ms = CASE WHEN f.verified OR f.finding IN ('conflict', 'unsupported')
                                    THEN c.next_scan_at_ms ELSE now_ms + f.delay_ms END,
-            recovery_version = c.recovery_version + 1,
-            recovery_owner = NULL,
-            recovery_token = NULL,
-            recovery_lease_expires_at_ms = NULL
+            (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
+                = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version))
         FROM fenced AS f
         WHERE c.dispatch_id = f.dispatch_id
     ),
@@ -160,10 +158,8 @@ LANGUAGE sql VOLATILE AS $$
             closed_at_ms = s.finished_at_ms,
             execution_version = s.version,
             manual_at_ms = NULL,
-            recovery_version = c.recovery_version + 1,
-            recovery_owner = NULL,
-            recovery_token = NULL,
-            recovery_lease_expires_at_ms = NULL
+            (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
+                = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version))
         FROM settled AS s
         WHERE c.dispatch_id = s.dispatch_id AND c.status <> 'resolved'
         RETURNING c.dispatch_id
@@ -247,10 +243,8 @@ BEGIN
             completion_mutation_id = p_mutation_id,
             execution_version = d.version,
             manual_at_ms = NULL,
-            recovery_version = c.recovery_version + 1,
-            recovery_owner = NULL,
-            recovery_token = NULL,
-            recovery_lease_expires_at_ms = NULL
+            (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
+                = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version))
         FROM completed AS d
         WHERE c.dispatch_id = d.dispatch_id AND c.status <> 'resolved'
         RETURNING c.dispatch_id

@@ -1,9 +1,177 @@
--- Migration 0007_each_rule_once (up): each rule of the commits written once. The three commits become
+-- Migration 0007_each_rule_once (up): each rule of the commits written once. The recovery lease
+-- is released by one function, resolver_recovery_lease_released. The three commits become
 -- siblings (resolver/db/schema/06_commits.sql): the page commit is resolver_commit_automatic
 -- (resolver_commit_page stays, calling it, for replicas of the previous release), and the
 -- manual commit, until now a statement of queries.sql, is resolver_commit_manual.
 -- Applied as it is by versions/0007_each_rule_once.py; never edited once released (the current
 -- definitions live in resolver/db/schema/).
+
+-- The one release of a recovery lease: a new recovery_version (the fence every holder of the
+-- old lease fails on) and no owner, token or expiry. Every writer that ends a recovery lease
+-- (a renewal, the three commits, a graceful hand-back) assigns these four columns from here:
+--   SET (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
+--       = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version))
+-- A one-SELECT SQL function: the planner inlines it.
+CREATE FUNCTION resolver_recovery_lease_released(p_recovery_version bigint)
+RETURNS TABLE (
+    recovery_version bigint, recovery_owner text, recovery_token uuid,
+    recovery_lease_expires_at_ms bigint
+)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT p_recovery_version + 1, NULL::text, NULL::uuid, NULL::bigint
+$$;
+
+REVOKE EXECUTE ON FUNCTION resolver_recovery_lease_released(bigint) FROM PUBLIC;
+
+-- The renewal and the completion release the recovery lease through it.
+CREATE OR REPLACE FUNCTION resolver_execution_renew(
+    p_dispatch_id text, p_owner text, p_token uuid, p_version bigint, p_lease_ms bigint,
+    p_now_ms bigint DEFAULT NULL
+)
+RETURNS TABLE (
+    dispatch_id text, owner text, token uuid, version bigint, attempt integer,
+    lease_expires_at_ms bigint, state text, controls_rearmed integer
+)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
+#variable_conflict use_column
+DECLARE
+    now_ms bigint;
+BEGIN
+    PERFORM resolver_protocol_check_lease(p_owner, p_lease_ms);
+    now_ms := resolver_protocol_now_ms(p_now_ms);
+    UPDATE approved_action_executions AS e
+    SET version = e.version + 1,
+        lease_expires_at_ms = now_ms + p_lease_ms
+    WHERE e.dispatch_id = p_dispatch_id AND e.owner = p_owner AND e.token = p_token
+      AND e.version = p_version AND e.state IN ('leased', 'executing')
+    RETURNING e.dispatch_id, e.owner, e.token, e.version, e.attempt,
+              e.lease_expires_at_ms, e.state
+    INTO dispatch_id, owner, token, version, attempt, lease_expires_at_ms, state;
+    IF NOT FOUND THEN
+        PERFORM resolver_protocol_refuse(
+            'renew', p_dispatch_id, p_owner, p_token, p_version, now_ms);
+    END IF;
+    -- The control follows: new execution_version, recovery lease revoked
+    -- (recovery_version+1), next scan pushed to the new expiry, and a manual control
+    -- re-armed (the executor is alive after all).
+    UPDATE approved_action_recovery_controls AS c
+    SET execution_version = version,
+        status = 'armed',
+        manual_at_ms = NULL,
+        (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
+            = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version)),
+        next_scan_at_ms = lease_expires_at_ms
+    WHERE c.dispatch_id = p_dispatch_id AND c.status IN ('armed', 'manual');
+    GET DIAGNOSTICS controls_rearmed = ROW_COUNT;
+    RETURN NEXT;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION resolver_execution_complete(
+    p_dispatch_id text, p_owner text, p_token uuid, p_version bigint, p_outcome text,
+    p_result_code text, p_mutation_id text, p_evidence_digest text DEFAULT NULL,
+    p_now_ms bigint DEFAULT NULL
+)
+RETURNS TABLE (
+    dispatch_id text, result text, state text, version bigint
+)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
+#variable_conflict use_column
+DECLARE
+    now_ms bigint;
+    seen record;
+BEGIN
+    IF p_outcome IS NULL OR p_outcome NOT IN ('succeeded', 'failed') THEN
+        RAISE EXCEPTION 'p_outcome must be succeeded or failed' USING ERRCODE = 'RS005';
+    END IF;
+    IF NOT coalesce(p_result_code ~ '^[a-z0-9_.-]{1,64}$', false) THEN
+        RAISE EXCEPTION 'p_result_code must match [a-z0-9_.-]{1,64}' USING ERRCODE = 'RS005';
+    END IF;
+    IF NOT coalesce(p_mutation_id ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$', false) THEN
+        RAISE EXCEPTION 'p_mutation_id must be 1-128 characters of [A-Za-z0-9_.:-]'
+            USING ERRCODE = 'RS005';
+    END IF;
+    IF p_evidence_digest IS NOT NULL AND p_evidence_digest !~ '^[0-9a-f]{64}$' THEN
+        RAISE EXCEPTION 'p_evidence_digest must be a lowercase hex sha256 or NULL'
+            USING ERRCODE = 'RS005';
+    END IF;
+    now_ms := resolver_protocol_now_ms(p_now_ms);
+    -- Terminal state fenced on owner/token/version; a late completion is accepted as
+    -- long as nobody replaced the fence (no resolution, no takeover).
+    -- One statement: the control closes with the terminal state (the settled-closed
+    -- trigger checks exactly that at the end of the statement).
+    WITH completed AS (
+        UPDATE approved_action_executions AS e
+        SET state = p_outcome,
+            version = e.version + 1,
+            finished_at_ms = now_ms,
+            result_code = p_result_code,
+            completion_mutation_id = p_mutation_id,
+            evidence_digest = p_evidence_digest
+        WHERE e.dispatch_id = p_dispatch_id AND e.owner = p_owner AND e.token = p_token
+          AND e.version = p_version AND e.state = 'executing'
+        RETURNING e.dispatch_id, e.state, e.version, e.finished_at_ms
+    ),
+    closed AS (
+        UPDATE approved_action_recovery_controls AS c
+        SET status = 'resolved',
+            closed_by = 'completion',
+            closed_at_ms = d.finished_at_ms,
+            completion_mutation_id = p_mutation_id,
+            execution_version = d.version,
+            manual_at_ms = NULL,
+            (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
+                = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version))
+        FROM completed AS d
+        WHERE c.dispatch_id = d.dispatch_id AND c.status <> 'resolved'
+        RETURNING c.dispatch_id
+    )
+    SELECT d.dispatch_id, d.state, d.version INTO dispatch_id, state, version
+    FROM completed AS d;
+    IF FOUND THEN
+        result := 'committed';
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    SELECT e.dispatch_id, e.state, e.version, e.result_code, e.completion_mutation_id,
+           e.evidence_digest, r.source, r.evidence_digest AS resolution_digest
+    INTO seen
+    FROM approved_action_executions AS e
+    LEFT JOIN approved_action_recovery_resolutions AS r USING (dispatch_id)
+    WHERE e.dispatch_id = p_dispatch_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'dispatch % has no execution', quote_literal(p_dispatch_id)
+            USING ERRCODE = 'RS004';
+    END IF;
+    -- Our own completion already landed: a replay repeats every semantic field. A
+    -- resolution won first: only the same outcome on the same evidence is the same fact.
+    IF seen.state = p_outcome AND (
+           (seen.source IS NULL
+            AND seen.completion_mutation_id IS NOT DISTINCT FROM p_mutation_id
+            AND seen.result_code IS NOT DISTINCT FROM p_result_code
+            AND seen.evidence_digest IS NOT DISTINCT FROM p_evidence_digest)
+        OR (seen.source IS NOT NULL AND p_evidence_digest IS NOT NULL
+            AND seen.resolution_digest = p_evidence_digest)) THEN
+        dispatch_id := seen.dispatch_id;
+        state := seen.state;
+        version := seen.version;
+        result := 'replayed';
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    IF seen.state IN ('succeeded', 'failed', 'blocked') THEN
+        RAISE EXCEPTION 'dispatch % was already settled % by %; completion % (%) drifts from it',
+            quote_literal(p_dispatch_id), seen.state,
+            CASE seen.source WHEN 'automatic' THEN 'an automatic resolution'
+                             WHEN 'manual' THEN 'a manual resolution'
+                             ELSE 'a completion' END,
+            quote_literal(p_mutation_id), p_outcome
+            USING ERRCODE = 'RS001';
+    END IF;
+    PERFORM resolver_protocol_refuse(
+        'complete', p_dispatch_id, p_owner, p_token, p_version, now_ms);
+END
+$$;
 
 -- 1. The automatic commit of one claimed page (see queries.sql, recovery_commit_page).
 CREATE FUNCTION resolver_commit_automatic(p_items json, p_now_ms bigint DEFAULT NULL)
@@ -83,10 +251,8 @@ BEGIN
             finding_count = c.finding_count + 1,
             next_scan_at_ms = CASE WHEN f.verified OR f.finding IN ('conflict', 'unsupported')
                                    THEN c.next_scan_at_ms ELSE now_ms + f.delay_ms END,
-            recovery_version = c.recovery_version + 1,
-            recovery_owner = NULL,
-            recovery_token = NULL,
-            recovery_lease_expires_at_ms = NULL
+            (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
+                = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version))
         FROM fenced AS f
         WHERE c.dispatch_id = f.dispatch_id
     ),
@@ -156,10 +322,8 @@ LANGUAGE sql VOLATILE AS $$
             closed_at_ms = s.finished_at_ms,
             execution_version = s.version,
             manual_at_ms = NULL,
-            recovery_version = c.recovery_version + 1,
-            recovery_owner = NULL,
-            recovery_token = NULL,
-            recovery_lease_expires_at_ms = NULL
+            (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
+                = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version))
         FROM settled AS s
         WHERE c.dispatch_id = s.dispatch_id AND c.status <> 'resolved'
         RETURNING c.dispatch_id
@@ -202,7 +366,7 @@ REVOKE EXECUTE ON FUNCTION
 FROM PUBLIC;
 
 -- Tables resolve in the migrated schema, whatever the caller's search_path (pg_temp last).
--- CREATE OR REPLACE dropped resolver_commit_page's pin: it is set again.
+-- CREATE OR REPLACE drops a function's pin: it is set again.
 DO $$
 DECLARE
     fn text;
@@ -210,7 +374,9 @@ BEGIN
     FOREACH fn IN ARRAY ARRAY[
         'resolver_commit_automatic(json, bigint)',
         'resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint)',
-        'resolver_commit_page(json, bigint)'
+        'resolver_commit_page(json, bigint)',
+        'resolver_execution_renew(text, text, uuid, bigint, bigint, bigint)',
+        'resolver_execution_complete(text, text, uuid, bigint, text, text, text, text, bigint)'
     ] LOOP
         EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp',
                        fn, current_schema());
