@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -53,10 +54,6 @@ class FindingKind(StrEnum):
     @property
     def is_verified(self) -> bool:
         return self in (FindingKind.VERIFIED_SUCCEEDED, FindingKind.VERIFIED_FAILED)
-
-    @property
-    def needs_human(self) -> bool:
-        return self in (FindingKind.CONFLICT, FindingKind.UNSUPPORTED)
 
 
 class ProviderFailure(StrEnum):
@@ -279,8 +276,15 @@ class ItemOutcome:
 
 @dataclass(frozen=True, slots=True)
 class CommitReport:
-    accepted: frozenset[str]
+    """What a page commit wrote: each accepted dispatch with the status the database routed its
+    control to (resolver_finding_status decides; the replica only reports it)."""
+
+    routed: Mapping[str, ControlStatus]
     rejected: frozenset[str]
+
+    @property
+    def accepted(self) -> frozenset[str]:
+        return frozenset(self.routed)
 
 
 BACKLOG_QUEUES: tuple[str, ...] = ("due", "waiting", "manual")

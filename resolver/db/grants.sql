@@ -62,6 +62,8 @@ GRANT EXECUTE ON FUNCTION resolver_commit_page(json, bigint) TO resolver_runtime
 -- SECURITY INVOKER; resolver_commit_page above is the automatic commit's former name.
 REVOKE EXECUTE ON FUNCTION resolver_commit_automatic(json, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_commit_automatic(json, bigint) TO resolver_runtime;
+REVOKE EXECUTE ON FUNCTION resolver_finding_status(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION resolver_finding_status(text) TO resolver_runtime;
 REVOKE EXECUTE ON FUNCTION resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint) TO resolver_runtime;
 

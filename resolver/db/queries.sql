@@ -135,10 +135,11 @@ RETURNING c.dispatch_id, c.recovery_token::text, c.recovery_version, c.execution
 -- The fenced page commit (resolver_commit_automatic, resolver/db/schema/06_commits.sql): locks
 -- the verified items' executions, then every control of the page, in key order; writes only
 -- the items whose recovery lease, open control, execution version and expired execution lease
--- still hold; answers their dispatch ids. One statement on an autocommit connection: one
+-- still hold; answers their dispatch ids with the status each control took (the routing
+-- rule, resolver_finding_status). One statement on an autocommit connection: one
 -- transaction, committed durably. The items are one JSON array of objects (see `page_items`).
-SELECT accepted AS dispatch_id
-FROM resolver_commit_automatic(%(items)s::json, %(now_ms)s) AS accepted;
+SELECT a.dispatch_id, a.status
+FROM resolver_commit_automatic(%(items)s::json, %(now_ms)s) AS a;
 
 -- name: recovery_release_leases
 -- Hands held recovery leases back at once (graceful shutdown), fenced on token/version.

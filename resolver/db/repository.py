@@ -214,14 +214,14 @@ class PostgresStore:
         self, outcomes: Sequence[ItemOutcome], now_ms: int | None = None
     ) -> CommitReport:
         if not outcomes:
-            return CommitReport(frozenset(), frozenset())
+            return CommitReport({}, frozenset())
         params = {"items": page_items(outcomes), "now_ms": now_ms}
         # One statement: the function locks and writes in one transaction of its own.
         with self._transaction(single_statement=True) as conn:
             rows = conn.execute(statement("recovery_commit_page"), params).fetchall()
-        accepted = frozenset(row["dispatch_id"] for row in rows)
+        routed = {row["dispatch_id"]: ControlStatus(row["status"]) for row in rows}
         return CommitReport(
-            accepted, frozenset(o.item.identity.dispatch_id for o in outcomes) - accepted
+            routed, frozenset(o.item.identity.dispatch_id for o in outcomes) - routed.keys()
         )
 
     def release_recovery_leases(

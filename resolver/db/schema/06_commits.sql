@@ -9,10 +9,25 @@
 -- step by step (tests/integration/test_schema_files.py compares the two catalogs). A schema
 -- change edits the definition here AND adds a migration under resolver/db/migrations/sql/.
 
+-- The one routing rule: the status a finding sends its control to. Verified evidence resolves
+-- it, a conflict or an unsupported action goes to a human, anything else is re-armed for a
+-- retry. The automatic commit applies it and answers it (the replica reports what the
+-- database decided; it does not decide again).
+CREATE FUNCTION resolver_finding_status(p_finding text)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE
+        WHEN p_finding IN ('verified_succeeded', 'verified_failed') THEN 'resolved'
+        WHEN p_finding IN ('conflict', 'unsupported') THEN 'manual'
+        ELSE 'armed'
+    END
+$$;
+
 -- 1. The automatic commit of one claimed page (see queries.sql, recovery_commit_page).
 CREATE FUNCTION resolver_commit_automatic(p_items json, p_now_ms bigint DEFAULT NULL)
-RETURNS SETOF text
+RETURNS TABLE (dispatch_id text, status text)
 LANGUAGE plpgsql VOLATILE AS $$
+#variable_conflict use_column
 DECLARE
     ids text[];
     verified_ids text[];
@@ -20,7 +35,7 @@ DECLARE
 BEGIN
     SELECT array_agg(i.dispatch_id ORDER BY i.dispatch_id),
            array_agg(i.dispatch_id ORDER BY i.dispatch_id)
-               FILTER (WHERE i.finding IN ('verified_succeeded', 'verified_failed'))
+               FILTER (WHERE resolver_finding_status(i.finding) = 'resolved')
     INTO ids, verified_ids
     FROM json_to_recordset(p_items) AS i(dispatch_id text, finding text);
     -- Lock order, the same for every writer: executions (of verified items), then every
@@ -41,7 +56,7 @@ BEGIN
     -- With the rows locked, `fenced` is exactly the set whose recovery lease, open control,
     -- execution version and expired execution lease still hold; every write below applies
     -- to that set only, so each dispatch commits all-or-nothing and a stale item writes
-    -- nothing. The fenced dispatch ids are the answer.
+    -- nothing. The answer: each fenced dispatch id and the status its control took.
     RETURN QUERY
     WITH item AS (
         -- Every key of an item is one column (the replica writes them).
@@ -51,7 +66,7 @@ BEGIN
             mutation_id text, delay_ms bigint)
     ),
     fenced AS (
-        SELECT i.*, i.finding IN ('verified_succeeded', 'verified_failed') AS verified
+        SELECT i.*, resolver_finding_status(i.finding) AS status
         FROM item AS i
         JOIN approved_action_recovery_controls AS c
           ON c.dispatch_id = i.dispatch_id AND c.status = 'armed'
@@ -72,21 +87,20 @@ BEGIN
             result_code = f.result_code,
             evidence_digest = f.evidence_digest
         FROM fenced AS f
-        WHERE e.dispatch_id = f.dispatch_id AND f.verified
+        WHERE e.dispatch_id = f.dispatch_id AND f.status = 'resolved'
     ),
     control AS (
         UPDATE approved_action_recovery_controls AS c
-        SET status = CASE WHEN f.verified THEN 'resolved'
-                          WHEN f.finding IN ('conflict', 'unsupported') THEN 'manual'
-                          ELSE 'armed' END,
-            execution_version = c.execution_version + CASE WHEN f.verified THEN 1 ELSE 0 END,
-            closed_by = CASE WHEN f.verified THEN 'automatic' END,
-            closed_at_ms = CASE WHEN f.verified THEN now_ms END,
-            manual_at_ms = CASE WHEN f.finding IN ('conflict', 'unsupported') THEN now_ms END,
+        SET status = f.status,
+            execution_version = c.execution_version
+                                + CASE WHEN f.status = 'resolved' THEN 1 ELSE 0 END,
+            closed_by = CASE WHEN f.status = 'resolved' THEN 'automatic' END,
+            closed_at_ms = CASE WHEN f.status = 'resolved' THEN now_ms END,
+            manual_at_ms = CASE WHEN f.status = 'manual' THEN now_ms END,
             last_finding = f.finding,
             finding_count = c.finding_count + 1,
-            next_scan_at_ms = CASE WHEN f.verified OR f.finding IN ('conflict', 'unsupported')
-                                   THEN c.next_scan_at_ms ELSE now_ms + f.delay_ms END,
+            next_scan_at_ms = CASE WHEN f.status = 'armed' THEN now_ms + f.delay_ms
+                                   ELSE c.next_scan_at_ms END,
             (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
                 = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version))
         FROM fenced AS f
@@ -100,9 +114,9 @@ BEGIN
                CASE f.finding WHEN 'verified_succeeded' THEN 'succeeded' ELSE 'failed' END,
                f.finding, f.evidence_digest, f.result_code, f.execution_version, now_ms
         FROM fenced AS f
-        WHERE f.verified
+        WHERE f.status = 'resolved'
     )
-    SELECT f.dispatch_id FROM fenced AS f;
+    SELECT f.dispatch_id, f.status FROM fenced AS f;
 END
 $$;
 
@@ -301,12 +315,13 @@ $$;
 CREATE FUNCTION resolver_commit_page(p_items json, p_now_ms bigint DEFAULT NULL)
 RETURNS SETOF text
 LANGUAGE sql VOLATILE AS $$
-    SELECT * FROM resolver_commit_automatic(p_items, p_now_ms)
+    SELECT a.dispatch_id FROM resolver_commit_automatic(p_items, p_now_ms) AS a
 $$;
 
--- Executable by PUBLIC by default; resolver/db/grants.sql grants the automatic and manual
--- commits to the runtime role and the completion to the executor role.
+-- Executable by PUBLIC by default; resolver/db/grants.sql grants the routing rule and the
+-- automatic and manual commits to the runtime role and the completion to the executor role.
 REVOKE EXECUTE ON FUNCTION
+    resolver_finding_status(text),
     resolver_commit_automatic(json, bigint),
     resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint,
                            bigint, text[], bigint, bigint, bigint),

@@ -110,6 +110,8 @@ DROP FUNCTION IF EXISTS resolver_commit_manual(text, text, text, text, text, big
 
 DROP FUNCTION IF EXISTS resolver_commit_automatic(json, bigint);
 
+DROP FUNCTION IF EXISTS resolver_finding_status(text);
+
 CREATE OR REPLACE FUNCTION resolver_execution_renew(
     p_dispatch_id text, p_owner text, p_token uuid, p_version bigint, p_lease_ms bigint,
     p_now_ms bigint DEFAULT NULL
