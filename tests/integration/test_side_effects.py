@@ -6,8 +6,13 @@ COMMIT reply (through a proxy that really loses it) and the completion at the en
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -17,7 +22,7 @@ from resolver.db.repository import PostgresStore
 from resolver.domain import ExecutionState, Outcome, sha256_hex
 from resolver.errors import LeaseLost, MutationNotCommitted
 from resolver.execution import CompletionResult, ExecutionClient
-from resolver.receipts import KeyRing
+from resolver.receipts import KeyRing, encode_receipt
 from resolver.side_effects import SideEffect, SideEffectRunner
 from tests.conftest import SQL, new_spec
 from tests.integration.commit_proxy import CommitProxy, Fault
@@ -194,3 +199,82 @@ def test_a_block_that_records_nothing_completes_nothing(
 def test_the_renewal_fraction_leaves_room_to_retry(store: PostgresStore, database_url: str) -> None:
     with pytest.raises(ValueError, match="renew_fraction"):
         SideEffectRunner(store, database_url=database_url, owner="o", keys=KEYS, renew_fraction=0.9)
+
+
+# -- crashes, settled by a real `resolver run --once` ----------------------------------------
+
+CRASHER = Path(__file__).with_name("sdk_crash_executor.py")
+RECEIPT_ENV = {
+    "RESOLVER_RECEIPT_KEYS": f"sdk-k1={'6b' * 32}",
+    "RESOLVER_RECEIPT_SIGNING_KID": "sdk-k1",
+}
+
+
+def crash_executor(database_url: str, dispatch_id: str, point: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RESOLVER_")} | RECEIPT_ENV
+    done = subprocess.run(
+        [sys.executable, str(CRASHER), database_url, dispatch_id, point],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+
+
+def resolver_run_once(database_url: str, tmp_path: Path) -> str:
+    config = tmp_path / "providers.yaml"
+    config.write_text("action_types:\n  db.mutation: {provider: internal_mutation}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RESOLVER_")} | RECEIPT_ENV
+    env |= {"RESOLVER_DATABASE_URL": database_url, "RESOLVER_CONFIG": str(config)}
+    done = subprocess.run(
+        [sys.executable, "-m", "resolver", "run", "--once"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stderr
+
+
+def lease_expired(sql: SQL, dispatch_id: str) -> bool:
+    row = sql.one(
+        "SELECT lease_expires_at_ms <= resolver_now_ms(NULL) AS expired"
+        " FROM approved_action_executions WHERE dispatch_id = %s",
+        dispatch_id,
+    )
+    return bool(row["expired"])
+
+
+@pytest.mark.usefixtures("accounts")
+def test_a_crash_after_the_side_effect_is_settled_succeeded_from_its_receipt(
+    store: PostgresStore, database_url: str, sql: SQL, tmp_path: Path
+) -> None:
+    dispatch_id = dispatch(store)
+    crash_executor(database_url, dispatch_id, "after")
+    assert sql.execution(dispatch_id)["state"] == "executing"
+    receipt = sql.one("SELECT receipt FROM action_receipts WHERE dispatch_id = %s", dispatch_id)
+    wait_until(lambda: lease_expired(sql, dispatch_id), "the crashed executor's lease to end")
+    resolver_run_once(database_url, tmp_path)
+    execution = sql.execution(dispatch_id)
+    digest = sha256_hex(encode_receipt(receipt["receipt"]))
+    assert (execution["state"], execution["evidence_digest"]) == ("succeeded", digest)
+    assert [r["source"] for r in sql.resolutions(dispatch_id)] == ["automatic"]
+    assert sql.one("SELECT balance FROM sdk_accounts WHERE id = 42")["balance"] == 90
+
+
+@pytest.mark.usefixtures("accounts")
+def test_a_crash_before_the_side_effect_never_succeeds(
+    store: PostgresStore, database_url: str, sql: SQL, tmp_path: Path
+) -> None:
+    dispatch_id = dispatch(store)
+    crash_executor(database_url, dispatch_id, "before")
+    wait_until(lambda: lease_expired(sql, dispatch_id), "the crashed executor's lease to end")
+    resolver_run_once(database_url, tmp_path)
+    assert sql.execution(dispatch_id)["state"] == "executing"
+    assert sql.control(dispatch_id)["last_finding"] == "missing"
+    assert sql.resolutions(dispatch_id) == []
+    assert sql.one("SELECT balance FROM sdk_accounts WHERE id = 42")["balance"] == 100
