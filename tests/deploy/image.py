@@ -30,7 +30,12 @@ MIRROR = os.environ.get("DEBOOTSTRAP_MIRROR", "http://deb.debian.org/debian")
 # What the Dockerfile needs of a base: Debian's python3 with venv (ensurepip), and CA
 # certificates for TLS to PostgreSQL and OTLP endpoints.
 PACKAGES = ("python3", "python3-venv", "ca-certificates")
-RECIPE = hashlib.sha256(f"{SUITE} minbase {' '.join(PACKAGES)} v1".encode()).hexdigest()[:12]
+# Trimmed from the root filesystem, as slim images do: no documentation, manuals or
+# translations (the resolver logs in English, JSON). Part of the recipe's hash.
+TRIMMED = ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale")
+RECIPE = hashlib.sha256(
+    f"{SUITE} minbase {' '.join(PACKAGES)} trim {' '.join(TRIMMED)} v2".encode()
+).hexdigest()[:12]
 BASE_IMAGE = f"localhost/debian-bookworm-python:{RECIPE}"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -71,7 +76,7 @@ def base_tarball() -> Path:
 
 def pack_rootfs(rootfs: Path, tar: Path) -> None:
     # Downloaded packages and indexes are not part of a base; /dev comes from the runtime.
-    for leftover in ("var/cache/apt/archives", "var/lib/apt/lists", "dev"):
+    for leftover in ("var/cache/apt/archives", "var/lib/apt/lists", "dev", *TRIMMED):
         for path in (rootfs / leftover).glob("*"):
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)
@@ -108,13 +113,23 @@ def base_image() -> str:
 
 
 def wheelhouse() -> Path:
-    """Wheels of the resolver (with the otlp extra) and its build backend, from the host."""
-    out = CACHE / "wheels"
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+    """Wheels of the resolver's dependencies (with the otlp extra) and its build backend, from
+    the host; the build installs the resolver itself from its source. Kept while
+    pyproject.toml and the host's Python are unchanged."""
+    key = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + sys.version.encode()).hexdigest()[
+        :12
+    ]
+    out = CACHE / f"wheels-{key}"
+    if out.is_dir():
+        return out
+    partial = CACHE / f"wheels-{key}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
     pip = [sys.executable, "-m", "pip"]
-    run([*pip, "wheel", "--quiet", "--wheel-dir", str(out), f"{ROOT}[otlp]"])
-    run([*pip, "download", "--quiet", "--dest", str(out), "setuptools>=69", "wheel"])
+    run([*pip, "wheel", "--quiet", "--wheel-dir", str(partial), f"{ROOT}[otlp]"])
+    run([*pip, "download", "--quiet", "--dest", str(partial), "setuptools>=69", "wheel"])
+    for own in partial.glob("approved_action_resolver-*.whl"):
+        own.unlink()
+    partial.rename(out)
     return out
 
 
@@ -135,7 +150,6 @@ def build(tag: str) -> BuiltImage:
             "bud",
             "--isolation",
             "chroot",
-            "--layers",
             "--quiet",
             "--build-arg",
             f"PYTHON_IMAGE={base}",
