@@ -1,14 +1,14 @@
 """Generate docs/receipt-v1-vectors.json, the published test vectors of receipt v1.
 
 The vectors are computed here from first principles (json, hmac, hashlib), not with
-`resolver.receipts`, so that the implementation is checked against an independent reading
+`resolver.evidence.receipts`, so that the implementation is checked against an independent reading
 of the format, and so are the SDKs of other languages (sdk/node runs the same file):
 
     python tools/receipt_vectors.py           # rewrite the file
     python tools/receipt_vectors.py --check   # exit 1 when the file and this generator drift
 
 tests/unit/test_receipt_vectors.py runs the check and passes every vector through
-resolver/receipts.py byte for byte. Every value is fixed: the output is deterministic.
+resolver/evidence/receipts.py byte for byte. Every value is fixed: the output is deterministic.
 """
 
 from __future__ import annotations

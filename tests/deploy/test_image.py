@@ -17,11 +17,11 @@ import psycopg
 import pytest
 from psycopg import sql as pgsql
 
+from resolver.core.domain import Outcome
 from resolver.db.repository import PostgresStore
-from resolver.domain import Outcome
-from resolver.execution import ExecutionClient
-from resolver.receipts import KeyRing
-from resolver.side_effects import SideEffect, SideEffectRunner
+from resolver.evidence.receipts import KeyRing
+from resolver.executor.client import ExecutionClient
+from resolver.executor.side_effects import SideEffect, SideEffectRunner
 from resolver_test_support.postgres import with_database
 from tests.conftest import new_spec
 from tests.deploy import image as img

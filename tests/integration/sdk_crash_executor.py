@@ -12,10 +12,10 @@ import os
 import signal
 import sys
 
+from resolver.core.domain import Outcome
 from resolver.db.repository import PostgresStore
-from resolver.domain import Outcome
-from resolver.receipts import KeyRing
-from resolver.side_effects import SideEffectRunner
+from resolver.evidence.receipts import KeyRing
+from resolver.executor.side_effects import SideEffectRunner
 
 
 def crash() -> None:

@@ -1,4 +1,4 @@
-"""The Python executor SDK (resolver/side_effects.py) against real PostgreSQL.
+"""The Python executor SDK (resolver/executor/side_effects.py) against real PostgreSQL.
 
 Heartbeat, cancellation on a lost lease, the receipt in the mutation's transaction, a lost
 COMMIT reply (through a proxy that really loses it) and the completion at the end.
@@ -18,12 +18,12 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from resolver.core.domain import ExecutionState, Outcome, sha256_hex
+from resolver.core.errors import LeaseLost, MutationNotCommitted
 from resolver.db.repository import PostgresStore
-from resolver.domain import ExecutionState, Outcome, sha256_hex
-from resolver.errors import LeaseLost, MutationNotCommitted
-from resolver.execution import CompletionResult, ExecutionClient
-from resolver.receipts import KeyRing, encode_receipt
-from resolver.side_effects import SideEffect, SideEffectRunner
+from resolver.evidence.receipts import KeyRing, encode_receipt
+from resolver.executor.client import CompletionResult, ExecutionClient
+from resolver.executor.side_effects import SideEffect, SideEffectRunner
 from tests.conftest import SQL, new_spec
 from tests.integration.commit_proxy import CommitProxy, Fault
 

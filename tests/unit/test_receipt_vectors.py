@@ -1,4 +1,4 @@
-"""The published receipt v1 test vectors, passed by resolver/receipts.py byte for byte.
+"""The published receipt v1 test vectors, passed by resolver/evidence/receipts.py byte for byte.
 
 docs/receipt-v1-vectors.json is what other implementations (sdk/node among them) test
 against; tools/receipt_vectors.py computes it without this package. Here the package signs,
@@ -13,9 +13,15 @@ from typing import Any
 
 import pytest
 
-from resolver.domain import DispatchIdentity, Outcome, canonical_json
-from resolver.errors import ReceiptRejected
-from resolver.receipts import KeyRing, RejectReason, encode_receipt, sign_receipt, verify_receipt
+from resolver.core.domain import DispatchIdentity, Outcome, canonical_json
+from resolver.core.errors import ReceiptRejected
+from resolver.evidence.receipts import (
+    KeyRing,
+    RejectReason,
+    encode_receipt,
+    sign_receipt,
+    verify_receipt,
+)
 from tools import receipt_vectors
 
 VECTORS: dict[str, Any] = json.loads(receipt_vectors.VECTORS.read_text(encoding="utf-8"))
