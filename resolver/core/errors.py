@@ -96,3 +96,13 @@ class RetentionRefused(ResolverError):
 
 class LockTimeout(StorageUnavailable):
     """A prune batch waited longer than its lock_timeout; it rolled back whole."""
+
+
+class CommitUnknown(ResolverError):
+    """The reply to the mutation's COMMIT was lost and a re-read could not tell whether it
+    committed. Never repeat the side effect: recovery settles it from evidence (or a human)."""
+
+
+class MutationNotCommitted(ResolverError):
+    """The reply to the mutation's COMMIT was lost and a re-read proves it rolled back: its
+    receipt does not exist, so neither does the mutation. Nothing was completed."""

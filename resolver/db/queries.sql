@@ -309,3 +309,20 @@ SELECT coalesce(sum(dispatches_pruned), 0)::bigint AS dispatches_pruned,
        max(last_batch_at_ms) AS last_batch_at_ms,
        max(finished_at_ms) AS last_finished_at_ms
 FROM recovery_prune_runs;
+
+-- name: session_mark
+-- The executor SDK notes which session runs its mutation: a pid alone is reused.
+SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid();
+
+-- name: session_terminate
+-- A lost COMMIT reply: end the old session (if still there) so it can no longer commit.
+SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+WHERE pid = %(pid)s AND backend_start = %(backend_start)s;
+
+-- name: session_alive
+SELECT 1 AS alive FROM pg_stat_activity
+WHERE pid = %(pid)s AND backend_start = %(backend_start)s;
+
+-- name: receipt_signature
+-- The receipt's signature is unique to its whole body: equal signatures, same receipt.
+SELECT receipt->>'sig' AS sig FROM action_receipts WHERE dispatch_id = %(dispatch_id)s;
