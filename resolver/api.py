@@ -157,14 +157,15 @@ class RateLimiter:
     _buckets: dict[str, tuple[float, float]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def allow(self, user_id: str) -> bool:
+    def allow(self, user_id: str, cost: int = 1) -> bool:
+        """Take `cost` tokens (a bulk request takes more than one) or none if too few are left."""
         rate = self.per_minute / 60.0
         with self._lock:
             now = self.clock()
             tokens, at = self._buckets.get(user_id, (float(self.per_minute), now))
             tokens = min(float(self.per_minute), tokens + (now - at) * rate)
-            allowed = tokens >= 1.0
-            self._buckets[user_id] = (tokens - 1.0 if allowed else tokens, now)
+            allowed = tokens >= cost
+            self._buckets[user_id] = (tokens - cost if allowed else tokens, now)
             return allowed
 
 
@@ -269,6 +270,10 @@ def create_app(
             result=result.value,
         )
 
+    # Imported here: the bulk route builds on this module's request types and edge.
+    from resolver.bulk import install_bulk
+
+    install_bulk(app, User, service, limiter, events)
     _install_probes(app, readiness)
     _install_console(app)
     return app
@@ -379,10 +384,10 @@ def openapi_document() -> dict[str, Any]:
     unused = TokenVerifier(issuer="", audience="", keys=_NoKeys())
     document = create_app(cast(ManualStore, None), unused).openapi()
     # FastAPI's schema model holds bounds as floats: 2**63 - 1 would print as 2**63.
-    version = document["components"]["schemas"]["DecisionRequest"]["properties"][
-        "expected_execution_version"
-    ]
-    version.update(minimum=1, maximum=BIGINT_MAX)
+    schemas = document["components"]["schemas"]
+    for fenced in ("DecisionRequest", "BulkItem"):
+        version = schemas[fenced]["properties"]["expected_execution_version"]
+        version.update(minimum=1, maximum=BIGINT_MAX)
     return document
 
 
