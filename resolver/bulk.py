@@ -6,18 +6,24 @@ refused) on its own: a bulk request is a convenience for the operator, never a w
 The answer lists every item's result in request order; nothing is hidden on partial failure.
 """
 
-# No `from __future__ import annotations`: FastAPI resolves the route's annotations at
-# definition time (see resolver.api).
+from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal
+from collections import Counter
+from typing import Literal
 
 import structlog
-from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
-from resolver.api import BIGINT_MAX, ID_REGEX, ApiError, DecisionRequest, RateLimiter, _problems
-from resolver.domain import Decision, ManualDecision, ManualResult, Principal
+from resolver.domain import (
+    BIGINT_MAX,
+    HEX64_REGEX,
+    ID_REGEX,
+    REASON_CODE_REGEX,
+    Decision,
+    ManualDecision,
+    Principal,
+)
 from resolver.errors import (
     ConstraintViolation,
     FenceConflict,
@@ -65,10 +71,8 @@ class BulkRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     decision: Decision
-    reason_code: Annotated[StrictStr, DecisionRequest.model_fields["reason_code"]]
-    evidence_digest: Annotated[
-        StrictStr | None, DecisionRequest.model_fields["evidence_digest"]
-    ] = None
+    reason_code: StrictStr = Field(pattern=REASON_CODE_REGEX)
+    evidence_digest: StrictStr | None = Field(default=None, pattern=HEX64_REGEX)
     items: list[BulkItem] = Field(min_length=1, max_length=MAX_BULK_ITEMS)
 
 
@@ -89,7 +93,7 @@ def bulk_cost(items: int, per_minute: int) -> int:
 
 
 def decide_each(
-    service: ManualResolutionService, user: Principal, body: BulkRequest
+    service: ManualResolutionService, user: Principal, body: BulkRequest, events: ApiObserver
 ) -> list[BulkItemResult]:
     """Each item through the single-decision service, in order.
 
@@ -112,7 +116,16 @@ def decide_each(
         except ITEM_FAILURES as exc:
             results.append(_failed(item, exc))
             continue
+        events.decided(body.decision.terminal_state, outcome)
         results.append(BulkItemResult(dispatch_id=item.dispatch_id, result=outcome.value))
+    counts: Counter[str] = Counter(r.result for r in results)
+    log.info(
+        "manual_bulk_decision",
+        user_id=user.user_id,
+        decision=body.decision.value,
+        items=len(results),
+        **counts,
+    )
     return results
 
 
@@ -141,39 +154,3 @@ def _failed(item: BulkItem, exc: Exception) -> BulkItemResult:
     if isinstance(exc, PermissionDenied):
         return _refused(item, "forbidden")
     return _refused(item, "unavailable")
-
-
-def install_bulk(
-    app: FastAPI,
-    user_dependency: Any,
-    service: ManualResolutionService,
-    limiter: RateLimiter,
-    events: ApiObserver,
-) -> None:
-    """`POST /v1/resolutions/bulk` on `app`, behind the same edge, token check and limiter."""
-
-    @app.post(
-        "/v1/resolutions/bulk",
-        response_model=BulkResponse,
-        responses=_problems(400, 401, 415, 422, 429),
-    )
-    def decide_bulk(user: user_dependency, body: BulkRequest) -> BulkResponse:
-        if not limiter.allow(user.user_id, cost=bulk_cost(len(body.items), limiter.per_minute)):
-            raise ApiError(
-                429, "rate_limited", "too many decisions; wait a minute", {"Retry-After": "60"}
-            )
-        results = decide_each(service, user, body)
-        terminal = body.decision.terminal_state
-        counts: dict[str, int] = {}
-        for result in results:
-            counts[result.result] = counts.get(result.result, 0) + 1
-            if result.result in {"committed", "replayed"}:
-                events.decided(terminal, ManualResult(result.result))
-        log.info(
-            "manual_bulk_decision",
-            user_id=user.user_id,
-            decision=body.decision.value,
-            items=len(results),
-            **counts,
-        )
-        return BulkResponse(results=results)
