@@ -434,6 +434,7 @@ CONSOLE_CONFIG = "config.json"
 CONSOLE_FILES = {
     "index.html": "text/html",
     "app.js": "text/javascript",
+    "auth.js": "text/javascript",
     "app.css": "text/css",
     CONSOLE_CONFIG: "application/json",
 }
