@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,7 +69,9 @@ def _grant(sql: SQL, *users: str) -> None:
 def site(store: PostgresStore, sql: SQL, world: World, provider: Provider) -> Iterator[Site]:
     """Three manual items; the API verifies the provider's tokens; sign-in is configured."""
     _grant(sql, "alice", "bob", "carol")
-    leases = [world.started(now_ms=1_000_000) for _ in range(3)]
+    # Started an hour ago on the real clock (the database's): their leases expired long since.
+    an_hour_ago = int(time.time() * 1000) - 3_600_000
+    leases = [world.started(now_ms=an_hour_ago) for _ in range(3)]
     reconciler(store, ScriptedProvider(fixed(FindingKind.UNSUPPORTED))).run_cycle()
     verifier = TokenVerifier.from_jwks_url(
         JwksUrl(provider.jwks_uri), issuer=provider.issuer, audience=AUDIENCE
