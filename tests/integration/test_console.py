@@ -366,3 +366,29 @@ def test_console_is_served_with_a_strict_content_security_policy(
         assert client.get("/console/config.json").json()["oidc"]["client_id"] == CLIENT_ID
         assert client.get("/console/../../etc/passwd").status_code == 404
         assert client.get("/console/secrets.txt").status_code == 404
+
+
+def test_keyboard_only_opens_a_case_and_200_percent_zoom_needs_no_sideways_scroll(
+    site: Site, browser: Any, axe_source: str
+) -> None:
+    # 200 % zoom of a 1280x800 screen lays the page out in 640x400 CSS pixels.
+    context = browser.new_context(viewport={"width": 640, "height": 400})
+    tab = context.new_page()
+    tab.goto(site.url)
+    sign_in(tab, "alice")
+    tab.locator("#list tbody tr").first.wait_for()
+    assert tab.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    first = site.dispatch_ids[0]
+    link = tab.locator(f"#list a:text-is('{first}')")
+    for _ in range(40):  # Tab through the page until the first case link has the focus
+        tab.keyboard.press("Tab")
+        if link.evaluate("node => node === document.activeElement"):
+            break
+    else:
+        pytest.fail("the case link is not reachable with Tab")
+    tab.keyboard.press("Enter")
+    tab.wait_for_url(re.compile(re.escape(f"#/dispatch/{first}") + "$"))
+    tab.locator("#decide-form").wait_for()
+    assert tab.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert serious_violations(tab, axe_source) == []
+    context.close()
