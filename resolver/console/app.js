@@ -253,13 +253,14 @@ async function renderList(main, view, params) {
     return;
   }
   const page = answer.body;
+  if (typeof page.total !== "number" && view !== "decided") page.items = page.items.filter((item) => matchesFilter(item, params));
   page.items.forEach((item) => known.set(item.dispatch_id, item));
   const counts = el("p", { id: "counts" });
   const filtered = spec.filters.some((name) => params.get(name));
   if (typeof page.total === "number") {
     counts.textContent = `${page.total} match${page.total === 1 ? "es" : ""}` + (filtered ? " the filter" : "") + ` · ${page.items.length} on this page`;
   } else {
-    counts.textContent = `${page.items.length} on this page` + (filtered ? " (this API applies no filters and reports no totals: the list is unfiltered)" : "");
+    counts.textContent = `${page.items.length} on this page` + (filtered ? " (this API reports no totals and filters nothing: the console filtered this page itself)" : "");
   }
   main.append(counts);
   if (page.items.length === 0) {
@@ -406,13 +407,28 @@ function bulkPanel(view, params, page) {
   return form;
 }
 
+// The filter checked in the page too: an older API ignores filter parameters, and a bulk
+// selection must never take in more than the operator filtered for.
+function matchesFilter(item, params) {
+  const exact = ["project_id", "action_type", "last_finding"].every((name) => !params.get(name) || item[name] === params.get(name));
+  const q = params.get("q");
+  const found = !q || [item.dispatch_id, item.idempotency_key, item.approval_request_id].includes(q);
+  const minAge = Number(params.get("min_age_seconds") || 0);
+  const since = item.manual_at_ms ?? item.started_at_ms;
+  return exact && found && (!minAge || (since !== undefined && Date.now() - since >= minAge * 1000));
+}
+
 async function selectMatching(view, params) {
   let cursor = null;
   let count = 0;
   do {
     const answer = await auth.api("GET", apiQuery(view, params, cursor, 100));
     if (!answer.ok) { say(problemText(answer), "error"); break; }
-    answer.body.items.forEach((item) => { known.set(item.dispatch_id, item); selected.add(item.dispatch_id); count += 1; });
+    answer.body.items.filter((item) => matchesFilter(item, params)).forEach((item) => {
+      known.set(item.dispatch_id, item);
+      selected.add(item.dispatch_id);
+      count += 1;
+    });
     cursor = answer.body.next_cursor;
   } while (cursor && count < SELECT_ALL_CAP);
   return count;

@@ -209,11 +209,16 @@ def test_a_user_without_a_second_factor_is_told_and_nothing_is_written(
 
 
 def test_bulk_decision_shows_progress_and_a_mixed_per_item_result(
-    site: Site, page: Any, sql: SQL, signing_key: rsa.RSAPrivateKey
+    site: Site, page: Any, sql: SQL, world: World, store: PostgresStore
 ) -> None:
-    page.goto(site.url)
+    # A shell crash in the same queue: the filter below leaves it out of the selection.
+    shell = world.started("shell.exec", now_ms=int(time.time() * 1000) - 3_600_000)
+    unsupported = ScriptedProvider(fixed(FindingKind.UNSUPPORTED))
+    reconciler(store, unsupported, action_type="shell.exec").run_cycle()
+    page.goto(f"{site.url}#/queue?action_type=test.action")
     sign_in(page, "alice")
     page.locator("#list tbody tr").first.wait_for()
+    assert page.locator("#list tbody tr").count() == 3
     page.locator("#select-matching").click()
     page.locator("#bulk-count").filter(has_text="3 selected").wait_for()
     # Someone else decides one of them after this page loaded: its fence must hold.
@@ -246,6 +251,7 @@ def test_bulk_decision_shows_progress_and_a_mixed_per_item_result(
         "succeeded",
         "failed",
     ]
+    assert sql.execution(shell.dispatch_id)["state"] == "executing"
 
 
 def _decide_directly(
