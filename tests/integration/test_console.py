@@ -155,6 +155,26 @@ def test_sign_in_with_pkce_see_the_queue_open_a_case_and_decide(
     assert (res["actor_user_id"], res["reason_code"]) == ("alice", "vendor_declined")
 
 
+def test_a_decision_that_lost_its_fence_shows_the_409_as_it_came_back(
+    site: Site, page: Any, sql: SQL
+) -> None:
+    target = site.dispatch_ids[1]
+    page.goto(f"{site.url}#/dispatch/{target}")
+    sign_in(page, "alice")
+    page.locator("#decide-form").wait_for()
+    # Another operator settles it while this page is open.
+    with httpx.Client(base_url=site.url.removesuffix("/console")) as client:
+        done = _decide_directly(client, target, sql.execution(target)["version"], page)
+    assert done.status_code == 200, done.text
+    decide_here(page, "confirm_failed", "vendor_declined")
+    answer = page.locator("#answers li").first
+    answer.wait_for()
+    text = answer.text_content()
+    assert text.startswith("409 conflict: "), text
+    assert "already succeeded" in text  # the API's own words, not a generic error
+    assert sql.execution(target)["state"] == "succeeded"
+
+
 def test_a_pasted_deep_link_survives_sign_in_and_a_reload_keeps_the_page(
     site: Site, page: Any
 ) -> None:
