@@ -11,11 +11,11 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from resolver.api import RateLimiter, create_app
-from resolver.auth import TokenVerifier
-from resolver.bulk import ITEMS_PER_TOKEN, MAX_BULK_ITEMS, bulk_cost
+from resolver.core.domain import FindingKind
 from resolver.db.repository import PostgresStore
-from resolver.domain import FindingKind
+from resolver.human.api import RateLimiter, create_app
+from resolver.human.api.bulk import ITEMS_PER_TOKEN, MAX_BULK_ITEMS, bulk_cost
+from resolver.human.auth import TokenVerifier
 from tests.conftest import SQL, World, new_spec
 from tests.integration.oidc import AUDIENCE, ISSUER, Server, token
 from tests.integration.test_recovery import reconciler

@@ -17,11 +17,11 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from resolver.api import create_app
-from resolver.auth import JwksUrl, TokenVerifier
-from resolver.console_config import console_config
+from resolver.core.domain import FindingKind
 from resolver.db.repository import PostgresStore
-from resolver.domain import FindingKind
+from resolver.human.api import create_app
+from resolver.human.auth import JwksUrl, TokenVerifier
+from resolver.human.console_config import console_config
 from tests.conftest import SQL, World
 from tests.integration.console_rig import (
     CHROMIUM,

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from resolver.config import load_settings
-from resolver.console_config import DEFAULT_REASON_CODES, console_config
-from resolver.errors import ConfigError
+from resolver.app.config import load_settings
+from resolver.core.errors import ConfigError
+from resolver.human.console_config import DEFAULT_REASON_CODES, console_config
 
 
 def test_defaults_offer_reason_codes_and_no_sign_in() -> None:
