@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from resolver.core.domain import PAGE_SIZE_HARD_CAP
 from resolver.core.errors import ConfigError
 from resolver.db import dsn
+from resolver.human.console_config import ConsoleConfig, console_config
 
 PREFIX = "RESOLVER_"
 # Read outside Settings: the log level by the command line, the receipt keys by the keyring.
@@ -57,6 +58,22 @@ class Settings(BaseSettings):
     )
     oidc_jwks_url: str | None = Field(
         default=None, description="the issuer's jwks_uri (https), instead of a file"
+    )
+    console_oidc_client_id: str | None = Field(
+        default=None, description="the console's OIDC public client id: enables its sign-in"
+    )
+    console_oidc_issuer: str | None = Field(
+        default=None, description="the console's sign-in issuer (default RESOLVER_OIDC_ISSUER)"
+    )
+    console_oidc_scope: str = Field(default="openid", description="scopes the console asks for")
+    console_oidc_resource: str | None = Field(
+        default=None, description="RFC 8707 resource the console asks a token for"
+    )
+    console_links: str | None = Field(
+        default=None, description='JSON list of {"label", "template"} link-outs for a case'
+    )
+    console_reason_codes: str | None = Field(
+        default=None, description="comma-separated reason codes the console offers"
     )
     oidc_jwks_cache_seconds: float = Field(default=300.0, ge=0, le=86_400)
     oidc_jwks_refetch_min_seconds: float = Field(default=30.0, ge=0, le=3_600)
@@ -170,6 +187,17 @@ class Settings(BaseSettings):
         keys: Path | str | None = self.oidc_jwks_file or self.oidc_jwks_url
         assert keys is not None
         return self.oidc_issuer, self.oidc_audience, keys
+
+    def console(self) -> ConsoleConfig:
+        """What the operator console is told; a bad value is a `ConfigError` naming it."""
+        return console_config(
+            client_id=self.console_oidc_client_id,
+            issuer=self.console_oidc_issuer or self.oidc_issuer,
+            scope=self.console_oidc_scope,
+            resource=self.console_oidc_resource,
+            links=self.console_links,
+            reason_codes=self.console_reason_codes,
+        )
 
     def require_database_url(self) -> str:
         if not self.database_url:

@@ -26,6 +26,13 @@ ACTION_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_.\-]{0,63}\Z")
 RESULT_CODE_PATTERN = re.compile(r"^[a-z0-9_.\-]{1,64}\Z")
 REASON_CODE_PATTERN = RESULT_CODE_PATTERN
 HEX64_PATTERN = re.compile(r"^[0-9a-f]{64}\Z")
+# The same rules as JSON Schema patterns for request models (ECMA regex has no `\Z`; the
+# request validator matches whole strings, so `$` cannot pass a trailing newline there).
+ID_REGEX = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$"
+REASON_CODE_REGEX = r"^[a-z0-9_.\-]{1,64}$"
+HEX64_REGEX = r"^[0-9a-f]{64}$"
+# PostgreSQL bigint: a larger number would fail in the database, so it is refused before.
+BIGINT_MAX = 2**63 - 1
 
 
 class ExecutionState(StrEnum):
