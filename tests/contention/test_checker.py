@@ -11,7 +11,7 @@ import pytest
 from resolver.domain import FindingKind, Outcome
 from resolver_test_support.scripted import Script
 
-from .checker import Event, Row, check
+from .checker import Event, LossPoint, Row, check
 from .workload import Kind, Plan, _spec
 
 D = "w0-000001"
@@ -180,3 +180,60 @@ def test_each_injected_violation_is_caught(case: str) -> None:
     events, row, plans = mutate(copy.deepcopy(clean_history()), clean_row())
     violations = check(events, [row], plans).violations
     assert any(v.startswith(f"[{rule}]") for v in violations), violations
+
+
+# -- failovers: what a lost primary may take with it ------------------------------------------
+
+COMPLETED_ROW = {
+    **clean_row(),
+    "closed_by": "completion",
+    "source": None,
+    "outcome": None,
+    "finding": None,
+    "res_digest": None,
+    "resolutions": 0,
+    "completion_mutation_id": f"done-{D}",
+}
+LIVE = {D: Plan(PLAN.spec, Kind.LIVE_REPLAY, PLAN.script, executor_outcome=Outcome.SUCCEEDED)}
+LATE_COMPLETION = ev(
+    70,
+    "executors",
+    "ok",
+    "complete",
+    dispatch_id=D,
+    version=2,
+    outcome="succeeded",
+    result="committed",
+)
+
+
+def test_a_resolution_lost_with_an_asynchronous_primary_is_counted_not_doubled() -> None:
+    # The old primary acknowledged the resolution (t=41), died at t=50 before its standby
+    # had it; on the promoted standby the executor's late completion won instead.
+    events = [*clean_history(), LATE_COMPLETION]
+    verdict = check(events, [COMPLETED_ROW], LIVE, [LossPoint(50, acknowledged=True)])
+    assert verdict.violations == []
+    assert verdict.lost == {"resolution": 1}
+
+
+def test_synchronous_replication_may_lose_no_acknowledged_write() -> None:
+    events = [*clean_history(), LATE_COMPLETION]
+    verdict = check(events, [COMPLETED_ROW], LIVE, [LossPoint(50, acknowledged=False)])
+    rules = {v.split("]")[0] + "]" for v in verdict.violations}
+    assert rules == {"[acknowledged_survives]", "[one_terminal_transition]"}, verdict.violations
+
+
+def test_a_write_acknowledged_after_the_failover_must_survive() -> None:
+    events = [*clean_history(), LATE_COMPLETION]
+    verdict = check(events, [COMPLETED_ROW], LIVE, [LossPoint(30, acknowledged=True)])
+    assert any(v.startswith("[acknowledged_survives]") for v in verdict.violations)
+
+
+def test_a_claim_lost_at_a_failover_revoked_nothing() -> None:
+    # r2's claim (asynchronously committed) was acknowledged at t=26 and lost at t=28; r1's
+    # lease was still the database's at its commit (t=40).
+    events = sorted([*clean_history(), *claim(25, "r2", "tok-b", 2)], key=lambda e: e["t"])
+    lossless = check(events, [clean_row()], {D: PLAN}).violations
+    assert any(v.startswith("[stale_write]") for v in lossless)
+    verdict = check(events, [clean_row()], {D: PLAN}, [LossPoint(28, acknowledged=False)])
+    assert verdict.violations == []
