@@ -23,6 +23,7 @@ SNAPSHOT_SQL = """
 SELECT d.dispatch_id, e.state, e.version, e.completion_mutation_id, e.evidence_digest AS exec_digest,
        c.status, c.closed_by, c.recovery_token::text AS recovery_token, c.last_finding,
        r.source, r.outcome, r.finding, r.evidence_digest AS res_digest,
+       r.mutation_id AS res_mutation_id,
        (SELECT count(*) FROM approved_action_recovery_resolutions AS r2
          WHERE r2.dispatch_id = d.dispatch_id) AS resolutions
 FROM approved_action_dispatches AS d
@@ -96,6 +97,7 @@ class CommitItem:
     finding: str
     evidence_digest: str | None
     status: str  # accepted | rejected | unknown
+    mutation_id: str | None = None
 
 
 @dataclass
@@ -335,10 +337,7 @@ def _check_acknowledged_survive(
         row = db.get(dispatch_id)
         for c in commits.get(dispatch_id, ()):
             if c.status == "accepted" and c.finding in VERIFIED:
-                held = row is not None and (row["source"], row["res_digest"]) == (
-                    "automatic",
-                    c.evidence_digest,
-                )
+                held = row is not None and row["res_mutation_id"] == c.mutation_id
                 judge(c, dispatch_id, "resolution", held, c.t_done)
         for e in execs.get(dispatch_id, ()):
             if e["type"] != "ok":

@@ -25,6 +25,16 @@ from psycopg.rows import dict_row
 
 from resolver import localpg
 
+from .proxy import FaultProxy
+
+STREAM_LATENCY_SECONDS = 0.02
+"""Each chunk of the replication stream waits this long in its proxy: a standby in another
+zone, not on the same host."""
+STREAM_CUT_SECONDS = 1.0
+"""Before the primary dies, its standby is cut off this long (the network trouble that often
+comes first). Asynchronous replication keeps acknowledging commits the standby never gets;
+synchronous replication makes them wait, and they fail with the primary."""
+
 
 @dataclass(frozen=True, slots=True)
 class FailoverRecord:
@@ -49,8 +59,10 @@ class ReplicatedPostgres:
         self.synchronous = synchronous
         self._dirs = (workdir / "node0", workdir / "node1")
         self._slots = 0
-        self.failovers: list[FailoverRecord] = []
         primary = localpg.start(self._dirs[0], durable=False)
+        # The standby streams through this proxy (its primary_conninfo names the proxy).
+        self._stream = FaultProxy(primary.port)
+        self.failovers: list[FailoverRecord] = []
         self.nodes: list[localpg.Cluster] = [primary, primary]
         self.primary = 0
         with _admin(primary.url) as conn:
@@ -81,10 +93,14 @@ class ReplicatedPostgres:
     # -- the failover ---------------------------------------------------------------------
 
     def failover(self) -> FailoverRecord:
-        """Kill the primary's every process, promote the standby, rebuild the old primary
-        as the new standby. Returns what happened, with times."""
+        """Cut the standby off for a moment, kill the primary's every process, promote the
+        standby, rebuild the old primary as the new standby. Returns what happened."""
         old, new = self.primary, 1 - self.primary
+        self._stream.set_blackhole(True)
+        time.sleep(STREAM_CUT_SECONDS)  # the fault itself: the standby falls behind
         kill_cluster(self.nodes[old])
+        self._stream.reset_all()  # the standby's stream died with the primary
+        self._stream.set_blackhole(False)
         killed_at_ns = time.time_ns()
         started = time.monotonic()
         received, replayed = _standby_position(self.nodes[new])
@@ -103,6 +119,8 @@ class ReplicatedPostgres:
         """A fresh base backup of the primary in `index`'s directory, started as a standby
         streaming from the primary through its own replication slot."""
         primary = self.cluster
+        self._stream.set_latency(0)  # the base backup itself at full speed
+        self._stream.upstream_port = primary.port
         data_dir = self._dirs[index]
         shutil.rmtree(data_dir, ignore_errors=True)
         data_dir.mkdir(parents=True)
@@ -117,7 +135,7 @@ class ReplicatedPostgres:
                 "-h",
                 "127.0.0.1",
                 "-p",
-                str(primary.port),
+                str(self._stream.port),
                 "-U",
                 "postgres",
                 "-D",
@@ -135,21 +153,11 @@ class ReplicatedPostgres:
         )
         standby = localpg.start(data_dir, durable=False)
         _wait_streaming(primary, f"standby_{self._slots}")
+        self._stream.set_latency(STREAM_LATENCY_SECONDS)
         return standby
 
-    def restart(self, down_seconds: float) -> int:  # pragma: no cover - not in these profiles
-        raise NotImplementedError("a replicated cluster fails over instead of restarting")
-
-    def terminate_resolver_backends(self, fraction: float) -> int:
-        with self.admin() as conn:
-            rows = conn.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE application_name LIKE 'resolver%%' AND random() < %s",
-                (fraction,),
-            ).fetchall()
-        return len(rows)
-
     def stop(self) -> None:
+        self._stream.close()
         for node in {n.data_dir: n for n in self.nodes}.values():
             node.stop()
 

@@ -52,6 +52,7 @@ def commit(t: int, process: str, token: str, rv: int, accepted: bool = True) -> 
         "execution_version": 2,
         "finding": "verified_succeeded",
         "evidence_digest": DIGEST,
+        "mutation_id": f"auto-{token}",
     }
     return [
         ev(t, process, "invoke", "commit", items=[item]),
@@ -90,6 +91,7 @@ def clean_row() -> Row:
         "outcome": "succeeded",
         "finding": "verified_succeeded",
         "res_digest": DIGEST,
+        "res_mutation_id": "auto-tok-a",
         "resolutions": 1,
     }
 
@@ -191,6 +193,7 @@ COMPLETED_ROW = {
     "outcome": None,
     "finding": None,
     "res_digest": None,
+    "res_mutation_id": None,
     "resolutions": 0,
     "completion_mutation_id": f"done-{D}",
 }
@@ -237,3 +240,15 @@ def test_a_claim_lost_at_a_failover_revoked_nothing() -> None:
     assert any(v.startswith("[stale_write]") for v in lossless)
     verdict = check(events, [clean_row()], {D: PLAN}, [LossPoint(28, acknowledged=False)])
     assert verdict.violations == []
+
+
+def test_the_same_resolution_made_again_after_a_lossy_failover_is_one_resolution() -> None:
+    # r1's resolution (t=41) was lost at t=45; on the promoted standby the dispatch was
+    # claimed again under the same recovery version and resolved on the same evidence.
+    events = [*clean_history(), *claim(50, "r2", "tok-c", 1), *commit(60, "r2", "tok-c", 1)]
+    row = {**clean_row(), "res_mutation_id": "auto-tok-c"}
+    verdict = check(events, [row], {D: PLAN}, [LossPoint(45, acknowledged=True)])
+    assert verdict.violations == []
+    assert verdict.lost == {"resolution": 1}
+    strict = check(events, [row], {D: PLAN}, [LossPoint(45, acknowledged=False)])
+    assert any(v.startswith("[acknowledged_survives]") for v in strict.violations)
