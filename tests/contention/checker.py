@@ -110,6 +110,8 @@ class Verdict:
     fence_rejections: int = 0
     claim_pages: int = 0
     history_lines: int = 0
+    claim_latency_ms: list[float] = field(default_factory=list)
+    """Each answered claim's time from invoke to ok, as its replica measured it."""
     lost: Counter[str] = field(default_factory=Counter)
     """Acknowledged writes the surviving database does not hold, each acknowledged before a
     failover under asynchronous replication (elsewhere that is a violation)."""
@@ -154,12 +156,19 @@ def _index(
     inspects: Counter[tuple[str, str]] = Counter()
     execs: dict[str, list[Event]] = defaultdict(list)
     pending_commit: dict[str, Event] = {}
+    pending_claim: dict[str, int] = {}
     for e in events:
         f, kind, process = e["f"], e["type"], e["process"]
         if kind != "invoke":
             verdict.completions[kind] += 1
         if kind == "invoke" and f != "claim":
             verdict.operations[f] += len(e["items"]) if f == "commit" else 1
+        if f == "claim" and kind == "invoke":
+            pending_claim[process] = e["t"]
+        if f == "claim" and kind != "invoke" and process in pending_claim:
+            invoked = pending_claim.pop(process)
+            if kind == "ok":
+                verdict.claim_latency_ms.append((e["t"] - invoked) / 1e6)
         if f == "claim" and kind == "ok":
             verdict.operations["claim"] += len(e["items"])
             verdict.claim_pages += 1

@@ -25,6 +25,7 @@ from resolver import localpg
 from resolver.db import migrate
 from resolver.db.repository import PostgresStore
 
+from . import hostile
 from .checker import SNAPSHOT_SQL, LossPoint, Verdict, check, read_histories
 from .proxy import FaultProxy
 from .replication import ReplicatedPostgres
@@ -67,6 +68,9 @@ class Profile:
     replication: str = "none"
     """`none` (one node), `async` or `sync`: a primary with a streaming standby."""
     failovers: int = 0
+    hostile_rounds: int = 0
+    """Rounds of hostile-database faults (row locks, every connection slot taken, WAL volume
+    full), with a session idle in a transaction for the whole run."""
 
 
 QUICK = Profile(
@@ -142,6 +146,8 @@ FAILOVER_SOAK_ASYNC = replace(
     failovers=2,
 )
 FAILOVER_SOAK_SYNC = replace(FAILOVER_SOAK_ASYNC, name="failover-soak-sync", replication="sync")
+HOSTILE = replace(QUICK, name="hostile", pg_restarts=0, fault_seconds=60, hostile_rounds=1)
+HOSTILE_SOAK = replace(SOAK, name="hostile-soak", pg_restarts=0, hostile_rounds=3)
 PROFILES = {
     p.name: p
     for p in (
@@ -152,6 +158,8 @@ PROFILES = {
         FAILOVER_SYNC,
         FAILOVER_SOAK_ASYNC,
         FAILOVER_SOAK_SYNC,
+        HOSTILE,
+        HOSTILE_SOAK,
     )
 }
 
@@ -168,6 +176,7 @@ class Report:
     replica_exits: Counter[str]
     workdir: Path
     failovers: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -183,6 +192,8 @@ class Report:
             f"pages, endings {_fmt(self.verdict.completions)}, "
             f"fence rejections {self.verdict.fence_rejections}",
             f"faults injected: {sum(self.faults.values())} ({_fmt(self.faults)})",
+            *self.notes,
+            f"claim latency: {_percentiles(self.verdict.claim_latency_ms)}",
             f"replica exits: {_fmt(self.replica_exits)}",
             *[f"failover {n}: {line}" for n, line in enumerate(self.failovers, 1)],
             *(
@@ -201,6 +212,17 @@ class Report:
                 f"   (histories kept in {self.workdir})"
             )
         return "\n".join(lines)
+
+
+def _percentiles(values: list[float]) -> str:
+    if not values:
+        return "no claims"
+    ordered = sorted(values)
+
+    def at(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    return f"p50 {at(0.5):.1f} ms, p99 {at(0.99):.1f} ms, max {ordered[-1]:.1f} ms"
 
 
 def _fmt(counter: Counter[str]) -> str:
@@ -399,6 +421,8 @@ class Run:
     rng: random.Random = field(init=False)
     plans: dict[str, Plan] = field(default_factory=dict)
     faults: Counter[str] = field(default_factory=Counter)
+    notes: list[str] = field(default_factory=list)
+    """One line per hostile-database fault: what it did, what happened meanwhile."""
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -407,21 +431,28 @@ class Run:
 def run_profile(profile: Profile, seed: int, *, keep: bool = False) -> Report:
     workdir = Path(tempfile.mkdtemp(prefix=f"contention-{profile.name}-"))
     (workdir / "history").mkdir()
+    volume: hostile.WalVolume | None = None
+    if profile.hostile_rounds:
+        if not hostile.WalVolume.available():
+            raise RuntimeError("hostile profiles mount a tmpfs for pg_wal: run as root")
+        volume = hostile.WalVolume(workdir / "pg", workdir / "walfs")
     pg: Database = (
         PrivatePostgres(workdir / "pg")
         if profile.replication == "none"
         else ReplicatedPostgres(workdir / "pg", synchronous=profile.replication == "sync")
     )
     try:
-        report = _run(Run(profile, seed, workdir), pg)
+        report = _run(Run(profile, seed, workdir), pg, volume)
     finally:
         pg.stop()
+        if volume is not None:
+            volume.close()
     if report.ok and not keep:
         shutil.rmtree(workdir, ignore_errors=True)
     return report
 
 
-def _run(run: Run, pg: Database) -> Report:
+def _run(run: Run, pg: Database, volume: hostile.WalVolume | None) -> Report:
     profile, workdir = run.profile, run.workdir
     migrate.upgrade(pg.cluster.url)
     (workdir / "providers.yaml").write_text(yaml.safe_dump(provider_config()))
@@ -437,12 +468,15 @@ def _run(run: Run, pg: Database) -> Report:
     started = time.monotonic()
     stop_faults = threading.Event()
     losses: list[LossPoint] = []
+    idle = hostile.IdleInTransaction(pg.cluster.url) if run.profile.hostile_rounds else None
+    if idle is not None:
+        idle.ensure()
     try:
         replicas.start_all()
         live = _Workload(run, store, clean_url)
         faults = threading.Thread(
             target=_inject_faults,
-            args=(run, pg, replicas, proxies, losses, stop_faults),
+            args=(run, pg, replicas, proxies, losses, stop_faults, HostileKit(idle, volume)),
             daemon=True,
         )
         faults.start()
@@ -460,6 +494,12 @@ def _run(run: Run, pg: Database) -> Report:
         replicas.stop_all()
         store.close()
         proxies.close()
+    if idle is not None:
+        run.notes.append(
+            f"idle in transaction for the whole run: {hostile.dead_rows(pg.cluster.url)} dead "
+            "row versions in controls and executions at the end"
+        )
+        idle.close()
     with psycopg.connect(pg.cluster.url, row_factory=dict_row) as conn:
         rows = conn.execute(SNAPSHOT_SQL).fetchall()
         rate = _resolution_rate(conn)
@@ -482,6 +522,7 @@ def _run(run: Run, pg: Database) -> Report:
         replicas.exits,
         workdir,
         _failover_lines(pg, profile),
+        run.notes,
     )
 
 
@@ -583,9 +624,14 @@ def _inject_faults(
     proxies: Proxies,
     losses: list[LossPoint],
     stop: threading.Event,
+    kit: HostileKit,
 ) -> None:
     rng = random.Random(run.rng.random())
     p = run.profile
+    kinds = [k for _ in range(p.hostile_rounds) for k in HOSTILE_FAULTS]
+    hostile_at = [
+        ((0.1 + 0.75 * n / len(kinds)) * p.fault_seconds, kind) for n, kind in enumerate(kinds)
+    ]
     restart_at = sorted(rng.uniform(0.25, 0.85) * p.fault_seconds for _ in range(p.pg_restarts))
     # Failovers spread over the fault period, each with time to rejoin before the next.
     failover_at = [
@@ -614,6 +660,11 @@ def _inject_faults(
             proxies.point(pg.ports)
             run.faults["failover"] += 1
             continue
+        if hostile_at and elapsed >= hostile_at[0][0]:
+            kind = hostile_at.pop(0)[1]
+            run.notes.append(_hostile_fault(kind, pg, proxies, kit, stop))
+            run.faults[kind] += 1
+            continue
         fault = rng.choices(list(weights), weights=list(weights.values()))[0]
         if fault == "kill9":
             replicas.kill9(rng.randrange(replicas.count))
@@ -635,6 +686,55 @@ def _inject_faults(
             proxies.reset_all()
         run.faults[fault] += 1
     replicas.revive_dead()
+
+
+HOSTILE_FAULTS = ("row_locks", "exhaust_connections", "wal_full")
+
+
+@dataclass(frozen=True, slots=True)
+class HostileKit:
+    idle: hostile.IdleInTransaction | None
+    volume: hostile.WalVolume | None
+
+
+def _hostile_fault(
+    kind: str, pg: Database, proxies: Proxies, kit: HostileKit, stop: threading.Event
+) -> str:
+    url = pg.cluster.url
+    if kind == "row_locks":
+        return hostile.hold_row_locks(url, 6.0, stop)
+    if kind == "exhaust_connections":
+        taker = ThreadPoolExecutor(1)
+        taken = taker.submit(hostile.exhaust_connections, url, 6.0, stop)
+        stop.wait(2.0)  # the slots are taken; now the resolver must reconnect
+        terminate_resolver_backends(pg, random.Random(0))
+        line = taken.result()
+        taker.shutdown()
+        return line
+    assert kind == "wal_full" and kit.volume is not None and isinstance(pg, PrivatePostgres)
+
+    def revive() -> None:
+        _revive(pg, proxies)
+        if kit.idle is not None:
+            kit.idle.ensure()
+
+    return hostile.wal_full(kit.volume, url, 3.0, revive)
+
+
+def _revive(pg: PrivatePostgres, proxies: Proxies) -> None:
+    """After a PANIC the postmaster restarts by itself, or (if its crash recovery failed
+    too) exits: then it is started again, as an orchestrator would."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            with pg.admin():
+                return
+        except psycopg.OperationalError:
+            if not (pg.data_dir / "postmaster.pid").exists():
+                break
+            time.sleep(0.3)  # crash recovery under way
+    pg.cluster = localpg.start(pg.data_dir, durable=False)
+    proxies.point(pg.ports)
 
 
 def _wait_settled(url: str, replicas: ReplicaSet, timeout: float) -> None:

@@ -9,11 +9,11 @@ the WAL volume full. Each returns one line saying what it did and what happened 
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -78,14 +78,25 @@ def hold_row_locks(url: str, seconds: float, stop: threading.Event, count: int =
     )
 
 
-@contextmanager
-def idle_in_transaction(url: str) -> Iterator[None]:
+class IdleInTransaction:
     """A session with a transaction id, idle for the whole run: the xmin horizon stays put,
-    so no dead row version written after it can be vacuumed away."""
-    with _connect(url) as conn:
-        conn.execute("SELECT txid_current()")
-        yield
-        conn.rollback()
+    so no dead row version written after it can be vacuumed away. `ensure` opens it again
+    after the server restarted (a full WAL volume crashes it)."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self._conn: psycopg.Connection[dict[str, Any]] | None = None
+
+    def ensure(self) -> None:
+        if self._conn is not None and not self._conn.closed and not self._conn.broken:
+            return
+        self._conn = _connect(self._url)
+        self._conn.execute("SELECT txid_current()")
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._conn.close()
 
 
 def dead_rows(url: str) -> int:
@@ -118,33 +129,65 @@ def exhaust_connections(url: str, seconds: float, stop: threading.Event) -> str:
                 conn.close()
 
 
-class WalVolume:
-    """`pg_wal` of a private cluster on a small tmpfs, so that the suite can fill it."""
+WAL_VOLUME_MB = 48
+WAL_SETTINGS = {
+    # 1 MB segments on a 48 MB volume: a new segment is needed every megabyte of WAL, and
+    # checkpoints keep the volume mostly free until the suite fills it.
+    "min_wal_size": "4MB",
+    "max_wal_size": "16MB",
+    # Every slot can be taken by other clients (the suite's clients are all superusers).
+    "superuser_reserved_connections": "0",
+}
 
-    def __init__(self, cluster: localpg.Cluster, mount: Path, size_mb: int) -> None:
+
+class WalVolume:
+    """`pg_wal` of a new private cluster on a small tmpfs, so that the suite can fill it."""
+
+    def __init__(self, data_dir: Path, mount: Path) -> None:
         self.mount = mount
-        mount.mkdir(parents=True, exist_ok=True)
-        _sh(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m,mode=0700", "tmpfs", str(mount)])
-        wal = cluster.data_dir / "pg_wal"
-        target = mount / "pg_wal"
-        _sh(["cp", "-a", str(wal), str(target)])
-        _sh(["rm", "-rf", str(wal)])
-        wal.symlink_to(target)
-        if cluster.run_as:
-            _sh(["chown", "-R", f"{cluster.run_as}:{cluster.run_as}", str(mount)])
         self._ballast = mount / "ballast"
+        bin_dir = localpg.find_bin_dir()
+        assert bin_dir is not None
+        run_as = "postgres" if os.geteuid() == 0 else None
+        mount.mkdir(parents=True, exist_ok=True)
+        size = f"size={WAL_VOLUME_MB}m,mode=0700"
+        _sh(["mount", "-t", "tmpfs", "-o", size, "tmpfs", str(mount)])
+        data_dir.mkdir(parents=True, exist_ok=True)
+        workdir = data_dir.parent
+        workdir.chmod(workdir.stat().st_mode | 0o001)  # the server's user passes through
+        if run_as:
+            _sh(["chown", f"{run_as}:{run_as}", str(mount), str(data_dir)])
+        cluster = localpg.Cluster(data_dir, 0, bin_dir, run_as)
+        localpg.run_tool(
+            cluster,
+            [
+                "initdb",
+                "-D",
+                str(data_dir),
+                "--waldir",
+                str(mount / "pg_wal"),
+                "--wal-segsize=1",
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--no-instructions",
+            ],
+        )
+        with (data_dir / "postgresql.conf").open("a") as conf:
+            conf.writelines(f"{k} = '{v}'\n" for k, v in WAL_SETTINGS.items())
 
     @staticmethod
     def available() -> bool:
-        probe = Path("/proc/self/status").read_text()
-        cap_eff = next(line for line in probe.splitlines() if line.startswith("CapEff"))
-        cap_sys_admin = 1 << 21
-        return bool(int(cap_eff.split()[1], 16) & cap_sys_admin)
+        """Mounting a tmpfs needs CAP_SYS_ADMIN (root in a privileged container)."""
+        status = Path("/proc/self/status").read_text()
+        cap_eff = next(line for line in status.splitlines() if line.startswith("CapEff"))
+        return bool(int(cap_eff.split()[1], 16) & (1 << 21))
 
     def fill(self) -> None:
         # dd stops at ENOSPC: the volume is then full to the last block.
         subprocess.run(
-            ["dd", "if=/dev/zero", f"of={self._ballast}", "bs=1M"],
+            ["dd", "if=/dev/zero", f"of={self._ballast}", "bs=256k"],
             capture_output=True,
             check=False,
         )
@@ -154,6 +197,29 @@ class WalVolume:
 
     def close(self) -> None:
         subprocess.run(["umount", "-l", str(self.mount)], capture_output=True, check=False)
+
+
+def wal_full(volume: WalVolume, url: str, seconds: float, revive: Callable[[], None]) -> str:
+    """Fill the WAL volume, write until PostgreSQL refuses (a probe table of our own), keep
+    it full `seconds`, give the space back and `revive` the server if it stopped."""
+    volume.fill()
+    started = time.monotonic()
+    refused: str | None = None
+    while refused is None and time.monotonic() - started < 30:
+        try:
+            with _connect(url, autocommit=True) as conn:
+                conn.execute("CREATE TABLE IF NOT EXISTS wal_probe (x int)")
+                conn.execute("INSERT INTO wal_probe SELECT generate_series(1, 20000)")
+        except psycopg.Error as exc:
+            refused = type(exc).__name__
+    failed_after = time.monotonic() - started
+    time.sleep(seconds)  # the fault itself: the volume stays full
+    volume.free()
+    revive()
+    return (
+        f"WAL volume full: a write failed after {failed_after:.1f}s ({refused or 'never'}), "
+        f"volume kept full {seconds:.1f}s, space returned"
+    )
 
 
 def _sh(argv: list[str]) -> None:
