@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from resolver import localpg
+from resolver.demo import localpg
 
 HOSTILE_APP = "hostile-client"
 """application_name of every hostile session (never `resolver%`: the suite's own

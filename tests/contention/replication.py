@@ -23,7 +23,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from resolver import localpg
+from resolver.demo import localpg
 
 from .proxy import FaultProxy
 

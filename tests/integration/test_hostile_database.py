@@ -16,13 +16,8 @@ import psycopg
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from resolver import localpg
-from resolver.api import create_app
-from resolver.auth import TokenVerifier
-from resolver.composition import readiness_check
-from resolver.db import migrate
-from resolver.db.repository import PostgresStore
-from resolver.domain import (
+from resolver.app.composition import readiness_check
+from resolver.core.domain import (
     Completion,
     Decision,
     Finding,
@@ -32,9 +27,14 @@ from resolver.domain import (
     Principal,
     sha256_hex,
 )
-from resolver.errors import LockTimeout, StatementTimeout, StorageUnavailable
-from resolver.execution import ExecutionClient
-from resolver.manual import ManualResolutionService
+from resolver.core.errors import LockTimeout, StatementTimeout, StorageUnavailable
+from resolver.db import migrate
+from resolver.db.repository import PostgresStore
+from resolver.demo import localpg
+from resolver.executor.client import ExecutionClient
+from resolver.human.api import create_app
+from resolver.human.auth import TokenVerifier
+from resolver.human.manual import ManualResolutionService
 from tests.conftest import EXEC_LEASE_MS, SQL, T0, World
 from tests.integration.oidc import AUDIENCE, ISSUER, Server, token
 from tests.integration.test_api import auth
