@@ -70,6 +70,7 @@ def open_store(settings: Settings) -> PostgresStore:
         max_connections=settings.max_connections,
         connect_timeout_seconds=settings.connect_timeout_seconds,
         statement_timeout_ms=settings.statement_timeout_ms,
+        lock_timeout_ms=settings.lock_timeout_ms,
         application_name=f"resolver:{settings.replica_id}"[:63],
     )
     store.open()

@@ -96,6 +96,9 @@ class Settings(BaseSettings):
         default=120.0, ge=0, description="`resolver run` waits this long for the database"
     )
     statement_timeout_ms: int = Field(default=10_000, ge=100)
+    lock_timeout_ms: int = Field(
+        default=2_000, ge=1, description="a row lock held elsewhere fails a call after this long"
+    )
     max_connections: int = Field(default=4, ge=1, le=64)
     http_port: int = Field(
         default=0, ge=0, le=65535, description="/metrics, /healthz, /readyz port; 0 disables"
@@ -148,6 +151,11 @@ class Settings(BaseSettings):
         if self.backoff_max_seconds < self.backoff_base_seconds:
             raise ValueError(
                 "RESOLVER_BACKOFF_MAX_SECONDS must be >= RESOLVER_BACKOFF_BASE_SECONDS"
+            )
+        if self.lock_timeout_ms >= self.statement_timeout_ms:
+            raise ValueError(
+                "RESOLVER_LOCK_TIMEOUT_MS must be below RESOLVER_STATEMENT_TIMEOUT_MS (a lock "
+                "wait must fail as itself, typed, before the statement timeout cancels it)"
             )
         self.check_lease_budget(self.default_provider_timeout_seconds)
         return self
