@@ -65,3 +65,15 @@ def test_no_test_only_module_ships(wheel: zipfile.ZipFile) -> None:
     assert not [m for m in modules if m.stem in TEST_ONLY_NAMES and "migrations" not in m.parts]
     kit = {m.name for m in modules if m.parts[:2] == ("resolver", "testing")}
     assert kit == SHIPPED_KIT
+
+
+def test_every_sql_file_of_the_schema_ships(wheel: zipfile.ZipFile) -> None:
+    # The migrations read their SQL files at run time, and the schema files are the current
+    # definition: an installed release without them cannot migrate.
+    in_tree = {
+        path.relative_to(ROOT).as_posix() for path in (ROOT / "resolver" / "db").rglob("*.sql")
+    }
+    shipped = {name for name in wheel.namelist() if name.endswith(".sql")}
+    assert any("/schema/" in name for name in in_tree)
+    assert any("/migrations/sql/" in name for name in in_tree)
+    assert in_tree - shipped == set()
