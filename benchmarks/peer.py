@@ -23,7 +23,16 @@ from typing import Any, LiteralString
 import psycopg
 
 from benchmarks import sql
-from benchmarks.procs import REPO_ROOT, cpu_delta_us, cpu_of, kill_all, peak_rss_kb, terminate
+from benchmarks.procs import (
+    REPO_ROOT,
+    cpu_delta_us,
+    cpu_of,
+    kill_all,
+    parent_pid,
+    peak_rss_kb,
+    reaped_children_cpu_us,
+    terminate,
+)
 
 PACKAGE_DIR = REPO_ROOT / "benchmarks" / "graphile"
 PACKAGE_FILES = ("package.json", "package-lock.json", "peer.js")
@@ -161,7 +170,10 @@ def run(install_dir: Path, url: str, count: int, *, all_server_processes: bool) 
         completed=completed,
         seconds=max(0.001, seconds),
         process_cpu_us=_per(cpu_delta_us(before[0], after[0]), completed),
-        server_cpu_us=_per(cpu_delta_us(before[1], after[1]), completed),
+        # On a given server the workers' backends are gone before the last sample.
+        server_cpu_us=(
+            _per(cpu_delta_us(before[1], after[1]), completed) if all_server_processes else None
+        ),
         peak_rss_mb=rss / 1024,
         left=left,
     )
@@ -185,10 +197,20 @@ def _read(
 def _cpu(
     monitor: psycopg.Connection[Any], pids: list[int], all_server_processes: bool
 ) -> tuple[Mapping[int, int], Mapping[int, int]]:
+    """CPU of the workers and of the server. The workers close their connections when the
+    queue is empty, before the last sample: on a private cluster the backends that exited
+    are counted from the postmaster's reaped-children time (a pseudo-entry keyed -pid)."""
     server_pids = [
         int(r[0]) for r in monitor.execute(sql.SERVER_PIDS, {"all_databases": all_server_processes})
     ]
-    return cpu_of(pids), cpu_of(server_pids)
+    server = cpu_of(server_pids)
+    if all_server_processes:
+        row = monitor.execute("SELECT pg_backend_pid()").fetchone()
+        postmaster = parent_pid(int(row[0])) if row else None
+        reaped = reaped_children_cpu_us(postmaster) if postmaster else None
+        if postmaster and reaped is not None:
+            server[-postmaster] = reaped
+    return cpu_of(pids), server
 
 
 def _per(cpu_us: int, completed: int) -> float | None:
