@@ -27,9 +27,9 @@ from psycopg.rows import dict_row
 
 from benchmarks import seed, sql
 from benchmarks.server import Databases, open_server
+from resolver.core.domain import Finding, FindingKind, ItemOutcome
 from resolver.db.repository import PostgresStore, page_items
 from resolver.db.statements import claim_statement, statement
-from resolver.domain import Finding, FindingKind, ItemOutcome
 
 LEASE_MS = 60_000
 HOT_TABLES = (

@@ -16,9 +16,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from resolver.domain import DispatchIdentity, Outcome, action_digest, canonical_json
-from resolver.errors import ReceiptRejected
-from resolver.receipts import (
+from resolver.core.domain import DispatchIdentity, Outcome, action_digest, canonical_json
+from resolver.core.errors import ReceiptRejected
+from resolver.evidence.receipts import (
     RECEIPT_FIELDS,
     KeyRing,
     VerifiedReceipt,
