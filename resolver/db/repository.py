@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from typing import Any
 
+import msgspec
 import psycopg
 import psycopg_pool
 from psycopg.rows import dict_row, tuple_row
@@ -455,10 +455,12 @@ def page_items(outcomes: Sequence[ItemOutcome]) -> str:
             }
             for o in outcomes
         ]
-    )
+    ).decode("utf-8")
 
 
-_encode_items = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+# msgspec's encoder: the page as one compact JSON text in C, several times faster than the
+# standard library's for a page of small flat objects (UTF-8 kept, as before).
+_encode_items = msgspec.json.Encoder().encode
 
 
 # -- internal receipts: in the caller's own transaction ------------------------------------

@@ -44,7 +44,10 @@ CREATE TABLE approved_action_executions (
     CONSTRAINT ck_approved_action_executions_result_code_shape CHECK (result_code IS NULL OR result_code ~ '^[a-z0-9_.-]{1,64}$'),
     CONSTRAINT ck_approved_action_executions_evidence_digest_hex CHECK (evidence_digest IS NULL OR evidence_digest ~ '^[0-9a-f]{64}$'),
     CONSTRAINT fk_approved_action_executions_dispatch_id FOREIGN KEY(dispatch_id) REFERENCES approved_action_dispatches (dispatch_id)
-);
+)
+-- Room for HOT updates: start, renewals and the terminal update change no indexed column
+-- (migration 0009_perf).
+WITH (fillfactor = 85);
 
 CREATE TABLE approved_action_recovery_controls (
     dispatch_id TEXT NOT NULL,
@@ -70,7 +73,9 @@ CREATE TABLE approved_action_recovery_controls (
     CONSTRAINT ck_approved_action_recovery_controls_recovery_lease_whole CHECK ((recovery_token IS NULL) = (recovery_lease_expires_at_ms IS NULL) AND (recovery_token IS NULL) = (recovery_owner IS NULL)),
     CONSTRAINT ck_approved_action_recovery_controls_lease_only_when_armed CHECK (status = 'armed' OR recovery_token IS NULL),
     CONSTRAINT fk_approved_action_recovery_controls_dispatch_id FOREIGN KEY(dispatch_id) REFERENCES approved_action_executions (dispatch_id)
-);
+)
+-- Room for a control's next version on its own page (migration 0009_perf).
+WITH (fillfactor = 90);
 
 CREATE INDEX ix_recovery_controls_due ON approved_action_recovery_controls (next_scan_at_ms, dispatch_id) WHERE status = 'armed';
 
