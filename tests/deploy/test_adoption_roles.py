@@ -24,10 +24,10 @@ from psycopg.types.json import Jsonb
 
 from providers.internal_mutation import InternalMutationProvider
 from providers.package_install import PackageInstallProvider
+from resolver.core.domain import DispatchIdentity, ExecutionLease, FindingKind, Outcome
 from resolver.db.readonly import ReadOnlyDatabase
 from resolver.db.repository import PostgresStore
-from resolver.domain import DispatchIdentity, ExecutionLease, FindingKind, Outcome
-from resolver.receipts import KeyRing, sign_receipt
+from resolver.evidence.receipts import KeyRing, sign_receipt
 from tests.deploy import test_database_roles
 from tests.deploy.test_database_roles import RoleDatabase, as_role, crash
 from tests.providers.harnesses import new_identity, plant_install

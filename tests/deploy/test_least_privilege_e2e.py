@@ -25,11 +25,11 @@ import psycopg
 import pytest
 import yaml
 
-from providers.internal_mutation import write_receipt
+from resolver.core.domain import Outcome
 from resolver.db.repository import PostgresStore
-from resolver.domain import Outcome
-from resolver.execution import ExecutionClient
-from resolver.receipts import KeyRing
+from resolver.evidence.receipts import KeyRing
+from resolver.executor.client import ExecutionClient
+from resolver.executor.receipts import write_receipt
 from tests.conftest import new_spec
 from tests.deploy import test_database_roles
 from tests.deploy.k8s import KUSTOMIZE_BASE, Manifest, env_of, one, render

@@ -1,4 +1,4 @@
-"""Defects an outside adopter found in the executor protocol (migration 0007_adoption_fixes).
+"""Defects an outside adopter found in the executor protocol (migration 0010_adoption_fixes).
 
 Each test drives the SQL functions (or a human decision) on real PostgreSQL and checks the
 SQLSTATE and the message the docs promise.
@@ -14,11 +14,11 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
+from resolver.core.domain import Decision, ManualDecision, ManualResult, Principal
 from resolver.db.protocol import FENCE_CONFLICT, INVALID_INPUT, LEASE_LOST, NOT_LEASABLE
 from resolver.db.repository import PostgresStore
-from resolver.domain import Decision, ManualDecision, ManualResult, Principal
-from resolver.execution import ExecutionClient
-from resolver.manual import ManualResolutionService
+from resolver.executor.client import ExecutionClient
+from resolver.human.manual import ManualResolutionService
 from tests.conftest import EXEC_LEASE_MS, SQL, T0, World, new_spec
 from tests.integration.test_protocol_functions import (
     LEASE_MS,

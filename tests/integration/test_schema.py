@@ -100,7 +100,7 @@ def test_resolver_run_start_up_imports_no_alembic_sqlalchemy_or_web_stack() -> N
     import sys
 
     probe = (
-        "import sys, resolver.cli, resolver.db.migrate as m; m.head_revision(); "
+        "import sys, resolver.app.cli, resolver.db.migrate as m; m.head_revision(); "
         "print(sorted({n.split('.')[0] for n in sys.modules} & "
         "{'alembic', 'sqlalchemy', 'fastapi', 'starlette', 'uvicorn', 'jwt'}))"
     )

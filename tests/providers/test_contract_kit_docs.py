@@ -6,7 +6,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from resolver.testing.contract import EXPECTED, REQUIRED, Scenario
+from resolver.evidence.contract import EXPECTED, REQUIRED, Scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "providers.md"

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from resolver.domain import ClaimedItem
-from resolver.events import CycleEvents, CycleReport, Fanout, Stage
-from resolver.runtime import Runtime
+from resolver.core.domain import ClaimedItem
+from resolver.core.events import CycleEvents, CycleReport, Fanout, Stage
+from resolver.core.runtime import Runtime
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,7 +57,7 @@ def test_the_default_runtime_has_no_tracing_or_metrics_subscriber() -> None:
 
 
 def test_the_reconciler_holds_the_algorithm_only() -> None:
-    source = (ROOT / "resolver" / "reconciler.py").read_text(encoding="utf-8")
+    source = (ROOT / "resolver" / "core" / "reconciler.py").read_text(encoding="utf-8")
     tree = ast.parse(source)
     imported = {
         node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
@@ -77,16 +77,17 @@ def test_cycle_log_names_every_dispatch_once_per_page_and_keeps_a_line_for_what_
     import structlog
     from structlog.testing import capture_logs
 
-    from resolver.domain import (
+    from resolver.core.domain import (
         ClaimedItem,
         CommitReport,
+        ControlStatus,
         DispatchIdentity,
         Finding,
         FindingKind,
         ItemOutcome,
         Outcome,
     )
-    from resolver.events import CycleReport
+    from resolver.core.events import CycleReport
     from resolver.telemetry.logs import CycleLog
 
     def outcome(dispatch_id: str, finding: Finding) -> ItemOutcome:
@@ -109,7 +110,13 @@ def test_cycle_log_names_every_dispatch_once_per_page_and_keeps_a_line_for_what_
         outcome("d-manual", Finding(FindingKind.CONFLICT)),
         outcome("d-lost", Finding(FindingKind.MISSING)),
     ]
-    report = CommitReport(frozenset({"d-ok", "d-retry", "d-manual"}), frozenset({"d-lost"}))
+    # As the database routed them (resolver_finding_status): the replica only reports it.
+    routed = {
+        "d-ok": ControlStatus.RESOLVED,
+        "d-retry": ControlStatus.ARMED,
+        "d-manual": ControlStatus.MANUAL,
+    }
+    report = CommitReport(routed, frozenset({"d-lost"}))
     cycle = CycleReport(page_size=16, claimed=4, accepted=report.accepted, rejected=report.rejected)
     cycle.findings.update(o.finding.kind for o in outcomes)
     log = CycleLog(structlog.get_logger())

@@ -8,8 +8,14 @@ import json
 import re
 from pathlib import Path
 
-from resolver.domain import DispatchIdentity, canonical_json
-from resolver.receipts import RECEIPT_FIELDS, KeyRing, RejectReason, encode_receipt, verify_receipt
+from resolver.core.domain import DispatchIdentity, canonical_json
+from resolver.evidence.receipts import (
+    RECEIPT_FIELDS,
+    KeyRing,
+    RejectReason,
+    encode_receipt,
+    verify_receipt,
+)
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "receipts.md"
 

@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from resolver.config import Settings
-from resolver.domain import ClaimedItem, CommitReport, ItemOutcome
-from resolver.errors import StorageUnavailable
-from resolver.events import CycleEvents, InspectedPage, Stage
+from resolver.app.config import Settings
+from resolver.core.domain import ClaimedItem, CommitReport, ItemOutcome
+from resolver.core.errors import StorageUnavailable
+from resolver.core.events import CycleEvents, InspectedPage, Stage
 
 HISTORY_FILE_VARIABLE = "RESOLVER_TEST_HISTORY_FILE"
 
@@ -70,6 +70,8 @@ def _outcome_fields(outcome: ItemOutcome) -> dict[str, Any]:
         "execution_version": outcome.item.execution_version,
         "finding": outcome.finding.kind.value,
         "evidence_digest": outcome.finding.evidence_digest,
+        # Which of two equal resolutions survived a failover: the stored one's mutation id.
+        "mutation_id": outcome.mutation_id,
     }
 
 

@@ -17,8 +17,8 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 
-from resolver import localpg
 from resolver.db import migrate
+from resolver.demo import localpg
 
 
 @contextmanager
