@@ -45,12 +45,12 @@ def drain(url: str, page_size: int, owner: str) -> ProcessStats:
                 if _stop.wait(IDLE_POLL_SECONDS):
                     return stats
                 continue
-            accepted = conn.execute(commit, {"items": _verified(rows), "now_ms": None})
+            accepted = conn.execute(commit, {"items": verified_items(rows), "now_ms": None})
             stats.pages += 1
             stats.resolved += len(accepted.fetchall())
 
 
-def _verified(rows: list[dict[str, Any]]) -> str:
+def verified_items(rows: list[dict[str, Any]]) -> str:
     """The claimed page as `resolver_commit_page` items, every one verified succeeded."""
     return json.dumps(
         [

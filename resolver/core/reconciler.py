@@ -213,7 +213,7 @@ class Reconciler:
     def _retry_delay_ms(self, item: ClaimedItem, finding: Finding) -> int:
         # Only a finding that leaves the control armed schedules a next scan; a verified or
         # human-bound one closes it or hands it over, and its delay is never read.
-        if finding.kind.is_verified or finding.kind.needs_human:
+        if finding.kind.is_verified:
             return 0
         return self.backoff_ms(item.finding_count)
 
