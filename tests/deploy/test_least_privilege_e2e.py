@@ -139,6 +139,14 @@ def resolution_of(role_db: RoleDatabase, dispatch_id: str) -> dict[str, object] 
     return rows[0] if rows else None
 
 
+def replicas_connected(role_db: RoleDatabase) -> int:
+    rows = role_db.admin_rows(
+        "SELECT count(DISTINCT application_name) AS n FROM pg_stat_activity"
+        " WHERE application_name IN ('resolver:replica-0', 'resolver:replica-1')"
+    )
+    return int(rows[0]["n"])
+
+
 def test_the_doc_example_wires_every_role_it_creates() -> None:
     _, container = resolver_container(render(doc_values()))
     refs = {
@@ -190,13 +198,16 @@ def test_replicas_under_the_documented_roles_settle_a_receipt(
     try:
         # The execution lease (1 s) runs out on the database clock, then a replica's next
         # cycle (cadence 2 s) claims it; the resolution row is the signal, polled.
+        # Both replicas connected (their pools open after the signal handlers are set) is
+        # the other signal: only then may they be stopped and asked to exit 0.
         deadline = time.monotonic() + 90
-        settled = None
-        while settled is None and time.monotonic() < deadline:
+        settled, running = None, 0
+        while (settled is None or running < 2) and time.monotonic() < deadline:
             exited = [r for r in replicas if r.poll() is not None]
             assert not exited, [r.stderr.read() for r in exited if r.stderr]
             settled = resolution_of(role_db, dispatch_id)
-            if settled is None:
+            running = replicas_connected(role_db)
+            if settled is None or running < 2:
                 time.sleep(0.2)
     finally:
         for replica in replicas:
