@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SQL
+from tests.helpers.database import SQL
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "node"
 KID = "node-k1"

@@ -17,7 +17,7 @@ from providers.run_create import RunCreateProvider
 from resolver.core.domain import FindingKind
 from resolver.db.readonly import ReadOnlyDatabase
 from resolver.evidence.receipts import KeyRing
-from tests.providers.harnesses import new_identity, plant_install
+from tests.helpers.harnesses import new_identity, plant_install
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "providers.md"
 
