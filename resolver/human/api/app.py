@@ -12,10 +12,10 @@ from typing import Any, cast
 
 from fastapi import FastAPI
 
+from resolver.core.domain import BIGINT_MAX
 from resolver.core.ports import ManualStore
 from resolver.human.api.edge import Edge
 from resolver.human.api.limits import RateLimiter
-from resolver.human.api.models import BIGINT_MAX
 from resolver.human.api.problems import install_error_handlers
 from resolver.human.api.routes import (
     bearer_principal,
@@ -24,6 +24,7 @@ from resolver.human.api.routes import (
     install_probes,
 )
 from resolver.human.auth import TokenVerifier
+from resolver.human.console_config import ConsoleConfig
 from resolver.human.manual import ManualResolutionService
 from resolver.telemetry.health import Probe
 from resolver.telemetry.observer import ApiObserver, NullApiObserver
@@ -37,9 +38,11 @@ def create_app(
     limiter: RateLimiter | None = None,
     observer: ApiObserver | None = None,
     readiness: Callable[[], Probe] | None = None,
+    console: ConsoleConfig | None = None,
 ) -> FastAPI:
     """The API app; `readiness` (the composition root's database and schema check) adds
-    `/readyz`, `observer` receives the request, token, step-up and decision events."""
+    `/readyz`, `observer` receives the request, token, step-up and decision events, `console`
+    is what the operator console is told (sign-in, link-outs, reason codes)."""
     events: ApiObserver = observer or NullApiObserver()
     # The schema is not served: it is published in docs/openapi.json (`resolver api
     # --openapi`), so the API port tells an unauthenticated caller nothing it need not know.
@@ -61,7 +64,7 @@ def create_app(
         events,
     )
     install_probes(app, readiness)
-    install_console(app)
+    install_console(app, console or ConsoleConfig())
     return app
 
 
@@ -77,8 +80,8 @@ def openapi_document() -> dict[str, Any]:
     unused = TokenVerifier(issuer="", audience="", keys=_NoKeys())
     document = create_app(cast(ManualStore, None), unused).openapi()
     # FastAPI's schema model holds bounds as floats: 2**63 - 1 would print as 2**63.
-    version = document["components"]["schemas"]["DecisionRequest"]["properties"][
-        "expected_execution_version"
-    ]
-    version.update(minimum=1, maximum=BIGINT_MAX)
+    schemas = document["components"]["schemas"]
+    for fenced in ("DecisionRequest", "BulkItem"):
+        version = schemas[fenced]["properties"]["expected_execution_version"]
+        version.update(minimum=1, maximum=BIGINT_MAX)
     return document

@@ -12,11 +12,16 @@ from typing import Annotated, Literal
 from fastapi import Query
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, StrictStr
 
-from resolver.core.domain import Decision, FindingKind, ManualQueueItem
+from resolver.core.domain import (
+    BIGINT_MAX,
+    HEX64_REGEX,
+    ID_REGEX,
+    REASON_CODE_REGEX,
+    Decision,
+    FindingKind,
+    ManualQueueItem,
+)
 
-# PostgreSQL bigint: a larger number would fail in the database, so it is refused before.
-BIGINT_MAX = 2**63 - 1
-ID_REGEX = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$"
 MAX_QUEUE_LIMIT = 100
 MAX_CURSOR_LENGTH = 300
 # A decision body is a few hundred bytes: anything near this is not one, and is not read.
@@ -31,8 +36,8 @@ class DecisionRequest(BaseModel):
     decision: Decision
     mutation_id: StrictStr = Field(pattern=ID_REGEX, description="1-128 of [A-Za-z0-9_.:-]")
     expected_execution_version: StrictInt = Field(ge=1, le=BIGINT_MAX)
-    reason_code: StrictStr = Field(pattern=r"^[a-z0-9_.\-]{1,64}$")
-    evidence_digest: StrictStr | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    reason_code: StrictStr = Field(pattern=REASON_CODE_REGEX)
+    evidence_digest: StrictStr | None = Field(default=None, pattern=HEX64_REGEX)
 
 
 class Problem(BaseModel):

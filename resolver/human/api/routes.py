@@ -6,6 +6,7 @@ operator console."""
 
 import base64
 import binascii
+import json
 from collections.abc import Callable
 from importlib import resources
 from typing import Annotated
@@ -14,12 +15,11 @@ import structlog
 from fastapi import Depends, FastAPI, Header, Path, Query, Response
 from fastapi.responses import JSONResponse
 
-from resolver.core.domain import ID_PATTERN, ManualDecision, Principal
+from resolver.core.domain import BIGINT_MAX, ID_PATTERN, ID_REGEX, ManualDecision, Principal
 from resolver.core.ports import ManualStore
+from resolver.human.api.bulk import BulkRequest, BulkResponse, bulk_cost, decide_each
 from resolver.human.api.limits import RateLimiter
 from resolver.human.api.models import (
-    BIGINT_MAX,
-    ID_REGEX,
     MAX_CURSOR_LENGTH,
     DecisionRequest,
     DecisionResponse,
@@ -29,6 +29,7 @@ from resolver.human.api.models import (
 )
 from resolver.human.api.problems import ApiError, problem_responses
 from resolver.human.auth import InvalidToken, TokenVerifier
+from resolver.human.console_config import ConsoleConfig
 from resolver.human.manual import ManualResolutionService
 from resolver.telemetry.health import Probe
 from resolver.telemetry.observer import ApiObserver
@@ -100,10 +101,7 @@ def install_manual_routes(
         body: DecisionRequest,
         dispatch_id: Annotated[str, Path(pattern=ID_REGEX)],
     ) -> DecisionResponse:
-        if not limiter.allow(user.user_id):
-            raise ApiError(
-                429, "rate_limited", "too many decisions; wait a minute", {"Retry-After": "60"}
-            )
+        _admit(limiter, user.user_id)
         decision = ManualDecision(
             dispatch_id=dispatch_id,
             decision=body.decision,
@@ -125,6 +123,25 @@ def install_manual_routes(
             dispatch_id=dispatch_id,
             outcome=body.decision.terminal_state.value,
             result=result.value,
+        )
+
+    @app.post(
+        "/v1/resolutions/bulk",
+        response_model=BulkResponse,
+        responses=problem_responses(400, 401, 415, 422, 429),
+    )
+    def decide_bulk(user: User, body: BulkRequest) -> BulkResponse:
+        """One decision for 1-100 dispatches, each its own fenced decision; every item's result
+        comes back in order. Takes one rate-limit token per 10 items."""
+        _admit(limiter, user.user_id, bulk_cost(len(body.items), limiter.per_minute))
+        results = decide_each(service, user, body, events)
+        return BulkResponse(results=results)
+
+
+def _admit(limiter: RateLimiter, user_id: str, cost: int = 1) -> None:
+    if not limiter.allow(user_id, cost):
+        raise ApiError(
+            429, "rate_limited", "too many decisions; wait a minute", {"Retry-After": "60"}
         )
 
 
@@ -149,24 +166,30 @@ def install_probes(app: FastAPI, readiness: Callable[[], Probe] | None) -> None:
         )
 
 
-CONSOLE_FILES = {"index.html": "text/html", "app.js": "text/javascript", "app.css": "text/css"}
-# The console loads nothing but itself and talks only to this origin.
-CONSOLE_CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-    "form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
-)
+# What the console may fetch; config.json is built from ConsoleConfig, the rest ship in the wheel.
+CONSOLE_CONFIG = "config.json"
+CONSOLE_FILES = {
+    "index.html": "text/html",
+    "app.js": "text/javascript",
+    "auth.js": "text/javascript",
+    "app.css": "text/css",
+    CONSOLE_CONFIG: "application/json",
+}
 
 
-def install_console(app: FastAPI) -> None:
+def install_console(app: FastAPI, config: ConsoleConfig) -> None:
     assets = resources.files("resolver.human") / "console"
-    cached = {name: (assets / name).read_bytes() for name in CONSOLE_FILES}
+    cached = {
+        name: (assets / name).read_bytes() for name in CONSOLE_FILES if name != CONSOLE_CONFIG
+    }
+    cached[CONSOLE_CONFIG] = json.dumps(config.public_document()).encode()
+    headers = {
+        "Content-Security-Policy": config.content_security_policy(),
+        "Referrer-Policy": "no-referrer",
+    }
 
     def serve(name: str) -> Response:
-        return Response(
-            cached[name],
-            media_type=CONSOLE_FILES[name],
-            headers={"Content-Security-Policy": CONSOLE_CSP, "Referrer-Policy": "no-referrer"},
-        )
+        return Response(cached[name], media_type=CONSOLE_FILES[name], headers=headers)
 
     @app.get("/console", include_in_schema=False)
     def console() -> Response:
