@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -25,6 +26,13 @@ ACTION_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_.\-]{0,63}\Z")
 RESULT_CODE_PATTERN = re.compile(r"^[a-z0-9_.\-]{1,64}\Z")
 REASON_CODE_PATTERN = RESULT_CODE_PATTERN
 HEX64_PATTERN = re.compile(r"^[0-9a-f]{64}\Z")
+# The same rules as JSON Schema patterns for request models (ECMA regex has no `\Z`; the
+# request validator matches whole strings, so `$` cannot pass a trailing newline there).
+ID_REGEX = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$"
+REASON_CODE_REGEX = r"^[a-z0-9_.\-]{1,64}$"
+HEX64_REGEX = r"^[0-9a-f]{64}$"
+# PostgreSQL bigint: a larger number would fail in the database, so it is refused before.
+BIGINT_MAX = 2**63 - 1
 
 
 class ExecutionState(StrEnum):
@@ -53,10 +61,6 @@ class FindingKind(StrEnum):
     @property
     def is_verified(self) -> bool:
         return self in (FindingKind.VERIFIED_SUCCEEDED, FindingKind.VERIFIED_FAILED)
-
-    @property
-    def needs_human(self) -> bool:
-        return self in (FindingKind.CONFLICT, FindingKind.UNSUPPORTED)
 
 
 class ProviderFailure(StrEnum):
@@ -279,8 +283,15 @@ class ItemOutcome:
 
 @dataclass(frozen=True, slots=True)
 class CommitReport:
-    accepted: frozenset[str]
+    """What a page commit wrote: each accepted dispatch with the status the database routed its
+    control to (resolver_finding_status decides; the replica only reports it)."""
+
+    routed: Mapping[str, ControlStatus]
     rejected: frozenset[str]
+
+    @property
+    def accepted(self) -> frozenset[str]:
+        return frozenset(self.routed)
 
 
 BACKLOG_QUEUES: tuple[str, ...] = ("due", "waiting", "manual")

@@ -95,7 +95,15 @@ class RetentionRefused(ResolverError):
 
 
 class LockTimeout(StorageUnavailable):
-    """A prune batch waited longer than its lock_timeout; it rolled back whole."""
+    """A statement waited longer than its lock_timeout for a row another transaction holds
+    (an operator's open `SELECT ... FOR UPDATE`, a prune batch); it rolled back whole.
+
+    Nothing moved. The other transaction decides when a retry can succeed."""
+
+
+class StatementTimeout(StorageUnavailable):
+    """A statement ran longer than its statement_timeout and was cancelled; its transaction
+    rolled back whole. Nothing moved; retrying later is safe."""
 
 
 class CommitUnknown(ResolverError):
