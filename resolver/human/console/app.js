@@ -260,7 +260,8 @@ async function renderList(main, view, params) {
   if (typeof page.total === "number") {
     counts.textContent = `${page.total} match${page.total === 1 ? "es" : ""}` + (filtered ? " the filter" : "") + ` · ${page.items.length} on this page`;
   } else {
-    counts.textContent = `${page.items.length} on this page` + (filtered ? " (this API reports no totals and filters nothing: the console filtered this page itself)" : "");
+    const unfiltering = filtered && view !== "decided";
+    counts.textContent = `${page.items.length} on this page` + (unfiltering ? " (this API reports no totals and filters nothing: the console filtered this page itself)" : "");
   }
   main.append(counts);
   if (page.items.length === 0) {
