@@ -25,7 +25,7 @@ from typing import Any, LiteralString
 import psycopg
 from psycopg.rows import dict_row
 
-from benchmarks import seed, sql
+from benchmarks import bare, seed, sql
 from benchmarks.server import Databases, open_server
 from resolver.core.domain import Finding, FindingKind, ItemOutcome
 from resolver.db.repository import PostgresStore, page_items
@@ -120,30 +120,15 @@ def resolve_with_store(url: str, page_size: int) -> int:
 
 
 def resolve_bare(url: str, page_size: int) -> int:
-    """Every due control through the bare loop's claim and three plain statements."""
+    """Every due control through the bare loop: the claim and the page commit, no Python."""
     resolved = 0
     claim = claim_statement(page_size)
+    commit = statement("recovery_commit_page")
     with _connect(url) as conn:
         while rows := conn.execute(
             claim, {"owner": "bare", "lease_ms": LEASE_MS, "now_ms": None}
         ).fetchall():
-            ids = [r["dispatch_id"] for r in rows]
-            versions = [r["execution_version"] for r in rows]
-            with conn.pipeline(), conn.transaction():
-                conn.execute(
-                    sql.BARE_COMMIT_CONTROLS,
-                    {
-                        "ids": ids,
-                        "tokens": [r["recovery_token"] for r in rows],
-                        "recovery_versions": [r["recovery_version"] for r in rows],
-                    },
-                )
-                conn.execute(
-                    sql.BARE_COMMIT_EXECUTIONS, {"ids": ids, "execution_versions": versions}
-                )
-                conn.execute(
-                    sql.BARE_COMMIT_RESOLUTIONS, {"ids": ids, "execution_versions": versions}
-                )
+            conn.execute(commit, {"items": bare.verified_items(rows), "now_ms": None})
             resolved += len(rows)
     return resolved
 

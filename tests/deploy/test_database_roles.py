@@ -42,8 +42,8 @@ from resolver.db import migrate
 from resolver.db.repository import PostgresStore
 from resolver.executor.client import CompletionResult, ExecutionClient
 from resolver_test_support.postgres import with_database
-from tests.conftest import EXEC_LEASE_MS, T0, new_spec
-from tests.providers_for_tests import ScriptedProvider, fixed, registry
+from tests.helpers.database import EXEC_LEASE_MS, T0, new_spec
+from tests.helpers.providers import ScriptedProvider, fixed, registry
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLES_SQL = ROOT / "deploy" / "sql" / "roles.sql"
@@ -54,6 +54,7 @@ ROLES = (
     "resolver_executor",
     "resolver_evidence_reader",
     "resolver_retention",
+    "resolver_policy_writer",
 )
 AFTER = T0 + EXEC_LEASE_MS
 # Roles are cluster-wide: concurrent runs of this module on one server take turns.

@@ -132,6 +132,25 @@ CREATE FUNCTION resolver_now_ms(override_ms bigint) RETURNS bigint
 LANGUAGE sql VOLATILE PARALLEL SAFE AS
 $$ SELECT COALESCE(override_ms, (extract(epoch from clock_timestamp()) * 1000)::bigint) $$;
 
+-- The one release of a recovery lease: a new recovery_version (the fence every holder of the
+-- old lease fails on) and no owner, token or expiry. Every writer that ends a recovery lease
+-- (a renewal, the three commits, a graceful hand-back) assigns these four columns from here:
+--   SET (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
+--       = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version))
+-- A one-SELECT SQL function: the planner inlines it.
+CREATE FUNCTION resolver_recovery_lease_released(p_recovery_version bigint)
+RETURNS TABLE (
+    recovery_version bigint, recovery_owner text, recovery_token uuid,
+    recovery_lease_expires_at_ms bigint
+)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT p_recovery_version + 1, NULL::text, NULL::uuid, NULL::bigint
+$$;
+
+-- Executable by PUBLIC by default; resolver/db/grants.sql grants it to the runtime role (the
+-- protocol functions run it as the owner).
+REVOKE EXECUTE ON FUNCTION resolver_recovery_lease_released(bigint) FROM PUBLIC;
+
 -- Facts are insert-only: the database itself refuses to rewrite history. A DELETE passes only
 -- inside resolver_prune_batch (05_retention.sql): the transaction-local flag is on AND the
 -- current user owns the table. Any role may set the flag, but only a SECURITY DEFINER function

@@ -4,7 +4,7 @@ The SQL is ../sql/0009_perf.up.sql and .down.sql, run as it is. Write both files
 change the current definition in resolver/db/schema/ to match (test_schema_files.py diffs them).
 
 Revision ID: 0009_perf
-Revises: 0006_page_commit
+Revises: 0007_each_rule_once
 Create Date: 2026-12-01
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from resolver.db.schema_files import apply_migration
 
 revision = "0009_perf"
-down_revision = "0006_page_commit"
+down_revision = "0007_each_rule_once"
 branch_labels = None
 depends_on = None
 
