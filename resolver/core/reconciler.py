@@ -218,10 +218,15 @@ class Reconciler:
         return self.backoff_ms(item.finding_count)
 
     def backoff_ms(self, finding_count: int) -> int:
-        """Capped exponential backoff with equal jitter: half fixed, half random."""
-        s = self._settings
-        ceiling = min(s.backoff_max_ms, s.backoff_base_ms * int(2 ** min(finding_count, 30)))
-        return ceiling // 2 + int(self._rng.random() * (ceiling - ceiling // 2))
+        base, cap = self._settings.backoff_base_ms, self._settings.backoff_max_ms
+        return backoff_ms(finding_count, base_ms=base, max_ms=cap, draw=self._rng.random())
+
+
+def backoff_ms(finding_count: int, *, base_ms: int, max_ms: int, draw: float) -> int:
+    """Capped exponential backoff with equal jitter: half fixed, half random (`draw` is a
+    uniform number in [0, 1), the runtime's randomness)."""
+    ceiling = min(max_ms, base_ms * int(2 ** min(finding_count, 30)))
+    return ceiling // 2 + int(draw * (ceiling - ceiling // 2))
 
 
 def provider_name(provider: EvidenceProvider | None) -> str:

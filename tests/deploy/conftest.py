@@ -9,10 +9,6 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-RULES = ROOT / "deploy" / "prometheus" / "resolver-alerts.yml"
-RULE_TESTS = sorted((ROOT / "deploy" / "prometheus" / "tests").glob("*.yml"))
-RUNBOOK = ROOT / "docs" / "runbook.md"
 APT_PACKAGE = "prometheus"  # Debian's package ships both promtool and the server
 
 

@@ -42,8 +42,8 @@ from resolver.db import migrate
 from resolver.db.repository import PostgresStore
 from resolver.executor.client import CompletionResult, ExecutionClient
 from resolver_test_support.postgres import with_database
-from tests.conftest import EXEC_LEASE_MS, T0, new_spec
-from tests.providers_for_tests import ScriptedProvider, fixed, registry
+from tests.helpers.database import EXEC_LEASE_MS, T0, new_spec
+from tests.helpers.providers import ScriptedProvider, fixed, registry
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLES_SQL = ROOT / "deploy" / "sql" / "roles.sql"

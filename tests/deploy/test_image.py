@@ -23,8 +23,8 @@ from resolver.evidence.receipts import KeyRing
 from resolver.executor.client import ExecutionClient
 from resolver.executor.side_effects import SideEffect, SideEffectRunner
 from resolver_test_support.postgres import with_database
-from tests.conftest import new_spec
 from tests.deploy import image as img
+from tests.helpers.database import new_spec
 
 pytestmark = pytest.mark.skipif(img.missing_tools() is not None, reason=str(img.missing_tools()))
 

@@ -10,7 +10,7 @@ from resolver.core.provider import Capability, EvidenceProvider
 from resolver.evidence.contract import NotApplicable, ProviderContract, Scenario
 from resolver.evidence.receipt_server import ReceiptServer
 from resolver.evidence.receipts import KeyRing
-from tests.providers.harnesses import HttpReceiptHarness, InternalMutationHarness
+from tests.helpers.harnesses import HttpReceiptHarness, InternalMutationHarness
 
 KIT = ProviderContract()
 

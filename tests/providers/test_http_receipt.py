@@ -19,7 +19,7 @@ from resolver.evidence.contract import Scenario
 from resolver.evidence.readonly_http import HttpUnavailable, MethodNotAllowed, ReadOnlyHttpClient
 from resolver.evidence.receipt_server import ReceiptServer, running_receipt_server
 from resolver.evidence.receipts import KeyRing
-from tests.providers.harnesses import TOKEN, HttpReceiptHarness, closed_port, new_identity, signed
+from tests.helpers.harnesses import TOKEN, HttpReceiptHarness, closed_port, new_identity, signed
 
 
 @pytest.fixture

@@ -31,8 +31,8 @@ from resolver.db.readonly import ReadOnlyDatabase, is_transient
 from resolver.evidence.receipts import KeyRing
 from resolver.telemetry.health import Probe, ProviderHealth, ReadinessCheck
 from resolver.telemetry.metrics import ResolverMetrics
-from tests.conftest import EXEC_LEASE_MS, SQL, T0, World
-from tests.providers.harnesses import new_identity
+from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
+from tests.helpers.harnesses import new_identity
 
 KEYS = KeyRing.ephemeral("unit")
 AFTER = T0 + EXEC_LEASE_MS

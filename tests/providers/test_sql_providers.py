@@ -21,8 +21,8 @@ from resolver.core.provider import build_registry, discover_factories
 from resolver.db.readonly import ReadOnlyDatabase
 from resolver.evidence.receipts import KeyRing
 from resolver.executor.receipts import write_receipt
-from tests.conftest import SQL, T0, World
-from tests.providers.harnesses import (
+from tests.helpers.database import SQL, T0, World
+from tests.helpers.harnesses import (
     CONTENT,
     OTHER_DIGEST,
     insert_run_fact,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from resolver.app.startup import wait_until_ready
+from resolver.app.lifecycle import wait_until_ready
 from resolver.core.errors import ConfigError, SchemaNotReady, StorageUnavailable
 
 
