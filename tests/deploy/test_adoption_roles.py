@@ -30,7 +30,7 @@ from resolver.db.repository import PostgresStore
 from resolver.evidence.receipts import KeyRing, sign_receipt
 from tests.deploy import test_database_roles
 from tests.deploy.test_database_roles import RoleDatabase, as_role, crash
-from tests.providers.harnesses import new_identity, plant_install
+from tests.helpers.harnesses import new_identity, plant_install
 
 # The database set up by roles.sql and `resolver migrate --grants`, one per module.
 role_db = test_database_roles.role_db

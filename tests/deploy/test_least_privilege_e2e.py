@@ -30,10 +30,10 @@ from resolver.db.repository import PostgresStore
 from resolver.evidence.receipts import KeyRing
 from resolver.executor.client import ExecutionClient
 from resolver.executor.receipts import write_receipt
-from tests.conftest import new_spec
 from tests.deploy import test_database_roles
 from tests.deploy.k8s import KUSTOMIZE_BASE, Manifest, env_of, one, render
 from tests.deploy.test_database_roles import RoleDatabase
+from tests.helpers.database import new_spec
 
 role_db = test_database_roles.role_db
 

@@ -19,8 +19,9 @@ from resolver.db.protocol import FENCE_CONFLICT, INVALID_INPUT, LEASE_LOST, NOT_
 from resolver.db.repository import PostgresStore
 from resolver.executor.client import ExecutionClient
 from resolver.human.manual import ManualResolutionService
-from tests.conftest import EXEC_LEASE_MS, SQL, T0, World, new_spec
-from tests.integration.test_protocol_functions import (
+from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World, new_spec
+from tests.helpers.providers import ScriptedProvider, reconciler, verified
+from tests.integration.executor.test_protocol_functions import (
     LEASE_MS,
     call,
     created,
@@ -29,8 +30,6 @@ from tests.integration.test_protocol_functions import (
     refused,
     started,
 )
-from tests.integration.test_recovery import reconciler
-from tests.providers_for_tests import ScriptedProvider, verified
 
 AFTER = T0 + EXEC_LEASE_MS
 
