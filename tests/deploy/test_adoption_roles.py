@@ -28,12 +28,8 @@ from resolver.core.domain import DispatchIdentity, ExecutionLease, FindingKind, 
 from resolver.db.readonly import ReadOnlyDatabase
 from resolver.db.repository import PostgresStore
 from resolver.evidence.receipts import KeyRing, sign_receipt
-from tests.deploy import test_database_roles
-from tests.deploy.test_database_roles import RoleDatabase, as_role, crash
-from tests.providers.harnesses import new_identity, plant_install
-
-# The database set up by roles.sql and `resolver migrate --grants`, one per module.
-role_db = test_database_roles.role_db
+from tests.helpers.harnesses import new_identity, plant_install
+from tests.helpers.roles import RoleDatabase, as_role, crash
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"

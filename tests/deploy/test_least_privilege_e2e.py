@@ -30,12 +30,9 @@ from resolver.db.repository import PostgresStore
 from resolver.evidence.receipts import KeyRing
 from resolver.executor.client import ExecutionClient
 from resolver.executor.receipts import write_receipt
-from tests.conftest import new_spec
-from tests.deploy import test_database_roles
 from tests.deploy.k8s import KUSTOMIZE_BASE, Manifest, env_of, one, render
-from tests.deploy.test_database_roles import RoleDatabase
-
-role_db = test_database_roles.role_db
+from tests.helpers.database import new_spec
+from tests.helpers.roles import RoleDatabase
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "deployment.md"

@@ -19,8 +19,8 @@ from resolver.db.protocol import FENCE_CONFLICT, INVALID_INPUT, LEASE_LOST, NOT_
 from resolver.db.repository import PostgresStore
 from resolver.executor.client import ExecutionClient
 from resolver.human.manual import ManualResolutionService
-from tests.conftest import EXEC_LEASE_MS, SQL, T0, World, new_spec
-from tests.integration.test_protocol_functions import (
+from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World, new_spec
+from tests.helpers.protocol import (
     LEASE_MS,
     call,
     created,
@@ -29,8 +29,7 @@ from tests.integration.test_protocol_functions import (
     refused,
     started,
 )
-from tests.integration.test_recovery import reconciler
-from tests.providers_for_tests import ScriptedProvider, verified
+from tests.helpers.providers import ScriptedProvider, reconciler, verified
 
 AFTER = T0 + EXEC_LEASE_MS
 
@@ -265,7 +264,7 @@ def test_writes_outside_the_protocol_fail_with_the_documented_sqlstate(
     with pytest.raises(psycopg.Error) as caught:
         sql.all(f"{statement} WHERE dispatch_id = %s", run["dispatch_id"])
     assert caught.value.sqlstate == sqlstate, caught.value.diag.message_primary
-    text = Path(__file__).resolve().parents[2].joinpath("docs", "executor-protocol.md")
+    text = Path(__file__).resolve().parents[3].joinpath("docs", "executor-protocol.md")
     assert f"`{sqlstate}`" in text.read_text(encoding="utf-8")
 
 
