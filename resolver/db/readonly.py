@@ -8,11 +8,10 @@ from typing import Any, LiteralString
 
 import psycopg
 import psycopg_pool
-from psycopg.rows import dict_row
 
 from resolver.core.errors import SourceMisconfigured, StorageUnavailable
-from resolver.db.dsn import libpq_dsn, redact
-from resolver.db.pooling import check_if_idle
+from resolver.db.dsn import redact
+from resolver.db.pooling import build_pool
 
 Row = dict[str, Any]
 
@@ -36,35 +35,23 @@ class ReadOnlyDatabase:
     ) -> None:
         self._url = redact(database_url)
         self._timeout_seconds = timeout_seconds
-        statement_timeout_ms = max(1, int(timeout_seconds * 1000))
-        self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[Row]] = (
-            psycopg_pool.ConnectionPool(
-                libpq_dsn(database_url),
-                connection_class=psycopg.Connection[Row],
-                min_size=0,
-                max_size=max_connections,
-                timeout=timeout_seconds,
-                open=False,
-                kwargs={
-                    "connect_timeout": max(1, int(timeout_seconds)),
-                    # A silent network (no RST, no FIN) must not hold a read past the
-                    # timeout either: the kernel gives up on unacknowledged data after
-                    # tcp_user_timeout, and keepalives notice a peer that went away.
-                    "tcp_user_timeout": max(1, int(timeout_seconds * 1000)),
-                    "keepalives": 1,
-                    "keepalives_idle": max(1, int(timeout_seconds)),
-                    "keepalives_interval": 1,
-                    "keepalives_count": 3,
-                    "application_name": application_name[:63],
-                    "options": (
-                        "-c default_transaction_read_only=on "
-                        f"-c statement_timeout={statement_timeout_ms}"
-                    ),
-                    "row_factory": dict_row,
-                },
-                configure=_read_only,
-                check=check_if_idle,
-            )
+        self._pool = build_pool(
+            database_url,
+            min_size=0,
+            max_size=max_connections,
+            timeout_seconds=timeout_seconds,
+            application_name=application_name,
+            settings={
+                "default_transaction_read_only": "on",
+                "statement_timeout": max(1, int(timeout_seconds * 1000)),
+            },
+            # A silent network (no RST, no FIN) must not hold a read past the timeout
+            # either: the kernel gives up on unacknowledged data after tcp_user_timeout,
+            # and keepalives notice a peer that went away.
+            keepalives_idle_seconds=max(1, int(timeout_seconds)),
+            keepalives_interval_seconds=1,
+            tcp_user_timeout_ms=max(1, int(timeout_seconds * 1000)),
+            configure=_read_only,
         )
 
     def open(self) -> None:

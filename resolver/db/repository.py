@@ -39,8 +39,8 @@ from resolver.core.errors import (
     StatementTimeout,
     StorageUnavailable,
 )
-from resolver.db.dsn import libpq_dsn, redact
-from resolver.db.pooling import check_if_idle
+from resolver.db.dsn import redact
+from resolver.db.pooling import build_pool
 from resolver.db.protocol import protocol_error
 from resolver.db.retention import prune_summary
 from resolver.db.statements import claim_statement, statement
@@ -64,37 +64,23 @@ class PostgresStore:
         application_name: str = "approved-action-resolver",
     ) -> None:
         self._url = redact(database_url)
-        self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[Row]] = (
-            psycopg_pool.ConnectionPool(
-                libpq_dsn(database_url),
-                connection_class=psycopg.Connection[Row],
-                min_size=min_connections,
-                max_size=max_connections,
-                timeout=connect_timeout_seconds,
-                open=False,
-                kwargs={
-                    "connect_timeout": max(1, int(connect_timeout_seconds)),
-                    "application_name": application_name,
-                    # A row lock held elsewhere (an operator's open transaction) fails the
-                    # call fast and typed (LockTimeout) instead of holding a pool connection
-                    # until the statement timeout.
-                    "options": (
-                        f"-c statement_timeout={statement_timeout_ms}"
-                        f" -c lock_timeout={lock_timeout_ms}"
-                    ),
-                    "row_factory": dict_row,
-                    # Transactions are explicit (`_transaction`); a lone statement is its own.
-                    "autocommit": True,
-                    # A peer that silently vanishes (a cut network, not a refused connection)
-                    # must fail the call within seconds, not after the kernel's TCP timeouts.
-                    "keepalives": 1,
-                    "keepalives_idle": 10,
-                    "keepalives_interval": 5,
-                    "keepalives_count": 3,
-                    "tcp_user_timeout": 30_000,
-                },
-                check=check_if_idle,
-            )
+        self._pool = build_pool(
+            database_url,
+            min_size=min_connections,
+            max_size=max_connections,
+            timeout_seconds=connect_timeout_seconds,
+            application_name=application_name,
+            # A row lock held elsewhere (an operator's open transaction) fails the call fast
+            # and typed (LockTimeout) instead of holding a pool connection until the
+            # statement timeout.
+            settings={"statement_timeout": statement_timeout_ms, "lock_timeout": lock_timeout_ms},
+            # A peer that silently vanishes (a cut network, not a refused connection) must
+            # fail the call within seconds, not after the kernel's TCP timeouts.
+            keepalives_idle_seconds=10,
+            keepalives_interval_seconds=5,
+            tcp_user_timeout_ms=30_000,
+            # Transactions are explicit (`_transaction`); a lone statement is its own.
+            autocommit=True,
         )
 
     def open(self) -> None:
