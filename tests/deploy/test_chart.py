@@ -170,6 +170,12 @@ NOT_FROM_VALUES = {
     "oidc_jwks_url",
     "oidc_jwks_cache_seconds",
     "oidc_jwks_refetch_min_seconds",
+    "console_oidc_client_id",
+    "console_oidc_issuer",
+    "console_oidc_scope",
+    "console_oidc_resource",
+    "console_links",
+    "console_reason_codes",
     # The migration Job's (checked by test_migration_runs_under_a_lock_timeout_with_retries).
     "migration_lock_timeout_ms",
     "migration_attempts",
