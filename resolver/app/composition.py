@@ -88,9 +88,7 @@ def open_retention(settings: Settings) -> PostgresRetention:
 
 def load_registry(settings: Settings) -> ProviderRegistry:
     registry = build_registry(load_provider_config(settings.config))
-    settings.check_lease_budget(
-        max(registry.longest_timeout_seconds, settings.default_provider_timeout_seconds)
-    )
+    settings.check_lease_budget(registry.longest_timeout_seconds)
     return registry
 
 

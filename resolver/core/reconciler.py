@@ -291,11 +291,13 @@ class _Pending:
             i.dispatch_id: _guard(self.provider, answered.get(i.dispatch_id, unanswered))
             for i in self.identities
         }
+        cause: str | None = None
         if failure is None:
             # A provider that could not reach or use its source says why on its findings.
-            failure = next((f.failure for f in findings.values() if f.failure is not None), None)
+            failed = next((f for f in findings.values() if f.failure is not None), None)
+            failure, cause = (failed.failure, failed.cause) if failed else (None, None)
         return ProviderCall(
-            self.label, self.identities, findings, started_ns, seconds, failure, error
+            self.label, self.identities, findings, started_ns, seconds, failure, error, cause
         )
 
 

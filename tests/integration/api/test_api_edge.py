@@ -59,39 +59,216 @@ class Case:
 DECIDE = "/v1/dispatches/{id}/resolution"
 JSON = {"Content-Type": "application/json"}
 CASES = [
-    Case("version as string", "POST", DECIDE, 422, "invalid_request", {"v": "7"}, title_has="expected_execution_version"),
-    Case("version as float", "POST", DECIDE, 422, "invalid_request", {"v": 7.0}, title_has="expected_execution_version"),
-    Case("version as bool", "POST", DECIDE, 422, "invalid_request", {"v": True}, title_has="expected_execution_version"),
-    Case("version above bigint", "POST", DECIDE, 422, "invalid_request", {"v": BIGINT_MAX + 1}, title_has="expected_execution_version"),
-    Case("version 10**30", "POST", DECIDE, 422, "invalid_request", {"v": 10**30}, title_has="expected_execution_version"),
-    Case("version zero", "POST", DECIDE, 422, "invalid_request", {"v": 0}, title_has="expected_execution_version"),
+    Case(
+        "version as string",
+        "POST",
+        DECIDE,
+        422,
+        "invalid_request",
+        {"v": "7"},
+        title_has="expected_execution_version",
+    ),
+    Case(
+        "version as float",
+        "POST",
+        DECIDE,
+        422,
+        "invalid_request",
+        {"v": 7.0},
+        title_has="expected_execution_version",
+    ),
+    Case(
+        "version as bool",
+        "POST",
+        DECIDE,
+        422,
+        "invalid_request",
+        {"v": True},
+        title_has="expected_execution_version",
+    ),
+    Case(
+        "version above bigint",
+        "POST",
+        DECIDE,
+        422,
+        "invalid_request",
+        {"v": BIGINT_MAX + 1},
+        title_has="expected_execution_version",
+    ),
+    Case(
+        "version 10**30",
+        "POST",
+        DECIDE,
+        422,
+        "invalid_request",
+        {"v": 10**30},
+        title_has="expected_execution_version",
+    ),
+    Case(
+        "version zero",
+        "POST",
+        DECIDE,
+        422,
+        "invalid_request",
+        {"v": 0},
+        title_has="expected_execution_version",
+    ),
     Case("unknown field", "POST", DECIDE, 422, "invalid_request", {"extra": 1}, title_has="extra"),
-    Case("mutation id as number", "POST", DECIDE, 422, "invalid_request", {"mutation_id": 7}, title_has="mutation_id"),
-    Case("reason code with NUL", "POST", DECIDE, 422, "invalid_request", {"reason_code": "a\x00b"}, title_has="reason_code"),
+    Case(
+        "mutation id as number",
+        "POST",
+        DECIDE,
+        422,
+        "invalid_request",
+        {"mutation_id": 7},
+        title_has="mutation_id",
+    ),
+    Case(
+        "reason code with NUL",
+        "POST",
+        DECIDE,
+        422,
+        "invalid_request",
+        {"reason_code": "a\x00b"},
+        title_has="reason_code",
+    ),
     Case("body is an array", "POST", DECIDE, 422, "invalid_request", [], title_has="body"),
     Case("body is null", "POST", DECIDE, 422, "invalid_request", content=b"null", headers=JSON),
-    Case("truncated JSON", "POST", DECIDE, 400, "malformed_body", content=b'{"decision":', headers=JSON),
-    Case("invalid UTF-8", "POST", DECIDE, 400, "malformed_body", content=b'{"decision": "\xff\xfe"}', headers=JSON),
-    Case("deep nesting", "POST", DECIDE, 400, "malformed_body", content=b"[" * 60_000, headers=JSON),
-    Case("body over 64 KiB", "POST", DECIDE, 413, "too_large", content=b" " * (64 * 1024 + 1), headers=JSON),
-    Case("text/plain body", "POST", DECIDE, 415, "unsupported_media_type", content=b"{}", headers={"Content-Type": "text/plain"}),
+    Case(
+        "truncated JSON",
+        "POST",
+        DECIDE,
+        400,
+        "malformed_body",
+        content=b'{"decision":',
+        headers=JSON,
+    ),
+    Case(
+        "invalid UTF-8",
+        "POST",
+        DECIDE,
+        400,
+        "malformed_body",
+        content=b'{"decision": "\xff\xfe"}',
+        headers=JSON,
+    ),
+    Case(
+        "deep nesting", "POST", DECIDE, 400, "malformed_body", content=b"[" * 60_000, headers=JSON
+    ),
+    Case(
+        "body over 64 KiB",
+        "POST",
+        DECIDE,
+        413,
+        "too_large",
+        content=b" " * (64 * 1024 + 1),
+        headers=JSON,
+    ),
+    Case(
+        "text/plain body",
+        "POST",
+        DECIDE,
+        415,
+        "unsupported_media_type",
+        content=b"{}",
+        headers={"Content-Type": "text/plain"},
+    ),
     Case("no body at all", "POST", DECIDE, 415, "unsupported_media_type"),
-    Case("bad dispatch id", "POST", "/v1/dispatches/a%20b/resolution", 422, "invalid_request", {}, title_has="dispatch_id"),
-    Case("dispatch id too long", "POST", "/v1/dispatches/" + "a" * 129 + "/resolution", 422, "invalid_request", {}, title_has="dispatch_id"),
+    Case(
+        "bad dispatch id",
+        "POST",
+        "/v1/dispatches/a%20b/resolution",
+        422,
+        "invalid_request",
+        {},
+        title_has="dispatch_id",
+    ),
+    Case(
+        "dispatch id too long",
+        "POST",
+        "/v1/dispatches/" + "a" * 129 + "/resolution",
+        422,
+        "invalid_request",
+        {},
+        title_has="dispatch_id",
+    ),
     Case("unknown route", "GET", "/v1/nope", 404, "not_found"),
     Case("retry endpoint", "POST", "/v1/dispatches/{id}/retry", 404, "not_found"),
     Case("wrong method on decide", "GET", DECIDE, 405, "method_not_allowed"),
     Case("wrong method on queue", "DELETE", "/v1/manual-queue", 405, "method_not_allowed"),
     Case("openapi not served", "GET", "/openapi.json", 404, "not_found"),
-    Case("limit as float", "GET", "/v1/manual-queue?limit=7.0", 422, "invalid_request", title_has="limit"),
-    Case("limit with sign", "GET", "/v1/manual-queue?limit=%2B7", 422, "invalid_request", title_has="limit"),
-    Case("limit with underscore", "GET", "/v1/manual-queue?limit=1_0", 422, "invalid_request", title_has="limit"),
-    Case("limit above 100", "GET", "/v1/manual-queue?limit=101", 422, "invalid_request", title_has="limit"),
-    Case("limit huge", "GET", "/v1/manual-queue?limit=99999999999999999999999", 422, "invalid_request", title_has="limit"),
-    Case("cursor not base64", "GET", "/v1/manual-queue?cursor=%25%25%25", 422, "invalid_request", title_has="cursor"),
-    Case("cursor above bigint", "GET", f"/v1/manual-queue?cursor={cursor('99999999999999999999:d-1')}", 422, "invalid_request", title_has="cursor"),
-    Case("cursor with NUL id", "GET", f"/v1/manual-queue?cursor={cursor('1:a' + chr(0))}", 422, "invalid_request", title_has="cursor"),
-    Case("cursor negative", "GET", f"/v1/manual-queue?cursor={cursor('-1:d-1')}", 422, "invalid_request", title_has="cursor"),
+    Case(
+        "limit as float",
+        "GET",
+        "/v1/manual-queue?limit=7.0",
+        422,
+        "invalid_request",
+        title_has="limit",
+    ),
+    Case(
+        "limit with sign",
+        "GET",
+        "/v1/manual-queue?limit=%2B7",
+        422,
+        "invalid_request",
+        title_has="limit",
+    ),
+    Case(
+        "limit with underscore",
+        "GET",
+        "/v1/manual-queue?limit=1_0",
+        422,
+        "invalid_request",
+        title_has="limit",
+    ),
+    Case(
+        "limit above 100",
+        "GET",
+        "/v1/manual-queue?limit=101",
+        422,
+        "invalid_request",
+        title_has="limit",
+    ),
+    Case(
+        "limit huge",
+        "GET",
+        "/v1/manual-queue?limit=99999999999999999999999",
+        422,
+        "invalid_request",
+        title_has="limit",
+    ),
+    Case(
+        "cursor not base64",
+        "GET",
+        "/v1/manual-queue?cursor=%25%25%25",
+        422,
+        "invalid_request",
+        title_has="cursor",
+    ),
+    Case(
+        "cursor above bigint",
+        "GET",
+        f"/v1/manual-queue?cursor={cursor('99999999999999999999:d-1')}",
+        422,
+        "invalid_request",
+        title_has="cursor",
+    ),
+    Case(
+        "cursor with NUL id",
+        "GET",
+        f"/v1/manual-queue?cursor={cursor('1:a' + chr(0))}",
+        422,
+        "invalid_request",
+        title_has="cursor",
+    ),
+    Case(
+        "cursor negative",
+        "GET",
+        f"/v1/manual-queue?cursor={cursor('-1:d-1')}",
+        422,
+        "invalid_request",
+        title_has="cursor",
+    ),
 ]
 
 
@@ -100,7 +277,12 @@ def assert_problem(response: httpx.Response, status: int, code: str) -> dict[str
     assert response.headers["cache-control"] == "no-store"
     assert response.headers["content-type"] == "application/problem+json"
     doc = response.json()
-    assert doc == {"type": f"urn:resolver:problem:{code}", "title": doc["title"], "status": status, "code": code}
+    assert doc == {
+        "type": f"urn:resolver:problem:{code}",
+        "title": doc["title"],
+        "status": status,
+        "code": code,
+    }
     return dict(doc)
 
 
@@ -173,7 +355,9 @@ def test_unexpected_error_is_a_masked_500_and_the_connection_survives(
         boom = client.get("/v1/manual-queue", headers=auth(token(signing_key)))
         after = client.get("/healthz")
         # The same TCP connection carried both: the 500 did not make the server hang up.
-        ports = [r.extensions["network_stream"].get_extra_info("client_addr")[1] for r in (boom, after)]
+        ports = [
+            r.extensions["network_stream"].get_extra_info("client_addr")[1] for r in (boom, after)
+        ]
     assert ports[0] == ports[1]
     doc = assert_problem(boom, 500, "internal")
     assert doc["title"] == "internal error" and "hunter2" not in boom.text
@@ -206,10 +390,29 @@ def test_published_openapi_is_current_and_documents_every_problem() -> None:
     published = json.loads((ROOT / "docs" / "openapi.json").read_text())
     assert published == json.loads(json.dumps(openapi_document()))
     decide = published["paths"]["/v1/dispatches/{dispatch_id}/resolution"]["post"]
-    assert set(decide["responses"]) == {"200", "400", "401", "403", "404", "409", "413", "415", "422", "429", "500", "503"}
+    assert set(decide["responses"]) == {
+        "200",
+        "400",
+        "401",
+        "403",
+        "404",
+        "409",
+        "413",
+        "415",
+        "422",
+        "429",
+        "500",
+        "503",
+    }
     for fenced in ("DecisionRequest", "BulkItem"):
-        version = published["components"]["schemas"][fenced]["properties"]["expected_execution_version"]
-        assert (version["type"], version["minimum"], version["maximum"]) == ("integer", 1, 2**63 - 1)
+        version = published["components"]["schemas"][fenced]["properties"][
+            "expected_execution_version"
+        ]
+        assert (version["type"], version["minimum"], version["maximum"]) == (
+            "integer",
+            1,
+            2**63 - 1,
+        )
     bulk = published["paths"]["/v1/resolutions/bulk"]["post"]
     assert set(bulk["responses"]) == {"200", "400", "401", "413", "415", "422", "429", "500", "503"}
     assert published["components"]["schemas"]["DecisionRequest"]["additionalProperties"] is False
@@ -253,7 +456,10 @@ def test_resolver_api_logs_json_only_and_never_the_query_string(
     lines = [*seen, *proc.stderr.read().splitlines()]
     events = [json.loads(line) for line in lines if line.strip()]  # every line is JSON
     access = [e for e in events if e["event"] == "http_request"]
-    assert [(e["path"], e["status"]) for e in access] == [("/v1/manual-queue", 401), ("/v1/nope", 404)]
+    assert [(e["path"], e["status"]) for e in access] == [
+        ("/v1/manual-queue", 401),
+        ("/v1/nope", 404),
+    ]
     assert all(e["level"] for e in events)
     text = "\n".join(lines)
     assert secret not in text and "access_token" not in text and "Traceback" not in text

@@ -53,24 +53,48 @@ json_values = st.recursive(
     | st.integers(min_value=-(2**70), max_value=2**70)
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
     max_leaves=10,
 )
 segment = st.one_of(
     st.sampled_from(["ITEM", "d-1", "x" * 129, "a b", "é", "%00", "\x00"]),
-    st.text(alphabet=st.characters(blacklist_characters="/", blacklist_categories=["Cs"]), min_size=1, max_size=12).filter(lambda s: s not in (".", "..")),
+    st.text(
+        alphabet=st.characters(blacklist_characters="/", blacklist_categories=["Cs"]),
+        min_size=1,
+        max_size=12,
+    ).filter(lambda s: s not in (".", "..")),
 ).map(lambda s: quote(s, safe=""))
 paths = st.one_of(
     st.just("/v1/manual-queue"),
     st.builds(lambda s: f"/v1/dispatches/{s}/resolution", segment),
-    st.builds(lambda s, t: f"/v1/dispatches/{s}/{t}", segment, st.sampled_from(["retry", "reset", "resolution/x"])),
+    st.builds(
+        lambda s, t: f"/v1/dispatches/{s}/{t}",
+        segment,
+        st.sampled_from(["retry", "reset", "resolution/x"]),
+    ),
     st.builds(lambda s: f"/v1/{s}", segment),
 )
-fields = st.sampled_from(["decision", "mutation_id", "expected_execution_version", "reason_code", "evidence_digest", "extra"])
+fields = st.sampled_from(
+    [
+        "decision",
+        "mutation_id",
+        "expected_execution_version",
+        "reason_code",
+        "evidence_digest",
+        "extra",
+    ]
+)
 # A stale version: the decision reaches the fenced commit and loses (409), so the item stays
 # undecided and every example meets the same, fullest path through the database.
 STALE_VERSION = 1_000_000
-BASE = {"decision": "confirm_failed", "mutation_id": "m-1", "expected_execution_version": STALE_VERSION, "reason_code": "checked"}
+BASE = {
+    "decision": "confirm_failed",
+    "mutation_id": "m-1",
+    "expected_execution_version": STALE_VERSION,
+    "reason_code": "checked",
+}
 tricky = st.one_of(
     st.sampled_from(["confirm_succeeded", "abandon_unknown", "a" * 64, "m-2", "", "\x00"]),
     st.sampled_from([2**63, 2**63 - 1, -(2**63), 10**30, 1, 0, "7", 7.0, True, None]),
@@ -100,14 +124,20 @@ bodies = st.one_of(
 )
 cursors = st.one_of(
     st.text(max_size=40),
-    st.builds(lambda a, b: base64.urlsafe_b64encode(f"{a}:{b}".encode()).decode(), st.integers(min_value=-(2**70), max_value=2**70), st.text(max_size=10)),
+    st.builds(
+        lambda a, b: base64.urlsafe_b64encode(f"{a}:{b}".encode()).decode(),
+        st.integers(min_value=-(2**70), max_value=2**70),
+        st.text(max_size=10),
+    ),
 )
 queries = st.dictionaries(
     st.sampled_from(["limit", "cursor", "access_token", "x"]),
     st.one_of(st.integers(-5, 200).map(str), st.text(max_size=10), cursors),
     max_size=3,
 )
-content_types = st.sampled_from([None, "application/json", "application/problem+json", "text/plain", "multipart/form-data"])
+content_types = st.sampled_from(
+    [None, "application/json", "application/problem+json", "text/plain", "multipart/form-data"]
+)
 
 
 @dataclass(frozen=True)
@@ -149,7 +179,11 @@ aimed = st.one_of(
 
 @pytest.fixture
 def fuzz_target(
-    store: PostgresStore, jwks_file: Path, sql: SQL, manual_item: tuple[str, int], signing_key: rsa.RSAPrivateKey
+    store: PostgresStore,
+    jwks_file: Path,
+    sql: SQL,
+    manual_item: tuple[str, int],
+    signing_key: rsa.RSAPrivateKey,
 ) -> Iterator[tuple[httpx.Client, str, list[dict[str, str]]]]:
     sql.all("INSERT INTO recovery_projects VALUES ('proj-1', 1)")
     sql.all("INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)")
@@ -172,7 +206,9 @@ def check(client: httpx.Client, item: str, header_choices: list[dict[str, str]],
     headers: dict[str, Any] = dict(header_choices[call.header_index])
     if call.content_type is not None:
         headers["Content-Type"] = call.content_type
-    response = client.request(call.method, path, params=call.query, headers=headers, content=call.body)
+    response = client.request(
+        call.method, path, params=call.query, headers=headers, content=call.body
+    )
     status = response.status_code
     assert status < 500, (status, response.text)
     # The body limit holds before routing: on any path, and only there, an oversized body is 413.
@@ -188,7 +224,11 @@ def check(client: httpx.Client, item: str, header_choices: list[dict[str, str]],
 
 
 BOUNDED = settings(
-    max_examples=250, deadline=None, suppress_health_check=list(HealthCheck), database=None, print_blob=True
+    max_examples=250,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    database=None,
+    print_blob=True,
 )
 
 
@@ -207,7 +247,16 @@ def test_no_5xx_and_no_undocumented_status(
     @example(Call("DELETE", "/v1/manual-queue", {}, 0, None, None))  # 405
     @example(Call("GET", "/v1/manual-queue", {"limit": "7.0"}, 0, None, None))  # 422
     @example(Call("GET", "/v1/manual-queue", {}, 0, None, None))  # 200
-    @example(Call("POST", "/v1/dispatches/ITEM/resolution", {}, 0, "application/json", json.dumps(BASE).encode()))  # 409
+    @example(
+        Call(
+            "POST",
+            "/v1/dispatches/ITEM/resolution",
+            {},
+            0,
+            "application/json",
+            json.dumps(BASE).encode(),
+        )
+    )  # 409
     @given(calls)
     def request(call: Call) -> None:
         seen.add(check(*fuzz_target, call))

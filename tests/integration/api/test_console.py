@@ -22,7 +22,7 @@ from resolver.db.repository import PostgresStore
 from resolver.human.api import create_app
 from resolver.human.auth import JwksUrl, TokenVerifier
 from resolver.human.console_config import console_config
-from tests.helpers.database import SQL, World
+from tests.helpers.database import SQL, World, new_spec
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler
 from tests.integration.console_rig import (
@@ -314,17 +314,23 @@ def test_the_waiting_and_decided_views_and_a_reload_of_a_filtered_page(
 
 
 def test_link_outs_come_only_from_configured_templates_with_ids_url_encoded(
-    site: Site, page: Any
+    site: Site, page: Any, world: World, store: PostgresStore
 ) -> None:
-    page.goto(site.url)
+    spec = world.executor.create_dispatch(new_spec(dispatch_id="run:42.a"))
+    lease = world.executor.lease(spec.dispatch_id, now_ms=int(time.time() * 1000) - 3_600_000)
+    world.executor.start(lease, now_ms=int(time.time() * 1000) - 3_600_000)
+    reconciler(store, ScriptedProvider(fixed(FindingKind.UNSUPPORTED))).run_cycle()
+    page.goto(f"{site.url}#/dispatch/run:42.a")
     sign_in(page, "alice")
-    page.goto(f"{site.url}#/dispatch/{site.dispatch_ids[0]}")
-    links = page.locator("#links a")
-    if links.count() == 0:  # the case route is not served yet: no identity to link from
-        page.locator("#unavailable").wait_for()
-        return
-    assert links.nth(0).get_attribute("href").startswith("https://platform.example/approvals/")
-    assert links.nth(0).get_attribute("rel") == "noopener noreferrer"
+    logs = page.locator("#links a", has_text="Logs")
+    logs.wait_for()
+    assert logs.get_attribute("href") == "https://logs.example/search?q=run%3A42.a&p=proj-1"
+    assert logs.get_attribute("rel") == "noopener noreferrer"
+    approval = page.locator("#links a", has_text="Approval")
+    if approval.count():  # an API that serves the whole case also names the approval
+        expected = "https://platform.example/approvals/ar-run%3A42.a"
+        assert approval.get_attribute("href") == expected
+    assert page.locator("#links a").count() <= 2  # nothing but the configured templates
 
 
 def test_an_identity_proxy_forwarding_the_token_needs_no_sign_in(

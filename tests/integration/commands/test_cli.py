@@ -28,6 +28,7 @@ def env(database_url: str) -> dict[str, str]:
 
 
 SEED = """
+SELECT set_config('resolver.import_history', 'on', true);
 INSERT INTO approved_action_dispatches (dispatch_id, approval_request_id, project_id, action_type,
     action_digest, idempotency_key, schema_version)
 VALUES ('crashed-1', 'ar-1', 'p', 'vendor.unknown', repeat('a', 64), 'k-1', 1),

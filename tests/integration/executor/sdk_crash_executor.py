@@ -29,7 +29,9 @@ def main(database_url: str, dispatch_id: str, point: str) -> None:
             database_url=database_url,
             owner="sdk-crasher",
             keys=KeyRing.from_environment(),
-            lease_seconds=0.5,
+            # Long enough that the receipt commits under a live lease on a loaded machine
+            # (receipts are fenced on it), short enough to run out soon after the crash.
+            lease_seconds=2.0,
         )
         with runner.run(dispatch_id) as effect:
             if point == "before":

@@ -6,10 +6,6 @@ Python API's behaviour on the same paths is in test_execution.py.
 
 from __future__ import annotations
 
-from typing import Any
-
-import psycopg
-import pytest
 from psycopg.types.json import Jsonb
 
 from resolver.db.protocol import (
@@ -20,66 +16,15 @@ from resolver.db.protocol import (
     NOT_LEASABLE,
 )
 from tests.helpers.database import SQL, T0, new_spec
-
-LEASE_MS = 1_000
-PROTOCOL = (
-    "resolver_dispatch_create",
-    "resolver_execution_lease",
-    "resolver_execution_start",
-    "resolver_execution_renew",
-    "resolver_execution_complete",
-    "resolver_receipt_identity",
-    "resolver_receipt_write",
+from tests.helpers.protocol import (
+    LEASE_MS,
+    PROTOCOL,
+    call,
+    fence,
+    leased,
+    refused,
+    started,
 )
-
-
-def call(sql: SQL, function: str, **args: Any) -> dict[str, Any]:
-    named = ", ".join(f"p_{name} => %s" for name in args)
-    return sql.one(f"SELECT * FROM {function}({named})", *args.values())
-
-
-def refused(sql: SQL, sqlstate: str, function: str, **args: Any) -> str:
-    with pytest.raises(psycopg.Error) as caught:
-        call(sql, function, **args)
-    assert caught.value.sqlstate == sqlstate, caught.value.diag.message_primary
-    return caught.value.diag.message_primary or ""
-
-
-def created(sql: SQL) -> str:
-    spec = new_spec()
-    row = call(
-        sql,
-        "resolver_dispatch_create",
-        dispatch_id=spec.dispatch_id,
-        approval_request_id=spec.approval_request_id,
-        project_id=spec.project_id,
-        action_type=spec.action_type,
-        action_digest=spec.action_digest,
-        idempotency_key=spec.idempotency_key,
-    )
-    assert row["created"] is True
-    return spec.dispatch_id
-
-
-def leased(sql: SQL, now_ms: int = T0) -> dict[str, Any]:
-    dispatch_id = created(sql)
-    return call(
-        sql,
-        "resolver_execution_lease",
-        dispatch_id=dispatch_id,
-        owner="ts-executor",
-        lease_ms=LEASE_MS,
-        now_ms=now_ms,
-    )
-
-
-def fence(lease: dict[str, Any]) -> dict[str, Any]:
-    return {k: lease[k] for k in ("dispatch_id", "owner", "token", "version")}
-
-
-def started(sql: SQL, now_ms: int = T0) -> dict[str, Any]:
-    lease = leased(sql, now_ms)
-    return call(sql, "resolver_execution_start", **fence(lease), lease_ms=LEASE_MS, now_ms=now_ms)
 
 
 def test_every_function_is_security_definer_with_a_pinned_search_path(sql: SQL) -> None:
@@ -176,7 +121,8 @@ def test_renew_revokes_recovery_and_stale_renew_is_a_fence_conflict(sql: SQL) ->
     renewed = call(
         sql, "resolver_execution_renew", **fence(run), lease_ms=LEASE_MS, now_ms=T0 + 500
     )
-    assert renewed["version"] == run["version"] + 1 and renewed["controls_rearmed"] == 1
+    # The control was armed already: nothing was re-armed (a manual one would count 1).
+    assert renewed["version"] == run["version"] + 1 and renewed["controls_rearmed"] == 0
     control = sql.control(run["dispatch_id"])
     assert control["execution_version"] == renewed["version"]
     assert control["next_scan_at_ms"] == T0 + 500 + LEASE_MS

@@ -24,6 +24,7 @@ from resolver.db.repository import PostgresStore
 from resolver.evidence.receipts import KeyRing, encode_receipt
 from resolver.executor.client import CompletionResult, ExecutionClient
 from resolver.executor.side_effects import SideEffect, SideEffectRunner
+from tests.contention.proxy import FaultProxy
 from tests.helpers.commit_proxy import CommitProxy, Fault
 from tests.helpers.database import SQL, new_spec
 
@@ -278,3 +279,32 @@ def test_a_crash_before_the_side_effect_never_succeeds(
     assert sql.control(dispatch_id)["last_finding"] == "missing"
     assert sql.resolutions(dispatch_id) == []
     assert sql.one("SELECT balance FROM sdk_accounts WHERE id = 42")["balance"] == 100
+
+
+def test_renewals_that_never_reach_the_database_cancel_before_the_lease_ends(
+    database_url: str, sql: SQL
+) -> None:
+    params = conninfo_to_dict(database_url)
+    proxy = FaultProxy(int(str(params["port"])))
+    proxied = make_conninfo(database_url, host="127.0.0.1", port=proxy.port)
+    try:
+        with PostgresStore(proxied, connect_timeout_seconds=1) as unreliable:
+            dispatch_id = dispatch(unreliable)
+            sdk = runner(unreliable, proxied, lease_seconds=0.6)
+
+            def cut_off_then_try_to_commit(effect: SideEffect) -> None:
+                # Every connection reset; a new one connects but nothing gets through.
+                proxy.set_blackhole(True)
+                proxy.reset_all()
+                assert effect.cancelled.wait(WAIT_SECONDS)
+                assert effect.cancel_reason is not None
+                assert "no renewal reached the database" in effect.cancel_reason
+                with effect.transaction() as conn:
+                    charge(effect, conn)
+
+            with pytest.raises(LeaseLost):
+                sdk.run_once(dispatch_id, cut_off_then_try_to_commit)
+    finally:
+        proxy.close()
+    assert sql.execution(dispatch_id)["state"] == "executing"
+    assert sql.all("SELECT 1 FROM action_receipts WHERE dispatch_id = %s", dispatch_id) == []

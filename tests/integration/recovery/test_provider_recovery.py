@@ -311,9 +311,7 @@ def test_a_page_provider_that_bounds_its_own_time_runs_on_the_cycle_thread(
     provider.threads = []
     if not bounded:
         provider.bounds_own_time = False  # type: ignore[misc]
-    report = reconciler(store, ProviderRegistry({"db.mutation": provider})).run_cycle(
-        now_ms=AFTER
-    )
+    report = reconciler(store, ProviderRegistry({"db.mutation": provider})).run_cycle(now_ms=AFTER)
     assert report.claimed == 3
     on_cycle_thread = provider.threads == [threading.current_thread().name]
     assert on_cycle_thread is bounded
@@ -327,8 +325,6 @@ def test_a_failing_inline_page_provider_is_unavailable_and_the_page_commits(
     (lease,) = world.crashed(1, action_type="db.mutation")
     provider = ThreadNoting(readonly, KEYS, 2)
     provider.threads, provider.fail = [], True
-    report = reconciler(store, ProviderRegistry({"db.mutation": provider})).run_cycle(
-        now_ms=AFTER
-    )
+    report = reconciler(store, ProviderRegistry({"db.mutation": provider})).run_cycle(now_ms=AFTER)
     assert report.accepted == {lease.dispatch_id}
     assert settled(sql, lease.dispatch_id) == ("executing", "armed", "unavailable")

@@ -91,7 +91,9 @@ def test_a_cycle_outliving_the_grace_period_is_reported_and_its_leases_lapse(
 ) -> None:
     lease = world.started(now_ms=0)
     gate, entered = threading.Event(), threading.Event()
-    rep = _replica(store, ScriptedProvider(verified, timeout_seconds=30, gate=gate, entered=entered))
+    rep = _replica(
+        store, ScriptedProvider(verified, timeout_seconds=30, gate=gate, entered=entered)
+    )
     rep.start()
     assert entered.wait(10)
     try:
@@ -144,9 +146,7 @@ def test_full_page_goes_again_without_waiting(world: World, store: PostgresStore
         world.started(now_ms=0)
     cycles = Cycles(3)
     # A cadence far longer than the test: only full pages can explain three quick cycles.
-    rep = _replica(
-        store, ScriptedProvider(verified), (cycles,), page_size=2, cadence_seconds=3600
-    )
+    rep = _replica(store, ScriptedProvider(verified), (cycles,), page_size=2, cadence_seconds=3600)
     rep.start()
     done = cycles.enough.wait(10)
     assert rep.stop(10)

@@ -686,6 +686,7 @@ def test_the_command_exports_to_stdout_and_keeps_an_existing_export(
     into_dir = _prune_cli(database_url, "--older-than", "1d", "--export", str(tmp_path), "--json")
     assert into_dir.returncode == 0, into_dir.stderr
     (written,) = [p for p in tmp_path.iterdir() if p.name.startswith("resolver-prune-")]
-    assert json.loads(into_dir.stdout)["export_sha256"] == hashlib.sha256(
-        written.read_bytes()
-    ).hexdigest()
+    assert (
+        json.loads(into_dir.stdout)["export_sha256"]
+        == hashlib.sha256(written.read_bytes()).hexdigest()
+    )
