@@ -1,10 +1,12 @@
-"""The benchmark's own SQL: set-based seeding, the bare loop's page commit, measurements.
+"""The benchmark's own SQL: set-based seeding and measurements (it runs the product's own
+claim and commit statements from resolver/db/queries.sql).
 
 Seeding is set-based plain SQL run as the table owner, on purpose: executors go through the
 protocol functions (docs/executor-protocol.md), one call per transition, which would make
 seeding 100,000 rows cost minutes; these INSERTs write rows exactly as those functions leave
 them (armed controls in step with their executions), so the state-machine triggers accept
-them. The resolver's runtime SQL stays in resolver/db/queries.sql.
+them, with `resolver.import_history` on (IMPORT_HISTORY). The resolver's runtime SQL stays in
+resolver/db/queries.sql.
 """
 
 from __future__ import annotations
@@ -92,6 +94,11 @@ JOIN approved_action_executions AS e USING (dispatch_id)
 WHERE d.dispatch_id >= %(low)s AND d.dispatch_id <= %(high)s AND e.state = 'executing'
 """
 
+# Seeding writes executions past `leased` and receipts of expired leases in one statement: the
+# owner's import of history, which the state-machine triggers let through only with this flag
+# set in the transaction (docs/schema.md, "Importing history").
+IMPORT_HISTORY: LiteralString = "SELECT set_config('resolver.import_history', 'on', true)"
+
 RECEIPTS_COPY: LiteralString = (
     "COPY action_receipts (dispatch_id, receipt, written_at_ms) FROM STDIN"
 )
@@ -104,34 +111,6 @@ CASCADE
 """
 
 DB_NOW_MS: LiteralString = "SELECT resolver_now_ms(NULL) AS now_ms"
-
-# The bare loop's page commit: the same terminal writes as a verified resolution, fenced on
-# the recovery token and versions, as three plain statements in one transaction.
-BARE_COMMIT_EXECUTIONS: LiteralString = """
-UPDATE approved_action_executions AS e
-SET state = 'succeeded', version = e.version + 1,
-    finished_at_ms = resolver_now_ms(NULL), result_code = 'ok',
-    evidence_digest = encode(sha256(convert_to(e.dispatch_id, 'UTF8')), 'hex')
-FROM unnest(%(ids)s::text[], %(execution_versions)s::bigint[]) AS i(id, ev)
-WHERE e.dispatch_id = i.id AND e.version = i.ev AND e.state = 'executing'
-"""
-BARE_COMMIT_CONTROLS: LiteralString = """
-UPDATE approved_action_recovery_controls AS c
-SET status = 'resolved', closed_by = 'automatic', closed_at_ms = resolver_now_ms(NULL),
-    execution_version = c.execution_version + 1, last_finding = 'verified_succeeded',
-    finding_count = c.finding_count + 1, recovery_version = c.recovery_version + 1,
-    recovery_owner = NULL, recovery_token = NULL, recovery_lease_expires_at_ms = NULL
-FROM unnest(%(ids)s::text[], %(tokens)s::uuid[], %(recovery_versions)s::bigint[]) AS i(id, t, rv)
-WHERE c.dispatch_id = i.id AND c.recovery_token = i.t AND c.recovery_version = i.rv
-"""
-BARE_COMMIT_RESOLUTIONS: LiteralString = """
-INSERT INTO approved_action_recovery_resolutions (
-    dispatch_id, mutation_id, source, outcome, finding, evidence_digest, result_code,
-    expected_execution_version, resolved_at_ms)
-SELECT i.id, 'bare-' || i.id, 'automatic', 'succeeded', 'verified_succeeded',
-       encode(sha256(convert_to(i.id, 'UTF8')), 'hex'), 'ok', i.ev, resolver_now_ms(NULL)
-FROM unnest(%(ids)s::text[], %(execution_versions)s::bigint[]) AS i(id, ev)
-"""
 
 # Measurements.
 COUNT_ARMED: LiteralString = (

@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from resolver.core.domain import PAGE_SIZE_HARD_CAP
 from resolver.core.errors import ConfigError
 from resolver.db import dsn
+from resolver.human.console_config import ConsoleConfig, console_config
 
 PREFIX = "RESOLVER_"
 # Read outside Settings: the log level by the command line, the receipt keys by the keyring.
@@ -25,6 +26,8 @@ OTHER_VARIABLES = frozenset(
         "RESOLVER_RECEIPT_KEYS",
         "RESOLVER_SECRETS_DIR",
         "RESOLVER_RECEIPT_SIGNING_KID",
+        # The evidence reader's URL, read by the SQL providers (providers/_sql.py).
+        "RESOLVER_EVIDENCE_DATABASE_URL",
     }
 )
 # Reserved for test-support code: never a production setting, never warned about.
@@ -57,6 +60,22 @@ class Settings(BaseSettings):
     )
     oidc_jwks_url: str | None = Field(
         default=None, description="the issuer's jwks_uri (https), instead of a file"
+    )
+    console_oidc_client_id: str | None = Field(
+        default=None, description="the console's OIDC public client id: enables its sign-in"
+    )
+    console_oidc_issuer: str | None = Field(
+        default=None, description="the console's sign-in issuer (default RESOLVER_OIDC_ISSUER)"
+    )
+    console_oidc_scope: str = Field(default="openid", description="scopes the console asks for")
+    console_oidc_resource: str | None = Field(
+        default=None, description="RFC 8707 resource the console asks a token for"
+    )
+    console_links: str | None = Field(
+        default=None, description='JSON list of {"label", "template"} link-outs for a case'
+    )
+    console_reason_codes: str | None = Field(
+        default=None, description="comma-separated reason codes the console offers"
     )
     oidc_jwks_cache_seconds: float = Field(default=300.0, ge=0, le=86_400)
     oidc_jwks_refetch_min_seconds: float = Field(default=30.0, ge=0, le=3_600)
@@ -140,19 +159,32 @@ class Settings(BaseSettings):
                 "RESOLVER_LOCK_TIMEOUT_MS must be below RESOLVER_STATEMENT_TIMEOUT_MS (a lock "
                 "wait must fail as itself, typed, before the statement timeout cancels it)"
             )
-        self.check_lease_budget(self.default_provider_timeout_seconds)
+        self.check_lease_budget()
         return self
 
-    def check_lease_budget(self, longest_provider_timeout_seconds: float) -> None:
+    def check_lease_budget(self, configured_timeout_seconds: float = 0.0) -> None:
         """A recovery lease must outlive the slowest inspect plus the commit, or two
-        replicas could inspect the same dispatch under overlapping leases."""
-        needed = longest_provider_timeout_seconds + self.commit_margin_seconds
+        replicas could inspect the same dispatch under overlapping leases.
+
+        The default provider timeout always counts (it bounds every provider that sets none,
+        and the settings are checked before the provider file is read), so the message names
+        which of the two set the figure: an operator who sees 10 s with every provider at 2 s
+        must learn that the default is the one to lower."""
+        default = self.default_provider_timeout_seconds
+        longest = max(default, configured_timeout_seconds)
+        needed = longest + self.commit_margin_seconds
         if self.recovery_lease_seconds <= needed:
+            source = (
+                "RESOLVER_DEFAULT_PROVIDER_TIMEOUT_SECONDS, which counts even when every "
+                "provider sets its own timeout_seconds"
+                if default >= configured_timeout_seconds
+                else "a provider's timeout_seconds in the provider config"
+            )
             raise ConfigError(
                 f"RESOLVER_RECOVERY_LEASE_SECONDS={self.recovery_lease_seconds:g} must exceed the "
-                f"longest provider timeout ({longest_provider_timeout_seconds:g}s) plus "
+                f"longest provider timeout ({longest:g}s: {source}) plus "
                 f"RESOLVER_COMMIT_MARGIN_SECONDS ({self.commit_margin_seconds:g}s); raise the "
-                f"lease above {needed:g} or lower the provider timeout"
+                f"lease above {needed:g} or lower that timeout"
             )
 
     def require_oidc(self) -> tuple[str, str, Path | str]:
@@ -178,6 +210,17 @@ class Settings(BaseSettings):
         keys: Path | str | None = self.oidc_jwks_file or self.oidc_jwks_url
         assert keys is not None
         return self.oidc_issuer, self.oidc_audience, keys
+
+    def console(self) -> ConsoleConfig:
+        """What the operator console is told; a bad value is a `ConfigError` naming it."""
+        return console_config(
+            client_id=self.console_oidc_client_id,
+            issuer=self.console_oidc_issuer or self.oidc_issuer,
+            scope=self.console_oidc_scope,
+            resource=self.console_oidc_resource,
+            links=self.console_links,
+            reason_codes=self.console_reason_codes,
+        )
 
     def require_database_url(self) -> str:
         if not self.database_url:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -25,6 +26,14 @@ ACTION_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_.\-]{0,63}\Z")
 RESULT_CODE_PATTERN = re.compile(r"^[a-z0-9_.\-]{1,64}\Z")
 REASON_CODE_PATTERN = RESULT_CODE_PATTERN
 HEX64_PATTERN = re.compile(r"^[0-9a-f]{64}\Z")
+CAUSE_PATTERN = re.compile(r"^[a-z0-9_]{1,32}\Z")
+# The same rules as JSON Schema patterns for request models (ECMA regex has no `\Z`; the
+# request validator matches whole strings, so `$` cannot pass a trailing newline there).
+ID_REGEX = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$"
+REASON_CODE_REGEX = r"^[a-z0-9_.\-]{1,64}$"
+HEX64_REGEX = r"^[0-9a-f]{64}$"
+# PostgreSQL bigint: a larger number would fail in the database, so it is refused before.
+BIGINT_MAX = 2**63 - 1
 
 
 class ExecutionState(StrEnum):
@@ -53,10 +62,6 @@ class FindingKind(StrEnum):
     @property
     def is_verified(self) -> bool:
         return self in (FindingKind.VERIFIED_SUCCEEDED, FindingKind.VERIFIED_FAILED)
-
-    @property
-    def needs_human(self) -> bool:
-        return self in (FindingKind.CONFLICT, FindingKind.UNSUPPORTED)
 
 
 class ProviderFailure(StrEnum):
@@ -151,10 +156,15 @@ class Finding:
     result_code: str | None = None
     failure: ProviderFailure | None = None
     """Only on `unavailable`: why the source did not answer (counted, logged, in /readyz)."""
+    cause: str | None = None
+    """Only with a failure: the source's refusal as a short code (`sqlstate_42501`,
+    `http_403`), logged on `provider_failed` and listed in /readyz; never message text."""
 
     def __post_init__(self) -> None:
         if self.failure is not None and self.kind is not FindingKind.UNAVAILABLE:
             raise ValueError("only an unavailable finding names a provider failure")
+        if self.cause is not None and (self.failure is None or not CAUSE_PATTERN.match(self.cause)):
+            raise ValueError("a cause goes with a failure and matches [a-z0-9_]{1,32}")
         if self.kind.is_verified:
             if self.evidence_digest is None or not HEX64_PATTERN.match(self.evidence_digest):
                 raise ValueError("a verified finding needs a lowercase hex sha256 evidence digest")
@@ -279,8 +289,15 @@ class ItemOutcome:
 
 @dataclass(frozen=True, slots=True)
 class CommitReport:
-    accepted: frozenset[str]
+    """What a page commit wrote: each accepted dispatch with the status the database routed its
+    control to (resolver_finding_status decides; the replica only reports it)."""
+
+    routed: Mapping[str, ControlStatus]
     rejected: frozenset[str]
+
+    @property
+    def accepted(self) -> frozenset[str]:
+        return frozenset(self.routed)
 
 
 BACKLOG_QUEUES: tuple[str, ...] = ("due", "waiting", "manual")

@@ -24,7 +24,14 @@ class SourceMisconfigured(ResolverError):
     A missing GRANT, a broken query, an undefined table or column (told by SQLSTATE class,
     never by message text), or an HTTP 401/403. Nothing moved; the finding is `unavailable`,
     and the failure is reported as `configuration` so that an operator fixes it.
+
+    `cause` is a short code of the refusal (`sqlstate_42501`, `http_403`): the operator's
+    first clue, logged and shown in /readyz. It never carries the source's message text.
     """
+
+    def __init__(self, message: str, *, cause: str | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 class MigrationFailed(ResolverError):
@@ -104,3 +111,13 @@ class LockTimeout(StorageUnavailable):
 class StatementTimeout(StorageUnavailable):
     """A statement ran longer than its statement_timeout and was cancelled; its transaction
     rolled back whole. Nothing moved; retrying later is safe."""
+
+
+class CommitUnknown(ResolverError):
+    """The reply to the mutation's COMMIT was lost and a re-read could not tell whether it
+    committed. Never repeat the side effect: recovery settles it from evidence (or a human)."""
+
+
+class MutationNotCommitted(ResolverError):
+    """The reply to the mutation's COMMIT was lost and a re-read proves it rolled back: its
+    receipt does not exist, so neither does the mutation. Nothing was completed."""

@@ -17,6 +17,7 @@ from typing import ClassVar
 from resolver.core.domain import (
     ClaimedItem,
     CommitReport,
+    ControlStatus,
     DispatchIdentity,
     Finding,
     FindingKind,
@@ -68,6 +69,9 @@ class ProviderCall:
     seconds: float
     failure: ProviderFailure | None
     error: BaseException | None = None
+    cause: str | None = None
+    """The short refusal code (`sqlstate_42501`, `http_403`) the provider put on its
+    `unavailable` findings, if any."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,9 +207,9 @@ class Fanout(CycleEvents):
 
 def outcome_label(outcome: ItemOutcome, committed: CommitReport) -> str:
     """What committing this finding did: resolved_*, manual, retry, or fence_rejected."""
-    if outcome.item.identity.dispatch_id not in committed.accepted:
+    status = committed.routed.get(outcome.item.identity.dispatch_id)
+    if status is None:
         return "fence_rejected"
-    kind = outcome.finding.kind
-    if kind.is_verified:
+    if status is ControlStatus.RESOLVED:
         return f"resolved_{outcome.finding.outcome}"
-    return "manual" if kind.needs_human else "retry"
+    return "manual" if status is ControlStatus.MANUAL else "retry"

@@ -110,7 +110,7 @@ class Reconciler:
         self._stage = Stage.INSPECT
         findings = self._inspect(items)
         report.findings.update(f.kind for f in findings.values())
-        outcomes = [self._outcome(item, findings[item.identity.dispatch_id]) for item in items]
+        outcomes = self._outcomes(items, findings)
         self._stage = Stage.COMMIT
         events.before_commit(outcomes)
         t0 = clock()
@@ -191,19 +191,42 @@ class Reconciler:
         configured = self._registry.names.get(action_type)
         return configured or provider_name(self._registry.for_action(action_type))
 
-    def _outcome(self, item: ClaimedItem, finding: Finding) -> ItemOutcome:
-        return ItemOutcome(
-            item=item,
-            finding=finding,
-            retry_delay_ms=self.backoff_ms(item.finding_count),
-            mutation_id=f"auto-{uuid.uuid4()}",
-        )
+    def _outcomes(
+        self, items: Sequence[ClaimedItem], findings: Mapping[str, Finding]
+    ) -> list[ItemOutcome]:
+        # One random page id and the item's place in the page: as unique as a uuid4 per item
+        # (122 random bits per page), with one read of the OS's random source per page.
+        page_id = uuid.uuid4().hex
+        outcomes = []
+        for n, item in enumerate(items):
+            finding = findings[item.identity.dispatch_id]
+            outcomes.append(
+                ItemOutcome(
+                    item=item,
+                    finding=finding,
+                    retry_delay_ms=self._retry_delay_ms(item, finding),
+                    mutation_id=f"auto-{page_id}-{n}",
+                )
+            )
+        return outcomes
+
+    def _retry_delay_ms(self, item: ClaimedItem, finding: Finding) -> int:
+        # Only a finding that leaves the control armed schedules a next scan; a verified or
+        # human-bound one closes it or hands it over, and its delay is never read.
+        if finding.kind.is_verified:
+            return 0
+        return self.backoff_ms(item.finding_count)
 
     def backoff_ms(self, finding_count: int) -> int:
-        """Capped exponential backoff with equal jitter: half fixed, half random."""
-        s = self._settings
-        ceiling = min(s.backoff_max_ms, s.backoff_base_ms * int(2 ** min(finding_count, 30)))
-        return ceiling // 2 + int(self._rng.random() * (ceiling - ceiling // 2))
+        base, cap = self._settings.backoff_base_ms, self._settings.backoff_max_ms
+        return backoff_ms(finding_count, base_ms=base, max_ms=cap, draw=self._rng.random())
+
+
+def backoff_ms(finding_count: int, *, base_ms: int, max_ms: int, draw: float) -> int:
+    """Capped exponential backoff with equal jitter: half fixed, half random (`draw` is a
+    uniform number in [0, 1), the runtime's randomness)."""
+    ceiling = min(max_ms, base_ms * int(2 ** min(finding_count, 30)))
+    return ceiling // 2 + int(draw * (ceiling - ceiling // 2))
 
 
 def provider_name(provider: EvidenceProvider | None) -> str:
@@ -268,11 +291,13 @@ class _Pending:
             i.dispatch_id: _guard(self.provider, answered.get(i.dispatch_id, unanswered))
             for i in self.identities
         }
+        cause: str | None = None
         if failure is None:
             # A provider that could not reach or use its source says why on its findings.
-            failure = next((f.failure for f in findings.values() if f.failure is not None), None)
+            failed = next((f for f in findings.values() if f.failure is not None), None)
+            failure, cause = (failed.failure, failed.cause) if failed else (None, None)
         return ProviderCall(
-            self.label, self.identities, findings, started_ns, seconds, failure, error
+            self.label, self.identities, findings, started_ns, seconds, failure, error, cause
         )
 
 

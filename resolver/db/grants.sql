@@ -58,6 +58,14 @@ GRANT SELECT ON approved_action_recovery_resolutions TO resolver_executor;
 -- role's own table privileges above and nobody else's.
 REVOKE EXECUTE ON FUNCTION resolver_commit_page(json, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_commit_page(json, bigint) TO resolver_runtime;
+-- The automatic and manual commits (resolver/db/schema/06_commits.sql, migration 0007), also
+-- SECURITY INVOKER; resolver_commit_page above is the automatic commit's former name.
+REVOKE EXECUTE ON FUNCTION resolver_commit_automatic(json, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION resolver_commit_automatic(json, bigint) TO resolver_runtime;
+REVOKE EXECUTE ON FUNCTION resolver_finding_status(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION resolver_finding_status(text) TO resolver_runtime;
+REVOKE EXECUTE ON FUNCTION resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint) TO resolver_runtime;
 
 -- Readiness: `resolver run` refuses to start unless the schema is at the expected revision.
 GRANT SELECT ON alembic_version TO resolver_runtime;
@@ -66,6 +74,10 @@ GRANT SELECT ON alembic_version TO resolver_runtime;
 -- roles that compare leases and due times.
 REVOKE EXECUTE ON FUNCTION resolver_now_ms(bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_now_ms(bigint) TO resolver_runtime, resolver_executor;
+-- The one recovery-lease release (a pure function): the runtime role's commits and hand-backs
+-- run it; the protocol functions run it as the owner.
+REVOKE EXECUTE ON FUNCTION resolver_recovery_lease_released(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION resolver_recovery_lease_released(bigint) TO resolver_runtime;
 REVOKE EXECUTE ON FUNCTION resolver_reject_mutation() FROM PUBLIC;
 
 -- Evidence of the built-in SQL providers (migration 0002): executors (and the platform's
@@ -82,6 +94,10 @@ GRANT SELECT ON action_receipts, run_origin_facts, package_install_records, pack
 -- past it, and PostgreSQL requires an UPDATE privilege for that lock: the narrowest one is
 -- UPDATE of the version column (bumping it can only invalidate decisions, never grant one).
 GRANT SELECT, UPDATE (version) ON recovery_projects, recovery_role_bindings TO resolver_runtime;
+-- The platform that owns projects and role bindings writes the mirror (deploy/sql/roles.sql's
+-- resolver_policy_writer, or your platform's login granted it): every verb on these two tables,
+-- nothing on any other. Deleting a binding is how a grant is revoked.
+GRANT SELECT, INSERT, UPDATE, DELETE ON recovery_projects, recovery_role_bindings TO resolver_policy_writer;
 
 -- Retention (migration 0005). The prune functions are SECURITY DEFINER: they run as the
 -- owner, check the retention rules (settled and older than the cut-off, audit facts only with

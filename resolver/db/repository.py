@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from typing import Any
 
+import msgspec
 import psycopg
 import psycopg_pool
 from psycopg.rows import dict_row, tuple_row
@@ -230,14 +230,14 @@ class PostgresStore:
         self, outcomes: Sequence[ItemOutcome], now_ms: int | None = None
     ) -> CommitReport:
         if not outcomes:
-            return CommitReport(frozenset(), frozenset())
+            return CommitReport({}, frozenset())
         params = {"items": page_items(outcomes), "now_ms": now_ms}
         # One statement: the function locks and writes in one transaction of its own.
         with self._transaction(single_statement=True) as conn:
             rows = conn.execute(statement("recovery_commit_page"), params).fetchall()
-        accepted = frozenset(row["dispatch_id"] for row in rows)
+        routed = {row["dispatch_id"]: ControlStatus(row["status"]) for row in rows}
         return CommitReport(
-            accepted, frozenset(o.item.identity.dispatch_id for o in outcomes) - accepted
+            routed, frozenset(o.item.identity.dispatch_id for o in outcomes) - routed.keys()
         )
 
     def release_recovery_leases(
@@ -455,10 +455,12 @@ def page_items(outcomes: Sequence[ItemOutcome]) -> str:
             }
             for o in outcomes
         ]
-    )
+    ).decode("utf-8")
 
 
-_encode_items = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+# msgspec's encoder: the page as one compact JSON text in C, several times faster than the
+# standard library's for a page of small flat objects (UTF-8 kept, as before).
+_encode_items = msgspec.json.Encoder().encode
 
 
 # -- internal receipts: in the caller's own transaction ------------------------------------

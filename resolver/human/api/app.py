@@ -1,171 +1,33 @@
 """The manual-resolution HTTP API: the human queue and explicit, authorized decisions.
 
-Every answer, success or failure, leaves through one edge (`_Edge`): `Cache-Control:
-no-store`, an access-log line without the query string, and for any failure an RFC 9457
-problem document with a stable `code` and no internals. Request types are strict (a version
-is a JSON integer, never `"7"`, `7.0` or `true`) and bounded before any SQL runs.
+The app is assembled here from its parts: the edge every answer leaves through (`edge`), the
+problem documents every failure becomes (`problems`), the strict request and response types
+(`models`), the routes (`routes`) and the per-user rate limiter (`limits`).
 """
 
-# No `from __future__ import annotations` here: FastAPI resolves the endpoint annotations,
-# which name dependencies local to create_app, at definition time.
+from __future__ import annotations
 
-import base64
-import binascii
-import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from importlib import resources
-from typing import Annotated, Any, Literal, cast
+from typing import Any, cast
 
-import structlog
-from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, StrictStr
-from starlette.datastructures import MutableHeaders
-from starlette.exceptions import HTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from fastapi import FastAPI
 
-from resolver.core.domain import (
-    ID_PATTERN,
-    Decision,
-    FindingKind,
-    ManualDecision,
-    ManualQueueItem,
-    Principal,
-)
-from resolver.core.errors import (
-    ConstraintViolation,
-    FenceConflict,
-    NotFound,
-    PermissionDenied,
-    SchemaNotReady,
-    StorageUnavailable,
-    StrongAuthRequired,
-)
+from resolver.core.domain import BIGINT_MAX
 from resolver.core.ports import ManualStore
-from resolver.human.auth import InvalidToken, TokenVerifier
-from resolver.human.manual import MAX_AUTH_AGE_MS, ManualResolutionService
+from resolver.human.api.edge import Edge
+from resolver.human.api.limits import RateLimiter
+from resolver.human.api.problems import install_error_handlers
+from resolver.human.api.routes import (
+    bearer_principal,
+    install_console,
+    install_manual_routes,
+    install_probes,
+)
+from resolver.human.auth import TokenVerifier
+from resolver.human.console_config import ConsoleConfig
+from resolver.human.manual import ManualResolutionService
 from resolver.telemetry.health import Probe
 from resolver.telemetry.observer import ApiObserver, NullApiObserver
-
-log = structlog.get_logger("resolver.api")
-access_log = structlog.get_logger("resolver.api.access")
-UNMATCHED_ROUTE = "unmatched"
-PROBLEM = "application/problem+json"
-# PostgreSQL bigint: a larger number would fail in the database, so it is refused before.
-BIGINT_MAX = 2**63 - 1
-ID_REGEX = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$"
-MAX_QUEUE_LIMIT = 100
-MAX_CURSOR_LENGTH = 300
-ACCESS_LOG_PATH_CHARS = 256
-QUIET_ROUTES = frozenset({"/healthz", "/readyz"})
-# A decision body is a few hundred bytes: anything near this is not one, and is not read.
-MAX_BODY_BYTES = 64 * 1024
-
-
-class BodyTooLarge(Exception):
-    """The request body passed MAX_BODY_BYTES while it was being read."""
-
-
-class DecisionRequest(BaseModel):
-    """The body of a decision. Unknown fields are refused; no value is coerced."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    decision: Decision
-    mutation_id: StrictStr = Field(pattern=ID_REGEX, description="1-128 of [A-Za-z0-9_.:-]")
-    expected_execution_version: StrictInt = Field(ge=1, le=BIGINT_MAX)
-    reason_code: StrictStr = Field(pattern=r"^[a-z0-9_.\-]{1,64}$")
-    evidence_digest: StrictStr | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
-
-
-class Problem(BaseModel):
-    """An RFC 9457 problem document; `code` is stable, `title` is for humans."""
-
-    type: str
-    title: str
-    status: int
-    code: str
-
-
-def _decimal(value: object) -> object:
-    """Query integers in plain ASCII digits only: no sign, space, `_`, `7.0` or exponent."""
-    if isinstance(value, str) and not (value.isascii() and value.isdigit() and len(value) <= 6):
-        raise ValueError("must be a decimal integer")
-    return value
-
-
-QueueLimit = Annotated[int, Query(ge=1, le=MAX_QUEUE_LIMIT), BeforeValidator(_decimal)]
-
-
-class DecisionResponse(BaseModel):
-    dispatch_id: str
-    outcome: Literal["succeeded", "failed", "blocked"]
-    result: Literal["committed", "replayed"]
-
-
-class QueueEntry(BaseModel):
-    """One dispatch waiting for a human, as the API shows it (not the storage row)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    dispatch_id: str
-    project_id: str
-    action_type: str
-    last_finding: FindingKind | None
-    finding_count: int
-    manual_at_ms: int
-    execution_version: int
-    """Send it back as `expected_execution_version`: the decision is fenced on it."""
-    started_at_ms: int
-    attempt: int
-
-    @classmethod
-    def of(cls, item: ManualQueueItem) -> "QueueEntry":
-        return cls(
-            dispatch_id=item.dispatch_id,
-            project_id=item.project_id,
-            action_type=item.action_type,
-            last_finding=item.last_finding,
-            finding_count=item.finding_count,
-            manual_at_ms=item.manual_at_ms,
-            execution_version=item.execution_version,
-            started_at_ms=item.started_at_ms,
-            attempt=item.attempt,
-        )
-
-
-class QueuePage(BaseModel):
-    items: list[QueueEntry]
-    next_cursor: str | None
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, code: str, title: str, headers: dict[str, str] | None = None):
-        super().__init__(title)
-        self.status, self.code, self.title, self.headers = status, code, title, headers or {}
-
-
-@dataclass
-class RateLimiter:
-    """Token bucket per user, per replica: bounds how fast one account can decide."""
-
-    per_minute: int = 30
-    clock: Callable[[], float] = time.monotonic
-    _buckets: dict[str, tuple[float, float]] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def allow(self, user_id: str) -> bool:
-        rate = self.per_minute / 60.0
-        with self._lock:
-            now = self.clock()
-            tokens, at = self._buckets.get(user_id, (float(self.per_minute), now))
-            tokens = min(float(self.per_minute), tokens + (now - at) * rate)
-            allowed = tokens >= 1.0
-            self._buckets[user_id] = (tokens - 1.0 if allowed else tokens, now)
-            return allowed
 
 
 def create_app(
@@ -176,11 +38,11 @@ def create_app(
     limiter: RateLimiter | None = None,
     observer: ApiObserver | None = None,
     readiness: Callable[[], Probe] | None = None,
+    console: ConsoleConfig | None = None,
 ) -> FastAPI:
     """The API app; `readiness` (the composition root's database and schema check) adds
-    `/readyz`, `observer` receives the request, token, step-up and decision events."""
-    service = service or ManualResolutionService(store)
-    limiter = limiter or RateLimiter()
+    `/readyz`, `observer` receives the request, token, step-up and decision events, `console`
+    is what the operator console is told (sign-in, link-outs, reason codes)."""
     events: ApiObserver = observer or NullApiObserver()
     # The schema is not served: it is published in docs/openapi.json (`resolver api
     # --openapi`), so the API port tells an unauthenticated caller nothing it need not know.
@@ -191,180 +53,19 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
     )
-    _install_error_handlers(app, events)
-    app.add_middleware(_Edge, events=events)
-
-    def principal(authorization: Annotated[str | None, Header()] = None) -> Principal:
-        scheme, _, token = (authorization or "").partition(" ")
-        if scheme.lower() != "bearer" or not token:
-            events.token_rejected("missing")
-            raise ApiError(
-                401,
-                "unauthenticated",
-                "a bearer token is required",
-                {"WWW-Authenticate": 'Bearer realm="resolver"'},
-            )
-        try:
-            return verifier.verify(token.strip())
-        except InvalidToken as exc:
-            log.info("token_rejected", reason=str(exc))
-            events.token_rejected(exc.reason)
-            raise ApiError(
-                401,
-                "invalid_token",
-                "the bearer token is not valid",
-                {"WWW-Authenticate": 'Bearer realm="resolver", error="invalid_token"'},
-            ) from None
-
-    User = Annotated[Principal, Depends(principal)]
-
-    @app.get("/v1/manual-queue", response_model=QueuePage, responses=_problems(401, 422))
-    def manual_queue(
-        user: User,
-        limit: QueueLimit = 50,
-        cursor: Annotated[str | None, Query(max_length=MAX_CURSOR_LENGTH)] = None,
-    ) -> QueuePage:
-        items = store.manual_queue(user.user_id, limit, _decode_cursor(cursor))
-        next_cursor = (
-            _encode_cursor(items[-1].manual_at_ms, items[-1].dispatch_id)
-            if len(items) == limit
-            else None
-        )
-        return QueuePage(items=[QueueEntry.of(item) for item in items], next_cursor=next_cursor)
-
-    @app.post(
-        "/v1/dispatches/{dispatch_id}/resolution",
-        response_model=DecisionResponse,
-        responses=_problems(400, 401, 403, 404, 409, 415, 422, 429),
+    install_error_handlers(app, events)
+    app.add_middleware(Edge, events=events)
+    install_manual_routes(
+        app,
+        store,
+        bearer_principal(verifier, events),
+        service or ManualResolutionService(store),
+        limiter or RateLimiter(),
+        events,
     )
-    def decide(
-        user: User,
-        body: DecisionRequest,
-        dispatch_id: Annotated[str, Path(pattern=ID_REGEX)],
-    ) -> DecisionResponse:
-        if not limiter.allow(user.user_id):
-            raise ApiError(
-                429, "rate_limited", "too many decisions; wait a minute", {"Retry-After": "60"}
-            )
-        decision = ManualDecision(
-            dispatch_id=dispatch_id,
-            decision=body.decision,
-            mutation_id=body.mutation_id,
-            expected_execution_version=body.expected_execution_version,
-            reason_code=body.reason_code,
-            evidence_digest=body.evidence_digest,
-        )
-        result = service.decide(user, decision)
-        events.decided(body.decision.terminal_state, result)
-        log.info(
-            "manual_decision",
-            dispatch_id=dispatch_id,
-            user_id=user.user_id,
-            decision=body.decision.value,
-            result=result.value,
-        )
-        return DecisionResponse(
-            dispatch_id=dispatch_id,
-            outcome=body.decision.terminal_state.value,
-            result=result.value,
-        )
-
-    _install_probes(app, readiness)
-    _install_console(app)
+    install_probes(app, readiness)
+    install_console(app, console or ConsoleConfig())
     return app
-
-
-class _Edge:
-    """The outermost layer every request passes: headers, metrics, access log, last resort.
-
-    A plain ASGI middleware rather than an exception handler for `Exception`: Starlette's
-    server-error layer re-raises after answering, which makes the server drop a keep-alive
-    connection; here an unexpected error is answered and the connection stays usable.
-    """
-
-    def __init__(self, app: ASGIApp, events: ApiObserver) -> None:
-        self._app = app
-        self._events = events
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self._app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status: list[int] = []
-        received = 0
-
-        async def bounded_receive() -> Message:
-            # Counted as it arrives: a chunked body has no Content-Length to check up front.
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > MAX_BODY_BYTES:
-                    raise BodyTooLarge
-            return message
-
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                status.append(message["status"])
-                headers = MutableHeaders(scope=message)
-                headers["Cache-Control"] = "no-store"
-                headers["X-Content-Type-Options"] = "nosniff"
-            await send(message)
-
-        try:
-            if _declared_length(scope) > MAX_BODY_BYTES:
-                await _problem(ApiError(413, *_HTTP_CODES[413]))(scope, receive, send_with_headers)
-                return
-            await self._app(scope, bounded_receive, send_with_headers)
-        except Exception:
-            # Masked at the edge: the log has the traceback (as JSON), the client a code only.
-            log.exception("api_unexpected_error", route=_route(scope))
-            if status:  # the answer had begun: nothing sane can follow it on this connection
-                raise
-            await _problem(ApiError(500, "internal", "internal error"))(
-                scope, receive, send_with_headers
-            )
-        finally:
-            self._observe(scope, status[0] if status else 500, time.perf_counter() - started)
-
-    def _observe(self, scope: Scope, status: int, seconds: float) -> None:
-        route = _route(scope)
-        self._events.request(route, status, seconds)
-        if route in QUIET_ROUTES and status < 400:
-            return  # a kubelet probe every few seconds is not worth a log line
-        # The path without its query string: a client that puts a token there must not see
-        # it land in logs.
-        access_log.info(
-            "http_request",
-            method=scope.get("method"),
-            path=str(scope.get("path", ""))[:ACCESS_LOG_PATH_CHARS],
-            route=route,
-            status=status,
-            duration_ms=round(seconds * 1000, 3),
-        )
-
-
-def _declared_length(scope: Scope) -> int:
-    for name, value in scope.get("headers", []):
-        if name == b"content-length":
-            return int(value) if value.isdigit() else 0
-    return 0
-
-
-def _route(scope: Scope) -> str:
-    """The matched route's template: a bounded label, never the raw path with its ids."""
-    path = getattr(scope.get("route"), "path", None)
-    return path if isinstance(path, str) else UNMATCHED_ROUTE
-
-
-def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI entries for the problem answers a route gives (413, 500, 503: every route,
-    the body limit is checked before routing)."""
-    return {
-        status: {"model": Problem, "content": {PROBLEM: {}}}
-        for status in sorted({*statuses, 413, 500, 503})
-    }
 
 
 class _NoKeys:
@@ -379,172 +80,8 @@ def openapi_document() -> dict[str, Any]:
     unused = TokenVerifier(issuer="", audience="", keys=_NoKeys())
     document = create_app(cast(ManualStore, None), unused).openapi()
     # FastAPI's schema model holds bounds as floats: 2**63 - 1 would print as 2**63.
-    version = document["components"]["schemas"]["DecisionRequest"]["properties"][
-        "expected_execution_version"
-    ]
-    version.update(minimum=1, maximum=BIGINT_MAX)
+    schemas = document["components"]["schemas"]
+    for fenced in ("DecisionRequest", "BulkItem"):
+        version = schemas[fenced]["properties"]["expected_execution_version"]
+        version.update(minimum=1, maximum=BIGINT_MAX)
     return document
-
-
-def _install_probes(app: FastAPI, readiness: Callable[[], Probe] | None) -> None:
-    """Unauthenticated probes that answer a status word only: the API port may face users,
-    so the schema revision and failure reasons stay on the metrics port."""
-
-    # On the event loop, not the thread pool: it answers while the loop does, even when every
-    # worker thread waits for the database.
-    @app.get("/healthz", include_in_schema=False)
-    async def healthz() -> Response:
-        return JSONResponse({"status": "ok"})
-
-    if readiness is None:
-        return
-
-    @app.get("/readyz", include_in_schema=False)
-    def readyz() -> Response:
-        ready = readiness().ok
-        return JSONResponse(
-            {"status": "ready" if ready else "not_ready"}, status_code=200 if ready else 503
-        )
-
-
-CONSOLE_FILES = {"index.html": "text/html", "app.js": "text/javascript", "app.css": "text/css"}
-# The console loads nothing but itself and talks only to this origin.
-CONSOLE_CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-    "form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
-)
-
-
-def _install_console(app: FastAPI) -> None:
-    assets = resources.files("resolver.human") / "console"
-    cached = {name: (assets / name).read_bytes() for name in CONSOLE_FILES}
-
-    def serve(name: str) -> Response:
-        return Response(
-            cached[name],
-            media_type=CONSOLE_FILES[name],
-            headers={"Content-Security-Policy": CONSOLE_CSP, "Referrer-Policy": "no-referrer"},
-        )
-
-    @app.get("/console", include_in_schema=False)
-    def console() -> Response:
-        return serve("index.html")
-
-    @app.get("/console/{name}", include_in_schema=False)
-    def console_asset(name: str) -> Response:
-        if name not in CONSOLE_FILES or name == "index.html":
-            raise ApiError(404, "not_found", "no such page")
-        return serve(name)
-
-
-# Framework HTTP errors (routing, method, body parsing) as stable codes; the framework's own
-# detail text never reaches a client.
-_HTTP_CODES: dict[int, tuple[str, str]] = {
-    400: ("malformed_body", "the body is not a JSON document"),
-    404: ("not_found", "no such resource"),
-    405: ("method_not_allowed", "method not allowed on this resource"),
-    413: ("too_large", f"the body is larger than {MAX_BODY_BYTES} bytes"),
-    415: ("unsupported_media_type", "send the body as application/json"),
-}
-
-
-def _install_error_handlers(app: FastAPI, events: ApiObserver) -> None:
-    step_up = (
-        'Bearer realm="resolver", error="insufficient_user_authentication", '
-        'error_description="recent multi-factor authentication required", '
-        f"max_age={MAX_AUTH_AGE_MS // 1000}"
-    )
-    unavailable = ApiError(
-        503, "unavailable", "storage is unavailable; try again", {"Retry-After": "5"}
-    )
-    mapping: dict[type[Exception], Callable[[Exception], ApiError]] = {
-        StrongAuthRequired: lambda e: ApiError(
-            401, "step_up_required", str(e), {"WWW-Authenticate": step_up}
-        ),
-        PermissionDenied: lambda e: ApiError(403, "forbidden", str(e)),
-        NotFound: lambda e: ApiError(404, "not_found", str(e)),
-        FenceConflict: lambda e: ApiError(409, "conflict", str(e)),
-        # The constraint's name is schema detail: the client learns only that the write lost.
-        ConstraintViolation: lambda _e: ApiError(409, "conflict", "the write was refused"),
-        StorageUnavailable: lambda _e: unavailable,
-        SchemaNotReady: lambda _e: unavailable,
-    }
-
-    async def api_error(_request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, ApiError)
-        return _problem(exc)
-
-    async def domain_error(_request: Request, exc: Exception) -> Response:
-        if isinstance(exc, StrongAuthRequired):
-            events.step_up_required()
-        if isinstance(exc, StorageUnavailable | SchemaNotReady):
-            log.warning("api_storage_unavailable", error=type(exc).__name__)
-        build = next(b for kind, b in mapping.items() if isinstance(exc, kind))
-        return _problem(build(exc))
-
-    async def http_error(_request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, HTTPException)
-        if isinstance(exc.__cause__, BodyTooLarge):  # the framework wraps it as a parse error
-            return _problem(ApiError(413, *_HTTP_CODES[413]))
-        code, title = _HTTP_CODES.get(exc.status_code, ("http_error", "the request failed"))
-        headers = {k: v for k, v in (exc.headers or {}).items() if k.lower() == "allow"}
-        return _problem(ApiError(exc.status_code, code, title, headers))
-
-    async def invalid(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, RequestValidationError)
-        errors = exc.errors()
-        if any(err.get("type") == "json_invalid" for err in errors):
-            return _problem(ApiError(400, *_HTTP_CODES[400]))
-        if _body_not_json(request, errors):
-            return _problem(ApiError(415, *_HTTP_CODES[415]))
-        fields = sorted({".".join(str(p) for p in err["loc"][1:]) or "body" for err in errors})
-        return _problem(ApiError(422, "invalid_request", f"invalid fields: {', '.join(fields)}"))
-
-    app.add_exception_handler(ApiError, api_error)
-    app.add_exception_handler(RequestValidationError, invalid)
-    app.add_exception_handler(HTTPException, http_error)
-    for kind in mapping:
-        app.add_exception_handler(kind, domain_error)
-
-
-def _body_not_json(request: Request, errors: Any) -> bool:
-    """A body sent with no or a non-JSON content type reaches validation as raw bytes."""
-    content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    is_json = content_type == "application/json" or content_type.endswith("+json")
-    return not is_json and any(tuple(err["loc"]) == ("body",) for err in errors)
-
-
-def _problem(error: ApiError) -> JSONResponse:
-    body = Problem(
-        type=f"urn:resolver:problem:{error.code}",
-        title=error.title,
-        status=error.status,
-        code=error.code,
-    )
-    return JSONResponse(
-        body.model_dump(), status_code=error.status, headers=error.headers, media_type=PROBLEM
-    )
-
-
-def _encode_cursor(manual_at_ms: int, dispatch_id: str) -> str:
-    return base64.urlsafe_b64encode(f"{manual_at_ms}:{dispatch_id}".encode()).decode()
-
-
-def _decode_cursor(cursor: str | None) -> tuple[int, str] | None:
-    """A cursor this API issued, or 422: every part bounded and typed before any SQL."""
-    if cursor is None:
-        return None
-    try:
-        raw = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("ascii")
-    except (ValueError, binascii.Error):
-        raise _bad_cursor() from None
-    at, _, dispatch_id = raw.partition(":")
-    if not (at.isdigit() and len(at) <= 19 and int(at) <= BIGINT_MAX):
-        raise _bad_cursor()
-    if not ID_PATTERN.match(dispatch_id):
-        raise _bad_cursor()
-    return int(at), dispatch_id
-
-
-def _bad_cursor() -> ApiError:
-    return ApiError(422, "invalid_request", "invalid fields: cursor")
