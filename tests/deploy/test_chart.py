@@ -126,6 +126,7 @@ CUSTOM_SETTINGS: dict[str, Any] = {
     "connectTimeoutSeconds": 4,
     "startupTimeoutSeconds": 90,
     "statementTimeoutMs": 1_000_000,
+    "lockTimeoutMs": 5_000,
     "maxConnections": 6,
     "logLevel": "WARNING",
     "metricsCacheSeconds": 2.5,
