@@ -6,7 +6,7 @@
 --   2. resolver_commit_manual: a human decision, with its authorization fact.
 --   3. resolver_execution_complete: the executor's own completion (the executor protocol).
 -- Applied in file-name order onto an empty schema, these files build what the migrations build
--- step by step (tests/integration/test_schema_files.py compares the two catalogs). A schema
+-- step by step (tests/integration/schema/test_schema_files.py compares the two catalogs). A schema
 -- change edits the definition here AND adds a migration under resolver/db/migrations/sql/.
 
 -- The one routing rule: the status a finding sends its control to. Verified evidence resolves
