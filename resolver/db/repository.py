@@ -35,11 +35,9 @@ from resolver.core.domain import (
 )
 from resolver.core.errors import (
     ConstraintViolation,
-    LockTimeout,
-    StatementTimeout,
-    StorageUnavailable,
 )
 from resolver.db.dsn import redact
+from resolver.db.errors import storage_error
 from resolver.db.pooling import build_pool
 from resolver.db.protocol import protocol_error
 from resolver.db.retention import prune_summary
@@ -110,27 +108,11 @@ class PostgresStore:
                 else:
                     with conn.transaction():
                         yield conn
-        except psycopg.errors.LockNotAvailable as exc:
-            raise LockTimeout(f"a row is locked by another transaction: {exc}") from exc
-        except psycopg.errors.QueryCanceled as exc:
-            raise StatementTimeout(f"the statement was cancelled: {exc}") from exc
-        except (psycopg.OperationalError, psycopg.InterfaceError, psycopg_pool.PoolTimeout) as exc:
-            raise StorageUnavailable(f"PostgreSQL at {self._url} is unavailable: {exc}") from exc
-        except psycopg.errors.SerializationFailure as exc:
-            raise StorageUnavailable(f"transaction aborted by a concurrent update: {exc}") from exc
-        except psycopg.errors.DeadlockDetected as exc:  # pragma: no cover - lock order forbids it
-            raise StorageUnavailable(f"deadlock detected: {exc}") from exc
-        except psycopg.IntegrityError as exc:
-            constraint = exc.diag.constraint_name
-            raise ConstraintViolation(
-                f"constraint {constraint or exc.sqlstate} rejected the write", constraint
-            ) from exc
-        except psycopg.DatabaseError as exc:
-            # The executor protocol's own refusals (SQLSTATE class RS) become typed errors.
-            refused = protocol_error(exc)
-            if refused is None:
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+            typed = storage_error(exc, self._url)
+            if typed is None:
                 raise
-            raise refused from exc
+            raise typed from exc
 
     def _all(self, name: str, params: dict[str, Any]) -> list[Row]:
         with self._transaction() as conn:

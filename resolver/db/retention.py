@@ -13,8 +13,9 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from resolver.core.errors import LockTimeout, RetentionRefused, StorageUnavailable
+from resolver.core.errors import RetentionRefused
 from resolver.db.dsn import libpq_dsn, redact
+from resolver.db.errors import storage_error, unavailable
 from resolver.db.statements import statement
 from resolver.retention.pruning import BatchResult, PruneCandidate, PruneSummary, RunTotals
 
@@ -46,7 +47,7 @@ class PostgresRetention:
                 options=f"-c statement_timeout={statement_timeout_ms}",
             )
         except psycopg.OperationalError as exc:
-            raise StorageUnavailable(f"PostgreSQL at {self._url} is unavailable: {exc}") from exc
+            raise unavailable(self._url, exc) from exc
 
     def close(self) -> None:
         self._conn.close()
@@ -66,12 +67,11 @@ class PostgresRetention:
                         statement("prune_lock_timeout"), {"lock_timeout": f"{lock_timeout_ms}ms"}
                     )
                 yield self._conn
-        except psycopg.errors.LockNotAvailable as exc:
-            raise LockTimeout(
-                f"prune batch hit its lock_timeout: {exc.diag.message_primary}"
-            ) from exc
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-            raise StorageUnavailable(f"PostgreSQL at {self._url} is unavailable: {exc}") from exc
+            # A statement timeout stays StorageUnavailable here: the run is retried whole.
+            typed = storage_error(exc, self._url, statement_timeout_typed=False)
+            assert typed is not None  # every OperationalError/InterfaceError has a rule
+            raise typed from exc
         except psycopg.errors.InsufficientPrivilege as exc:
             raise RetentionRefused(
                 f"this role may not prune: {exc.diag.message_primary}; connect as the "
