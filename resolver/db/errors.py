@@ -12,6 +12,7 @@ from resolver.core.errors import (
     ConstraintViolation,
     LockTimeout,
     ResolverError,
+    SourceMisconfigured,
     StatementTimeout,
     StorageUnavailable,
 )
@@ -53,3 +54,38 @@ def storage_error(
         # The executor protocol's own refusals (SQLSTATE class RS) become typed errors.
         return protocol_error(exc)
     return None
+
+
+# SQLSTATE classes of failures that heal by themselves: connection exceptions (08),
+# transaction rollbacks such as serialization failures (40), insufficient resources (53),
+# lock or object state (55), operator intervention: admin or crash shutdown, cannot connect
+# now, statement timeout (57), system errors (58) and internal errors (XX).
+TRANSIENT_SQLSTATE_CLASSES = frozenset({"08", "40", "53", "55", "57", "58", "XX"})
+
+
+def is_transient(exc: Exception) -> bool:
+    """Transient by SQLSTATE class, never by message text.
+
+    An error the server answered with any other class (42 syntax or access rule, such as a
+    missing GRANT or an undefined table; 3D/3F missing database or schema; 22 data; 25 a
+    write refused in a read-only transaction; ...) fails the same way on every retry: a
+    configuration error. Without a SQLSTATE (a refused or reset connection, a pool timeout,
+    a failed connection attempt, for which libpq reports no code) the source is unreachable,
+    which is an outage.
+    """
+    sqlstate = getattr(exc, "sqlstate", None)
+    return sqlstate is None or sqlstate[:2] in TRANSIENT_SQLSTATE_CLASSES
+
+
+def source_error(url: str, exc: Exception) -> StorageUnavailable | SourceMisconfigured:
+    """The typed error for a failure of a read-only evidence source: an outage or a
+    configuration error, see `is_transient`."""
+    # Nothing moved either way: providers only read. The message names the class, not the
+    # server's text, which may quote the query or a role name.
+    if is_transient(exc):
+        return StorageUnavailable(f"evidence source {url} failed: {type(exc).__name__}")
+    sqlstate = getattr(exc, "sqlstate", None)
+    return SourceMisconfigured(
+        f"evidence source {url} refused the query: {type(exc).__name__} (SQLSTATE {sqlstate})",
+        cause=f"sqlstate_{sqlstate.lower()}" if sqlstate else None,
+    )

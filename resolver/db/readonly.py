@@ -9,11 +9,13 @@ from typing import Any, LiteralString
 import psycopg
 import psycopg_pool
 
-from resolver.core.errors import SourceMisconfigured, StorageUnavailable
 from resolver.db.dsn import redact
+from resolver.db.errors import is_transient, source_error
 from resolver.db.pooling import build_pool
 
 Row = dict[str, Any]
+
+__all__ = ["ReadOnlyDatabase", "Row", "is_transient"]
 
 
 class ReadOnlyDatabase:
@@ -69,7 +71,7 @@ class ReadOnlyDatabase:
             with self._pool.connection() as conn, conn.transaction():
                 yield conn
         except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
-            raise _classified(self._url, exc) from exc
+            raise source_error(self._url, exc) from exc
 
     def fetch(self, query: LiteralString, params: Mapping[str, Any]) -> list[Row]:
         """One statement, one round trip: on these autocommit connections it is its own
@@ -78,7 +80,7 @@ class ReadOnlyDatabase:
             with self._pool.connection() as conn:
                 return conn.execute(query, dict(params)).fetchall()
         except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
-            raise _classified(self._url, exc) from exc
+            raise source_error(self._url, exc) from exc
 
 
 def _read_only(conn: psycopg.Connection[Row]) -> None:
@@ -86,36 +88,3 @@ def _read_only(conn: psycopg.Connection[Row]) -> None:
     # runs in autocommit, read-only by the session default.
     conn.read_only = True
     conn.autocommit = True
-
-
-# SQLSTATE classes of failures that heal by themselves: connection exceptions (08),
-# transaction rollbacks such as serialization failures (40), insufficient resources (53),
-# lock or object state (55), operator intervention: admin or crash shutdown, cannot connect
-# now, statement timeout (57), system errors (58) and internal errors (XX).
-TRANSIENT_SQLSTATE_CLASSES = frozenset({"08", "40", "53", "55", "57", "58", "XX"})
-
-
-def is_transient(exc: Exception) -> bool:
-    """Transient by SQLSTATE class, never by message text.
-
-    An error the server answered with any other class (42 syntax or access rule, such as a
-    missing GRANT or an undefined table; 3D/3F missing database or schema; 22 data; 25 a
-    write refused in a read-only transaction; ...) fails the same way on every retry: a
-    configuration error. Without a SQLSTATE (a refused or reset connection, a pool timeout,
-    a failed connection attempt, for which libpq reports no code) the source is unreachable,
-    which is an outage.
-    """
-    sqlstate = getattr(exc, "sqlstate", None)
-    return sqlstate is None or sqlstate[:2] in TRANSIENT_SQLSTATE_CLASSES
-
-
-def _classified(url: str, exc: Exception) -> StorageUnavailable | SourceMisconfigured:
-    # Nothing moved either way: providers only read. The message names the class, not the
-    # server's text, which may quote the query or a role name.
-    if is_transient(exc):
-        return StorageUnavailable(f"evidence source {url} failed: {type(exc).__name__}")
-    sqlstate = getattr(exc, "sqlstate", None)
-    return SourceMisconfigured(
-        f"evidence source {url} refused the query: {type(exc).__name__} (SQLSTATE {sqlstate})",
-        cause=f"sqlstate_{sqlstate.lower()}" if sqlstate else None,
-    )
