@@ -9,8 +9,6 @@ is a JSON integer, never `"7"`, `7.0` or `true`) and bounded before any SQL runs
 # No `from __future__ import annotations` here: FastAPI resolves the endpoint annotations,
 # which name dependencies local to create_app, at definition time.
 
-import base64
-import binascii
 import threading
 import time
 from collections.abc import Callable
@@ -19,21 +17,19 @@ from importlib import resources
 from typing import Annotated, Any, Literal, cast
 
 import structlog
-from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
+from fastapi import Depends, FastAPI, Header, Path, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from resolver.auth import InvalidToken, TokenVerifier
+from resolver.case_api import install_case_routes
 from resolver.domain import (
-    ID_PATTERN,
     Decision,
-    FindingKind,
     ManualDecision,
-    ManualQueueItem,
     Principal,
 )
 from resolver.errors import (
@@ -46,7 +42,7 @@ from resolver.errors import (
     StrongAuthRequired,
 )
 from resolver.manual import MAX_AUTH_AGE_MS, ManualResolutionService
-from resolver.ports import ManualStore
+from resolver.ports import HumanStore
 from resolver.telemetry.health import Probe
 from resolver.telemetry.observer import ApiObserver, NullApiObserver
 
@@ -57,10 +53,11 @@ PROBLEM = "application/problem+json"
 # PostgreSQL bigint: a larger number would fail in the database, so it is refused before.
 BIGINT_MAX = 2**63 - 1
 ID_REGEX = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$"
-MAX_QUEUE_LIMIT = 100
-MAX_CURSOR_LENGTH = 300
 ACCESS_LOG_PATH_CHARS = 256
 QUIET_ROUTES = frozenset({"/healthz", "/readyz"})
+# The `acr_values` of a step-up answer (RFC 9470): multi-factor authentication, the class the
+# OIDC `amr` values the API accepts (mfa, hwk, swk, otp, fido) all belong to.
+STEP_UP_ACR_VALUES = "mfa"
 # A decision body is a few hundred bytes: anything near this is not one, and is not read.
 MAX_BODY_BYTES = 64 * 1024
 
@@ -81,23 +78,23 @@ class DecisionRequest(BaseModel):
     evidence_digest: StrictStr | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
 
 
+class CurrentState(BaseModel):
+    """The dispatch as it stands, on a 409: what the console shows instead of the stale view."""
+
+    state: str
+    version: int
+    control_status: str | None
+
+
 class Problem(BaseModel):
-    """An RFC 9457 problem document; `code` is stable, `title` is for humans."""
+    """An RFC 9457 problem document; `code` is stable, `title` is for humans. A 409 of a
+    decision also carries the dispatch's `current` state."""
 
     type: str
     title: str
     status: int
     code: str
-
-
-def _decimal(value: object) -> object:
-    """Query integers in plain ASCII digits only: no sign, space, `_`, `7.0` or exponent."""
-    if isinstance(value, str) and not (value.isascii() and value.isdigit() and len(value) <= 6):
-        raise ValueError("must be a decimal integer")
-    return value
-
-
-QueueLimit = Annotated[int, Query(ge=1, le=MAX_QUEUE_LIMIT), BeforeValidator(_decimal)]
+    current: CurrentState | None = None
 
 
 class DecisionResponse(BaseModel):
@@ -106,46 +103,18 @@ class DecisionResponse(BaseModel):
     result: Literal["committed", "replayed"]
 
 
-class QueueEntry(BaseModel):
-    """One dispatch waiting for a human, as the API shows it (not the storage row)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    dispatch_id: str
-    project_id: str
-    action_type: str
-    last_finding: FindingKind | None
-    finding_count: int
-    manual_at_ms: int
-    execution_version: int
-    """Send it back as `expected_execution_version`: the decision is fenced on it."""
-    started_at_ms: int
-    attempt: int
-
-    @classmethod
-    def of(cls, item: ManualQueueItem) -> "QueueEntry":
-        return cls(
-            dispatch_id=item.dispatch_id,
-            project_id=item.project_id,
-            action_type=item.action_type,
-            last_finding=item.last_finding,
-            finding_count=item.finding_count,
-            manual_at_ms=item.manual_at_ms,
-            execution_version=item.execution_version,
-            started_at_ms=item.started_at_ms,
-            attempt=item.attempt,
-        )
-
-
-class QueuePage(BaseModel):
-    items: list[QueueEntry]
-    next_cursor: str | None
-
-
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, title: str, headers: dict[str, str] | None = None):
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        title: str,
+        headers: dict[str, str] | None = None,
+        current: dict[str, object] | None = None,
+    ):
         super().__init__(title)
         self.status, self.code, self.title, self.headers = status, code, title, headers or {}
+        self.current = current
 
 
 @dataclass
@@ -169,7 +138,7 @@ class RateLimiter:
 
 
 def create_app(
-    store: ManualStore,
+    store: HumanStore,
     verifier: TokenVerifier,
     *,
     service: ManualResolutionService | None = None,
@@ -218,19 +187,14 @@ def create_app(
 
     User = Annotated[Principal, Depends(principal)]
 
-    @app.get("/v1/manual-queue", response_model=QueuePage, responses=_problems(401, 422))
-    def manual_queue(
-        user: User,
-        limit: QueueLimit = 50,
-        cursor: Annotated[str | None, Query(max_length=MAX_CURSOR_LENGTH)] = None,
-    ) -> QueuePage:
-        items = store.manual_queue(user.user_id, limit, _decode_cursor(cursor))
-        next_cursor = (
-            _encode_cursor(items[-1].manual_at_ms, items[-1].dispatch_id)
-            if len(items) == limit
-            else None
-        )
-        return QueuePage(items=[QueueEntry.of(item) for item in items], next_cursor=next_cursor)
+    install_case_routes(
+        app,
+        store,
+        principal,
+        _problems,
+        lambda title: ApiError(404, "not_found", title),
+        _bad_cursor,
+    )
 
     @app.post(
         "/v1/dispatches/{dispatch_id}/resolution",
@@ -377,7 +341,7 @@ class _NoKeys:
 def openapi_document() -> dict[str, Any]:
     """The published OpenAPI document (docs/openapi.json); the app serves none."""
     unused = TokenVerifier(issuer="", audience="", keys=_NoKeys())
-    document = create_app(cast(ManualStore, None), unused).openapi()
+    document = create_app(cast(HumanStore, None), unused).openapi()
     # FastAPI's schema model holds bounds as floats: 2**63 - 1 would print as 2**63.
     version = document["components"]["schemas"]["DecisionRequest"]["properties"][
         "expected_execution_version"
@@ -449,10 +413,11 @@ _HTTP_CODES: dict[int, tuple[str, str]] = {
 
 
 def _install_error_handlers(app: FastAPI, events: ApiObserver) -> None:
+    # RFC 9470: what to ask the identity provider for (a second factor, at most this old).
     step_up = (
         'Bearer realm="resolver", error="insufficient_user_authentication", '
         'error_description="recent multi-factor authentication required", '
-        f"max_age={MAX_AUTH_AGE_MS // 1000}"
+        f'acr_values="{STEP_UP_ACR_VALUES}", max_age={MAX_AUTH_AGE_MS // 1000}'
     )
     unavailable = ApiError(
         503, "unavailable", "storage is unavailable; try again", {"Retry-After": "5"}
@@ -463,7 +428,9 @@ def _install_error_handlers(app: FastAPI, events: ApiObserver) -> None:
         ),
         PermissionDenied: lambda e: ApiError(403, "forbidden", str(e)),
         NotFound: lambda e: ApiError(404, "not_found", str(e)),
-        FenceConflict: lambda e: ApiError(409, "conflict", str(e)),
+        FenceConflict: lambda e: ApiError(
+            409, "conflict", str(e), current=cast(FenceConflict, e).current
+        ),
         # The constraint's name is schema detail: the client learns only that the write lost.
         ConstraintViolation: lambda _e: ApiError(409, "conflict", "the write was refused"),
         StorageUnavailable: lambda _e: unavailable,
@@ -520,30 +487,14 @@ def _problem(error: ApiError) -> JSONResponse:
         title=error.title,
         status=error.status,
         code=error.code,
+        current=CurrentState.model_validate(error.current) if error.current else None,
     )
     return JSONResponse(
-        body.model_dump(), status_code=error.status, headers=error.headers, media_type=PROBLEM
+        body.model_dump(exclude_none=True),
+        status_code=error.status,
+        headers=error.headers,
+        media_type=PROBLEM,
     )
-
-
-def _encode_cursor(manual_at_ms: int, dispatch_id: str) -> str:
-    return base64.urlsafe_b64encode(f"{manual_at_ms}:{dispatch_id}".encode()).decode()
-
-
-def _decode_cursor(cursor: str | None) -> tuple[int, str] | None:
-    """A cursor this API issued, or 422: every part bounded and typed before any SQL."""
-    if cursor is None:
-        return None
-    try:
-        raw = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("ascii")
-    except (ValueError, binascii.Error):
-        raise _bad_cursor() from None
-    at, _, dispatch_id = raw.partition(":")
-    if not (at.isdigit() and len(at) <= 19 and int(at) <= BIGINT_MAX):
-        raise _bad_cursor()
-    if not ID_PATTERN.match(dispatch_id):
-        raise _bad_cursor()
-    return int(at), dispatch_id
 
 
 def _bad_cursor() -> ApiError:

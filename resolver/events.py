@@ -202,10 +202,14 @@ class Fanout(CycleEvents):
 
 
 def outcome_label(outcome: ItemOutcome, committed: CommitReport) -> str:
-    """What committing this finding did: resolved_*, manual, retry, or fence_rejected."""
-    if outcome.item.identity.dispatch_id not in committed.accepted:
+    """What committing this finding did: resolved_*, manual, escalated, retry, or
+    fence_rejected."""
+    dispatch_id = outcome.item.identity.dispatch_id
+    if dispatch_id not in committed.accepted:
         return "fence_rejected"
     kind = outcome.finding.kind
     if kind.is_verified:
         return f"resolved_{outcome.finding.outcome}"
-    return "manual" if kind.needs_human else "retry"
+    if kind.needs_human:
+        return "manual"
+    return "escalated" if dispatch_id in committed.escalated else "retry"

@@ -187,11 +187,13 @@ class Reconciler:
         return configured or provider_name(self._registry.for_action(action_type))
 
     def _outcome(self, item: ClaimedItem, finding: Finding) -> ItemOutcome:
+        policy = self._registry.escalation_for(item.identity.action_type)
         return ItemOutcome(
             item=item,
             finding=finding,
             retry_delay_ms=self.backoff_ms(item.finding_count),
             mutation_id=f"auto-{uuid.uuid4()}",
+            escalate_after_ms=policy.after_ms(finding.kind),
         )
 
     def backoff_ms(self, finding_count: int) -> int:

@@ -102,3 +102,9 @@ GRANT EXECUTE ON FUNCTION
 GRANT EXECUTE ON FUNCTION resolver_now_ms(bigint) TO resolver_retention;
 -- The replicas' /metrics read the run history (resolver_pruned_dispatches_total).
 GRANT SELECT ON recovery_prune_runs TO resolver_runtime;
+
+-- The audit chain of manual decisions (migration 0008). A decision inserts its link and moves
+-- the one-row head in the same statement; links are insert-only (a trigger refuses UPDATE
+-- and DELETE, for the owner too). `resolver audit verify` reads both.
+GRANT SELECT, INSERT ON recovery_audit_chain TO resolver_runtime;
+GRANT SELECT, UPDATE ON recovery_audit_head TO resolver_runtime;

@@ -132,12 +132,13 @@ RETURNING c.dispatch_id, c.recovery_token::text, c.recovery_version, c.execution
           now.ms AS claimed_at_ms;
 
 -- name: recovery_commit_page
--- The fenced page commit (migration 0006, resolver_commit_page): locks the verified items'
--- executions, then every control of the page, in key order; writes only the items whose
--- recovery lease, open control, execution version and expired execution lease still hold;
--- answers their dispatch ids. One statement on an autocommit connection: one transaction,
+-- The fenced page commit (migrations 0006 and 0008, resolver_commit_page): locks the verified
+-- items' executions, then every control of the page, in key order; writes only the items
+-- whose recovery lease, open control, execution version and expired execution lease still
+-- hold; answers their dispatch ids, with the manual reason of those sent to the manual queue
+-- (conflict, unsupported, or an escalation: evidence_window_elapsed). One statement on an autocommit connection: one transaction,
 -- committed durably. The items are one JSON array of objects (see `page_items`).
-SELECT accepted AS dispatch_id FROM resolver_commit_page(%(items)s::json, %(now_ms)s) AS accepted;
+SELECT p.dispatch_id, p.manual_reason FROM resolver_commit_page(%(items)s::json, %(now_ms)s) AS p;
 
 -- name: recovery_release_leases
 -- Hands held recovery leases back at once (graceful shutdown), fenced on token/version.
@@ -239,13 +240,19 @@ closed AS (
     RETURNING c.dispatch_id
 ),
 resolution AS (
+    -- `finding` of a manual resolution: the finding the decision overrode (the control's
+    -- last one, read from the statement's snapshot, before `closed`).
     INSERT INTO approved_action_recovery_resolutions (
-        dispatch_id, mutation_id, source, outcome, evidence_digest,
+        dispatch_id, mutation_id, source, outcome, finding, evidence_digest,
         expected_execution_version, actor_user_id, reason_code, resolved_at_ms)
-    SELECT s.dispatch_id, %(mutation_id)s, 'manual', %(outcome)s, %(evidence_digest)s,
-           %(expected_execution_version)s, %(user_id)s, %(reason_code)s, s.finished_at_ms
+    SELECT s.dispatch_id, %(mutation_id)s, 'manual', %(outcome)s,
+           (SELECT oc.last_finding FROM approved_action_recovery_controls AS oc
+            WHERE oc.dispatch_id = s.dispatch_id),
+           %(evidence_digest)s, %(expected_execution_version)s, %(user_id)s, %(reason_code)s,
+           s.finished_at_ms
     FROM settled AS s
-    RETURNING mutation_id, resolved_at_ms
+    RETURNING dispatch_id, mutation_id, outcome, finding, evidence_digest,
+              expected_execution_version, actor_user_id, reason_code, resolved_at_ms
 ),
 authorization_fact AS (
     INSERT INTO recovery_authorizations (
@@ -254,25 +261,202 @@ authorization_fact AS (
     SELECT r.mutation_id, %(user_id)s, 'approval.recover', %(project_id)s, %(project_version)s,
            %(role_binding_version)s, %(auth_time_ms)s, %(amr)s::text[], r.resolved_at_ms
     FROM resolution AS r
-    RETURNING mutation_id
+    RETURNING mutation_id, user_id, permission, project_id, project_version,
+              role_binding_version, auth_time_ms, amr, authorized_at_ms
+),
+-- The audit chain (migration 0008): the decision's canonical content as committed, linked
+-- to the chain's head. Updating the one head row takes its lock, so concurrent decisions
+-- link one after another; after a wait, READ COMMITTED re-reads the head that committed
+-- first and computes this link's hash from it. The head is the last row locked: the lock
+-- order (execution, control, inserts, head) stays the same for every writer.
+content AS (
+    SELECT r.mutation_id, r.dispatch_id, r.resolved_at_ms,
+           json_build_object(
+               'v', 1, 'dispatch_id', r.dispatch_id, 'mutation_id', r.mutation_id,
+               'source', 'manual', 'outcome', r.outcome, 'overridden_finding', r.finding,
+               'evidence_digest', r.evidence_digest,
+               'expected_execution_version', r.expected_execution_version,
+               'actor_user_id', r.actor_user_id, 'reason_code', r.reason_code,
+               'resolved_at_ms', r.resolved_at_ms,
+               'authorizations', (
+                   SELECT json_agg(json_build_object(
+                              'user_id', a.user_id, 'permission', a.permission,
+                              'project_id', a.project_id, 'project_version', a.project_version,
+                              'role_binding_version', a.role_binding_version,
+                              'auth_time_ms', a.auth_time_ms, 'amr', a.amr,
+                              'authorized_at_ms', a.authorized_at_ms)
+                          ORDER BY a.user_id)
+                   FROM authorization_fact AS a))::text AS content
+    FROM resolution AS r
+),
+head AS (
+    UPDATE recovery_audit_head AS h
+    SET seq = h.seq + 1,
+        prev_hash = h.hash,
+        hash = encode(sha256(convert_to(h.hash || c.content, 'UTF8')), 'hex')
+    FROM content AS c
+    WHERE h.id = 1
+    RETURNING h.seq, h.prev_hash, h.hash
+),
+link AS (
+    INSERT INTO recovery_audit_chain (
+        seq, mutation_id, dispatch_id, content, prev_hash, hash, recorded_at_ms)
+    SELECT h.seq, c.mutation_id, c.dispatch_id, c.content, h.prev_hash, h.hash, c.resolved_at_ms
+    FROM head AS h, content AS c
+    RETURNING seq
 )
 SELECT s.dispatch_id, s.version, (SELECT count(*) FROM closed) AS controls_closed,
-       (SELECT count(*) FROM authorization_fact) AS authorizations
+       (SELECT count(*) FROM authorization_fact) AS authorizations,
+       (SELECT seq FROM link) AS audit_seq
 FROM settled AS s;
 
+-- fragment: case_readable
+-- The caller may read cases of the dispatch `d`'s project: it holds `approval.recover` (which
+-- decides) or `approval.recover.read` (which only reads) there.
+EXISTS (SELECT 1 FROM recovery_role_bindings AS b
+        WHERE b.project_id = d.project_id AND b.user_id = %(user_id)s
+          AND b.permission IN ('approval.recover', 'approval.recover.read'))
+
+-- fragment: case_filter
+-- The filters of the manual queue and the waiting list, for dispatch `d` and control `c`;
+-- a NULL parameter does not filter. `q` is an exact dispatch id, idempotency key or
+-- approval request id. `since_ms` is when the case entered the list.
+(%(project_id)s::text IS NULL OR d.project_id = %(project_id)s::text)
+AND (%(action_type)s::text IS NULL OR d.action_type = %(action_type)s::text)
+AND (%(last_finding)s::text IS NULL OR c.last_finding = %(last_finding)s::text)
+AND (%(q)s::text IS NULL OR d.dispatch_id = %(q)s::text OR d.idempotency_key = %(q)s::text
+     OR d.approval_request_id = %(q)s::text)
+
 -- name: manual_queue_page
--- The human queue: manual controls in projects the user may recover, oldest first (keyset).
+-- The human queue: manual controls in projects the user may read, oldest first (keyset on
+-- the manual index), filtered.
+WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms)
 SELECT c.dispatch_id, d.project_id, d.action_type, c.last_finding, c.finding_count,
-       c.manual_at_ms, e.version AS execution_version, e.started_at_ms, e.attempt
+       c.manual_at_ms, e.version AS execution_version, e.started_at_ms, e.attempt,
+       d.approval_request_id, d.idempotency_key, d.action_digest, c.manual_reason,
+       c.last_failure_class, c.first_inspected_at_ms, c.manual_at_ms AS since_ms
 FROM approved_action_recovery_controls AS c
 JOIN approved_action_dispatches AS d USING (dispatch_id)
 JOIN approved_action_executions AS e USING (dispatch_id)
-JOIN recovery_role_bindings AS b
-  ON b.project_id = d.project_id AND b.user_id = %(user_id)s
- AND b.permission = 'approval.recover'
 WHERE c.status = 'manual'
-  AND (c.manual_at_ms, c.dispatch_id) > (%(after_manual_at_ms)s, %(after_dispatch_id)s)
+  AND (c.manual_at_ms, c.dispatch_id) > (%(after_since_ms)s, %(after_dispatch_id)s)
+  AND (%(min_age_ms)s = 0 OR c.manual_at_ms <= (SELECT ms FROM now) - %(min_age_ms)s)
+  AND
+      -- include: case_filter
+  AND
+      -- include: case_readable
 ORDER BY c.manual_at_ms, c.dispatch_id
+LIMIT %(limit)s;
+
+-- name: manual_queue_total
+-- How many manual cases match the filter, counted up to %(count_cap)s (a count at the cap
+-- means "at least").
+WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms)
+SELECT count(*) AS total FROM (
+    SELECT 1
+    FROM approved_action_recovery_controls AS c
+    JOIN approved_action_dispatches AS d USING (dispatch_id)
+    WHERE c.status = 'manual'
+      AND (%(min_age_ms)s = 0 OR c.manual_at_ms <= (SELECT ms FROM now) - %(min_age_ms)s)
+      AND
+          -- include: case_filter
+      AND
+          -- include: case_readable
+    LIMIT %(count_cap)s) AS matching;
+
+-- name: waiting_page
+-- The waiting list: armed controls inspected at least once (the evidence is not in yet),
+-- oldest first inspection first (keyset on the waiting index), filtered.
+WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms)
+SELECT c.dispatch_id, d.project_id, d.action_type, c.last_finding, c.finding_count,
+       c.manual_at_ms, e.version AS execution_version, e.started_at_ms, e.attempt,
+       d.approval_request_id, d.idempotency_key, d.action_digest, c.manual_reason,
+       c.last_failure_class, c.first_inspected_at_ms, c.first_inspected_at_ms AS since_ms
+FROM approved_action_recovery_controls AS c
+JOIN approved_action_dispatches AS d USING (dispatch_id)
+JOIN approved_action_executions AS e USING (dispatch_id)
+WHERE c.status = 'armed' AND c.first_inspected_at_ms IS NOT NULL
+  AND (c.first_inspected_at_ms, c.dispatch_id) > (%(after_since_ms)s, %(after_dispatch_id)s)
+  AND (%(min_age_ms)s = 0 OR c.first_inspected_at_ms <= (SELECT ms FROM now) - %(min_age_ms)s)
+  AND
+      -- include: case_filter
+  AND
+      -- include: case_readable
+ORDER BY c.first_inspected_at_ms, c.dispatch_id
+LIMIT %(limit)s;
+
+-- name: waiting_total
+WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms)
+SELECT count(*) AS total FROM (
+    SELECT 1
+    FROM approved_action_recovery_controls AS c
+    JOIN approved_action_dispatches AS d USING (dispatch_id)
+    WHERE c.status = 'armed' AND c.first_inspected_at_ms IS NOT NULL
+      AND (%(min_age_ms)s = 0 OR c.first_inspected_at_ms <= (SELECT ms FROM now) - %(min_age_ms)s)
+      AND
+          -- include: case_filter
+      AND
+          -- include: case_readable
+    LIMIT %(count_cap)s) AS matching;
+
+-- name: case_get
+-- The whole case of one dispatch, if the caller may read its project (an unknown and a
+-- forbidden dispatch answer alike: no row).
+WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms)
+SELECT d.dispatch_id, d.approval_request_id, d.project_id, d.action_type, d.action_digest,
+       d.idempotency_key, d.schema_version, d.supersedes_dispatch_id, d.created_at_ms,
+       ARRAY(SELECT s.dispatch_id FROM approved_action_dispatches AS s
+             WHERE s.supersedes_dispatch_id = d.dispatch_id
+             ORDER BY s.dispatch_id LIMIT 100) AS superseded_by,
+       e.state, e.owner, e.attempt, e.version, e.started_at_ms, e.lease_expires_at_ms,
+       e.finished_at_ms, e.result_code,
+       coalesce(e.state = 'executing' AND e.lease_expires_at_ms <= now.ms, false)
+           AS recovery_required,
+       c.status AS control_status, c.armed_at_ms, c.finding_count, c.finding_counts,
+       c.first_inspected_at_ms, c.last_inspected_at_ms, c.last_finding,
+       c.last_failure_class, c.last_evidence_digest, c.next_scan_at_ms, c.manual_at_ms,
+       c.manual_reason, c.closed_by, c.closed_at_ms,
+       r.source AS resolution_source, r.outcome AS resolution_outcome,
+       r.reason_code AS resolution_reason_code, r.actor_user_id AS resolution_actor_user_id,
+       r.evidence_digest AS resolution_evidence_digest, r.resolved_at_ms,
+       r.mutation_id AS resolution_mutation_id,
+       now.ms AS db_now_ms
+FROM approved_action_dispatches AS d
+CROSS JOIN now
+LEFT JOIN approved_action_executions AS e ON e.dispatch_id = d.dispatch_id
+LEFT JOIN approved_action_recovery_controls AS c ON c.dispatch_id = d.dispatch_id
+LEFT JOIN approved_action_recovery_resolutions AS r ON r.dispatch_id = d.dispatch_id
+WHERE d.dispatch_id = %(dispatch_id)s
+  AND
+      -- include: case_readable
+;
+
+-- name: case_authorizations
+-- The authorization facts of a resolution (a manual one has one per person who decided).
+SELECT a.user_id, a.permission, a.amr, a.auth_time_ms
+FROM recovery_authorizations AS a
+WHERE a.mutation_id = %(mutation_id)s
+ORDER BY a.authorization_id;
+
+-- name: decisions_page
+-- Manual decisions in projects the caller may read, newest first (keyset on the decisions
+-- index), filtered by project, deciding user and time [since_ms, until_ms).
+SELECT r.dispatch_id, d.project_id, d.action_type, r.outcome, r.actor_user_id,
+       r.reason_code, a.amr, a.auth_time_ms, r.evidence_digest,
+       r.finding AS overridden_finding, r.resolved_at_ms, r.resolution_id
+FROM approved_action_recovery_resolutions AS r
+JOIN approved_action_dispatches AS d ON d.dispatch_id = r.dispatch_id
+LEFT JOIN recovery_authorizations AS a
+  ON a.mutation_id = r.mutation_id AND a.user_id = r.actor_user_id
+WHERE r.source = 'manual'
+  AND (r.resolved_at_ms, r.resolution_id) < (%(before_ms)s, %(before_id)s)
+  AND (%(project_id)s::text IS NULL OR d.project_id = %(project_id)s::text)
+  AND (%(actor_user_id)s::text IS NULL OR r.actor_user_id = %(actor_user_id)s::text)
+  AND r.resolved_at_ms >= %(since_ms)s
+  AND r.resolved_at_ms < %(until_ms)s
+  AND
+      -- include: case_readable
+ORDER BY r.resolved_at_ms DESC, r.resolution_id DESC
 LIMIT %(limit)s;
 
 -- name: backlog_oldest

@@ -65,6 +65,14 @@ class ResolverMetrics(CycleEvents):
             ["stage"],
             registry=registry,
         )
+        self.escalations = Counter(
+            f"{PREFIX}_escalations",
+            "Dispatches the page commit sent to the manual queue because a non-final finding "
+            "outlasted its action type's window (manual_reason evidence_window_elapsed), by "
+            "action type and the finding that outlasted it.",
+            ["action_type", "finding"],
+            registry=registry,
+        )
         self.provider_errors = Counter(
             f"{PREFIX}_provider_errors",
             "Provider calls that could not answer, by provider and kind: outage, timeout "
@@ -151,6 +159,12 @@ class ResolverMetrics(CycleEvents):
                 resolved[result.value] += 1
         for result_value, n in resolved.items():
             self.resolutions.labels(ResolutionSource.AUTOMATIC.value, result_value).inc(n)
+        if report.to_manual:
+            escalated = report.escalated
+            for outcome in outcomes:
+                if outcome.item.identity.dispatch_id in escalated:
+                    action_type = outcome.item.identity.action_type
+                    self.escalations.labels(action_type, outcome.finding.kind.value).inc()
 
     def released(self, items: Sequence[ClaimedItem], released: int, seconds: float) -> None:
         if len(items) > released:
