@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from resolver import localpg
+from resolver.demo import localpg
 
 _TPS = re.compile(r"^tps = ([0-9.]+) \((?:without initial connection time|excluding)", re.M)
 

@@ -32,7 +32,7 @@ from benchmarks.phases import (
     scan_cost,
 )
 from benchmarks.server import Databases, Server, open_server
-from resolver.evidence import ENTRY_POINT_GROUP, installed_entry_points
+from resolver.core.provider import ENTRY_POINT_GROUP, installed_entry_points
 
 RECEIPT_PROVIDER = "internal_mutation"
 HTTP_PAGE = 16

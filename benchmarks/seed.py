@@ -12,8 +12,8 @@ import psycopg
 from psycopg.rows import dict_row
 
 from benchmarks import sql
-from resolver.domain import DispatchIdentity, Outcome, canonical_json
-from resolver.receipts import KeyRing, sign_receipt
+from resolver.core.domain import DispatchIdentity, Outcome, canonical_json
+from resolver.evidence.receipts import KeyRing, sign_receipt
 
 BATCH = 200_000
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from resolver import localpg
 from resolver.db import migrate
+from resolver.demo import localpg
 from resolver_test_support.postgres import with_database
 
 # Settings of the private cluster. pg_stat_statements counts statements per resolution.

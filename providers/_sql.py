@@ -9,11 +9,11 @@ from typing import Any, LiteralString
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from resolver.core.domain import DispatchIdentity, Finding, FindingKind, ProviderFailure
+from resolver.core.errors import ConfigError, SourceMisconfigured, StorageUnavailable
+from resolver.core.provider import Capability
 from resolver.db import dsn
 from resolver.db.readonly import ReadOnlyDatabase, Row
-from resolver.domain import DispatchIdentity, Finding, FindingKind, ProviderFailure
-from resolver.errors import ConfigError, SourceMisconfigured, StorageUnavailable
-from resolver.evidence import Capability
 
 DEFAULT_URL_ENV = "RESOLVER_DATABASE_URL"
 _OUTAGE = Finding(FindingKind.UNAVAILABLE, failure=ProviderFailure.OUTAGE)

@@ -28,11 +28,16 @@ from urllib.parse import quote, urlsplit
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from resolver.domain import DispatchIdentity, Finding, FindingKind, ProviderFailure
-from resolver.errors import ConfigError
-from resolver.evidence import Capability, parse_provider_settings
-from resolver.readonly_http import HttpReply, HttpUnavailable, ReadOnlyHttpClient, TlsSettings
-from resolver.receipts import MAX_RAW_RECEIPT_BYTES, KeyRing, receipt_finding
+from resolver.core.domain import DispatchIdentity, Finding, FindingKind, ProviderFailure
+from resolver.core.errors import ConfigError
+from resolver.core.provider import Capability, parse_provider_settings
+from resolver.evidence.readonly_http import (
+    HttpReply,
+    HttpUnavailable,
+    ReadOnlyHttpClient,
+    TlsSettings,
+)
+from resolver.evidence.receipts import MAX_RAW_RECEIPT_BYTES, KeyRing, receipt_finding
 
 NAME = "http_receipt"
 log = structlog.get_logger("providers.http_receipt")

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from resolver.domain import DispatchIdentity, Finding, FindingKind
-from resolver.errors import ConfigError
-from resolver.evidence import Capability
+from resolver.core.domain import DispatchIdentity, Finding, FindingKind
+from resolver.core.errors import ConfigError
+from resolver.core.provider import Capability
 
 
 class ManualOnlyProvider:

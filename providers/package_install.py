@@ -25,8 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, LiteralString
 
 from providers._sql import SqlPageProvider, SqlSourceSettings
-from resolver.db.readonly import Row
-from resolver.domain import (
+from resolver.core.domain import (
     DispatchIdentity,
     Finding,
     FindingKind,
@@ -34,7 +33,8 @@ from resolver.domain import (
     canonical_json,
     sha256_hex,
 )
-from resolver.evidence import parse_provider_settings
+from resolver.core.provider import parse_provider_settings
+from resolver.db.readonly import Row
 
 NAME = "package_install"
 EVIDENCE_KIND = "package_install.v1"

@@ -1,5 +1,5 @@
 """`python -m resolver` is the `resolver` command."""
 
-from resolver.cli import main
+from resolver.app.cli import main
 
 main()

@@ -11,14 +11,14 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
+from resolver.core.domain import DispatchSpec, ExecutionLease, action_digest
 from resolver.db.readonly import ReadOnlyDatabase
 from resolver.db.repository import PostgresStore
-from resolver.domain import DispatchSpec, ExecutionLease, action_digest
-from resolver.execution import ExecutionClient
+from resolver.executor.client import ExecutionClient
 from resolver_test_support.postgres import DatabaseFactory, test_server
 
 # The provider contract kit, used the way a provider author would: as a pytest plugin.
-pytest_plugins = ["resolver.testing.contract"]
+pytest_plugins = ["resolver.evidence.contract"]
 
 T0 = 1_800_000_000_000  # a fixed database-clock instant (ms) for tests that inject time
 EXEC_LEASE_MS = 1_000

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from resolver.domain import DispatchIdentity, Finding, FindingKind, Outcome, sha256_hex
-from resolver.evidence import Capability, ProviderRegistry
+from resolver.core.domain import DispatchIdentity, Finding, FindingKind, Outcome, sha256_hex
+from resolver.core.provider import Capability, ProviderRegistry
 
 
 def verified(identity: DispatchIdentity, outcome: Outcome = Outcome.SUCCEEDED) -> Finding:

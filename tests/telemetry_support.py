@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from resolver.domain import ExecutionLease
+from resolver.core.domain import ExecutionLease
 from tests.conftest import EXEC_LEASE_MS, SQL, World
 
 T = TypeVar("T")

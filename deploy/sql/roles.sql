@@ -22,7 +22,7 @@ BEGIN
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'resolver_runtime') THEN
         CREATE ROLE resolver_runtime LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT;
     END IF;
-    -- The platform's executors (resolver.execution: create dispatch, lease, start, renew,
+    -- The platform's executors (resolver.executor.client: create dispatch, lease, start, renew,
     -- complete). Kept apart from the resolver so neither can do the other's writes.
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'resolver_executor') THEN
         CREATE ROLE resolver_executor LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT;

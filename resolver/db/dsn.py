@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from resolver.errors import ConfigError
+from resolver.core.errors import ConfigError
 
 if TYPE_CHECKING:
     # Imported where used: `resolver run` never loads SQLAlchemy (start-up time).

@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING
 import psycopg
 import structlog
 
-from resolver.db.dsn import libpq_dsn, redact, sqlalchemy_url
-from resolver.db.statements import statement
-from resolver.errors import (
+from resolver.core.errors import (
     ConfigError,
     MigrationFailed,
     MigrationLockTimeout,
     StorageUnavailable,
 )
+from resolver.db.dsn import libpq_dsn, redact, sqlalchemy_url
+from resolver.db.statements import statement
 
 if TYPE_CHECKING:
     import sqlalchemy as sa

@@ -6,7 +6,7 @@ from typing import Final
 
 import psycopg
 
-from resolver.errors import (
+from resolver.core.errors import (
     ConstraintViolation,
     FenceConflict,
     InvalidDispatch,

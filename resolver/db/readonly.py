@@ -10,9 +10,9 @@ import psycopg
 import psycopg_pool
 from psycopg.rows import dict_row
 
+from resolver.core.errors import SourceMisconfigured, StorageUnavailable
 from resolver.db.dsn import libpq_dsn, redact
 from resolver.db.pooling import check_if_idle
-from resolver.errors import SourceMisconfigured, StorageUnavailable
 
 Row = dict[str, Any]
 

@@ -13,12 +13,7 @@ import psycopg_pool
 from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 
-from resolver.db.dsn import libpq_dsn, redact
-from resolver.db.pooling import check_if_idle
-from resolver.db.protocol import protocol_error
-from resolver.db.retention import prune_summary
-from resolver.db.statements import claim_statement, statement
-from resolver.domain import (
+from resolver.core.domain import (
     NO_FILTER,
     BacklogSnapshot,
     Case,
@@ -51,8 +46,13 @@ from resolver.domain import (
     ProviderFailure,
     ResolutionSource,
 )
-from resolver.errors import ConstraintViolation, StorageUnavailable
-from resolver.retention import PruneSummary
+from resolver.core.errors import ConstraintViolation, StorageUnavailable
+from resolver.db.dsn import libpq_dsn, redact
+from resolver.db.pooling import check_if_idle
+from resolver.db.protocol import protocol_error
+from resolver.db.retention import prune_summary
+from resolver.db.statements import claim_statement, statement
+from resolver.retention.pruning import PruneSummary
 
 Row = dict[str, Any]
 

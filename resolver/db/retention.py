@@ -1,7 +1,7 @@
 """PostgreSQL side of `resolver prune`: one connection, one short transaction per call.
 
 Every call goes through the prune functions of migration 0005; driver errors stop here and
-come out as the typed errors of `resolver.errors`.
+come out as the typed errors of `resolver.core.errors`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from resolver.core.errors import LockTimeout, RetentionRefused, StorageUnavailable
 from resolver.db.dsn import libpq_dsn, redact
 from resolver.db.statements import statement
-from resolver.errors import LockTimeout, RetentionRefused, StorageUnavailable
-from resolver.retention import BatchResult, PruneCandidate, PruneSummary, RunTotals
+from resolver.retention.pruning import BatchResult, PruneCandidate, PruneSummary, RunTotals
 
 Row = dict[str, Any]
 

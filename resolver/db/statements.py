@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 from typing import LiteralString
 
-from resolver.domain import PAGE_SIZE_HARD_CAP
+from resolver.core.domain import PAGE_SIZE_HARD_CAP
 
 QUERIES_FILE = Path(__file__).with_name("queries.sql")
 _HEADER = re.compile(r"^-- (name|fragment): ([a-z_]+)\s*$", re.MULTILINE)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from resolver.domain import Decision, ExecutionState, ManualResult, ResolutionSource
+from resolver.core.domain import Decision, ExecutionState, ManualResult, ResolutionSource
 from resolver.telemetry.metrics import LATENCY_BUCKETS, PREFIX, resolutions_counter
 
 MANUAL_OUTCOMES = tuple(d.terminal_state for d in Decision)

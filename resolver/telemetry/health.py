@@ -10,9 +10,9 @@ from typing import Any
 
 import structlog
 
-from resolver.domain import ProviderFailure
-from resolver.errors import ResolverError
-from resolver.events import CycleEvents, CycleReport, InspectedPage, Stage
+from resolver.core.domain import ProviderFailure
+from resolver.core.errors import ResolverError
+from resolver.core.events import CycleEvents, CycleReport, InspectedPage, Stage
 
 log = structlog.get_logger("resolver.telemetry")
 

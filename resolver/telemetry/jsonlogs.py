@@ -11,7 +11,7 @@ import structlog
 from structlog.tracebacks import ExceptionDictTransformer
 from structlog.typing import Processor
 
-from resolver.errors import ConfigError
+from resolver.core.errors import ConfigError
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 

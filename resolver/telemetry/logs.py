@@ -6,9 +6,9 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from resolver.domain import CommitReport, ItemOutcome, ProviderFailure
-from resolver.errors import StorageUnavailable
-from resolver.events import CycleEvents, CycleReport, InspectedPage, outcome_label
+from resolver.core.domain import CommitReport, ItemOutcome, ProviderFailure
+from resolver.core.errors import StorageUnavailable
+from resolver.core.events import CycleEvents, CycleReport, InspectedPage, outcome_label
 
 # Outcomes an operator acts on keep a line of their own at info; the others are listed by
 # dispatch id in the page's `recovery_cycle` line, with a line each at debug.

@@ -14,7 +14,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from resolver import __version__
-from resolver.domain import (
+from resolver.core.domain import (
     BacklogSnapshot,
     ClaimedItem,
     CommitReport,
@@ -23,9 +23,9 @@ from resolver.domain import (
     Outcome,
     ResolutionSource,
 )
-from resolver.errors import ResolverError, StorageUnavailable
-from resolver.events import CycleEvents, CycleReport, InspectedPage, Stage
-from resolver.ports import BacklogReader
+from resolver.core.errors import ResolverError, StorageUnavailable
+from resolver.core.events import CycleEvents, CycleReport, InspectedPage, Stage
+from resolver.core.ports import BacklogReader
 
 log = structlog.get_logger("resolver.telemetry")
 

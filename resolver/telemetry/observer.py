@@ -1,10 +1,10 @@
-"""The hooks `resolver api` reports through; the cycle's are in `resolver.events`."""
+"""The hooks `resolver api` reports through; the cycle's are in `resolver.core.events`."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from resolver.domain import ExecutionState, ManualResult
+from resolver.core.domain import ExecutionState, ManualResult
 
 
 class ApiObserver(Protocol):

@@ -17,8 +17,8 @@ import structlog
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from resolver.errors import ResolverError
-from resolver.retention import PruneSummary
+from resolver.core.errors import ResolverError
+from resolver.retention.pruning import PruneSummary
 
 log = structlog.get_logger("resolver.telemetry")
 

@@ -13,9 +13,9 @@ from opentelemetry.context import Context
 from opentelemetry.trace import NoOpTracer, Span, Status, StatusCode, Tracer, set_span_in_context
 
 from resolver import __version__
-from resolver.domain import ClaimedItem, CommitReport, ItemOutcome
-from resolver.errors import ConfigError
-from resolver.events import CycleEvents, CycleReport, InspectedPage, Stage
+from resolver.core.domain import ClaimedItem, CommitReport, ItemOutcome
+from resolver.core.errors import ConfigError
+from resolver.core.events import CycleEvents, CycleReport, InspectedPage, Stage
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
@@ -122,7 +122,7 @@ class CycleTrace(CycleEvents):
 
     Child spans are made after the fact with the times the events carry, on the cycle's
     thread, so no context travels into the inspect pool and no span is left open across a
-    phase. Only added when the tracer records (see `resolver.runtime`).
+    phase. Only added when the tracer records (see `resolver.core.runtime`).
     """
 
     def __init__(self, tracer: Tracer) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from resolver.domain import Outcome
+from resolver.core.domain import Outcome
 
 from .workload import Kind, Plan
 

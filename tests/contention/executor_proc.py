@@ -3,7 +3,7 @@
 `python -m tests.contention.executor_proc URL DISPATCH_ID CRASH_AT LEASE_SECONDS PROVIDER`.
 Its side effect is an internal mutation (a `side_effects` row) whose evidence commits in the
 same transaction: a `scripted_evidence` row, or for the built-in `internal_mutation` provider
-a signed receipt v1 written with `providers.internal_mutation.write_receipt` under the lease.
+a signed receipt v1 written with `resolver.executor.write_receipt` under the lease.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from enum import StrEnum
 
 import psycopg
 
-from providers.internal_mutation import write_receipt
+from resolver.core.domain import Completion, DispatchSpec, ExecutionLease, Outcome
 from resolver.db.repository import PostgresStore
-from resolver.domain import Completion, DispatchSpec, ExecutionLease, Outcome
-from resolver.execution import ExecutionClient
-from resolver.receipts import KeyRing
+from resolver.evidence.receipts import KeyRing
+from resolver.executor.client import ExecutionClient
+from resolver.executor.receipts import write_receipt
 from resolver_test_support.scripted import SCRIPT_TABLE_DDL, evidence_digest
 
 from .workload import RECEIPT_TYPE, _spec

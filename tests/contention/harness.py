@@ -21,9 +21,9 @@ import psycopg
 import yaml
 from psycopg.rows import dict_row
 
-from resolver import localpg
 from resolver.db import migrate
 from resolver.db.repository import PostgresStore
+from resolver.demo import localpg
 
 from .checker import SNAPSHOT_SQL, Verdict, check, read_histories
 from .proxy import FaultProxy
@@ -285,7 +285,7 @@ def replica_env(url: str, replica_id: str, workdir: Path, **extra: str) -> dict[
 
 def spawn_replica(env: dict[str, str], log: Any) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-c", "from resolver.cli import main; main()", "run"],
+        [sys.executable, "-c", "from resolver.app.cli import main; main()", "run"],
         env=env,
         stdout=log,
         stderr=log,

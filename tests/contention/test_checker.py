@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from resolver.domain import FindingKind, Outcome
+from resolver.core.domain import FindingKind, Outcome
 from resolver_test_support.scripted import Script
 
 from .checker import Event, Row, check

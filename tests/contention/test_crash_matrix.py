@@ -22,9 +22,9 @@ import pytest
 import yaml
 from psycopg.rows import dict_row
 
+from resolver.core.domain import FindingKind, Outcome
 from resolver.db.repository import PostgresStore
-from resolver.domain import FindingKind, Outcome
-from resolver.execution import ExecutionClient
+from resolver.executor.client import ExecutionClient
 from resolver_test_support.crash import CrashPoint
 from resolver_test_support.history import FileHistory
 from resolver_test_support.scripted import SCRIPT_TABLE_DDL, Script

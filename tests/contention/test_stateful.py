@@ -18,8 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from psycopg.rows import dict_row
 
-from resolver.db.repository import PostgresStore
-from resolver.domain import (
+from resolver.core.domain import (
     ClaimedItem,
     Completion,
     Decision,
@@ -32,9 +31,10 @@ from resolver.domain import (
     Principal,
     sha256_hex,
 )
-from resolver.errors import FenceConflict, PermissionDenied, ResolverError, StrongAuthRequired
-from resolver.execution import CompletionResult, ExecutionClient
-from resolver.manual import ManualResolutionService
+from resolver.core.errors import FenceConflict, PermissionDenied, ResolverError, StrongAuthRequired
+from resolver.db.repository import PostgresStore
+from resolver.executor.client import CompletionResult, ExecutionClient
+from resolver.human.manual import ManualResolutionService
 from resolver_test_support.postgres import DatabaseFactory
 from tests.conftest import T0, new_spec
 

@@ -13,11 +13,11 @@ from typing import Any, TypeVar
 
 import psycopg
 
+from resolver.core.domain import Completion, DispatchSpec, ExecutionLease, FindingKind, Outcome
+from resolver.core.domain import action_digest as digest_of
+from resolver.core.errors import FenceConflict, NotLeasable, StorageUnavailable
 from resolver.db.repository import PostgresStore
-from resolver.domain import Completion, DispatchSpec, ExecutionLease, FindingKind, Outcome
-from resolver.domain import action_digest as digest_of
-from resolver.errors import FenceConflict, NotLeasable, StorageUnavailable
-from resolver.execution import ExecutionClient
+from resolver.executor.client import ExecutionClient
 from resolver_test_support.history import FileHistory, History
 from resolver_test_support.scripted import SCRIPT_TABLE_DDL, Script, evidence_digest
 

@@ -10,9 +10,15 @@ from typing import Any
 import yaml
 from prometheus_client import CollectorRegistry
 
-from resolver.domain import BacklogSnapshot, DispatchIdentity, Finding, FindingKind, ProviderFailure
-from resolver.events import CycleReport, InspectedPage, ProviderCall
-from resolver.retention import PruneSummary
+from resolver.core.domain import (
+    BacklogSnapshot,
+    DispatchIdentity,
+    Finding,
+    FindingKind,
+    ProviderFailure,
+)
+from resolver.core.events import CycleReport, InspectedPage, ProviderCall
+from resolver.retention.pruning import PruneSummary
 from resolver.telemetry.api_metrics import ApiMetrics
 from resolver.telemetry.metrics import (
     BacklogCollector,

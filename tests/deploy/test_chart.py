@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from resolver.config import Settings, load_provider_config
+from resolver.app.config import Settings, load_provider_config
 from tests.deploy.k8s import (
     CHART,
     OPERATOR_KINDS,
@@ -237,7 +237,7 @@ NOT_FROM_VALUES = {
 
 
 def test_every_resolver_setting_is_wired_into_the_deployment() -> None:
-    """A setting added to resolver/config.py must be added to the chart (or listed above)."""
+    """A setting added to resolver/app/config.py must be added to the chart (or listed above)."""
     env = env_of(container(render({"resolver": CUSTOM_SETTINGS})))
     missing = {
         f"RESOLVER_{field.upper()}"

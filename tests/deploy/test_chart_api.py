@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from resolver.config import Settings
+from resolver.app.config import Settings
 from tests.deploy.k8s import (
     Manifest,
     assert_hardened,

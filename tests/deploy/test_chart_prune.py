@@ -8,7 +8,7 @@ from typing import Any
 import click
 import pytest
 
-from resolver.prune_cli import prune_cmd
+from resolver.app.prune_cli import prune_cmd
 from tests.deploy.k8s import (
     CHART,
     Manifest,

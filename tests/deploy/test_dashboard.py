@@ -24,9 +24,9 @@ import pytest
 import yaml
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from resolver.auth import TokenVerifier
-from resolver.composition import ApiProcess, build_api
-from resolver.config import load_settings
+from resolver.app.composition import ApiProcess, build_api
+from resolver.app.config import load_settings
+from resolver.human.auth import TokenVerifier
 from tests.conftest import SQL, World
 from tests.deploy.conftest import RULES
 from tests.deploy.k8s import CHART, render, validate_strict

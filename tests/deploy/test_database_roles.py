@@ -26,9 +26,7 @@ from psycopg import errors, sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from resolver.db import migrate
-from resolver.db.repository import PostgresStore
-from resolver.domain import (
+from resolver.core.domain import (
     Completion,
     DispatchIdentity,
     ExecutionLease,
@@ -37,10 +35,12 @@ from resolver.domain import (
     Outcome,
     sha256_hex,
 )
-from resolver.errors import InvalidDispatch
-from resolver.execution import CompletionResult, ExecutionClient
-from resolver.reconciler import Reconciler, ReconcilerSettings
-from resolver.runtime import Runtime
+from resolver.core.errors import InvalidDispatch
+from resolver.core.reconciler import Reconciler, ReconcilerSettings
+from resolver.core.runtime import Runtime
+from resolver.db import migrate
+from resolver.db.repository import PostgresStore
+from resolver.executor.client import CompletionResult, ExecutionClient
 from resolver_test_support.postgres import with_database
 from tests.conftest import EXEC_LEASE_MS, T0, new_spec
 from tests.providers_for_tests import ScriptedProvider, fixed, registry
@@ -481,8 +481,8 @@ def test_evidence_reader_reads_evidence_only_in_read_only_transactions(
 def test_runtime_role_commits_a_manual_decision_but_cannot_grant_itself(
     role_db: RoleDatabase,
 ) -> None:
-    from resolver.domain import Decision, ManualDecision, Principal
-    from resolver.manual import ManualResolutionService
+    from resolver.core.domain import Decision, ManualDecision, Principal
+    from resolver.human.manual import ManualResolutionService
 
     with psycopg.connect(role_db.urls["resolver_migrator"], autocommit=True) as platform:
         platform.execute("SET search_path = resolver")

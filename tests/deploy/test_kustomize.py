@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from resolver.config import Settings, load_provider_config
+from resolver.app.config import Settings, load_provider_config
 from tests.deploy.k8s import (
     KUSTOMIZE_BASE,
     Manifest,

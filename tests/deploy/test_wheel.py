@@ -17,8 +17,16 @@ from tests.deploy.k8s import ROOT
 BUILT_INS = {"manual_only", "internal_mutation", "run_create", "package_install", "http_receipt"}
 # Modules of the test rig, wherever they might land by mistake.
 TEST_ONLY_NAMES = {"scripted", "bench_providers", "history", "crash", "postgres"}
-# What resolver/testing may ship: the provider contract kit and the receipt service it plays.
-SHIPPED_KIT = {"__init__.py", "contract.py", "receipt_server.py"}
+# What resolver/evidence may ship: the providers' toolkit (receipts, the read-only HTTP client
+# and its engine), the provider contract kit and the receipt service it plays.
+SHIPPED_KIT = {
+    "__init__.py",
+    "receipts.py",
+    "readonly_http.py",
+    "http_exchange.py",
+    "contract.py",
+    "receipt_server.py",
+}
 
 
 @pytest.fixture(scope="module")
@@ -63,5 +71,17 @@ def test_no_test_only_module_ships(wheel: zipfile.ZipFile) -> None:
     assert modules, "the wheel holds no module"
     assert {m.parts[0] for m in modules} == {"resolver", "providers"}
     assert not [m for m in modules if m.stem in TEST_ONLY_NAMES and "migrations" not in m.parts]
-    kit = {m.name for m in modules if m.parts[:2] == ("resolver", "testing")}
+    kit = {m.name for m in modules if m.parts[:2] == ("resolver", "evidence")}
     assert kit == SHIPPED_KIT
+
+
+def test_every_sql_file_of_the_schema_ships(wheel: zipfile.ZipFile) -> None:
+    # The migrations read their SQL files at run time, and the schema files are the current
+    # definition: an installed release without them cannot migrate.
+    in_tree = {
+        path.relative_to(ROOT).as_posix() for path in (ROOT / "resolver" / "db").rglob("*.sql")
+    }
+    shipped = {name for name in wheel.namelist() if name.endswith(".sql")}
+    assert any("/schema/" in name for name in in_tree)
+    assert any("/migrations/sql/" in name for name in in_tree)
+    assert in_tree - shipped == set()

@@ -13,10 +13,10 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from resolver.api import RateLimiter, create_app
-from resolver.auth import TokenVerifier
+from resolver.core.domain import FindingKind
 from resolver.db.repository import PostgresStore
-from resolver.domain import FindingKind
+from resolver.human.api import RateLimiter, create_app
+from resolver.human.auth import TokenVerifier
 from tests.conftest import SQL, World
 from tests.integration.oidc import AUDIENCE, ISSUER, Server, token
 from tests.integration.test_recovery import reconciler

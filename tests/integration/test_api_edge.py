@@ -17,9 +17,9 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from resolver.api import BIGINT_MAX, RateLimiter, create_app, openapi_document
-from resolver.auth import TokenVerifier
 from resolver.db.repository import PostgresStore
+from resolver.human.api import BIGINT_MAX, RateLimiter, create_app, openapi_document
+from resolver.human.auth import TokenVerifier
 from tests.conftest import SQL
 from tests.integration.oidc import AUDIENCE, ISSUER, Server, token
 from tests.integration.test_api import auth, body, manual_item

@@ -21,9 +21,9 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from resolver.api import MAX_BODY_BYTES, RateLimiter, create_app, openapi_document
-from resolver.auth import TokenVerifier
 from resolver.db.repository import PostgresStore
+from resolver.human.api import MAX_BODY_BYTES, RateLimiter, create_app, openapi_document
+from resolver.human.auth import TokenVerifier
 from tests.conftest import SQL
 from tests.integration.oidc import AUDIENCE, ISSUER, Server, token
 from tests.integration.test_api import manual_item

@@ -19,12 +19,12 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from prometheus_client import CollectorRegistry
 
-from resolver.api import create_app
-from resolver.auth import TokenVerifier
-from resolver.composition import ApiProcess, build_api, readiness_check
-from resolver.config import load_settings
+from resolver.app.composition import ApiProcess, build_api, readiness_check
+from resolver.app.config import load_settings
 from resolver.db import migrate
 from resolver.db.repository import PostgresStore
+from resolver.human.api import create_app
+from resolver.human.auth import TokenVerifier
 from resolver.telemetry.api_metrics import TOKEN_REJECTION_REASONS, ApiMetrics
 from tests.conftest import SQL
 from tests.integration.oidc import AUDIENCE, ISSUER, Server, token

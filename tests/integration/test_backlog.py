@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from resolver.core.domain import FindingKind, ItemOutcome
 from resolver.db.repository import PostgresStore
 from resolver.db.statements import statement
-from resolver.domain import FindingKind, ItemOutcome
 from tests.conftest import EXEC_LEASE_MS, SQL, T0, World
 from tests.providers_for_tests import fixed, verified
 

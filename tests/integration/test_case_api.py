@@ -8,8 +8,8 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from resolver.core.domain import FindingKind
 from resolver.db.repository import PostgresStore
-from resolver.domain import FindingKind
 from tests.conftest import SQL, World, new_spec
 from tests.integration.oidc import token
 from tests.integration.test_api import api, auth, body, manual_item

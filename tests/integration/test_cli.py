@@ -173,7 +173,7 @@ def test_in_process_run_leaves_the_signal_mask_as_it_found_it(
     # SIGTERM blocked: every process it starts afterwards would inherit the mask.
     from click.testing import CliRunner
 
-    from resolver.cli import main
+    from resolver.app.cli import main
 
     before = signal.pthread_sigmask(signal.SIG_BLOCK, set())
     for key, value in env.items():

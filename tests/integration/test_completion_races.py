@@ -6,10 +6,10 @@ import threading
 
 import pytest
 
+from resolver.core.domain import ClaimedItem, Completion, ExecutionLease, ItemOutcome, Outcome
+from resolver.core.errors import FenceConflict
 from resolver.db.repository import PostgresStore
-from resolver.domain import ClaimedItem, Completion, ExecutionLease, ItemOutcome, Outcome
-from resolver.errors import FenceConflict
-from resolver.execution import CompletionResult, ExecutionClient
+from resolver.executor.client import CompletionResult, ExecutionClient
 from tests.conftest import EXEC_LEASE_MS, SQL, T0, World
 from tests.providers_for_tests import verified
 

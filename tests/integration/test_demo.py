@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from resolver import demo
+from resolver.demo import simple as demo
 from tests.conftest import SQL
 
 

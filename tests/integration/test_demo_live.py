@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from resolver.demo_executor import Story, story_of
+from resolver.demo.executor import Story, story_of
 from tests.conftest import SQL
 from tests.telemetry_support import free_port
 

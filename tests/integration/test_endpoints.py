@@ -13,13 +13,13 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
-from resolver.composition import ReplicaService as Replica
-from resolver.composition import build_replica, serve_endpoints
-from resolver.config import load_settings
+from resolver.app.composition import ReplicaService as Replica
+from resolver.app.composition import build_replica, serve_endpoints
+from resolver.app.config import load_settings
+from resolver.core.errors import ConfigError
+from resolver.core.provider import ProviderRegistry
 from resolver.db import migrate
 from resolver.db.repository import PostgresStore
-from resolver.errors import ConfigError
-from resolver.evidence import ProviderRegistry
 from resolver.telemetry.health import (
     Heartbeat,
     LivenessCheck,

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from resolver.db.repository import PostgresStore
-from resolver.domain import (
+from resolver.core.domain import (
     ESCALATION_REASON,
     CaseList,
     DispatchIdentity,
@@ -17,11 +16,12 @@ from resolver.domain import (
     FindingKind,
     ProviderFailure,
 )
-from resolver.errors import ConfigError
-from resolver.escalation import DEFAULT_MISSING_WINDOW_SECONDS
-from resolver.evidence import EvidenceProvider, build_registry
-from resolver.reconciler import Reconciler, ReconcilerSettings
-from resolver.runtime import Runtime
+from resolver.core.errors import ConfigError
+from resolver.core.escalation import DEFAULT_MISSING_WINDOW_SECONDS
+from resolver.core.provider import EvidenceProvider, build_registry
+from resolver.core.reconciler import Reconciler, ReconcilerSettings
+from resolver.core.runtime import Runtime
+from resolver.db.repository import PostgresStore
 from tests.conftest import EXEC_LEASE_MS, SQL, T0, World
 from tests.providers_for_tests import ScriptedProvider, fixed
 

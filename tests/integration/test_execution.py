@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from resolver.domain import Completion, ExecutionState, Outcome
-from resolver.errors import (
+from resolver.core.domain import Completion, ExecutionState, Outcome
+from resolver.core.errors import (
     ConstraintViolation,
     FenceConflict,
     InvalidDispatch,
@@ -13,7 +13,7 @@ from resolver.errors import (
     NotFound,
     NotLeasable,
 )
-from resolver.execution import CompletionResult, ExecutionClient
+from resolver.executor.client import CompletionResult, ExecutionClient
 from tests.conftest import EXEC_LEASE_MS, SQL, T0, World, new_spec
 
 DONE = Completion(Outcome.SUCCEEDED, "ok", "m-1", "a" * 64)

@@ -10,13 +10,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from resolver.composition import installed_subscribers
-from resolver.config import Settings, load_settings
+from resolver.app.composition import installed_subscribers
+from resolver.app.config import Settings, load_settings
+from resolver.core.domain import DispatchIdentity, FindingKind, Outcome
+from resolver.core.errors import ConfigError
+from resolver.core.reconciler import Reconciler, ReconcilerSettings
+from resolver.core.runtime import Runtime
 from resolver.db.repository import PostgresStore
-from resolver.domain import DispatchIdentity, FindingKind, Outcome
-from resolver.errors import ConfigError
-from resolver.reconciler import Reconciler, ReconcilerSettings
-from resolver.runtime import Runtime
 from resolver_test_support.crash import CrashInjection, CrashPoint
 from resolver_test_support.history import FileHistory, HistoryEvents
 from resolver_test_support.scripted import (

@@ -23,11 +23,11 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from resolver.api import create_app
-from resolver.auth import JwksFile, JwksUrl, TokenVerifier
-from resolver.config import Settings
+from resolver.app.config import Settings
+from resolver.core.errors import ConfigError
 from resolver.db.repository import PostgresStore
-from resolver.errors import ConfigError
+from resolver.human.api import create_app
+from resolver.human.auth import JwksFile, JwksUrl, TokenVerifier
 from tests.integration.oidc import AUDIENCE, ISSUER, Server, token
 from tests.telemetry_support import free_port
 

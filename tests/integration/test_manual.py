@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from resolver.db.repository import PostgresStore
-from resolver.domain import (
+from resolver.core.domain import (
     CaseList,
     Completion,
     Decision,
@@ -16,9 +15,10 @@ from resolver.domain import (
     Outcome,
     Principal,
 )
-from resolver.errors import FenceConflict, NotFound, PermissionDenied, StrongAuthRequired
-from resolver.execution import CompletionResult
-from resolver.manual import ManualResolutionService
+from resolver.core.errors import FenceConflict, NotFound, PermissionDenied, StrongAuthRequired
+from resolver.db.repository import PostgresStore
+from resolver.executor.client import CompletionResult
+from resolver.human.manual import ManualResolutionService
 from tests.conftest import EXEC_LEASE_MS, SQL, T0, World
 from tests.integration.test_recovery import reconciler
 from tests.providers_for_tests import ScriptedProvider, fixed, verified
@@ -214,7 +214,7 @@ def test_decision_revokes_a_recovery_lease_in_flight(
     ManualResolutionService(store).decide(
         ALICE, _decision(lease.version, lease.dispatch_id), now_ms=NOW
     )
-    from resolver.domain import ItemOutcome
+    from resolver.core.domain import ItemOutcome
 
     report = store.commit_outcomes(
         [ItemOutcome(item, verified(item.identity), 0, "auto-late")], now_ms=NOW + 1

@@ -8,12 +8,12 @@ import threading
 import pytest
 from prometheus_client import CollectorRegistry
 
+from resolver.core.domain import BacklogSnapshot, DispatchIdentity, Finding, FindingKind
+from resolver.core.errors import StorageUnavailable
+from resolver.core.provider import ProviderRegistry, build_registry
+from resolver.core.reconciler import Reconciler, ReconcilerSettings
+from resolver.core.runtime import Runtime
 from resolver.db.repository import PostgresStore
-from resolver.domain import BacklogSnapshot, DispatchIdentity, Finding, FindingKind
-from resolver.errors import StorageUnavailable
-from resolver.evidence import ProviderRegistry, build_registry
-from resolver.reconciler import Reconciler, ReconcilerSettings
-from resolver.runtime import Runtime
 from resolver.telemetry.metrics import BacklogCollector, ResolverMetrics
 from tests.conftest import EXEC_LEASE_MS, SQL, T0, World
 from tests.providers_for_tests import ScriptedProvider, fixed, verified

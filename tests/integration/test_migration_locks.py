@@ -20,9 +20,9 @@ import pytest
 import structlog
 from click.testing import CliRunner
 
-from resolver.cli import main
+from resolver.app.cli import main
+from resolver.core.errors import MigrationFailed, MigrationLockTimeout, StorageUnavailable
 from resolver.db import migrate
-from resolver.errors import MigrationFailed, MigrationLockTimeout, StorageUnavailable
 
 BEFORE_FK = "0001_recovery_core"
 FAST = migrate.MigrationPolicy(

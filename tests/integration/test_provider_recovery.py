@@ -10,13 +10,11 @@ import psycopg
 import pytest
 
 from providers.http_receipt import HttpReceiptProvider
-from providers.internal_mutation import InternalMutationProvider, write_receipt
+from providers.internal_mutation import InternalMutationProvider
 from providers.manual_only import ManualOnlyProvider
 from providers.package_install import PackageInstallProvider
 from providers.run_create import RunCreateProvider
-from resolver.db.readonly import ReadOnlyDatabase
-from resolver.db.repository import PostgresStore
-from resolver.domain import (
+from resolver.core.domain import (
     Completion,
     DispatchIdentity,
     ExecutionLease,
@@ -24,15 +22,18 @@ from resolver.domain import (
     Outcome,
     canonical_json,
 )
-from resolver.errors import FenceConflict
-from resolver.evidence import ProviderRegistry
-from resolver.execution import CompletionResult
-from resolver.readonly_http import ReadOnlyHttpClient
-from resolver.receipts import KeyRing
-from resolver.reconciler import Reconciler, ReconcilerSettings
-from resolver.runtime import Runtime
-from resolver.testing.contract import Scenario
-from resolver.testing.receipt_server import ReceiptServer
+from resolver.core.errors import FenceConflict
+from resolver.core.provider import ProviderRegistry
+from resolver.core.reconciler import Reconciler, ReconcilerSettings
+from resolver.core.runtime import Runtime
+from resolver.db.readonly import ReadOnlyDatabase
+from resolver.db.repository import PostgresStore
+from resolver.evidence.contract import Scenario
+from resolver.evidence.readonly_http import ReadOnlyHttpClient
+from resolver.evidence.receipt_server import ReceiptServer
+from resolver.evidence.receipts import KeyRing
+from resolver.executor.client import CompletionResult
+from resolver.executor.receipts import write_receipt
 from tests.conftest import EXEC_LEASE_MS, SQL, T0, World
 from tests.providers.harnesses import insert_run_fact, plant_install, signed
 

@@ -8,11 +8,11 @@ import threading
 import psycopg
 import pytest
 
+from resolver.core.domain import FindingKind, ItemOutcome
+from resolver.core.errors import StorageUnavailable
+from resolver.core.reconciler import Reconciler, ReconcilerSettings
+from resolver.core.runtime import Runtime
 from resolver.db.repository import PostgresStore
-from resolver.domain import FindingKind, ItemOutcome
-from resolver.errors import StorageUnavailable
-from resolver.reconciler import Reconciler, ReconcilerSettings
-from resolver.runtime import Runtime
 from tests.conftest import EXEC_LEASE_MS, SQL, T0, World
 from tests.providers_for_tests import ScriptedProvider, fixed, registry, verified
 

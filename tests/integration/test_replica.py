@@ -5,12 +5,12 @@ from __future__ import annotations
 import random
 import threading
 
+from resolver.core.errors import StorageUnavailable
+from resolver.core.events import CycleEvents, CycleReport, Stage
+from resolver.core.reconciler import Reconciler, ReconcilerSettings
+from resolver.core.replica import LoopSettings, Replica, State
+from resolver.core.runtime import Runtime
 from resolver.db.repository import PostgresStore
-from resolver.errors import StorageUnavailable
-from resolver.events import CycleEvents, CycleReport, Stage
-from resolver.reconciler import Reconciler, ReconcilerSettings
-from resolver.replica import LoopSettings, Replica, State
-from resolver.runtime import Runtime
 from tests.conftest import SQL, World
 from tests.providers_for_tests import ScriptedProvider, registry, verified
 

@@ -20,10 +20,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from resolver import retention
-from resolver.db.repository import PostgresStore
-from resolver.db.retention import PostgresRetention
-from resolver.domain import (
+from resolver.core.domain import (
     Completion,
     Decision,
     DispatchIdentity,
@@ -33,11 +30,14 @@ from resolver.domain import (
     Outcome,
     Principal,
 )
-from resolver.errors import RetentionRefused
-from resolver.execution import ExecutionClient
-from resolver.manual import ManualResolutionService
-from resolver.reconciler import Reconciler, ReconcilerSettings
-from resolver.runtime import Runtime
+from resolver.core.errors import RetentionRefused
+from resolver.core.reconciler import Reconciler, ReconcilerSettings
+from resolver.core.runtime import Runtime
+from resolver.db.repository import PostgresStore
+from resolver.db.retention import PostgresRetention
+from resolver.executor.client import ExecutionClient
+from resolver.human.manual import ManualResolutionService
+from resolver.retention import pruning as retention
 from tests.conftest import EXEC_LEASE_MS, SQL, new_spec
 from tests.providers.harnesses import CONTENT, insert_run_fact, plant_install
 from tests.providers_for_tests import ScriptedProvider, fixed, registry
@@ -465,7 +465,7 @@ def test_late_lease_of_a_pruned_dispatch_is_refused(
 ) -> None:
     """A resolution survives its execution: the identity must never be leased (run) again."""
     prune(retention_store)
-    from resolver.errors import ConstraintViolation
+    from resolver.core.errors import ConstraintViolation
 
     with pytest.raises(ConstraintViolation):
         population.executor.lease(population.ids["auto_old"])
@@ -608,7 +608,7 @@ def test_duty_cycle_rests_in_proportion_to_each_batch(
 def test_a_batch_that_keeps_hitting_its_lock_timeout_stops_the_run_whole(
     population: Population, retention_store: PostgresRetention, sql: SQL, database_url: str
 ) -> None:
-    from resolver.errors import LockTimeout
+    from resolver.core.errors import LockTimeout
 
     before = snapshot(sql)
     rests: list[float] = []

@@ -4,29 +4,16 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-import sqlalchemy as sa
-from alembic.autogenerate import compare_metadata
-from alembic.migration import MigrationContext
 
 from resolver.db import migrate
-from resolver.db.dsn import sqlalchemy_url
-from resolver.db.tables import IMMUTABLE_TABLES, metadata
+from resolver.db.tables import IMMUTABLE_TABLES
+from resolver_test_support.catalog import metadata_diff
 from resolver_test_support.postgres import DatabaseFactory
 from tests.conftest import SQL, new_spec
 
 
-def _diff(url: str) -> list[object]:
-    engine = sa.create_engine(sqlalchemy_url(url), poolclass=sa.pool.NullPool)
-    try:
-        with engine.connect() as conn:
-            ctx = MigrationContext.configure(conn, opts={"compare_type": True})
-            return list(compare_metadata(ctx, metadata))
-    finally:
-        engine.dispose()
-
-
 def test_upgrade_head_equals_declared_metadata(database_url: str) -> None:
-    assert _diff(database_url) == []
+    assert metadata_diff(database_url) == []
 
 
 def test_upgrade_is_idempotent_and_downgrade_round_trips(databases: DatabaseFactory) -> None:
@@ -41,7 +28,7 @@ def test_upgrade_is_idempotent_and_downgrade_round_trips(databases: DatabaseFact
         ).fetchone()
     assert left == (0,)
     migrate.upgrade(url)
-    assert _diff(url) == []
+    assert metadata_diff(url) == []
     databases.drop(url)
 
 
@@ -113,7 +100,7 @@ def test_resolver_run_start_up_imports_no_alembic_sqlalchemy_or_web_stack() -> N
     import sys
 
     probe = (
-        "import sys, resolver.cli, resolver.db.migrate as m; m.head_revision(); "
+        "import sys, resolver.app.cli, resolver.db.migrate as m; m.head_revision(); "
         "print(sorted({n.split('.')[0] for n in sys.modules} & "
         "{'alembic', 'sqlalchemy', 'fastapi', 'starlette', 'uvicorn', 'jwt'}))"
     )

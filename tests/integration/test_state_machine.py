@@ -15,12 +15,12 @@ from contextlib import contextmanager, suppress
 import psycopg
 import pytest
 
+from resolver.core.domain import Completion, ExecutionLease, ItemOutcome, Outcome
+from resolver.core.errors import FenceConflict, LeaseLost
+from resolver.core.reconciler import Reconciler, ReconcilerSettings
+from resolver.core.runtime import Runtime
 from resolver.db.protocol import STATE_MACHINE
 from resolver.db.repository import PostgresStore
-from resolver.domain import Completion, ExecutionLease, ItemOutcome, Outcome
-from resolver.errors import FenceConflict, LeaseLost
-from resolver.reconciler import Reconciler, ReconcilerSettings
-from resolver.runtime import Runtime
 from tests.conftest import EXEC_LEASE_MS, SQL, T0, World, new_spec
 from tests.providers_for_tests import ScriptedProvider, registry, verified
 

@@ -9,9 +9,9 @@ import time
 import pytest
 from prometheus_client import CollectorRegistry
 
+from resolver.core.domain import FindingKind, ItemOutcome
 from resolver.db.repository import PostgresStore
 from resolver.db.statements import all_statements, fragment
-from resolver.domain import FindingKind, ItemOutcome
 from resolver.telemetry.metrics import BacklogCollector
 from tests.conftest import SQL, World
 from tests.integration.test_cli import run

@@ -16,11 +16,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NoOpTracer, StatusCode, Tracer
 
+from resolver.core.domain import FindingKind
+from resolver.core.errors import ConfigError, StorageUnavailable
+from resolver.core.reconciler import Reconciler, ReconcilerSettings
+from resolver.core.runtime import Runtime
 from resolver.db.repository import PostgresStore
-from resolver.domain import FindingKind
-from resolver.errors import ConfigError, StorageUnavailable
-from resolver.reconciler import Reconciler, ReconcilerSettings
-from resolver.runtime import Runtime
 from resolver.telemetry.tracing import exporters_requested, tracing_from_env
 from tests.conftest import EXEC_LEASE_MS, T0, World
 from tests.providers_for_tests import ScriptedProvider, fixed, registry, verified

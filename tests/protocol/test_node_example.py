@@ -85,9 +85,9 @@ def test_node_receipt_verifies_with_the_resolvers_provider(
 ) -> None:
     """The receipt the Node example signs is accepted by the internal_mutation provider."""
     from providers.internal_mutation import InternalMutationProvider
+    from resolver.core.domain import DispatchIdentity, FindingKind
     from resolver.db.readonly import ReadOnlyDatabase
-    from resolver.domain import DispatchIdentity, FindingKind
-    from resolver.receipts import KeyRing
+    from resolver.evidence.receipts import KeyRing
 
     dispatch_id = f"node-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, "DATABASE_URL": database_url, "RECEIPT_KEY": f"{KID}={SECRET}"}

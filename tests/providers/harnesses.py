@@ -17,13 +17,13 @@ from providers.internal_mutation import InternalMutationProvider
 from providers.manual_only import ManualOnlyProvider
 from providers.package_install import PackageInstallProvider
 from providers.run_create import RunCreateProvider
+from resolver.core.domain import DispatchIdentity, Outcome, action_digest, canonical_json
+from resolver.core.provider import EvidenceProvider
 from resolver.db.readonly import ReadOnlyDatabase
-from resolver.domain import DispatchIdentity, Outcome, action_digest, canonical_json
-from resolver.evidence import EvidenceProvider
-from resolver.readonly_http import ReadOnlyHttpClient
-from resolver.receipts import MAX_RAW_RECEIPT_BYTES, KeyRing, sign_receipt
-from resolver.testing.contract import NotApplicable, Scenario
-from resolver.testing.receipt_server import ReceiptServer
+from resolver.evidence.contract import NotApplicable, Scenario
+from resolver.evidence.readonly_http import ReadOnlyHttpClient
+from resolver.evidence.receipt_server import ReceiptServer
+from resolver.evidence.receipts import MAX_RAW_RECEIPT_BYTES, KeyRing, sign_receipt
 
 DEAD_URL = "postgresql://postgres@127.0.0.1:1/nowhere"
 STARTED_AT_MS = 1_800_000_000_000

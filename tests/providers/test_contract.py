@@ -1,4 +1,4 @@
-"""Every built-in provider passes the provider contract kit (resolver.testing.contract)."""
+"""Every built-in provider passes the provider contract kit (resolver.evidence.contract)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from resolver.receipts import KeyRing
-from resolver.testing.contract import ProviderContract, ProviderHarness
-from resolver.testing.receipt_server import ReceiptServer
+from resolver.evidence.contract import ProviderContract, ProviderHarness
+from resolver.evidence.receipt_server import ReceiptServer
+from resolver.evidence.receipts import KeyRing
 from tests.providers.harnesses import (
     HttpReceiptHarness,
     InternalMutationHarness,

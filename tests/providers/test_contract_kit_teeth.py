@@ -5,11 +5,11 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from resolver.domain import DispatchIdentity, Finding, FindingKind, Outcome, sha256_hex
-from resolver.evidence import Capability, EvidenceProvider
-from resolver.receipts import KeyRing
-from resolver.testing.contract import ProviderContract, Scenario
-from resolver.testing.receipt_server import ReceiptServer
+from resolver.core.domain import DispatchIdentity, Finding, FindingKind, Outcome, sha256_hex
+from resolver.core.provider import Capability, EvidenceProvider
+from resolver.evidence.contract import ProviderContract, Scenario
+from resolver.evidence.receipt_server import ReceiptServer
+from resolver.evidence.receipts import KeyRing
 from tests.providers.harnesses import HttpReceiptHarness, InternalMutationHarness
 
 KIT = ProviderContract()

@@ -14,9 +14,9 @@ import pytest
 from providers.internal_mutation import InternalMutationProvider
 from providers.package_install import PackageInstallProvider
 from providers.run_create import RunCreateProvider
+from resolver.core.domain import FindingKind
 from resolver.db.readonly import ReadOnlyDatabase
-from resolver.domain import FindingKind
-from resolver.receipts import KeyRing
+from resolver.evidence.receipts import KeyRing
 from tests.providers.harnesses import new_identity, plant_install
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "providers.md"

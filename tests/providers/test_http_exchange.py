@@ -15,12 +15,12 @@ from contextlib import contextmanager, suppress
 import pytest
 
 from providers.http_receipt import HttpReceiptProvider
-from resolver import http_exchange
-from resolver.domain import DispatchIdentity, FindingKind, ProviderFailure, canonical_json
-from resolver.readonly_http import HttpReply, HttpUnavailable, ReadOnlyHttpClient
-from resolver.receipts import KeyRing
-from resolver.testing.contract import Scenario
-from resolver.testing.receipt_server import ReceiptServer
+from resolver.core.domain import DispatchIdentity, FindingKind, ProviderFailure, canonical_json
+from resolver.evidence import http_exchange
+from resolver.evidence.contract import Scenario
+from resolver.evidence.readonly_http import HttpReply, HttpUnavailable, ReadOnlyHttpClient
+from resolver.evidence.receipt_server import ReceiptServer
+from resolver.evidence.receipts import KeyRing
 from tests.providers.harnesses import closed_port, new_identity, signed
 
 

@@ -21,12 +21,17 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from providers.http_receipt import HttpReceiptProvider, create
-from resolver.domain import DispatchIdentity, FindingKind, canonical_json
-from resolver.errors import ConfigError
-from resolver.readonly_http import HttpUnavailable, ReadOnlyHttpClient, RequestPacer, TlsSettings
-from resolver.receipts import KeyRing
-from resolver.testing.contract import Scenario
-from resolver.testing.receipt_server import ReceiptServer, running_receipt_server
+from resolver.core.domain import DispatchIdentity, FindingKind, canonical_json
+from resolver.core.errors import ConfigError
+from resolver.evidence.contract import Scenario
+from resolver.evidence.readonly_http import (
+    HttpUnavailable,
+    ReadOnlyHttpClient,
+    RequestPacer,
+    TlsSettings,
+)
+from resolver.evidence.receipt_server import ReceiptServer, running_receipt_server
+from resolver.evidence.receipts import KeyRing
 from tests.providers.harnesses import new_identity, signed
 
 # -- a throwaway PKI ---------------------------------------------------------------------

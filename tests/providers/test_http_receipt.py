@@ -13,12 +13,12 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
 from providers.http_receipt import HttpReceiptProvider, create
-from resolver.domain import FindingKind, ProviderFailure, canonical_json
-from resolver.errors import ConfigError
-from resolver.readonly_http import HttpUnavailable, MethodNotAllowed, ReadOnlyHttpClient
-from resolver.receipts import KeyRing
-from resolver.testing.contract import Scenario
-from resolver.testing.receipt_server import ReceiptServer, running_receipt_server
+from resolver.core.domain import FindingKind, ProviderFailure, canonical_json
+from resolver.core.errors import ConfigError
+from resolver.evidence.contract import Scenario
+from resolver.evidence.readonly_http import HttpUnavailable, MethodNotAllowed, ReadOnlyHttpClient
+from resolver.evidence.receipt_server import ReceiptServer, running_receipt_server
+from resolver.evidence.receipts import KeyRing
 from tests.providers.harnesses import TOKEN, HttpReceiptHarness, closed_port, new_identity, signed
 
 

@@ -21,14 +21,14 @@ from structlog.testing import capture_logs
 
 from providers._sql import SqlPageProvider
 from providers.internal_mutation import InternalMutationProvider
+from resolver.core.domain import DispatchIdentity, Finding, FindingKind, ProviderFailure
+from resolver.core.errors import SourceMisconfigured, StorageUnavailable
+from resolver.core.events import InspectedPage, ProviderCall
+from resolver.core.provider import ProviderRegistry
+from resolver.core.reconciler import Reconciler, ReconcilerSettings
+from resolver.core.runtime import Runtime
 from resolver.db.readonly import ReadOnlyDatabase, is_transient
-from resolver.domain import DispatchIdentity, Finding, FindingKind, ProviderFailure
-from resolver.errors import SourceMisconfigured, StorageUnavailable
-from resolver.events import InspectedPage, ProviderCall
-from resolver.evidence import ProviderRegistry
-from resolver.receipts import KeyRing
-from resolver.reconciler import Reconciler, ReconcilerSettings
-from resolver.runtime import Runtime
+from resolver.evidence.receipts import KeyRing
 from resolver.telemetry.health import Probe, ProviderHealth, ReadinessCheck
 from resolver.telemetry.metrics import ResolverMetrics
 from tests.conftest import EXEC_LEASE_MS, SQL, T0, World

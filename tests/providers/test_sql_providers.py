@@ -11,15 +11,16 @@ import psycopg
 import pytest
 
 from providers import internal_mutation, package_install, run_create
-from providers.internal_mutation import InternalMutationProvider, write_receipt
+from providers.internal_mutation import InternalMutationProvider
 from providers.package_install import PackageInstallProvider
 from providers.run_create import RunCreateProvider
-from resolver.config import load_provider_config
+from resolver.app.config import load_provider_config
+from resolver.core.domain import DispatchIdentity, FindingKind, Outcome, ProviderFailure
+from resolver.core.errors import ConfigError, FenceConflict, SourceMisconfigured
+from resolver.core.provider import build_registry, discover_factories
 from resolver.db.readonly import ReadOnlyDatabase
-from resolver.domain import DispatchIdentity, FindingKind, Outcome, ProviderFailure
-from resolver.errors import ConfigError, FenceConflict, SourceMisconfigured
-from resolver.evidence import build_registry, discover_factories
-from resolver.receipts import KeyRing
+from resolver.evidence.receipts import KeyRing
+from resolver.executor.receipts import write_receipt
 from tests.conftest import SQL, T0, World
 from tests.providers.harnesses import (
     CONTENT,
@@ -357,7 +358,7 @@ def test_cli_refuses_to_start_on_bad_provider_config(
 ) -> None:
     from click.testing import CliRunner
 
-    from resolver.cli import main
+    from resolver.app.cli import main
 
     config = tmp_path / "providers.yaml"
     config.write_text("action_types:\n  shell.exec: {provider: manual_only, retries: 2}\n")

@@ -7,9 +7,9 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from resolver.evidence import ProviderRegistry
-from resolver.reconciler import Reconciler, ReconcilerSettings
-from resolver.runtime import Runtime
+from resolver.core.provider import ProviderRegistry
+from resolver.core.reconciler import Reconciler, ReconcilerSettings
+from resolver.core.runtime import Runtime
 
 
 class _NoStore:

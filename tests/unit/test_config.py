@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from resolver.config import load_provider_config, load_settings
-from resolver.errors import ConfigError
-from resolver.evidence import build_registry
+from resolver.app.config import load_provider_config, load_settings
+from resolver.core.errors import ConfigError
+from resolver.core.provider import build_registry
 
 
 def test_defaults_are_valid(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -77,7 +77,7 @@ def test_manual_only_is_discovered_through_entry_points(tmp_path: Path) -> None:
 
 
 def test_unknown_variables_get_the_closest_known_name() -> None:
-    from resolver.config import unknown_variables
+    from resolver.app.config import unknown_variables
 
     environ = {
         "RESOLVER_PAGESIZE": "1",
@@ -98,7 +98,7 @@ def test_every_resolver_variable_the_code_reads_is_known() -> None:
     about as a typo while it works."""
     import re
 
-    from resolver.config import TEST_PREFIX, known_variables
+    from resolver.app.config import TEST_PREFIX, known_variables
 
     root = Path(__file__).resolve().parents[2]
     named = {
@@ -122,7 +122,7 @@ def test_a_bad_database_url_is_refused_without_echoing_it(monkeypatch: pytest.Mo
 
 
 def test_every_variable_is_documented() -> None:
-    from resolver.config import known_variables
+    from resolver.app.config import known_variables
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
     providers_doc = (Path(__file__).resolve().parents[2] / "docs" / "providers.md").read_text()

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from resolver.domain import (
+from resolver.core.domain import (
     Completion,
     DispatchSpec,
     Finding,
@@ -17,7 +17,7 @@ from resolver.domain import (
     action_digest,
     canonical_json,
 )
-from resolver.errors import InvalidDispatch
+from resolver.core.errors import InvalidDispatch
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
+from resolver.core.errors import ConfigError
 from resolver.db import dsn
-from resolver.errors import ConfigError
 
 SECRET = "pa ss%w0rd"
 FORMS = {

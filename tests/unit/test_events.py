@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from resolver.domain import ClaimedItem
-from resolver.events import CycleEvents, CycleReport, Fanout, Stage
-from resolver.runtime import Runtime
+from resolver.core.domain import ClaimedItem
+from resolver.core.events import CycleEvents, CycleReport, Fanout, Stage
+from resolver.core.runtime import Runtime
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,7 +57,7 @@ def test_the_default_runtime_has_no_tracing_or_metrics_subscriber() -> None:
 
 
 def test_the_reconciler_holds_the_algorithm_only() -> None:
-    source = (ROOT / "resolver" / "reconciler.py").read_text(encoding="utf-8")
+    source = (ROOT / "resolver" / "core" / "reconciler.py").read_text(encoding="utf-8")
     tree = ast.parse(source)
     imported = {
         node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
@@ -77,7 +77,7 @@ def test_cycle_log_names_every_dispatch_once_per_page_and_keeps_a_line_for_what_
     import structlog
     from structlog.testing import capture_logs
 
-    from resolver.domain import (
+    from resolver.core.domain import (
         ClaimedItem,
         CommitReport,
         DispatchIdentity,
@@ -86,7 +86,7 @@ def test_cycle_log_names_every_dispatch_once_per_page_and_keeps_a_line_for_what_
         ItemOutcome,
         Outcome,
     )
-    from resolver.events import CycleReport
+    from resolver.core.events import CycleReport
     from resolver.telemetry.logs import CycleLog
 
     def outcome(dispatch_id: str, finding: Finding) -> ItemOutcome:

@@ -31,18 +31,18 @@ def test_no_import_cycle_anywhere(graph: grimp.ImportGraph) -> None:
 
 def test_the_cycle_check_has_teeth(graph: grimp.ImportGraph) -> None:
     edges = _edges(graph)
-    edges["resolver.domain"] = {*edges["resolver.domain"], "resolver.ports"}
+    edges["resolver.core.domain"] = {*edges["resolver.core.domain"], "resolver.core.ports"}
     with pytest.raises(graphlib.CycleError):
         graphlib.TopologicalSorter(edges).prepare()
 
 
 def test_value_types_depend_on_nothing_but_errors(graph: grimp.ImportGraph) -> None:
-    internal = graph.find_modules_directly_imported_by("resolver.domain") & set(graph.modules)
-    assert internal <= {"resolver.errors"}
+    internal = graph.find_modules_directly_imported_by("resolver.core.domain") & set(graph.modules)
+    assert internal <= {"resolver.core.errors"}
 
 
 def test_ports_hold_protocols_only_and_import_no_service(graph: grimp.ImportGraph) -> None:
     # ports.py and manual.py used to import each other (Principal, ManualDecision): the values
     # both speak now live in domain.py, so only manual -> ports (its ManualStore) remains.
-    internal = graph.find_modules_directly_imported_by("resolver.ports") & set(graph.modules)
-    assert internal == {"resolver.domain"}
+    internal = graph.find_modules_directly_imported_by("resolver.core.ports") & set(graph.modules)
+    assert internal == {"resolver.core.domain"}

@@ -15,9 +15,15 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from resolver.domain import DispatchIdentity, Outcome, action_digest, canonical_json
-from resolver.errors import ReceiptRejected
-from resolver.receipts import RECEIPT_FIELDS, KeyRing, encode_receipt, sign_receipt, verify_receipt
+from resolver.core.domain import DispatchIdentity, Outcome, action_digest, canonical_json
+from resolver.core.errors import ReceiptRejected
+from resolver.evidence.receipts import (
+    RECEIPT_FIELDS,
+    KeyRing,
+    encode_receipt,
+    sign_receipt,
+    verify_receipt,
+)
 
 EXAMPLES = 3000
 RING = KeyRing({"k1": b"\x11" * 32, "k2": b"\x22" * 32}, signing_kid="k1")

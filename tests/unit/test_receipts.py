@@ -14,9 +14,15 @@ import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from resolver.domain import DispatchIdentity, FindingKind, Outcome, action_digest, canonical_json
-from resolver.errors import ConfigError, ReceiptRejected
-from resolver.receipts import (
+from resolver.core.domain import (
+    DispatchIdentity,
+    FindingKind,
+    Outcome,
+    action_digest,
+    canonical_json,
+)
+from resolver.core.errors import ConfigError, ReceiptRejected
+from resolver.evidence.receipts import (
     MAX_RECEIPT_BYTES,
     RECEIPT_FIELDS,
     KeyRing,
@@ -305,7 +311,7 @@ def test_signing_needs_a_current_kid() -> None:
 def test_unsigned_form_cut_from_the_signed_one_equals_encoding_it_again(
     text: str, sig: str
 ) -> None:
-    from resolver import receipts
+    from resolver.evidence import receipts
 
     # Any text in the identity fields, including quotes and a forged `"sig":"...",`.
     receipt = {

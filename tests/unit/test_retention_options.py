@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from resolver import retention
+from resolver.retention import pruning as retention
 
 
 @pytest.mark.parametrize(

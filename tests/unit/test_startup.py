@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from resolver.errors import ConfigError, SchemaNotReady, StorageUnavailable
-from resolver.startup import wait_until_ready
+from resolver.app.startup import wait_until_ready
+from resolver.core.errors import ConfigError, SchemaNotReady, StorageUnavailable
 
 
 class Clock:

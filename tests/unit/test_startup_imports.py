@@ -11,8 +11,8 @@ import sys
 # (no provider file), the provider registry and tracing (OTEL_* unset); then what it loaded.
 PROBE = """
 import json, sys
-import resolver.cli as cli
-from resolver.composition import load_registry
+import resolver.app.cli as cli
+from resolver.app.composition import load_registry
 from resolver.telemetry.tracing import tracing_from_env
 settings = cli.settings_from_env()
 load_registry(settings)
@@ -36,9 +36,9 @@ def test_resolver_run_start_up_imports_no_yaml_without_a_provider_file() -> None
 
 
 def test_the_collector_runs_again_once_the_command_is_imported() -> None:
-    # resolver.bootstrap pauses it for the import phase: it must not stay off for the run.
+    # resolver.app.bootstrap pauses it for the import phase: it must not stay off for the run.
     probe = (
-        "import gc, json, resolver.cli; "
+        "import gc, json, resolver.app.cli; "
         "print(json.dumps([gc.isenabled(), gc.get_freeze_count() > 0]))"
     )
     assert _loaded(probe) == [True, True]

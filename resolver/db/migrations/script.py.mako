@@ -1,5 +1,8 @@
 """${message}
 
+The SQL is ../sql/${up_revision}.up.sql and .down.sql, run as it is. Write both files, and
+change the current definition in resolver/db/schema/ to match (test_schema_files.py diffs them).
+
 Revision ID: ${up_revision}
 Revises: ${down_revision | comma,n}
 Create Date: ${create_date}
@@ -7,9 +10,7 @@ Create Date: ${create_date}
 
 from __future__ import annotations
 
-import sqlalchemy as sa
-from alembic import op
-${imports if imports else ""}
+from resolver.db.schema_files import apply_migration
 
 revision = ${repr(up_revision)}
 down_revision = ${repr(down_revision)}
@@ -18,8 +19,8 @@ depends_on = ${repr(depends_on)}
 
 
 def upgrade() -> None:
-    ${upgrades if upgrades else "pass"}
+    apply_migration(revision, "up")
 
 
 def downgrade() -> None:
-    ${downgrades if downgrades else "pass"}
+    apply_migration(revision, "down")

@@ -11,9 +11,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from resolver.domain import DispatchIdentity, Finding, Outcome, sha256_hex
-from resolver.errors import ConfigError
-from resolver.evidence import Capability
+from resolver.core.domain import DispatchIdentity, Finding, Outcome, sha256_hex
+from resolver.core.errors import ConfigError
+from resolver.core.provider import Capability
 
 _ALLOWED = frozenset({"benchmark_only", "latency_ms", "timeout_seconds"})
 

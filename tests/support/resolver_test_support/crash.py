@@ -14,10 +14,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import ClassVar
 
-from resolver.config import Settings
-from resolver.domain import ClaimedItem, CommitReport, ItemOutcome
-from resolver.errors import ConfigError
-from resolver.events import CycleEvents, InspectedPage
+from resolver.app.config import Settings
+from resolver.core.domain import ClaimedItem, CommitReport, ItemOutcome
+from resolver.core.errors import ConfigError
+from resolver.core.events import CycleEvents, InspectedPage
 from resolver_test_support.history import HISTORY_FILE_VARIABLE, FileHistory, History
 
 CRASH_AT_VARIABLE = "RESOLVER_TEST_CRASH_AT"

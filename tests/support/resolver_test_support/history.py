@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from resolver.config import Settings
-from resolver.domain import ClaimedItem, CommitReport, ItemOutcome
-from resolver.errors import StorageUnavailable
-from resolver.events import CycleEvents, InspectedPage, Stage
+from resolver.app.config import Settings
+from resolver.core.domain import ClaimedItem, CommitReport, ItemOutcome
+from resolver.core.errors import StorageUnavailable
+from resolver.core.events import CycleEvents, InspectedPage, Stage
 
 HISTORY_FILE_VARIABLE = "RESOLVER_TEST_HISTORY_FILE"
 

@@ -17,8 +17,8 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 
-from resolver import localpg
 from resolver.db import migrate
+from resolver.demo import localpg
 
 
 @contextmanager
@@ -84,10 +84,17 @@ class DatabaseFactory:
             conn.execute(statement)
 
     def create(self) -> str:
+        return self._new(self._template)
+
+    def create_empty(self) -> str:
+        """A database with nothing in it (no migration): template0 is PostgreSQL's pristine one."""
+        return self._new("template0")
+
+    def _new(self, template: str) -> str:
         name = f"{self._prefix}_{len(self._created)}"
         self._admin(
             sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-                sql.Identifier(name), sql.Identifier(self._template)
+                sql.Identifier(name), sql.Identifier(template)
             )
         )
         self._created.append(name)

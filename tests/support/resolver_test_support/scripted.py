@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from resolver.domain import (
+from resolver.core.domain import (
     DispatchIdentity,
     Finding,
     FindingKind,
@@ -26,8 +26,8 @@ from resolver.domain import (
     canonical_json,
     sha256_hex,
 )
-from resolver.errors import ConfigError
-from resolver.evidence import Capability
+from resolver.core.errors import ConfigError
+from resolver.core.provider import Capability
 
 SCRIPT_TABLE_DDL = """
 CREATE TABLE IF NOT EXISTS scripted_evidence (

@@ -1,4 +1,4 @@
--- 0008_human_decision: what a human needs to decide with confidence, and the audit of it.
+-- Migration 0008_human_decision (up): what a human needs to decide with confidence, and the audit of it.
 --
 -- * bounded finding statistics on the control (counts per kind, first and last inspection,
 --   last failure class, last evidence digest, why it is manual), written by the page commit:
@@ -71,6 +71,7 @@ CREATE TRIGGER recovery_audit_chain_immutable BEFORE UPDATE OR DELETE ON recover
 -- The chain's head: one row. Each decision updates it (seq + 1, the new hash) before it
 -- inserts its link, so concurrent decisions queue on this row lock and each links to the
 -- head committed before it (READ COMMITTED re-reads the row after the wait).
+-- (prev_hash keeps the old hash, which RETURNING cannot see otherwise.)
 CREATE TABLE recovery_audit_head (
     id smallint NOT NULL,
     seq bigint NOT NULL,
@@ -204,11 +205,15 @@ BEGIN
     SELECT f.dispatch_id, f.to_manual FROM fenced AS f;
 END
 $$;
+-- Executable by PUBLIC by default; resolver/db/grants.sql grants it to the runtime role.
 REVOKE EXECUTE ON FUNCTION resolver_commit_page(json, bigint) FROM PUBLIC;
--- Tables resolve in the migrated schema, whatever the caller's search_path (pg_temp last).
+
+-- Tables resolve in the migrated schema, whatever the caller's search_path (pg_temp last: a
+-- caller's temporary table can never shadow one).
 DO $$
 BEGIN
-    EXECUTE format('ALTER FUNCTION resolver_commit_page(json, bigint) SET search_path = pg_catalog, %I, pg_temp',
-                   current_schema());
+    EXECUTE format(
+        'ALTER FUNCTION resolver_commit_page(json, bigint) SET search_path = pg_catalog, %I, pg_temp',
+        current_schema());
 END
 $$;

@@ -1,5 +1,7 @@
 """The fenced page commit as one function: one statement, one round trip, one transaction.
 
+The SQL is ../sql/0006_page_commit.up.sql and .down.sql, run as it is.
+
 Revision ID: 0006_page_commit
 Revises: 0005_retention
 Create Date: 2026-12-01
@@ -19,134 +21,17 @@ changes; downgrade drops the function.
 
 from __future__ import annotations
 
-from alembic import op
+from resolver.db.schema_files import apply_migration
 
 revision = "0006_page_commit"
 down_revision = "0005_retention"
 branch_labels = None
 depends_on = None
 
-SIGNATURE = "resolver_commit_page(json, bigint)"
-
-# The page's items as rows; every key of an item is one column (the replica writes them).
-ITEM_COLUMNS = (
-    "dispatch_id text, recovery_token uuid, recovery_version bigint, execution_version bigint,"
-    " finding text, result_code text, evidence_digest text, mutation_id text, delay_ms bigint"
-)
-
-COMMIT_PAGE = f"""
-CREATE FUNCTION resolver_commit_page(p_items json, p_now_ms bigint DEFAULT NULL)
-RETURNS SETOF text LANGUAGE plpgsql VOLATILE AS $$
-DECLARE
-    ids text[];
-    verified_ids text[];
-    now_ms bigint;
-BEGIN
-    SELECT array_agg(i.dispatch_id ORDER BY i.dispatch_id),
-           array_agg(i.dispatch_id ORDER BY i.dispatch_id)
-               FILTER (WHERE i.finding IN ('verified_succeeded', 'verified_failed'))
-    INTO ids, verified_ids
-    FROM json_to_recordset(p_items) AS i(dispatch_id text, finding text);
-    -- Lock order, the same for every writer: executions (of verified items), then every
-    -- control of the page, each in key order; then the fenced writes.
-    IF verified_ids IS NOT NULL THEN
-        PERFORM 1 FROM approved_action_executions AS e
-        WHERE e.dispatch_id = ANY(verified_ids)
-        ORDER BY e.dispatch_id
-        FOR UPDATE;
-    END IF;
-    PERFORM 1 FROM approved_action_recovery_controls AS c
-    WHERE c.dispatch_id = ANY(ids)
-    ORDER BY c.dispatch_id
-    FOR UPDATE;
-    -- The database clock once the rows are ours: an execution lease is judged expired at
-    -- the moment of the write, not before a lock wait.
-    now_ms := resolver_now_ms(p_now_ms);
-    -- With the rows locked, `fenced` is exactly the set whose recovery lease, open control,
-    -- execution version and expired execution lease still hold; every write below applies
-    -- to that set only, so each dispatch commits all-or-nothing and a stale item writes
-    -- nothing. The fenced dispatch ids are the answer.
-    RETURN QUERY
-    WITH item AS (
-        SELECT * FROM json_to_recordset(p_items) AS i({ITEM_COLUMNS})
-    ),
-    fenced AS (
-        SELECT i.*, i.finding IN ('verified_succeeded', 'verified_failed') AS verified
-        FROM item AS i
-        JOIN approved_action_recovery_controls AS c
-          ON c.dispatch_id = i.dispatch_id AND c.status = 'armed'
-         AND c.recovery_token = i.recovery_token AND c.recovery_version = i.recovery_version
-         AND c.execution_version = i.execution_version
-        JOIN approved_action_executions AS e
-          ON e.dispatch_id = i.dispatch_id AND e.state = 'executing'
-         AND e.version = i.execution_version
-         -- Defence in depth: the version fence already excludes a renewed execution; this
-         -- one holds even if a writer extended a lease without bumping the version.
-         AND e.lease_expires_at_ms <= now_ms
-    ),
-    terminal AS (
-        UPDATE approved_action_executions AS e
-        SET state = CASE f.finding WHEN 'verified_succeeded' THEN 'succeeded' ELSE 'failed' END,
-            version = e.version + 1,
-            finished_at_ms = now_ms,
-            result_code = f.result_code,
-            evidence_digest = f.evidence_digest
-        FROM fenced AS f
-        WHERE e.dispatch_id = f.dispatch_id AND f.verified
-    ),
-    control AS (
-        UPDATE approved_action_recovery_controls AS c
-        SET status = CASE WHEN f.verified THEN 'resolved'
-                          WHEN f.finding IN ('conflict', 'unsupported') THEN 'manual'
-                          ELSE 'armed' END,
-            execution_version = c.execution_version + CASE WHEN f.verified THEN 1 ELSE 0 END,
-            closed_by = CASE WHEN f.verified THEN 'automatic' END,
-            closed_at_ms = CASE WHEN f.verified THEN now_ms END,
-            manual_at_ms = CASE WHEN f.finding IN ('conflict', 'unsupported') THEN now_ms END,
-            last_finding = f.finding,
-            finding_count = c.finding_count + 1,
-            next_scan_at_ms = CASE WHEN f.verified OR f.finding IN ('conflict', 'unsupported')
-                                   THEN c.next_scan_at_ms ELSE now_ms + f.delay_ms END,
-            recovery_version = c.recovery_version + 1,
-            recovery_owner = NULL,
-            recovery_token = NULL,
-            recovery_lease_expires_at_ms = NULL
-        FROM fenced AS f
-        WHERE c.dispatch_id = f.dispatch_id
-    ),
-    resolution AS (
-        INSERT INTO approved_action_recovery_resolutions (
-            dispatch_id, mutation_id, source, outcome, finding, evidence_digest, result_code,
-            expected_execution_version, resolved_at_ms)
-        SELECT f.dispatch_id, f.mutation_id, 'automatic',
-               CASE f.finding WHEN 'verified_succeeded' THEN 'succeeded' ELSE 'failed' END,
-               f.finding, f.evidence_digest, f.result_code, f.execution_version, now_ms
-        FROM fenced AS f
-        WHERE f.verified
-    )
-    SELECT f.dispatch_id FROM fenced AS f;
-END
-$$
-"""
-
 
 def upgrade() -> None:
-    op.execute(COMMIT_PAGE)
-    # Executable by PUBLIC by default; resolver/db/grants.sql grants it to the runtime role.
-    op.execute(f"REVOKE EXECUTE ON FUNCTION {SIGNATURE} FROM PUBLIC")
-    # Tables resolve in the migrated schema, whatever the caller's search_path (pg_temp last:
-    # a caller's temporary table can never shadow one).
-    op.execute(
-        f"""
-        DO $$
-        BEGIN
-            EXECUTE format('ALTER FUNCTION {SIGNATURE} SET search_path = pg_catalog, %I, pg_temp',
-                           current_schema());
-        END
-        $$
-        """
-    )
+    apply_migration(revision, "up")
 
 
 def downgrade() -> None:
-    op.execute(f"DROP FUNCTION IF EXISTS {SIGNATURE}")
+    apply_migration(revision, "down")

@@ -1,38 +1,33 @@
 """The human decision: bounded finding statistics, escalation in the page commit, the audit chain.
 
+The SQL is ../sql/0008_human_decision.up.sql and .down.sql, run as it is.
+
 Revision ID: 0008_human_decision
 Revises: 0006_page_commit
 Create Date: 2026-12-01
 
-The SQL is in ../sql/0008_human_decision.up.sql and .down.sql (read and reviewed as SQL).
+Controls gain bounded finding statistics (counts per kind, first and last inspection, last
+failure class and evidence digest, why manual), written by the page commit, which now also
+escalates a non-final finding whose window elapsed (`manual_reason =
+'evidence_window_elapsed'`) and answers the manual reason of each item. Manual decisions
+form a hash chain (`recovery_audit_chain`, serialised by the one-row `recovery_audit_head`).
+Indexes serve the API's waiting list, approval lookup and decisions list. Downgrade drops
+them and restores the 0006 page commit.
 """
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
-from alembic import op
+from resolver.db.schema_files import apply_migration
 
 revision = "0008_human_decision"
 down_revision = "0006_page_commit"
 branch_labels = None
 depends_on = None
 
-_SQL = Path(__file__).resolve().parent.parent / "sql"
-
 
 def upgrade() -> None:
-    op.execute((_SQL / "0008_human_decision.up.sql").read_text(encoding="utf-8"))
+    apply_migration(revision, "up")
 
 
 def downgrade() -> None:
-    op.execute((_SQL / "0008_human_decision.down.sql").read_text(encoding="utf-8"))
-    # The page commit as 0006 defined it.
-    spec = importlib.util.spec_from_file_location(
-        "page_commit_0006", Path(__file__).with_name("0006_page_commit.py")
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.upgrade()
+    apply_migration(revision, "down")

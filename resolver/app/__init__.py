@@ -1,0 +1,1 @@
+"""The application shell: settings, the composition root, the commands and their start-up."""

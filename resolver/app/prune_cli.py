@@ -1,0 +1,214 @@
+"""`resolver prune`: the retention command (its own error handling, so it stands alone)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, BinaryIO, TypeVar
+
+import click
+import structlog
+
+from resolver.app.config import load_settings
+from resolver.core.errors import (
+    ConfigError,
+    LockTimeout,
+    ResolverError,
+    RetentionRefused,
+    StorageUnavailable,
+)
+from resolver.retention import pruning as retention
+
+F = TypeVar("F", bound=Callable[..., Any])
+log = structlog.get_logger("resolver.prune")
+
+EXIT_USAGE = 2  # click's own code for bad options, kept for refusals of the same kind
+EXIT_STORAGE = 3
+EXIT_LOCK_TIMEOUT = 4
+EXIT_EXPORT = 5
+EXIT_REFUSED = 6
+
+
+def _prune_errors(func: F) -> F:
+    """Each failure class ends with one line on stderr and its own exit code. Whatever the
+    failure, every committed batch was whole and nothing exported was lost."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except ConfigError as exc:
+            _fail(f"configuration error: {exc}", EXIT_USAGE)
+        except LockTimeout as exc:
+            _fail(f"prune stopped: {exc}; committed batches stand, run again", EXIT_LOCK_TIMEOUT)
+        except StorageUnavailable as exc:
+            _fail(f"database error: {exc}; committed batches stand, run again", EXIT_STORAGE)
+        except retention.ExportFailed as exc:
+            _fail(f"export error: {exc}", EXIT_EXPORT)
+        except RetentionRefused as exc:
+            _fail(f"refused: {exc}", EXIT_REFUSED)
+        except ResolverError as exc:
+            _fail(f"error: {exc}", 1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(message, err=True)
+    sys.exit(code)
+
+
+def _duration(_ctx: click.Context, _param: click.Parameter, value: str) -> int:
+    try:
+        return retention.parse_duration_ms(value)
+    except retention.InvalidDuration as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _default_actor() -> str:
+    return os.environ.get("HOSTNAME") or socket.gethostname()
+
+
+@click.command("prune")
+@click.option(
+    "--older-than",
+    "older_than_ms",
+    required=True,
+    callback=_duration,
+    metavar="DURATION",
+    help="Prune dispatches settled longer ago than this (e.g. 90d, 12h, 1d12h).",
+)
+@click.option("--dry-run", is_flag=True, help="Count what would go; write nothing.")
+@click.option(
+    "--batch",
+    default=500,
+    show_default=True,
+    type=click.IntRange(1, retention.MAX_BATCH),
+    help="Dispatches per batch; each batch is its own short transaction.",
+)
+@click.option(
+    "--export",
+    "export_path",
+    default=None,
+    metavar="FILE|-",
+    help="Write one JSON line per pruned dispatch (identity, resolution, authorization) "
+    "to a new FILE (in a DIRECTORY: a new file named after the UTC time), or stdout for -, "
+    "fsynced before anything is deleted.",
+)
+@click.option(
+    "--include-audit",
+    is_flag=True,
+    help="Delete the audit facts too (identity, resolution, authorization); needs --export.",
+)
+@click.option(
+    "--lock-timeout",
+    "lock_timeout_ms",
+    default=2_000,
+    show_default=True,
+    type=click.IntRange(10, 600_000),
+    metavar="MS",
+    help="lock_timeout of each batch; a batch that hits it rolls back whole and is retried.",
+)
+@click.option(
+    "--duty-cycle",
+    default=0.1,
+    show_default=True,
+    type=click.FloatRange(0, 1, min_open=True),
+    metavar="FRACTION",
+    help="Share of wall time spent in batches; the rest is pauses sized to the last batch, "
+    "so the resolver keeps most of a busy database.",
+)
+@click.option("--actor", default=None, help="Who runs the prune, recorded with the run.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
+@_prune_errors
+def prune_cmd(
+    older_than_ms: int,
+    dry_run: bool,
+    batch: int,
+    export_path: str | None,
+    include_audit: bool,
+    lock_timeout_ms: int,
+    duty_cycle: float,
+    actor: str | None,
+    as_json: bool,
+) -> None:
+    """Remove settled dispatches (terminal execution, resolved control) older than a cut-off.
+
+    Open and manual dispatches are never touched. Audit facts stay unless --include-audit.
+    """
+    if include_audit and export_path is None and not dry_run:
+        raise click.UsageError("--include-audit deletes audit facts: it needs --export FILE|-")
+    if dry_run and export_path is not None:
+        raise click.UsageError("--dry-run writes nothing: drop --export")
+    from resolver.db.retention import PostgresRetention
+
+    url = load_settings().require_database_url()
+    # The summary goes to stderr when the export owns stdout.
+    echo_err = export_path == "-"
+    stream = _open_export(export_path)
+    try:
+        with PostgresRetention(url) as store:
+            options = retention.PruneOptions(
+                older_than_ms=older_than_ms,
+                batch=batch,
+                dry_run=dry_run,
+                include_audit=include_audit,
+                export=stream,
+                actor=(actor or _default_actor())[:128],
+                lock_timeout_ms=lock_timeout_ms,
+                duty_cycle=duty_cycle,
+            )
+            report = retention.prune(store, options, on_batch=_log_batch)
+    finally:
+        if stream is not None and export_path != "-":
+            stream.close()
+    if report.export_digest is not None and not (as_json and not echo_err):
+        # With --json the digest is in the document (export_sha256): stdout stays one object.
+        click.echo(f"export sha256 {report.export_digest}", err=echo_err)
+    click.echo(
+        json.dumps(report.document(), indent=2) if as_json else _summary(report), err=echo_err
+    )
+
+
+def _open_export(path: str | None) -> BinaryIO | None:
+    if path is None:
+        return None
+    if path == "-":
+        return sys.stdout.buffer
+    target = retention.export_path(path)
+    stream = retention.open_export(target)
+    click.echo(f"export file {target}", err=True)
+    return stream
+
+
+def _log_batch(run_id: int, result: retention.BatchResult) -> None:
+    log.info(
+        "prune_batch",
+        run_id=run_id,
+        dispatches=result.dispatches,
+        audit=result.audit,
+        evidence=result.evidence,
+        remnants=result.remnants,
+    )
+
+
+def _summary(report: retention.PruneReport) -> str:
+    if report.dry_run:
+        return (
+            f"dry run: {report.candidates} dispatches settled before cut-off "
+            f"{report.cutoff_ms} would be pruned ({report.audited_candidates} with audit facts)"
+        )
+    line = (
+        f"prune run {report.run_id}: {report.dispatches} dispatches pruned, "
+        f"{report.audit} with their audit facts, {report.evidence} evidence rows, "
+        f"{report.batches} batches"
+    )
+    if report.remnants:
+        line += f", {report.remnants} audit remnants"
+    if report.skipped:
+        line += f"; {report.skipped} exported dispatches were busy and stay for a later run"
+    return line

@@ -1,0 +1,609 @@
+"""Domain vocabulary: every value type the modules pass each other, in one module.
+
+States, findings, identities and the canonical action digest; what the reconciler commits and
+the backlog it reads; executions, grants and manual decisions as stored and as decided. This
+module imports nothing of the resolver but `errors`, so any module may import it without a
+cycle. Settings of one component (`WorkerSettings`, `ReconcilerSettings`) and the private
+types of one module stay with that module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from resolver.core.errors import InvalidDispatch
+
+# `\Z`, not `$`: `$` also matches before a trailing newline, which PostgreSQL's checks
+# would then refuse at commit time.
+ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}\Z")
+ACTION_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_.\-]{0,63}\Z")
+RESULT_CODE_PATTERN = re.compile(r"^[a-z0-9_.\-]{1,64}\Z")
+REASON_CODE_PATTERN = RESULT_CODE_PATTERN
+HEX64_PATTERN = re.compile(r"^[0-9a-f]{64}\Z")
+
+
+class ExecutionState(StrEnum):
+    LEASED = "leased"
+    EXECUTING = "executing"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+
+
+class ControlStatus(StrEnum):
+    ARMED = "armed"
+    MANUAL = "manual"
+    RESOLVED = "resolved"
+
+
+class FindingKind(StrEnum):
+    VERIFIED_SUCCEEDED = "verified_succeeded"
+    VERIFIED_FAILED = "verified_failed"
+    STILL_RUNNING = "still_running"
+    MISSING = "missing"
+    CONFLICT = "conflict"
+    UNSUPPORTED = "unsupported"
+    UNAVAILABLE = "unavailable"
+
+    @property
+    def is_verified(self) -> bool:
+        return self in (FindingKind.VERIFIED_SUCCEEDED, FindingKind.VERIFIED_FAILED)
+
+    @property
+    def needs_human(self) -> bool:
+        return self in (FindingKind.CONFLICT, FindingKind.UNSUPPORTED)
+
+
+# The manual reason of a control whose non-final finding outlasted its window (ADR-0033 §4).
+ESCALATION_REASON = "evidence_window_elapsed"
+# The findings that can escalate: neither verified nor already waiting for a human.
+ESCALATABLE = frozenset({FindingKind.STILL_RUNNING, FindingKind.MISSING, FindingKind.UNAVAILABLE})
+
+
+class ProviderFailure(StrEnum):
+    """Why an evidence provider could not answer (its finding is then `unavailable`).
+
+    `outage` and `timeout` are transient: the source is down, slow or restarting, and the
+    backoff retries. `configuration` will not heal by waiting: a missing GRANT, a broken
+    query, an undefined table or column, a credential the source refuses (HTTP 401/403).
+    `error` is a provider that raised: a bug, reported like a configuration error.
+    """
+
+    OUTAGE = "outage"
+    TIMEOUT = "timeout"
+    CONFIGURATION = "configuration"
+    ERROR = "error"
+
+    @property
+    def needs_operator(self) -> bool:
+        return self in (ProviderFailure.CONFIGURATION, ProviderFailure.ERROR)
+
+
+class Outcome(StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class ResolutionSource(StrEnum):
+    AUTOMATIC = "automatic"
+    MANUAL = "manual"
+
+
+def canonical_json(value: Any) -> bytes:
+    """Canonical JSON: sorted keys, no insignificant whitespace, UTF-8, no floats."""
+    _reject_floats(value)
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")
+
+
+# Exact types that need no look inside; anything else (floats, containers, subclasses)
+# takes the full check. Receipts are flat objects of these, verified once per item.
+_PLAIN_TYPES = frozenset({str, int, bool, type(None)})
+
+
+def _reject_floats(value: Any) -> None:
+    # Floats have no single canonical text form across languages; digests must be portable.
+    if isinstance(value, float):
+        raise InvalidDispatch("canonical JSON admits no floats; encode the number as a string")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidDispatch("canonical JSON object keys must be strings")
+            if type(item) not in _PLAIN_TYPES:
+                _reject_floats(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            if type(item) not in _PLAIN_TYPES:
+                _reject_floats(item)
+
+
+def action_digest(action: Any) -> str:
+    """Lowercase hex sha256 of the canonical JSON of the approved action."""
+    return hashlib.sha256(canonical_json(action)).hexdigest()
+
+
+def sha256_hex(data: bytes | str) -> str:
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    return hashlib.sha256(raw).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchIdentity:
+    """The immutable identity every piece of evidence must be bound to (ADR-0033 §3)."""
+
+    schema_version: int
+    dispatch_id: str
+    approval_request_id: str
+    project_id: str
+    action_type: str
+    action_digest: str
+    attempt: int
+    started_at_ms: int
+    idempotency_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """What a provider observed. Only verified kinds carry evidence for a resolution."""
+
+    kind: FindingKind
+    evidence_digest: str | None = None
+    result_code: str | None = None
+    failure: ProviderFailure | None = None
+    """Only on `unavailable`: why the source did not answer (counted, logged, in /readyz)."""
+
+    def __post_init__(self) -> None:
+        if self.failure is not None and self.kind is not FindingKind.UNAVAILABLE:
+            raise ValueError("only an unavailable finding names a provider failure")
+        if self.kind.is_verified:
+            if self.evidence_digest is None or not HEX64_PATTERN.match(self.evidence_digest):
+                raise ValueError("a verified finding needs a lowercase hex sha256 evidence digest")
+            if self.result_code is None or not RESULT_CODE_PATTERN.match(self.result_code):
+                raise ValueError(
+                    "a verified finding needs a result code matching [a-z0-9_.-]{1,64}"
+                )
+        elif self.evidence_digest is not None or self.result_code is not None:
+            raise ValueError(f"a {self.kind} finding carries no evidence")
+
+    @property
+    def outcome(self) -> Outcome | None:
+        if self.kind is FindingKind.VERIFIED_SUCCEEDED:
+            return Outcome.SUCCEEDED
+        if self.kind is FindingKind.VERIFIED_FAILED:
+            return Outcome.FAILED
+        return None
+
+    @classmethod
+    def verified(cls, outcome: Outcome, evidence_digest: str, result_code: str) -> Finding:
+        kind = (
+            FindingKind.VERIFIED_SUCCEEDED
+            if outcome is Outcome.SUCCEEDED
+            else FindingKind.VERIFIED_FAILED
+        )
+        return cls(kind, evidence_digest, result_code)
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchSpec:
+    """What an executor asks to record before anything runs; validated on construction."""
+
+    dispatch_id: str
+    approval_request_id: str
+    project_id: str
+    action_type: str
+    action_digest: str
+    idempotency_key: str
+    schema_version: int = 1
+    supersedes_dispatch_id: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("dispatch_id", "approval_request_id", "project_id", "idempotency_key"):
+            if not ID_PATTERN.match(getattr(self, name)):
+                raise InvalidDispatch(
+                    f"{name} must be 1-128 characters of [A-Za-z0-9_.:-], starting alphanumeric"
+                )
+        if self.supersedes_dispatch_id is not None and not ID_PATTERN.match(
+            self.supersedes_dispatch_id
+        ):
+            raise InvalidDispatch("supersedes_dispatch_id has the same shape as dispatch_id")
+        if not ACTION_TYPE_PATTERN.match(self.action_type):
+            raise InvalidDispatch("action_type must match [a-z][a-z0-9_.-]{0,63}")
+        if not HEX64_PATTERN.match(self.action_digest):
+            raise InvalidDispatch(
+                "action_digest must be a lowercase hex sha256 (use action_digest())"
+            )
+        if not 1 <= self.schema_version <= 32767:
+            raise InvalidDispatch("schema_version must be between 1 and 32767")
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionLease:
+    """The executor's fence: every start/renew/complete must present it unchanged."""
+
+    dispatch_id: str
+    owner: str
+    token: str
+    version: int
+    attempt: int
+    lease_expires_at_ms: int
+    state: ExecutionState
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedItem:
+    """One recovery control claimed by this replica, with the identity for providers."""
+
+    identity: DispatchIdentity
+    recovery_token: str
+    recovery_version: int
+    execution_version: int
+    finding_count: int
+    claimed_at_ms: int | None = None
+    """The database clock at the claim: lets a history checker prove no live lease was taken."""
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """The executor's report of a finished side effect."""
+
+    outcome: Outcome
+    result_code: str
+    mutation_id: str
+    evidence_digest: str | None = None
+
+    def __post_init__(self) -> None:
+        if not RESULT_CODE_PATTERN.match(self.result_code):
+            raise ValueError("result_code must match [a-z0-9_.-]{1,64}")
+        if not ID_PATTERN.match(self.mutation_id):
+            raise ValueError("mutation_id must be 1-128 characters of [A-Za-z0-9_.:-]")
+        if self.evidence_digest is not None and not HEX64_PATTERN.match(self.evidence_digest):
+            raise ValueError("evidence_digest must be a lowercase hex sha256")
+
+
+# -- recovery: what the reconciler commits and the backlog it reads ----------------------
+
+# Most controls one cycle claims: keeps every cycle's work (a claim, a provider call, a
+# commit) bounded. Settings refuse more; the claim statement is rendered for no more.
+PAGE_SIZE_HARD_CAP = 64
+
+
+@dataclass(frozen=True, slots=True)
+class ItemOutcome:
+    """A finding to commit for one claimed item, under that item's fences."""
+
+    item: ClaimedItem
+    finding: Finding
+    retry_delay_ms: int
+    mutation_id: str
+    escalate_after_ms: int | None = None
+    """How long a non-final finding may last, counted from the case's first inspection,
+    before the page commit sends the control to the manual queue (None: never)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommitReport:
+    accepted: frozenset[str]
+    rejected: frozenset[str]
+    to_manual: Mapping[str, str] = field(default_factory=dict)
+    """Accepted items that went to the manual queue -> the reason recorded (`conflict`,
+    `unsupported`, `evidence_window_elapsed`)."""
+
+    @property
+    def escalated(self) -> frozenset[str]:
+        """Items escalated because their evidence window elapsed."""
+        return frozenset(d for d, r in self.to_manual.items() if r == ESCALATION_REASON)
+
+
+BACKLOG_QUEUES: tuple[str, ...] = ("due", "waiting", "manual")
+
+
+@dataclass(frozen=True, slots=True)
+class BacklogSnapshot:
+    """Open recovery work: the one read model of `/metrics` and `resolver status`.
+
+    Counts are capped at `count_cap` per partial index (armed, manual), so a runaway backlog
+    costs a bounded read; the ages are exact whatever the backlog.
+    """
+
+    db_now_ms: int
+    count_cap: int
+    dispatches: dict[tuple[str, str], int] = field(default_factory=dict)  # (queue, action_type)
+    oldest_claimable_at_ms: int | None = None
+    oldest_manual_at_ms: int | None = None
+
+    def controls_by_status(self) -> dict[str, int]:
+        """Open controls by stored status: armed (due or waiting) and manual."""
+        queues = self.by_queue()
+        return {"armed": queues["due"] + queues["waiting"], "manual": queues["manual"]}
+
+    @property
+    def capped(self) -> bool:
+        """True when a count stopped at the cap: the real figures are then at least these."""
+        return any(n >= self.count_cap for n in self.controls_by_status().values())
+
+    def by_queue(self) -> dict[str, int]:
+        """Every queue, zero when empty, so the series exist before the first backlog."""
+        totals = dict.fromkeys(BACKLOG_QUEUES, 0)
+        for (queue, _action_type), count in self.dispatches.items():
+            totals[queue] = totals.get(queue, 0) + count
+        return totals
+
+    @property
+    def oldest_claimable_age_seconds(self) -> float:
+        return _age_seconds(self.db_now_ms, self.oldest_claimable_at_ms)
+
+    @property
+    def oldest_manual_age_seconds(self) -> float:
+        return _age_seconds(self.db_now_ms, self.oldest_manual_at_ms)
+
+
+def _age_seconds(now_ms: int, since_ms: int | None) -> float:
+    return 0.0 if since_ms is None else max(0, now_ms - since_ms) / 1000.0
+
+
+# -- executions and manual resolution as stored and as decided --------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionView:
+    """An execution as stored, with the resolution (if any) that closed it."""
+
+    dispatch_id: str
+    state: ExecutionState
+    owner: str
+    version: int
+    attempt: int
+    lease_expires_at_ms: int
+    started_at_ms: int | None
+    finished_at_ms: int | None
+    result_code: str | None
+    completion_mutation_id: str | None
+    evidence_digest: str | None
+    resolution_source: ResolutionSource | None
+    resolution_outcome: ExecutionState | None
+    resolution_evidence_digest: str | None
+    db_now_ms: int
+
+    @property
+    def recovery_required(self) -> bool:
+        return self.state is ExecutionState.EXECUTING and self.lease_expires_at_ms <= self.db_now_ms
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """The versions of a user's `approval.recover` binding and its project, as read."""
+
+    project_version: int
+    role_binding_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class ManualContext:
+    project_id: str
+    state: ExecutionState
+    version: int
+    lease_expires_at_ms: int
+    control_status: ControlStatus | None
+    resolution_mutation_id: str | None
+    resolution_source: ResolutionSource | None
+    resolution_outcome: ExecutionState | None
+    resolution_actor: str | None
+    resolution_reason_code: str | None
+    resolution_evidence_digest: str | None
+    resolution_expected_version: int | None
+    mutation_dispatch_id: str | None
+    db_now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class ManualQueueItem:
+    """One open case as the manual queue and the waiting list show it."""
+
+    dispatch_id: str
+    project_id: str
+    action_type: str
+    last_finding: FindingKind | None
+    finding_count: int
+    manual_at_ms: int | None
+    execution_version: int
+    started_at_ms: int
+    attempt: int
+    approval_request_id: str = ""
+    idempotency_key: str = ""
+    action_digest: str = ""
+    manual_reason: str | None = None
+    last_failure_class: ProviderFailure | None = None
+    first_inspected_at_ms: int | None = None
+    since_ms: int = 0
+    """When the case entered its list (the keyset): manual_at_ms or first_inspected_at_ms."""
+
+
+class CaseList(StrEnum):
+    """The lists of open cases: the manual queue, and those still waiting for evidence."""
+
+    MANUAL = "manual"
+    WAITING = "waiting"
+
+
+@dataclass(frozen=True, slots=True)
+class CaseFilter:
+    """Filters of the case lists; None does not filter. `q` is an exact dispatch id,
+    idempotency key or approval request id."""
+
+    project_id: str | None = None
+    action_type: str | None = None
+    last_finding: FindingKind | None = None
+    min_age_ms: int = 0
+    q: str | None = None
+
+
+NO_FILTER = CaseFilter()
+
+
+@dataclass(frozen=True, slots=True)
+class CaseIdentity:
+    dispatch_id: str
+    approval_request_id: str
+    project_id: str
+    action_type: str
+    action_digest: str
+    idempotency_key: str
+    schema_version: int
+    supersedes_dispatch_id: str | None
+    superseded_by: tuple[str, ...]
+    created_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class CaseExecution:
+    state: ExecutionState
+    owner: str | None
+    attempt: int
+    version: int
+    started_at_ms: int | None
+    lease_expires_at_ms: int
+    finished_at_ms: int | None
+    result_code: str | None
+    recovery_required: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CaseControl:
+    status: ControlStatus
+    armed_at_ms: int
+    finding_count: int
+    finding_counts: Mapping[str, int]
+    first_inspected_at_ms: int | None
+    last_inspected_at_ms: int | None
+    last_finding: FindingKind | None
+    last_failure_class: ProviderFailure | None
+    last_evidence_digest: str | None
+    next_scan_at_ms: int
+    manual_at_ms: int | None
+    manual_reason: str | None
+    closed_by: str | None
+    closed_at_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class CaseResolution:
+    source: ResolutionSource
+    outcome: ExecutionState
+    decision: Decision | None
+    reason_code: str | None
+    actor_user_id: str | None
+    evidence_digest: str | None
+    resolved_at_ms: int
+    mutation_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class CaseAuthorization:
+    user_id: str
+    permission: str
+    amr: tuple[str, ...]
+    auth_time_ms: int
+    role: str
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """Everything known about one dispatch, read-only: what an operator decides on."""
+
+    identity: CaseIdentity
+    execution: CaseExecution | None
+    control: CaseControl | None
+    resolution: CaseResolution | None
+    authorizations: tuple[CaseAuthorization, ...]
+    db_now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionFilter:
+    project_id: str | None = None
+    user_id: str | None = None
+    since_ms: int = 0
+    until_ms: int = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionRecord:
+    """One manual decision as the decisions list shows it."""
+
+    dispatch_id: str
+    project_id: str
+    action_type: str
+    decision: Decision
+    outcome: ExecutionState
+    actor_user_id: str
+    confirmed_by: str | None
+    reason_code: str
+    amr: tuple[str, ...]
+    auth_time_ms: int
+    evidence_digest: str | None
+    overridden_finding: FindingKind | None
+    resolved_at_ms: int
+    resolution_id: int
+
+
+class Decision(StrEnum):
+    CONFIRM_SUCCEEDED = "confirm_succeeded"
+    CONFIRM_FAILED = "confirm_failed"
+    ABANDON_UNKNOWN = "abandon_unknown"
+
+    @property
+    def terminal_state(self) -> ExecutionState:
+        return _TERMINAL_STATE[self]
+
+    @classmethod
+    def settling(cls, outcome: ExecutionState) -> Decision:
+        """The decision whose terminal state is `outcome`."""
+        return next(d for d, state in _TERMINAL_STATE.items() if state is outcome)
+
+
+_TERMINAL_STATE = {
+    Decision.CONFIRM_SUCCEEDED: ExecutionState.SUCCEEDED,
+    Decision.CONFIRM_FAILED: ExecutionState.FAILED,
+    Decision.ABANDON_UNKNOWN: ExecutionState.BLOCKED,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """A user as a verified token describes them: stable id, when and how they authenticated."""
+
+    user_id: str
+    auth_time_ms: int
+    amr: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ManualDecision:
+    dispatch_id: str
+    decision: Decision
+    mutation_id: str
+    expected_execution_version: int
+    reason_code: str
+    evidence_digest: str | None = None
+
+    def __post_init__(self) -> None:
+        if not ID_PATTERN.match(self.mutation_id):
+            raise ValueError("mutation_id must be 1-128 characters of [A-Za-z0-9_.:-]")
+        if not REASON_CODE_PATTERN.match(self.reason_code):
+            raise ValueError("reason_code must match [a-z0-9_.-]{1,64}")
+        if self.evidence_digest is not None and not HEX64_PATTERN.match(self.evidence_digest):
+            raise ValueError("evidence_digest must be a lowercase hex sha256")
+        if self.expected_execution_version < 1:
+            raise ValueError("expected_execution_version must be >= 1")
+
+
+class ManualResult(StrEnum):
+    COMMITTED = "committed"
+    REPLAYED = "replayed"

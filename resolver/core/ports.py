@@ -1,0 +1,150 @@
+"""The narrow boundary between the worker/API and storage: what they may ask of it.
+
+Protocols only: the values they take and return live in `resolver.core.domain`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from resolver.core.domain import (
+    BacklogSnapshot,
+    Case,
+    CaseFilter,
+    CaseList,
+    ClaimedItem,
+    CommitReport,
+    Completion,
+    DecisionFilter,
+    DecisionRecord,
+    DispatchSpec,
+    ExecutionLease,
+    ExecutionView,
+    Grant,
+    ItemOutcome,
+    ManualContext,
+    ManualDecision,
+    ManualQueueItem,
+    Principal,
+)
+
+
+class RecoveryStore(Protocol):
+    """What the reconciler and worker need from storage."""
+
+    def claim_due_page(
+        self, owner: str, page_size: int, lease_ms: int, now_ms: int | None = None
+    ) -> list[ClaimedItem]: ...
+
+    def commit_outcomes(
+        self, outcomes: Sequence[ItemOutcome], now_ms: int | None = None
+    ) -> CommitReport: ...
+
+    def release_recovery_leases(
+        self, items: Sequence[ClaimedItem], now_ms: int | None = None
+    ) -> int: ...
+
+
+class ExecutionStore(Protocol):
+    """What the executor API needs from storage: one call per protocol function.
+
+    Every transition raises its typed refusal (`FenceConflict`, `LeaseLost`, `NotLeasable`,
+    `NotFound`, `InvalidDispatch`) decided inside the database (docs/executor-protocol.md).
+    """
+
+    def create_dispatch(self, spec: DispatchSpec) -> bool:
+        """True if recorded now, False for an exact re-create."""
+        ...
+
+    def lease_execution(
+        self, dispatch_id: str, owner: str, lease_ms: int, now_ms: int | None = None
+    ) -> ExecutionLease: ...
+
+    def start_execution(
+        self, lease: ExecutionLease, lease_ms: int, now_ms: int | None = None
+    ) -> ExecutionLease: ...
+
+    def renew_execution(
+        self, lease: ExecutionLease, lease_ms: int, now_ms: int | None = None
+    ) -> ExecutionLease: ...
+
+    def complete_execution(
+        self, lease: ExecutionLease, completion: Completion, now_ms: int | None = None
+    ) -> bool:
+        """True if this call committed the terminal state, False for an exact replay."""
+        ...
+
+    def get_execution(
+        self, dispatch_id: str, now_ms: int | None = None
+    ) -> ExecutionView | None: ...
+
+
+class ManualStore(Protocol):
+    """What the manual-resolution service needs from storage."""
+
+    def find_grant(self, project_id: str, user_id: str) -> Grant | None: ...
+
+    def manual_context(
+        self, dispatch_id: str, mutation_id: str, now_ms: int | None = None
+    ) -> ManualContext | None: ...
+
+    def commit_manual(
+        self,
+        principal: Principal,
+        decision: ManualDecision,
+        project_id: str,
+        grant: Grant,
+        *,
+        max_auth_age_ms: int,
+        clock_leeway_ms: int,
+        now_ms: int | None = None,
+    ) -> bool: ...
+
+
+class CaseReader(Protocol):
+    """What the read routes need: cases, lists and decisions, scoped to what the user may read
+    (`approval.recover` or `approval.recover.read` on the project)."""
+
+    def get_case(
+        self, user_id: str, dispatch_id: str, now_ms: int | None = None
+    ) -> Case | None: ...
+
+    def list_cases(
+        self,
+        user_id: str,
+        which: CaseList,
+        limit: int,
+        after: tuple[int, str] | None = None,
+        filters: CaseFilter = ...,
+        now_ms: int | None = None,
+    ) -> list[ManualQueueItem]: ...
+
+    def count_cases(
+        self,
+        user_id: str,
+        which: CaseList,
+        filters: CaseFilter,
+        count_cap: int,
+        now_ms: int | None = None,
+    ) -> int: ...
+
+    def list_decisions(
+        self,
+        user_id: str,
+        filters: DecisionFilter,
+        limit: int,
+        before: tuple[int, int] | None = None,
+    ) -> list[DecisionRecord]: ...
+
+
+class BacklogReader(Protocol):
+    """What the metrics and readiness endpoints need from storage: bounded reads only."""
+
+    def backlog_snapshot(self, count_cap: int, now_ms: int | None = None) -> BacklogSnapshot: ...
+
+    def ping(self) -> None: ...
+
+
+class HumanStore(ManualStore, CaseReader, Protocol):
+    """What the manual-resolution API needs: decisions and the read routes."""

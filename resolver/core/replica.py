@@ -1,0 +1,188 @@
+"""A resolver replica as one service: start the loop, stop it within a grace period, health.
+
+The loop is: claim, inspect, commit (one `Reconciler` cycle); go again at once after a full
+page, else sleep the cadence with jitter; after a storage failure, back off (capped, with
+jitter) and retry. It holds no per-item timer or thread. `stop` stops claiming: a page
+claimed after the request is handed back at once, a page being inspected is committed (its
+providers are bounded by their timeouts), and whatever outlives the grace period lapses by
+its recovery lease alone. The process's signals are the CLI's business (`resolver.app.cli`).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Generic, TypeVar
+
+from resolver.core.errors import StorageUnavailable
+from resolver.core.reconciler import Reconciler
+from resolver.core.runtime import Runtime
+from resolver.telemetry.health import LivenessCheck, Probe
+
+StoreT = TypeVar("StoreT")
+
+
+@dataclass(frozen=True, slots=True)
+class LoopSettings:
+    cadence_seconds: float = 2.0
+    cadence_jitter_ratio: float = 0.2
+    storage_retry_base_seconds: float = 0.5
+    storage_retry_max_seconds: float = 30.0
+
+
+class State(StrEnum):
+    NEW = "new"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+
+
+class Replica(Generic[StoreT]):
+    """One replica's lifecycle: `start`, `stop`, `health`, then `close` what it holds.
+
+    `store` is the storage its reconciler runs on; `resources` are closed in order by
+    `close` (provider pools, the tracer's exporter, the store), after the reconciler's
+    inspect pool. The heartbeat of `runtime` (a cycle-events subscriber) feeds `health`.
+    """
+
+    def __init__(
+        self,
+        reconciler: Reconciler,
+        settings: LoopSettings,
+        runtime: Runtime,
+        store: StoreT,
+        *,
+        liveness_bound_seconds: float = float("inf"),
+        resources: Sequence[Callable[[], None]] = (),
+    ) -> None:
+        self.reconciler = reconciler
+        self.runtime = runtime
+        self.store = store
+        self._settings = settings
+        self._rng = runtime.rng
+        self._events = runtime.events
+        self._log = runtime.logger
+        self._liveness = LivenessCheck(runtime.heartbeat, liveness_bound_seconds)
+        self._resources = list(resources)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failure: BaseException | None = None
+        self.state = State.NEW
+        self.cycles_completed = 0
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self, *, once: bool = False, on_exit: Callable[[], None] = lambda: None) -> None:
+        """Run the loop on its own thread; `on_exit` is called on that thread when it ends
+        (by itself: `once`, or a failure; or after `stop`)."""
+        if self._thread is not None:
+            raise RuntimeError("a replica starts once")
+
+        def loop() -> None:
+            try:
+                self.run(once=once)
+            except BaseException as exc:
+                self._failure = exc
+            finally:
+                on_exit()
+
+        # A new thread starts with an empty context: copy it so the loop's log lines keep
+        # what the caller bound (the replica id).
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(
+            target=context.run, args=(loop,), name="resolver-loop", daemon=True
+        )
+        self._thread.start()
+
+    def request_stop(self) -> None:
+        """Stop claiming; the cycle in flight finishes (or hands its page back)."""
+        if self.state is not State.STOPPED:
+            self.state = State.STOPPING
+        self._stop.set()
+
+    def stop(self, grace_seconds: float) -> bool:
+        """Request the stop and wait at most `grace_seconds` for the loop to end.
+
+        Returns False when the cycle in flight outlived the grace period: its recovery leases
+        then lapse by time alone and another replica takes the items over. A failure of the
+        loop is raised here.
+        """
+        self.request_stop()
+        clean = self.wait(grace_seconds)
+        if not clean:
+            self._log.error("shutdown_grace_exceeded", grace_seconds=grace_seconds)
+        if self._failure is not None:
+            raise self._failure
+        return clean
+
+    def wait(self, timeout_seconds: float | None = None) -> bool:
+        """True once the loop has ended (or was never started)."""
+        if self._thread is not None:
+            self._thread.join(timeout_seconds)
+            return not self._thread.is_alive()
+        return True
+
+    def close(self) -> None:
+        self.reconciler.close()
+        for close in self._resources:
+            close()
+
+    def add_resource(self, close: Callable[[], None]) -> None:
+        """Something to close with the replica, started after it was built (the endpoints)."""
+        self._resources.insert(0, close)
+
+    # -- health ---------------------------------------------------------------------------
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def health(self) -> Probe:
+        """Liveness: the loop finished a cycle attempt recently enough (see the bound)."""
+        probe = self._liveness()
+        return Probe(probe.ok, {**probe.detail, "state": self.state.value})
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def run(self, *, once: bool = False) -> None:
+        """The loop in the calling thread, until `request_stop` (or one cycle with `once`)."""
+        self.state = State.RUNNING if not self._stop.is_set() else self.state
+        try:
+            self._loop(once)
+        finally:
+            self.state = State.STOPPED
+
+    def _loop(self, once: bool) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                report = self.reconciler.run_cycle(should_stop=self._stop.is_set)
+            except StorageUnavailable as exc:
+                failures += 1
+                delay = self._storage_backoff(failures)
+                self._events.storage_retry(exc, failures, delay)
+                if once:
+                    raise
+                self._stop.wait(delay)
+                continue
+            failures = 0
+            self.cycles_completed += 1
+            if once:
+                return
+            if not report.page_full:
+                self._stop.wait(self._cadence())
+
+    def _cadence(self) -> float:
+        s = self._settings
+        return s.cadence_seconds * (1 + s.cadence_jitter_ratio * (2 * self._rng.random() - 1))
+
+    def _storage_backoff(self, failures: int) -> float:
+        s = self._settings
+        ceiling = min(
+            s.storage_retry_max_seconds,
+            s.storage_retry_base_seconds * float(2 ** min(failures, 20)),
+        )
+        return ceiling / 2 + self._rng.random() * ceiling / 2

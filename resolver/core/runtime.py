@@ -1,0 +1,59 @@
+"""The bundle a long-running component gets from the composition root instead of globals.
+
+After River's `baseservice.Archetype`: one clock, one source of randomness, the logger, the
+tracer and the metrics, and the cycle-event subscribers built from them. The defaults cost
+nothing: no metrics, OpenTelemetry's no-op tracer (no tracing subscriber at all), logs only.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from opentelemetry.trace import NoOpTracer, Tracer
+
+from resolver.core.events import CycleEvents, Fanout
+from resolver.telemetry.health import Heartbeat, ProviderHealth
+from resolver.telemetry.logs import CycleLog
+from resolver.telemetry.metrics import ResolverMetrics
+from resolver.telemetry.tracing import CycleTrace
+
+
+def _logger() -> Any:
+    return structlog.get_logger("resolver")
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """`events` is every subscriber in one: the heartbeat (on `clock`), the providers' health
+    (for readiness), logs, metrics (when
+    given), traces (when the tracer records), then `subscribers` (test hooks installed by
+    other distributions, a benchmark's timers)."""
+
+    clock: Callable[[], float] = time.monotonic
+    rng: random.Random = field(default_factory=random.Random)
+    logger: Any = field(default_factory=_logger)
+    tracer: Tracer = field(default_factory=NoOpTracer)
+    metrics: ResolverMetrics | None = None
+    subscribers: tuple[CycleEvents, ...] = ()
+    heartbeat: Heartbeat = field(init=False)
+    provider_health: ProviderHealth = field(init=False)
+    events: Fanout = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "heartbeat", Heartbeat(self.clock))
+        object.__setattr__(self, "provider_health", ProviderHealth())
+        standard: list[CycleEvents] = [
+            self.heartbeat,
+            self.provider_health,
+            CycleLog(self.logger),
+        ]
+        if self.metrics is not None:
+            standard.append(self.metrics)
+        if not isinstance(self.tracer, NoOpTracer):
+            standard.append(CycleTrace(self.tracer))
+        object.__setattr__(self, "events", Fanout([*standard, *self.subscribers]))

@@ -1,0 +1,147 @@
+-- Migration 0001_recovery_core (up): dispatches, executions, recovery controls,
+-- resolutions, authorizations; the database clock and the insert-only trigger of the facts.
+-- Applied as it is by versions/0001_recovery_core.py; never edited once released (the current
+-- definitions live in resolver/db/schema/).
+
+CREATE TABLE approved_action_dispatches (
+    dispatch_id TEXT NOT NULL,
+    approval_request_id TEXT NOT NULL,
+    project_id TEXT NOT NULL,
+    action_type TEXT NOT NULL,
+    action_digest TEXT NOT NULL,
+    idempotency_key TEXT NOT NULL,
+    schema_version SMALLINT NOT NULL,
+    supersedes_dispatch_id TEXT,
+    created_at_ms BIGINT DEFAULT (extract(epoch from clock_timestamp()) * 1000)::bigint NOT NULL,
+    CONSTRAINT pk_approved_action_dispatches PRIMARY KEY (dispatch_id),
+    CONSTRAINT ck_approved_action_dispatches_action_digest_hex CHECK (action_digest ~ '^[0-9a-f]{64}$'),
+    CONSTRAINT ck_approved_action_dispatches_schema_version_positive CHECK (schema_version >= 1),
+    CONSTRAINT ck_approved_action_dispatches_bounded_ids CHECK (length(dispatch_id) <= 128 AND length(approval_request_id) <= 128 AND length(project_id) <= 128 AND length(idempotency_key) <= 128 AND length(action_type) <= 64),
+    CONSTRAINT ck_approved_action_dispatches_no_self_supersede CHECK (supersedes_dispatch_id <> dispatch_id),
+    CONSTRAINT fk_approved_action_dispatches_supersedes_dispatch_id FOREIGN KEY(supersedes_dispatch_id) REFERENCES approved_action_dispatches (dispatch_id),
+    CONSTRAINT uq_approved_action_dispatches_idempotency_key UNIQUE (idempotency_key)
+);
+
+CREATE TABLE approved_action_executions (
+    dispatch_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    token UUID NOT NULL,
+    version BIGINT NOT NULL,
+    attempt INTEGER NOT NULL,
+    lease_expires_at_ms BIGINT NOT NULL,
+    started_at_ms BIGINT,
+    finished_at_ms BIGINT,
+    result_code TEXT,
+    completion_mutation_id TEXT,
+    evidence_digest TEXT,
+    CONSTRAINT pk_approved_action_executions PRIMARY KEY (dispatch_id),
+    CONSTRAINT ck_approved_action_executions_state_known CHECK (state IN ('leased','executing','succeeded','failed','blocked')),
+    CONSTRAINT ck_approved_action_executions_counters_positive CHECK (version >= 1 AND attempt >= 1),
+    CONSTRAINT ck_approved_action_executions_started_after_barrier CHECK (state = 'leased' OR started_at_ms IS NOT NULL),
+    CONSTRAINT ck_approved_action_executions_finished_iff_terminal CHECK ((state IN ('succeeded','failed','blocked')) = (finished_at_ms IS NOT NULL)),
+    CONSTRAINT ck_approved_action_executions_result_code_shape CHECK (result_code IS NULL OR result_code ~ '^[a-z0-9_.-]{1,64}$'),
+    CONSTRAINT ck_approved_action_executions_evidence_digest_hex CHECK (evidence_digest IS NULL OR evidence_digest ~ '^[0-9a-f]{64}$'),
+    CONSTRAINT fk_approved_action_executions_dispatch_id FOREIGN KEY(dispatch_id) REFERENCES approved_action_dispatches (dispatch_id)
+);
+
+CREATE TABLE approved_action_recovery_controls (
+    dispatch_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    execution_version BIGINT NOT NULL,
+    next_scan_at_ms BIGINT NOT NULL,
+    recovery_owner TEXT,
+    recovery_token UUID,
+    recovery_version BIGINT DEFAULT 0 NOT NULL,
+    recovery_lease_expires_at_ms BIGINT,
+    last_finding TEXT,
+    finding_count INTEGER DEFAULT 0 NOT NULL,
+    armed_at_ms BIGINT NOT NULL,
+    manual_at_ms BIGINT,
+    closed_by TEXT,
+    closed_at_ms BIGINT,
+    completion_mutation_id TEXT,
+    CONSTRAINT pk_approved_action_recovery_controls PRIMARY KEY (dispatch_id),
+    CONSTRAINT ck_approved_action_recovery_controls_status_known CHECK (status IN ('armed','manual','resolved')),
+    CONSTRAINT ck_approved_action_recovery_controls_finding_known CHECK (last_finding IS NULL OR last_finding IN ('verified_succeeded','verified_failed','still_running','missing','conflict','unsupported','unavailable')),
+    CONSTRAINT ck_approved_action_recovery_controls_closed_by_known CHECK (closed_by IS NULL OR closed_by IN ('completion','automatic','manual')),
+    CONSTRAINT ck_approved_action_recovery_controls_closed_iff_resolved CHECK ((status = 'resolved') = (closed_by IS NOT NULL AND closed_at_ms IS NOT NULL)),
+    CONSTRAINT ck_approved_action_recovery_controls_recovery_lease_whole CHECK ((recovery_token IS NULL) = (recovery_lease_expires_at_ms IS NULL) AND (recovery_token IS NULL) = (recovery_owner IS NULL)),
+    CONSTRAINT ck_approved_action_recovery_controls_lease_only_when_armed CHECK (status = 'armed' OR recovery_token IS NULL),
+    CONSTRAINT fk_approved_action_recovery_controls_dispatch_id FOREIGN KEY(dispatch_id) REFERENCES approved_action_executions (dispatch_id)
+);
+
+CREATE INDEX ix_recovery_controls_due ON approved_action_recovery_controls (next_scan_at_ms, dispatch_id) WHERE status = 'armed';
+
+CREATE INDEX ix_recovery_controls_manual ON approved_action_recovery_controls (manual_at_ms, dispatch_id) WHERE status = 'manual';
+
+CREATE TABLE approved_action_recovery_resolutions (
+    resolution_id BIGINT GENERATED BY DEFAULT AS IDENTITY,
+    dispatch_id TEXT NOT NULL,
+    mutation_id TEXT NOT NULL,
+    source TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    finding TEXT,
+    evidence_digest TEXT,
+    result_code TEXT,
+    expected_execution_version BIGINT NOT NULL,
+    actor_user_id TEXT,
+    reason_code TEXT,
+    resolved_at_ms BIGINT NOT NULL,
+    CONSTRAINT pk_approved_action_recovery_resolutions PRIMARY KEY (resolution_id),
+    CONSTRAINT ck_approved_action_recovery_resolutions_source_known CHECK (source IN ('automatic','manual')),
+    CONSTRAINT ck_approved_action_recovery_resolutions_outcome_known CHECK (outcome IN ('succeeded','failed','blocked')),
+    CONSTRAINT ck_approved_action_recovery_resolutions_evidence_digest_hex CHECK (evidence_digest IS NULL OR evidence_digest ~ '^[0-9a-f]{64}$'),
+    CONSTRAINT ck_approved_action_recovery_resolutions_result_code_shape CHECK (result_code IS NULL OR result_code ~ '^[a-z0-9_.-]{1,64}$'),
+    CONSTRAINT ck_approved_action_recovery_resolutions_reason_code_shape CHECK (reason_code IS NULL OR reason_code ~ '^[a-z0-9_.-]{1,64}$'),
+    CONSTRAINT ck_approved_action_recovery_resolutions_automatic_is_verified CHECK (source <> 'automatic' OR (finding IN ('verified_succeeded','verified_failed') AND evidence_digest IS NOT NULL AND result_code IS NOT NULL AND actor_user_id IS NULL AND outcome <> 'blocked')),
+    CONSTRAINT ck_approved_action_recovery_resolutions_manual_has_actor CHECK (source <> 'manual' OR (actor_user_id IS NOT NULL AND reason_code IS NOT NULL)),
+    CONSTRAINT fk_approved_action_recovery_resolutions_dispatch_id FOREIGN KEY(dispatch_id) REFERENCES approved_action_dispatches (dispatch_id),
+    CONSTRAINT uq_approved_action_recovery_resolutions_dispatch_id UNIQUE (dispatch_id),
+    CONSTRAINT uq_approved_action_recovery_resolutions_mutation_id UNIQUE (mutation_id)
+);
+
+CREATE TABLE recovery_authorizations (
+    authorization_id BIGINT GENERATED BY DEFAULT AS IDENTITY,
+    mutation_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    permission TEXT NOT NULL,
+    project_id TEXT NOT NULL,
+    project_version BIGINT NOT NULL,
+    role_binding_version BIGINT NOT NULL,
+    auth_time_ms BIGINT NOT NULL,
+    amr TEXT[] NOT NULL,
+    authorized_at_ms BIGINT NOT NULL,
+    CONSTRAINT pk_recovery_authorizations PRIMARY KEY (authorization_id),
+    CONSTRAINT ck_recovery_authorizations_permission_known CHECK (permission = 'approval.recover'),
+    CONSTRAINT fk_recovery_authorizations_mutation_id FOREIGN KEY(mutation_id) REFERENCES approved_action_recovery_resolutions (mutation_id),
+    CONSTRAINT uq_recovery_authorizations_mutation_id UNIQUE (mutation_id)
+);
+
+-- The one clock every lease and due-time comparison uses. The override exists for tests
+-- only; production passes NULL and gets the database's clock, never a replica's.
+-- The one clock every lease and due-time comparison uses. The override exists for tests
+-- only; production passes NULL and gets the database's clock, never a replica's.
+CREATE FUNCTION resolver_now_ms(override_ms bigint) RETURNS bigint
+LANGUAGE sql VOLATILE PARALLEL SAFE AS
+$$ SELECT COALESCE(override_ms, (extract(epoch from clock_timestamp()) * 1000)::bigint) $$;
+
+-- Facts are insert-only: the database itself refuses to rewrite history.
+CREATE FUNCTION resolver_reject_mutation() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION '% is insert-only: % rejected', TG_TABLE_NAME, TG_OP
+        USING ERRCODE = 'restrict_violation';
+END
+$$;
+
+CREATE TRIGGER approved_action_dispatches_immutable
+    BEFORE UPDATE OR DELETE ON approved_action_dispatches
+    FOR EACH ROW EXECUTE FUNCTION resolver_reject_mutation();
+
+CREATE TRIGGER approved_action_recovery_resolutions_immutable
+    BEFORE UPDATE OR DELETE ON approved_action_recovery_resolutions
+    FOR EACH ROW EXECUTE FUNCTION resolver_reject_mutation();
+
+CREATE TRIGGER recovery_authorizations_immutable
+    BEFORE UPDATE OR DELETE ON recovery_authorizations
+    FOR EACH ROW EXECUTE FUNCTION resolver_reject_mutation();

@@ -1,0 +1,114 @@
+-- Migration 0002_provider_evidence (up): internal receipts, run origin facts, package install facts,
+-- all insert-only (a run's state settles once).
+-- Applied as it is by versions/0002_provider_evidence.py; never edited once released (the current
+-- definitions live in resolver/db/schema/).
+
+CREATE TABLE action_receipts (
+    dispatch_id TEXT NOT NULL,
+    receipt JSONB NOT NULL,
+    written_at_ms BIGINT DEFAULT (extract(epoch from clock_timestamp()) * 1000)::bigint NOT NULL,
+    CONSTRAINT pk_action_receipts PRIMARY KEY (dispatch_id),
+    CONSTRAINT ck_action_receipts_receipt_is_object CHECK (jsonb_typeof(receipt) = 'object'),
+    CONSTRAINT ck_action_receipts_receipt_bounded CHECK (octet_length(receipt::text) <= 16384),
+    CONSTRAINT fk_action_receipts_dispatch_id FOREIGN KEY(dispatch_id) REFERENCES approved_action_dispatches (dispatch_id)
+);
+
+CREATE TABLE run_origin_facts (
+    run_id TEXT NOT NULL,
+    dispatch_id TEXT NOT NULL,
+    idempotency_key TEXT NOT NULL,
+    project_id TEXT NOT NULL,
+    action_digest TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    result_code TEXT,
+    created_at_ms BIGINT DEFAULT (extract(epoch from clock_timestamp()) * 1000)::bigint NOT NULL,
+    finished_at_ms BIGINT,
+    CONSTRAINT pk_run_origin_facts PRIMARY KEY (run_id),
+    CONSTRAINT ck_run_origin_facts_run_id_bounded CHECK (length(run_id) <= 128),
+    CONSTRAINT ck_run_origin_facts_action_digest_hex CHECK (action_digest ~ '^[0-9a-f]{64}$'),
+    CONSTRAINT ck_run_origin_facts_attempt_positive CHECK (attempt >= 1),
+    CONSTRAINT ck_run_origin_facts_state_known CHECK (state IN ('running','succeeded','failed')),
+    CONSTRAINT ck_run_origin_facts_settled_iff_finished CHECK ((state = 'running') = (result_code IS NULL) AND (state = 'running') = (finished_at_ms IS NULL)),
+    CONSTRAINT ck_run_origin_facts_result_code_shape CHECK (result_code IS NULL OR result_code ~ '^[a-z0-9_.-]{1,64}$'),
+    CONSTRAINT fk_run_origin_facts_dispatch_id FOREIGN KEY(dispatch_id) REFERENCES approved_action_dispatches (dispatch_id),
+    CONSTRAINT uq_run_origin_facts_dispatch_id UNIQUE (dispatch_id),
+    CONSTRAINT uq_run_origin_facts_idempotency_key UNIQUE (idempotency_key)
+);
+
+CREATE TABLE package_install_records (
+    dispatch_id TEXT NOT NULL,
+    idempotency_key TEXT NOT NULL,
+    action_digest TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    target_version TEXT NOT NULL,
+    content_digest TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    result_code TEXT NOT NULL,
+    recorded_at_ms BIGINT DEFAULT (extract(epoch from clock_timestamp()) * 1000)::bigint NOT NULL,
+    CONSTRAINT pk_package_install_records PRIMARY KEY (dispatch_id),
+    CONSTRAINT ck_package_install_records_action_digest_hex CHECK (action_digest ~ '^[0-9a-f]{64}$'),
+    CONSTRAINT ck_package_install_records_content_digest_hex CHECK (content_digest ~ '^[0-9a-f]{64}$'),
+    CONSTRAINT ck_package_install_records_target_version_shape CHECK (target_version ~ '^[A-Za-z0-9][A-Za-z0-9_.+:~-]{0,127}$'),
+    CONSTRAINT ck_package_install_records_attempt_positive CHECK (attempt >= 1),
+    CONSTRAINT ck_package_install_records_outcome_known CHECK (outcome IN ('succeeded','failed')),
+    CONSTRAINT ck_package_install_records_result_code_shape CHECK (result_code ~ '^[a-z0-9_.-]{1,64}$'),
+    CONSTRAINT fk_package_install_records_dispatch_id FOREIGN KEY(dispatch_id) REFERENCES approved_action_dispatches (dispatch_id),
+    CONSTRAINT uq_package_install_records_idempotency_key UNIQUE (idempotency_key)
+);
+
+CREATE TABLE package_install_targets (
+    dispatch_id TEXT NOT NULL,
+    installed_version TEXT NOT NULL,
+    content_digest TEXT NOT NULL,
+    observed_at_ms BIGINT DEFAULT (extract(epoch from clock_timestamp()) * 1000)::bigint NOT NULL,
+    CONSTRAINT pk_package_install_targets PRIMARY KEY (dispatch_id),
+    CONSTRAINT ck_package_install_targets_content_digest_hex CHECK (content_digest ~ '^[0-9a-f]{64}$'),
+    CONSTRAINT ck_package_install_targets_installed_version_shape CHECK (installed_version ~ '^[A-Za-z0-9][A-Za-z0-9_.+:~-]{0,127}$'),
+    CONSTRAINT fk_package_install_targets_dispatch_id FOREIGN KEY(dispatch_id) REFERENCES approved_action_dispatches (dispatch_id)
+);
+
+CREATE TABLE package_commit_markers (
+    dispatch_id TEXT NOT NULL,
+    content_digest TEXT NOT NULL,
+    committed_at_ms BIGINT DEFAULT (extract(epoch from clock_timestamp()) * 1000)::bigint NOT NULL,
+    CONSTRAINT pk_package_commit_markers PRIMARY KEY (dispatch_id),
+    CONSTRAINT ck_package_commit_markers_content_digest_hex CHECK (content_digest ~ '^[0-9a-f]{64}$'),
+    CONSTRAINT fk_package_commit_markers_dispatch_id FOREIGN KEY(dispatch_id) REFERENCES approved_action_dispatches (dispatch_id)
+);
+
+CREATE TRIGGER action_receipts_immutable
+    BEFORE UPDATE OR DELETE ON action_receipts
+    FOR EACH ROW EXECUTE FUNCTION resolver_reject_mutation();
+
+CREATE TRIGGER package_install_records_immutable
+    BEFORE UPDATE OR DELETE ON package_install_records
+    FOR EACH ROW EXECUTE FUNCTION resolver_reject_mutation();
+
+CREATE TRIGGER package_install_targets_immutable
+    BEFORE UPDATE OR DELETE ON package_install_targets
+    FOR EACH ROW EXECUTE FUNCTION resolver_reject_mutation();
+
+CREATE TRIGGER package_commit_markers_immutable
+    BEFORE UPDATE OR DELETE ON package_commit_markers
+    FOR EACH ROW EXECUTE FUNCTION resolver_reject_mutation();
+
+CREATE FUNCTION resolver_guard_run_origin() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE'
+       OR (NEW.run_id, NEW.dispatch_id, NEW.idempotency_key, NEW.project_id,
+           NEW.action_digest, NEW.attempt, NEW.created_at_ms)
+          IS DISTINCT FROM
+          (OLD.run_id, OLD.dispatch_id, OLD.idempotency_key, OLD.project_id,
+           OLD.action_digest, OLD.attempt, OLD.created_at_ms)
+       OR OLD.state <> 'running' THEN
+        RAISE EXCEPTION 'run_origin_facts: origin is immutable and state settles once'
+            USING ERRCODE = 'restrict_violation';
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER run_origin_facts_guard
+    BEFORE UPDATE OR DELETE ON run_origin_facts
+    FOR EACH ROW EXECUTE FUNCTION resolver_guard_run_origin();

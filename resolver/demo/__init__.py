@@ -1,0 +1,1 @@
+"""`resolver demo`: a private PostgreSQL, seeded crashes and a simulated executor."""

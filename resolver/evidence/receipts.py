@@ -1,0 +1,461 @@
+"""Receipt v1: exact-shape, size-capped, HMAC-signed evidence bound to one dispatch identity.
+
+The wire contract (DESIGN.md, "Wire contracts") is public: executors and services in other
+languages sign receipts, the resolver verifies them. Verification fails closed: any deviation
+raises `ReceiptRejected` with a reason code, and `receipt_finding` turns that into `conflict`.
+Nothing here logs a receipt body or a secret.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from resolver.core.domain import (
+    ACTION_TYPE_PATTERN,
+    HEX64_PATTERN,
+    ID_PATTERN,
+    RESULT_CODE_PATTERN,
+    DispatchIdentity,
+    Finding,
+    FindingKind,
+    Outcome,
+    canonical_json,
+    sha256_hex,
+)
+from resolver.core.errors import ConfigError, ReceiptRejected
+
+log = structlog.get_logger("resolver.receipts")
+
+RECEIPT_VERSION = 1
+MAX_RECEIPT_BYTES = 4096
+"""Cap on the canonical serialization (the signed receipt, `sig` included)."""
+MAX_RAW_RECEIPT_BYTES = 8192
+"""Cap on the transport form before parsing (a service may pretty-print)."""
+MIN_KEY_BYTES = 32
+KID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}\Z")
+_MAX_INT = 2**63 - 1
+
+KEYS_ENV = "RESOLVER_RECEIPT_KEYS"
+SECRETS_DIR_ENV = "RESOLVER_SECRETS_DIR"
+SIGNING_KID_ENV = "RESOLVER_RECEIPT_SIGNING_KID"
+
+_INT_FIELDS = ("v", "attempt", "started_at_ms", "finished_at_ms")
+_PATTERN_FIELDS: dict[str, re.Pattern[str]] = {
+    "dispatch_id": ID_PATTERN,
+    "approval_request_id": ID_PATTERN,
+    "project_id": ID_PATTERN,
+    "idempotency_key": ID_PATTERN,
+    "action_type": ACTION_TYPE_PATTERN,
+    "action_digest": HEX64_PATTERN,
+    "receipt_identity_digest": HEX64_PATTERN,
+    "result_code": RESULT_CODE_PATTERN,
+    "kid": KID_PATTERN,
+    "sig": HEX64_PATTERN,
+}
+RECEIPT_FIELDS = frozenset({*_INT_FIELDS, *_PATTERN_FIELDS, "outcome"})
+_OUTCOMES = frozenset(outcome.value for outcome in Outcome)
+_IDENTITY_FIELDS = (
+    "dispatch_id",
+    "approval_request_id",
+    "project_id",
+    "action_type",
+    "idempotency_key",
+)
+
+
+class RejectReason(StrEnum):
+    """Why a receipt was refused; low-sensitivity codes for logs and metrics."""
+
+    TOO_LARGE = "too_large"
+    NOT_JSON = "not_json"
+    NOT_OBJECT = "not_object"
+    DUPLICATE_FIELD = "duplicate_field"
+    FLOAT = "float"
+    MISSING_FIELD = "missing_field"
+    UNKNOWN_FIELD = "unknown_field"
+    BAD_TYPE = "bad_type"
+    BAD_VALUE = "bad_value"
+    VERSION_MISMATCH = "version_mismatch"
+    UNKNOWN_KID = "unknown_kid"
+    BAD_SIGNATURE = "bad_signature"
+    IDENTITY_MISMATCH = "identity_mismatch"
+    DIGEST_MISMATCH = "digest_mismatch"
+    FENCE_MISMATCH = "fence_mismatch"
+
+
+def _reject(reason: RejectReason, message: str) -> ReceiptRejected:
+    return ReceiptRejected(message, reason.value)
+
+
+# -- key ring -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRing:
+    """HMAC keys by key id: sign with `signing_kid`, verify with any key in the ring.
+
+    Rotation: add the new kid to every verifier first, then switch signers to it, then drop
+    the old kid once no unresolved dispatch can still hold a receipt signed with it. A
+    receipt whose kid left the ring is `conflict` (a human decides), never success.
+    """
+
+    keys: Mapping[str, bytes] = field(repr=False)
+    signing_kid: str | None = None
+
+    def __post_init__(self) -> None:
+        for kid, secret in self.keys.items():
+            _check_key(kid, secret, source="key ring")
+        if self.signing_kid is not None and self.signing_kid not in self.keys:
+            raise ConfigError(
+                f"{SIGNING_KID_ENV}={self.signing_kid!r} names no key in the ring; add that "
+                f"kid to {KEYS_ENV} or {SECRETS_DIR_ENV}, or sign with one of {sorted(self.keys)}"
+            )
+
+    @property
+    def kids(self) -> frozenset[str]:
+        return frozenset(self.keys)
+
+    def mac(self, kid: str, body: bytes) -> str:
+        secret = self.keys.get(kid)
+        if secret is None:
+            raise _reject(RejectReason.UNKNOWN_KID, "the receipt's kid is not in the key ring")
+        # One call into OpenSSL (hmac.digest), not a Python HMAC object per receipt.
+        return hmac.digest(secret, body, "sha256").hex()
+
+    @property
+    def current_kid(self) -> str:
+        """The kid new receipts are signed with."""
+        if self.signing_kid is None:
+            raise ConfigError(
+                f"{SIGNING_KID_ENV} is not set: name the kid executors sign receipts with"
+            )
+        return self.signing_kid
+
+    def check(self, kid: str, body: bytes, sig: str) -> None:
+        expected = self.mac(kid, body)
+        # Constant time: the comparison must not reveal how many leading characters match.
+        if not hmac.compare_digest(expected.encode("ascii"), sig.encode("ascii")):
+            raise _reject(RejectReason.BAD_SIGNATURE, "the receipt's signature does not verify")
+
+    @classmethod
+    def ephemeral(cls, kid: str = "ephemeral") -> KeyRing:
+        """A fresh random key that lives only in this process (demo and tests)."""
+        return cls({kid: secrets.token_bytes(MIN_KEY_BYTES)}, signing_kid=kid)
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> KeyRing:
+        """Keys from `RESOLVER_RECEIPT_KEYS` and files in `RESOLVER_SECRETS_DIR`."""
+        env = os.environ if environ is None else environ
+        keys = _parse_keys_env(env.get(KEYS_ENV, ""))
+        secrets_dir = env.get(SECRETS_DIR_ENV)
+        if secrets_dir:
+            for kid, secret in _read_secrets_dir(Path(secrets_dir)).items():
+                if kid in keys and not hmac.compare_digest(keys[kid], secret):
+                    raise ConfigError(
+                        f"receipt key {kid!r} differs between {KEYS_ENV} and {SECRETS_DIR_ENV}; "
+                        "keep one source per kid"
+                    )
+                keys[kid] = secret
+        return cls(keys, signing_kid=env.get(SIGNING_KID_ENV) or None)
+
+    def require_keys(self, who: str) -> KeyRing:
+        if not self.keys:
+            raise ConfigError(
+                f"{who} verifies signed receipts but no receipt key is configured; set "
+                f"{KEYS_ENV}=kid=hexsecret (at least {MIN_KEY_BYTES} bytes, e.g. "
+                f"`openssl rand -hex {MIN_KEY_BYTES}`) or put one file per kid in {SECRETS_DIR_ENV}"
+            )
+        return self
+
+
+def _check_key(kid: str, secret: bytes, *, source: str) -> None:
+    if not KID_PATTERN.match(kid):
+        raise ConfigError(
+            f"{source}: receipt key id {kid!r} must match [A-Za-z0-9][A-Za-z0-9_.-]{{0,63}}"
+        )
+    if len(secret) < MIN_KEY_BYTES:
+        raise ConfigError(
+            f"{source}: receipt key {kid!r} is {len(secret)} bytes; use at least "
+            f"{MIN_KEY_BYTES} random bytes (`openssl rand -hex {MIN_KEY_BYTES}`)"
+        )
+
+
+def _parse_keys_env(raw: str) -> dict[str, bytes]:
+    keys: dict[str, bytes] = {}
+    for position, entry in enumerate(part.strip() for part in raw.split(",")):
+        if not entry:
+            continue
+        kid, sep, hex_secret = entry.partition("=")
+        kid = kid.strip()
+        if not sep or not kid:
+            raise ConfigError(
+                f"{KEYS_ENV}: entry {position + 1} is not kid=hexsecret; "
+                "write kid=hexsecret,kid2=hexsecret"
+            )
+        if kid in keys:
+            raise ConfigError(f"{KEYS_ENV}: kid {kid!r} appears twice; keep one entry per kid")
+        keys[kid] = _hex_secret(hex_secret, f"{KEYS_ENV} entry {kid!r}")
+        _check_key(kid, keys[kid], source=KEYS_ENV)
+    return keys
+
+
+def _read_secrets_dir(directory: Path) -> dict[str, bytes]:
+    if not directory.is_dir():
+        raise ConfigError(
+            f"{SECRETS_DIR_ENV}={directory} is not a directory; point it at the mounted secrets"
+        )
+    keys: dict[str, bytes] = {}
+    for path in sorted(directory.iterdir()):
+        # Kubernetes secret volumes hold `..data` links; dotfiles are never keys.
+        if path.name.startswith(".") or not path.is_file():
+            continue
+        source = f"{SECRETS_DIR_ENV} file {path.name!r}"
+        try:
+            text = path.read_text(encoding="ascii")
+        except (OSError, UnicodeDecodeError):
+            raise ConfigError(f"{source}: cannot read it as hex text") from None
+        keys[path.name] = _hex_secret(text, source)
+        _check_key(path.name, keys[path.name], source=source)
+    return keys
+
+
+def _hex_secret(text: str, source: str) -> bytes:
+    try:
+        return bytes.fromhex(text.strip())
+    except ValueError:
+        # The message must not quote the value: it is a secret.
+        raise ConfigError(f"{source}: the secret is not hex; encode the key as hex") from None
+
+
+# -- signing --------------------------------------------------------------------------------
+
+
+def receipt_identity_digest(receipt_id: str) -> str:
+    """Digest of the provider's own receipt id (the id itself is never stored)."""
+    return sha256_hex(receipt_id)
+
+
+def sign_receipt(
+    identity: DispatchIdentity,
+    *,
+    outcome: Outcome,
+    result_code: str,
+    finished_at_ms: int,
+    receipt_id: str,
+    keys: KeyRing,
+) -> dict[str, Any]:
+    """A signed receipt v1 for `identity` (what an executor or receipt service produces)."""
+    body: dict[str, Any] = {
+        "v": RECEIPT_VERSION,
+        "dispatch_id": identity.dispatch_id,
+        "approval_request_id": identity.approval_request_id,
+        "project_id": identity.project_id,
+        "action_type": identity.action_type,
+        "action_digest": identity.action_digest,
+        "attempt": identity.attempt,
+        "started_at_ms": identity.started_at_ms,
+        "idempotency_key": identity.idempotency_key,
+        "outcome": outcome.value,
+        "result_code": result_code,
+        "finished_at_ms": finished_at_ms,
+        "receipt_identity_digest": receipt_identity_digest(receipt_id),
+        "kid": keys.current_kid,
+    }
+    _check_shape(body, signed=False)
+    body["sig"] = keys.mac(body["kid"], canonical_json(body))
+    return body
+
+
+def encode_receipt(receipt: Mapping[str, Any]) -> bytes:
+    """The canonical serialization: sorted keys, `,` and `:`, UTF-8, no floats."""
+    return canonical_json(dict(receipt))
+
+
+# -- verification ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class VerifiedReceipt:
+    outcome: Outcome
+    result_code: str
+    finished_at_ms: int
+    kid: str
+    evidence_digest: str
+    """sha256 of the canonical signed receipt: what the resolution stores."""
+
+    def finding(self) -> Finding:
+        return Finding.verified(self.outcome, self.evidence_digest, self.result_code)
+
+
+def verify_receipt(
+    raw: bytes | str,
+    identity: DispatchIdentity,
+    keys: KeyRing,
+    *,
+    max_raw_bytes: int = MAX_RAW_RECEIPT_BYTES,
+) -> VerifiedReceipt:
+    """Accept a receipt only if its shape, size, signature and whole identity all match."""
+    # surrogatepass: a lone surrogate must reach the parser and be refused there, not escape
+    # as an encoding error (which would turn one bad receipt into an unavailable page).
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    if len(data) > max_raw_bytes:
+        raise _reject(RejectReason.TOO_LARGE, f"receipt is over {max_raw_bytes} bytes")
+    receipt = parse_receipt_json(data)
+    try:
+        canonical = _encode_parsed(receipt)
+    except UnicodeEncodeError:  # an escaped lone surrogate ("\ud800") is not UTF-8 text
+        raise _reject(RejectReason.NOT_JSON, "receipt holds text that is not UTF-8") from None
+    if len(canonical) > MAX_RECEIPT_BYTES:
+        raise _reject(RejectReason.TOO_LARGE, f"receipt is over {MAX_RECEIPT_BYTES} bytes")
+    _check_shape(receipt, signed=True)
+    keys.check(receipt["kid"], _unsigned_form(canonical, receipt), receipt["sig"])
+    _check_binding(receipt, identity)
+    return VerifiedReceipt(
+        outcome=Outcome(receipt["outcome"]),
+        result_code=receipt["result_code"],
+        finished_at_ms=receipt["finished_at_ms"],
+        kid=receipt["kid"],
+        evidence_digest=hashlib.sha256(canonical).hexdigest(),
+    )
+
+
+# The canonical encoder of canonical_json, for values parse_receipt_json produced: that
+# parser already refused floats, NaN and non-string keys, so the walk looking for them
+# (domain._reject_floats) would find nothing.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
+
+def _encode_parsed(receipt: Mapping[str, Any]) -> bytes:
+    return _CANONICAL.encode(receipt).encode("utf-8")
+
+
+def _unsigned_form(canonical: bytes, receipt: Mapping[str, Any]) -> bytes:
+    """The canonical form without `sig`, cut out of the signed one instead of encoded again.
+
+    Keys are sorted and `sig` is neither first nor last (`started_at_ms` and `v` follow it),
+    so the signed form holds `"sig":"<hex>",` exactly once, at the top level: a quote inside
+    a string value is always escaped, so that byte sequence cannot occur elsewhere. The
+    shape check has already made `sig` lowercase hex. Anything else: encode again.
+    """
+    segment = b'"sig":"' + receipt["sig"].encode("ascii") + b'",'
+    if canonical.count(segment) == 1:
+        return canonical.replace(segment, b"", 1)
+    return _encode_parsed({k: v for k, v in receipt.items() if k != "sig"})
+
+
+def receipt_finding(
+    raw: bytes | str,
+    identity: DispatchIdentity,
+    keys: KeyRing,
+    *,
+    source: str,
+    max_raw_bytes: int = MAX_RAW_RECEIPT_BYTES,
+) -> Finding:
+    """The finding a receipt proves: verified, or `conflict` on any mismatch."""
+    try:
+        return verify_receipt(raw, identity, keys, max_raw_bytes=max_raw_bytes).finding()
+    except ReceiptRejected as exc:
+        log.warning(
+            "receipt_rejected", source=source, dispatch_id=identity.dispatch_id, reason=exc.reason
+        )
+        return Finding(FindingKind.CONFLICT)
+
+
+def parse_receipt_json(data: bytes) -> dict[str, Any]:
+    """Strict JSON: UTF-8, one object, no duplicate keys, no floats, NaN or Infinity."""
+    try:
+        value = _strict_decoder().decode(data.decode("utf-8"))
+    except ReceiptRejected:
+        raise
+    except (ValueError, RecursionError):
+        # ValueError covers bad UTF-8, bad JSON and integers past the digit limit.
+        raise _reject(RejectReason.NOT_JSON, "receipt is not valid JSON") from None
+    if not isinstance(value, dict):
+        raise _reject(RejectReason.NOT_OBJECT, "receipt is not a JSON object")
+    return value
+
+
+@cache
+def _strict_decoder() -> json.JSONDecoder:
+    # One decoder for every receipt: json.loads with hooks builds a new one per call.
+    return json.JSONDecoder(
+        object_pairs_hook=_object_without_duplicates,
+        parse_float=_refuse_float,
+        parse_constant=_refuse_float,
+    )
+
+
+def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            # Parsers disagree on which duplicate wins; a receipt must mean one thing.
+            raise _reject(RejectReason.DUPLICATE_FIELD, "receipt repeats a field")
+        result[key] = value
+    return result
+
+
+def _refuse_float(_text: str) -> Any:
+    raise _reject(RejectReason.FLOAT, "receipt holds a non-integer number")
+
+
+def _check_shape(receipt: Mapping[str, Any], *, signed: bool) -> None:
+    expected = RECEIPT_FIELDS if signed else RECEIPT_FIELDS - {"sig"}
+    present = set(receipt)
+    if present - expected:
+        raise _reject(RejectReason.UNKNOWN_FIELD, "receipt holds a field v1 does not define")
+    if expected - present:
+        raise _reject(RejectReason.MISSING_FIELD, "receipt lacks a field v1 requires")
+    for name in _INT_FIELDS:
+        value = receipt[name]
+        # bool is an int subclass in Python; `true` is never a number on the wire.
+        if type(value) is not int:
+            raise _reject(RejectReason.BAD_TYPE, f"receipt field {name} must be an integer")
+        if not 0 <= value <= _MAX_INT:
+            raise _reject(RejectReason.BAD_VALUE, f"receipt field {name} is out of range")
+    for name, pattern in _PATTERN_FIELDS.items():
+        if name == "sig" and not signed:
+            continue
+        value = receipt[name]
+        if type(value) is not str:
+            raise _reject(RejectReason.BAD_TYPE, f"receipt field {name} must be a string")
+        if not pattern.match(value):
+            raise _reject(RejectReason.BAD_VALUE, f"receipt field {name} has the wrong form")
+    if type(receipt["outcome"]) is not str or receipt["outcome"] not in _OUTCOMES:
+        raise _reject(RejectReason.BAD_VALUE, "receipt outcome must be succeeded or failed")
+    if receipt["v"] != RECEIPT_VERSION:
+        raise _reject(RejectReason.VERSION_MISMATCH, "receipt is not version 1")
+    if receipt["attempt"] < 1:
+        raise _reject(RejectReason.BAD_VALUE, "receipt attempt must be at least 1")
+
+
+def _check_binding(receipt: Mapping[str, Any], identity: DispatchIdentity) -> None:
+    # `v` doubles as the schema version the receipt attests: a v1 receipt only binds a
+    # schema-version-1 dispatch; a later dispatch schema needs a later receipt version.
+    if identity.schema_version != receipt["v"]:
+        raise _reject(RejectReason.VERSION_MISMATCH, "receipt version differs from the dispatch's")
+    for name in _IDENTITY_FIELDS:
+        if receipt[name] != getattr(identity, name):
+            raise _reject(RejectReason.IDENTITY_MISMATCH, f"receipt {name} differs from dispatch")
+    if receipt["action_digest"] != identity.action_digest:
+        raise _reject(RejectReason.DIGEST_MISMATCH, "receipt action_digest differs from dispatch")
+    if (receipt["attempt"], receipt["started_at_ms"]) != (
+        identity.attempt,
+        identity.started_at_ms,
+    ):
+        raise _reject(RejectReason.FENCE_MISMATCH, "receipt attempt or start differs from dispatch")

@@ -1,0 +1,65 @@
+"""Receipt writing for executors: a signed receipt v1 in the same transaction as the mutation.
+
+The executor calls `write_receipt` inside the transaction of its own mutation, so the receipt
+exists if and only if the mutation committed; the `internal_mutation` provider reads it back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.pq import TransactionStatus
+
+from resolver.core.domain import DispatchIdentity, ExecutionLease, Outcome, sha256_hex
+from resolver.db.repository import receipt_identity, receipt_write
+from resolver.evidence.receipts import KeyRing, encode_receipt, sign_receipt
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenReceipt:
+    receipt: dict[str, Any]
+    evidence_digest: str
+    """Pass this to `Completion(evidence_digest=...)` so a late completion replays exactly."""
+
+
+def write_receipt(
+    conn: psycopg.Connection[Any],
+    lease: ExecutionLease,
+    *,
+    outcome: Outcome,
+    result_code: str,
+    receipt_id: str,
+    keys: KeyRing,
+) -> WrittenReceipt:
+    """Sign and insert the receipt inside the caller's transaction (the mutation's own).
+
+    Both steps are protocol functions fenced on the executor's lease
+    (`resolver_receipt_identity`, `resolver_receipt_write`): if the execution is no longer
+    `executing` under this owner/token/version, `FenceConflict` is raised and the caller must
+    roll back its mutation.
+    """
+    _require_open_transaction(conn)
+    row = dict(receipt_identity(conn, lease))
+    now_ms = row.pop("db_now_ms")
+    receipt = sign_receipt(
+        DispatchIdentity(**row),
+        outcome=outcome,
+        result_code=result_code,
+        finished_at_ms=now_ms,
+        receipt_id=receipt_id,
+        keys=keys,
+    )
+    receipt_write(conn, lease, receipt)
+    return WrittenReceipt(receipt, sha256_hex(encode_receipt(receipt)))
+
+
+def _require_open_transaction(conn: psycopg.Connection[Any]) -> None:
+    # In autocommit mode outside a transaction block the insert would commit on its own,
+    # and a receipt could then exist for a mutation that rolled back.
+    if conn.autocommit and conn.info.transaction_status is TransactionStatus.IDLE:
+        raise ValueError(
+            "write_receipt needs the mutation's transaction: call it inside "
+            "`with conn.transaction():` or on a connection with autocommit off"
+        )

@@ -1,0 +1,144 @@
+"""The current SQL files and the migrations build the same database, to the last function body.
+
+resolver/db/schema/ is today's definition; resolver/db/migrations/sql/ is how a deployed
+database got there. A fresh database migrated one revision at a time must have exactly the
+catalog of one built from the current files (tables, columns, constraints, indexes,
+functions with their bodies, triggers, privileges, comments), and every downgrade must undo
+its upgrade exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from resolver.db import migrate
+from resolver.db.schema_files import schema_files, schema_script
+from resolver_test_support.catalog import Catalog, catalog, catalog_diff, metadata_diff
+from resolver_test_support.postgres import DatabaseFactory
+
+
+def _revisions() -> list[str]:
+    """Every revision, oldest first."""
+    graph = migrate.revision_graph()
+    ordered: list[str] = []
+    parent: str | None = None
+    while len(ordered) < len(graph):
+        (parent,) = [rev for rev, down in graph.items() if down == parent]
+        ordered.append(parent)
+    return ordered
+
+
+def _build_from_files(url: str) -> None:
+    with psycopg.connect(url) as conn:
+        # No parameters: one simple query holding every statement, as `psql -f` would send it.
+        conn.execute(schema_script())
+
+
+@pytest.fixture(scope="module")
+def from_files(databases: DatabaseFactory) -> Iterator[str]:
+    url = databases.create_empty()
+    _build_from_files(url)
+    yield url
+    databases.drop(url)
+
+
+@pytest.fixture
+def empty(databases: DatabaseFactory) -> Iterator[str]:
+    url = databases.create_empty()
+    yield url
+    databases.drop(url)
+
+
+def test_migrating_step_by_step_builds_what_the_current_files_define(
+    from_files: str, empty: str
+) -> None:
+    for revision in _revisions():
+        migrate.upgrade(empty, revision)
+    assert migrate.current_revision(empty) == migrate.head_revision()
+    diff = catalog_diff(catalog(from_files), catalog(empty), ("schema files", "migrations"))
+    assert diff == "", f"resolver/db/schema/ and the migrations disagree:\n{diff}"
+
+
+def test_the_sqlalchemy_tables_declare_what_the_files_define(from_files: str) -> None:
+    assert metadata_diff(from_files) == []
+
+
+def test_every_downgrade_undoes_its_upgrade_exactly(empty: str) -> None:
+    after: dict[str | None, Catalog] = {None: catalog(empty)}
+    revisions = _revisions()
+    for revision in revisions:
+        migrate.upgrade(empty, revision)
+        after[revision] = catalog(empty)
+    for revision in reversed(revisions):
+        previous = migrate.revision_graph()[revision]
+        migrate.downgrade(empty, previous or "base")
+        diff = catalog_diff(
+            after[previous], catalog(empty), (f"upgraded to {previous}", "downgraded")
+        )
+        assert diff == "", f"downgrading {revision} leaves a different schema:\n{diff}"
+
+
+def test_the_files_are_one_per_concern_and_hold_no_migration_bookkeeping() -> None:
+    names = [path.name for path in schema_files()]
+    assert names == sorted(names) and len(names) >= 6
+    assert "alembic_version" not in schema_script()
+
+
+# Each plants one kind of difference into a database built from the files.
+PLANTED = {
+    "function body": (
+        "CREATE OR REPLACE FUNCTION resolver_now_ms(override_ms bigint) RETURNS bigint"
+        " LANGUAGE sql VOLATILE PARALLEL SAFE AS $$ SELECT coalesce(override_ms, 0) $$",
+        "function resolver_now_ms(bigint)",
+    ),
+    "column default": (
+        "ALTER TABLE approved_action_recovery_controls ALTER COLUMN finding_count SET DEFAULT 1",
+        "column approved_action_recovery_controls.finding_count",
+    ),
+    "column type": (
+        "ALTER TABLE recovery_projects ALTER COLUMN version TYPE integer",
+        "column recovery_projects.version",
+    ),
+    "constraint": (
+        "ALTER TABLE recovery_projects DROP CONSTRAINT ck_recovery_projects_version_positive",
+        "constraint recovery_projects.ck_recovery_projects_version_positive",
+    ),
+    "index predicate": (
+        "DROP INDEX ix_recovery_controls_manual;"
+        " CREATE INDEX ix_recovery_controls_manual ON approved_action_recovery_controls"
+        " (manual_at_ms, dispatch_id)",
+        "index ix_recovery_controls_manual",
+    ),
+    "trigger": (
+        "DROP TRIGGER approved_action_dispatches_immutable ON approved_action_dispatches",
+        "trigger approved_action_dispatches.approved_action_dispatches_immutable",
+    ),
+    "privilege": (
+        "GRANT EXECUTE ON FUNCTION resolver_commit_page(json, bigint) TO PUBLIC",
+        "function resolver_commit_page(json,bigint)",
+    ),
+    "search_path pin": (
+        "ALTER FUNCTION resolver_commit_page(json, bigint) RESET search_path",
+        "function resolver_commit_page(json,bigint)",
+    ),
+    "comment": (
+        "COMMENT ON TABLE recovery_projects IS 'planted'",
+        "relation recovery_projects",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", list(PLANTED))
+def test_the_catalog_diff_fails_on_a_planted_difference(
+    from_files: str, empty: str, kind: str
+) -> None:
+    planted, entry = PLANTED[kind]
+    _build_from_files(empty)
+    with psycopg.connect(empty) as conn:
+        conn.execute(planted)
+    diff = catalog_diff(catalog(from_files), catalog(empty), ("schema files", "planted"))
+    changed = {line[1:].split(":")[0] for line in diff.splitlines() if line[:1] in "+-"}
+    assert entry in changed, diff
