@@ -380,6 +380,33 @@ def api_cmd(print_openapi: bool) -> None:
         raise watch.failure
 
 
+@main.group("audit")
+def audit_group() -> None:
+    """The tamper-evident audit of manual decisions."""
+
+
+@audit_group.command("verify")
+@friendly_errors
+def audit_verify_cmd() -> None:
+    """Recompute the audit chain of manual decisions; exit 1 naming the first broken link."""
+    from resolver.human.audit import verify_chain
+
+    settings = settings_from_env()
+    ensure_schema(settings.require_database_url(), settings.connect_timeout_seconds)
+    store = open_store(settings)
+    try:
+        report = verify_chain(store)
+    finally:
+        store.close()
+    if report.broken is not None:
+        click.echo(f"audit chain broken at {report.broken.describe()}", err=True)
+        sys.exit(EXIT_FAILED)
+    click.echo(
+        f"audit chain verified: {report.links} links ({report.pruned} with pruned facts); "
+        f"head seq {report.head_seq} hash {report.head_hash}"
+    )
+
+
 @main.command("status")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @friendly_errors

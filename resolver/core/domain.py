@@ -607,3 +607,18 @@ class ManualDecision:
 class ManualResult(StrEnum):
     COMMITTED = "committed"
     REPLAYED = "replayed"
+
+
+@dataclass(frozen=True, slots=True)
+class AuditLink:
+    """One link of the audit chain of manual decisions, with its content rebuilt from the
+    stored facts (`facts_content`, None when the resolution was pruned)."""
+
+    seq: int
+    mutation_id: str
+    dispatch_id: str
+    content: str
+    prev_hash: str
+    hash: str
+    recorded_at_ms: int
+    facts_content: str | None

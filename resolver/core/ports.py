@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from resolver.core.domain import (
+    AuditLink,
     BacklogSnapshot,
     Case,
     CaseFilter,
@@ -148,3 +149,13 @@ class BacklogReader(Protocol):
 
 class HumanStore(ManualStore, CaseReader, Protocol):
     """What the manual-resolution API needs: decisions and the read routes."""
+
+
+class AuditReader(Protocol):
+    """What `resolver audit verify` reads: the chain page by page, its head, stray decisions."""
+
+    def audit_links(self, after_seq: int, limit: int) -> list[AuditLink]: ...
+
+    def audit_head(self) -> tuple[int, str]: ...
+
+    def audit_unlinked(self) -> tuple[str, str] | None: ...

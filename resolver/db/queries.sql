@@ -190,6 +190,29 @@ LEFT JOIN approved_action_recovery_resolutions AS r USING (dispatch_id)
 LEFT JOIN approved_action_recovery_resolutions AS m ON m.mutation_id = %(mutation_id)s
 WHERE d.dispatch_id = %(dispatch_id)s;
 
+-- fragment: audit_content
+-- The canonical content of a manual decision's audit link, for the resolution `r` and its
+-- authorization facts in a relation `authorization_fact`: written by `manual_commit`, and
+-- rebuilt from the stored facts by `audit_links_page` (`resolver audit verify`), so the two
+-- can only agree while the facts are unchanged. json, not jsonb: the text keeps this order.
+json_build_object(
+    'v', 1, 'dispatch_id', r.dispatch_id, 'mutation_id', r.mutation_id,
+    'source', 'manual', 'outcome', r.outcome, 'overridden_finding', r.finding,
+    'evidence_digest', r.evidence_digest,
+    'expected_execution_version', r.expected_execution_version,
+    'actor_user_id', r.actor_user_id, 'reason_code', r.reason_code,
+    'resolved_at_ms', r.resolved_at_ms,
+    'authorizations', (
+        SELECT json_agg(json_build_object(
+                   'user_id', a.user_id, 'permission', a.permission,
+                   'project_id', a.project_id, 'project_version', a.project_version,
+                   'role_binding_version', a.role_binding_version,
+                   'auth_time_ms', a.auth_time_ms, 'amr', a.amr,
+                   'authorized_at_ms', a.authorized_at_ms)
+               ORDER BY a.user_id)
+        FROM authorization_fact AS a
+        WHERE a.mutation_id = r.mutation_id))::text
+
 -- name: manual_commit
 -- A human decision: authorization fact, resolution and terminal state in one statement.
 -- Fenced on: the grant and its project/role-binding versions (locked FOR SHARE so a
@@ -271,22 +294,8 @@ authorization_fact AS (
 -- order (execution, control, inserts, head) stays the same for every writer.
 content AS (
     SELECT r.mutation_id, r.dispatch_id, r.resolved_at_ms,
-           json_build_object(
-               'v', 1, 'dispatch_id', r.dispatch_id, 'mutation_id', r.mutation_id,
-               'source', 'manual', 'outcome', r.outcome, 'overridden_finding', r.finding,
-               'evidence_digest', r.evidence_digest,
-               'expected_execution_version', r.expected_execution_version,
-               'actor_user_id', r.actor_user_id, 'reason_code', r.reason_code,
-               'resolved_at_ms', r.resolved_at_ms,
-               'authorizations', (
-                   SELECT json_agg(json_build_object(
-                              'user_id', a.user_id, 'permission', a.permission,
-                              'project_id', a.project_id, 'project_version', a.project_version,
-                              'role_binding_version', a.role_binding_version,
-                              'auth_time_ms', a.auth_time_ms, 'amr', a.amr,
-                              'authorized_at_ms', a.authorized_at_ms)
-                          ORDER BY a.user_id)
-                   FROM authorization_fact AS a))::text AS content
+           -- include: audit_content
+           AS content
     FROM resolution AS r
 ),
 head AS (
@@ -326,6 +335,43 @@ AND (%(action_type)s::text IS NULL OR d.action_type = %(action_type)s::text)
 AND (%(last_finding)s::text IS NULL OR c.last_finding = %(last_finding)s::text)
 AND (%(q)s::text IS NULL OR d.dispatch_id = %(q)s::text OR d.idempotency_key = %(q)s::text
      OR d.approval_request_id = %(q)s::text)
+
+-- name: audit_links_page
+-- `resolver audit verify`: one page of the chain in order, each link with its content rebuilt
+-- from the stored facts (NULL when the resolution was pruned).
+WITH page AS (
+    SELECT l.seq, l.mutation_id, l.dispatch_id, l.content, l.prev_hash, l.hash,
+           l.recorded_at_ms
+    FROM recovery_audit_chain AS l
+    WHERE l.seq > %(after_seq)s
+    ORDER BY l.seq
+    LIMIT %(limit)s
+),
+authorization_fact AS (
+    SELECT a.* FROM recovery_authorizations AS a
+    WHERE a.mutation_id IN (SELECT mutation_id FROM page)
+)
+SELECT p.seq, p.mutation_id, p.dispatch_id, p.content, p.prev_hash, p.hash, p.recorded_at_ms,
+       (SELECT
+            -- include: audit_content
+        FROM approved_action_recovery_resolutions AS r
+        WHERE r.mutation_id = p.mutation_id) AS facts_content
+FROM page AS p
+ORDER BY p.seq;
+
+-- name: audit_head
+SELECT h.seq, h.hash FROM recovery_audit_head AS h WHERE h.id = 1;
+
+-- name: audit_unlinked
+-- The first manual resolution recorded since the chain began that has no link (a decision
+-- written around the chain). Decisions recorded before migration 0008 precede the first link.
+SELECT r.mutation_id, r.dispatch_id
+FROM approved_action_recovery_resolutions AS r
+WHERE r.source = 'manual'
+  AND r.resolved_at_ms >= (SELECT min(l.recorded_at_ms) FROM recovery_audit_chain AS l)
+  AND NOT EXISTS (SELECT 1 FROM recovery_audit_chain AS l WHERE l.mutation_id = r.mutation_id)
+ORDER BY r.resolution_id
+LIMIT 1;
 
 -- name: manual_queue_page
 -- The human queue: manual controls in projects the user may read, oldest first (keyset on

@@ -15,6 +15,7 @@ from psycopg.types.json import Jsonb
 
 from resolver.core.domain import (
     NO_FILTER,
+    AuditLink,
     BacklogSnapshot,
     Case,
     CaseAuthorization,
@@ -377,6 +378,21 @@ class PostgresStore:
                 else []
             )
         return _case(row, authorizations)
+
+    def audit_links(self, after_seq: int, limit: int) -> list[AuditLink]:
+        """One page of the audit chain in order, each link with its facts' content."""
+        rows = self._all("audit_links_page", {"after_seq": after_seq, "limit": limit})
+        return [AuditLink(**row) for row in rows]
+
+    def audit_head(self) -> tuple[int, str]:
+        row = self._one("audit_head", {})
+        assert row is not None  # the migration inserts the one head row
+        return int(row["seq"]), str(row["hash"])
+
+    def audit_unlinked(self) -> tuple[str, str] | None:
+        """The first manual resolution since the chain began without a link, if any."""
+        row = self._one("audit_unlinked", {})
+        return None if row is None else (row["mutation_id"], row["dispatch_id"])
 
     def list_decisions(
         self,

@@ -41,6 +41,7 @@ DUMMY = {
     "role_binding_version": 1,
     "after_dispatch_id": "",
     "after_since_ms": 0,
+    "after_seq": 0,
     "min_age_ms": 0,
     "last_finding": None,
     "q": None,
