@@ -1,22 +1,25 @@
-"""The bare loop: the resolver's claim statement and a plain-SQL page commit, nothing else.
+"""The bare loop: the resolver's claim and page-commit statements, nothing else.
 
-It is the ceiling any resolver can reach on this database: no providers, no metrics, no
-per-item Python beyond building three arrays. Run as a process by benchmarks.run.
+It is the ceiling any resolver can reach on this database: the product's own SQL (the claim,
+`resolver_commit_page` with every item verified), no providers, no metrics, no per-item
+Python beyond one dict per item. Run as a process by benchmarks.run.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import signal
 import sys
 import threading
 import time
+from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
 
-from benchmarks import sql
 from benchmarks.protocol import ProcessStats, await_go, write_stats
-from resolver.db.statements import claim_statement
+from resolver.db.statements import claim_statement, statement
 
 LEASE_MS = 60_000
 IDLE_POLL_SECONDS = 0.05
@@ -30,6 +33,7 @@ def drain(url: str, page_size: int, owner: str) -> ProcessStats:
     stats = ProcessStats()
     claim = claim_statement(page_size)
     claim_params = {"owner": owner, "lease_ms": LEASE_MS, "now_ms": None}
+    commit = statement("recovery_commit_page")
     with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
         await_go()
         while True:
@@ -41,28 +45,30 @@ def drain(url: str, page_size: int, owner: str) -> ProcessStats:
                 if _stop.wait(IDLE_POLL_SECONDS):
                     return stats
                 continue
-            ids = [r["dispatch_id"] for r in rows]
-            versions = [r["execution_version"] for r in rows]
-            # Controls first: a statement that settles an execution must find its control
-            # closed (migration 0004's settled-closed trigger). Only bare drainers run, each
-            # on the rows it claimed, so the reversed lock order cannot deadlock here.
-            with conn.pipeline(), conn.transaction():
-                conn.execute(
-                    sql.BARE_COMMIT_CONTROLS,
-                    {
-                        "ids": ids,
-                        "tokens": [r["recovery_token"] for r in rows],
-                        "recovery_versions": [r["recovery_version"] for r in rows],
-                    },
-                )
-                conn.execute(
-                    sql.BARE_COMMIT_EXECUTIONS, {"ids": ids, "execution_versions": versions}
-                )
-                conn.execute(
-                    sql.BARE_COMMIT_RESOLUTIONS, {"ids": ids, "execution_versions": versions}
-                )
+            accepted = conn.execute(commit, {"items": verified_items(rows), "now_ms": None})
             stats.pages += 1
-            stats.resolved += len(rows)
+            stats.resolved += len(accepted.fetchall())
+
+
+def verified_items(rows: list[dict[str, Any]]) -> str:
+    """The claimed page as `resolver_commit_page` items, every one verified succeeded."""
+    return json.dumps(
+        [
+            {
+                "dispatch_id": r["dispatch_id"],
+                "recovery_token": r["recovery_token"],
+                "recovery_version": r["recovery_version"],
+                "execution_version": r["execution_version"],
+                "finding": "verified_succeeded",
+                "result_code": "ok",
+                "evidence_digest": hashlib.sha256(r["dispatch_id"].encode()).hexdigest(),
+                "mutation_id": f"bare-{r['dispatch_id']}",
+                "delay_ms": 0,
+            }
+            for r in rows
+        ],
+        separators=(",", ":"),
+    )
 
 
 def main(argv: list[str]) -> None:

@@ -39,6 +39,25 @@ def cpu_us(pid: int) -> int | None:
     return (utime + stime) * 1_000_000 // CLOCK_TICKS
 
 
+def reaped_children_cpu_us(pid: int) -> int | None:
+    """User + system CPU (µs) of the children `pid` has waited for (cutime + cstime): for a
+    PostgreSQL postmaster, every backend that exited, which /proc no longer lists."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    except OSError:
+        return None
+    fields = raw.rsplit(")", 1)[1].split()
+    return (int(fields[13]) + int(fields[14])) * 1_000_000 // CLOCK_TICKS
+
+
+def parent_pid(pid: int) -> int | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    except OSError:
+        return None
+    return int(raw.rsplit(")", 1)[1].split()[1])
+
+
 def cpu_of(pids: Iterable[int]) -> dict[int, int]:
     out = {}
     for pid in pids:

@@ -1,4 +1,5 @@
-"""The benchmark's own SQL: set-based seeding, the bare loop's page commit, measurements.
+"""The benchmark's own SQL: set-based seeding and measurements (it runs the product's own
+claim and commit statements from resolver/db/queries.sql).
 
 Seeding is set-based plain SQL run as the table owner, on purpose: executors go through the
 protocol functions (docs/executor-protocol.md), one call per transition, which would make
@@ -104,34 +105,6 @@ CASCADE
 """
 
 DB_NOW_MS: LiteralString = "SELECT resolver_now_ms(NULL) AS now_ms"
-
-# The bare loop's page commit: the same terminal writes as a verified resolution, fenced on
-# the recovery token and versions, as three plain statements in one transaction.
-BARE_COMMIT_EXECUTIONS: LiteralString = """
-UPDATE approved_action_executions AS e
-SET state = 'succeeded', version = e.version + 1,
-    finished_at_ms = resolver_now_ms(NULL), result_code = 'ok',
-    evidence_digest = encode(sha256(convert_to(e.dispatch_id, 'UTF8')), 'hex')
-FROM unnest(%(ids)s::text[], %(execution_versions)s::bigint[]) AS i(id, ev)
-WHERE e.dispatch_id = i.id AND e.version = i.ev AND e.state = 'executing'
-"""
-BARE_COMMIT_CONTROLS: LiteralString = """
-UPDATE approved_action_recovery_controls AS c
-SET status = 'resolved', closed_by = 'automatic', closed_at_ms = resolver_now_ms(NULL),
-    execution_version = c.execution_version + 1, last_finding = 'verified_succeeded',
-    finding_count = c.finding_count + 1, recovery_version = c.recovery_version + 1,
-    recovery_owner = NULL, recovery_token = NULL, recovery_lease_expires_at_ms = NULL
-FROM unnest(%(ids)s::text[], %(tokens)s::uuid[], %(recovery_versions)s::bigint[]) AS i(id, t, rv)
-WHERE c.dispatch_id = i.id AND c.recovery_token = i.t AND c.recovery_version = i.rv
-"""
-BARE_COMMIT_RESOLUTIONS: LiteralString = """
-INSERT INTO approved_action_recovery_resolutions (
-    dispatch_id, mutation_id, source, outcome, finding, evidence_digest, result_code,
-    expected_execution_version, resolved_at_ms)
-SELECT i.id, 'bare-' || i.id, 'automatic', 'succeeded', 'verified_succeeded',
-       encode(sha256(convert_to(i.id, 'UTF8')), 'hex'), 'ok', i.ev, resolver_now_ms(NULL)
-FROM unnest(%(ids)s::text[], %(execution_versions)s::bigint[]) AS i(id, ev)
-"""
 
 # Measurements.
 COUNT_ARMED: LiteralString = (

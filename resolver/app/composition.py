@@ -70,6 +70,7 @@ def open_store(settings: Settings) -> PostgresStore:
         max_connections=settings.max_connections,
         connect_timeout_seconds=settings.connect_timeout_seconds,
         statement_timeout_ms=settings.statement_timeout_ms,
+        lock_timeout_ms=settings.lock_timeout_ms,
         application_name=f"resolver:{settings.replica_id}"[:63],
     )
     store.open()
@@ -281,6 +282,7 @@ def build_api(
     from resolver.human.api import RateLimiter, create_app
 
     url = settings.require_database_url()
+    console = settings.console()  # a bad console setting fails before anything is opened
     store = open_store(settings)
     registry = metrics_registry if metrics_registry is not None else CollectorRegistry()
     _process_metrics(registry)
@@ -293,6 +295,7 @@ def build_api(
         limiter=RateLimiter(settings.api_decisions_per_minute),
         observer=ApiMetrics(registry),
         readiness=readiness,
+        console=console,
     )
     process = ApiProcess(app, store, registry)
     if settings.http_port != 0:

@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from resolver.core.domain import PAGE_SIZE_HARD_CAP
 from resolver.core.errors import ConfigError
 from resolver.db import dsn
+from resolver.human.console_config import ConsoleConfig, console_config
 
 PREFIX = "RESOLVER_"
 # Read outside Settings: the log level by the command line, the receipt keys by the keyring.
@@ -58,6 +59,22 @@ class Settings(BaseSettings):
     oidc_jwks_url: str | None = Field(
         default=None, description="the issuer's jwks_uri (https), instead of a file"
     )
+    console_oidc_client_id: str | None = Field(
+        default=None, description="the console's OIDC public client id: enables its sign-in"
+    )
+    console_oidc_issuer: str | None = Field(
+        default=None, description="the console's sign-in issuer (default RESOLVER_OIDC_ISSUER)"
+    )
+    console_oidc_scope: str = Field(default="openid", description="scopes the console asks for")
+    console_oidc_resource: str | None = Field(
+        default=None, description="RFC 8707 resource the console asks a token for"
+    )
+    console_links: str | None = Field(
+        default=None, description='JSON list of {"label", "template"} link-outs for a case'
+    )
+    console_reason_codes: str | None = Field(
+        default=None, description="comma-separated reason codes the console offers"
+    )
     oidc_jwks_cache_seconds: float = Field(default=300.0, ge=0, le=86_400)
     oidc_jwks_refetch_min_seconds: float = Field(default=30.0, ge=0, le=3_600)
     replica_id: str = Field(default_factory=_default_replica_id, min_length=1, max_length=128)
@@ -79,6 +96,9 @@ class Settings(BaseSettings):
         default=120.0, ge=0, description="`resolver run` waits this long for the database"
     )
     statement_timeout_ms: int = Field(default=10_000, ge=100)
+    lock_timeout_ms: int = Field(
+        default=2_000, ge=1, description="a row lock held elsewhere fails a call after this long"
+    )
     max_connections: int = Field(default=4, ge=1, le=64)
     http_port: int = Field(
         default=0, ge=0, le=65535, description="/metrics, /healthz, /readyz port; 0 disables"
@@ -132,6 +152,11 @@ class Settings(BaseSettings):
             raise ValueError(
                 "RESOLVER_BACKOFF_MAX_SECONDS must be >= RESOLVER_BACKOFF_BASE_SECONDS"
             )
+        if self.lock_timeout_ms >= self.statement_timeout_ms:
+            raise ValueError(
+                "RESOLVER_LOCK_TIMEOUT_MS must be below RESOLVER_STATEMENT_TIMEOUT_MS (a lock "
+                "wait must fail as itself, typed, before the statement timeout cancels it)"
+            )
         self.check_lease_budget(self.default_provider_timeout_seconds)
         return self
 
@@ -170,6 +195,17 @@ class Settings(BaseSettings):
         keys: Path | str | None = self.oidc_jwks_file or self.oidc_jwks_url
         assert keys is not None
         return self.oidc_issuer, self.oidc_audience, keys
+
+    def console(self) -> ConsoleConfig:
+        """What the operator console is told; a bad value is a `ConfigError` naming it."""
+        return console_config(
+            client_id=self.console_oidc_client_id,
+            issuer=self.console_oidc_issuer or self.oidc_issuer,
+            scope=self.console_oidc_scope,
+            resource=self.console_oidc_resource,
+            links=self.console_links,
+            reason_codes=self.console_reason_codes,
+        )
 
     def require_database_url(self) -> str:
         if not self.database_url:

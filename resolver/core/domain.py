@@ -26,6 +26,13 @@ ACTION_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_.\-]{0,63}\Z")
 RESULT_CODE_PATTERN = re.compile(r"^[a-z0-9_.\-]{1,64}\Z")
 REASON_CODE_PATTERN = RESULT_CODE_PATTERN
 HEX64_PATTERN = re.compile(r"^[0-9a-f]{64}\Z")
+# The same rules as JSON Schema patterns for request models (ECMA regex has no `\Z`; the
+# request validator matches whole strings, so `$` cannot pass a trailing newline there).
+ID_REGEX = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$"
+REASON_CODE_REGEX = r"^[a-z0-9_.\-]{1,64}$"
+HEX64_REGEX = r"^[0-9a-f]{64}$"
+# PostgreSQL bigint: a larger number would fail in the database, so it is refused before.
+BIGINT_MAX = 2**63 - 1
 
 
 class ExecutionState(StrEnum):
@@ -54,10 +61,6 @@ class FindingKind(StrEnum):
     @property
     def is_verified(self) -> bool:
         return self in (FindingKind.VERIFIED_SUCCEEDED, FindingKind.VERIFIED_FAILED)
-
-    @property
-    def needs_human(self) -> bool:
-        return self in (FindingKind.CONFLICT, FindingKind.UNSUPPORTED)
 
 
 # The manual reason of a control whose non-final finding outlasted its window (ADR-0033 §4).
@@ -289,16 +292,15 @@ class ItemOutcome:
 
 @dataclass(frozen=True, slots=True)
 class CommitReport:
-    accepted: frozenset[str]
+    """What a page commit wrote: each accepted dispatch with the status the database routed its
+    control to (resolver_finding_status decides; the replica only reports it)."""
+
+    routed: Mapping[str, ControlStatus]
     rejected: frozenset[str]
-    to_manual: Mapping[str, str] = field(default_factory=dict)
-    """Accepted items that went to the manual queue -> the reason recorded (`conflict`,
-    `unsupported`, `evidence_window_elapsed`)."""
 
     @property
-    def escalated(self) -> frozenset[str]:
-        """Items escalated because their evidence window elapsed."""
-        return frozenset(d for d, r in self.to_manual.items() if r == ESCALATION_REASON)
+    def accepted(self) -> frozenset[str]:
+        return frozenset(self.routed)
 
 
 BACKLOG_QUEUES: tuple[str, ...] = ("due", "waiting", "manual")
@@ -622,3 +624,10 @@ class AuditLink:
     hash: str
     recorded_at_ms: int
     facts_content: str | None
+
+
+def escalated(outcome: ItemOutcome, report: CommitReport) -> bool:
+    """The page commit sent this item to the manual queue because its non-final finding
+    outlasted its window (manual_reason evidence_window_elapsed), not for the finding itself."""
+    status = report.routed.get(outcome.item.identity.dispatch_id)
+    return status is ControlStatus.MANUAL and outcome.finding.kind in ESCALATABLE

@@ -103,4 +103,22 @@ class RetentionRefused(ResolverError):
 
 
 class LockTimeout(StorageUnavailable):
-    """A prune batch waited longer than its lock_timeout; it rolled back whole."""
+    """A statement waited longer than its lock_timeout for a row another transaction holds
+    (an operator's open `SELECT ... FOR UPDATE`, a prune batch); it rolled back whole.
+
+    Nothing moved. The other transaction decides when a retry can succeed."""
+
+
+class StatementTimeout(StorageUnavailable):
+    """A statement ran longer than its statement_timeout and was cancelled; its transaction
+    rolled back whole. Nothing moved; retrying later is safe."""
+
+
+class CommitUnknown(ResolverError):
+    """The reply to the mutation's COMMIT was lost and a re-read could not tell whether it
+    committed. Never repeat the side effect: recovery settles it from evidence (or a human)."""
+
+
+class MutationNotCommitted(ResolverError):
+    """The reply to the mutation's COMMIT was lost and a re-read proves it rolled back: its
+    receipt does not exist, so neither does the mutation. Nothing was completed."""

@@ -17,11 +17,13 @@ from typing import ClassVar
 from resolver.core.domain import (
     ClaimedItem,
     CommitReport,
+    ControlStatus,
     DispatchIdentity,
     Finding,
     FindingKind,
     ItemOutcome,
     ProviderFailure,
+    escalated,
 )
 from resolver.core.errors import StorageUnavailable
 
@@ -204,12 +206,11 @@ class Fanout(CycleEvents):
 def outcome_label(outcome: ItemOutcome, committed: CommitReport) -> str:
     """What committing this finding did: resolved_*, manual, escalated, retry, or
     fence_rejected."""
-    dispatch_id = outcome.item.identity.dispatch_id
-    if dispatch_id not in committed.accepted:
+    status = committed.routed.get(outcome.item.identity.dispatch_id)
+    if status is None:
         return "fence_rejected"
-    kind = outcome.finding.kind
-    if kind.is_verified:
+    if status is ControlStatus.RESOLVED:
         return f"resolved_{outcome.finding.outcome}"
-    if kind.needs_human:
-        return "manual"
-    return "escalated" if dispatch_id in committed.escalated else "retry"
+    if escalated(outcome, committed):
+        return "escalated"
+    return "manual" if status is ControlStatus.MANUAL else "retry"

@@ -110,7 +110,7 @@ class Reconciler:
         self._stage = Stage.INSPECT
         findings = self._inspect(items)
         report.findings.update(f.kind for f in findings.values())
-        outcomes = [self._outcome(item, findings[item.identity.dispatch_id]) for item in items]
+        outcomes = self._outcomes(items, findings)
         self._stage = Stage.COMMIT
         events.before_commit(outcomes)
         t0 = clock()
@@ -191,15 +191,34 @@ class Reconciler:
         configured = self._registry.names.get(action_type)
         return configured or provider_name(self._registry.for_action(action_type))
 
-    def _outcome(self, item: ClaimedItem, finding: Finding) -> ItemOutcome:
-        policy = self._registry.escalation_for(item.identity.action_type)
-        return ItemOutcome(
-            item=item,
-            finding=finding,
-            retry_delay_ms=self.backoff_ms(item.finding_count),
-            mutation_id=f"auto-{uuid.uuid4()}",
-            escalate_after_ms=policy.after_ms(finding.kind),
-        )
+    def _outcomes(
+        self, items: Sequence[ClaimedItem], findings: Mapping[str, Finding]
+    ) -> list[ItemOutcome]:
+        # One random page id and the item's place in the page: as unique as a uuid4 per item
+        # (122 random bits per page), with one read of the OS's random source per page.
+        page_id = uuid.uuid4().hex
+        outcomes = []
+        for n, item in enumerate(items):
+            finding = findings[item.identity.dispatch_id]
+            outcomes.append(
+                ItemOutcome(
+                    item=item,
+                    finding=finding,
+                    retry_delay_ms=self._retry_delay_ms(item, finding),
+                    mutation_id=f"auto-{page_id}-{n}",
+                    escalate_after_ms=self._registry.escalation_for(
+                        item.identity.action_type
+                    ).after_ms(finding.kind),
+                )
+            )
+        return outcomes
+
+    def _retry_delay_ms(self, item: ClaimedItem, finding: Finding) -> int:
+        # Only a finding that leaves the control armed schedules a next scan; a verified or
+        # human-bound one closes it or hands it over, and its delay is never read.
+        if finding.kind.is_verified:
+            return 0
+        return self.backoff_ms(item.finding_count)
 
     def backoff_ms(self, finding_count: int) -> int:
         """Capped exponential backoff with equal jitter: half fixed, half random."""

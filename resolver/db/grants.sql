@@ -58,6 +58,14 @@ GRANT SELECT ON approved_action_recovery_resolutions TO resolver_executor;
 -- role's own table privileges above and nobody else's.
 REVOKE EXECUTE ON FUNCTION resolver_commit_page(json, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_commit_page(json, bigint) TO resolver_runtime;
+-- The automatic and manual commits (resolver/db/schema/06_commits.sql, migration 0007), also
+-- SECURITY INVOKER; resolver_commit_page above is the automatic commit's former name.
+REVOKE EXECUTE ON FUNCTION resolver_commit_automatic(json, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION resolver_commit_automatic(json, bigint) TO resolver_runtime;
+REVOKE EXECUTE ON FUNCTION resolver_finding_status(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION resolver_finding_status(text) TO resolver_runtime;
+REVOKE EXECUTE ON FUNCTION resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint) TO resolver_runtime;
 
 -- Readiness: `resolver run` refuses to start unless the schema is at the expected revision.
 GRANT SELECT ON alembic_version TO resolver_runtime;
@@ -66,6 +74,10 @@ GRANT SELECT ON alembic_version TO resolver_runtime;
 -- roles that compare leases and due times.
 REVOKE EXECUTE ON FUNCTION resolver_now_ms(bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_now_ms(bigint) TO resolver_runtime, resolver_executor;
+-- The one recovery-lease release (a pure function): the runtime role's commits and hand-backs
+-- run it; the protocol functions run it as the owner.
+REVOKE EXECUTE ON FUNCTION resolver_recovery_lease_released(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION resolver_recovery_lease_released(bigint) TO resolver_runtime;
 REVOKE EXECUTE ON FUNCTION resolver_reject_mutation() FROM PUBLIC;
 
 -- Evidence of the built-in SQL providers (migration 0002): executors (and the platform's
@@ -108,3 +120,12 @@ GRANT SELECT ON recovery_prune_runs TO resolver_runtime;
 -- and DELETE, for the owner too). `resolver audit verify` reads both.
 GRANT SELECT, INSERT ON recovery_audit_chain TO resolver_runtime;
 GRANT SELECT, UPDATE ON recovery_audit_head TO resolver_runtime;
+-- The canonical content of a link, built by the manual commit and by the verifier.
+REVOKE EXECUTE ON FUNCTION
+    resolver_audit_authorization(text, text, text, bigint, bigint, bigint, text[], bigint),
+    resolver_audit_content(text, text, text, text, text, bigint, text, text, bigint, json)
+    FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    resolver_audit_authorization(text, text, text, bigint, bigint, bigint, text[], bigint),
+    resolver_audit_content(text, text, text, text, text, bigint, text, text, bigint, json)
+    TO resolver_runtime;

@@ -132,13 +132,14 @@ RETURNING c.dispatch_id, c.recovery_token::text, c.recovery_version, c.execution
           now.ms AS claimed_at_ms;
 
 -- name: recovery_commit_page
--- The fenced page commit (migrations 0006 and 0008, resolver_commit_page): locks the verified
--- items' executions, then every control of the page, in key order; writes only the items
--- whose recovery lease, open control, execution version and expired execution lease still
--- hold; answers their dispatch ids, with the manual reason of those sent to the manual queue
--- (conflict, unsupported, or an escalation: evidence_window_elapsed). One statement on an autocommit connection: one transaction,
--- committed durably. The items are one JSON array of objects (see `page_items`).
-SELECT p.dispatch_id, p.manual_reason FROM resolver_commit_page(%(items)s::json, %(now_ms)s) AS p;
+-- The fenced page commit (resolver_commit_automatic, resolver/db/schema/06_commits.sql): locks
+-- the verified items' executions, then every control of the page, in key order; writes only
+-- the items whose recovery lease, open control, execution version and expired execution lease
+-- still hold; answers their dispatch ids with the status each control took (the routing
+-- rule, resolver_finding_status). One statement on an autocommit connection: one
+-- transaction, committed durably. The items are one JSON array of objects (see `page_items`).
+SELECT a.dispatch_id, a.status
+FROM resolver_commit_automatic(%(items)s::json, %(now_ms)s) AS a;
 
 -- name: recovery_release_leases
 -- Hands held recovery leases back at once (graceful shutdown), fenced on token/version.
@@ -155,10 +156,8 @@ held AS (
     FOR UPDATE OF c
 )
 UPDATE approved_action_recovery_controls AS c
-SET recovery_version = c.recovery_version + 1,
-    recovery_owner = NULL,
-    recovery_token = NULL,
-    recovery_lease_expires_at_ms = NULL,
+SET (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
+        = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version)),
     next_scan_at_ms = now.ms
 FROM held, now
 WHERE c.dispatch_id = held.dispatch_id
@@ -190,134 +189,23 @@ LEFT JOIN approved_action_recovery_resolutions AS r USING (dispatch_id)
 LEFT JOIN approved_action_recovery_resolutions AS m ON m.mutation_id = %(mutation_id)s
 WHERE d.dispatch_id = %(dispatch_id)s;
 
--- fragment: audit_content
--- The canonical content of a manual decision's audit link, for the resolution `r` and its
--- authorization facts in a relation `authorization_fact`: written by `manual_commit`, and
--- rebuilt from the stored facts by `audit_links_page` (`resolver audit verify`), so the two
--- can only agree while the facts are unchanged. json, not jsonb: the text keeps this order.
-json_build_object(
-    'v', 1, 'dispatch_id', r.dispatch_id, 'mutation_id', r.mutation_id,
-    'source', 'manual', 'outcome', r.outcome, 'overridden_finding', r.finding,
-    'evidence_digest', r.evidence_digest,
-    'expected_execution_version', r.expected_execution_version,
-    'actor_user_id', r.actor_user_id, 'reason_code', r.reason_code,
-    'resolved_at_ms', r.resolved_at_ms,
-    'authorizations', (
-        SELECT json_agg(json_build_object(
-                   'user_id', a.user_id, 'permission', a.permission,
-                   'project_id', a.project_id, 'project_version', a.project_version,
-                   'role_binding_version', a.role_binding_version,
-                   'auth_time_ms', a.auth_time_ms, 'amr', a.amr,
-                   'authorized_at_ms', a.authorized_at_ms)
-               ORDER BY a.user_id)
-        FROM authorization_fact AS a
-        WHERE a.mutation_id = r.mutation_id))::text
-
 -- name: manual_commit
--- A human decision: authorization fact, resolution and terminal state in one statement.
--- Fenced on: the grant and its project/role-binding versions (locked FOR SHARE so a
--- concurrent revocation waits or wins), authentication no older than the limit on the
--- database clock, the expected execution version, the execution being recovery_required
--- (lease expired on the database clock) and its control still open.
-WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms),
-granted AS (
-    SELECT b.project_id
-    FROM recovery_role_bindings AS b
-    JOIN recovery_projects AS p USING (project_id)
-    WHERE b.project_id = %(project_id)s AND b.user_id = %(user_id)s
-      AND b.permission = 'approval.recover'
-      AND b.version = %(role_binding_version)s AND p.version = %(project_version)s
-    FOR SHARE OF b, p
-),
-settled AS (
-    UPDATE approved_action_executions AS e
-    SET state = %(outcome)s,
-        version = e.version + 1,
-        finished_at_ms = now.ms,
-        evidence_digest = %(evidence_digest)s
-    FROM now, approved_action_dispatches AS d
-    WHERE e.dispatch_id = %(dispatch_id)s AND d.dispatch_id = e.dispatch_id
-      AND d.project_id = %(project_id)s
-      AND e.version = %(expected_execution_version)s
-      AND e.state = 'executing' AND e.lease_expires_at_ms <= now.ms
-      AND EXISTS (SELECT 1 FROM approved_action_recovery_controls AS oc
-                  WHERE oc.dispatch_id = e.dispatch_id AND oc.status <> 'resolved')
-      AND %(auth_time_ms)s::bigint >= now.ms - %(max_auth_age_ms)s
-      AND %(auth_time_ms)s::bigint <= now.ms + %(clock_leeway_ms)s
-      AND EXISTS (SELECT 1 FROM granted)
-    RETURNING e.dispatch_id, e.version, e.finished_at_ms
-),
-closed AS (
-    UPDATE approved_action_recovery_controls AS c
-    SET status = 'resolved',
-        closed_by = 'manual',
-        closed_at_ms = s.finished_at_ms,
-        execution_version = s.version,
-        manual_at_ms = NULL,
-        recovery_version = c.recovery_version + 1,
-        recovery_owner = NULL,
-        recovery_token = NULL,
-        recovery_lease_expires_at_ms = NULL
-    FROM settled AS s
-    WHERE c.dispatch_id = s.dispatch_id AND c.status <> 'resolved'
-    RETURNING c.dispatch_id
-),
-resolution AS (
-    -- `finding` of a manual resolution: the finding the decision overrode (the control's
-    -- last one, read from the statement's snapshot, before `closed`).
-    INSERT INTO approved_action_recovery_resolutions (
-        dispatch_id, mutation_id, source, outcome, finding, evidence_digest,
-        expected_execution_version, actor_user_id, reason_code, resolved_at_ms)
-    SELECT s.dispatch_id, %(mutation_id)s, 'manual', %(outcome)s,
-           (SELECT oc.last_finding FROM approved_action_recovery_controls AS oc
-            WHERE oc.dispatch_id = s.dispatch_id),
-           %(evidence_digest)s, %(expected_execution_version)s, %(user_id)s, %(reason_code)s,
-           s.finished_at_ms
-    FROM settled AS s
-    RETURNING dispatch_id, mutation_id, outcome, finding, evidence_digest,
-              expected_execution_version, actor_user_id, reason_code, resolved_at_ms
-),
-authorization_fact AS (
-    INSERT INTO recovery_authorizations (
-        mutation_id, user_id, permission, project_id, project_version, role_binding_version,
-        auth_time_ms, amr, authorized_at_ms)
-    SELECT r.mutation_id, %(user_id)s, 'approval.recover', %(project_id)s, %(project_version)s,
-           %(role_binding_version)s, %(auth_time_ms)s, %(amr)s::text[], r.resolved_at_ms
-    FROM resolution AS r
-    RETURNING mutation_id, user_id, permission, project_id, project_version,
-              role_binding_version, auth_time_ms, amr, authorized_at_ms
-),
--- The audit chain (migration 0008): the decision's canonical content as committed, linked
--- to the chain's head. Updating the one head row takes its lock, so concurrent decisions
--- link one after another; after a wait, READ COMMITTED re-reads the head that committed
--- first and computes this link's hash from it. The head is the last row locked: the lock
--- order (execution, control, inserts, head) stays the same for every writer.
-content AS (
-    SELECT r.mutation_id, r.dispatch_id, r.resolved_at_ms,
-           -- include: audit_content
-           AS content
-    FROM resolution AS r
-),
-head AS (
-    UPDATE recovery_audit_head AS h
-    SET seq = h.seq + 1,
-        prev_hash = h.hash,
-        hash = encode(sha256(convert_to(h.hash || c.content, 'UTF8')), 'hex')
-    FROM content AS c
-    WHERE h.id = 1
-    RETURNING h.seq, h.prev_hash, h.hash
-),
-link AS (
-    INSERT INTO recovery_audit_chain (
-        seq, mutation_id, dispatch_id, content, prev_hash, hash, recorded_at_ms)
-    SELECT h.seq, c.mutation_id, c.dispatch_id, c.content, h.prev_hash, h.hash, c.resolved_at_ms
-    FROM head AS h, content AS c
-    RETURNING seq
-)
-SELECT s.dispatch_id, s.version, (SELECT count(*) FROM closed) AS controls_closed,
-       (SELECT count(*) FROM authorization_fact) AS authorizations,
-       (SELECT seq FROM link) AS audit_seq
-FROM settled AS s;
+-- A human decision (resolver_commit_manual, resolver/db/schema/06_commits.sql): authorization
+-- fact, resolution and terminal state in one statement, fenced on the grant's versions,
+-- authentication age, expected execution version, recovery_required and an open control.
+-- No row: nothing applied (manual_context_get explains why).
+SELECT dispatch_id, version, controls_closed, authorizations
+FROM resolver_commit_manual(
+    p_dispatch_id => %(dispatch_id)s, p_mutation_id => %(mutation_id)s,
+    p_outcome => %(outcome)s, p_evidence_digest => %(evidence_digest)s,
+    p_reason_code => %(reason_code)s,
+    p_expected_execution_version => %(expected_execution_version)s,
+    p_user_id => %(user_id)s, p_project_id => %(project_id)s,
+    p_project_version => %(project_version)s,
+    p_role_binding_version => %(role_binding_version)s,
+    p_auth_time_ms => %(auth_time_ms)s, p_amr => %(amr)s::text[],
+    p_max_auth_age_ms => %(max_auth_age_ms)s, p_clock_leeway_ms => %(clock_leeway_ms)s,
+    p_now_ms => %(now_ms)s);
 
 -- fragment: case_readable
 -- The caller may read cases of the dispatch `d`'s project: it holds `approval.recover` (which
@@ -338,7 +226,8 @@ AND (%(q)s::text IS NULL OR d.dispatch_id = %(q)s::text OR d.idempotency_key = %
 
 -- name: audit_links_page
 -- `resolver audit verify`: one page of the chain in order, each link with its content rebuilt
--- from the stored facts (NULL when the resolution was pruned).
+-- from the stored facts by the function resolver_commit_manual writes it with
+-- (resolver_audit_content), NULL when the resolution was pruned.
 WITH page AS (
     SELECT l.seq, l.mutation_id, l.dispatch_id, l.content, l.prev_hash, l.hash,
            l.recorded_at_ms
@@ -346,14 +235,18 @@ WITH page AS (
     WHERE l.seq > %(after_seq)s
     ORDER BY l.seq
     LIMIT %(limit)s
-),
-authorization_fact AS (
-    SELECT a.* FROM recovery_authorizations AS a
-    WHERE a.mutation_id IN (SELECT mutation_id FROM page)
 )
 SELECT p.seq, p.mutation_id, p.dispatch_id, p.content, p.prev_hash, p.hash, p.recorded_at_ms,
-       (SELECT
-            -- include: audit_content
+       (SELECT resolver_audit_content(
+                   r.dispatch_id, r.mutation_id, r.outcome, r.finding, r.evidence_digest,
+                   r.expected_execution_version, r.actor_user_id, r.reason_code,
+                   r.resolved_at_ms,
+                   (SELECT json_agg(resolver_audit_authorization(
+                               a.user_id, a.permission, a.project_id, a.project_version,
+                               a.role_binding_version, a.auth_time_ms, a.amr,
+                               a.authorized_at_ms)
+                           ORDER BY a.user_id)
+                    FROM recovery_authorizations AS a WHERE a.mutation_id = r.mutation_id))
         FROM approved_action_recovery_resolutions AS r
         WHERE r.mutation_id = p.mutation_id) AS facts_content
 FROM page AS p
@@ -592,3 +485,20 @@ SELECT coalesce(sum(dispatches_pruned), 0)::bigint AS dispatches_pruned,
        max(last_batch_at_ms) AS last_batch_at_ms,
        max(finished_at_ms) AS last_finished_at_ms
 FROM recovery_prune_runs;
+
+-- name: session_mark
+-- The executor SDK notes which session runs its mutation: a pid alone is reused.
+SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid();
+
+-- name: session_terminate
+-- A lost COMMIT reply: end the old session (if still there) so it can no longer commit.
+SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+WHERE pid = %(pid)s AND backend_start = %(backend_start)s;
+
+-- name: session_alive
+SELECT 1 AS alive FROM pg_stat_activity
+WHERE pid = %(pid)s AND backend_start = %(backend_start)s;
+
+-- name: receipt_signature
+-- The receipt's signature is unique to its whole body: equal signatures, same receipt.
+SELECT receipt->>'sig' AS sig FROM action_receipts WHERE dispatch_id = %(dispatch_id)s;

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from typing import Any
 
+import msgspec
 import psycopg
 import psycopg_pool
 from psycopg.rows import dict_row, tuple_row
@@ -47,7 +47,12 @@ from resolver.core.domain import (
     ProviderFailure,
     ResolutionSource,
 )
-from resolver.core.errors import ConstraintViolation, StorageUnavailable
+from resolver.core.errors import (
+    ConstraintViolation,
+    LockTimeout,
+    StatementTimeout,
+    StorageUnavailable,
+)
 from resolver.db.dsn import libpq_dsn, redact
 from resolver.db.pooling import check_if_idle
 from resolver.db.protocol import protocol_error
@@ -69,6 +74,7 @@ class PostgresStore:
         max_connections: int = 4,
         connect_timeout_seconds: float = 5.0,
         statement_timeout_ms: int = 10_000,
+        lock_timeout_ms: int = 2_000,
         application_name: str = "approved-action-resolver",
     ) -> None:
         self._url = redact(database_url)
@@ -83,7 +89,13 @@ class PostgresStore:
                 kwargs={
                     "connect_timeout": max(1, int(connect_timeout_seconds)),
                     "application_name": application_name,
-                    "options": f"-c statement_timeout={statement_timeout_ms}",
+                    # A row lock held elsewhere (an operator's open transaction) fails the
+                    # call fast and typed (LockTimeout) instead of holding a pool connection
+                    # until the statement timeout.
+                    "options": (
+                        f"-c statement_timeout={statement_timeout_ms}"
+                        f" -c lock_timeout={lock_timeout_ms}"
+                    ),
                     "row_factory": dict_row,
                     # Transactions are explicit (`_transaction`); a lone statement is its own.
                     "autocommit": True,
@@ -126,6 +138,10 @@ class PostgresStore:
                 else:
                     with conn.transaction():
                         yield conn
+        except psycopg.errors.LockNotAvailable as exc:
+            raise LockTimeout(f"a row is locked by another transaction: {exc}") from exc
+        except psycopg.errors.QueryCanceled as exc:
+            raise StatementTimeout(f"the statement was cancelled: {exc}") from exc
         except (psycopg.OperationalError, psycopg.InterfaceError, psycopg_pool.PoolTimeout) as exc:
             raise StorageUnavailable(f"PostgreSQL at {self._url} is unavailable: {exc}") from exc
         except psycopg.errors.SerializationFailure as exc:
@@ -228,15 +244,14 @@ class PostgresStore:
         self, outcomes: Sequence[ItemOutcome], now_ms: int | None = None
     ) -> CommitReport:
         if not outcomes:
-            return CommitReport(frozenset(), frozenset())
+            return CommitReport({}, frozenset())
         params = {"items": page_items(outcomes), "now_ms": now_ms}
         # One statement: the function locks and writes in one transaction of its own.
         with self._transaction(single_statement=True) as conn:
             rows = conn.execute(statement("recovery_commit_page"), params).fetchall()
-        accepted = frozenset(row["dispatch_id"] for row in rows)
-        to_manual = {r["dispatch_id"]: r["manual_reason"] for r in rows if r["manual_reason"]}
+        routed = {row["dispatch_id"]: ControlStatus(row["status"]) for row in rows}
         return CommitReport(
-            accepted, frozenset(o.item.identity.dispatch_id for o in outcomes) - accepted, to_manual
+            routed, frozenset(o.item.identity.dispatch_id for o in outcomes) - routed.keys()
         )
 
     def release_recovery_leases(
@@ -643,10 +658,12 @@ def page_items(outcomes: Sequence[ItemOutcome]) -> str:
             }
             for o in outcomes
         ]
-    )
+    ).decode("utf-8")
 
 
-_encode_items = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+# msgspec's encoder: the page as one compact JSON text in C, several times faster than the
+# standard library's for a page of small flat objects (UTF-8 kept, as before).
+_encode_items = msgspec.json.Encoder().encode
 
 
 # -- internal receipts: in the caller's own transaction ------------------------------------

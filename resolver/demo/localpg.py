@@ -33,7 +33,7 @@ class Cluster:
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
     def stop(self) -> None:
-        _run(
+        run_tool(
             self, ["pg_ctl", "-D", str(self.data_dir), "-m", "immediate", "-w", "stop"], check=False
         )
         if self.temporary:
@@ -87,7 +87,7 @@ def start(data_dir: Path | None = None, *, durable: bool = True) -> Cluster:
         _make_accessible(data_dir, run_as)
     cluster = Cluster(data_dir, free_port(), bin_dir, run_as, temporary)
     if not (data_dir / "PG_VERSION").exists():
-        _run(
+        run_tool(
             cluster,
             [
                 "initdb",
@@ -106,7 +106,7 @@ def start(data_dir: Path | None = None, *, durable: bool = True) -> Cluster:
     if not durable:
         # A throwaway test cluster trades crash safety for speed.
         options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-    _run(
+    run_tool(
         cluster,
         [
             "pg_ctl",
@@ -153,7 +153,8 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _run(cluster: Cluster, argv: list[str], *, check: bool = True) -> None:
+def run_tool(cluster: Cluster, argv: list[str], *, check: bool = True) -> None:
+    """Run one of the cluster's server tools (`pg_ctl`, `pg_basebackup`, ...) as its owner."""
     command = [str(cluster.bin_dir / argv[0]), *argv[1:]]
     if cluster.run_as:
         command = ["runuser", "-u", cluster.run_as, "--", *command]

@@ -2,5 +2,14 @@
 
 from resolver.executor.client import CompletionResult, ExecutionClient
 from resolver.executor.receipts import WrittenReceipt, write_receipt
+from resolver.executor.side_effects import RunResult, SideEffect, SideEffectRunner
 
-__all__ = ["CompletionResult", "ExecutionClient", "WrittenReceipt", "write_receipt"]
+__all__ = [
+    "CompletionResult",
+    "ExecutionClient",
+    "RunResult",
+    "SideEffect",
+    "SideEffectRunner",
+    "WrittenReceipt",
+    "write_receipt",
+]

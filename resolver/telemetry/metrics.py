@@ -22,6 +22,7 @@ from resolver.core.domain import (
     ItemOutcome,
     Outcome,
     ResolutionSource,
+    escalated,
 )
 from resolver.core.errors import ResolverError, StorageUnavailable
 from resolver.core.events import CycleEvents, CycleReport, InspectedPage, Stage
@@ -159,12 +160,10 @@ class ResolverMetrics(CycleEvents):
                 resolved[result.value] += 1
         for result_value, n in resolved.items():
             self.resolutions.labels(ResolutionSource.AUTOMATIC.value, result_value).inc(n)
-        if report.to_manual:
-            escalated = report.escalated
-            for outcome in outcomes:
-                if outcome.item.identity.dispatch_id in escalated:
-                    action_type = outcome.item.identity.action_type
-                    self.escalations.labels(action_type, outcome.finding.kind.value).inc()
+        for outcome in outcomes:
+            if escalated(outcome, report):
+                action_type = outcome.item.identity.action_type
+                self.escalations.labels(action_type, outcome.finding.kind.value).inc()
 
     def released(self, items: Sequence[ClaimedItem], released: int, seconds: float) -> None:
         if len(items) > released:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ SNAPSHOT_SQL = """
 SELECT d.dispatch_id, e.state, e.version, e.completion_mutation_id, e.evidence_digest AS exec_digest,
        c.status, c.closed_by, c.recovery_token::text AS recovery_token, c.last_finding,
        r.source, r.outcome, r.finding, r.evidence_digest AS res_digest,
+       r.mutation_id AS res_mutation_id,
        (SELECT count(*) FROM approved_action_recovery_resolutions AS r2
          WHERE r2.dispatch_id = d.dispatch_id) AS resolutions
 FROM approved_action_dispatches AS d
@@ -47,6 +48,33 @@ def read_histories(paths: Iterable[Path]) -> list[Event]:
 
 
 @dataclass(frozen=True, slots=True)
+class LossPoint:
+    """An instant (host wall clock, ns: the histories' clock) after which the database may no
+    longer hold what it acknowledged last: an immediate stop, or a failover to a standby.
+
+    Claims commit asynchronously by design (a lost claim only makes its page claimable
+    again), so any loss point may take those. With `acknowledged` (a failover under
+    asynchronous replication) it may take any acknowledged commit: the standby never
+    received it. What was lost is a suffix of the old primary's history, never a hole."""
+
+    t_ns: int
+    acknowledged: bool
+
+
+def _maybe_lost(
+    t_ack: int, losses: Sequence[LossPoint], *, durable: bool, before: int | None = None
+) -> bool:
+    """Whether an operation acknowledged at `t_ack` may have been lost at a loss point (one
+    that came before `before`, when given). `durable`: the operation committed durably."""
+    return any(
+        t_ack <= loss.t_ns
+        and (before is None or loss.t_ns < before)
+        and (loss.acknowledged or not durable)
+        for loss in losses
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class Claim:
     t: int
     process: str
@@ -60,6 +88,7 @@ class Claim:
 @dataclass(frozen=True, slots=True)
 class CommitItem:
     t_invoke: int
+    t_done: int
     process: str
     dispatch_id: str
     token: str
@@ -68,6 +97,7 @@ class CommitItem:
     finding: str
     evidence_digest: str | None
     status: str  # accepted | rejected | unknown
+    mutation_id: str | None = None
 
 
 @dataclass
@@ -80,12 +110,22 @@ class Verdict:
     fence_rejections: int = 0
     claim_pages: int = 0
     history_lines: int = 0
+    claim_latency_ms: list[float] = field(default_factory=list)
+    """Each answered claim's time from invoke to ok, as its replica measured it."""
+    lost: Counter[str] = field(default_factory=Counter)
+    """Acknowledged writes the surviving database does not hold, each acknowledged before a
+    failover under asynchronous replication (elsewhere that is a violation)."""
 
     def add(self, rule: str, dispatch_id: str, detail: str) -> None:
         self.violations.append(f"[{rule}] {dispatch_id}: {detail}")
 
 
-def check(events: list[Event], rows: list[Row], plans: Mapping[str, Plan]) -> Verdict:
+def check(
+    events: list[Event],
+    rows: list[Row],
+    plans: Mapping[str, Plan],
+    losses: Sequence[LossPoint] = (),
+) -> Verdict:
     verdict = Verdict(history_lines=len(events))
     claims, commits, inspects, execs = _index(events, verdict)
     by_token = {c.token: c for cs in claims.values() for c in cs}
@@ -93,8 +133,9 @@ def check(events: list[Event], rows: list[Row], plans: Mapping[str, Plan]) -> Ve
     db = {r["dispatch_id"]: r for r in rows}
     _check_inspects(inspects, verdict)
     _check_live_leases(claims, leases, verdict)
-    _check_stale_writes(commits, claims, by_token, execs, verdict)
-    _check_terminal_counts(commits, execs, db, verdict)
+    _check_stale_writes(commits, claims, by_token, execs, losses, verdict)
+    survived = _check_acknowledged_survive(commits, execs, db, losses, verdict)
+    _check_terminal_counts(commits, execs, db, survived, verdict)
     _check_final_rows(db, plans, commits, verdict)
     return verdict
 
@@ -115,12 +156,19 @@ def _index(
     inspects: Counter[tuple[str, str]] = Counter()
     execs: dict[str, list[Event]] = defaultdict(list)
     pending_commit: dict[str, Event] = {}
+    pending_claim: dict[str, int] = {}
     for e in events:
         f, kind, process = e["f"], e["type"], e["process"]
         if kind != "invoke":
             verdict.completions[kind] += 1
         if kind == "invoke" and f != "claim":
             verdict.operations[f] += len(e["items"]) if f == "commit" else 1
+        if f == "claim" and kind == "invoke":
+            pending_claim[process] = e["t"]
+        if f == "claim" and kind != "invoke" and process in pending_claim:
+            invoked = pending_claim.pop(process)
+            if kind == "ok":
+                verdict.claim_latency_ms.append((e["t"] - invoked) / 1e6)
         if f == "claim" and kind == "ok":
             verdict.operations["claim"] += len(e["items"])
             verdict.claim_pages += 1
@@ -141,15 +189,15 @@ def _index(
                     else ("accepted" if item["dispatch_id"] in accepted else "rejected")
                 )
                 commits[item["dispatch_id"]].append(
-                    CommitItem(invoke["t"], process, status=status, **item)
+                    CommitItem(invoke["t"], e["t"], process, status=status, **item)
                 )
-        elif f in ("start", "renew", "complete") and "dispatch_id" in e:
+        elif f in ("create", "start", "renew", "complete") and "dispatch_id" in e:
             execs[e["dispatch_id"]].append(e)
     # A replica killed mid-commit never answered: that commit's outcome is unknown.
     for process, invoke in pending_commit.items():
         for item in invoke["items"]:
             commits[item["dispatch_id"]].append(
-                CommitItem(invoke["t"], process, status="unknown", **item)
+                CommitItem(invoke["t"], invoke["t"], process, status="unknown", **item)
             )
     return claims, commits, inspects, execs
 
@@ -193,6 +241,7 @@ def _check_stale_writes(
     claims: Mapping[str, list[Claim]],
     by_token: Mapping[str, Claim],
     execs: Mapping[str, list[Event]],
+    losses: Sequence[LossPoint],
     verdict: Verdict,
 ) -> None:
     for dispatch_id, items in commits.items():
@@ -206,7 +255,10 @@ def _check_stale_writes(
                 )
                 continue
             # A later claim known to have happened before this commit began revoked it.
+            # A claim or executor write lost at a loss point in between revoked nothing.
             for other in claims.get(dispatch_id, ()):
+                if _maybe_lost(other.t, losses, durable=False, before=item.t_invoke):
+                    continue
                 if other.recovery_version > item.recovery_version and other.t < item.t_invoke:
                     verdict.add(
                         "stale_write",
@@ -220,7 +272,8 @@ def _check_stale_writes(
                     (e["f"] == "renew" and e["version"] > item.execution_version)
                     or (e["f"] == "complete" and e.get("result") == "committed")
                 )
-                if moved and e["t"] < item.t_invoke:
+                lost = _maybe_lost(e["t"], losses, durable=True, before=item.t_invoke)
+                if moved and e["t"] < item.t_invoke and not lost:
                     verdict.add(
                         "stale_write",
                         dispatch_id,
@@ -233,18 +286,21 @@ def _check_terminal_counts(
     commits: Mapping[str, list[CommitItem]],
     execs: Mapping[str, list[Event]],
     db: Mapping[str, Row],
+    survived: Mapping[int, bool],
     verdict: Verdict,
 ) -> None:
+    """At most one terminal transition per dispatch among those the database still holds
+    (one lost with the old primary was, for the survivors, never made)."""
     for dispatch_id in set(commits) | set(execs):
         resolved = [
             c
             for c in commits.get(dispatch_id, ())
-            if c.status == "accepted" and c.finding in VERIFIED
+            if c.status == "accepted" and c.finding in VERIFIED and survived.get(id(c), True)
         ]
         completed = [
             e
             for e in execs.get(dispatch_id, ())
-            if e["f"] == "complete" and e["type"] == "ok" and e.get("result") == "committed"
+            if _committed_completion(e) and survived.get(id(e), True)
         ]
         if len(resolved) + len(completed) > 1:
             verdict.add(
@@ -259,6 +315,56 @@ def _check_terminal_counts(
                     verdict.add(
                         "needs_human", dispatch_id, "a conflict/unsupported finding settled it"
                     )
+
+
+def _committed_completion(e: Event) -> bool:
+    return e["f"] == "complete" and e["type"] == "ok" and e.get("result") == "committed"
+
+
+def _check_acknowledged_survive(
+    commits: Mapping[str, list[CommitItem]],
+    execs: Mapping[str, list[Event]],
+    db: Mapping[str, Row],
+    losses: Sequence[LossPoint],
+    verdict: Verdict,
+) -> dict[int, bool]:
+    """Every acknowledged durable write is in the final database, unless it was acknowledged
+    before a failover under asynchronous replication: then it is counted as lost. Answers,
+    by `id()` of the operation, False for each write lost that way (other rules ignore it)."""
+    survived: dict[int, bool] = {}
+
+    def judge(op: object, dispatch_id: str, what: str, held: bool, t_ack: int) -> None:
+        if held:
+            return
+        if _maybe_lost(t_ack, losses, durable=True):
+            survived[id(op)] = False
+            verdict.lost[what] += 1
+        else:
+            verdict.add("acknowledged_survives", dispatch_id, f"an acknowledged {what} is gone")
+
+    for dispatch_id in set(commits) | set(execs):
+        row = db.get(dispatch_id)
+        for c in commits.get(dispatch_id, ()):
+            if c.status == "accepted" and c.finding in VERIFIED:
+                held = row is not None and row["res_mutation_id"] == c.mutation_id
+                judge(c, dispatch_id, "resolution", held, c.t_done)
+        for e in execs.get(dispatch_id, ()):
+            if e["type"] != "ok":
+                continue
+            if e["f"] == "create":
+                judge(e, dispatch_id, "create", row is not None, e["t"])
+            elif e["f"] in ("start", "renew"):
+                held = (
+                    row is not None and row["status"] is not None and row["version"] >= e["version"]
+                )
+                judge(e, dispatch_id, e["f"], held, e["t"])
+            elif _committed_completion(e):
+                held = row is not None and (row["closed_by"], row["state"]) == (
+                    "completion",
+                    e.get("outcome"),
+                )
+                judge(e, dispatch_id, "completion", held, e["t"])
+    return survived
 
 
 def _check_final_rows(

@@ -13,7 +13,7 @@ import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,10 @@ from resolver.db import migrate
 from resolver.db.repository import PostgresStore
 from resolver.demo import localpg
 
-from .checker import SNAPSHOT_SQL, Verdict, check, read_histories
+from . import hostile
+from .checker import SNAPSHOT_SQL, LossPoint, Verdict, check, read_histories
 from .proxy import FaultProxy
+from .replication import ReplicatedPostgres
 from .workload import (
     Kind,
     LiveExecutor,
@@ -63,6 +65,12 @@ class Profile:
     page_size: int = 16
     executor_threads: int = 24
     seeder_threads: int = 6
+    replication: str = "none"
+    """`none` (one node), `async` or `sync`: a primary with a streaming standby."""
+    failovers: int = 0
+    hostile_rounds: int = 0
+    """Rounds of hostile-database faults (row locks, every connection slot taken, WAL volume
+    full), with a session idle in a transaction for the whole run."""
 
 
 QUICK = Profile(
@@ -106,7 +114,54 @@ SMOKE = Profile(
     pg_restarts=1,
     settle_timeout_seconds=40,
 )
-PROFILES = {p.name: p for p in (SMOKE, QUICK, SOAK)}
+# A primary and a streaming standby; mid-run the primary is killed (every process, SIGKILL),
+# the standby promoted and the old primary rebuilt as the next standby, twice.
+FAILOVER_ASYNC = Profile(
+    name="failover-async",
+    replicas=3,
+    controls=900,
+    waves=3,
+    wave_interval_seconds=7,
+    horizon_ms=12_000,
+    live_ratio=0.1,
+    fault_seconds=32,
+    fault_gap_seconds=(1.0, 3.0),
+    pg_restarts=0,
+    settle_timeout_seconds=90,
+    executor_threads=16,
+    replication="async",
+    failovers=2,
+)
+FAILOVER_SYNC = replace(FAILOVER_ASYNC, name="failover-sync", replication="sync")
+FAILOVER_SOAK_ASYNC = replace(
+    SOAK,
+    name="failover-soak-async",
+    replicas=6,
+    controls=8_000,
+    waves=10,
+    wave_interval_seconds=15,
+    fault_seconds=170,
+    pg_restarts=0,
+    replication="async",
+    failovers=2,
+)
+FAILOVER_SOAK_SYNC = replace(FAILOVER_SOAK_ASYNC, name="failover-soak-sync", replication="sync")
+HOSTILE = replace(QUICK, name="hostile", pg_restarts=0, fault_seconds=60, hostile_rounds=1)
+HOSTILE_SOAK = replace(SOAK, name="hostile-soak", pg_restarts=0, hostile_rounds=3)
+PROFILES = {
+    p.name: p
+    for p in (
+        SMOKE,
+        QUICK,
+        SOAK,
+        FAILOVER_ASYNC,
+        FAILOVER_SYNC,
+        FAILOVER_SOAK_ASYNC,
+        FAILOVER_SOAK_SYNC,
+        HOSTILE,
+        HOSTILE_SOAK,
+    )
+}
 
 
 @dataclass
@@ -120,6 +175,8 @@ class Report:
     resolutions_per_second: float
     replica_exits: Counter[str]
     workdir: Path
+    failovers: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -135,7 +192,15 @@ class Report:
             f"pages, endings {_fmt(self.verdict.completions)}, "
             f"fence rejections {self.verdict.fence_rejections}",
             f"faults injected: {sum(self.faults.values())} ({_fmt(self.faults)})",
+            *self.notes,
+            f"claim latency: {_percentiles(self.verdict.claim_latency_ms)}",
             f"replica exits: {_fmt(self.replica_exits)}",
+            *[f"failover {n}: {line}" for n, line in enumerate(self.failovers, 1)],
+            *(
+                [f"acknowledged, then lost with the old primary: {_fmt(self.verdict.lost)}"]
+                if self.failovers
+                else []
+            ),
             f"final states: {_fmt(self.outcomes)}",
             f"automatic resolutions per second: {self.resolutions_per_second:.1f}",
             f"violations: {len(self.verdict.violations)}",
@@ -147,6 +212,17 @@ class Report:
                 f"   (histories kept in {self.workdir})"
             )
         return "\n".join(lines)
+
+
+def _percentiles(values: list[float]) -> str:
+    if not values:
+        return "no claims"
+    ordered = sorted(values)
+
+    def at(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    return f"p50 {at(0.5):.1f} ms, p99 {at(0.99):.1f} ms, max {ordered[-1]:.1f} ms"
 
 
 def _fmt(counter: Counter[str]) -> str:
@@ -165,29 +241,74 @@ class PrivatePostgres:
         with self.admin() as conn:
             conn.execute("ALTER ROLE postgres SET synchronous_commit = on")
 
-    def restart(self, down_seconds: float) -> int:
+    @property
+    def ports(self) -> tuple[int, ...]:
+        return (self.cluster.port,)
+
+    def restart(self, down_seconds: float) -> None:
         self.cluster.stop()  # immediate mode: like a crash, recovered from WAL on start
         time.sleep(down_seconds)  # the outage itself
         self.cluster = localpg.start(self.data_dir, durable=False)
-        return self.cluster.port
 
     def admin(self) -> psycopg.Connection[dict[str, Any]]:
         return psycopg.connect(
             self.cluster.url, autocommit=True, row_factory=dict_row, connect_timeout=5
         )
 
-    def terminate_resolver_backends(self, rng: random.Random) -> int:
-        # Only our private cluster's resolver connections (application_name resolver...).
-        with self.admin() as conn:
-            rows = conn.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE application_name LIKE 'resolver%%' AND random() < %s",
-                (rng.uniform(0.3, 1.0),),
-            ).fetchall()
-        return len(rows)
-
     def stop(self) -> None:
         self.cluster.stop()
+
+
+Database = PrivatePostgres | ReplicatedPostgres
+
+
+def terminate_resolver_backends(pg: Database, rng: random.Random) -> int:
+    # Only our private cluster's resolver connections (application_name resolver...).
+    with pg.admin() as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE application_name LIKE 'resolver%%' AND random() < %s",
+            (rng.uniform(0.3, 1.0),),
+        ).fetchall()
+    return len(rows)
+
+
+class Proxies:
+    """A faulty and a clean proxy per PostgreSQL node. Replicas connect through the faulty
+    ones, executors and the harness through the clean ones; with two nodes the connection
+    string names both (libpq tries them in turn, `target_session_attrs=read-write`)."""
+
+    def __init__(self, ports: tuple[int, ...]) -> None:
+        self.faulty = [FaultProxy(p) for p in ports]
+        self.clean = [FaultProxy(p) for p in ports]
+
+    def url(self, *, clean: bool) -> str:
+        proxies = self.clean if clean else self.faulty
+        hosts = ",".join(f"127.0.0.1:{p.port}" for p in proxies)
+        query = "?target_session_attrs=read-write" if len(proxies) > 1 else ""
+        return f"postgresql://postgres@{hosts}/postgres{query}"
+
+    def point(self, ports: tuple[int, ...]) -> None:
+        """After a restart or failover: the nodes listen on new ports."""
+        for proxies in (self.faulty, self.clean):
+            for proxy, port in zip(proxies, ports, strict=True):
+                proxy.upstream_port = port
+
+    def set_latency(self, seconds: float) -> None:
+        for proxy in self.faulty:
+            proxy.set_latency(seconds)
+
+    def set_blackhole(self, on: bool) -> None:
+        for proxy in self.faulty:
+            proxy.set_blackhole(on)
+
+    def reset_all(self) -> None:
+        for proxy in self.faulty:
+            proxy.reset_all()
+
+    def close(self) -> None:
+        for proxy in (*self.faulty, *self.clean):
+            proxy.close()
 
 
 class ReplicaSet:
@@ -300,6 +421,8 @@ class Run:
     rng: random.Random = field(init=False)
     plans: dict[str, Plan] = field(default_factory=dict)
     faults: Counter[str] = field(default_factory=Counter)
+    notes: list[str] = field(default_factory=list)
+    """One line per hostile-database fault: what it did, what happened meanwhile."""
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -308,39 +431,52 @@ class Run:
 def run_profile(profile: Profile, seed: int, *, keep: bool = False) -> Report:
     workdir = Path(tempfile.mkdtemp(prefix=f"contention-{profile.name}-"))
     (workdir / "history").mkdir()
-    pg = PrivatePostgres(workdir / "pg")
+    volume: hostile.WalVolume | None = None
+    if profile.hostile_rounds:
+        if not hostile.WalVolume.available():
+            raise RuntimeError("hostile profiles mount a tmpfs for pg_wal: run as root")
+        volume = hostile.WalVolume(workdir / "pg", workdir / "walfs")
+    pg: Database = (
+        PrivatePostgres(workdir / "pg")
+        if profile.replication == "none"
+        else ReplicatedPostgres(workdir / "pg", synchronous=profile.replication == "sync")
+    )
     try:
-        report = _run(Run(profile, seed, workdir), pg)
+        report = _run(Run(profile, seed, workdir), pg, volume)
     finally:
         pg.stop()
+        if volume is not None:
+            volume.close()
     if report.ok and not keep:
         shutil.rmtree(workdir, ignore_errors=True)
     return report
 
 
-def _run(run: Run, pg: PrivatePostgres) -> Report:
+def _run(run: Run, pg: Database, volume: hostile.WalVolume | None) -> Report:
     profile, workdir = run.profile, run.workdir
     migrate.upgrade(pg.cluster.url)
     (workdir / "providers.yaml").write_text(yaml.safe_dump(provider_config()))
-    faulty, clean = FaultProxy(pg.cluster.port), FaultProxy(pg.cluster.port)
-    clean_url = f"postgresql://postgres@127.0.0.1:{clean.port}/postgres"
+    proxies = Proxies(pg.ports)
+    clean_url = proxies.url(clean=True)
     with pg.admin() as conn:
         write_scripts(conn, [])  # the script table exists before any replica inspects
-    replicas = ReplicaSet(
-        profile, f"postgresql://postgres@127.0.0.1:{faulty.port}/postgres", workdir
-    )
+    replicas = ReplicaSet(profile, proxies.url(clean=False), workdir)
     store = PostgresStore(
         clean_url, max_connections=profile.executor_threads + profile.seeder_threads
     )
     store.open()
     started = time.monotonic()
     stop_faults = threading.Event()
+    losses: list[LossPoint] = []
+    idle = hostile.IdleInTransaction(pg.cluster.url) if run.profile.hostile_rounds else None
+    if idle is not None:
+        idle.ensure()
     try:
         replicas.start_all()
         live = _Workload(run, store, clean_url)
         faults = threading.Thread(
             target=_inject_faults,
-            args=(run, pg, replicas, (faulty, clean), stop_faults),
+            args=(run, pg, replicas, proxies, losses, stop_faults, HostileKit(idle, volume)),
             daemon=True,
         )
         faults.start()
@@ -348,8 +484,8 @@ def _run(run: Run, pg: PrivatePostgres) -> Report:
         faults.join(timeout=max(0.0, profile.fault_seconds - (time.monotonic() - started)))
         stop_faults.set()
         faults.join()
-        faulty.set_blackhole(False)
-        faulty.set_latency(0)
+        proxies.set_blackhole(False)
+        proxies.set_latency(0)
         live.wait_executors(profile.settle_timeout_seconds)
         _wait_settled(clean_url, replicas, profile.settle_timeout_seconds)
         duration = time.monotonic() - started
@@ -357,13 +493,18 @@ def _run(run: Run, pg: PrivatePostgres) -> Report:
         stop_faults.set()
         replicas.stop_all()
         store.close()
-        faulty.close()
-        clean.close()
+        proxies.close()
+    if idle is not None:
+        run.notes.append(
+            f"idle in transaction for the whole run: {hostile.dead_rows(pg.cluster.url)} dead "
+            "row versions in controls and executions at the end"
+        )
+        idle.close()
     with psycopg.connect(pg.cluster.url, row_factory=dict_row) as conn:
         rows = conn.execute(SNAPSHOT_SQL).fetchall()
         rate = _resolution_rate(conn)
     events = read_histories(sorted((workdir / "history").glob("*.jsonl")))
-    verdict = check(events, rows, run.plans)
+    verdict = check(events, rows, run.plans, losses)
     for reason, n in replicas.exits.items():
         if reason not in EXPECTED_EXITS:
             verdict.violations.append(f"[replica_lifecycle] {n} replica(s): {reason}")
@@ -380,7 +521,20 @@ def _run(run: Run, pg: PrivatePostgres) -> Report:
         rate,
         replicas.exits,
         workdir,
+        _failover_lines(pg, profile),
+        run.notes,
     )
+
+
+def _failover_lines(pg: Database, profile: Profile) -> list[str]:
+    if not isinstance(pg, ReplicatedPostgres):
+        return []
+    return [
+        f"{profile.replication} replication, standby had received {f.received_lsn} and "
+        f"replayed {f.replayed_lsn}; promoted in {f.seconds_to_promote:.1f}s, new standby "
+        f"streaming {f.seconds_to_rejoin:.1f}s later"
+        for f in pg.failovers
+    ]
 
 
 class _Workload:
@@ -465,47 +619,122 @@ class _Workload:
 
 def _inject_faults(
     run: Run,
-    pg: PrivatePostgres,
+    pg: Database,
     replicas: ReplicaSet,
-    proxies: tuple[FaultProxy, FaultProxy],
+    proxies: Proxies,
+    losses: list[LossPoint],
     stop: threading.Event,
+    kit: HostileKit,
 ) -> None:
     rng = random.Random(run.rng.random())
-    faulty, clean = proxies
-    restart_at = sorted(
-        rng.uniform(0.25, 0.85) * run.profile.fault_seconds for _ in range(run.profile.pg_restarts)
-    )
+    p = run.profile
+    kinds = [k for _ in range(p.hostile_rounds) for k in HOSTILE_FAULTS]
+    hostile_at = [
+        ((0.1 + 0.75 * n / len(kinds)) * p.fault_seconds, kind) for n, kind in enumerate(kinds)
+    ]
+    restart_at = sorted(rng.uniform(0.25, 0.85) * p.fault_seconds for _ in range(p.pg_restarts))
+    # Failovers spread over the fault period, each with time to rejoin before the next.
+    failover_at = [
+        (0.2 + 0.6 * n / max(1, p.failovers)) * p.fault_seconds for n in range(p.failovers)
+    ]
     started = time.monotonic()
     weights = {"kill9": 4, "terminate_backends": 3, "latency": 2, "blackhole": 2, "reset": 2}
-    while not stop.wait(rng.uniform(*run.profile.fault_gap_seconds)):
+    while not stop.wait(rng.uniform(*p.fault_gap_seconds)):
         replicas.revive_dead()
-        if restart_at and time.monotonic() - started >= restart_at[0]:
+        elapsed = time.monotonic() - started
+        if restart_at and elapsed >= restart_at[0]:
             restart_at.pop(0)
-            port = pg.restart(rng.uniform(1.0, 3.0))
-            faulty.upstream_port = clean.upstream_port = port
+            assert isinstance(pg, PrivatePostgres)
+            pg.restart(rng.uniform(1.0, 3.0))
+            # An immediate stop loses asynchronously committed claims (by design), nothing else.
+            losses.append(LossPoint(time.time_ns(), acknowledged=False))
+            proxies.point(pg.ports)
             run.faults["pg_restart"] += 1
+            continue
+        if failover_at and elapsed >= failover_at[0]:
+            failover_at.pop(0)
+            assert isinstance(pg, ReplicatedPostgres)
+            record = pg.failover()
+            # Asynchronous replication may lose what the old primary acknowledged last.
+            losses.append(LossPoint(record.killed_at_ns, acknowledged=not pg.synchronous))
+            proxies.point(pg.ports)
+            run.faults["failover"] += 1
+            continue
+        if hostile_at and elapsed >= hostile_at[0][0]:
+            kind = hostile_at.pop(0)[1]
+            run.notes.append(_hostile_fault(kind, pg, proxies, kit, stop))
+            run.faults[kind] += 1
             continue
         fault = rng.choices(list(weights), weights=list(weights.values()))[0]
         if fault == "kill9":
             replicas.kill9(rng.randrange(replicas.count))
         elif fault == "terminate_backends":
             try:
-                pg.terminate_resolver_backends(rng)
+                terminate_resolver_backends(pg, rng)
             except psycopg.OperationalError:
                 continue
         elif fault == "latency":
-            faulty.set_latency(rng.uniform(0.005, 0.05))
+            proxies.set_latency(rng.uniform(0.005, 0.05))
             stop.wait(rng.uniform(1, 4))
-            faulty.set_latency(0)
+            proxies.set_latency(0)
         elif fault == "blackhole":
             # Sometimes longer than the recovery lease: the cut-off replica's commit goes stale.
-            faulty.set_blackhole(True)
+            proxies.set_blackhole(True)
             stop.wait(rng.uniform(0.5, RECOVERY_LEASE_SECONDS + 2))
-            faulty.set_blackhole(False)
+            proxies.set_blackhole(False)
         elif fault == "reset":
-            faulty.reset_all()
+            proxies.reset_all()
         run.faults[fault] += 1
     replicas.revive_dead()
+
+
+HOSTILE_FAULTS = ("row_locks", "exhaust_connections", "wal_full")
+
+
+@dataclass(frozen=True, slots=True)
+class HostileKit:
+    idle: hostile.IdleInTransaction | None
+    volume: hostile.WalVolume | None
+
+
+def _hostile_fault(
+    kind: str, pg: Database, proxies: Proxies, kit: HostileKit, stop: threading.Event
+) -> str:
+    url = pg.cluster.url
+    if kind == "row_locks":
+        return hostile.hold_row_locks(url, 6.0, stop)
+    if kind == "exhaust_connections":
+        taker = ThreadPoolExecutor(1)
+        taken = taker.submit(hostile.exhaust_connections, url, 6.0, stop)
+        stop.wait(2.0)  # the slots are taken; now the resolver must reconnect
+        terminate_resolver_backends(pg, random.Random(0))
+        line = taken.result()
+        taker.shutdown()
+        return line
+    assert kind == "wal_full" and kit.volume is not None and isinstance(pg, PrivatePostgres)
+
+    def revive() -> None:
+        _revive(pg, proxies)
+        if kit.idle is not None:
+            kit.idle.ensure()
+
+    return hostile.wal_full(kit.volume, url, 3.0, revive)
+
+
+def _revive(pg: PrivatePostgres, proxies: Proxies) -> None:
+    """After a PANIC the postmaster restarts by itself, or (if its crash recovery failed
+    too) exits: then it is started again, as an orchestrator would."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            with pg.admin():
+                return
+        except psycopg.OperationalError:
+            if not (pg.data_dir / "postmaster.pid").exists():
+                break
+            time.sleep(0.3)  # crash recovery under way
+    pg.cluster = localpg.start(pg.data_dir, durable=False)
+    proxies.point(pg.ports)
 
 
 def _wait_settled(url: str, replicas: ReplicaSet, timeout: float) -> None:

@@ -11,7 +11,7 @@ import pytest
 from resolver.core.domain import FindingKind, Outcome
 from resolver_test_support.scripted import Script
 
-from .checker import Event, Row, check
+from .checker import Event, LossPoint, Row, check
 from .workload import Kind, Plan, _spec
 
 D = "w0-000001"
@@ -52,6 +52,7 @@ def commit(t: int, process: str, token: str, rv: int, accepted: bool = True) -> 
         "execution_version": 2,
         "finding": "verified_succeeded",
         "evidence_digest": DIGEST,
+        "mutation_id": f"auto-{token}",
     }
     return [
         ev(t, process, "invoke", "commit", items=[item]),
@@ -90,6 +91,7 @@ def clean_row() -> Row:
         "outcome": "succeeded",
         "finding": "verified_succeeded",
         "res_digest": DIGEST,
+        "res_mutation_id": "auto-tok-a",
         "resolutions": 1,
     }
 
@@ -180,3 +182,73 @@ def test_each_injected_violation_is_caught(case: str) -> None:
     events, row, plans = mutate(copy.deepcopy(clean_history()), clean_row())
     violations = check(events, [row], plans).violations
     assert any(v.startswith(f"[{rule}]") for v in violations), violations
+
+
+# -- failovers: what a lost primary may take with it ------------------------------------------
+
+COMPLETED_ROW = {
+    **clean_row(),
+    "closed_by": "completion",
+    "source": None,
+    "outcome": None,
+    "finding": None,
+    "res_digest": None,
+    "res_mutation_id": None,
+    "resolutions": 0,
+    "completion_mutation_id": f"done-{D}",
+}
+LIVE = {D: Plan(PLAN.spec, Kind.LIVE_REPLAY, PLAN.script, executor_outcome=Outcome.SUCCEEDED)}
+LATE_COMPLETION = ev(
+    70,
+    "executors",
+    "ok",
+    "complete",
+    dispatch_id=D,
+    version=2,
+    outcome="succeeded",
+    result="committed",
+)
+
+
+def test_a_resolution_lost_with_an_asynchronous_primary_is_counted_not_doubled() -> None:
+    # The old primary acknowledged the resolution (t=41), died at t=50 before its standby
+    # had it; on the promoted standby the executor's late completion won instead.
+    events = [*clean_history(), LATE_COMPLETION]
+    verdict = check(events, [COMPLETED_ROW], LIVE, [LossPoint(50, acknowledged=True)])
+    assert verdict.violations == []
+    assert verdict.lost == {"resolution": 1}
+
+
+def test_synchronous_replication_may_lose_no_acknowledged_write() -> None:
+    events = [*clean_history(), LATE_COMPLETION]
+    verdict = check(events, [COMPLETED_ROW], LIVE, [LossPoint(50, acknowledged=False)])
+    rules = {v.split("]")[0] + "]" for v in verdict.violations}
+    assert rules == {"[acknowledged_survives]", "[one_terminal_transition]"}, verdict.violations
+
+
+def test_a_write_acknowledged_after_the_failover_must_survive() -> None:
+    events = [*clean_history(), LATE_COMPLETION]
+    verdict = check(events, [COMPLETED_ROW], LIVE, [LossPoint(30, acknowledged=True)])
+    assert any(v.startswith("[acknowledged_survives]") for v in verdict.violations)
+
+
+def test_a_claim_lost_at_a_failover_revoked_nothing() -> None:
+    # r2's claim (asynchronously committed) was acknowledged at t=26 and lost at t=28; r1's
+    # lease was still the database's at its commit (t=40).
+    events = sorted([*clean_history(), *claim(25, "r2", "tok-b", 2)], key=lambda e: e["t"])
+    lossless = check(events, [clean_row()], {D: PLAN}).violations
+    assert any(v.startswith("[stale_write]") for v in lossless)
+    verdict = check(events, [clean_row()], {D: PLAN}, [LossPoint(28, acknowledged=False)])
+    assert verdict.violations == []
+
+
+def test_the_same_resolution_made_again_after_a_lossy_failover_is_one_resolution() -> None:
+    # r1's resolution (t=41) was lost at t=45; on the promoted standby the dispatch was
+    # claimed again under the same recovery version and resolved on the same evidence.
+    events = [*clean_history(), *claim(50, "r2", "tok-c", 1), *commit(60, "r2", "tok-c", 1)]
+    row = {**clean_row(), "res_mutation_id": "auto-tok-c"}
+    verdict = check(events, [row], {D: PLAN}, [LossPoint(45, acknowledged=True)])
+    assert verdict.violations == []
+    assert verdict.lost == {"resolution": 1}
+    strict = check(events, [row], {D: PLAN}, [LossPoint(45, acknowledged=False)])
+    assert any(v.startswith("[acknowledged_survives]") for v in strict.violations)

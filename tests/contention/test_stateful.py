@@ -43,6 +43,8 @@ pytestmark = pytest.mark.contention
 LEASE_MS = 1_000
 RECOVERY_LEASE_MS = 1_500
 RETRY_MS = 500
+# The model's own statement of the routing rule the database applies (resolver_finding_status).
+NEEDS_HUMAN = frozenset({FindingKind.CONFLICT, FindingKind.UNSUPPORTED})
 DISPATCHES = ("d0", "d1", "d2")
 REPLICAS = ("ra", "rb")
 TERMINAL = ("succeeded", "failed", "blocked")
@@ -270,7 +272,7 @@ class RecoveryMachine(RuleBasedStateMachine):
             self.resolutions[d] = MResolution(
                 "automatic", finding.outcome.value, finding.evidence_digest
             )
-        elif finding.kind.needs_human:
+        elif finding.kind in NEEDS_HUMAN:
             c.status = "manual"
         else:
             c.next_scan = self.now + RETRY_MS

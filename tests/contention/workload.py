@@ -15,11 +15,15 @@ import psycopg
 
 from resolver.core.domain import Completion, DispatchSpec, ExecutionLease, FindingKind, Outcome
 from resolver.core.domain import action_digest as digest_of
-from resolver.core.errors import FenceConflict, NotLeasable, StorageUnavailable
+from resolver.core.errors import FenceConflict, NotFound, NotLeasable, StorageUnavailable
 from resolver.db.repository import PostgresStore
 from resolver.executor.client import ExecutionClient
 from resolver_test_support.history import FileHistory, History
 from resolver_test_support.scripted import SCRIPT_TABLE_DDL, Script, evidence_digest
+
+# After a failover under asynchronous replication an acknowledged write may be gone: the
+# dispatch the executor created, the lease it took. The executor then meets these answers.
+LOST_WRITE_ANSWERS = (NotLeasable, NotFound, FenceConflict)
 
 SCRIPTED_TYPES = ("pay.charge", "db.mutate", "run.create")
 MANUAL_ONLY_TYPE = "shell.exec"
@@ -217,8 +221,9 @@ def seed_crashed(store: PostgresStore, plan: Plan, history: History, lease_s: fl
     retrying(lambda: client.create_dispatch(plan.spec), history, "create", deadline, dispatch_id=d)
     try:
         lease = retrying(lambda: client.lease(d), history, "lease", deadline, dispatch_id=d)
-    except NotLeasable:
-        history.record("fail", "lease", dispatch_id=d)  # our unknown lease won; never started
+    except LOST_WRITE_ANSWERS as exc:
+        # NotLeasable: our unknown lease won; never started. NotFound: the create was lost.
+        history.record("fail", "lease", dispatch_id=d, error=type(exc).__name__)
         return
     _start(client, lease, history, deadline)
 
@@ -233,7 +238,7 @@ def _start(
     except StorageUnavailable:
         history.record("info", "start", dispatch_id=d)
         return None
-    except FenceConflict as exc:
+    except LOST_WRITE_ANSWERS as exc:
         history.record("fail", "start", dispatch_id=d, error=type(exc).__name__)
         return None
     history.record("ok", "start", dispatch_id=d, **_lease_fields(started))
@@ -269,8 +274,8 @@ class LiveExecutor:
             lease = retrying(
                 lambda: client.lease(d), self.history, "lease", deadline, dispatch_id=d
             )
-        except NotLeasable:
-            self.history.record("fail", "lease", dispatch_id=d)
+        except LOST_WRITE_ANSWERS as exc:
+            self.history.record("fail", "lease", dispatch_id=d, error=type(exc).__name__)
             return
         started = _start(client, lease, self.history, deadline)
         if started is None:
@@ -296,7 +301,7 @@ class LiveExecutor:
         except StorageUnavailable:
             self.history.record("info", "renew", dispatch_id=d, version=lease.version)
             return None
-        except FenceConflict as exc:
+        except LOST_WRITE_ANSWERS as exc:
             self.history.record("fail", "renew", dispatch_id=d, error=type(exc).__name__)
             return None
         self.history.record("ok", "renew", dispatch_id=d, **_lease_fields(renewed))
@@ -321,7 +326,7 @@ class LiveExecutor:
                 deadline,
                 **value,
             )
-        except FenceConflict as exc:
+        except LOST_WRITE_ANSWERS as exc:
             self.history.record("fail", "complete", **value, error=type(exc).__name__)
             return
         except StorageUnavailable:

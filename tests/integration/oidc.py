@@ -46,9 +46,9 @@ def token(key: Any, *, alg: str = "RS256", kid: str = "k1", **claims: Any) -> st
 
 
 class Server:
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, port: int = 0) -> None:
         self._server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None)
+            uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None)
         )
         self._thread = threading.Thread(target=self._server.run, daemon=True)
 

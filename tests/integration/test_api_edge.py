@@ -213,8 +213,11 @@ def test_published_openapi_is_current_and_documents_every_problem() -> None:
     assert published == json.loads(json.dumps(openapi_document()))
     decide = published["paths"]["/v1/dispatches/{dispatch_id}/resolution"]["post"]
     assert set(decide["responses"]) == {"200", "400", "401", "403", "404", "409", "413", "415", "422", "429", "500", "503"}
-    version = published["components"]["schemas"]["DecisionRequest"]["properties"]["expected_execution_version"]
-    assert (version["type"], version["minimum"], version["maximum"]) == ("integer", 1, 2**63 - 1)
+    for fenced in ("DecisionRequest", "BulkItem"):
+        version = published["components"]["schemas"][fenced]["properties"]["expected_execution_version"]
+        assert (version["type"], version["minimum"], version["maximum"]) == ("integer", 1, 2**63 - 1)
+    bulk = published["paths"]["/v1/resolutions/bulk"]["post"]
+    assert set(bulk["responses"]) == {"200", "400", "401", "413", "415", "422", "429", "500", "503"}
     assert published["components"]["schemas"]["DecisionRequest"]["additionalProperties"] is False
 
 

@@ -60,6 +60,8 @@ DUMMY = {
     "actor": "a",
     "lock_timeout": "1s",
     "receipt": "{}",
+    "pid": 1,
+    "backend_start": None,
 }
 
 
@@ -75,6 +77,7 @@ def test_every_statement_is_used_by_the_repository() -> None:
     from pathlib import Path
 
     import resolver.db.migrate as migrate
+    import resolver.db.mutation as mutation
     import resolver.db.repository as repo
     import resolver.db.retention as prune_repo
     import resolver.db.statements as statements
@@ -87,6 +90,7 @@ def test_every_statement_is_used_by_the_repository() -> None:
         + Path(repo.__file__).read_text()
         + Path(migrate.__file__).read_text()
         + Path(prune_repo.__file__).read_text()
+        + Path(mutation.__file__).read_text()
     )
     unused = [name for name in all_statements() if f'"{name}"' not in source]
     assert unused == []

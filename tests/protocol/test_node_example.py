@@ -1,6 +1,7 @@
-"""The Node.js executor example (examples/node/executor.mjs) run against real PostgreSQL.
+"""The Node.js executor example (examples/node/executor.mjs, on the SDK in sdk/node) run
+against real PostgreSQL.
 
-The `pg` driver is installed once by npm into a cache directory; without node or a reachable
+npm installs the SDK's tarball and `pg` into a cache directory; without node or a reachable
 npm registry the test is skipped and says why.
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SQL
+from tests.protocol.conftest import npm_cache_dir, npm_install
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "node"
 KID = "node-k1"
@@ -23,28 +25,14 @@ SECRET = "3c" * 32
 
 
 @pytest.fixture(scope="session")
-def node_example() -> Path:
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("node and npm are needed to run the Node.js example")
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    workdir = cache / "approved-action-resolver-tests" / "node-example"
-    workdir.mkdir(parents=True, exist_ok=True)
-    shutil.copy(EXAMPLE / "package.json", workdir / "package.json")
-    if not (workdir / "node_modules" / "pg").is_dir():
-        done = subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=workdir,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        if done.returncode != 0:
-            pytest.skip(
-                f"npm could not install the pg driver (registry unreachable?): {done.stderr}"
-            )
-    # The example runs from beside its node_modules, exactly as a user would run it.
+def node_example(sdk_tarball: Path) -> Path:
+    """The example beside its node_modules, with the SDK installed from its `npm pack`."""
+    workdir = npm_cache_dir("node-example")
+    package = json.loads((EXAMPLE / "package.json").read_text())
+    # The example depends on the SDK by path in the repository; here on its packed tarball.
+    package["dependencies"]["approved-action-executor"] = f"file:{sdk_tarball}"
+    (workdir / "package.json").write_text(json.dumps(package, indent=2))
+    npm_install(workdir)
     shutil.copy(EXAMPLE / "executor.mjs", workdir / "executor.mjs")
     return workdir
 
@@ -69,7 +57,6 @@ def test_node_executor_runs_the_protocol(node_example: Path, database_url: str, 
     steps = {line["step"]: line for line in map(json.loads, done.stdout.splitlines())}
     assert steps["create"]["created"] is True
     assert steps["start"]["state"] == "executing"
-    assert steps["renew"]["controls_rearmed"] == 1
     assert (steps["complete"]["result"], steps["replay"]["result"]) == ("committed", "replayed")
     assert steps["drift"] == {"step": "drift", "refused": "FenceConflict", "sqlstate": "RS001"}
     execution = sql.execution(dispatch_id)

@@ -80,6 +80,7 @@ def test_cycle_log_names_every_dispatch_once_per_page_and_keeps_a_line_for_what_
     from resolver.core.domain import (
         ClaimedItem,
         CommitReport,
+        ControlStatus,
         DispatchIdentity,
         Finding,
         FindingKind,
@@ -109,7 +110,13 @@ def test_cycle_log_names_every_dispatch_once_per_page_and_keeps_a_line_for_what_
         outcome("d-manual", Finding(FindingKind.CONFLICT)),
         outcome("d-lost", Finding(FindingKind.MISSING)),
     ]
-    report = CommitReport(frozenset({"d-ok", "d-retry", "d-manual"}), frozenset({"d-lost"}))
+    # As the database routed them (resolver_finding_status): the replica only reports it.
+    routed = {
+        "d-ok": ControlStatus.RESOLVED,
+        "d-retry": ControlStatus.ARMED,
+        "d-manual": ControlStatus.MANUAL,
+    }
+    report = CommitReport(routed, frozenset({"d-lost"}))
     cycle = CycleReport(page_size=16, claimed=4, accepted=report.accepted, rejected=report.rejected)
     cycle.findings.update(o.finding.kind for o in outcomes)
     log = CycleLog(structlog.get_logger())

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -20,9 +21,11 @@ from resolver.core.errors import ReceiptRejected
 from resolver.evidence.receipts import (
     RECEIPT_FIELDS,
     KeyRing,
+    VerifiedReceipt,
     encode_receipt,
     sign_receipt,
     verify_receipt,
+    verify_stepwise,
 )
 
 EXAMPLES = 3000
@@ -129,10 +132,20 @@ def resign(receipt: dict[str, Any], ring: KeyRing) -> dict[str, Any]:
     return {**body, "sig": sig}
 
 
-def assert_only_genuine_accepted(raw: bytes) -> None:
+def verdict(verify: Callable[[], VerifiedReceipt]) -> VerifiedReceipt | str:
+    """The verified receipt, or the reason it was rejected."""
     try:
-        accepted = verify_receipt(raw, IDENTITY, RING)
-    except ReceiptRejected:
+        return verify()
+    except ReceiptRejected as exc:
+        return exc.reason
+
+
+def assert_only_genuine_accepted(raw: bytes) -> None:
+    accepted = verdict(lambda: verify_receipt(raw, IDENTITY, RING))
+    # The typed fast path and the step-by-step checks agree on every input: the same
+    # receipt, canonical bytes and digest, or the same reason.
+    assert accepted == verdict(lambda: verify_stepwise(raw, IDENTITY, RING)), raw[:300]
+    if isinstance(accepted, str):
         return
     assert accepted.evidence_digest == GENUINE_DIGEST, raw[:300]
 

@@ -22,6 +22,7 @@ from resolver.core.domain import (
     canonical_json,
 )
 from resolver.core.errors import ConfigError, ReceiptRejected
+from resolver.evidence import receipts
 from resolver.evidence.receipts import (
     MAX_RECEIPT_BYTES,
     RECEIPT_FIELDS,
@@ -31,6 +32,7 @@ from resolver.evidence.receipts import (
     receipt_finding,
     sign_receipt,
     verify_receipt,
+    verify_stepwise,
 )
 
 SECRET_HEX = "ab" * 32
@@ -72,6 +74,9 @@ def reason_of(
 ) -> str:
     with pytest.raises(ReceiptRejected) as info:
         verify_receipt(raw, identity, ring or keys())
+    with pytest.raises(ReceiptRejected) as reference:
+        verify_stepwise(raw, identity, ring or keys())
+    assert info.value.reason == reference.value.reason
     return info.value.reason
 
 
@@ -334,3 +339,46 @@ def test_unsigned_form_cut_from_the_signed_one_equals_encoding_it_again(
     canonical = canonical_json(receipt)
     unsigned = canonical_json({k: v for k, v in receipt.items() if k != "sig"})
     assert receipts._unsigned_form(canonical, receipt) == unsigned
+
+
+def test_the_typed_receipt_declares_its_fields_in_canonical_order() -> None:
+    # Its compact encoding is the canonical form only if the fields are in sorted order.
+    assert list(receipts._ReceiptV1.__struct_fields__) == sorted(RECEIPT_FIELDS)
+
+
+def test_the_typed_path_takes_every_spelling_of_a_well_formed_receipt() -> None:
+    genuine = receipt()
+    canonical = encode_receipt(genuine)
+    spellings = [
+        canonical,
+        json.dumps(genuine).encode(),  # PostgreSQL's jsonb text has spaces too
+        json.dumps(genuine, indent=2).encode(),
+        json.dumps(dict(reversed(list(genuine.items())))).encode(),
+        canonical.replace(b'"kid"', b'"\\u006bid"'),
+        canonical.replace(b'"ok"', b'"\\u006fk"'),
+    ]
+    for raw in spellings:
+        assert receipts._decode_well_formed(raw) is not None, raw
+        verified = verify_receipt(raw, IDENTITY, keys())
+        assert verified == verify_stepwise(raw, IDENTITY, keys())
+        assert verified.evidence_digest == hashlib.sha256(canonical).hexdigest()
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        # Repeated keys, same value and other value: the typed decoder alone keeps the last.
+        lambda c: c[:-1] + b',"outcome":"succeeded"}',
+        lambda c: c[:-1] + b',"result_code":"ok"}',
+        # A string that needs an escape never matches its pattern.
+        lambda c: c.replace(b'"ok"', b'"o\\"k"'),
+        lambda c: c.replace(b'"ok"', b'"o,k"'),
+        lambda c: c.replace(b'"ok"', b'"o\\u002ck"'),
+    ],
+)
+def test_the_typed_path_hands_what_it_cannot_vouch_for_to_the_steps(
+    raw: Callable[[bytes], bytes],
+) -> None:
+    mutated = raw(encode_receipt(receipt()))
+    assert receipts._decode_well_formed(mutated) is None
+    reason_of(mutated)  # rejected on both paths, for the same reason

@@ -44,7 +44,10 @@ CREATE TABLE approved_action_executions (
     CONSTRAINT ck_approved_action_executions_result_code_shape CHECK (result_code IS NULL OR result_code ~ '^[a-z0-9_.-]{1,64}$'),
     CONSTRAINT ck_approved_action_executions_evidence_digest_hex CHECK (evidence_digest IS NULL OR evidence_digest ~ '^[0-9a-f]{64}$'),
     CONSTRAINT fk_approved_action_executions_dispatch_id FOREIGN KEY(dispatch_id) REFERENCES approved_action_dispatches (dispatch_id)
-);
+)
+-- Room for HOT updates: start, renewals and the terminal update change no indexed column
+-- (migration 0009_perf).
+WITH (fillfactor = 85);
 
 CREATE TABLE approved_action_recovery_controls (
     dispatch_id TEXT NOT NULL,
@@ -80,7 +83,9 @@ CREATE TABLE approved_action_recovery_controls (
     CONSTRAINT ck_approved_action_recovery_controls_last_evidence_digest_hex CHECK (last_evidence_digest IS NULL OR last_evidence_digest ~ '^[0-9a-f]{64}$'),
     CONSTRAINT ck_approved_action_recovery_controls_manual_reason_shape CHECK (manual_reason IS NULL OR manual_reason ~ '^[a-z0-9_.-]{1,64}$'),
     CONSTRAINT fk_approved_action_recovery_controls_dispatch_id FOREIGN KEY(dispatch_id) REFERENCES approved_action_executions (dispatch_id)
-);
+)
+-- Room for a control's next version on its own page (migration 0009_perf).
+WITH (fillfactor = 90);
 
 CREATE INDEX ix_recovery_controls_due ON approved_action_recovery_controls (next_scan_at_ms, dispatch_id) WHERE status = 'armed';
 
@@ -139,6 +144,25 @@ CREATE TABLE recovery_authorizations (
 CREATE FUNCTION resolver_now_ms(override_ms bigint) RETURNS bigint
 LANGUAGE sql VOLATILE PARALLEL SAFE AS
 $$ SELECT COALESCE(override_ms, (extract(epoch from clock_timestamp()) * 1000)::bigint) $$;
+
+-- The one release of a recovery lease: a new recovery_version (the fence every holder of the
+-- old lease fails on) and no owner, token or expiry. Every writer that ends a recovery lease
+-- (a renewal, the three commits, a graceful hand-back) assigns these four columns from here:
+--   SET (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
+--       = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version))
+-- A one-SELECT SQL function: the planner inlines it.
+CREATE FUNCTION resolver_recovery_lease_released(p_recovery_version bigint)
+RETURNS TABLE (
+    recovery_version bigint, recovery_owner text, recovery_token uuid,
+    recovery_lease_expires_at_ms bigint
+)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT p_recovery_version + 1, NULL::text, NULL::uuid, NULL::bigint
+$$;
+
+-- Executable by PUBLIC by default; resolver/db/grants.sql grants it to the runtime role (the
+-- protocol functions run it as the owner).
+REVOKE EXECUTE ON FUNCTION resolver_recovery_lease_released(bigint) FROM PUBLIC;
 
 -- Facts are insert-only: the database itself refuses to rewrite history. A DELETE passes only
 -- inside resolver_prune_batch (05_retention.sql): the transaction-local flag is on AND the

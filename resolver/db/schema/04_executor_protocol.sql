@@ -85,7 +85,8 @@ $$;
 -- The protocol: each function is SECURITY DEFINER with its search_path pinned (below), fences
 -- inside the database on the database clock, and refuses with SQLSTATE RS001 fence conflict,
 -- RS002 lease lost, RS003 not leasable, RS004 not found, RS005 invalid input (RS006: a
--- state-machine trigger refused a write).
+-- state-machine trigger refused a write). The completion, resolver_execution_complete, is one
+-- of the three commits and lives beside the other two in 06_commits.sql.
 CREATE FUNCTION resolver_dispatch_create(
     p_dispatch_id text, p_approval_request_id text, p_project_id text, p_action_type text,
     p_action_digest text, p_idempotency_key text, p_schema_version integer DEFAULT 1,
@@ -291,122 +292,12 @@ BEGIN
     SET execution_version = version,
         status = 'armed',
         manual_at_ms = NULL,
-        recovery_version = c.recovery_version + 1,
-        recovery_owner = NULL,
-        recovery_token = NULL,
-        recovery_lease_expires_at_ms = NULL,
+        (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
+            = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version)),
         next_scan_at_ms = lease_expires_at_ms
     WHERE c.dispatch_id = p_dispatch_id AND c.status IN ('armed', 'manual');
     GET DIAGNOSTICS controls_rearmed = ROW_COUNT;
     RETURN NEXT;
-END
-$$;
-
-CREATE FUNCTION resolver_execution_complete(
-    p_dispatch_id text, p_owner text, p_token uuid, p_version bigint, p_outcome text,
-    p_result_code text, p_mutation_id text, p_evidence_digest text DEFAULT NULL,
-    p_now_ms bigint DEFAULT NULL
-)
-RETURNS TABLE (
-    dispatch_id text, result text, state text, version bigint
-)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
-#variable_conflict use_column
-DECLARE
-    now_ms bigint;
-    seen record;
-BEGIN
-    IF p_outcome IS NULL OR p_outcome NOT IN ('succeeded', 'failed') THEN
-        RAISE EXCEPTION 'p_outcome must be succeeded or failed' USING ERRCODE = 'RS005';
-    END IF;
-    IF NOT coalesce(p_result_code ~ '^[a-z0-9_.-]{1,64}$', false) THEN
-        RAISE EXCEPTION 'p_result_code must match [a-z0-9_.-]{1,64}' USING ERRCODE = 'RS005';
-    END IF;
-    IF NOT coalesce(p_mutation_id ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$', false) THEN
-        RAISE EXCEPTION 'p_mutation_id must be 1-128 characters of [A-Za-z0-9_.:-]'
-            USING ERRCODE = 'RS005';
-    END IF;
-    IF p_evidence_digest IS NOT NULL AND p_evidence_digest !~ '^[0-9a-f]{64}$' THEN
-        RAISE EXCEPTION 'p_evidence_digest must be a lowercase hex sha256 or NULL'
-            USING ERRCODE = 'RS005';
-    END IF;
-    now_ms := resolver_protocol_now_ms(p_now_ms);
-    -- Terminal state fenced on owner/token/version; a late completion is accepted as
-    -- long as nobody replaced the fence (no resolution, no takeover).
-    -- One statement: the control closes with the terminal state (the settled-closed
-    -- trigger checks exactly that at the end of the statement).
-    WITH completed AS (
-        UPDATE approved_action_executions AS e
-        SET state = p_outcome,
-            version = e.version + 1,
-            finished_at_ms = now_ms,
-            result_code = p_result_code,
-            completion_mutation_id = p_mutation_id,
-            evidence_digest = p_evidence_digest
-        WHERE e.dispatch_id = p_dispatch_id AND e.owner = p_owner AND e.token = p_token
-          AND e.version = p_version AND e.state = 'executing'
-        RETURNING e.dispatch_id, e.state, e.version, e.finished_at_ms
-    ),
-    closed AS (
-        UPDATE approved_action_recovery_controls AS c
-        SET status = 'resolved',
-            closed_by = 'completion',
-            closed_at_ms = d.finished_at_ms,
-            completion_mutation_id = p_mutation_id,
-            execution_version = d.version,
-            manual_at_ms = NULL,
-            recovery_version = c.recovery_version + 1,
-            recovery_owner = NULL,
-            recovery_token = NULL,
-            recovery_lease_expires_at_ms = NULL
-        FROM completed AS d
-        WHERE c.dispatch_id = d.dispatch_id AND c.status <> 'resolved'
-        RETURNING c.dispatch_id
-    )
-    SELECT d.dispatch_id, d.state, d.version INTO dispatch_id, state, version
-    FROM completed AS d;
-    IF FOUND THEN
-        result := 'committed';
-        RETURN NEXT;
-        RETURN;
-    END IF;
-    SELECT e.dispatch_id, e.state, e.version, e.result_code, e.completion_mutation_id,
-           e.evidence_digest, r.source, r.evidence_digest AS resolution_digest
-    INTO seen
-    FROM approved_action_executions AS e
-    LEFT JOIN approved_action_recovery_resolutions AS r USING (dispatch_id)
-    WHERE e.dispatch_id = p_dispatch_id;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'dispatch % has no execution', quote_literal(p_dispatch_id)
-            USING ERRCODE = 'RS004';
-    END IF;
-    -- Our own completion already landed: a replay repeats every semantic field. A
-    -- resolution won first: only the same outcome on the same evidence is the same fact.
-    IF seen.state = p_outcome AND (
-           (seen.source IS NULL
-            AND seen.completion_mutation_id IS NOT DISTINCT FROM p_mutation_id
-            AND seen.result_code IS NOT DISTINCT FROM p_result_code
-            AND seen.evidence_digest IS NOT DISTINCT FROM p_evidence_digest)
-        OR (seen.source IS NOT NULL AND p_evidence_digest IS NOT NULL
-            AND seen.resolution_digest = p_evidence_digest)) THEN
-        dispatch_id := seen.dispatch_id;
-        state := seen.state;
-        version := seen.version;
-        result := 'replayed';
-        RETURN NEXT;
-        RETURN;
-    END IF;
-    IF seen.state IN ('succeeded', 'failed', 'blocked') THEN
-        RAISE EXCEPTION 'dispatch % was already settled % by %; completion % (%) drifts from it',
-            quote_literal(p_dispatch_id), seen.state,
-            CASE seen.source WHEN 'automatic' THEN 'an automatic resolution'
-                             WHEN 'manual' THEN 'a manual resolution'
-                             ELSE 'a completion' END,
-            quote_literal(p_mutation_id), p_outcome
-            USING ERRCODE = 'RS001';
-    END IF;
-    PERFORM resolver_protocol_refuse(
-        'complete', p_dispatch_id, p_owner, p_token, p_version, now_ms);
 END
 $$;
 
@@ -486,7 +377,6 @@ REVOKE EXECUTE ON FUNCTION
     resolver_execution_lease(text, text, bigint, bigint),
     resolver_execution_start(text, text, uuid, bigint, bigint, bigint),
     resolver_execution_renew(text, text, uuid, bigint, bigint, bigint),
-    resolver_execution_complete(text, text, uuid, bigint, text, text, text, text, bigint),
     resolver_receipt_identity(text, text, uuid, bigint, bigint),
     resolver_receipt_write(text, text, uuid, bigint, jsonb)
 FROM PUBLIC;
@@ -614,7 +504,6 @@ BEGIN
         'resolver_execution_lease(text, text, bigint, bigint)',
         'resolver_execution_start(text, text, uuid, bigint, bigint, bigint)',
         'resolver_execution_renew(text, text, uuid, bigint, bigint, bigint)',
-        'resolver_execution_complete(text, text, uuid, bigint, text, text, text, text, bigint)',
         'resolver_receipt_identity(text, text, uuid, bigint, bigint)',
         'resolver_receipt_write(text, text, uuid, bigint, jsonb)',
         'resolver_guard_execution()',

@@ -1,7 +1,7 @@
 """The manual-resolution HTTP API: what the composition root, the command and tests use."""
 
+from resolver.core.domain import BIGINT_MAX
 from resolver.human.api.app import (
-    BIGINT_MAX,
     MAX_BODY_BYTES,
     RateLimiter,
     create_app,

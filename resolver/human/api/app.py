@@ -9,6 +9,7 @@ is a JSON integer, never `"7"`, `7.0` or `true`) and bounded before any SQL runs
 # No `from __future__ import annotations` here: FastAPI resolves the endpoint annotations,
 # which name dependencies local to create_app, at definition time.
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +27,10 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from resolver.core.domain import (
+    BIGINT_MAX,
+    HEX64_REGEX,
+    ID_REGEX,
+    REASON_CODE_REGEX,
     Decision,
     ManualDecision,
     Principal,
@@ -40,8 +45,10 @@ from resolver.core.errors import (
     StrongAuthRequired,
 )
 from resolver.core.ports import HumanStore
+from resolver.human.api.bulk import BulkRequest, BulkResponse, bulk_cost, decide_each
 from resolver.human.api.cases import install_case_routes
 from resolver.human.auth import InvalidToken, TokenVerifier
+from resolver.human.console_config import ConsoleConfig
 from resolver.human.manual import MAX_AUTH_AGE_MS, ManualResolutionService
 from resolver.telemetry.health import Probe
 from resolver.telemetry.observer import ApiObserver, NullApiObserver
@@ -50,9 +57,6 @@ log = structlog.get_logger("resolver.api")
 access_log = structlog.get_logger("resolver.api.access")
 UNMATCHED_ROUTE = "unmatched"
 PROBLEM = "application/problem+json"
-# PostgreSQL bigint: a larger number would fail in the database, so it is refused before.
-BIGINT_MAX = 2**63 - 1
-ID_REGEX = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$"
 ACCESS_LOG_PATH_CHARS = 256
 QUIET_ROUTES = frozenset({"/healthz", "/readyz"})
 # The `acr_values` of a step-up answer (RFC 9470): multi-factor authentication, the class the
@@ -74,8 +78,8 @@ class DecisionRequest(BaseModel):
     decision: Decision
     mutation_id: StrictStr = Field(pattern=ID_REGEX, description="1-128 of [A-Za-z0-9_.:-]")
     expected_execution_version: StrictInt = Field(ge=1, le=BIGINT_MAX)
-    reason_code: StrictStr = Field(pattern=r"^[a-z0-9_.\-]{1,64}$")
-    evidence_digest: StrictStr | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    reason_code: StrictStr = Field(pattern=REASON_CODE_REGEX)
+    evidence_digest: StrictStr | None = Field(default=None, pattern=HEX64_REGEX)
 
 
 class CurrentState(BaseModel):
@@ -126,14 +130,15 @@ class RateLimiter:
     _buckets: dict[str, tuple[float, float]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def allow(self, user_id: str) -> bool:
+    def allow(self, user_id: str, cost: int = 1) -> bool:
+        """Take `cost` tokens (a bulk request takes more than one) or none if too few are left."""
         rate = self.per_minute / 60.0
         with self._lock:
             now = self.clock()
             tokens, at = self._buckets.get(user_id, (float(self.per_minute), now))
             tokens = min(float(self.per_minute), tokens + (now - at) * rate)
-            allowed = tokens >= 1.0
-            self._buckets[user_id] = (tokens - 1.0 if allowed else tokens, now)
+            allowed = tokens >= cost
+            self._buckets[user_id] = (tokens - cost if allowed else tokens, now)
             return allowed
 
 
@@ -145,9 +150,11 @@ def create_app(
     limiter: RateLimiter | None = None,
     observer: ApiObserver | None = None,
     readiness: Callable[[], Probe] | None = None,
+    console: ConsoleConfig | None = None,
 ) -> FastAPI:
     """The API app; `readiness` (the composition root's database and schema check) adds
-    `/readyz`, `observer` receives the request, token, step-up and decision events."""
+    `/readyz`, `observer` receives the request, token, step-up and decision events, `console`
+    is what the operator console is told (sign-in, link-outs, reason codes)."""
     service = service or ManualResolutionService(store)
     limiter = limiter or RateLimiter()
     events: ApiObserver = observer or NullApiObserver()
@@ -206,10 +213,7 @@ def create_app(
         body: DecisionRequest,
         dispatch_id: Annotated[str, Path(pattern=ID_REGEX)],
     ) -> DecisionResponse:
-        if not limiter.allow(user.user_id):
-            raise ApiError(
-                429, "rate_limited", "too many decisions; wait a minute", {"Retry-After": "60"}
-            )
+        _admit(limiter, user.user_id)
         decision = ManualDecision(
             dispatch_id=dispatch_id,
             decision=body.decision,
@@ -233,9 +237,28 @@ def create_app(
             result=result.value,
         )
 
+    @app.post(
+        "/v1/resolutions/bulk",
+        response_model=BulkResponse,
+        responses=_problems(400, 401, 415, 422, 429),
+    )
+    def decide_bulk(user: User, body: BulkRequest) -> BulkResponse:
+        """One decision for 1-100 dispatches, each its own fenced decision; every item's result
+        comes back in order. Takes one rate-limit token per 10 items."""
+        _admit(limiter, user.user_id, bulk_cost(len(body.items), limiter.per_minute))
+        results = decide_each(service, user, body, events)
+        return BulkResponse(results=results)
+
     _install_probes(app, readiness)
-    _install_console(app)
+    _install_console(app, console or ConsoleConfig())
     return app
+
+
+def _admit(limiter: RateLimiter, user_id: str, cost: int = 1) -> None:
+    if not limiter.allow(user_id, cost):
+        raise ApiError(
+            429, "rate_limited", "too many decisions; wait a minute", {"Retry-After": "60"}
+        )
 
 
 class _Edge:
@@ -343,10 +366,10 @@ def openapi_document() -> dict[str, Any]:
     unused = TokenVerifier(issuer="", audience="", keys=_NoKeys())
     document = create_app(cast(HumanStore, None), unused).openapi()
     # FastAPI's schema model holds bounds as floats: 2**63 - 1 would print as 2**63.
-    version = document["components"]["schemas"]["DecisionRequest"]["properties"][
-        "expected_execution_version"
-    ]
-    version.update(minimum=1, maximum=BIGINT_MAX)
+    schemas = document["components"]["schemas"]
+    for fenced in ("DecisionRequest", "BulkItem"):
+        version = schemas[fenced]["properties"]["expected_execution_version"]
+        version.update(minimum=1, maximum=BIGINT_MAX)
     return document
 
 
@@ -371,24 +394,30 @@ def _install_probes(app: FastAPI, readiness: Callable[[], Probe] | None) -> None
         )
 
 
-CONSOLE_FILES = {"index.html": "text/html", "app.js": "text/javascript", "app.css": "text/css"}
-# The console loads nothing but itself and talks only to this origin.
-CONSOLE_CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-    "form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
-)
+# What the console may fetch; config.json is built from ConsoleConfig, the rest ship in the wheel.
+CONSOLE_CONFIG = "config.json"
+CONSOLE_FILES = {
+    "index.html": "text/html",
+    "app.js": "text/javascript",
+    "auth.js": "text/javascript",
+    "app.css": "text/css",
+    CONSOLE_CONFIG: "application/json",
+}
 
 
-def _install_console(app: FastAPI) -> None:
+def _install_console(app: FastAPI, config: ConsoleConfig) -> None:
     assets = resources.files("resolver.human") / "console"
-    cached = {name: (assets / name).read_bytes() for name in CONSOLE_FILES}
+    cached = {
+        name: (assets / name).read_bytes() for name in CONSOLE_FILES if name != CONSOLE_CONFIG
+    }
+    cached[CONSOLE_CONFIG] = json.dumps(config.public_document()).encode()
+    headers = {
+        "Content-Security-Policy": config.content_security_policy(),
+        "Referrer-Policy": "no-referrer",
+    }
 
     def serve(name: str) -> Response:
-        return Response(
-            cached[name],
-            media_type=CONSOLE_FILES[name],
-            headers={"Content-Security-Policy": CONSOLE_CSP, "Referrer-Policy": "no-referrer"},
-        )
+        return Response(cached[name], media_type=CONSOLE_FILES[name], headers=headers)
 
     @app.get("/console", include_in_schema=False)
     def console() -> Response:

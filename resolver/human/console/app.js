@@ -1,129 +1,744 @@
-"use strict";
-// The operator console: lists the manual queue and submits decisions to the same-origin API.
-// Data is only ever placed with textContent: nothing from the server becomes markup.
+// The operator console: three lists, the case view and decisions, against the same-origin API.
+// Data is only ever placed as text (textContent, attribute values): nothing from the server or
+// the address bar becomes markup. All state a reload must keep lives in the URL fragment.
+import * as auth from "./auth.js";
 
-const TOKEN_KEY = "resolver.token";
-let cursor = null;
+const FINDINGS = ["conflict", "unsupported", "missing", "still_running", "unavailable"];
+const AGES = [["", "any age"], ["300", "over 5 minutes"], ["3600", "over 1 hour"], ["86400", "over 1 day"]];
+const DECISIONS = {
+  confirm_succeeded: {
+    label: "Confirm succeeded",
+    consequence: "Marks it succeeded: nothing will run it again. Choose this only if you checked " +
+      "that the side effect happened. To run it again anyway, create a new dispatch that supersedes this one.",
+  },
+  confirm_failed: {
+    label: "Confirm failed",
+    consequence: "Marks it failed: nothing will run it again, and the platform treats the action as " +
+      "not done. Choose this only if you checked that the side effect did not happen. To do it after " +
+      "all, create a new dispatch that supersedes this one.",
+  },
+  abandon_unknown: {
+    label: "Abandon as unknown",
+    consequence: "Marks it blocked with the outcome unknown: nothing will run it again. To do the " +
+      "action again, create a new approval and dispatch that supersedes this one, knowing it may " +
+      "already have happened once.",
+  },
+};
+const LIST_FILTERS = ["project_id", "action_type", "last_finding", "min_age_seconds", "q"];
+const VIEWS = {
+  queue: {
+    title: "Manual queue", path: "/v1/manual-queue", filters: LIST_FILTERS, bulk: true,
+    lede: "Evidence could not settle these executions. Each decision is final and audited.",
+    empty: "Nothing waits for a decision.",
+    columns: ["Dispatch", "Project", "Action type", "Finding", "Why here", "In queue since", "Proposal"],
+  },
+  waiting: {
+    title: "Waiting for evidence", path: "/v1/waiting", filters: LIST_FILTERS, bulk: false,
+    lede: "Recovery required, inspected at least once, not settled: providers keep looking.",
+    empty: "Nothing is waiting for evidence.",
+    columns: ["Dispatch", "Project", "Action type", "Finding", "Last failure", "Started", "Proposal"],
+  },
+  decided: {
+    title: "Decided", path: "/v1/decisions", filters: ["project_id", "user_id", "since", "until"], bulk: false,
+    lede: "Human decisions, newest first: who decided what, how they signed in, and what evidence said later.",
+    empty: "No decision matches.",
+    columns: ["Dispatch", "Project", "Action type", "Decision", "By", "Reason", "Sign-in", "Decided", "Later evidence"],
+  },
+};
+const BULK_CHUNK = 100;
+const SELECT_ALL_CAP = 1000;
 
-function headers() {
-  const token = sessionStorage.getItem(TOKEN_KEY);
-  const h = { "Content-Type": "application/json" };
-  if (token) h.Authorization = "Bearer " + token;
-  return h;
+let config = { oidc: null, links: [], reason_codes: [] };
+const known = new Map(); // dispatch_id -> the last list item seen for it
+const selected = new Set();
+
+// -- small DOM helpers ------------------------------------------------------------------------
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  Object.entries(attrs || {}).forEach(([key, value]) => {
+    if (value === null || value === undefined || value === false) return;
+    if (key === "text") node.textContent = value;
+    else if (key === "className") node.className = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? "" : String(value));
+  });
+  children.flat().forEach((child) => {
+    if (child === null || child === undefined) return;
+    node.append(typeof child === "string" ? document.createTextNode(child) : child);
+  });
+  return node;
 }
 
 function say(text, kind) {
-  const el = document.getElementById("status");
-  el.textContent = text;
-  el.className = kind || "";
+  const status = document.getElementById("status");
+  status.textContent = text;
+  status.className = kind || "";
 }
 
-async function problem(response) {
+function pad(n) {
+  return String(n).padStart(2, "0");
+}
+
+function age(ms) {
+  const seconds = Math.round((Date.now() - ms) / 1000);
+  const abs = Math.abs(seconds);
+  const [n, unit] = abs < 90 ? [abs, "s"] : abs < 5400 ? [Math.round(abs / 60), "min"]
+    : abs < 129600 ? [Math.round(abs / 3600), "h"] : [Math.round(abs / 86400), "d"];
+  return seconds >= 0 ? `${n} ${unit} ago` : `in ${n} ${unit}`;
+}
+
+// UTC with the relative age beside it: an on-call engineer reads both at a glance.
+function when(ms) {
+  if (ms === null || ms === undefined) return el("span", { text: "—" });
+  const d = new Date(ms);
+  const text = `${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())} ` +
+    `${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())} UTC`;
+  return el("time", { datetime: d.toISOString(), title: d.toISOString() }, text, el("span", { className: "age", text: ` (${age(ms)})` }));
+}
+
+function caseLink(id) {
+  return el("a", { href: "#/dispatch/" + encodeURIComponent(id), className: "mono", text: id });
+}
+
+function problemText(answer) {
+  const p = answer.body || {};
+  const code = p.code || "http_" + answer.status;
+  let text = `${answer.status || "no answer"} ${code}: ${p.title || "the request failed"}`;
+  if (p.current) {
+    text += ` Current state: ${p.current.state}, version ${p.current.version}` +
+      (p.current.control_status ? `, control ${p.current.control_status}` : "") + ".";
+  }
+  return text;
+}
+
+// -- routing: the fragment is the whole state -------------------------------------------------
+
+function route() {
+  const hash = window.location.hash.replace(/^#/, "");
+  const match = /^\/dispatch\/(.+)$/.exec(hash);
+  if (match) return { view: "case", id: decodeURIComponent(match[1]) };
+  const [path, query] = hash.split("?");
+  const view = path.replace(/^\//, "");
+  return { view: VIEWS[view] ? view : "queue", params: new URLSearchParams(query || "") };
+}
+
+function listHash(view, params) {
+  const query = params.toString();
+  return "#/" + view + (query ? "?" + query : "");
+}
+
+function setNav(view) {
+  document.querySelectorAll("#nav a").forEach((link) => {
+    if (link.dataset.view === view) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  });
+}
+
+async function render() {
+  const where = route();
+  setNav(where.view);
+  const main = document.getElementById("main");
+  main.replaceChildren();
+  say("");
+  renderIdentity();
+  if (where.view === "case") await renderCase(main, where.id);
+  else await renderList(main, where.view, where.params);
+  const heading = main.querySelector("h2");
+  if (heading && document.activeElement === document.body) heading.focus();
+}
+
+// -- sign-in ------------------------------------------------------------------------------------
+
+function renderIdentity() {
+  const box = document.getElementById("identity");
+  const claims = auth.tokenClaims();
+  const parts = [];
+  if (claims && claims.sub) {
+    parts.push(el("span", { id: "who", text: `Signed in as ${claims.sub}` + (claims.amr ? ` (${[].concat(claims.amr).join(", ")})` : "") }));
+    parts.push(el("button", { type: "button", id: "sign-out", text: "Sign out", onclick: () => { auth.signOut(); render(); } }));
+  } else if (auth.signInAvailable()) {
+    parts.push(el("button", { type: "button", id: "sign-in", text: "Sign in", onclick: () => startSignIn() }));
+  }
+  box.replaceChildren(...parts);
+}
+
+async function startSignIn(stepUp, retry) {
   try {
-    const body = await response.json();
-    return body;
-  } catch (_e) {
-    return { code: "http_" + response.status, title: "unexpected answer " + response.status };
+    await auth.signIn(stepUp, retry);
+  } catch (error) {
+    say("Sign-in could not start: " + error.message, "error");
   }
 }
 
-function explain(p) {
-  if (p.code === "step_up_required") return "Sign in again with a second factor, then retry: " + p.title;
-  return p.title;
-}
-
-async function loadQueue(reset) {
-  if (reset) {
-    cursor = null;
-    document.querySelector("#queue tbody").replaceChildren();
+function needSignIn(main) {
+  const section = el("section", { id: "signin", "aria-labelledby": "signin-title" },
+    el("h2", { id: "signin-title", tabindex: "-1", text: "Sign in" }));
+  if (auth.signInAvailable()) {
+    section.append(el("p", { text: "Sign in with your organisation's identity provider." }),
+      el("button", { type: "button", id: "signin-oidc", text: "Sign in", onclick: () => startSignIn() }));
   }
-  const url = "/v1/manual-queue?limit=50" + (cursor ? "&cursor=" + encodeURIComponent(cursor) : "");
-  const response = await fetch(url, { headers: headers(), credentials: "same-origin" });
-  if (response.status === 401) {
-    document.getElementById("signin").hidden = false;
-    say("Not signed in.", "error");
-    return;
-  }
-  if (!response.ok) {
-    say(explain(await problem(response)), "error");
-    return;
-  }
-  document.getElementById("signin").hidden = true;
-  const page = await response.json();
-  page.items.forEach(addRow);
-  cursor = page.next_cursor;
-  document.getElementById("more").hidden = !cursor;
-  const count = document.querySelectorAll("#queue tbody tr").length;
-  document.getElementById("queue").hidden = count === 0;
-  document.getElementById("empty").hidden = count !== 0;
-  say(count + " waiting.");
-}
-
-function addRow(item) {
-  const row = document.getElementById("row").content.firstElementChild.cloneNode(true);
-  row.dataset.dispatchId = item.dispatch_id;
-  row.querySelector(".dispatch").textContent = item.dispatch_id;
-  row.querySelector(".project").textContent = item.project_id;
-  row.querySelector(".action").textContent = item.action_type;
-  row.querySelector(".finding").textContent = (item.last_finding || "—") + " ×" + item.finding_count;
-  row.querySelector(".since").textContent = new Date(item.manual_at_ms).toISOString();
-  const form = row.querySelector("form");
-  // One mutation id per form: a resubmission after a lost answer replays, never doubles.
-  form.dataset.mutationId = crypto.randomUUID();
-  form.addEventListener("submit", (event) => decide(event, item, form, row));
-  document.querySelector("#queue tbody").appendChild(row);
-}
-
-async function decide(event, item, form, row) {
-  event.preventDefault();
-  const data = new FormData(form);
-  const out = form.querySelector(".result");
-  const button = form.querySelector("button");
-  button.disabled = true;
-  const body = {
-    decision: data.get("decision"),
-    reason_code: data.get("reason_code"),
-    mutation_id: form.dataset.mutationId,
-    expected_execution_version: item.execution_version,
-  };
-  const url = "/v1/dispatches/" + encodeURIComponent(item.dispatch_id) + "/resolution";
-  const response = await fetch(url, {
-    method: "POST", headers: headers(), credentials: "same-origin", body: JSON.stringify(body),
-  });
-  if (response.ok) {
-    const result = await response.json();
-    say(item.dispatch_id + " is now " + result.outcome + " (" + result.result + ").", "ok");
-    row.remove();
-    if (!document.querySelector("#queue tbody tr")) {
-      document.getElementById("queue").hidden = true;
-      document.getElementById("empty").hidden = false;
-    }
-    return;
-  }
-  const p = await problem(response);
-  out.textContent = explain(p);
-  out.className = "result error";
-  button.disabled = false;
-}
-
-// A link may carry a token in its fragment (`#token=…`, as `resolver demo --live` prints):
-// browsers never send the fragment to a server, and it is removed from the address bar and
-// history before anything else runs, so the token lands only in this tab's session storage.
-function takeTokenFromFragment() {
-  const match = /^#token=([A-Za-z0-9._-]+)$/.exec(window.location.hash);
-  if (!match) return;
-  sessionStorage.setItem(TOKEN_KEY, match[1]);
-  history.replaceState(null, "", window.location.pathname + window.location.search);
-}
-
-document.addEventListener("DOMContentLoaded", () => {
-  takeTokenFromFragment();
-  document.getElementById("signin-form").addEventListener("submit", (event) => {
+  const form = el("form", { id: "signin-form" },
+    el("label", { for: "token", text: "Access token" }),
+    el("input", { id: "token", name: "token", type: "password", autocomplete: "off", required: true }),
+    el("button", { type: "submit", text: "Use token" }));
+  form.addEventListener("submit", (event) => {
     event.preventDefault();
-    sessionStorage.setItem(TOKEN_KEY, document.getElementById("token").value.trim());
-    document.getElementById("token").value = "";
-    loadQueue(true);
+    auth.setToken(document.getElementById("token").value.trim());
+    render();
   });
-  document.getElementById("more").addEventListener("click", () => loadQueue(false));
-  loadQueue(true);
+  section.append(el("p", { text: auth.signInAvailable() ? "Or paste an access token (it stays in this tab only)." :
+    "No session was forwarded by your identity proxy. Paste an access token (it stays in this tab only)." }), form);
+  main.replaceChildren(section);
+  say("Not signed in.", "error");
+}
+
+// -- the three lists ----------------------------------------------------------------------------
+
+function filterForm(view, params) {
+  const spec = VIEWS[view];
+  const form = el("form", { id: "filters", className: "filters", role: "search", "aria-label": "Filter " + spec.title });
+  const field = (name, label, control) => el("div", { className: "field" }, el("label", { for: "f-" + name, text: label }), control);
+  const input = (name, extra) => el("input", { id: "f-" + name, name, value: params.get(name) || "", ...extra });
+  const select = (name, options) => {
+    const control = el("select", { id: "f-" + name, name });
+    options.forEach(([value, text]) => control.append(el("option", { value, text, selected: (params.get(name) || "") === value })));
+    return control;
+  };
+  spec.filters.forEach((name) => {
+    if (name === "q") form.append(field(name, "Dispatch id, idempotency key or approval id", input(name, { className: "wide", autocomplete: "off" })));
+    else if (name === "project_id") form.append(field(name, "Project", input(name)));
+    else if (name === "action_type") form.append(field(name, "Action type", input(name)));
+    else if (name === "user_id") form.append(field(name, "Decided by", input(name)));
+    else if (name === "last_finding") form.append(field(name, "Finding", select(name, [["", "any finding"], ...FINDINGS.map((f) => [f, f])])));
+    else if (name === "min_age_seconds") form.append(field(name, "Age", select(name, AGES)));
+    else if (name === "since" || name === "until") form.append(field(name, name === "since" ? "From (UTC day)" : "To (UTC day)", input(name, { type: "date" })));
+  });
+  form.append(el("button", { type: "submit", text: "Apply" }),
+    el("a", { href: "#/" + view, className: "reset", text: "Clear filters" }));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const next = new URLSearchParams();
+    new FormData(form).forEach((value, key) => { if (String(value).trim()) next.set(key, String(value).trim()); });
+    window.location.hash = listHash(view, next);
+  });
+  return form;
+}
+
+function apiQuery(view, params, cursor, limit) {
+  const query = new URLSearchParams({ limit: String(limit || 50) });
+  VIEWS[view].filters.forEach((name) => {
+    const value = params.get(name);
+    if (!value) return;
+    if (name === "since") query.set("since_ms", String(Date.parse(value + "T00:00:00Z")));
+    else if (name === "until") query.set("until_ms", String(Date.parse(value + "T00:00:00Z") + 86400000));
+    else query.set(name, value);
+  });
+  if (cursor) query.set("cursor", cursor);
+  return VIEWS[view].path + "?" + query.toString();
+}
+
+async function renderList(main, view, params) {
+  const spec = VIEWS[view];
+  document.title = `${spec.title} · approved-action resolver`;
+  main.append(el("h2", { tabindex: "-1", text: spec.title }), el("p", { className: "lede", text: spec.lede }), filterForm(view, params));
+  const answer = await auth.api("GET", apiQuery(view, params, params.get("cursor")));
+  if (answer.status === 401) return needSignIn(main);
+  if (answer.status === 404 && view !== "queue") {
+    main.append(el("p", { id: "unavailable", className: "notice", text: `“${spec.title}” is not available from this API (GET ${spec.path} answered 404): upgrade the resolver API to see it.` }));
+    return;
+  }
+  if (!answer.ok) {
+    main.append(el("p", { className: "error", role: "alert", text: problemText(answer) }));
+    return;
+  }
+  const page = answer.body;
+  if (typeof page.total !== "number" && view !== "decided") page.items = page.items.filter((item) => matchesFilter(item, params));
+  page.items.forEach((item) => known.set(item.dispatch_id, item));
+  const counts = el("p", { id: "counts" });
+  const filtered = spec.filters.some((name) => params.get(name));
+  if (typeof page.total === "number") {
+    counts.textContent = `${page.total} match${page.total === 1 ? "es" : ""}` + (filtered ? " the filter" : "") + ` · ${page.items.length} on this page`;
+  } else {
+    counts.textContent = `${page.items.length} on this page` + (filtered ? " (this API reports no totals and filters nothing: the console filtered this page itself)" : "");
+  }
+  main.append(counts);
+  if (page.items.length === 0) {
+    main.append(el("p", { id: "empty", text: spec.empty }));
+  } else {
+    main.append(listTable(view, page.items));
+  }
+  main.append(pager(view, params, page.next_cursor));
+  if (spec.bulk && page.items.length) main.append(bulkPanel(view, params, page));
+}
+
+function pager(view, params, nextCursor) {
+  const nav = el("nav", { className: "pager", "aria-label": "Pages" });
+  if (params.get("cursor")) {
+    const first = new URLSearchParams(params);
+    first.delete("cursor");
+    nav.append(el("a", { href: listHash(view, first), id: "first-page", text: "First page" }));
+  }
+  if (nextCursor) {
+    const next = new URLSearchParams(params);
+    next.set("cursor", nextCursor);
+    nav.append(el("a", { href: listHash(view, next), id: "next-page", text: "Next page" }));
+  }
+  return nav;
+}
+
+function proposalText(proposal) {
+  if (!proposal) return "—";
+  return `${proposal.decision} proposed by ${proposal.proposed_by}, expires ${age(proposal.expires_at_ms)}`;
+}
+
+function listTable(view, items) {
+  const spec = VIEWS[view];
+  const head = el("tr");
+  if (spec.bulk) head.append(el("th", { scope: "col" }, el("span", { className: "visually-hidden", text: "Select" })));
+  spec.columns.forEach((title) => head.append(el("th", { scope: "col", text: title })));
+  const body = el("tbody");
+  items.forEach((item) => body.append(listRow(view, item)));
+  return el("table", { id: "list", className: view }, el("caption", { className: "visually-hidden", text: spec.title }), el("thead", {}, head), body);
+}
+
+function listRow(view, item) {
+  const row = el("tr", { "data-dispatch-id": item.dispatch_id });
+  const cell = (...content) => row.append(el("td", {}, ...content));
+  if (VIEWS[view].bulk) {
+    const box = el("input", {
+      type: "checkbox", className: "pick", "aria-label": "Select " + item.dispatch_id, checked: selected.has(item.dispatch_id),
+    });
+    box.addEventListener("change", () => {
+      if (box.checked) selected.add(item.dispatch_id); else selected.delete(item.dispatch_id);
+      updateBulkCount();
+    });
+    cell(box);
+  }
+  cell(caseLink(item.dispatch_id));
+  cell(item.project_id);
+  cell(item.action_type);
+  if (view === "decided") {
+    cell(`${item.decision} → ${item.outcome}`);
+    cell(item.actor_user_id + (item.confirmed_by ? `, confirmed by ${item.confirmed_by}` : ""));
+    cell(item.reason_code);
+    cell([].concat(item.amr || []).join(", "));
+    cell(when(item.resolved_at_ms));
+    cell(item.contradicted === true ? el("strong", { className: "error", text: "contradicted" }) : item.contradicted === false ? "agrees" : "—");
+    return row;
+  }
+  cell((item.last_finding || "—") + ` ×${item.finding_count}`);
+  cell(view === "queue" ? item.manual_reason || item.last_finding || "—" : item.last_failure_class || "—");
+  cell(when(view === "queue" ? item.manual_at_ms : item.started_at_ms));
+  cell(proposalText(item.proposal));
+  return row;
+}
+
+// -- bulk ---------------------------------------------------------------------------------------
+
+function updateBulkCount() {
+  const count = document.getElementById("bulk-count");
+  if (count) count.textContent = `${selected.size} selected`;
+  const button = document.getElementById("bulk-submit");
+  if (button) button.textContent = `Decide ${selected.size} selected`;
+}
+
+function decisionChoices(prefix) {
+  const fieldset = el("fieldset", { className: "decisions" }, el("legend", { text: "Decision" }));
+  Object.entries(DECISIONS).forEach(([value, spec]) => {
+    const id = `${prefix}-${value}`;
+    fieldset.append(el("div", { className: "choice" },
+      el("input", { type: "radio", name: "decision", id, value, required: true, "aria-describedby": id + "-says" }),
+      el("label", { for: id, text: spec.label }),
+      el("p", { id: id + "-says", className: "consequence", text: spec.consequence })));
+  });
+  return fieldset;
+}
+
+function reasonFields(prefix) {
+  return [
+    el("div", { className: "field" },
+      el("label", { for: prefix + "-reason", text: "Reason code (pick one or type your own)" }),
+      el("input", { id: prefix + "-reason", name: "reason_code", list: "reason-codes", required: true, pattern: "[a-z0-9_.\\-]{1,64}", autocomplete: "off" })),
+    el("div", { className: "field" },
+      el("label", { for: prefix + "-digest", text: "Evidence digest (optional, sha256 hex of what you checked)" }),
+      el("input", { id: prefix + "-digest", name: "evidence_digest", pattern: "[0-9a-f]{64}", className: "wide", autocomplete: "off" })),
+  ];
+}
+
+function bulkPanel(view, params, page) {
+  const allOnPage = el("button", { type: "button", id: "select-page", text: "Select this page", onclick: () => {
+    page.items.forEach((item) => selected.add(item.dispatch_id));
+    document.querySelectorAll("#list .pick").forEach((box) => { box.checked = true; });
+    updateBulkCount();
+  } });
+  const allMatching = el("button", { type: "button", id: "select-matching", text: "Select everything matching the filter", onclick: async () => {
+    const count = await selectMatching(view, params);
+    document.querySelectorAll("#list .pick").forEach((box) => { box.checked = true; });
+    updateBulkCount();
+    say(`${count} selected from every page of this filter.`, "ok");
+  } });
+  const none = el("button", { type: "button", id: "select-none", text: "Clear selection", onclick: () => {
+    selected.clear();
+    document.querySelectorAll("#list .pick").forEach((box) => { box.checked = false; });
+    updateBulkCount();
+  } });
+  const form = el("form", { id: "bulk-form", "aria-labelledby": "bulk-title" },
+    el("h3", { id: "bulk-title", text: "Decide the selection" }),
+    el("p", { text: "One decision and reason for every selected dispatch; each is still its own fenced decision and two-person rules apply per item." }),
+    el("p", {}, allOnPage, " ", allMatching, " ", none, " ", el("span", { id: "bulk-count", role: "status", text: `${selected.size} selected` })),
+    decisionChoices("bulk"), ...reasonFields("bulk"),
+    el("div", { className: "field" }, el("input", { type: "checkbox", id: "bulk-verified", required: true }),
+      el("label", { for: "bulk-verified", text: "I checked these outcomes outside the system" })),
+    el("button", { type: "submit", id: "bulk-submit", text: `Decide ${selected.size} selected` }),
+    el("div", { id: "bulk-progress" }), el("div", { id: "bulk-results" }));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const data = new FormData(form);
+    const items = Array.from(selected).filter((id) => known.has(id)).map((id) => ({
+      // One mutation id per item, made once: a resend after a lost answer replays, never doubles.
+      dispatch_id: id, expected_execution_version: known.get(id).execution_version, mutation_id: crypto.randomUUID(),
+    }));
+    if (items.length === 0) { say("Select at least one dispatch.", "error"); return; }
+    const request = { decision: data.get("decision"), reason_code: data.get("reason_code"), items };
+    if (data.get("evidence_digest")) request.evidence_digest = data.get("evidence_digest");
+    runBulk(request);
+  });
+  return form;
+}
+
+// The filter checked in the page too: an older API ignores filter parameters, and a bulk
+// selection must never take in more than the operator filtered for.
+function matchesFilter(item, params) {
+  const exact = ["project_id", "action_type", "last_finding"].every((name) => !params.get(name) || item[name] === params.get(name));
+  const q = params.get("q");
+  const found = !q || [item.dispatch_id, item.idempotency_key, item.approval_request_id].includes(q);
+  const minAge = Number(params.get("min_age_seconds") || 0);
+  const since = item.manual_at_ms ?? item.started_at_ms;
+  return exact && found && (!minAge || (since !== undefined && Date.now() - since >= minAge * 1000));
+}
+
+async function selectMatching(view, params) {
+  let cursor = null;
+  let count = 0;
+  do {
+    const answer = await auth.api("GET", apiQuery(view, params, cursor, 100));
+    if (!answer.ok) { say(problemText(answer), "error"); break; }
+    answer.body.items.filter((item) => matchesFilter(item, params)).forEach((item) => {
+      known.set(item.dispatch_id, item);
+      selected.add(item.dispatch_id);
+      count += 1;
+    });
+    cursor = answer.body.next_cursor;
+  } while (cursor && count < SELECT_ALL_CAP);
+  return count;
+}
+
+function bulkOutput() {
+  if (!document.getElementById("bulk-progress")) {
+    document.getElementById("main").append(el("section", { className: "card", "aria-label": "Bulk decision" },
+      el("div", { id: "bulk-progress" }), el("div", { id: "bulk-results" })));
+  }
+}
+
+async function runBulk(request) {
+  bulkOutput();
+  const progress = el("progress", { id: "bulk-bar", max: request.items.length, value: 0 });
+  const label = el("span", { id: "bulk-done", role: "status", text: `0 of ${request.items.length} decided` });
+  document.getElementById("bulk-progress").replaceChildren(el("label", { for: "bulk-bar", text: "Progress " }), progress, " ", label);
+  const list = el("tbody");
+  document.getElementById("bulk-results").replaceChildren(el("table", { id: "bulk-table" },
+    el("caption", { text: "Per-item results" }),
+    el("thead", {}, el("tr", {}, el("th", { scope: "col", text: "Dispatch" }), el("th", { scope: "col", text: "Result" }), el("th", { scope: "col", text: "Code" }))),
+    list));
+  const tally = {};
+  for (let start = 0; start < request.items.length; start += BULK_CHUNK) {
+    const chunk = { ...request, items: request.items.slice(start, start + BULK_CHUNK) };
+    const answer = await auth.api("POST", "/v1/resolutions/bulk", chunk);
+    if (answer.status === 401 && answer.body.code === "step_up_required") {
+      return stepUp(answer, { kind: "bulk", request: { ...request, items: request.items.slice(start) }, back: window.location.hash });
+    }
+    const results = answer.ok ? answer.body.results
+      : chunk.items.map((item) => ({ dispatch_id: item.dispatch_id, result: "not_sent", code: answer.body.code || "http_" + answer.status }));
+    results.forEach((r) => {
+      tally[r.result] = (tally[r.result] || 0) + 1;
+      if (["committed", "replayed"].includes(r.result)) selected.delete(r.dispatch_id);
+      list.append(el("tr", { className: "r-" + r.result }, el("td", {}, caseLink(r.dispatch_id)), el("td", { text: r.result }), el("td", { text: r.code || "" })));
+    });
+    progress.value = Math.min(start + BULK_CHUNK, request.items.length);
+    label.textContent = `${progress.value} of ${request.items.length} decided`;
+    if (!answer.ok) break;
+  }
+  say("Bulk decision done: " + Object.entries(tally).map(([k, v]) => `${v} ${k}`).join(", ") + ".", tally.committed ? "ok" : "");
+  updateBulkCount();
+}
+
+// -- the case view ------------------------------------------------------------------------------
+
+async function renderCase(main, id) {
+  document.title = `Dispatch ${id} · approved-action resolver`;
+  const heading = el("h2", { tabindex: "-1" }, "Dispatch ", el("span", { className: "mono", text: id }));
+  main.append(el("p", {}, el("a", { href: "#/queue", text: "← Manual queue" })), heading);
+  const answer = await auth.api("GET", "/v1/dispatches/" + encodeURIComponent(id));
+  if (answer.status === 401) return needSignIn(main);
+  if (answer.ok) return renderCaseBody(main, answer.body);
+  if (answer.status !== 404) {
+    main.append(el("p", { className: "error", role: "alert", text: problemText(answer) }));
+    return;
+  }
+  // An API without the case route answers 404 before it looks at the token: ask the queue
+  // whether this session is signed in, and for what it knows of the dispatch.
+  const probe = await auth.api("GET", "/v1/manual-queue?limit=100&q=" + encodeURIComponent(id));
+  if (probe.status === 401) return needSignIn(main);
+  if (probe.ok) probe.body.items.forEach((entry) => known.set(entry.dispatch_id, entry));
+  const item = known.get(id);
+  main.append(el("p", { id: "unavailable", className: "notice", text: item
+    ? "Full case details are not available from this API: showing what the queue knows."
+    : `No dispatch “${id}” is visible to you, or this API does not serve case details.` }));
+  if (item) {
+    main.append(facts("Identity", [["Dispatch", item.dispatch_id, true], ["Project", item.project_id], ["Action type", item.action_type]]),
+      facts("Execution", [["Version", String(item.execution_version)], ["Attempt", String(item.attempt)], ["Started", when(item.started_at_ms)]]),
+      decidePanel({ dispatch_id: id, version: item.execution_version, proposal: item.proposal || null }));
+  }
+}
+
+function copyButton(label, value) {
+  return el("button", { type: "button", className: "copy", "aria-label": "Copy " + label, text: "Copy", onclick: async () => {
+    try {
+      await navigator.clipboard.writeText(value);
+      say(`${label} copied.`, "ok");
+    } catch (_e) {
+      say(`Could not copy ${label}: select it and copy by hand.`, "error");
+    }
+  } });
+}
+
+function facts(title, rows) {
+  const list = el("dl", { className: "facts" });
+  rows.forEach(([name, value, copy]) => {
+    const shown = typeof value === "string" ? el("span", { className: copy ? "mono" : "", text: value }) : value;
+    list.append(el("dt", { text: name }), el("dd", {}, shown, copy && typeof value === "string" ? [" ", copyButton(name, value)] : null));
+  });
+  return el("section", { className: "card", "aria-label": title }, el("h3", { text: title }), list);
+}
+
+function linkOuts(identity) {
+  if (!config.links.length) return null;
+  const list = el("ul", { id: "links" });
+  config.links.forEach((link) => {
+    // Only configured templates, each identity value URL-encoded: no id can change the target.
+    const href = link.template.replace(/\{([a-z_]+)\}/g, (_m, key) => encodeURIComponent(identity[key] ?? ""));
+    list.append(el("li", {}, el("a", { href, target: "_blank", rel: "noopener noreferrer", text: link.label })));
+  });
+  return el("section", { className: "card", "aria-label": "Links" }, el("h3", { text: "Links" }), list);
+}
+
+function timeline(c) {
+  const x = c.execution;
+  const k = c.control;
+  const events = [
+    [c.identity.created_at_ms, "Dispatch created"],
+    [x.started_at_ms, `Start barrier crossed (attempt ${x.attempt})`],
+    [x.lease_expires_at_ms, x.recovery_required || x.state !== "executing" ? "Execution lease expired" : "Execution lease expires"],
+  ];
+  if (k) {
+    events.push([k.armed_at_ms, "Recovery armed"]);
+    if (k.first_inspected_at_ms) events.push([k.first_inspected_at_ms, "First inspection"]);
+    if (k.last_inspected_at_ms) {
+      const counts = Object.entries(k.finding_counts || {}).map(([kind, n]) => `${kind} ×${n}`).join(", ");
+      events.push([k.last_inspected_at_ms, `Last inspection: ${k.last_finding || "—"} (${k.finding_count} in all${counts ? ": " + counts : ""})`]);
+    }
+    if (k.manual_at_ms) events.push([k.manual_at_ms, `Reached the manual queue: ${k.manual_reason || k.last_finding || "no reason recorded"}`]);
+    if (k.closed_at_ms) events.push([k.closed_at_ms, `Recovery closed by ${k.closed_by}`]);
+  }
+  if (c.proposal) {
+    events.push([c.proposal.proposed_at_ms, `${c.proposal.proposed_by} proposed ${c.proposal.decision} (${c.proposal.reason_code})`]);
+    events.push([c.proposal.expires_at_ms, "Proposal expires"]);
+  }
+  if (c.resolution) {
+    const r = c.resolution;
+    events.push([r.resolved_at_ms, `Resolved ${r.source}: ${r.outcome}` + (r.actor_user_id ? ` by ${r.actor_user_id} (${r.reason_code})` : "")]);
+  }
+  (c.late_evidence || []).forEach((e) => events.push([e.observed_at_ms, `Later evidence: ${e.finding}, ${e.agrees ? "agrees" : "contradicts the decision"}`]));
+  const list = el("ol", { id: "timeline" });
+  events.filter(([at]) => at !== null && at !== undefined).sort((a, b) => a[0] - b[0])
+    .forEach(([at, text]) => list.append(el("li", {}, when(at), " ", el("span", { text }))));
+  return el("section", { className: "card", "aria-label": "Timeline" }, el("h3", { text: "Timeline" }), list);
+}
+
+function renderCaseBody(main, c) {
+  const id = c.identity;
+  const x = c.execution;
+  known.set(id.dispatch_id, { ...known.get(id.dispatch_id), execution_version: x.version });
+  main.append(el("p", { id: "case-state", className: "state" },
+    `${x.state}` + (x.recovery_required ? " · recovery required" : "") + (c.control ? ` · control ${c.control.status}` : "")));
+  const related = el("section", { className: "card", "aria-label": "Related dispatches" }, el("h3", { text: "Related dispatches" }),
+    el("p", {}, "Supersedes: ", id.supersedes_dispatch_id ? caseLink(id.supersedes_dispatch_id) : "nothing"),
+    el("p", {}, "Superseded by: ", ...(id.superseded_by.length ? id.superseded_by.flatMap((s, i) => [i ? ", " : "", caseLink(s)]) : ["nothing"])));
+  main.append(el("div", { className: "grid" },
+    facts("Identity", [
+      ["Dispatch", id.dispatch_id, true], ["Approval request", id.approval_request_id, true],
+      ["Idempotency key", id.idempotency_key, true], ["Action digest", id.action_digest, true],
+      ["Project", id.project_id], ["Action type", id.action_type], ["Schema version", String(id.schema_version)],
+      ["Created", when(id.created_at_ms)],
+    ]),
+    facts("Execution", [
+      ["State", x.state], ["Owner", x.owner || "—"], ["Attempt", String(x.attempt)], ["Version", String(x.version)],
+      ["Started", when(x.started_at_ms)], ["Lease expires", when(x.lease_expires_at_ms)],
+      ["Finished", when(x.finished_at_ms)], ["Result code", x.result_code || "—"],
+    ]),
+    linkOuts(id), related, timeline(c)));
+  if (c.authorizations && c.authorizations.length) {
+    const list = el("ul", { id: "authorizations" });
+    c.authorizations.forEach((a) => list.append(el("li", {},
+      `${a.role}: ${a.user_id} (${a.permission}, ${[].concat(a.amr).join(", ")}, signed in `, when(a.auth_time_ms), ")")));
+    main.append(el("section", { className: "card", "aria-label": "Authorizations" }, el("h3", { text: "Authorizations" }), list));
+  }
+  if (x.recovery_required && !c.resolution) {
+    main.append(decidePanel({ dispatch_id: id.dispatch_id, version: x.version, proposal: c.proposal }));
+  }
+}
+
+function decidePanel(target) {
+  const answers = el("ol", { id: "answers", "aria-live": "polite" });
+  const section = el("section", { id: "decide", className: "card", "aria-labelledby": "decide-title" },
+    el("h3", { id: "decide-title", text: "Decide" }));
+  const form = el("form", { id: "decide-form" });
+  if (target.proposal) section.append(proposalBox(target, form, answers));
+  form.append(decisionChoices("one"), ...reasonFields("one"),
+    el("div", { className: "field" }, el("input", { type: "checkbox", id: "verified", name: "verified", required: true }),
+      el("label", { for: "verified", text: "I checked the outcome outside the system" })),
+    el("button", { type: "submit", id: "decide-submit", text: target.proposal ? "Record this decision" : "Record decision" }));
+  // One mutation id per form: a resubmission after a lost answer replays, never doubles.
+  const mutationId = crypto.randomUUID();
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const data = new FormData(form);
+    const body = {
+      decision: data.get("decision"), reason_code: data.get("reason_code"), mutation_id: mutationId,
+      expected_execution_version: target.version,
+    };
+    if (data.get("evidence_digest")) body.evidence_digest = data.get("evidence_digest");
+    await send(answers, "POST", "/v1/dispatches/" + encodeURIComponent(target.dispatch_id) + "/resolution", body);
+  });
+  section.append(form, el("h4", { text: "Answers" }), answers);
+  return section;
+}
+
+function proposalBox(target, form, answers) {
+  const p = target.proposal;
+  const me = (auth.tokenClaims() || {}).sub;
+  const path = "/v1/dispatches/" + encodeURIComponent(target.dispatch_id) + "/proposal/";
+  const reason = () => form.querySelector("[name=reason_code]").value || p.reason_code;
+  const box = el("div", { id: "proposal", className: "notice" },
+    el("p", {}, `Two people are needed. ${p.proposed_by} proposed `, el("strong", { text: p.decision }),
+      ` (${p.reason_code}) `, when(p.proposed_at_ms), "; it expires ", when(p.expires_at_ms), "."),
+    el("p", { text: me === p.proposed_by ? "You proposed it: another person must confirm or reject it." :
+      `To confirm, record the same decision (${p.decision}) below; a different decision rejects the proposal.` }));
+  const actions = el("p");
+  if (me === p.proposed_by) {
+    actions.append(el("button", { type: "button", id: "withdraw", text: "Withdraw my proposal",
+      onclick: () => send(answers, "POST", path + "withdraw", { mutation_id: crypto.randomUUID(), reason_code: reason() }) }));
+  } else {
+    actions.append(el("button", { type: "button", id: "confirm-proposal", text: `Confirm: ${p.decision}`, onclick: () => {
+      const choice = form.querySelector(`input[value=${p.decision}]`);
+      if (choice) choice.checked = true;
+      form.querySelector("[name=reason_code]").value ||= p.reason_code;
+      form.requestSubmit();
+    } }), " ", el("button", { type: "button", id: "reject", text: "Reject the proposal",
+      onclick: () => send(answers, "POST", path + "reject", { mutation_id: crypto.randomUUID(), reason_code: reason() }) }));
+  }
+  box.append(actions);
+  return box;
+}
+
+// Sends one request and shows its answer exactly as it came back; a step-up answer starts the
+// step-up sign-in and the same request (same mutation id) is sent once more afterwards.
+async function send(answers, method, path, body, afterStepUp) {
+  const answer = await auth.api(method, path, body);
+  if (answer.status === 401 && answer.body.code === "step_up_required" && !afterStepUp && auth.signInAvailable()) {
+    return stepUp(answer, { kind: "request", method, path, body, back: window.location.hash });
+  }
+  showAnswer(answers, answer, afterStepUp);
+  // The case changed: show it as it is now, with this answer on top.
+  if (answer.ok) window.setTimeout(() => render().then(() => showAnswer(answersArea(), answer, afterStepUp)), 0);
+  return answer;
+}
+
+function showAnswer(answers, answer, afterStepUp) {
+  const b = answer.body || {};
+  let text;
+  let kind = "error";
+  if (answer.ok && (b.result === "committed" || b.result === "replayed")) {
+    text = `${answer.status} ${b.result}: ${b.dispatch_id} is now ${b.outcome}.`;
+    kind = "ok";
+  } else if (answer.status === 202 || b.result === "proposed") {
+    text = `${answer.status} proposed: waiting for a second person` + (b.proposal ? ` until ${new Date(b.proposal.expires_at_ms).toISOString()}` : "") + ".";
+    kind = "ok";
+  } else if (answer.ok) {
+    text = `${answer.status} ${b.result || "ok"}.`;
+    kind = "ok";
+  } else if (b.code === "step_up_required") {
+    text = problemText(answer) + (afterStepUp ? " Signing in again did not bring strong enough authentication." : " Sign in again with a second factor, then retry.");
+  } else {
+    text = problemText(answer);
+  }
+  answers.prepend(el("li", { className: "answer " + kind, text: (afterStepUp ? "After signing in again: " : "") + text }));
+  say(text, kind);
+}
+
+function answersArea() {
+  let answers = document.getElementById("answers");
+  if (!answers) {
+    answers = el("ol", { id: "answers", "aria-live": "polite" });
+    document.getElementById("main").append(el("section", { className: "card", "aria-label": "Answers" }, el("h3", { text: "Answers" }), answers));
+  }
+  return answers;
+}
+
+async function stepUp(answer, retry) {
+  say("The API asks for a recent sign-in with a second factor: signing in again…", "");
+  await startSignIn(auth.stepUpParameters(answer.headers) || { max_age: "300", acr_values: null }, { id: crypto.randomUUID(), ...retry });
+}
+
+async function resume(result) {
+  if (!result || !result.retry) return;
+  const retry = result.retry;
+  if (retry.kind === "bulk") {
+    await render();
+    await runBulk(retry.request);
+    return;
+  }
+  await render();
+  await send(answersArea(), retry.method, retry.path, retry.body, true);
+}
+
+// -- start --------------------------------------------------------------------------------------
+
+async function loadConfig() {
+  try {
+    const response = await fetch("/console/config.json", { credentials: "same-origin" });
+    if (response.ok) config = await response.json();
+  } catch (_e) {
+    // Without it the console still works with a proxy-forwarded or pasted token.
+  }
+  auth.setConfig(config);
+  const codes = document.getElementById("reason-codes");
+  codes.replaceChildren(...(config.reason_codes || []).map((code) => el("option", { value: code })));
+}
+
+document.addEventListener("DOMContentLoaded", async () => {
+  auth.takeTokenFromFragment();
+  await loadConfig();
+  let result = null;
+  try {
+    result = await auth.finishSignIn();
+  } catch (error) {
+    await render();
+    say("Sign-in failed: " + error.message, "error");
+    return;
+  }
+  window.addEventListener("hashchange", () => render());
+  if (result && result.retry) await resume(result);
+  else await render();
 });

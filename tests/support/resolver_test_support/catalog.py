@@ -22,6 +22,7 @@ _QUERIES: tuple[str, ...] = (
     """
     SELECT 'relation ' || c.relname,
            c.relkind::text || ' acl=' || coalesce(c.relacl::text, '-')
+           || ' options=' || coalesce(array_to_string(c.reloptions, ','), '-')
            || ' comment=' || coalesce(obj_description(c.oid, 'pg_class'), '-')
     FROM pg_class AS c
     WHERE c.relnamespace = current_schema()::regnamespace

@@ -70,6 +70,8 @@ def _outcome_fields(outcome: ItemOutcome) -> dict[str, Any]:
         "execution_version": outcome.item.execution_version,
         "finding": outcome.finding.kind.value,
         "evidence_digest": outcome.finding.evidence_digest,
+        # Which of two equal resolutions survived a failover: the stored one's mutation id.
+        "mutation_id": outcome.mutation_id,
     }
 
 

@@ -85,12 +85,47 @@ CREATE TABLE recovery_audit_head (
 INSERT INTO recovery_audit_head (id, seq, hash, prev_hash)
 VALUES (1, 0, repeat('0', 64), repeat('0', 64));
 
--- The page commit learns escalation and the bounded statistics, and says which items went to
--- the manual queue (a new result type, so the function is dropped and created again; the
--- grants file grants it to the runtime role).
-DROP FUNCTION resolver_commit_page(json, bigint);
-CREATE FUNCTION resolver_commit_page(p_items json, p_now_ms bigint DEFAULT NULL)
-RETURNS TABLE (dispatch_id text, manual_reason text) LANGUAGE plpgsql VOLATILE AS $$
+-- The canonical content of a manual decision's audit link: resolver_commit_manual writes it,
+-- `resolver audit verify` rebuilds it from the stored facts with the same functions, so the
+-- two agree only while the facts are unchanged. json, not jsonb: the text keeps this order.
+CREATE FUNCTION resolver_audit_authorization(
+    p_user_id text, p_permission text, p_project_id text, p_project_version bigint,
+    p_role_binding_version bigint, p_auth_time_ms bigint, p_amr text[],
+    p_authorized_at_ms bigint)
+RETURNS json
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT json_build_object(
+        'user_id', p_user_id, 'permission', p_permission, 'project_id', p_project_id,
+        'project_version', p_project_version, 'role_binding_version', p_role_binding_version,
+        'auth_time_ms', p_auth_time_ms, 'amr', p_amr, 'authorized_at_ms', p_authorized_at_ms)
+$$;
+
+CREATE FUNCTION resolver_audit_content(
+    p_dispatch_id text, p_mutation_id text, p_outcome text, p_finding text,
+    p_evidence_digest text, p_expected_execution_version bigint, p_actor_user_id text,
+    p_reason_code text, p_resolved_at_ms bigint, p_authorizations json)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT json_build_object(
+        'v', 1, 'dispatch_id', p_dispatch_id, 'mutation_id', p_mutation_id,
+        'source', 'manual', 'outcome', p_outcome, 'overridden_finding', p_finding,
+        'evidence_digest', p_evidence_digest,
+        'expected_execution_version', p_expected_execution_version,
+        'actor_user_id', p_actor_user_id, 'reason_code', p_reason_code,
+        'resolved_at_ms', p_resolved_at_ms, 'authorizations', p_authorizations)::text
+$$;
+
+REVOKE EXECUTE ON FUNCTION
+    resolver_audit_authorization(text, text, text, bigint, bigint, bigint, text[], bigint),
+    resolver_audit_content(text, text, text, text, text, bigint, text, text, bigint, json)
+FROM PUBLIC;
+
+-- The automatic commit learns escalation and the bounded statistics; the manual commit
+-- records the overridden finding and appends its audit link.
+CREATE OR REPLACE FUNCTION resolver_commit_automatic(p_items json, p_now_ms bigint DEFAULT NULL)
+RETURNS TABLE (dispatch_id text, status text)
+LANGUAGE plpgsql VOLATILE AS $$
+#variable_conflict use_column
 DECLARE
     ids text[];
     verified_ids text[];
@@ -98,7 +133,7 @@ DECLARE
 BEGIN
     SELECT array_agg(i.dispatch_id ORDER BY i.dispatch_id),
            array_agg(i.dispatch_id ORDER BY i.dispatch_id)
-               FILTER (WHERE i.finding IN ('verified_succeeded', 'verified_failed'))
+               FILTER (WHERE resolver_finding_status(i.finding) = 'resolved')
     INTO ids, verified_ids
     FROM json_to_recordset(p_items) AS i(dispatch_id text, finding text);
     -- Lock order, the same for every writer: executions (of verified items), then every
@@ -113,35 +148,35 @@ BEGIN
     WHERE c.dispatch_id = ANY(ids)
     ORDER BY c.dispatch_id
     FOR UPDATE;
-    -- The database clock once the rows are ours: an execution lease is judged expired, and
-    -- an evidence window elapsed, at the moment of the write, not before a lock wait.
+    -- The database clock once the rows are ours: an execution lease is judged expired at
+    -- the moment of the write, not before a lock wait.
     now_ms := resolver_now_ms(p_now_ms);
     -- With the rows locked, `fenced` is exactly the set whose recovery lease, open control,
     -- execution version and expired execution lease still hold; every write below applies
     -- to that set only, so each dispatch commits all-or-nothing and a stale item writes
-    -- nothing. The fenced dispatch ids are the answer, with the reason of those that went to
-    -- the manual queue.
+    -- nothing. The answer: each fenced dispatch id and the status its control took.
     RETURN QUERY
     WITH item AS (
+        -- Every key of an item is one column (the replica writes them).
         SELECT * FROM json_to_recordset(p_items) AS i(
             dispatch_id text, recovery_token uuid, recovery_version bigint,
             execution_version bigint, finding text, result_code text, evidence_digest text,
             mutation_id text, delay_ms bigint, failure text, escalate_after_ms bigint)
     ),
     fenced AS (
-        SELECT i.*, i.finding IN ('verified_succeeded', 'verified_failed') AS verified,
+        SELECT i.*,
                CASE
-                   WHEN i.finding IN ('conflict', 'unsupported') THEN i.finding
-                   -- Escalation (ADR-0033 §4, "when evidence is missing"): a non-final
-                   -- finding whose window, counted from the case's first inspection, has
-                   -- elapsed. Counted from the first inspection, not from when this kind
-                   -- began, so findings that alternate never restart the window.
-                   WHEN i.finding IN ('still_running', 'missing', 'unavailable')
+                   -- Escalation (ADR-0033 §4, "when evidence is missing"): a finding that
+                   -- would re-arm goes to a human once its action type's window, counted from
+                   -- the case's first inspection, has elapsed. From the first inspection, not
+                   -- from when this kind began, so alternating findings never restart it.
+                   WHEN resolver_finding_status(i.finding) = 'armed'
                         AND i.escalate_after_ms IS NOT NULL
                         AND now_ms - coalesce(c.first_inspected_at_ms, now_ms)
                             >= i.escalate_after_ms
-                   THEN 'evidence_window_elapsed'
-               END AS to_manual
+                   THEN 'manual'
+                   ELSE resolver_finding_status(i.finding)
+               END AS status
         FROM item AS i
         JOIN approved_action_recovery_controls AS c
           ON c.dispatch_id = i.dispatch_id AND c.status = 'armed'
@@ -162,33 +197,33 @@ BEGIN
             result_code = f.result_code,
             evidence_digest = f.evidence_digest
         FROM fenced AS f
-        WHERE e.dispatch_id = f.dispatch_id AND f.verified
+        WHERE e.dispatch_id = f.dispatch_id AND f.status = 'resolved'
     ),
     control AS (
         UPDATE approved_action_recovery_controls AS c
-        SET status = CASE WHEN f.verified THEN 'resolved'
-                          WHEN f.to_manual IS NOT NULL THEN 'manual'
-                          ELSE 'armed' END,
-            execution_version = c.execution_version + CASE WHEN f.verified THEN 1 ELSE 0 END,
-            closed_by = CASE WHEN f.verified THEN 'automatic' END,
-            closed_at_ms = CASE WHEN f.verified THEN now_ms END,
-            manual_at_ms = CASE WHEN f.to_manual IS NOT NULL THEN now_ms END,
-            manual_reason = f.to_manual,
+        SET status = f.status,
+            execution_version = c.execution_version
+                                + CASE WHEN f.status = 'resolved' THEN 1 ELSE 0 END,
+            closed_by = CASE WHEN f.status = 'resolved' THEN 'automatic' END,
+            closed_at_ms = CASE WHEN f.status = 'resolved' THEN now_ms END,
+            manual_at_ms = CASE WHEN f.status = 'manual' THEN now_ms END,
+            manual_reason = CASE WHEN f.status <> 'manual' THEN NULL
+                                 WHEN resolver_finding_status(f.finding) = 'manual'
+                                     THEN f.finding
+                                 ELSE 'evidence_window_elapsed' END,
             last_finding = f.finding,
             finding_count = c.finding_count + 1,
-            -- Bounded: at most one key per finding kind.
+            -- Bounded statistics: at most one key per finding kind, two times, two codes.
             finding_counts = c.finding_counts || jsonb_build_object(
                 f.finding, coalesce((c.finding_counts ->> f.finding)::bigint, 0) + 1),
             first_inspected_at_ms = coalesce(c.first_inspected_at_ms, now_ms),
             last_inspected_at_ms = now_ms,
             last_failure_class = coalesce(f.failure, c.last_failure_class),
             last_evidence_digest = coalesce(f.evidence_digest, c.last_evidence_digest),
-            next_scan_at_ms = CASE WHEN f.verified OR f.to_manual IS NOT NULL
-                                   THEN c.next_scan_at_ms ELSE now_ms + f.delay_ms END,
-            recovery_version = c.recovery_version + 1,
-            recovery_owner = NULL,
-            recovery_token = NULL,
-            recovery_lease_expires_at_ms = NULL
+            next_scan_at_ms = CASE WHEN f.status = 'armed' THEN now_ms + f.delay_ms
+                                   ELSE c.next_scan_at_ms END,
+            (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
+                = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version))
         FROM fenced AS f
         WHERE c.dispatch_id = f.dispatch_id
     ),
@@ -200,20 +235,142 @@ BEGIN
                CASE f.finding WHEN 'verified_succeeded' THEN 'succeeded' ELSE 'failed' END,
                f.finding, f.evidence_digest, f.result_code, f.execution_version, now_ms
         FROM fenced AS f
-        WHERE f.verified
+        WHERE f.status = 'resolved'
     )
-    SELECT f.dispatch_id, f.to_manual FROM fenced AS f;
+    SELECT f.dispatch_id, f.status FROM fenced AS f;
 END
 $$;
--- Executable by PUBLIC by default; resolver/db/grants.sql grants it to the runtime role.
-REVOKE EXECUTE ON FUNCTION resolver_commit_page(json, bigint) FROM PUBLIC;
 
--- Tables resolve in the migrated schema, whatever the caller's search_path (pg_temp last: a
--- caller's temporary table can never shadow one).
+CREATE OR REPLACE FUNCTION resolver_commit_manual(
+    p_dispatch_id text, p_mutation_id text, p_outcome text, p_evidence_digest text,
+    p_reason_code text, p_expected_execution_version bigint, p_user_id text, p_project_id text,
+    p_project_version bigint, p_role_binding_version bigint, p_auth_time_ms bigint,
+    p_amr text[], p_max_auth_age_ms bigint, p_clock_leeway_ms bigint,
+    p_now_ms bigint DEFAULT NULL
+)
+RETURNS TABLE (
+    dispatch_id text, version bigint, controls_closed bigint, authorizations bigint
+)
+LANGUAGE sql VOLATILE AS $$
+    WITH now AS (SELECT resolver_now_ms(p_now_ms) AS ms),
+    granted AS (
+        SELECT b.project_id
+        FROM recovery_role_bindings AS b
+        JOIN recovery_projects AS p USING (project_id)
+        WHERE b.project_id = p_project_id AND b.user_id = p_user_id
+          AND b.permission = 'approval.recover'
+          AND b.version = p_role_binding_version AND p.version = p_project_version
+        FOR SHARE OF b, p
+    ),
+    settled AS (
+        UPDATE approved_action_executions AS e
+        SET state = p_outcome,
+            version = e.version + 1,
+            finished_at_ms = now.ms,
+            evidence_digest = p_evidence_digest
+        FROM now, approved_action_dispatches AS d
+        WHERE e.dispatch_id = p_dispatch_id AND d.dispatch_id = e.dispatch_id
+          AND d.project_id = p_project_id
+          AND e.version = p_expected_execution_version
+          AND e.state = 'executing' AND e.lease_expires_at_ms <= now.ms
+          AND EXISTS (SELECT 1 FROM approved_action_recovery_controls AS oc
+                      WHERE oc.dispatch_id = e.dispatch_id AND oc.status <> 'resolved')
+          AND p_auth_time_ms >= now.ms - p_max_auth_age_ms
+          AND p_auth_time_ms <= now.ms + p_clock_leeway_ms
+          AND EXISTS (SELECT 1 FROM granted)
+        RETURNING e.dispatch_id, e.version, e.finished_at_ms
+    ),
+    closed AS (
+        UPDATE approved_action_recovery_controls AS c
+        SET status = 'resolved',
+            closed_by = 'manual',
+            closed_at_ms = s.finished_at_ms,
+            execution_version = s.version,
+            manual_at_ms = NULL,
+            (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
+                = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version))
+        FROM settled AS s
+        WHERE c.dispatch_id = s.dispatch_id AND c.status <> 'resolved'
+        RETURNING c.dispatch_id
+    ),
+    resolution AS (
+        -- `finding` of a manual resolution: the finding it overrode (the control's last one,
+        -- read from the statement's snapshot, before `closed`).
+        INSERT INTO approved_action_recovery_resolutions (
+            dispatch_id, mutation_id, source, outcome, finding, evidence_digest,
+            expected_execution_version, actor_user_id, reason_code, resolved_at_ms)
+        SELECT s.dispatch_id, p_mutation_id, 'manual', p_outcome,
+               (SELECT oc.last_finding FROM approved_action_recovery_controls AS oc
+                WHERE oc.dispatch_id = s.dispatch_id),
+               p_evidence_digest, p_expected_execution_version, p_user_id, p_reason_code,
+               s.finished_at_ms
+        FROM settled AS s
+        RETURNING dispatch_id, mutation_id, outcome, finding, evidence_digest,
+                  expected_execution_version, actor_user_id, reason_code, resolved_at_ms
+    ),
+    authorization_fact AS (
+        INSERT INTO recovery_authorizations (
+            mutation_id, user_id, permission, project_id, project_version,
+            role_binding_version, auth_time_ms, amr, authorized_at_ms)
+        SELECT r.mutation_id, p_user_id, 'approval.recover', p_project_id, p_project_version,
+               p_role_binding_version, p_auth_time_ms, p_amr, r.resolved_at_ms
+        FROM resolution AS r
+        RETURNING mutation_id, user_id, permission, project_id, project_version,
+                  role_binding_version, auth_time_ms, amr, authorized_at_ms
+    ),
+    -- The audit chain (migration 0008): the decision's canonical content, linked to the
+    -- chain's head. Updating the one head row takes its lock, so concurrent decisions link
+    -- one after another; after a wait, READ COMMITTED re-reads the head that committed first
+    -- and this link's hash is computed from it. The head is the last row locked: the lock
+    -- order (execution, control, inserts, head) is the same for every writer.
+    content AS (
+        SELECT r.mutation_id, r.dispatch_id, r.resolved_at_ms,
+               resolver_audit_content(
+                   r.dispatch_id, r.mutation_id, r.outcome, r.finding, r.evidence_digest,
+                   r.expected_execution_version, r.actor_user_id, r.reason_code,
+                   r.resolved_at_ms,
+                   (SELECT json_agg(resolver_audit_authorization(
+                               a.user_id, a.permission, a.project_id, a.project_version,
+                               a.role_binding_version, a.auth_time_ms, a.amr,
+                               a.authorized_at_ms)
+                           ORDER BY a.user_id)
+                    FROM authorization_fact AS a WHERE a.mutation_id = r.mutation_id))
+                   AS content
+        FROM resolution AS r
+    ),
+    head AS (
+        UPDATE recovery_audit_head AS h
+        SET seq = h.seq + 1,
+            prev_hash = h.hash,
+            hash = encode(sha256(convert_to(h.hash || c.content, 'UTF8')), 'hex')
+        FROM content AS c
+        WHERE h.id = 1
+        RETURNING h.seq, h.prev_hash, h.hash
+    ),
+    link AS (
+        INSERT INTO recovery_audit_chain (
+            seq, mutation_id, dispatch_id, content, prev_hash, hash, recorded_at_ms)
+        SELECT h.seq, c.mutation_id, c.dispatch_id, c.content, h.prev_hash, h.hash,
+               c.resolved_at_ms
+        FROM head AS h, content AS c
+        RETURNING seq
+    )
+    SELECT s.dispatch_id, s.version, (SELECT count(*) FROM closed),
+           (SELECT count(*) FROM authorization_fact)
+    FROM settled AS s
+$$;
+
+-- CREATE OR REPLACE keeps grants; the pinned search_path is set again to be sure.
 DO $$
+DECLARE
+    fn text;
 BEGIN
-    EXECUTE format(
-        'ALTER FUNCTION resolver_commit_page(json, bigint) SET search_path = pg_catalog, %I, pg_temp',
-        current_schema());
+    FOREACH fn IN ARRAY ARRAY[
+        'resolver_commit_automatic(json, bigint)',
+        'resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint)'
+    ] LOOP
+        EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp',
+                       fn, current_schema());
+    END LOOP;
 END
 $$;

@@ -3,16 +3,16 @@
 The SQL is ../sql/0008_human_decision.up.sql and .down.sql, run as it is.
 
 Revision ID: 0008_human_decision
-Revises: 0006_page_commit
+Revises: 0009_perf
 Create Date: 2026-12-01
 
 Controls gain bounded finding statistics (counts per kind, first and last inspection, last
-failure class and evidence digest, why manual), written by the page commit, which now also
-escalates a non-final finding whose window elapsed (`manual_reason =
-'evidence_window_elapsed'`) and answers the manual reason of each item. Manual decisions
-form a hash chain (`recovery_audit_chain`, serialised by the one-row `recovery_audit_head`).
-Indexes serve the API's waiting list, approval lookup and decisions list. Downgrade drops
-them and restores the 0006 page commit.
+failure class and evidence digest, why manual), written by the automatic commit, which now
+also escalates a finding that would re-arm once its window elapsed (`manual_reason =
+'evidence_window_elapsed'`). Manual decisions form a hash chain (`recovery_audit_chain`,
+serialised by the one-row `recovery_audit_head`), appended by resolver_commit_manual.
+Indexes serve the API's waiting list, approval lookup and decisions list. Downgrade restores
+the 0007 commits and drops the rest.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 from resolver.db.schema_files import apply_migration
 
 revision = "0008_human_decision"
-down_revision = "0006_page_commit"
+down_revision = "0009_perf"
 branch_labels = None
 depends_on = None
 

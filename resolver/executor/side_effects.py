@@ -1,0 +1,327 @@
+"""The executor SDK: run one approved side effect under the protocol, hard to get wrong.
+
+`SideEffectRunner.run(dispatch_id)` is a context manager around `ExecutionClient`:
+
+- it leases and crosses the start barrier before the block runs (a refusal raises before
+  anything happens);
+- a heartbeat thread renews the lease every `renew_fraction` of it; when the lease is lost
+  (fenced out, taken over, or no renewal got through before it ran out) it sets
+  `effect.cancelled` and the side effect must stop;
+- `effect.transaction()` stops the heartbeat *before* the mutation's own transaction (a renew
+  racing the receipt would fence one of them out), renews once in the foreground if less
+  than half the lease is left, and yields a connection in an open transaction;
+  `effect.write_receipt(...)` signs and writes receipt v1 in it, and the block's end commits
+  mutation and receipt together;
+- a lost COMMIT reply is unknown, not failed: the old session is ended and waited out, the
+  receipt is re-read, and only a receipt with this run's signature counts as committed
+  (`MutationNotCommitted` if it is absent, `CommitUnknown` if the re-read fails). Nothing is
+  ever repeated;
+- on a clean exit it completes with the receipt's evidence digest (so a completion racing a
+  resolution of the same receipt replays it exactly); on an exception it completes nothing
+  and recovery settles the execution from evidence.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from resolver.core.domain import Completion, ExecutionLease, Outcome
+from resolver.core.errors import (
+    CommitUnknown,
+    FenceConflict,
+    LeaseLost,
+    MutationNotCommitted,
+    NotFound,
+    StorageUnavailable,
+)
+from resolver.core.ports import ExecutionStore
+from resolver.db import mutation
+from resolver.evidence.receipts import KeyRing
+from resolver.executor.client import CompletionResult, ExecutionClient
+from resolver.executor.receipts import write_receipt
+
+log = structlog.get_logger("resolver.side_effects")
+
+Clock = Callable[[], float]
+_COMPLETE_ATTEMPTS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    dispatch_id: str
+    completion: CompletionResult
+    evidence_digest: str | None
+
+
+class _Lease:
+    """The current fence and when it surely ends on this host's monotonic clock.
+
+    The deadline is taken *before* the call that granted the lease: the database counted the
+    lease from a moment after that, so the real expiry is never earlier than this one.
+    """
+
+    def __init__(self, lease: ExecutionLease, lease_seconds: float, granted_at: float) -> None:
+        self._lock = threading.Lock()
+        self._lease = lease
+        self._lease_seconds = lease_seconds
+        self._deadline = granted_at + lease_seconds
+
+    def get(self) -> ExecutionLease:
+        with self._lock:
+            return self._lease
+
+    def renewed(self, lease: ExecutionLease, asked_at: float) -> None:
+        with self._lock:
+            self._lease = lease
+            self._deadline = asked_at + self._lease_seconds
+
+    def remaining(self, now: float) -> float:
+        with self._lock:
+            return self._deadline - now
+
+
+class SideEffect:
+    """What the block of `SideEffectRunner.run` gets: the cancellation signal, the lease,
+    and the one transaction in which the mutation and its receipt commit."""
+
+    def __init__(self, runner: SideEffectRunner, lease: _Lease) -> None:
+        self._runner = runner
+        self._lease = lease
+        self.cancelled = threading.Event()
+        """Set when the lease is lost: stop the side effect; nothing may commit any more."""
+        self.cancel_reason: str | None = None
+        self._stop = threading.Event()
+        self._heartbeat = threading.Thread(
+            target=self._beat, name=f"lease-heartbeat-{lease.get().dispatch_id}", daemon=True
+        )
+        self._recorded: Completion | None = None
+        self._receipt: tuple[str, str] | None = None  # (sig, evidence digest) being written
+        self._transaction_used = False
+        self.result: RunResult | None = None
+        """Set when the run completed."""
+
+    @property
+    def lease(self) -> ExecutionLease:
+        return self._lease.get()
+
+    def check(self) -> None:
+        """Raise `LeaseLost` if the lease is lost: call it between steps of a long effect."""
+        if self.cancelled.is_set():
+            raise LeaseLost(f"the execution lease was lost: {self.cancel_reason}")
+
+    def record(
+        self, outcome: Outcome, result_code: str, *, evidence_digest: str | None = None
+    ) -> None:
+        """The outcome to complete with, for a side effect whose evidence lives elsewhere
+        (an external service's receipt): completion happens when the block ends."""
+        self._recorded = Completion(
+            outcome, result_code, self._runner.mutation_id(self.lease), evidence_digest
+        )
+
+    @contextmanager
+    def transaction(self, connection: mutation.Connection | None = None) -> Iterator[Any]:
+        """The mutation's transaction (on `connection`, or a new one to the runner's URL).
+
+        The heartbeat stops first; call `write_receipt` inside; the block's end commits.
+        """
+        if self._transaction_used:
+            raise RuntimeError("one side effect has one receipt transaction")
+        self._transaction_used = True
+        self.stop_heartbeat()
+        self.check()
+        self._refresh_before_transaction()
+        own = connection is None
+        conn = connection or mutation.connect(
+            self._runner.database_url, connect_timeout_seconds=self._runner.connect_timeout
+        )
+        try:
+            session = mutation.begin(conn)
+            try:
+                yield conn
+            except BaseException:
+                mutation.rollback_quietly(conn)
+                raise
+            if self._receipt is None:
+                mutation.rollback_quietly(conn)
+                raise RuntimeError("write_receipt was not called: the mutation was rolled back")
+            if not mutation.commit(conn):
+                self._judge_lost_commit(session)
+        finally:
+            if own:
+                conn.close()
+
+    def write_receipt(
+        self, conn: Any, outcome: Outcome, result_code: str, *, receipt_id: str
+    ) -> str:
+        """Sign receipt v1 and write it in `conn`'s open transaction; returns its evidence
+        digest. `FenceConflict`/`LeaseLost`: the lease is gone, let the block raise (the
+        mutation rolls back)."""
+        written = write_receipt(
+            conn,
+            self.lease,
+            outcome=outcome,
+            result_code=result_code,
+            receipt_id=receipt_id,
+            keys=self._runner.keys,
+        )
+        digest = written.evidence_digest
+        self._receipt = (written.receipt["sig"], digest)
+        self.record(outcome, result_code, evidence_digest=digest)
+        return digest
+
+    # -- internals ----------------------------------------------------------------------
+
+    def start_heartbeat(self) -> None:
+        self._heartbeat.start()
+
+    def stop_heartbeat(self) -> None:
+        self._stop.set()
+        if self._heartbeat.is_alive():
+            self._heartbeat.join()
+
+    def lose(self, reason: str) -> None:
+        if not self.cancelled.is_set():
+            self.cancel_reason = reason
+            self.cancelled.set()
+            log.warning("execution_lease_lost", dispatch_id=self.lease.dispatch_id, reason=reason)
+
+    def _refresh_before_transaction(self) -> None:
+        """With the heartbeat stopped, the transaction must fit in what is left of the lease."""
+        runner = self._runner
+        if self._lease.remaining(runner.clock()) >= runner.lease_seconds / 2:
+            return
+        try:
+            runner.renew(self._lease)
+        except (FenceConflict, NotFound) as exc:
+            self.lose(f"{type(exc).__name__}: {exc}")
+            raise
+
+    def _beat(self) -> None:
+        runner = self._runner
+        wait = runner.renew_interval
+        while not self._stop.wait(wait):
+            try:
+                runner.renew(self._lease)
+                wait = runner.renew_interval
+            except (FenceConflict, NotFound) as exc:  # LeaseLost is a FenceConflict
+                self.lose(f"{type(exc).__name__}: {exc}")
+                return
+            except StorageUnavailable:
+                remaining = self._lease.remaining(runner.clock())
+                if remaining <= 0:
+                    self.lose("no renewal reached the database before the lease ran out")
+                    return
+                # Try again soon, but never hammer a database that is down.
+                wait = min(runner.renew_interval, max(remaining / 4, 0.05))
+
+    def _judge_lost_commit(self, session: mutation.SessionMark) -> None:
+        assert self._receipt is not None
+        sig, digest = self._receipt
+        runner = self._runner
+        verdict = mutation.judge_lost_commit(
+            runner.database_url,
+            session,
+            self.lease.dispatch_id,
+            sig,
+            timeout_seconds=max(runner.connect_timeout, self._lease.remaining(runner.clock())),
+        )
+        log.warning("commit_reply_lost", dispatch_id=self.lease.dispatch_id, verdict=verdict)
+        if verdict is mutation.CommitVerdict.NOT_COMMITTED:
+            self._recorded = None
+            raise MutationNotCommitted(
+                "the COMMIT reply was lost and the receipt is absent: the mutation rolled back"
+            )
+        if verdict is mutation.CommitVerdict.UNKNOWN:
+            self._recorded = None
+            raise CommitUnknown(
+                "the COMMIT reply was lost and the receipt could not be re-read: do not repeat "
+                "the side effect; recovery settles it from the receipt"
+            )
+        log.info("commit_confirmed_by_receipt", dispatch_id=self.lease.dispatch_id, digest=digest)
+
+    def recorded(self) -> Completion | None:
+        return self._recorded
+
+
+class SideEffectRunner:
+    """Runs side effects of approved actions under the executor protocol (see module doc)."""
+
+    def __init__(
+        self,
+        store: ExecutionStore,
+        *,
+        database_url: str,
+        owner: str,
+        keys: KeyRing,
+        lease_seconds: float = 30.0,
+        renew_fraction: float = 1 / 3,
+        connect_timeout_seconds: float = 5.0,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        if not 0 < renew_fraction <= 0.5:
+            raise ValueError(
+                "renew_fraction must be in (0, 0.5]: renewing later than half-way leaves no "
+                "time to retry a renewal that failed"
+            )
+        self.client = ExecutionClient(store, owner=owner, lease_seconds=lease_seconds)
+        self.database_url = database_url
+        self.keys = keys
+        self.lease_seconds = lease_seconds
+        self.renew_interval = lease_seconds * renew_fraction
+        self.connect_timeout = connect_timeout_seconds
+        self.clock = clock
+
+    @contextmanager
+    def run(self, dispatch_id: str) -> Iterator[SideEffect]:
+        """Lease, cross the barrier, heartbeat, and complete what the block recorded."""
+        lease = self.client.lease(dispatch_id)
+        asked = self.clock()
+        lease = self.client.start(lease)
+        effect = SideEffect(self, _Lease(lease, self.lease_seconds, asked))
+        effect.start_heartbeat()
+        try:
+            yield effect
+        finally:
+            effect.stop_heartbeat()
+        completion = effect.recorded()
+        if completion is None:
+            raise RuntimeError(
+                "the block recorded no outcome (write_receipt or record): nothing was "
+                "completed; recovery settles the execution from evidence"
+            )
+        completed = self.complete(effect.lease, completion)
+        effect.result = RunResult(dispatch_id, completed, completion.evidence_digest)
+
+    def run_once(self, dispatch_id: str, body: Callable[[SideEffect], None]) -> RunResult:
+        """`run` as a call: `body(effect)` performs the side effect and records it."""
+        with self.run(dispatch_id) as effect:
+            body(effect)
+        assert effect.result is not None  # run raised otherwise
+        return effect.result
+
+    def mutation_id(self, lease: ExecutionLease) -> str:
+        # One completion per execution attempt; the token is unique to that lease.
+        return f"c-{lease.token}"
+
+    def renew(self, lease: _Lease) -> None:
+        """One renewal; the new deadline counts from before the call."""
+        asked = self.clock()
+        lease.renewed(self.client.renew(lease.get()), asked)
+
+    def complete(self, lease: ExecutionLease, completion: Completion) -> CompletionResult:
+        """Complete; a lost reply is retried (an exact replay is idempotent, unlike the
+        mutation)."""
+        for attempt in range(1, _COMPLETE_ATTEMPTS + 1):
+            try:
+                return self.client.complete(lease, completion)
+            except StorageUnavailable:
+                if attempt == _COMPLETE_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover

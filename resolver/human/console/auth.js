@@ -1,0 +1,173 @@
+// Signing in and talking to the API.
+//
+// Three ways to hold a token, in this order: an OIDC sign-in (authorization code + PKCE as a
+// public client, when /console/config.json names a client), a link carrying `#token=…` (the
+// demo), or none at all (an identity proxy adds the Authorization header). Tokens live only in
+// this tab's sessionStorage: never a cookie, never localStorage, never a URL sent to a server.
+
+const TOKEN_KEY = "resolver.token";
+const PENDING_KEY = "resolver.oidc.pending";
+
+let config = { oidc: null, links: [], reason_codes: [] };
+
+export function setConfig(value) {
+  config = value;
+}
+
+export function signInAvailable() {
+  return Boolean(config.oidc);
+}
+
+export function token() {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+export function setToken(value) {
+  sessionStorage.setItem(TOKEN_KEY, value);
+}
+
+export function signOut() {
+  sessionStorage.removeItem(TOKEN_KEY);
+}
+
+// Who the token says you are (for display only: the API verifies every token itself).
+export function tokenClaims() {
+  const value = token();
+  if (!value) return null;
+  try {
+    return JSON.parse(b64urlDecode(value.split(".")[1]));
+  } catch (_e) {
+    return null;
+  }
+}
+
+// One request to the API. The answer is always {status, ok, body, headers}; a body that is not
+// JSON becomes a problem-like object, so callers show every answer as it came back.
+export async function api(method, path, body) {
+  const headers = { Accept: "application/json" };
+  const value = token();
+  if (value) headers.Authorization = "Bearer " + value;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  let response;
+  try {
+    response = await fetch(path, {
+      method, headers, credentials: "same-origin", body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (_e) {
+    return { status: 0, ok: false, body: { code: "network", title: "the API could not be reached" }, headers: new Headers() };
+  }
+  let parsed;
+  try {
+    parsed = await response.json();
+  } catch (_e) {
+    parsed = { code: "http_" + response.status, title: "unexpected answer " + response.status };
+  }
+  return { status: response.status, ok: response.ok, body: parsed, headers: response.headers };
+}
+
+// RFC 9470: `WWW-Authenticate: Bearer error="insufficient_user_authentication", acr_values="…",
+// max_age=300` asks for a new authorization request with those parameters.
+export function stepUpParameters(headers) {
+  const header = headers.get("WWW-Authenticate") || "";
+  if (!/error="insufficient_user_authentication"/.test(header)) return null;
+  const acr = /acr_values="([^"]*)"/.exec(header);
+  const maxAge = /max_age="?(\d+)"?/.exec(header);
+  return { acr_values: acr ? acr[1] : null, max_age: maxAge ? maxAge[1] : null };
+}
+
+function b64url(bytes) {
+  let text = "";
+  bytes.forEach((b) => { text += String.fromCharCode(b); });
+  return btoa(text).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+function b64urlDecode(text) {
+  const padded = text.replace(/-/g, "+").replace(/_/g, "/") + "===".slice((text.length + 3) % 4);
+  return decodeURIComponent(Array.from(atob(padded), (c) => "%" + c.charCodeAt(0).toString(16).padStart(2, "0")).join(""));
+}
+
+function randomString() {
+  return b64url(crypto.getRandomValues(new Uint8Array(32)));
+}
+
+async function discovery() {
+  const response = await fetch(config.oidc.issuer + "/.well-known/openid-configuration", { credentials: "omit" });
+  if (!response.ok) throw new Error("the identity provider's discovery document did not load");
+  const document = await response.json();
+  // OIDC Discovery 4.3: the document must name exactly the issuer it was fetched for.
+  if (document.issuer !== config.oidc.issuer) throw new Error("the discovery document names another issuer");
+  return document;
+}
+
+function redirectUri() {
+  return window.location.origin + "/console";
+}
+
+// Starts a sign-in: the browser leaves for the identity provider and comes back to /console.
+// `stepUp` carries the API's acr_values/max_age; `retry` is the request to resend once after.
+export async function signIn(stepUp, retry) {
+  const provider = await discovery();
+  const verifier = randomString();
+  const challenge = b64url(new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier))));
+  const pending = {
+    state: randomString(), nonce: randomString(), verifier, back: window.location.hash || "#/queue",
+    retry: retry || null, stepUp: Boolean(stepUp),
+  };
+  sessionStorage.setItem(PENDING_KEY, JSON.stringify(pending));
+  const url = new URL(provider.authorization_endpoint);
+  const params = {
+    response_type: "code", client_id: config.oidc.client_id, redirect_uri: redirectUri(),
+    scope: config.oidc.scope, state: pending.state, nonce: pending.nonce,
+    code_challenge: challenge, code_challenge_method: "S256",
+  };
+  if (config.oidc.resource) params.resource = config.oidc.resource;
+  if (stepUp) {
+    if (stepUp.max_age) params.max_age = stepUp.max_age;
+    if (stepUp.acr_values) params.acr_values = stepUp.acr_values;
+    // max_age alone lets a recent password-only session through: without an acr to ask for,
+    // only a fresh sign-in can bring the second factor.
+    else params.prompt = "login";
+  }
+  Object.entries(params).forEach(([k, v]) => url.searchParams.set(k, v));
+  window.location.assign(url.toString());
+}
+
+// The identity provider's redirect back: check state, exchange the code with the PKCE
+// verifier, check the ID token's issuer, audience and nonce, keep the access token.
+// Returns {back, retry} or throws with a message for the operator; null when not a callback.
+export async function finishSignIn() {
+  const query = new URLSearchParams(window.location.search);
+  if (!query.has("state")) return null;
+  const pending = JSON.parse(sessionStorage.getItem(PENDING_KEY) || "null");
+  sessionStorage.removeItem(PENDING_KEY);
+  history.replaceState(null, "", "/console" + (pending ? pending.back : ""));
+  if (!pending || query.get("state") !== pending.state) throw new Error("sign-in answer does not match a sign-in started here (state); sign in again");
+  if (query.has("error")) throw new Error("the identity provider refused: " + query.get("error"));
+  const provider = await discovery();
+  const form = new URLSearchParams({
+    grant_type: "authorization_code", code: query.get("code") || "", redirect_uri: redirectUri(),
+    client_id: config.oidc.client_id, code_verifier: pending.verifier,
+  });
+  if (config.oidc.resource) form.set("resource", config.oidc.resource);
+  const response = await fetch(provider.token_endpoint, { method: "POST", body: form, credentials: "omit" });
+  const tokens = await response.json();
+  if (!response.ok || !tokens.access_token) throw new Error("the code exchange failed: " + (tokens.error || response.status));
+  // The ID token came straight from the token endpoint over TLS (OIDC Core 3.1.3.7): its
+  // claims are checked; the API verifies the access token's signature on every request.
+  const idToken = JSON.parse(b64urlDecode((tokens.id_token || "..").split(".")[1] || "e30"));
+  const audience = [].concat(idToken.aud || []);
+  if (idToken.iss !== config.oidc.issuer || !audience.includes(config.oidc.client_id)) throw new Error("the ID token is for another issuer or client");
+  if (idToken.nonce !== pending.nonce) throw new Error("the ID token's nonce does not match this sign-in");
+  setToken(tokens.access_token);
+  return { back: pending.back, retry: pending.retry, stepUp: pending.stepUp };
+}
+
+// A link may carry a token in its fragment (`#token=…`, as `resolver demo --live` prints):
+// browsers never send the fragment to a server, and it leaves the address bar and history
+// before anything else runs.
+export function takeTokenFromFragment() {
+  const match = /^#token=([A-Za-z0-9._-]+)$/.exec(window.location.hash);
+  if (!match) return;
+  setToken(match[1]);
+  history.replaceState(null, "", window.location.pathname + window.location.search);
+}

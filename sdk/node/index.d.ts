@@ -1,0 +1,168 @@
+// Types of approved-action-executor (index.js).
+import type pg from "pg";
+
+/** A refusal decided inside the database (SQLSTATE class RS). */
+export class ProtocolError extends Error {
+  readonly sqlstate: string;
+  constructor(message: string, sqlstate: string, options?: ErrorOptions);
+}
+/** RS001: the row moved on, or a completion drifts. */
+export class FenceConflict extends ProtocolError {}
+/** RS002: the lease expired or was taken over. */
+export class LeaseLost extends FenceConflict {}
+/** RS003: leased by someone alive, or past the barrier. */
+export class NotLeasable extends ProtocolError {}
+/** RS004: no such dispatch or execution. */
+export class NotFound extends ProtocolError {}
+/** RS005: a malformed argument or receipt. */
+export class InvalidInput extends ProtocolError {}
+/** RS006: a write outside the state machine. */
+export class StateMachineViolation extends ProtocolError {}
+export const SQLSTATE_ERRORS: Readonly<Record<"RS001" | "RS002" | "RS003" | "RS004" | "RS005" | "RS006", typeof ProtocolError>>;
+/** The COMMIT reply was lost and the re-read could not tell: never repeat the side effect. */
+export class CommitUnknown extends Error {}
+/** The COMMIT reply was lost and the receipt is absent: the mutation rolled back. */
+export class MutationNotCommitted extends Error {}
+/** A receipt this package refuses to sign; `reason` is the resolver's rejection code. */
+export class ReceiptError extends Error {
+  readonly reason: string;
+  constructor(message: string, reason: string);
+}
+export function protocolError(err: unknown): ProtocolError | null;
+
+export const RECEIPT_VERSION: 1;
+export const MAX_RECEIPT_BYTES: 4096;
+export type JsonValue = null | boolean | number | bigint | string | JsonValue[] | { [key: string]: JsonValue };
+/** Canonical JSON: keys sorted by code point, `,` and `:`, UTF-8, integers only. */
+export function canonicalJson(value: JsonValue): string;
+export function sha256Hex(data: string | Uint8Array): string;
+/** An exact integer from a BigInt, a safe integer or a decimal string (a driver's bigint). */
+export function exactInteger(value: bigint | number | string, name: string): bigint;
+
+export type Integerish = bigint | number | string;
+export type Outcome = "succeeded" | "failed";
+export interface ReceiptKey {
+  kid: string;
+  /** At least 32 bytes, hex. */
+  secretHex: string;
+}
+/** The row `resolver_receipt_identity` answers (snake_case, as the driver returns it). */
+export interface ReceiptIdentity {
+  schema_version: Integerish;
+  dispatch_id: string;
+  approval_request_id: string;
+  project_id: string;
+  action_type: string;
+  action_digest: string;
+  idempotency_key: string;
+  attempt: Integerish;
+  started_at_ms: Integerish;
+}
+export interface Receipt {
+  v: bigint;
+  dispatch_id: string;
+  approval_request_id: string;
+  project_id: string;
+  action_type: string;
+  action_digest: string;
+  attempt: bigint;
+  started_at_ms: bigint;
+  idempotency_key: string;
+  outcome: Outcome;
+  result_code: string;
+  finished_at_ms: bigint;
+  receipt_identity_digest: string;
+  kid: string;
+  sig: string;
+}
+export interface SignedReceipt {
+  receipt: Receipt;
+  /** The canonical JSON the signature covers (the receipt without `sig`). */
+  signed: string;
+  sig: string;
+  /** The canonical serialization of the signed receipt: store or send this. */
+  json: string;
+  /** sha256 of `json`: what the resolver stores; pass it to `complete`. */
+  evidenceDigest: string;
+}
+export function signReceipt(args: {
+  identity: ReceiptIdentity;
+  outcome: Outcome;
+  resultCode: string;
+  finishedAtMs: Integerish;
+  receiptId: string;
+  key: ReceiptKey;
+}): SignedReceipt;
+/** `kid=hexsecret` as a signing key. */
+export function parseKey(text: string): ReceiptKey;
+
+/** A lease as the protocol functions return it; bigints stay strings: pass them back as they are. */
+export interface Lease {
+  dispatch_id: string;
+  owner: string;
+  token: string;
+  version: string;
+  attempt: number;
+  lease_expires_at_ms: string;
+  state: "leased" | "executing";
+  started_at_ms?: string;
+  controls_rearmed?: number;
+}
+export interface DispatchSpec {
+  dispatchId: string;
+  approvalRequestId: string;
+  projectId: string;
+  actionType: string;
+  actionDigest: string;
+  idempotencyKey: string;
+  schemaVersion?: number;
+  supersedesDispatchId?: string | null;
+}
+export interface Completion {
+  outcome: Outcome;
+  resultCode: string;
+  mutationId?: string;
+  evidenceDigest?: string | null;
+}
+export interface RunResult {
+  dispatchId: string;
+  result: "committed" | "replayed";
+  state: "succeeded" | "failed";
+  evidenceDigest: string | null;
+}
+
+export class Executor {
+  constructor(options: {
+    pool: pg.Pool;
+    owner: string;
+    key?: ReceiptKey;
+    /** Default 30 000. */
+    leaseMs?: number;
+    /** Renew every this fraction of the lease; (0, 0.5], default 1/3. */
+    renewFraction?: number;
+    /** Tries of `complete` when its reply is lost (an exact replay is idempotent). Default 3. */
+    completeAttempts?: number;
+  });
+  readonly pool: pg.Pool;
+  readonly owner: string;
+  readonly leaseMs: number;
+  createDispatch(spec: DispatchSpec): Promise<{ dispatch_id: string; created: boolean; created_at_ms: string }>;
+  lease(dispatchId: string): Promise<Lease>;
+  start(lease: Lease): Promise<Lease>;
+  renew(lease: Lease): Promise<Lease>;
+  complete(lease: Lease, completion: Completion): Promise<{ dispatch_id: string; result: "committed" | "replayed"; state: string; version: string }>;
+  /** Lease, start, heartbeat, run `body`, complete what it recorded. */
+  run(dispatchId: string, body: (effect: SideEffect) => Promise<void> | void): Promise<RunResult>;
+}
+
+export class SideEffect {
+  /** The current fence (renewals replace it). */
+  readonly lease: Lease;
+  /** Aborted when the lease is lost; `signal.reason` is the LeaseLost/FenceConflict. */
+  readonly signal: AbortSignal;
+  throwIfCancelled(): void;
+  remainingMs(): number;
+  record(outcome: Outcome, resultCode: string, options?: { evidenceDigest?: string | null; mutationId?: string }): void;
+  transaction<T>(fn: (client: pg.ClientBase) => Promise<T>, options?: { client?: pg.ClientBase }): Promise<T>;
+  writeReceipt(client: pg.ClientBase, args: { outcome: Outcome; resultCode: string; receiptId: string }): Promise<string>;
+}

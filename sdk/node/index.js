@@ -1,0 +1,498 @@
+// approved-action-executor: run an approved side effect under the resolver's executor protocol.
+//
+// The protocol lives in the database (docs/executor-protocol.md): every transition is a
+// `resolver_*` SQL function fenced on owner/token/version and the database clock. This
+// package calls those functions, and adds what an executor otherwise gets wrong by hand:
+// a heartbeat that stops before the mutation's transaction, the receipt signed and written in
+// that transaction, a lost COMMIT reply treated as unknown (re-read, never repeated), typed
+// errors per SQLSTATE, and exact integers in receipts although drivers return bigints as text.
+import crypto from "node:crypto";
+import { performance } from "node:perf_hooks";
+import pg from "pg";
+
+// -- errors ---------------------------------------------------------------------------------
+
+/** A refusal decided inside the database (SQLSTATE class RS). Decide by class, never text. */
+export class ProtocolError extends Error {
+  constructor(message, sqlstate, options) {
+    super(message, options);
+    this.name = new.target.name;
+    this.sqlstate = sqlstate;
+  }
+}
+/** RS001: the row moved on, or a completion drifts. Stop; never repeat the side effect. */
+export class FenceConflict extends ProtocolError {}
+/** RS002: the lease expired or was taken over. Never start (or continue) the side effect. */
+export class LeaseLost extends FenceConflict {}
+/** RS003: leased by someone alive, or past the barrier. Leave it alone. */
+export class NotLeasable extends ProtocolError {}
+/** RS004: no such dispatch or execution: a bug in the caller. */
+export class NotFound extends ProtocolError {}
+/** RS005: a malformed argument or receipt; nothing was written. */
+export class InvalidInput extends ProtocolError {}
+/** RS006: a write outside the state machine (a hand-written UPDATE). */
+export class StateMachineViolation extends ProtocolError {}
+
+export const SQLSTATE_ERRORS = Object.freeze({
+  RS001: FenceConflict,
+  RS002: LeaseLost,
+  RS003: NotLeasable,
+  RS004: NotFound,
+  RS005: InvalidInput,
+  RS006: StateMachineViolation,
+});
+
+/** The COMMIT reply was lost and the re-read could not tell: never repeat; recovery settles. */
+export class CommitUnknown extends Error {
+  name = "CommitUnknown";
+}
+/** The COMMIT reply was lost and the receipt is absent: the mutation rolled back. */
+export class MutationNotCommitted extends Error {
+  name = "MutationNotCommitted";
+}
+/** A receipt this package refuses to sign; `reason` is the code the resolver would reject it with. */
+export class ReceiptError extends Error {
+  constructor(message, reason) {
+    super(message);
+    this.name = "ReceiptError";
+    this.reason = reason;
+  }
+}
+
+/** The typed error for a driver error carrying a protocol SQLSTATE, else null. */
+export function protocolError(err) {
+  const Class = err instanceof pg.DatabaseError ? SQLSTATE_ERRORS[err.code] : undefined;
+  return Class ? new Class(err.message, err.code, { cause: err }) : null;
+}
+
+/** True for an answer of the server (it has a SQLSTATE); false for a lost connection. */
+const serverAnswered = (err) => err instanceof pg.DatabaseError;
+
+// -- canonical JSON and receipt v1 ------------------------------------------------------------
+
+const ID = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
+const ACTION_TYPE = /^[a-z][a-z0-9_.-]{0,63}$/;
+const HEX64 = /^[0-9a-f]{64}$/;
+const RESULT_CODE = /^[a-z0-9_.-]{1,64}$/;
+const KID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+const MAX_INT = 2n ** 63n - 1n;
+export const RECEIPT_VERSION = 1;
+export const MAX_RECEIPT_BYTES = 4096;
+
+const utf8 = (text) => Buffer.from(text, "utf8");
+const byCodePoint = (a, b) => Buffer.compare(utf8(a), utf8(b)); // UTF-8 order is code point order
+
+/**
+ * Canonical JSON: keys sorted by code point, `,` and `:`, no whitespace, UTF-8, integers only
+ * (numbers must be safe integers; use BigInt beyond 2**53).
+ */
+export function canonicalJson(value) {
+  if (value === null) return "null";
+  switch (typeof value) {
+    case "boolean":
+      return value ? "true" : "false";
+    case "bigint":
+      return value.toString();
+    case "number":
+      if (!Number.isSafeInteger(value)) {
+        throw new ReceiptError("canonical JSON holds integers only (BigInt past 2**53)", "float");
+      }
+      return String(value);
+    case "string":
+      if (!value.isWellFormed()) throw new ReceiptError("a lone surrogate is not UTF-8", "not_json");
+      return JSON.stringify(value);
+    case "object":
+      if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+      return `{${Object.keys(value)
+        .sort(byCodePoint)
+        .map((k) => `${canonicalJson(k)}:${canonicalJson(value[k])}`)
+        .join(",")}}`;
+    default:
+      throw new ReceiptError(`canonical JSON cannot hold a ${typeof value}`, "bad_type");
+  }
+}
+
+export const sha256Hex = (data) => crypto.createHash("sha256").update(data).digest("hex");
+
+/**
+ * An exact integer from what a driver hands back: a BigInt, a safe integer, or a decimal
+ * string (node-postgres returns bigint columns as strings). Anything else is refused.
+ */
+export function exactInteger(value, name) {
+  let n;
+  if (typeof value === "bigint") n = value;
+  else if (typeof value === "number" && Number.isSafeInteger(value)) n = BigInt(value);
+  else if (typeof value === "string" && /^(0|[1-9][0-9]{0,18})$/.test(value)) n = BigInt(value);
+  else throw new ReceiptError(`receipt field ${name} must be an integer`, "bad_type");
+  if (n < 0n || n > MAX_INT) throw new ReceiptError(`receipt field ${name} is out of range`, "bad_value");
+  return n;
+}
+
+function checked(value, pattern, name) {
+  if (typeof value !== "string") throw new ReceiptError(`receipt field ${name} must be a string`, "bad_type");
+  if (!pattern.test(value)) throw new ReceiptError(`receipt field ${name} has the wrong form`, "bad_value");
+  return value;
+}
+
+/**
+ * Sign receipt v1 for `identity` (the row `resolver_receipt_identity` answers, snake_case).
+ * Returns the receipt (integers as BigInt), its canonical serialization `json` (what to
+ * store or send), `signed` (the canonical bytes the signature covers) and `evidenceDigest`
+ * (sha256 of `json`: what the resolver stores and what `complete` should be given).
+ */
+export function signReceipt({ identity, outcome, resultCode, finishedAtMs, receiptId, key }) {
+  if (exactInteger(identity.schema_version, "schema_version") !== BigInt(RECEIPT_VERSION)) {
+    throw new ReceiptError("receipt v1 binds only schema-version-1 dispatches", "version_mismatch");
+  }
+  if (outcome !== "succeeded" && outcome !== "failed") {
+    throw new ReceiptError("receipt outcome must be succeeded or failed", "bad_value");
+  }
+  if (typeof receiptId !== "string" || receiptId.length === 0 || !receiptId.isWellFormed()) {
+    throw new ReceiptError("receiptId must be a non-empty string", "bad_value");
+  }
+  const secret = secretBytes(key);
+  const body = {
+    v: BigInt(RECEIPT_VERSION),
+    dispatch_id: checked(identity.dispatch_id, ID, "dispatch_id"),
+    approval_request_id: checked(identity.approval_request_id, ID, "approval_request_id"),
+    project_id: checked(identity.project_id, ID, "project_id"),
+    action_type: checked(identity.action_type, ACTION_TYPE, "action_type"),
+    action_digest: checked(identity.action_digest, HEX64, "action_digest"),
+    attempt: exactInteger(identity.attempt, "attempt"),
+    started_at_ms: exactInteger(identity.started_at_ms, "started_at_ms"),
+    idempotency_key: checked(identity.idempotency_key, ID, "idempotency_key"),
+    outcome,
+    result_code: checked(resultCode, RESULT_CODE, "result_code"),
+    finished_at_ms: exactInteger(finishedAtMs, "finished_at_ms"),
+    receipt_identity_digest: sha256Hex(utf8(receiptId)),
+    kid: checked(key.kid, KID, "kid"),
+  };
+  if (body.attempt < 1n) throw new ReceiptError("receipt attempt must be at least 1", "bad_value");
+  const signed = canonicalJson(body);
+  const sig = crypto.createHmac("sha256", secret).update(utf8(signed)).digest("hex");
+  const receipt = { ...body, sig };
+  const json = canonicalJson(receipt);
+  if (utf8(json).length > MAX_RECEIPT_BYTES) {
+    throw new ReceiptError(`receipt is over ${MAX_RECEIPT_BYTES} bytes`, "too_large");
+  }
+  return { receipt, signed, sig, json, evidenceDigest: sha256Hex(utf8(json)) };
+}
+
+function secretBytes(key) {
+  if (!key || typeof key.secretHex !== "string" || !/^([0-9a-fA-F]{2}){32,}$/.test(key.secretHex)) {
+    throw new ReceiptError("the receipt key needs a kid and a secretHex of at least 32 bytes", "bad_value");
+  }
+  return Buffer.from(key.secretHex, "hex");
+}
+
+/** `kid=hexsecret` (the form of RESOLVER_RECEIPT_KEYS entries) as a signing key. */
+export function parseKey(text) {
+  const at = (text ?? "").indexOf("=");
+  const key = { kid: text.slice(0, at).trim(), secretHex: text.slice(at + 1).trim() };
+  if (at < 1 || !KID.test(key.kid)) throw new ReceiptError("write the key as kid=hexsecret", "bad_value");
+  secretBytes(key);
+  return key;
+}
+
+// -- the executor -----------------------------------------------------------------------------
+
+const fence = (lease) => [lease.dispatch_id, lease.owner, lease.token, lease.version];
+const now = () => performance.now();
+
+async function call(queryable, text, values) {
+  try {
+    return (await queryable.query(text, values)).rows[0];
+  } catch (err) {
+    throw protocolError(err) ?? err;
+  }
+}
+
+/** Protocol calls and the high-level `run`, over a `pg.Pool` (or anything with connect/query). */
+export class Executor {
+  constructor({ pool, owner, key, leaseMs = 30_000, renewFraction = 1 / 3, completeAttempts = 3 }) {
+    if (!pool) throw new TypeError("Executor needs a pg.Pool");
+    if (typeof owner !== "string" || owner.length === 0) throw new TypeError("Executor needs an owner name");
+    if (!Number.isSafeInteger(leaseMs) || leaseMs < 1 || leaseMs > 86_400_000) {
+      throw new RangeError("leaseMs must be an integer from 1 ms to one day");
+    }
+    if (!(renewFraction > 0 && renewFraction <= 0.5)) {
+      throw new RangeError("renewFraction must be in (0, 0.5]: later leaves no time to retry a failed renewal");
+    }
+    this.pool = pool;
+    this.owner = owner;
+    this.key = key ?? null;
+    this.leaseMs = leaseMs;
+    this.renewIntervalMs = Math.max(1, Math.floor(leaseMs * renewFraction));
+    this.completeAttempts = completeAttempts;
+  }
+
+  /** Record the immutable dispatch; an exact re-create answers `created: false`. */
+  createDispatch(d) {
+    return call(this.pool, "SELECT * FROM resolver_dispatch_create($1, $2, $3, $4, $5, $6, $7, $8)", [
+      d.dispatchId,
+      d.approvalRequestId,
+      d.projectId,
+      d.actionType,
+      d.actionDigest,
+      d.idempotencyKey,
+      d.schemaVersion ?? 1,
+      d.supersedesDispatchId ?? null,
+    ]);
+  }
+
+  lease(dispatchId) {
+    return call(this.pool, "SELECT * FROM resolver_execution_lease($1, $2, $3)", [dispatchId, this.owner, this.leaseMs]);
+  }
+
+  /** The start barrier: only after it returns may the side effect begin. */
+  start(lease) {
+    return call(this.pool, "SELECT * FROM resolver_execution_start($1, $2, $3, $4, $5)", [...fence(lease), this.leaseMs]);
+  }
+
+  renew(lease) {
+    return call(this.pool, "SELECT * FROM resolver_execution_renew($1, $2, $3, $4, $5)", [...fence(lease), this.leaseMs]);
+  }
+
+  /** Terminal state; `result` is `committed`, or `replayed` for an exact replay. */
+  complete(lease, { outcome, resultCode, mutationId, evidenceDigest = null }) {
+    return call(this.pool, "SELECT * FROM resolver_execution_complete($1, $2, $3, $4, $5, $6, $7, $8)", [
+      ...fence(lease),
+      outcome,
+      resultCode,
+      mutationId ?? defaultMutationId(lease),
+      evidenceDigest,
+    ]);
+  }
+
+  /**
+   * Lease, cross the barrier, run `body(effect)` under a heartbeat, then complete what the
+   * body recorded (`effect.transaction` + `effect.writeReceipt`, or `effect.record`). If the
+   * body throws, nothing is completed: recovery settles the execution from evidence.
+   */
+  async run(dispatchId, body) {
+    const leased = await this.lease(dispatchId);
+    const askedAt = now();
+    const effect = new SideEffect(this, await this.start(leased), askedAt);
+    effect._startHeartbeat();
+    try {
+      await body(effect);
+    } finally {
+      await effect._stopHeartbeat();
+    }
+    if (!effect._completion) {
+      throw new Error("the body recorded no outcome (writeReceipt or record): nothing was completed");
+    }
+    const done = await this._completeRetrying(effect.lease, effect._completion);
+    return { dispatchId, result: done.result, state: done.state, evidenceDigest: effect._completion.evidenceDigest };
+  }
+
+  async _completeRetrying(lease, completion) {
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        return await this.complete(lease, completion);
+      } catch (err) {
+        // A lost reply to complete may be retried: an exact replay is idempotent.
+        if (serverAnswered(err) || err instanceof ProtocolError || attempt >= this.completeAttempts) throw err;
+      }
+    }
+  }
+}
+
+const defaultMutationId = (lease) => `c-${lease.token}`;
+
+/** What `Executor.run`'s body gets: the cancellation signal, the lease, the one transaction. */
+export class SideEffect {
+  #executor;
+  #controller = new AbortController();
+  #deadline;
+  #timer = null;
+  #inflight = null;
+  #stopped = false;
+  #transactionUsed = false;
+  #receipt = null;
+
+  constructor(executor, lease, grantedAt) {
+    this.#executor = executor;
+    this.lease = lease;
+    // Taken before the call that granted the lease: the real expiry is never earlier.
+    this.#deadline = grantedAt + executor.leaseMs;
+    this._completion = null;
+  }
+
+  /** Aborted when the lease is lost; its `reason` is the LeaseLost/FenceConflict. */
+  get signal() {
+    return this.#controller.signal;
+  }
+
+  /** Throws the loss reason if the lease is lost: call it between steps of a long effect. */
+  throwIfCancelled() {
+    this.#controller.signal.throwIfAborted();
+  }
+
+  /** Milliseconds left of the lease on this host's monotonic clock (a lower bound). */
+  remainingMs() {
+    return this.#deadline - now();
+  }
+
+  /** The outcome to complete with, for an effect whose evidence lives elsewhere. */
+  record(outcome, resultCode, { evidenceDigest = null, mutationId } = {}) {
+    this._completion = { outcome, resultCode, evidenceDigest, mutationId: mutationId ?? defaultMutationId(this.lease) };
+  }
+
+  /**
+   * The mutation's transaction on `client` (or a pool client): the heartbeat stops first,
+   * `fn(client)` runs the mutation and calls `writeReceipt`, then COMMIT. A lost COMMIT reply
+   * is judged by re-reading the receipt: `MutationNotCommitted` or `CommitUnknown` otherwise.
+   */
+  async transaction(fn, { client } = {}) {
+    if (this.#transactionUsed) throw new Error("one side effect has one receipt transaction");
+    this.#transactionUsed = true;
+    await this._stopHeartbeat();
+    this.throwIfCancelled();
+    await this.#refreshBeforeTransaction();
+    const own = !client;
+    const conn = client ?? (await this.#executor.pool.connect());
+    const swallow = () => {}; // a lost connection is judged below, not an unhandled event
+    conn.on("error", swallow);
+    let broken = false;
+    try {
+      await conn.query("BEGIN");
+      const mark = (await conn.query(SESSION_MARK)).rows[0];
+      let value;
+      try {
+        value = await fn(conn);
+        if (!this.#receipt) throw new Error("writeReceipt was not called: the mutation was rolled back");
+      } catch (err) {
+        await conn.query("ROLLBACK").catch(() => {});
+        throw err;
+      }
+      try {
+        await conn.query("COMMIT");
+      } catch (err) {
+        if (serverAnswered(err)) throw err; // the server refused the COMMIT: rolled back
+        broken = true;
+        if (own) conn.release(true);
+        await this.#judgeLostCommit(mark);
+      }
+      return value;
+    } finally {
+      conn.removeListener("error", swallow);
+      if (own && !broken) conn.release();
+    }
+  }
+
+  /** Sign receipt v1 and write it in `client`'s open transaction; returns its evidence digest. */
+  async writeReceipt(client, { outcome, resultCode, receiptId }) {
+    const key = this.#executor.key;
+    if (!key) throw new ReceiptError("the Executor has no receipt key", "unknown_kid");
+    const identity = await call(client, "SELECT * FROM resolver_receipt_identity($1, $2, $3, $4)", fence(this.lease));
+    const signed = signReceipt({ identity, outcome, resultCode, finishedAtMs: identity.db_now_ms, receiptId, key });
+    await call(client, "SELECT * FROM resolver_receipt_write($1, $2, $3, $4, $5::jsonb)", [...fence(this.lease), signed.json]);
+    this.#receipt = signed;
+    this.record(outcome, resultCode, { evidenceDigest: signed.evidenceDigest });
+    return signed.evidenceDigest;
+  }
+
+  // -- internals ------------------------------------------------------------------------------
+
+  _startHeartbeat() {
+    this.#schedule(this.#executor.renewIntervalMs);
+  }
+
+  async _stopHeartbeat() {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    if (this.#inflight) await this.#inflight;
+  }
+
+  #schedule(ms) {
+    if (this.#stopped) return;
+    this.#timer = setTimeout(() => {
+      this.#inflight = this.#beat().finally(() => {
+        this.#inflight = null;
+      });
+    }, ms);
+  }
+
+  async #beat() {
+    try {
+      await this.#renew();
+      this.#schedule(this.#executor.renewIntervalMs);
+    } catch (err) {
+      if (err instanceof FenceConflict || err instanceof NotFound) return this.#lose(err);
+      const remaining = this.remainingMs();
+      if (remaining <= 0) return this.#lose(new LeaseLost("no renewal reached the database before the lease ran out", "RS002", { cause: err }));
+      // Try again soon, but never hammer a database that is down.
+      this.#schedule(Math.min(this.#executor.renewIntervalMs, Math.max(remaining / 4, 50)));
+    }
+  }
+
+  async #renew() {
+    const askedAt = now();
+    this.lease = await this.#executor.renew(this.lease);
+    this.#deadline = askedAt + this.#executor.leaseMs;
+  }
+
+  #lose(err) {
+    if (!this.#controller.signal.aborted) this.#controller.abort(err);
+  }
+
+  async #refreshBeforeTransaction() {
+    // With the heartbeat stopped, the transaction must fit in what is left of the lease.
+    if (this.remainingMs() >= this.#executor.leaseMs / 2) return;
+    try {
+      await this.#renew();
+    } catch (err) {
+      if (err instanceof FenceConflict || err instanceof NotFound) this.#lose(err);
+      throw err;
+    }
+  }
+
+  async #judgeLostCommit(mark) {
+    let verdict = "unknown";
+    let conn;
+    try {
+      conn = await this.#executor.pool.connect();
+      verdict = await judge(conn, mark, this.lease.dispatch_id, this.#receipt.sig, Math.max(5_000, this.remainingMs()));
+    } catch {
+      verdict = "unknown";
+    } finally {
+      conn?.release();
+    }
+    if (verdict === "not_committed") {
+      this._completion = null;
+      throw new MutationNotCommitted("the COMMIT reply was lost and the receipt is absent: the mutation rolled back");
+    }
+    if (verdict === "unknown") {
+      this._completion = null;
+      throw new CommitUnknown(
+        "the COMMIT reply was lost and the receipt could not be re-read: do not repeat the side effect; recovery settles it",
+      );
+    }
+  }
+}
+
+// Which session runs the mutation: a pid alone is reused, so its start time too.
+const SESSION_MARK =
+  "SELECT pid, backend_start::text AS backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()";
+const SESSION = "FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2::timestamptz";
+
+/**
+ * Whether the lost COMMIT of session `mark` committed: end that session (it could still
+ * commit while we look), wait it out, then look for the receipt with this run's signature.
+ */
+async function judge(conn, mark, dispatchId, sig, timeoutMs) {
+  const params = [mark.pid, mark.backend_start];
+  try {
+    await conn.query(`SELECT pg_terminate_backend(pid) ${SESSION}`, params);
+  } catch (err) {
+    if (err.code !== "42501") throw err; // another role's session: wait for it instead
+  }
+  const deadline = now() + timeoutMs;
+  while ((await conn.query(`SELECT 1 ${SESSION}`, params)).rowCount > 0) {
+    if (now() >= deadline) return "unknown";
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  const row = (await conn.query("SELECT receipt->>'sig' AS sig FROM action_receipts WHERE dispatch_id = $1", [dispatchId])).rows[0];
+  return row?.sig === sig ? "committed" : "not_committed";
+}

@@ -1,0 +1,297 @@
+// The Node.js executor SDK against real PostgreSQL and a real `resolver run`.
+//
+//   DATABASE_URL      a migrated database (required; without it every test is skipped)
+//   RESOLVER_PYTHON   a Python with the resolver installed (for the crash tests)
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import crypto from "node:crypto";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import pg from "pg";
+
+import {
+  Executor,
+  FenceConflict,
+  InvalidInput,
+  MutationNotCommitted,
+  NotFound,
+  NotLeasable,
+  ProtocolError,
+  sha256Hex,
+} from "../index.js";
+
+const URL_ = process.env.DATABASE_URL;
+const PYTHON = process.env.RESOLVER_PYTHON;
+const KEY = { kid: "node-sdk-k1", secretHex: "4e".repeat(32) };
+const skip = URL_ ? false : "DATABASE_URL is not set";
+const WAIT_MS = 20_000;
+
+let pool;
+before(async () => {
+  if (skip) return;
+  pool = new pg.Pool({ connectionString: URL_, max: 6 });
+  await pool.query("CREATE TABLE IF NOT EXISTS node_sdk_accounts (id text PRIMARY KEY, balance int NOT NULL)");
+});
+after(async () => pool?.end());
+
+let n = 0;
+async function newDispatch(executor) {
+  n += 1;
+  const dispatchId = `node-sdk-${process.pid}-${n}-${crypto.randomBytes(3).toString("hex")}`;
+  await executor.createDispatch({
+    dispatchId,
+    approvalRequestId: `ar-${dispatchId}`,
+    projectId: "proj-node",
+    actionType: "db.mutation",
+    actionDigest: sha256Hex(`action:${dispatchId}`),
+    idempotencyKey: `idem-${dispatchId}`,
+  });
+  await pool.query("INSERT INTO node_sdk_accounts VALUES ($1, 100)", [dispatchId]);
+  return dispatchId;
+}
+
+const executor = (options = {}) => new Executor({ pool, owner: "node-sdk", key: KEY, ...options });
+const row = async (text, values) => (await pool.query(text, values)).rows[0];
+const execution = (id) => row("SELECT * FROM approved_action_executions WHERE dispatch_id = $1", [id]);
+const balance = async (id) => (await row("SELECT balance FROM node_sdk_accounts WHERE id = $1", [id])).balance;
+const receiptCount = async (id) =>
+  Number((await row("SELECT count(*) AS n FROM action_receipts WHERE dispatch_id = $1", [id])).n);
+
+async function charge(effect, client) {
+  await client.query("UPDATE node_sdk_accounts SET balance = balance - 10 WHERE id = $1", [effect.lease.dispatch_id]);
+  return effect.writeReceipt(client, { outcome: "succeeded", resultCode: "applied", receiptId: `ledger-${effect.lease.dispatch_id}` });
+}
+
+async function waitFor(condition, what) {
+  const deadline = Date.now() + WAIT_MS;
+  while (!(await condition())) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+test("run: lease, barrier, mutation and receipt in one transaction, completion", { skip }, async () => {
+  const ex = executor();
+  const id = await newDispatch(ex);
+  let digest;
+  const result = await ex.run(id, async (effect) => {
+    assert.equal(effect.lease.state, "executing");
+    digest = await effect.transaction((client) => charge(effect, client));
+  });
+  assert.deepEqual(result, { dispatchId: id, result: "committed", state: "succeeded", evidenceDigest: digest });
+  const e = await execution(id);
+  assert.equal(e.state, "succeeded");
+  assert.equal(e.evidence_digest, digest);
+  assert.equal(await balance(id), 90);
+  const control = await row("SELECT closed_by FROM approved_action_recovery_controls WHERE dispatch_id = $1", [id]);
+  assert.equal(control.closed_by, "completion");
+});
+
+test("the heartbeat renews while the side effect runs", { skip }, async () => {
+  const ex = executor({ leaseMs: 600 });
+  const id = await newDispatch(ex);
+  await ex.run(id, async (effect) => {
+    const started = BigInt(effect.lease.version);
+    // Three renewals of a 600 ms lease: well past the lease the barrier granted.
+    await waitFor(async () => BigInt((await execution(id)).version) >= started + 3n, "three renewals");
+    assert.equal(effect.signal.aborted, false);
+    await effect.transaction((client) => charge(effect, client));
+  });
+  assert.equal((await execution(id)).state, "succeeded");
+});
+
+test("a lost lease aborts the signal and nothing commits", { skip }, async () => {
+  const ex = executor({ leaseMs: 600 });
+  const id = await newDispatch(ex);
+  await assert.rejects(
+    ex.run(id, async (effect) => {
+      // Another process with a copy of the fence moves the row on: the next renewal is fenced out.
+      await new Executor({ pool, owner: "node-sdk", leaseMs: 30_000 }).renew(effect.lease);
+      await new Promise((resolve) => effect.signal.addEventListener("abort", resolve, { once: true }));
+      assert.ok(effect.signal.reason instanceof FenceConflict);
+      assert.equal(effect.signal.reason.sqlstate, "RS001");
+      await effect.transaction((client) => charge(effect, client));
+    }),
+    FenceConflict,
+  );
+  assert.equal((await execution(id)).state, "executing");
+  assert.equal(await receiptCount(id), 0);
+  assert.equal(await balance(id), 100);
+});
+
+test("refusals arrive as one error class per SQLSTATE", { skip }, async () => {
+  const ex = executor();
+  await assert.rejects(ex.lease("node-sdk-no-such-dispatch"), (err) => err instanceof NotFound && err.sqlstate === "RS004");
+  const id = await newDispatch(ex);
+  const lease = await ex.lease(id);
+  await assert.rejects(ex.lease(id), (err) => err instanceof NotLeasable && err.sqlstate === "RS003");
+  const started = await ex.start(lease);
+  await ex.complete(started, { outcome: "succeeded", resultCode: "applied", mutationId: `m-${id}` });
+  const replay = await ex.complete(started, { outcome: "succeeded", resultCode: "applied", mutationId: `m-${id}` });
+  assert.equal(replay.result, "replayed");
+  await assert.rejects(
+    ex.complete(started, { outcome: "failed", resultCode: "declined", mutationId: `m-${id}` }),
+    (err) => err instanceof FenceConflict && err.sqlstate === "RS001",
+  );
+  await assert.rejects(
+    ex.complete(started, { outcome: "blocked", resultCode: "x", mutationId: `m-${id}` }),
+    (err) => err instanceof InvalidInput && err instanceof ProtocolError && err.sqlstate === "RS005",
+  );
+});
+
+/** A proxy that loses the next COMMIT (`lose_commit`) or only the server's reply (`lose_reply`). */
+function commitProxy() {
+  const target = new URL(URL_);
+  const COMMIT = Buffer.concat([Buffer.from("Q"), Buffer.from([0, 0, 0, 11]), Buffer.from("COMMIT\0")]);
+  const proxy = { fault: null, fired: false };
+  proxy.server = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port || 5432), target.hostname);
+    let cut = false;
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on("error", end).on("close", end);
+    upstream.on("error", end).on("close", end);
+    client.on("data", (chunk) => {
+      const fault = chunk.includes(COMMIT) ? proxy.fault : null;
+      if (fault) proxy.fault = null;
+      if (fault === "lose_commit") {
+        proxy.fired = true;
+        client.resetAndDestroy();
+        upstream.resetAndDestroy();
+        return;
+      }
+      if (fault === "lose_reply") cut = true;
+      upstream.write(chunk);
+    });
+    upstream.on("data", (chunk) => {
+      if (!cut) return void client.write(chunk);
+      // The server answered the COMMIT: it committed. The client never hears it.
+      proxy.fired = true;
+      client.resetAndDestroy();
+    });
+  });
+  return new Promise((resolve) =>
+    proxy.server.listen(0, "127.0.0.1", () => {
+      const url = new URL(URL_);
+      url.hostname = "127.0.0.1";
+      url.port = String(proxy.server.address().port);
+      proxy.url = url.toString();
+      resolve(proxy);
+    }),
+  );
+}
+
+test("a lost COMMIT reply is settled by re-reading the receipt, never repeated", { skip }, async () => {
+  const proxy = await commitProxy();
+  const proxied = new pg.Pool({ connectionString: proxy.url, max: 4 });
+  try {
+    const ex = new Executor({ pool: proxied, owner: "node-sdk", key: KEY });
+    const id = await newDispatch(ex);
+    let runs = 0;
+    const result = await ex.run(id, async (effect) => {
+      proxy.fault = "lose_reply";
+      await effect.transaction((client) => {
+        runs += 1;
+        return charge(effect, client);
+      });
+    });
+    assert.equal(proxy.fired, true);
+    assert.equal(runs, 1);
+    assert.equal(result.result, "committed");
+    assert.equal(await balance(id), 90);
+    assert.equal((await execution(id)).evidence_digest, result.evidenceDigest);
+  } finally {
+    await proxied.end();
+    proxy.server.close();
+  }
+});
+
+test("a COMMIT lost before the server is reported as not committed", { skip }, async () => {
+  const proxy = await commitProxy();
+  const proxied = new pg.Pool({ connectionString: proxy.url, max: 4 });
+  try {
+    const ex = new Executor({ pool: proxied, owner: "node-sdk", key: KEY });
+    const id = await newDispatch(ex);
+    await assert.rejects(
+      ex.run(id, async (effect) => {
+        proxy.fault = "lose_commit";
+        await effect.transaction((client) => charge(effect, client));
+      }),
+      MutationNotCommitted,
+    );
+    assert.equal(proxy.fired, true);
+    assert.equal(await balance(id), 100);
+    assert.equal(await receiptCount(id), 0);
+    assert.equal((await execution(id)).state, "executing"); // never completed, never repeated
+  } finally {
+    await proxied.end();
+    proxy.server.close();
+  }
+});
+
+// -- crashes settled by a real `resolver run --once` -------------------------------------------
+
+const crashSkip = skip || (PYTHON ? false : "RESOLVER_PYTHON is not set");
+const CRASHER = fileURLToPath(new URL("./crash-executor.mjs", import.meta.url));
+
+function crash(id, point) {
+  const done = spawnSync(process.execPath, [CRASHER, id, point], {
+    env: { ...process.env, RECEIPT_KEY: `${KEY.kid}=${KEY.secretHex}` },
+    encoding: "utf8",
+    timeout: 60_000,
+  });
+  assert.equal(done.signal, "SIGKILL", done.stderr);
+}
+
+function resolverRunOnce() {
+  const dir = mkdtempSync(join(tmpdir(), "node-sdk-"));
+  writeFileSync(join(dir, "providers.yaml"), "action_types:\n  db.mutation: {provider: internal_mutation}\n");
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("RESOLVER_")));
+  const done = spawnSync(PYTHON, ["-m", "resolver", "run", "--once"], {
+    env: {
+      ...env,
+      RESOLVER_DATABASE_URL: URL_,
+      RESOLVER_CONFIG: join(dir, "providers.yaml"),
+      RESOLVER_RECEIPT_KEYS: `${KEY.kid}=${KEY.secretHex}`,
+    },
+    encoding: "utf8",
+    timeout: 120_000,
+  });
+  assert.equal(done.status, 0, done.stderr);
+}
+
+const leaseExpired = async (id) =>
+  (await row("SELECT lease_expires_at_ms <= resolver_now_ms(NULL) AS expired FROM approved_action_executions WHERE dispatch_id = $1", [id]))
+    .expired;
+
+test("a crash after the side effect is settled succeeded from its receipt", { skip: crashSkip }, async () => {
+  const id = await newDispatch(executor());
+  crash(id, "after");
+  const { receipt } = await row("SELECT receipt::text AS receipt FROM action_receipts WHERE dispatch_id = $1", [id]);
+  await waitFor(() => leaseExpired(id), "the crashed executor's lease to end");
+  resolverRunOnce();
+  const e = await execution(id);
+  assert.equal(e.state, "succeeded");
+  const resolution = await row("SELECT source, evidence_digest FROM approved_action_recovery_resolutions WHERE dispatch_id = $1", [id]);
+  assert.equal(resolution.source, "automatic");
+  assert.equal(resolution.evidence_digest, e.evidence_digest);
+  assert.ok(receipt.includes(`"dispatch_id": "${id}"`));
+  assert.equal(await balance(id), 90);
+});
+
+test("a crash before the side effect never succeeds", { skip: crashSkip }, async () => {
+  const id = await newDispatch(executor());
+  crash(id, "before");
+  await waitFor(() => leaseExpired(id), "the crashed executor's lease to end");
+  resolverRunOnce();
+  assert.equal((await execution(id)).state, "executing");
+  const control = await row("SELECT last_finding FROM approved_action_recovery_controls WHERE dispatch_id = $1", [id]);
+  assert.equal(control.last_finding, "missing");
+  assert.equal(await balance(id), 100);
+});

@@ -1,0 +1,69 @@
+"""Node.js fixtures: the SDK (sdk/node) copied beside an npm-installed `pg`, and its tarball.
+
+npm installs into a cache directory once; without node/npm or a reachable npm registry the
+tests that need them are skipped and say why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SDK = ROOT / "sdk" / "node"
+SDK_FILES = ("package.json", "index.js", "index.d.ts", "README.md")
+
+
+def npm_cache_dir(name: str) -> Path:
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    workdir = cache / "approved-action-resolver-tests" / name
+    workdir.mkdir(parents=True, exist_ok=True)
+    return workdir
+
+
+def npm(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    npm_bin = shutil.which("npm")
+    if npm_bin is None or shutil.which("node") is None:
+        pytest.skip("node and npm are needed for the Node.js SDK and example")
+    return subprocess.run(
+        [npm_bin, *args, "--no-audit", "--no-fund", "--loglevel=error"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def npm_install(workdir: Path, *packages: str) -> None:
+    done = npm("install", "--no-package-lock", *packages, cwd=workdir)
+    if done.returncode != 0:
+        pytest.skip(f"npm could not install (registry unreachable?): {done.stderr}")
+
+
+@pytest.fixture(scope="session")
+def node_sdk() -> Path:
+    """sdk/node as a user's checkout: its files, its tests and `pg` in node_modules."""
+    workdir = npm_cache_dir("node-sdk")
+    for name in SDK_FILES:
+        shutil.copy(SDK / name, workdir / name)
+    shutil.rmtree(workdir / "test", ignore_errors=True)
+    shutil.copytree(SDK / "test", workdir / "test")
+    if not (workdir / "node_modules" / "pg").is_dir():
+        npm_install(workdir)
+    return workdir
+
+
+@pytest.fixture(scope="session")
+def sdk_tarball(node_sdk: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`npm pack` of the SDK: what a user would install."""
+    out = tmp_path_factory.mktemp("npm-pack")
+    done = npm("pack", "--json", "--pack-destination", str(out), cwd=node_sdk)
+    assert done.returncode == 0, done.stderr
+    (packed,) = json.loads(done.stdout)
+    return out / packed["filename"]

@@ -1,0 +1,72 @@
+"""The examples of docs/executor-sdk.md, run as written against real PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SQL
+from tests.protocol.conftest import ROOT
+
+DOC = ROOT / "docs" / "executor-sdk.md"
+KEY = ("doc-k1", "d0" * 32)
+
+
+def block(language: str) -> str:
+    (code,) = re.findall(rf"```{language}\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+    return code
+
+
+@pytest.fixture
+def accounts(sql: SQL) -> None:
+    sql.all("CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL)")
+    sql.all("INSERT INTO accounts VALUES (42, 100)")
+
+
+def run_example(args: list[str], cwd: Path, database_url: str, **extra: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RESOLVER_")}
+    env |= {"DATABASE_URL": database_url, "DISPATCH_ID": "doc-d-42", **extra}
+    done = subprocess.run(
+        args, cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.usefixtures("accounts")
+def test_the_python_example_runs(database_url: str, sql: SQL, tmp_path: Path) -> None:
+    script = tmp_path / "example.py"
+    script.write_text(block("python"))
+    out = run_example(
+        [sys.executable, str(script)],
+        tmp_path,
+        database_url,
+        RESOLVER_RECEIPT_KEYS=f"{KEY[0]}={KEY[1]}",
+        RESOLVER_RECEIPT_SIGNING_KID=KEY[0],
+    )
+    assert "RunResult(dispatch_id='doc-d-42', completion=<CompletionResult.COMMITTED" in out
+    assert sql.execution("doc-d-42")["state"] == "succeeded"
+    assert sql.one("SELECT balance FROM accounts WHERE id = 42")["balance"] == 90
+
+
+@pytest.mark.usefixtures("accounts")
+def test_the_node_example_runs(node_sdk: Path, database_url: str, sql: SQL) -> None:
+    # Beside the SDK's own package.json, `approved-action-executor` resolves to the SDK itself.
+    (node_sdk / "doc-example.mjs").write_text(block("js"))
+    out = run_example(
+        ["node", "doc-example.mjs"], node_sdk, database_url, RECEIPT_KEY=f"{KEY[0]}={KEY[1]}"
+    )
+    result = json.loads(out)
+    assert (result["dispatchId"], result["result"], result["state"]) == (
+        "doc-d-42",
+        "committed",
+        "succeeded",
+    )
+    assert sql.execution("doc-d-42")["evidence_digest"] == result["evidenceDigest"]
+    assert sql.one("SELECT balance FROM accounts WHERE id = 42")["balance"] == 90
