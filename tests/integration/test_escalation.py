@@ -164,3 +164,27 @@ def test_bad_escalation_config_is_a_clear_start_up_error(windows: object, messag
     with pytest.raises(ConfigError, match=message) as caught:
         build_registry(config, {"package_install": _factory(fixed(FindingKind.MISSING))})
     assert "action_types.pkg.install.escalate_after_seconds" in str(caught.value)
+
+
+def test_the_documented_escalation_example_means_what_the_docs_say() -> None:
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    doc = (Path(__file__).parents[2] / "docs" / "manual-resolution.md").read_text()
+    section = doc[doc.index("## Escalation") :]
+    block = re.search(r"```yaml\n(.*?)```", section, re.S)
+    assert block is not None
+    config = yaml.safe_load(block.group(1))["action_types"]
+    names = {entry["provider"] for entry in config.values()}
+    registry = build_registry(config, {n: _factory(fixed(FindingKind.MISSING)) for n in names})
+    hour = DEFAULT_MISSING_WINDOW_SECONDS * 1000
+    assert registry.escalation_for("pkg.install").after_ms(FindingKind.MISSING) == hour
+    pay = registry.escalation_for("pay.charge")
+    assert (pay.after_ms(FindingKind.MISSING), pay.after_ms(FindingKind.UNAVAILABLE)) == (
+        1_800_000,
+        21_600_000,
+    )
+    assert registry.escalation_for("db.mutation").after_ms(FindingKind.MISSING) is None
+    assert registry.escalation_for("legacy.call").after_ms(FindingKind.MISSING) is None
