@@ -45,6 +45,7 @@ def _in_batches(
     while start < first + count:
         last = min(first + count, start + BATCH) - 1
         with conn.transaction():
+            conn.execute(sql.IMPORT_HISTORY)
             conn.execute(statement, {"first": start, "last": last, **params})
         start = last + 1
 
@@ -120,6 +121,7 @@ def seed_receipts(url: str, *, prefix: str, keys: KeyRing, finished_ms: int) -> 
     """One signed receipt v1 per executing dispatch under `prefix`, as its executor wrote it."""
     written = 0
     with psycopg.connect(url) as conn:
+        conn.execute(sql.IMPORT_HISTORY)
         with conn.cursor().copy(sql.RECEIPTS_COPY) as copy:
             for row, receipt in signed_receipts(
                 url, prefix=prefix, keys=keys, finished_ms=finished_ms

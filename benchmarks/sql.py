@@ -5,7 +5,8 @@ Seeding is set-based plain SQL run as the table owner, on purpose: executors go 
 protocol functions (docs/executor-protocol.md), one call per transition, which would make
 seeding 100,000 rows cost minutes; these INSERTs write rows exactly as those functions leave
 them (armed controls in step with their executions), so the state-machine triggers accept
-them. The resolver's runtime SQL stays in resolver/db/queries.sql.
+them, with `resolver.import_history` on (IMPORT_HISTORY). The resolver's runtime SQL stays in
+resolver/db/queries.sql.
 """
 
 from __future__ import annotations
@@ -92,6 +93,11 @@ FROM approved_action_dispatches AS d
 JOIN approved_action_executions AS e USING (dispatch_id)
 WHERE d.dispatch_id >= %(low)s AND d.dispatch_id <= %(high)s AND e.state = 'executing'
 """
+
+# Seeding writes executions past `leased` and receipts of expired leases in one statement: the
+# owner's import of history, which the state-machine triggers let through only with this flag
+# set in the transaction (docs/schema.md, "Importing history").
+IMPORT_HISTORY: LiteralString = "SELECT set_config('resolver.import_history', 'on', true)"
 
 RECEIPTS_COPY: LiteralString = (
     "COPY action_receipts (dispatch_id, receipt, written_at_ms) FROM STDIN"

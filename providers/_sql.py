@@ -16,8 +16,10 @@ from resolver.db import dsn
 from resolver.db.readonly import ReadOnlyDatabase, Row
 
 DEFAULT_URL_ENV = "RESOLVER_DATABASE_URL"
+# The evidence reader's own URL (the chart and kustomize set it from a Secret): SQL providers
+# read through it when it is set, so they never need the runtime role's privileges.
+EVIDENCE_URL_ENV = "RESOLVER_EVIDENCE_DATABASE_URL"
 _OUTAGE = Finding(FindingKind.UNAVAILABLE, failure=ProviderFailure.OUTAGE)
-_MISCONFIGURED = Finding(FindingKind.UNAVAILABLE, failure=ProviderFailure.CONFIGURATION)
 
 
 class SqlSourceSettings(BaseModel):
@@ -29,10 +31,13 @@ class SqlSourceSettings(BaseModel):
         default=None,
         description="set database_url to a URL without a password, or use database_url_env",
     )
-    database_url_env: str = Field(
-        default=DEFAULT_URL_ENV,
+    database_url_env: str | None = Field(
+        default=None,
         min_length=1,
-        description="name the environment variable that holds the evidence database URL",
+        description=(
+            "name the environment variable that holds the evidence database URL (unset: "
+            f"{EVIDENCE_URL_ENV}, else {DEFAULT_URL_ENV})"
+        ),
     )
     timeout_seconds: float = Field(
         default=5.0, gt=0, le=60, description="use a number of seconds in (0, 60]"
@@ -51,10 +56,13 @@ class SqlSourceSettings(BaseModel):
                     "variable and name it with database_url_env"
                 )
             return self.database_url
-        url = env.get(self.database_url_env)
+        name = self.database_url_env or (
+            EVIDENCE_URL_ENV if env.get(EVIDENCE_URL_ENV) else DEFAULT_URL_ENV
+        )
+        url = env.get(name)
         if not url:
             raise ConfigError(
-                f"database_url_env: environment variable {self.database_url_env} is not set; "
+                f"database_url_env: environment variable {name} is not set; "
                 "export it with the evidence database URL or set database_url"
             )
         return url
@@ -91,8 +99,10 @@ class SqlPageProvider(ABC):
             return self._database.fetch(query, params)
         except StorageUnavailable:
             return _OUTAGE
-        except SourceMisconfigured:
-            return _MISCONFIGURED
+        except SourceMisconfigured as exc:
+            return Finding(
+                FindingKind.UNAVAILABLE, failure=ProviderFailure.CONFIGURATION, cause=exc.cause
+            )
 
     @abstractmethod
     def inspect_page(self, identities: Sequence[DispatchIdentity]) -> Mapping[str, Finding]: ...

@@ -46,7 +46,6 @@ _STILL_RUNNING = Finding(FindingKind.STILL_RUNNING)
 _MISSING = Finding(FindingKind.MISSING)
 _CONFLICT = Finding(FindingKind.CONFLICT)
 _OUTAGE = Finding(FindingKind.UNAVAILABLE, failure=ProviderFailure.OUTAGE)
-_MISCONFIGURED = Finding(FindingKind.UNAVAILABLE, failure=ProviderFailure.CONFIGURATION)
 # Client errors that a later retry can cure: the server timed out, too early, rate limited.
 _TRANSIENT_4XX = frozenset({408, 425, 429})
 _ACCEPT = {"Accept": "application/json"}
@@ -178,7 +177,9 @@ def _status_failure(status: int) -> Finding:
     """An unexpected status: a server-side or throttling problem heals; a refused token, a
     redirect (a wrong base_url) or an answer outside the contract does not."""
     if status < 500 and status not in _TRANSIENT_4XX:
-        return _MISCONFIGURED
+        return Finding(
+            FindingKind.UNAVAILABLE, failure=ProviderFailure.CONFIGURATION, cause=f"http_{status}"
+        )
     return _OUTAGE
 
 

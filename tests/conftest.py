@@ -2,26 +2,20 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
 
 import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from resolver.core.domain import DispatchSpec, ExecutionLease, action_digest
 from resolver.db.readonly import ReadOnlyDatabase
 from resolver.db.repository import PostgresStore
 from resolver.executor.client import ExecutionClient
 from resolver_test_support.postgres import DatabaseFactory, test_server
+from tests.helpers.database import EXEC_LEASE_MS, SQL, World
 
 # The provider contract kit, used the way a provider author would: as a pytest plugin.
 pytest_plugins = ["resolver.evidence.contract"]
-
-T0 = 1_800_000_000_000  # a fixed database-clock instant (ms) for tests that inject time
-EXEC_LEASE_MS = 1_000
 
 
 @pytest.fixture(scope="session")
@@ -63,75 +57,6 @@ def readonly(database_url: str) -> Iterator[ReadOnlyDatabase]:
 def sql(database_url: str) -> Iterator[SQL]:
     with psycopg.connect(database_url, autocommit=True, row_factory=dict_row) as conn:
         yield SQL(conn)
-
-
-@dataclass
-class SQL:
-    """Direct SQL for assertions and for seeding as a foreign-language executor would."""
-
-    conn: psycopg.Connection[dict[str, Any]]
-
-    def all(self, query: str, *params: Any) -> list[dict[str, Any]]:
-        cur = self.conn.execute(query, params or None)  # type: ignore[arg-type]
-        return cur.fetchall() if cur.description else []
-
-    def one(self, query: str, *params: Any) -> dict[str, Any]:
-        rows = self.all(query, *params)
-        assert len(rows) == 1, rows
-        return rows[0]
-
-    def control(self, dispatch_id: str) -> dict[str, Any]:
-        return self.one(
-            "SELECT * FROM approved_action_recovery_controls WHERE dispatch_id = %s", dispatch_id
-        )
-
-    def execution(self, dispatch_id: str) -> dict[str, Any]:
-        return self.one(
-            "SELECT * FROM approved_action_executions WHERE dispatch_id = %s", dispatch_id
-        )
-
-    def resolutions(self, dispatch_id: str) -> list[dict[str, Any]]:
-        return self.all(
-            "SELECT * FROM approved_action_recovery_resolutions WHERE dispatch_id = %s", dispatch_id
-        )
-
-
-_ids = itertools.count(1)
-
-
-def new_spec(action_type: str = "test.action", **overrides: Any) -> DispatchSpec:
-    n = next(_ids)
-    dispatch_id = overrides.pop("dispatch_id", f"d-{n:06d}")
-    fields: dict[str, Any] = {
-        "dispatch_id": dispatch_id,
-        "approval_request_id": f"ar-{dispatch_id}",
-        "project_id": "proj-1",
-        "action_type": action_type,
-        "action_digest": action_digest({"action": action_type, "n": n}),
-        "idempotency_key": f"idem-{dispatch_id}",
-    }
-    fields.update(overrides)
-    return DispatchSpec(**fields)
-
-
-@dataclass
-class World:
-    """A test's view of the platform: an executor writing through the executor API."""
-
-    store: PostgresStore
-    executor: ExecutionClient
-    specs: dict[str, DispatchSpec] = field(default_factory=dict)
-
-    def started(self, action_type: str = "test.action", now_ms: int = T0) -> ExecutionLease:
-        """A dispatch past the start barrier whose lease ends at now_ms + EXEC_LEASE_MS."""
-        spec = self.executor.create_dispatch(new_spec(action_type))
-        self.specs[spec.dispatch_id] = spec
-        lease = self.executor.lease(spec.dispatch_id, now_ms=now_ms)
-        return self.executor.start(lease, now_ms=now_ms)
-
-    def crashed(self, count: int = 1, action_type: str = "test.action") -> list[ExecutionLease]:
-        """Executions that crossed the barrier at T0 and whose executor then died."""
-        return [self.started(action_type) for _ in range(count)]
 
 
 @pytest.fixture

@@ -36,6 +36,11 @@ BEGIN
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'resolver_retention') THEN
         CREATE ROLE resolver_retention LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT;
     END IF;
+    -- The platform that owns projects and role bindings: keeps the access-policy mirror
+    -- (recovery_projects, recovery_role_bindings) in step, and nothing else.
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'resolver_policy_writer') THEN
+        CREATE ROLE resolver_policy_writer LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT;
+    END IF;
 END
 $$;
 
@@ -44,7 +49,8 @@ $$;
 CREATE SCHEMA IF NOT EXISTS resolver AUTHORIZATION resolver_migrator;
 REVOKE ALL ON SCHEMA resolver FROM PUBLIC;
 GRANT USAGE ON SCHEMA resolver
-    TO resolver_runtime, resolver_executor, resolver_evidence_reader, resolver_retention;
+    TO resolver_runtime, resolver_executor, resolver_evidence_reader, resolver_retention,
+       resolver_policy_writer;
 
 -- Unqualified names in the resolver's SQL and in Alembic resolve to this schema.
 ALTER ROLE resolver_migrator SET search_path = resolver;
@@ -52,6 +58,10 @@ ALTER ROLE resolver_runtime SET search_path = resolver;
 ALTER ROLE resolver_executor SET search_path = resolver;
 ALTER ROLE resolver_evidence_reader SET search_path = resolver;
 ALTER ROLE resolver_retention SET search_path = resolver;
+ALTER ROLE resolver_policy_writer SET search_path = resolver;
+-- A login of your own that is granted one of these roles (e.g. your platform's executor login,
+-- `GRANT resolver_executor TO platform_app`) does not get this search_path: set it for that
+-- login too, or call the functions schema-qualified (docs/executor-protocol.md, "Your login").
 
 -- Belt and braces for the evidence reader: even a privilege granted by mistake cannot write.
 ALTER ROLE resolver_evidence_reader SET default_transaction_read_only = on;

@@ -25,6 +25,7 @@ from resolver.core.replica import LoopSettings, Replica
 from resolver.core.runtime import Runtime
 from resolver.db import migrate
 from resolver.db.repository import PostgresStore
+from resolver.db.retention import PostgresRetention
 from resolver.telemetry import jsonlogs
 from resolver.telemetry.api_metrics import ApiMetrics
 from resolver.telemetry.health import Probe, ReadinessCheck, liveness_bound_seconds
@@ -77,11 +78,17 @@ def open_store(settings: Settings) -> PostgresStore:
     return store
 
 
+def open_retention(settings: Settings) -> PostgresRetention:
+    """The prune command's session: its own connection, each batch its own transaction."""
+    return PostgresRetention(
+        settings.require_database_url(),
+        connect_timeout_seconds=settings.connect_timeout_seconds,
+    )
+
+
 def load_registry(settings: Settings) -> ProviderRegistry:
     registry = build_registry(load_provider_config(settings.config))
-    settings.check_lease_budget(
-        max(registry.longest_timeout_seconds, settings.default_provider_timeout_seconds)
-    )
+    settings.check_lease_budget(registry.longest_timeout_seconds)
     return registry
 
 

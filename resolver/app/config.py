@@ -26,6 +26,8 @@ OTHER_VARIABLES = frozenset(
         "RESOLVER_RECEIPT_KEYS",
         "RESOLVER_SECRETS_DIR",
         "RESOLVER_RECEIPT_SIGNING_KID",
+        # The evidence reader's URL, read by the SQL providers (providers/_sql.py).
+        "RESOLVER_EVIDENCE_DATABASE_URL",
     }
 )
 # Reserved for test-support code: never a production setting, never warned about.
@@ -157,19 +159,32 @@ class Settings(BaseSettings):
                 "RESOLVER_LOCK_TIMEOUT_MS must be below RESOLVER_STATEMENT_TIMEOUT_MS (a lock "
                 "wait must fail as itself, typed, before the statement timeout cancels it)"
             )
-        self.check_lease_budget(self.default_provider_timeout_seconds)
+        self.check_lease_budget()
         return self
 
-    def check_lease_budget(self, longest_provider_timeout_seconds: float) -> None:
+    def check_lease_budget(self, configured_timeout_seconds: float = 0.0) -> None:
         """A recovery lease must outlive the slowest inspect plus the commit, or two
-        replicas could inspect the same dispatch under overlapping leases."""
-        needed = longest_provider_timeout_seconds + self.commit_margin_seconds
+        replicas could inspect the same dispatch under overlapping leases.
+
+        The default provider timeout always counts (it bounds every provider that sets none,
+        and the settings are checked before the provider file is read), so the message names
+        which of the two set the figure: an operator who sees 10 s with every provider at 2 s
+        must learn that the default is the one to lower."""
+        default = self.default_provider_timeout_seconds
+        longest = max(default, configured_timeout_seconds)
+        needed = longest + self.commit_margin_seconds
         if self.recovery_lease_seconds <= needed:
+            source = (
+                "RESOLVER_DEFAULT_PROVIDER_TIMEOUT_SECONDS, which counts even when every "
+                "provider sets its own timeout_seconds"
+                if default >= configured_timeout_seconds
+                else "a provider's timeout_seconds in the provider config"
+            )
             raise ConfigError(
                 f"RESOLVER_RECOVERY_LEASE_SECONDS={self.recovery_lease_seconds:g} must exceed the "
-                f"longest provider timeout ({longest_provider_timeout_seconds:g}s) plus "
+                f"longest provider timeout ({longest:g}s: {source}) plus "
                 f"RESOLVER_COMMIT_MARGIN_SECONDS ({self.commit_margin_seconds:g}s); raise the "
-                f"lease above {needed:g} or lower the provider timeout"
+                f"lease above {needed:g} or lower that timeout"
             )
 
     def require_oidc(self) -> tuple[str, str, Path | str]:

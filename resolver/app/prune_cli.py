@@ -1,4 +1,4 @@
-"""`resolver prune`: the retention command (its own error handling, so it stands alone)."""
+"""`resolver prune`: the retention command; its failures end as every command's do (`exits`)."""
 
 from __future__ import annotations
 
@@ -6,60 +6,19 @@ import json
 import os
 import socket
 import sys
-from collections.abc import Callable
-from functools import wraps
-from typing import Any, BinaryIO, TypeVar
+from typing import BinaryIO
 
 import click
 import structlog
 
+from resolver.app.composition import open_retention
 from resolver.app.config import load_settings
-from resolver.core.errors import (
-    ConfigError,
-    LockTimeout,
-    ResolverError,
-    RetentionRefused,
-    StorageUnavailable,
-)
+from resolver.app.exits import exit_codes
 from resolver.retention import pruning as retention
 
-F = TypeVar("F", bound=Callable[..., Any])
 log = structlog.get_logger("resolver.prune")
-
-EXIT_USAGE = 2  # click's own code for bad options, kept for refusals of the same kind
-EXIT_STORAGE = 3
-EXIT_LOCK_TIMEOUT = 4
-EXIT_EXPORT = 5
-EXIT_REFUSED = 6
-
-
-def _prune_errors(func: F) -> F:
-    """Each failure class ends with one line on stderr and its own exit code. Whatever the
-    failure, every committed batch was whole and nothing exported was lost."""
-
-    @wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except ConfigError as exc:
-            _fail(f"configuration error: {exc}", EXIT_USAGE)
-        except LockTimeout as exc:
-            _fail(f"prune stopped: {exc}; committed batches stand, run again", EXIT_LOCK_TIMEOUT)
-        except StorageUnavailable as exc:
-            _fail(f"database error: {exc}; committed batches stand, run again", EXIT_STORAGE)
-        except retention.ExportFailed as exc:
-            _fail(f"export error: {exc}", EXIT_EXPORT)
-        except RetentionRefused as exc:
-            _fail(f"refused: {exc}", EXIT_REFUSED)
-        except ResolverError as exc:
-            _fail(f"error: {exc}", 1)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _fail(message: str, code: int) -> None:
-    click.echo(message, err=True)
-    sys.exit(code)
+# Every committed batch was whole and nothing exported was lost, whatever the failure.
+RETRY_HINT = "committed batches stand, run again"
 
 
 def _duration(_ctx: click.Context, _param: click.Parameter, value: str) -> int:
@@ -124,7 +83,7 @@ def _default_actor() -> str:
 )
 @click.option("--actor", default=None, help="Who runs the prune, recorded with the run.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
-@_prune_errors
+@exit_codes(retry_hint=RETRY_HINT)
 def prune_cmd(
     older_than_ms: int,
     dry_run: bool,
@@ -144,14 +103,12 @@ def prune_cmd(
         raise click.UsageError("--include-audit deletes audit facts: it needs --export FILE|-")
     if dry_run and export_path is not None:
         raise click.UsageError("--dry-run writes nothing: drop --export")
-    from resolver.db.retention import PostgresRetention
-
-    url = load_settings().require_database_url()
+    settings = load_settings()
     # The summary goes to stderr when the export owns stdout.
     echo_err = export_path == "-"
     stream = _open_export(export_path)
     try:
-        with PostgresRetention(url) as store:
+        with open_retention(settings) as store:
             options = retention.PruneOptions(
                 older_than_ms=older_than_ms,
                 batch=batch,

@@ -26,6 +26,7 @@ ACTION_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_.\-]{0,63}\Z")
 RESULT_CODE_PATTERN = re.compile(r"^[a-z0-9_.\-]{1,64}\Z")
 REASON_CODE_PATTERN = RESULT_CODE_PATTERN
 HEX64_PATTERN = re.compile(r"^[0-9a-f]{64}\Z")
+CAUSE_PATTERN = re.compile(r"^[a-z0-9_]{1,32}\Z")
 # The same rules as JSON Schema patterns for request models (ECMA regex has no `\Z`; the
 # request validator matches whole strings, so `$` cannot pass a trailing newline there).
 ID_REGEX = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$"
@@ -161,10 +162,15 @@ class Finding:
     result_code: str | None = None
     failure: ProviderFailure | None = None
     """Only on `unavailable`: why the source did not answer (counted, logged, in /readyz)."""
+    cause: str | None = None
+    """Only with a failure: the source's refusal as a short code (`sqlstate_42501`,
+    `http_403`), logged on `provider_failed` and listed in /readyz; never message text."""
 
     def __post_init__(self) -> None:
         if self.failure is not None and self.kind is not FindingKind.UNAVAILABLE:
             raise ValueError("only an unavailable finding names a provider failure")
+        if self.cause is not None and (self.failure is None or not CAUSE_PATTERN.match(self.cause)):
+            raise ValueError("a cause goes with a failure and matches [a-z0-9_]{1,32}")
         if self.kind.is_verified:
             if self.evidence_digest is None or not HEX64_PATTERN.match(self.evidence_digest):
                 raise ValueError("a verified finding needs a lowercase hex sha256 evidence digest")

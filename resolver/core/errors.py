@@ -24,7 +24,14 @@ class SourceMisconfigured(ResolverError):
     A missing GRANT, a broken query, an undefined table or column (told by SQLSTATE class,
     never by message text), or an HTTP 401/403. Nothing moved; the finding is `unavailable`,
     and the failure is reported as `configuration` so that an operator fixes it.
+
+    `cause` is a short code of the refusal (`sqlstate_42501`, `http_403`): the operator's
+    first clue, logged and shown in /readyz. It never carries the source's message text.
     """
+
+    def __init__(self, message: str, *, cause: str | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 class MigrationFailed(ResolverError):

@@ -70,6 +70,9 @@ class ProviderCall:
     seconds: float
     failure: ProviderFailure | None
     error: BaseException | None = None
+    cause: str | None = None
+    """The short refusal code (`sqlstate_42501`, `http_403`) the provider put on its
+    `unavailable` findings, if any."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -221,10 +221,15 @@ class Reconciler:
         return self.backoff_ms(item.finding_count)
 
     def backoff_ms(self, finding_count: int) -> int:
-        """Capped exponential backoff with equal jitter: half fixed, half random."""
-        s = self._settings
-        ceiling = min(s.backoff_max_ms, s.backoff_base_ms * int(2 ** min(finding_count, 30)))
-        return ceiling // 2 + int(self._rng.random() * (ceiling - ceiling // 2))
+        base, cap = self._settings.backoff_base_ms, self._settings.backoff_max_ms
+        return backoff_ms(finding_count, base_ms=base, max_ms=cap, draw=self._rng.random())
+
+
+def backoff_ms(finding_count: int, *, base_ms: int, max_ms: int, draw: float) -> int:
+    """Capped exponential backoff with equal jitter: half fixed, half random (`draw` is a
+    uniform number in [0, 1), the runtime's randomness)."""
+    ceiling = min(max_ms, base_ms * int(2 ** min(finding_count, 30)))
+    return ceiling // 2 + int(draw * (ceiling - ceiling // 2))
 
 
 def provider_name(provider: EvidenceProvider | None) -> str:
@@ -289,11 +294,13 @@ class _Pending:
             i.dispatch_id: _guard(self.provider, answered.get(i.dispatch_id, unanswered))
             for i in self.identities
         }
+        cause: str | None = None
         if failure is None:
             # A provider that could not reach or use its source says why on its findings.
-            failure = next((f.failure for f in findings.values() if f.failure is not None), None)
+            failed = next((f for f in findings.values() if f.failure is not None), None)
+            failure, cause = (failed.failure, failed.cause) if failed else (None, None)
         return ProviderCall(
-            self.label, self.identities, findings, started_ns, seconds, failure, error
+            self.label, self.identities, findings, started_ns, seconds, failure, error, cause
         )
 
 

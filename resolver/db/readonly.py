@@ -127,7 +127,8 @@ def _classified(url: str, exc: Exception) -> StorageUnavailable | SourceMisconfi
     # server's text, which may quote the query or a role name.
     if is_transient(exc):
         return StorageUnavailable(f"evidence source {url} failed: {type(exc).__name__}")
+    sqlstate = getattr(exc, "sqlstate", None)
     return SourceMisconfigured(
-        f"evidence source {url} refused the query: {type(exc).__name__} "
-        f"(SQLSTATE {getattr(exc, 'sqlstate', None)})"
+        f"evidence source {url} refused the query: {type(exc).__name__} (SQLSTATE {sqlstate})",
+        cause=f"sqlstate_{sqlstate.lower()}" if sqlstate else None,
     )

@@ -87,7 +87,7 @@ executions = Table(
     Column("finished_at_ms", BigInteger, nullable=True),
     Column("result_code", Text, nullable=True),
     Column("completion_mutation_id", Text, nullable=True),
-    # Added to DESIGN.md's columns: the digest of the evidence the terminal state rests on,
+    # Beyond the original design's columns: the evidence digest the terminal state rests on,
     # so a late completion can be compared with a resolution (exact replay vs drift).
     Column("evidence_digest", Text, nullable=True),
     CheckConstraint(

@@ -19,14 +19,15 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from resolver.core.domain import BacklogSnapshot
 from resolver.db import migrate as migrations
+from resolver.db import session
 from resolver.db.repository import PostgresStore
 from resolver.demo import localpg
 from resolver.demo.executor import INTERNAL, PROJECT, SHELL, ExecutorSimulator, SimulatorCounts
@@ -366,7 +367,8 @@ class LiveDemo:
         with suppress(Exception):
             status = self._store.backlog_snapshot(DEFAULT_COUNT_CAP)
             with _platform_connection(self.url) as conn:
-                resolved = int(conn.execute(_RESOLVED).fetchone()[0])
+                row = conn.execute(_RESOLVED).fetchone()
+                resolved = int(row[0]) if row is not None else None
         return LiveView(
             elapsed_seconds=time.monotonic() - self.started,
             phase=self.phase,
@@ -506,23 +508,13 @@ ON CONFLICT DO NOTHING
 """
 
 
-@contextmanager
-def _platform_connection(url: str) -> Iterator[Any]:
-    import psycopg  # the demo plays the platform, which owns these connections
-
-    with psycopg.connect(url, autocommit=True, application_name="resolver-demo-platform") as conn:
-        yield conn
+def _platform_connection(url: str) -> AbstractContextManager[session.Connection]:
+    # The demo plays the platform, which owns these connections.
+    return session.connection(url, autocommit=True, application_name="resolver-demo-platform")
 
 
-@contextmanager
-def _platform_transaction(url: str) -> Iterator[Any]:
-    import psycopg
-
-    with (
-        psycopg.connect(url, application_name="resolver-demo-executor") as conn,
-        conn.transaction(),
-    ):
-        yield conn
+def _platform_transaction(url: str) -> AbstractContextManager[session.Connection]:
+    return session.transaction(url, application_name="resolver-demo-executor")
 
 
 def _jwks(private_key: Any) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from resolver.core.domain import (
 from resolver.core.ports import ExecutionStore
 from resolver.core.provider import ProviderRegistry, build_registry
 from resolver.db import migrate as migrations
+from resolver.db import session
 from resolver.demo import localpg
 from resolver.evidence.receipts import KEYS_ENV, KeyRing
 from resolver.executor.client import ExecutionClient
@@ -138,9 +139,8 @@ def start(client: ExecutionClient, action_type: str) -> ExecutionLease:
 def mutate_with_receipt(url: str, lease: ExecutionLease, outcome: Outcome, keys: KeyRing) -> None:
     """The executor's side: its mutation and the signed receipt commit together, then it
     "crashes" before reporting completion."""
-    import psycopg  # the demo plays the platform's executor, which owns this connection
-
-    with psycopg.connect(url) as conn, conn.transaction():
+    # The demo plays the platform's executor, which owns this connection.
+    with session.transaction(url, application_name="resolver-demo-executor") as conn:
         # (the platform's own internal mutation would run here, on the same connection)
         write_receipt(
             conn,

@@ -11,6 +11,8 @@ Use it as a pytest plugin. In your conftest.py: `pytest_plugins = ["resolver.evi
 The suite proves verified success and failure, missing, conflict on tamper / identity drift /
 oversize / extra field, still_running where the evidence can say so, unavailable, that a
 page answer equals the item answers, and that `inspect` writes nothing and can be repeated.
+A harness may mark a scenario `NotApplicable`, except the REQUIRED ones of an automatic
+provider: those fail. Install with the `contract` extra (it brings pytest).
 """
 
 from __future__ import annotations
@@ -55,6 +57,10 @@ EXPECTED: Mapping[Scenario, FindingKind] = {
     Scenario.EXTRA_FIELD: FindingKind.CONFLICT,
 }
 REJECTIONS = (Scenario.TAMPERED, Scenario.IDENTITY_DRIFT, Scenario.OVERSIZE, Scenario.EXTRA_FIELD)
+# What every automatic provider's evidence can express: a success, a tampered copy of it, and
+# one bound to another identity. A harness that cannot plant them has proved nothing, so these
+# fail instead of being skipped; the other scenarios may be `NotApplicable` with a reason.
+REQUIRED = (Scenario.SUCCEEDED, Scenario.TAMPERED, Scenario.IDENTITY_DRIFT)
 
 
 class NotApplicable(Exception):
@@ -98,12 +104,28 @@ def planted(harness: ProviderHarness, scenario: Scenario) -> DispatchIdentity:
     try:
         harness.plant(scenario, identity)
     except NotApplicable as exc:
+        if scenario in REQUIRED and _is_automatic(harness):
+            pytest.fail(
+                f"{scenario.value} must apply to an automatic provider ({exc}): "
+                f"plant {', '.join(s.value for s in REQUIRED)} or declare it manual_only"
+            )
         pytest.skip(f"{scenario.value} not applicable: {exc}")
     return identity
 
 
+def _is_automatic(harness: ProviderHarness) -> bool:
+    return harness.provider().capability is Capability.AUTOMATIC
+
+
 class ProviderContract:
     """Subclass with a `provider_harness` fixture; every test below must pass."""
+
+    def test_required_scenarios_apply(self, provider_harness: ProviderHarness) -> None:
+        """Skips are not a pass: an automatic provider plants every REQUIRED scenario."""
+        if not _is_automatic(provider_harness):
+            pytest.skip("a manual-only provider answers unsupported to every scenario")
+        for scenario in REQUIRED:
+            planted(provider_harness, scenario)
 
     def test_verified_success_carries_digest_and_result_code(
         self, provider_harness: ProviderHarness

@@ -1,6 +1,6 @@
 """Receipt v1: exact-shape, size-capped, HMAC-signed evidence bound to one dispatch identity.
 
-The wire contract (DESIGN.md, "Wire contracts") is public: executors and services in other
+The wire contract (docs/receipts.md) is public: executors and services in other
 languages sign receipts, the resolver verifies them. Verification fails closed: any deviation
 raises `ReceiptRejected` with a reason code, and `receipt_finding` turns that into `conflict`.
 Nothing here logs a receipt body or a secret.

@@ -9,11 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
-from psycopg.pq import TransactionStatus
-
 from resolver.core.domain import DispatchIdentity, ExecutionLease, Outcome, sha256_hex
 from resolver.db.repository import receipt_identity, receipt_write
+from resolver.db.session import Connection, require_open_transaction
 from resolver.evidence.receipts import KeyRing, encode_receipt, sign_receipt
 
 
@@ -25,7 +23,7 @@ class WrittenReceipt:
 
 
 def write_receipt(
-    conn: psycopg.Connection[Any],
+    conn: Connection,
     lease: ExecutionLease,
     *,
     outcome: Outcome,
@@ -40,7 +38,7 @@ def write_receipt(
     `executing` under this owner/token/version, `FenceConflict` is raised and the caller must
     roll back its mutation.
     """
-    _require_open_transaction(conn)
+    require_open_transaction(conn, caller="write_receipt")
     row = dict(receipt_identity(conn, lease))
     now_ms = row.pop("db_now_ms")
     receipt = sign_receipt(
@@ -53,13 +51,3 @@ def write_receipt(
     )
     receipt_write(conn, lease, receipt)
     return WrittenReceipt(receipt, sha256_hex(encode_receipt(receipt)))
-
-
-def _require_open_transaction(conn: psycopg.Connection[Any]) -> None:
-    # In autocommit mode outside a transaction block the insert would commit on its own,
-    # and a receipt could then exist for a mutation that rolled back.
-    if conn.autocommit and conn.info.transaction_status is TransactionStatus.IDLE:
-        raise ValueError(
-            "write_receipt needs the mutation's transaction: call it inside "
-            "`with conn.transaction():` or on a connection with autocommit off"
-        )

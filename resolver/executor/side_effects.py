@@ -28,7 +28,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 import structlog
 
@@ -126,7 +125,9 @@ class SideEffect:
         )
 
     @contextmanager
-    def transaction(self, connection: mutation.Connection | None = None) -> Iterator[Any]:
+    def transaction(
+        self, connection: mutation.Connection | None = None
+    ) -> Iterator[mutation.Connection]:
         """The mutation's transaction (on `connection`, or a new one to the runner's URL).
 
         The heartbeat stops first; call `write_receipt` inside; the block's end commits.
@@ -158,7 +159,7 @@ class SideEffect:
                 conn.close()
 
     def write_receipt(
-        self, conn: Any, outcome: Outcome, result_code: str, *, receipt_id: str
+        self, conn: mutation.Connection, outcome: Outcome, result_code: str, *, receipt_id: str
     ) -> str:
         """Sign receipt v1 and write it in `conn`'s open transaction; returns its evidence
         digest. `FenceConflict`/`LeaseLost`: the lease is gone, let the block raise (the
@@ -220,6 +221,11 @@ class SideEffect:
                     return
                 # Try again soon, but never hammer a database that is down.
                 wait = min(runner.renew_interval, max(remaining / 4, 0.05))
+            except Exception as exc:
+                # Any other refusal will not heal by waiting: stop the side effect now rather
+                # than let the lease run out unnoticed.
+                self.lose(f"renewal refused: {type(exc).__name__}: {exc}")
+                return
 
     def _judge_lost_commit(self, session: mutation.SessionMark) -> None:
         assert self._receipt is not None

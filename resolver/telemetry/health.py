@@ -115,8 +115,12 @@ class ProviderHealth(CycleEvents):
         for call in page.calls:
             seen.add(call.label)
             if call.failure is not None:
-                trouble = troubles.setdefault(call.label, {"kinds": set(), "action_types": set()})
+                trouble = troubles.setdefault(
+                    call.label, {"kinds": set(), "action_types": set(), "causes": set()}
+                )
                 trouble["kinds"].add(call.failure)
+                if call.cause:
+                    trouble["causes"].add(call.cause)
                 trouble["action_types"].update(i.action_type for i in call.identities)
         with self._lock:
             for provider in seen:
@@ -136,7 +140,10 @@ def _trouble_detail(trouble: dict[str, Any]) -> dict[str, Any]:
     kinds: set[ProviderFailure] = trouble["kinds"]
     # The kind that needs a human wins: an outage on top of a GRANT problem is still that.
     kind = next((k for k in kinds if k.needs_operator), next(iter(sorted(kinds))))
-    return {"kind": kind.value, "action_types": sorted(trouble["action_types"])}
+    detail: dict[str, Any] = {"kind": kind.value, "action_types": sorted(trouble["action_types"])}
+    if trouble["causes"]:
+        detail["causes"] = sorted(trouble["causes"])
+    return detail
 
 
 class ReadinessCheck:

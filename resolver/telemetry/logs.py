@@ -45,20 +45,23 @@ class CycleLog(CycleEvents):
     def _provider_failures(self, page: InspectedPage) -> None:
         """One line per provider, action type and failure kind of the page (one per cycle),
         however many items it failed for: `error` when a human must act."""
-        failed: dict[tuple[str, str, ProviderFailure], int] = {}
+        failed: dict[tuple[str, str, ProviderFailure, str], int] = {}
         for call in page.calls:
             if call.failure is not None:
                 for identity in call.identities:
-                    key = (call.label, identity.action_type, call.failure)
+                    key = (call.label, identity.action_type, call.failure, call.cause or "")
                     failed[key] = failed.get(key, 0) + 1
-        for (provider, action_type, kind), items in sorted(failed.items()):
+        for (provider, action_type, kind, cause), items in sorted(failed.items()):
             emit = self._log.error if kind.needs_operator else self._log.warning
+            # `cause` (the SQLSTATE or HTTP status) is what the runbook tells the operator
+            # to read; it is absent when the source gave none (a timeout, a refused connect).
             emit(
                 "provider_failed",
                 provider=provider,
                 action_type=action_type,
                 kind=kind.value,
                 items=items,
+                **({"cause": cause} if cause else {}),
             )
 
     def committed(

@@ -419,7 +419,8 @@ export class SideEffect {
       await this.#renew();
       this.#schedule(this.#executor.renewIntervalMs);
     } catch (err) {
-      if (err instanceof FenceConflict || err instanceof NotFound) return this.#lose(err);
+      // A refusal the server answered will not heal by waiting; a lost connection may.
+      if (err instanceof ProtocolError || serverAnswered(err)) return this.#lose(err);
       const remaining = this.remainingMs();
       if (remaining <= 0) return this.#lose(new LeaseLost("no renewal reached the database before the lease ran out", "RS002", { cause: err }));
       // Try again soon, but never hammer a database that is down.

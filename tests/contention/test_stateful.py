@@ -36,7 +36,7 @@ from resolver.db.repository import PostgresStore
 from resolver.executor.client import CompletionResult, ExecutionClient
 from resolver.human.manual import ManualResolutionService
 from resolver_test_support.postgres import DatabaseFactory
-from tests.conftest import T0, new_spec
+from tests.helpers.database import T0, new_spec
 
 pytestmark = pytest.mark.contention
 

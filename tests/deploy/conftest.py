@@ -1,18 +1,18 @@
-"""Fixtures for the deploy tests: the Prometheus binaries (promtool, prometheus)."""
+"""Fixtures for the deploy tests: the Prometheus binaries (promtool, prometheus) and a database
+set up with every role."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-RULES = ROOT / "deploy" / "prometheus" / "resolver-alerts.yml"
-RULE_TESTS = sorted((ROOT / "deploy" / "prometheus" / "tests").glob("*.yml"))
-RUNBOOK = ROOT / "docs" / "runbook.md"
+from tests.helpers.roles import RoleDatabase, role_database
+
 APT_PACKAGE = "prometheus"  # Debian's package ships both promtool and the server
 
 
@@ -53,3 +53,10 @@ def promtool() -> Path:
 @pytest.fixture(scope="session")
 def prometheus() -> Path:
     return prometheus_binary("prometheus")
+
+
+@pytest.fixture(scope="module")
+def role_db(pg_server: str) -> Iterator[RoleDatabase]:
+    """roles.sql and `resolver migrate --grants` on a fresh database, one per module."""
+    with role_database(pg_server) as db:
+        yield db

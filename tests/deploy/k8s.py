@@ -198,3 +198,104 @@ def assert_container_hardened(workload: str, container: Manifest) -> None:
         ):
             assert "value" not in env, f"{where}: {env['name']} must come from a Secret"
             assert "secretKeyRef" in env["valueFrom"], f"{where}: {env['name']}"
+
+
+DB_PEER = {"ipBlock": {"cidr": "10.20.0.0/24"}}
+
+
+PROVIDER_RULE = {
+    "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "payments"}}}],
+    "ports": [{"port": 8080, "protocol": "TCP"}],
+}
+
+
+PROVIDERS = {
+    "action_types": {
+        "payments.charge": {
+            "provider": "http_receipt",
+            "base_url": "http://payments.payments.svc:8080",
+            "token_env": "PAYMENTS_TOKEN",
+            "timeout_seconds": 2,
+        },
+        "shell.exec": {"provider": "manual_only"},
+    }
+}
+
+
+TOKEN_ENV = {
+    "name": "PAYMENTS_TOKEN",
+    "valueFrom": {"secretKeyRef": {"name": "payments-receipts", "key": "token"}},
+}
+
+
+DOCKERFILE = ROOT / "deploy" / "Dockerfile"
+
+
+VALUE_SETS: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "scaled": {"replicaCount": 5, "resolver": {"pageSize": 64, "maxConnections": 8}},
+    "single-replica-no-pdb": {"replicaCount": 1, "podDisruptionBudget": {"enabled": False}},
+    "network-policy": {
+        "networkPolicy": {
+            "enabled": True,
+            "database": {"to": [DB_PEER]},
+            "providers": [PROVIDER_RULE],
+            "metricsFrom": [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}],
+        }
+    },
+    "service-monitor": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
+    # Issue 11 (alerts, dashboard): every monitoring option on.
+    "monitoring-everything": {
+        "serviceMonitor": {"enabled": True},
+        "prometheusRule": {"enabled": True, "labels": {"release": "prom"}},
+        "alerts": {
+            "workerSelector": 'job="approved-action-resolver", cluster="eu1"',
+            "groupBy": ["cluster", "namespace", "release"],
+            "runbookBaseUrl": "https://wiki.corp.test/resolver/runbook.html",
+            "ruleLabels": {"team": "sre"},
+            "disabled": ["ResolverBacklogGrowing"],
+        },
+        "dashboard": {
+            "enabled": True,
+            "namespace": "monitoring",
+            "annotations": {"grafana_folder": "Recovery"},
+        },
+    },
+    "production": {
+        "replicaCount": 3,
+        "image": {"repository": "registry.example/resolver", "digest": "sha256:" + "ab" * 32},
+        "database": {"existingSecret": "resolver-runtime-db"},
+        "migration": {"database": {"existingSecret": "resolver-migrator-db"}},
+        "receiptKeys": {"existingSecret": "receipt-keys"},
+        "providers": PROVIDERS,
+        "extraEnv": [TOKEN_ENV],
+        "serviceMonitor": {"enabled": True},
+        "networkPolicy": {"enabled": True, "database": {"to": [DB_PEER]}},
+    },
+}
+
+
+def instructions(path: Path = DOCKERFILE) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, continuation lines joined, comments dropped."""
+    logical: list[str] = []
+    pending = ""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.lstrip().startswith("#") or not line.strip():
+            continue
+        pending += line.rstrip()
+        if pending.endswith("\\"):
+            pending = pending[:-1] + " "
+            continue
+        logical.append(pending.strip())
+        pending = ""
+    return [(i.split(None, 1)[0].upper(), i.split(None, 1)[1]) for i in logical]
+
+
+def stages() -> list[list[tuple[str, str]]]:
+    result: list[list[tuple[str, str]]] = []
+    for instruction in instructions():
+        if instruction[0] == "FROM":
+            result.append([])
+        if result:
+            result[-1].append(instruction)
+    return result

@@ -27,7 +27,7 @@ from resolver.telemetry.metrics import (
     register_liveness_bound,
 )
 from resolver.telemetry.retention_metrics import PruneCollector
-from tests.deploy.conftest import ROOT, RULE_TESTS, RULES, RUNBOOK
+from tests.helpers.prometheus import ROOT, RULE_TESTS, RULES, RUNBOOK
 
 REQUIRED_ANNOTATIONS = {"summary", "description", "runbook_url"}
 

@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from deploy.prometheus import render_alerts
-from tests.deploy.conftest import RULES
 from tests.deploy.k8s import CHART, helm, one, render
+from tests.helpers.prometheus import RULES
 
 SOURCE = CHART / "files" / "alerts.yml"
 ON = {"prometheusRule": {"enabled": True}}

@@ -13,7 +13,12 @@ import yaml
 from resolver.app.config import Settings, load_provider_config
 from tests.deploy.k8s import (
     CHART,
+    DB_PEER,
     OPERATOR_KINDS,
+    PROVIDER_RULE,
+    PROVIDERS,
+    TOKEN_ENV,
+    VALUE_SETS,
     Manifest,
     assert_hardened,
     assert_lints_clean,
@@ -26,70 +31,6 @@ from tests.deploy.k8s import (
     render_error,
 )
 from tools import chart_readme
-
-DB_PEER = {"ipBlock": {"cidr": "10.20.0.0/24"}}
-PROVIDER_RULE = {
-    "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "payments"}}}],
-    "ports": [{"port": 8080, "protocol": "TCP"}],
-}
-PROVIDERS = {
-    "action_types": {
-        "payments.charge": {
-            "provider": "http_receipt",
-            "base_url": "http://payments.payments.svc:8080",
-            "token_env": "PAYMENTS_TOKEN",
-            "timeout_seconds": 2,
-        },
-        "shell.exec": {"provider": "manual_only"},
-    }
-}
-TOKEN_ENV = {
-    "name": "PAYMENTS_TOKEN",
-    "valueFrom": {"secretKeyRef": {"name": "payments-receipts", "key": "token"}},
-}
-
-VALUE_SETS: dict[str, dict[str, Any]] = {
-    "defaults": {},
-    "scaled": {"replicaCount": 5, "resolver": {"pageSize": 64, "maxConnections": 8}},
-    "single-replica-no-pdb": {"replicaCount": 1, "podDisruptionBudget": {"enabled": False}},
-    "network-policy": {
-        "networkPolicy": {
-            "enabled": True,
-            "database": {"to": [DB_PEER]},
-            "providers": [PROVIDER_RULE],
-            "metricsFrom": [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}],
-        }
-    },
-    "service-monitor": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
-    # Issue 11 (alerts, dashboard): every monitoring option on.
-    "monitoring-everything": {
-        "serviceMonitor": {"enabled": True},
-        "prometheusRule": {"enabled": True, "labels": {"release": "prom"}},
-        "alerts": {
-            "workerSelector": 'job="approved-action-resolver", cluster="eu1"',
-            "groupBy": ["cluster", "namespace", "release"],
-            "runbookBaseUrl": "https://wiki.corp.test/resolver/runbook.html",
-            "ruleLabels": {"team": "sre"},
-            "disabled": ["ResolverBacklogGrowing"],
-        },
-        "dashboard": {
-            "enabled": True,
-            "namespace": "monitoring",
-            "annotations": {"grafana_folder": "Recovery"},
-        },
-    },
-    "production": {
-        "replicaCount": 3,
-        "image": {"repository": "registry.example/resolver", "digest": "sha256:" + "ab" * 32},
-        "database": {"existingSecret": "resolver-runtime-db"},
-        "migration": {"database": {"existingSecret": "resolver-migrator-db"}},
-        "receiptKeys": {"existingSecret": "receipt-keys"},
-        "providers": PROVIDERS,
-        "extraEnv": [TOKEN_ENV],
-        "serviceMonitor": {"enabled": True},
-        "networkPolicy": {"enabled": True, "database": {"to": [DB_PEER]}},
-    },
-}
 
 
 def worker(manifests: list[Manifest]) -> Manifest:

@@ -27,14 +27,12 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from resolver.app.composition import ApiProcess, build_api
 from resolver.app.config import load_settings
 from resolver.human.auth import TokenVerifier
-from tests.conftest import SQL, World
-from tests.deploy.conftest import RULES
 from tests.deploy.k8s import CHART, render, validate_strict
-from tests.deploy.test_prometheus_e2e import Process, alert, http_json, query
-from tests.integration.oidc import AUDIENCE, ISSUER, Server, jwks_file, signing_key, token
-from tests.integration.test_api import auth
-from tests.integration.test_api_observability import grant_alice
-from tests.telemetry_support import crashed_ago, free_port, wait_for
+from tests.helpers.api import auth, grant_alice
+from tests.helpers.database import SQL, World
+from tests.helpers.oidc import AUDIENCE, ISSUER, Server, jwks_file, signing_key, token
+from tests.helpers.prometheus import RULES, Process, alert, http_json, query
+from tests.helpers.telemetry import crashed_ago, free_port, wait_for
 
 pytest.importorskip("grafana_foundation_sdk", reason="the test extra provides it")
 from deploy.grafana import build_dashboard

@@ -5,38 +5,10 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from pathlib import Path
 
-from tests.deploy.k8s import ROOT, render
+from tests.deploy.k8s import DOCKERFILE, ROOT, instructions, render, stages
 
-DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
-
-
-def instructions(path: Path = DOCKERFILE) -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) pairs, continuation lines joined, comments dropped."""
-    logical: list[str] = []
-    pending = ""
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.lstrip().startswith("#") or not line.strip():
-            continue
-        pending += line.rstrip()
-        if pending.endswith("\\"):
-            pending = pending[:-1] + " "
-            continue
-        logical.append(pending.strip())
-        pending = ""
-    return [(i.split(None, 1)[0].upper(), i.split(None, 1)[1]) for i in logical]
-
-
-def stages() -> list[list[tuple[str, str]]]:
-    result: list[list[tuple[str, str]]] = []
-    for instruction in instructions():
-        if instruction[0] == "FROM":
-            result.append([])
-        if result:
-            result[-1].append(instruction)
-    return result
 
 
 def build_args() -> dict[str, str]:

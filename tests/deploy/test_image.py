@@ -23,8 +23,8 @@ from resolver.evidence.receipts import KeyRing
 from resolver.executor.client import ExecutionClient
 from resolver.executor.side_effects import SideEffect, SideEffectRunner
 from resolver_test_support.postgres import with_database
-from tests.conftest import new_spec
 from tests.deploy import image as img
+from tests.helpers.database import new_spec
 
 pytestmark = pytest.mark.skipif(img.missing_tools() is not None, reason=str(img.missing_tools()))
 
@@ -156,7 +156,7 @@ def crashed_after_its_receipt(database_url: str) -> str:
     with PostgresStore(database_url) as store:
         spec = ExecutionClient(store, owner="platform").create_dispatch(new_spec("db.mutation"))
         runner = SideEffectRunner(
-            store, database_url=database_url, owner="image-test", keys=keys, lease_seconds=0.5
+            store, database_url=database_url, owner="image-test", keys=keys, lease_seconds=2.0
         )
         with pytest.raises(ExecutorCrashed):
             runner.run_once(spec.dispatch_id, die_after_the_receipt)

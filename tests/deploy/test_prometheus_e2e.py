@@ -9,54 +9,21 @@ Prometheus's HTTP API with bounded deadlines.
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import subprocess
-import sys
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
-from tests.conftest import SQL, World
-from tests.deploy.conftest import RULES
-from tests.telemetry_support import crashed_ago, free_port, wait_for
+from tests.helpers.cli import RESOLVER
+from tests.helpers.database import SQL, World
+from tests.helpers.prometheus import RULES, Process, alert, query
+from tests.helpers.telemetry import crashed_ago, free_port, wait_for
 
-RESOLVER = [sys.executable, "-m", "resolver"]
 DEADLINE_SECONDS = 60.0
-
-
-class Process:
-    """A child process with its output in a file (no pipe to fill), ended by its pid."""
-
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], log_dir: Path) -> None:
-        self.log = log_dir / f"{name}.log"
-        self._out = self.log.open("w")
-        self.proc = subprocess.Popen(argv, env=env, stdout=self._out, stderr=subprocess.STDOUT)
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        self._out.close()
-        return self.proc.returncode
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-
-def http_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=5) as resp:
-        return json.loads(resp.read())
 
 
 def http_text(url: str) -> str:
@@ -126,22 +93,9 @@ def prometheus_server(
         process.stop()
 
 
-def query(base: str, promql: str) -> list[dict[str, Any]]:
-    answer = http_json(f"{base}/api/v1/query?{urllib.parse.urlencode({'query': promql})}")
-    assert answer["status"] == "success", answer
-    return list(answer["data"]["result"])
-
-
 def scalar(base: str, promql: str) -> float | None:
     result = query(base, promql)
     return float(result[0]["value"][1]) if result else None
-
-
-def alert(base: str, name: str, state: str) -> dict[str, Any] | None:
-    for item in http_json(f"{base}/api/v1/alerts")["data"]["alerts"]:
-        if item["labels"]["alertname"] == name and item["state"] == state:
-            return dict(item)
-    return None
 
 
 def test_prometheus_scrapes_an_ageing_backlog_and_fires_the_paging_alert(

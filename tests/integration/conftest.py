@@ -1,6 +1,20 @@
 """Fixtures shared by the API and console tests."""
 
+import pytest
+
+from resolver.core.domain import FindingKind
+from resolver.db.repository import PostgresStore
+from tests.helpers.database import World
+from tests.helpers.oidc import jwks_file, signing_key
+from tests.helpers.providers import ScriptedProvider, fixed, reconciler
 from tests.integration.console_rig import axe_source, npm_rig, provider
-from tests.integration.oidc import jwks_file, signing_key
 
 __all__ = ["axe_source", "jwks_file", "npm_rig", "provider", "signing_key"]
+
+
+@pytest.fixture
+def manual_item(world: World, store: PostgresStore) -> tuple[str, int]:
+    # Real database clock: these executions' leases expired long ago.
+    lease = world.started(now_ms=1_000_000)
+    reconciler(store, ScriptedProvider(fixed(FindingKind.CONFLICT))).run_cycle()
+    return lease.dispatch_id, lease.version

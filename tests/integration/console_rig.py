@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.oidc import AUDIENCE
-from tests.telemetry_support import free_port
+from tests.helpers.oidc import AUDIENCE
+from tests.helpers.telemetry import free_port
 
 RIG = Path(__file__).resolve().parent / "console_op"
 CLIENT_ID = "resolver-console"

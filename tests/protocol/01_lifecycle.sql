@@ -59,7 +59,7 @@ SELECT pg_temp.refused(:'ERROR', :'LAST_ERROR_SQLSTATE', :'LAST_ERROR_MESSAGE', 
 -- renew: version bump, control in step; the old fence no longer renews or completes.
 SELECT version AS renewed_version, controls_rearmed FROM resolver_execution_renew(
     :'a', :'owner', :'token', :started_version, 30000) \gset
-SELECT pg_temp.expect(:'controls_rearmed', '1', 'renew moves the control');
+SELECT pg_temp.expect(:'controls_rearmed', '0', 'renew of an armed control re-arms nothing');
 SELECT pg_temp.expect(execution_version::text, :'renewed_version', 'control follows the renew')
 FROM approved_action_recovery_controls WHERE dispatch_id = :'a';
 \set ON_ERROR_STOP 0

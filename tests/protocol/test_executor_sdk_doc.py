@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SQL
+from tests.helpers.database import SQL
 from tests.protocol.conftest import ROOT
 
 DOC = ROOT / "docs" / "executor-sdk.md"

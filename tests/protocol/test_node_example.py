@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SQL
+from tests.helpers.database import SQL
 from tests.protocol.conftest import npm_cache_dir, npm_install
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "node"

@@ -9,7 +9,7 @@ import pytest
 from resolver.evidence.contract import ProviderContract, ProviderHarness
 from resolver.evidence.receipt_server import ReceiptServer
 from resolver.evidence.receipts import KeyRing
-from tests.providers.harnesses import (
+from tests.helpers.harnesses import (
     HttpReceiptHarness,
     InternalMutationHarness,
     ManualOnlyHarness,

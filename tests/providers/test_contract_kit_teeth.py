@@ -7,10 +7,10 @@ import pytest
 
 from resolver.core.domain import DispatchIdentity, Finding, FindingKind, Outcome, sha256_hex
 from resolver.core.provider import Capability, EvidenceProvider
-from resolver.evidence.contract import ProviderContract, Scenario
+from resolver.evidence.contract import NotApplicable, ProviderContract, Scenario
 from resolver.evidence.receipt_server import ReceiptServer
 from resolver.evidence.receipts import KeyRing
-from tests.providers.harnesses import HttpReceiptHarness, InternalMutationHarness
+from tests.helpers.harnesses import HttpReceiptHarness, InternalMutationHarness
 
 KIT = ProviderContract()
 
@@ -89,6 +89,28 @@ def test_kit_catches_a_provider_that_writes(database_url: str, receipt_keys: Key
             KIT.test_inspect_writes_nothing_and_repeats_exactly(harness)
     finally:
         harness.close()
+
+
+class NothingApplies(HttpReceiptHarness):
+    """Marks every scenario not applicable: every check would skip, and skips are not a pass."""
+
+    def plant(self, scenario: Scenario, identity: DispatchIdentity) -> None:
+        raise NotApplicable("this harness plants nothing")
+
+
+def test_kit_fails_a_harness_that_marks_every_scenario_not_applicable(
+    receipt_server: ReceiptServer, receipt_keys: KeyRing
+) -> None:
+    harness = NothingApplies(receipt_server, receipt_keys)
+    with pytest.raises(pytest.fail.Exception, match="must apply to an automatic provider"):
+        KIT.test_required_scenarios_apply(harness)
+    with pytest.raises(pytest.fail.Exception, match="succeeded must apply"):
+        KIT.test_verified_success_carries_digest_and_result_code(harness)
+    with pytest.raises(pytest.fail.Exception, match="tampered must apply"):
+        KIT.test_untrustworthy_evidence_is_conflict_never_success(harness, Scenario.TAMPERED)
+    # Optional scenarios still skip with their reason.
+    with pytest.raises(pytest.skip.Exception, match="still_running not applicable"):
+        KIT.test_still_running(harness)
 
 
 def test_the_unwrapped_providers_pass_the_same_checks(

@@ -21,7 +21,7 @@ from resolver.evidence.contract import Scenario
 from resolver.evidence.readonly_http import HttpReply, HttpUnavailable, ReadOnlyHttpClient
 from resolver.evidence.receipt_server import ReceiptServer
 from resolver.evidence.receipts import KeyRing
-from tests.providers.harnesses import closed_port, new_identity, signed
+from tests.helpers.harnesses import closed_port, new_identity, signed
 
 
 def _plant(server: ReceiptServer, keys: KeyRing) -> DispatchIdentity:

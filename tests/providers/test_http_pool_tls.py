@@ -32,7 +32,7 @@ from resolver.evidence.readonly_http import (
 )
 from resolver.evidence.receipt_server import ReceiptServer, running_receipt_server
 from resolver.evidence.receipts import KeyRing
-from tests.providers.harnesses import new_identity, signed
+from tests.helpers.harnesses import new_identity, signed
 
 # -- a throwaway PKI ---------------------------------------------------------------------
 

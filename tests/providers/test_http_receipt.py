@@ -19,7 +19,7 @@ from resolver.evidence.contract import Scenario
 from resolver.evidence.readonly_http import HttpUnavailable, MethodNotAllowed, ReadOnlyHttpClient
 from resolver.evidence.receipt_server import ReceiptServer, running_receipt_server
 from resolver.evidence.receipts import KeyRing
-from tests.providers.harnesses import TOKEN, HttpReceiptHarness, closed_port, new_identity, signed
+from tests.helpers.harnesses import TOKEN, HttpReceiptHarness, closed_port, new_identity, signed
 
 
 @pytest.fixture
@@ -121,6 +121,9 @@ def test_unexpected_status_is_classified(
     receipt_server.plant(identity.idempotency_key, status)
     finding = harness.provider().inspect(identity)
     assert (finding.kind, finding.failure) == (FindingKind.UNAVAILABLE, failure)
+    # A refusal names its status for the operator (the runbook's first step).
+    expected_cause = f"http_{status}" if failure is ProviderFailure.CONFIGURATION else None
+    assert finding.cause == expected_cause
 
 
 def test_refused_connection_is_unavailable(harness: HttpReceiptHarness) -> None:

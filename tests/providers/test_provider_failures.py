@@ -31,8 +31,8 @@ from resolver.db.readonly import ReadOnlyDatabase, is_transient
 from resolver.evidence.receipts import KeyRing
 from resolver.telemetry.health import Probe, ProviderHealth, ReadinessCheck
 from resolver.telemetry.metrics import ResolverMetrics
-from tests.conftest import EXEC_LEASE_MS, SQL, T0, World
-from tests.providers.harnesses import new_identity
+from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
+from tests.helpers.harnesses import new_identity
 
 KEYS = KeyRing.ephemeral("unit")
 AFTER = T0 + EXEC_LEASE_MS
@@ -104,6 +104,7 @@ def test_a_role_without_the_grant_is_a_configuration_error(ungranted_url: str) -
         assert isinstance(info.value.__cause__, psycopg.errors.InsufficientPrivilege)
         finding = InternalMutationProvider(db, KEYS, 2).inspect(new_identity(None))
         assert _classified(finding) == (FindingKind.UNAVAILABLE, ProviderFailure.CONFIGURATION)
+        assert finding.cause == "sqlstate_42501"  # what the runbook tells the operator to read
     finally:
         db.close()
 
@@ -116,6 +117,7 @@ def test_a_broken_query_is_a_configuration_error(readonly: ReadOnlyDatabase) -> 
         readonly.fetch("SELEC 1", {})  # a syntax error: SQLSTATE 42601
     finding = BrokenQueryProvider(readonly, 2).inspect(new_identity(None))
     assert _classified(finding) == (FindingKind.UNAVAILABLE, ProviderFailure.CONFIGURATION)
+    assert finding.cause == "sqlstate_42703"
 
 
 def test_a_database_that_is_down_is_an_outage(down_url: str) -> None:
@@ -186,6 +188,7 @@ def test_a_misconfigured_provider_is_counted_logged_once_and_degrades_readiness(
             "action_type": "db.mutation",
             "kind": "configuration",
             "items": 3,
+            "cause": "sqlstate_42501",
         }
     ]
     labels = {"provider": "internal_mutation", "kind": "configuration"}
@@ -197,7 +200,11 @@ def test_a_misconfigured_provider_is_counted_logged_once_and_degrades_readiness(
             "status": "degraded",
             "schema_revision": "head",
             "providers": {
-                "internal_mutation": {"kind": "configuration", "action_types": ["db.mutation"]}
+                "internal_mutation": {
+                    "kind": "configuration",
+                    "action_types": ["db.mutation"],
+                    "causes": ["sqlstate_42501"],
+                }
             },
         },
     )
@@ -257,3 +264,11 @@ def test_an_outage_is_logged_once_per_page_and_leaves_readiness_ready() -> None:
 def test_only_unavailable_findings_name_a_failure() -> None:
     with pytest.raises(ValueError, match="only an unavailable finding"):
         Finding(FindingKind.MISSING, failure=ProviderFailure.OUTAGE)
+    with pytest.raises(ValueError, match="a cause goes with a failure"):
+        Finding(FindingKind.UNAVAILABLE, cause="sqlstate_42501")
+    with pytest.raises(ValueError, match="a cause goes with a failure"):
+        Finding(
+            FindingKind.UNAVAILABLE,
+            failure=ProviderFailure.CONFIGURATION,
+            cause="Permission denied",
+        )

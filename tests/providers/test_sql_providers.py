@@ -21,8 +21,8 @@ from resolver.core.provider import build_registry, discover_factories
 from resolver.db.readonly import ReadOnlyDatabase
 from resolver.evidence.receipts import KeyRing
 from resolver.executor.receipts import write_receipt
-from tests.conftest import SQL, T0, World
-from tests.providers.harnesses import (
+from tests.helpers.database import SQL, T0, World
+from tests.helpers.harnesses import (
     CONTENT,
     OTHER_DIGEST,
     insert_run_fact,
@@ -369,3 +369,17 @@ def test_cli_refuses_to_start_on_bad_provider_config(
     assert "action_types.shell.exec: retries: provider manual_only takes no settings" in (
         result.output
     )
+
+
+def test_sql_providers_read_through_the_evidence_reader_url_when_it_is_set() -> None:
+    """The chart and kustomize set RESOLVER_EVIDENCE_DATABASE_URL from the evidence reader's
+    Secret; without a database_url_env of their own, SQL providers must use it, not the
+    runtime role's URL (which has no SELECT on the evidence tables)."""
+    from providers._sql import SqlSourceSettings
+
+    runtime, reader = "postgresql://resolver_runtime@db/app", "postgresql://reader@db/app"
+    both = {"RESOLVER_DATABASE_URL": runtime, "RESOLVER_EVIDENCE_DATABASE_URL": reader}
+    assert SqlSourceSettings().resolve_url(both) == reader
+    assert SqlSourceSettings().resolve_url({"RESOLVER_DATABASE_URL": runtime}) == runtime
+    named = SqlSourceSettings(database_url_env="RESOLVER_DATABASE_URL")
+    assert named.resolve_url(both) == runtime  # an explicit name always wins

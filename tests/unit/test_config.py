@@ -38,6 +38,32 @@ def test_recovery_lease_must_exceed_provider_timeout_plus_margin() -> None:
         )
 
 
+def test_lease_budget_names_the_default_timeout_when_it_sets_the_figure() -> None:
+    """Every provider at 2 s, the default at 10 s: the error must say it is the default."""
+    settings = load_settings(
+        recovery_lease_seconds=16, default_provider_timeout_seconds=1, commit_margin_seconds=5
+    )
+    settings.check_lease_budget(2)  # 2 + 5 < 16
+    with pytest.raises(
+        ConfigError,
+        match=r"longest provider timeout \(10s: RESOLVER_DEFAULT_PROVIDER_TIMEOUT_SECONDS, "
+        r"which counts even when every provider sets its own timeout_seconds\)",
+    ):
+        load_settings(
+            recovery_lease_seconds=14, default_provider_timeout_seconds=10, commit_margin_seconds=5
+        ).check_lease_budget(2)
+
+
+def test_lease_budget_names_a_provider_timeout_when_it_is_longer() -> None:
+    settings = load_settings(
+        recovery_lease_seconds=20, default_provider_timeout_seconds=2, commit_margin_seconds=5
+    )
+    with pytest.raises(
+        ConfigError, match=r"\(30s: a provider's timeout_seconds in the provider config\)"
+    ):
+        settings.check_lease_budget(30)
+
+
 def test_missing_database_url_says_how_to_set_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RESOLVER_DATABASE_URL", raising=False)
     with pytest.raises(ConfigError, match="RESOLVER_DATABASE_URL is not set"):

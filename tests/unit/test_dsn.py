@@ -16,7 +16,14 @@ FORMS = {
     "query password": "postgresql://app@db:5432/main?password=pa%20ss%25w0rd&sslmode=require",
     "key=value": "host=db port=5432 dbname=main user=app password='pa ss%w0rd' sslmode=require",
 }
-PARAMS = {"host": "db", "port": "5432", "dbname": "main", "user": "app", "password": SECRET, "sslmode": "require"}
+PARAMS = {
+    "host": "db",
+    "port": "5432",
+    "dbname": "main",
+    "user": "app",
+    "password": SECRET,
+    "sslmode": "require",
+}
 
 
 @pytest.mark.parametrize("form", FORMS.values(), ids=FORMS.keys())
@@ -46,7 +53,9 @@ def test_every_form_translates_for_libpq_and_sqlalchemy(form: str) -> None:
 
 def test_several_hosts_and_a_socket_directory_survive() -> None:
     assert dsn.parse("postgresql://h1:5432,h2:5433/d")["host"] == "h1,h2"
-    assert dict(dsn.sqlalchemy_url("postgresql:///d?host=/var/run/postgresql").query) == {"host": "/var/run/postgresql"}
+    assert dict(dsn.sqlalchemy_url("postgresql:///d?host=/var/run/postgresql").query) == {
+        "host": "/var/run/postgresql"
+    }
 
 
 def test_sslpassword_is_a_secret_too() -> None:

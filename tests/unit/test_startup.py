@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from resolver.app.startup import wait_until_ready
+from resolver.app.lifecycle import wait_until_ready
 from resolver.core.errors import ConfigError, SchemaNotReady, StorageUnavailable
 
 
@@ -36,7 +36,9 @@ def failing(times: int, error: Exception) -> tuple[list[int], object]:
 def test_backs_off_exponentially_up_to_the_cap_then_succeeds() -> None:
     clock = Clock()
     calls, check = failing(5, StorageUnavailable("down"))
-    assert wait_until_ready(check, limit_seconds=60, max_delay_seconds=3, sleep=clock.sleep, clock=clock)  # type: ignore[arg-type]
+    assert wait_until_ready(
+        check, limit_seconds=60, max_delay_seconds=3, sleep=clock.sleep, clock=clock
+    )  # type: ignore[arg-type]
     assert calls[0] == 6
     assert clock.sleeps == [0.5, 1.0, 2.0, 3.0, 3.0]
 
@@ -44,7 +46,9 @@ def test_backs_off_exponentially_up_to_the_cap_then_succeeds() -> None:
 def test_an_unmigrated_schema_is_waited_for_too() -> None:
     clock = Clock()
     calls, check = failing(2, SchemaNotReady("run `resolver migrate` first"))
-    assert wait_until_ready(check, limit_seconds=60, max_delay_seconds=3, sleep=clock.sleep, clock=clock)  # type: ignore[arg-type]
+    assert wait_until_ready(
+        check, limit_seconds=60, max_delay_seconds=3, sleep=clock.sleep, clock=clock
+    )  # type: ignore[arg-type]
     assert calls[0] == 3
 
 
@@ -52,7 +56,9 @@ def test_past_the_limit_the_last_error_is_raised_and_the_last_wait_is_trimmed() 
     clock = Clock()
     _calls, check = failing(100, StorageUnavailable("still down"))
     with pytest.raises(StorageUnavailable, match="still down"):
-        wait_until_ready(check, limit_seconds=4, max_delay_seconds=30, sleep=clock.sleep, clock=clock)  # type: ignore[arg-type]
+        wait_until_ready(
+            check, limit_seconds=4, max_delay_seconds=30, sleep=clock.sleep, clock=clock
+        )  # type: ignore[arg-type]
     assert clock.sleeps == [0.5, 1.0, 2.0, 0.5]  # never past the limit
     assert clock.now == 4
 
@@ -61,7 +67,9 @@ def test_a_zero_limit_is_one_attempt() -> None:
     clock = Clock()
     _calls, check = failing(1, StorageUnavailable("down"))
     with pytest.raises(StorageUnavailable):
-        wait_until_ready(check, limit_seconds=0, max_delay_seconds=1, sleep=clock.sleep, clock=clock)  # type: ignore[arg-type]
+        wait_until_ready(
+            check, limit_seconds=0, max_delay_seconds=1, sleep=clock.sleep, clock=clock
+        )  # type: ignore[arg-type]
     assert clock.sleeps == []
 
 
@@ -82,5 +90,7 @@ def test_other_errors_are_not_retried() -> None:
     clock = Clock()
     _calls, check = failing(1, ConfigError("bad"))
     with pytest.raises(ConfigError):
-        wait_until_ready(check, limit_seconds=60, max_delay_seconds=1, sleep=clock.sleep, clock=clock)  # type: ignore[arg-type]
+        wait_until_ready(
+            check, limit_seconds=60, max_delay_seconds=1, sleep=clock.sleep, clock=clock
+        )  # type: ignore[arg-type]
     assert clock.sleeps == []

@@ -114,6 +114,10 @@ app.kubernetes.io/component: api
 {{- default (printf "%s-database" (include "resolver.fullname" .)) .Values.database.existingSecret }}
 {{- end }}
 
+{{- define "resolver.evidenceSecret" -}}
+{{- default (printf "%s-evidence-database" (include "resolver.fullname" .)) .Values.evidenceDatabase.existingSecret }}
+{{- end }}
+
 {{- define "resolver.migrationSecret" -}}
 {{- default (include "resolver.databaseSecret" .) .Values.migration.database.existingSecret }}
 {{- end }}

@@ -56,7 +56,9 @@ BEGIN
         RAISE EXCEPTION 'dispatch % has no execution', quote_literal(p_dispatch_id)
             USING ERRCODE = 'RS004';
     END IF;
-    IF seen.state = 'leased' AND seen.version <> p_version THEN
+    -- A takeover always issues a new token: a stale version under the caller's own token is
+    -- its own renew moving on, not a takeover.
+    IF seen.state = 'leased' AND seen.version <> p_version AND seen.token IS DISTINCT FROM p_token THEN
         RAISE EXCEPTION 'lease on % was taken over (attempt %): % fence lost',
             quote_literal(p_dispatch_id), seen.attempt, p_step
             USING ERRCODE = 'RS002', HINT = 'stop: never start the side effect';
@@ -65,6 +67,21 @@ BEGIN
         RAISE EXCEPTION '% of % rejected: the owner/token fence does not hold',
             p_step, quote_literal(p_dispatch_id)
             USING ERRCODE = 'RS001';
+    END IF;
+    IF seen.state = 'leased' AND seen.version <> p_version
+       AND (seen.owner, seen.token) = (p_owner, p_token) THEN
+        RAISE EXCEPTION '% of % at version % rejected: a stale version, the execution is % at version % (a later renew moved it on)',
+            p_step, quote_literal(p_dispatch_id), p_version, seen.state, seen.version
+            USING ERRCODE = 'RS001',
+                  HINT = 'pass the version the last call returned; stop a heartbeat before the mutation''s transaction';
+    END IF;
+    -- Receipts are fenced on the live lease: once recovery may settle the execution, no
+    -- receipt (and so no mutation in the same transaction) may commit.
+    IF p_step = 'receipt' AND seen.state = 'executing' AND seen.lease_expires_at_ms <= p_now_ms THEN
+        RAISE EXCEPTION 'lease on % expired at % ms (now % ms): a receipt needs a live lease; roll back the mutation',
+            quote_literal(p_dispatch_id), seen.lease_expires_at_ms, p_now_ms
+            USING ERRCODE = 'RS002',
+                  HINT = 'renew before the mutation''s transaction; nothing of this transaction commits';
     END IF;
     IF p_step = 'start' AND seen.state = 'leased' THEN
         RAISE EXCEPTION 'lease on % expired before the start barrier (at % ms, now % ms)',
@@ -270,6 +287,7 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
 #variable_conflict use_column
 DECLARE
     now_ms bigint;
+    was text;
 BEGIN
     PERFORM resolver_protocol_check_lease(p_owner, p_lease_ms);
     now_ms := resolver_protocol_now_ms(p_now_ms);
@@ -287,7 +305,11 @@ BEGIN
     END IF;
     -- The control follows: new execution_version, recovery lease revoked
     -- (recovery_version+1), next scan pushed to the new expiry, and a manual control
-    -- re-armed (the executor is alive after all).
+    -- re-armed (the executor is alive after all). Lock order: the execution (above), then
+    -- the control, read first so that only a manual -> armed change counts as re-armed.
+    SELECT c.status INTO was FROM approved_action_recovery_controls AS c
+    WHERE c.dispatch_id = p_dispatch_id AND c.status IN ('armed', 'manual')
+    FOR UPDATE;
     UPDATE approved_action_recovery_controls AS c
     SET execution_version = version,
         status = 'armed',
@@ -296,7 +318,7 @@ BEGIN
             = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version)),
         next_scan_at_ms = lease_expires_at_ms
     WHERE c.dispatch_id = p_dispatch_id AND c.status IN ('armed', 'manual');
-    GET DIAGNOSTICS controls_rearmed = ROW_COUNT;
+    controls_rearmed := CASE WHEN was = 'manual' THEN 1 ELSE 0 END;
     RETURN NEXT;
 END
 $$;
@@ -312,21 +334,25 @@ RETURNS TABLE (
 )
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
 #variable_conflict use_column
+DECLARE
+    now_ms bigint;
 BEGIN
+    now_ms := resolver_protocol_now_ms(p_now_ms);
     -- FOR SHARE keeps a resolver or a human from settling the execution until the
-    -- caller's transaction (the mutation and its receipt) commits or rolls back.
+    -- caller's transaction (the mutation and its receipt) commits or rolls back; the live
+    -- lease is checked here, at the write, and again at commit (resolver_check_receipt_lease).
     RETURN QUERY
     SELECT d.schema_version::integer, d.dispatch_id, d.approval_request_id, d.project_id,
            d.action_type, d.action_digest, d.idempotency_key, e.attempt, e.started_at_ms,
-           resolver_protocol_now_ms(p_now_ms)
+           now_ms
     FROM approved_action_executions AS e
     JOIN approved_action_dispatches AS d USING (dispatch_id)
     WHERE e.dispatch_id = p_dispatch_id AND e.owner = p_owner AND e.token = p_token
-      AND e.version = p_version AND e.state = 'executing'
+      AND e.version = p_version AND e.state = 'executing' AND e.lease_expires_at_ms > now_ms
     FOR SHARE OF e;
     IF NOT FOUND THEN
         PERFORM resolver_protocol_refuse(
-            'receipt', p_dispatch_id, p_owner, p_token, p_version, NULL);
+            'receipt', p_dispatch_id, p_owner, p_token, p_version, now_ms);
     END IF;
 END
 $$;
@@ -349,6 +375,15 @@ BEGIN
         RAISE EXCEPTION 'p_receipt must be a JSON object (receipt v1)'
             USING ERRCODE = 'RS005';
     END IF;
+    -- Drivers hand bigints back as strings; a receipt's numbers are JSON integers.
+    FOREACH field IN ARRAY ARRAY['v', 'attempt', 'started_at_ms', 'finished_at_ms'] LOOP
+        IF p_receipt ? field AND jsonb_typeof(p_receipt -> field) <> 'number' THEN
+            RAISE EXCEPTION 'receipt field % must be a JSON integer, not a JSON %', field,
+                jsonb_typeof(p_receipt -> field)
+                USING ERRCODE = 'RS005',
+                      HINT = 'convert the bigint your driver returned as a string (Number() in JavaScript)';
+        END IF;
+    END LOOP;
     -- The receipt must name this execution; shape and signature are the provider's to
     -- verify when it reads (a tampered receipt is a `conflict` there, never success).
     FOREACH field IN ARRAY ARRAY['dispatch_id', 'approval_request_id', 'project_id',
@@ -364,6 +399,59 @@ BEGIN
     VALUES (p_dispatch_id, p_receipt)
     RETURNING a.dispatch_id, a.written_at_ms INTO dispatch_id, written_at_ms;
     RETURN NEXT;
+END
+$$;
+
+-- A bulk import of history (a benchmark's seed, a restore) by the tables' owner may write rows
+-- the functions would write one transition at a time: with `resolver.import_history` set to
+-- `on` in its transaction, the insert guards and the receipt's lease check let it through.
+-- Nobody else can: the flag counts only for a member of the owning role.
+CREATE FUNCTION resolver_importing_history(p_table regclass) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(current_setting('resolver.import_history', true), '') = 'on'
+       AND pg_has_role(session_user, (SELECT c.relowner FROM pg_class AS c WHERE c.oid = p_table),
+                       'MEMBER')
+$$;
+
+-- An execution is born `leased` at version 1 (resolver_execution_lease writes it so), a control
+-- `armed` (by the start barrier); inserting either in a later state would skip the state machine.
+CREATE FUNCTION resolver_guard_insert() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER AS $$
+BEGIN
+    IF resolver_importing_history(TG_RELID) THEN
+        RETURN NULL;
+    END IF;
+    RAISE EXCEPTION '%: INSERT of % rejected (%)', TG_TABLE_NAME, NEW.dispatch_id,
+        CASE TG_TABLE_NAME
+            WHEN 'approved_action_executions'
+                THEN 'an execution is born leased, at version 1 and attempt 1, with no start or outcome'
+            ELSE 'a control is born armed by the start barrier, with no recovery lease'
+        END
+        USING ERRCODE = 'RS006',
+              HINT = 'executors write executions and controls only through the resolver_execution_* functions';
+END
+$$;
+
+-- At commit, a receipt's execution must still hold a live lease: a receipt written while the
+-- lease was live but committed after it expired (a slow transaction) rolls back with the
+-- mutation in its transaction, instead of landing beside a human's decision on the same
+-- version. Only an `executing` execution is checked (a provider's evidence may predate one).
+CREATE FUNCTION resolver_check_receipt_lease() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER AS $$
+DECLARE
+    expires bigint;
+    now_ms bigint;
+BEGIN
+    SELECT e.lease_expires_at_ms INTO expires FROM approved_action_executions AS e
+    WHERE e.dispatch_id = NEW.dispatch_id AND e.state = 'executing';
+    now_ms := resolver_now_ms(NULL);
+    IF FOUND AND expires <= now_ms AND NOT resolver_importing_history(TG_RELID) THEN
+        RAISE EXCEPTION 'the receipt of % would commit after its execution lease expired (at % ms, now % ms): the transaction rolls back',
+            quote_literal(NEW.dispatch_id), expires, now_ms
+            USING ERRCODE = 'RS002',
+                  HINT = 'renew before the mutation''s transaction; nothing of this transaction committed';
+    END IF;
+    RETURN NULL;
 END
 $$;
 
@@ -481,7 +569,10 @@ REVOKE EXECUTE ON FUNCTION
     resolver_guard_execution(),
     resolver_guard_control(),
     resolver_check_control_in_step(),
-    resolver_check_settled_closed()
+    resolver_check_settled_closed(),
+    resolver_check_receipt_lease(),
+    resolver_guard_insert(),
+    resolver_importing_history(regclass)
 FROM PUBLIC;
 
 -- The commit-time checks read both tables whoever commits (an executor reaches them only
@@ -509,7 +600,10 @@ BEGIN
         'resolver_guard_execution()',
         'resolver_guard_control()',
         'resolver_check_control_in_step()',
-        'resolver_check_settled_closed()'
+        'resolver_check_settled_closed()',
+        'resolver_check_receipt_lease()',
+        'resolver_guard_insert()',
+        'resolver_importing_history(regclass)'
     ] LOOP
         EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp',
                        fn, current_schema());
@@ -568,3 +662,21 @@ CREATE CONSTRAINT TRIGGER approved_action_recovery_controls_in_step
     DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
     WHEN (NEW.status <> 'resolved' AND NEW.execution_version <> OLD.execution_version)
     EXECUTE FUNCTION resolver_check_control_in_step();
+
+CREATE CONSTRAINT TRIGGER action_receipts_live_lease
+    AFTER INSERT ON action_receipts
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+    EXECUTE FUNCTION resolver_check_receipt_lease();
+
+CREATE TRIGGER approved_action_executions_born_leased
+    AFTER INSERT ON approved_action_executions FOR EACH ROW WHEN (
+    NEW.state <> 'leased' OR NEW.version <> 1 OR NEW.attempt <> 1
+    OR NEW.started_at_ms IS NOT NULL OR NEW.finished_at_ms IS NOT NULL
+    OR NEW.result_code IS NOT NULL OR NEW.completion_mutation_id IS NOT NULL
+    OR NEW.evidence_digest IS NOT NULL
+) EXECUTE FUNCTION resolver_guard_insert();
+
+CREATE TRIGGER approved_action_recovery_controls_born_armed
+    AFTER INSERT ON approved_action_recovery_controls FOR EACH ROW WHEN (
+    NEW.status <> 'armed' OR NEW.recovery_token IS NOT NULL OR NEW.closed_by IS NOT NULL
+) EXECUTE FUNCTION resolver_guard_insert();

@@ -36,8 +36,13 @@ CREATE INDEX ix_approved_action_dispatches_supersedes_dispatch_id ON approved_ac
 CREATE FUNCTION resolver_refuse_settled_lease() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER AS $$
 BEGIN
+    -- Only when no execution exists: INSERT ... ON CONFLICT (the lease) fires this before the
+    -- conflict check, and a settled execution that still exists is the lease's to refuse
+    -- (RS003, past the start barrier).
     IF EXISTS (SELECT 1 FROM approved_action_recovery_resolutions AS r
-               WHERE r.dispatch_id = NEW.dispatch_id) THEN
+               WHERE r.dispatch_id = NEW.dispatch_id)
+       AND NOT EXISTS (SELECT 1 FROM approved_action_executions AS e
+                       WHERE e.dispatch_id = NEW.dispatch_id) THEN
         RAISE EXCEPTION 'dispatch % was settled by a resolution (its execution was pruned): it is never leased again; a new action needs a new dispatch',
             quote_literal(NEW.dispatch_id)
             USING ERRCODE = 'restrict_violation';

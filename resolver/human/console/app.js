@@ -260,7 +260,8 @@ async function renderList(main, view, params) {
   if (typeof page.total === "number") {
     counts.textContent = `${page.total} match${page.total === 1 ? "es" : ""}` + (filtered ? " the filter" : "") + ` · ${page.items.length} on this page`;
   } else {
-    counts.textContent = `${page.items.length} on this page` + (filtered ? " (this API reports no totals and filters nothing: the console filtered this page itself)" : "");
+    const unfiltering = filtered && view !== "decided";
+    counts.textContent = `${page.items.length} on this page` + (unfiltering ? " (this API reports no totals and filters nothing: the console filtered this page itself)" : "");
   }
   main.append(counts);
   if (page.items.length === 0) {
@@ -498,6 +499,7 @@ async function renderCase(main, id) {
   if (item) {
     main.append(facts("Identity", [["Dispatch", item.dispatch_id, true], ["Project", item.project_id], ["Action type", item.action_type]]),
       facts("Execution", [["Version", String(item.execution_version)], ["Attempt", String(item.attempt)], ["Started", when(item.started_at_ms)]]),
+      linkOuts(item),
       decidePanel({ dispatch_id: id, version: item.execution_version, proposal: item.proposal || null }));
   }
 }
@@ -526,10 +528,13 @@ function linkOuts(identity) {
   if (!config.links.length) return null;
   const list = el("ul", { id: "links" });
   config.links.forEach((link) => {
+    const names = Array.from(link.template.matchAll(/\{([a-z_]+)\}/g), (m) => m[1]);
+    if (names.some((name) => typeof identity[name] !== "string")) return; // no half-filled link
     // Only configured templates, each identity value URL-encoded: no id can change the target.
-    const href = link.template.replace(/\{([a-z_]+)\}/g, (_m, key) => encodeURIComponent(identity[key] ?? ""));
+    const href = link.template.replace(/\{([a-z_]+)\}/g, (_m, key) => encodeURIComponent(identity[key]));
     list.append(el("li", {}, el("a", { href, target: "_blank", rel: "noopener noreferrer", text: link.label })));
   });
+  if (!list.children.length) return null;
   return el("section", { className: "card", "aria-label": "Links" }, el("h3", { text: "Links" }), list);
 }
 

@@ -8,7 +8,7 @@ import { Executor, parseKey } from "../index.js";
 const [dispatchId, point] = process.argv.slice(2);
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
 const crash = () => process.kill(process.pid, "SIGKILL");
-const executor = new Executor({ pool, owner: "node-crasher", key: parseKey(process.env.RECEIPT_KEY), leaseMs: 500 });
+const executor = new Executor({ pool, owner: "node-crasher", key: parseKey(process.env.RECEIPT_KEY), leaseMs: 2000 }); // the receipt must commit under a live lease, even on a loaded machine
 
 await executor.run(dispatchId, async (effect) => {
   if (point === "before") crash();

@@ -17,6 +17,7 @@ import {
   Executor,
   FenceConflict,
   InvalidInput,
+  LeaseLost,
   MutationNotCommitted,
   NotFound,
   NotLeasable,
@@ -147,9 +148,15 @@ test("refusals arrive as one error class per SQLSTATE", { skip }, async () => {
 function commitProxy() {
   const target = new URL(URL_);
   const COMMIT = Buffer.concat([Buffer.from("Q"), Buffer.from([0, 0, 0, 11]), Buffer.from("COMMIT\0")]);
-  const proxy = { fault: null, fired: false };
+  const proxy = { fault: null, fired: false, sockets: new Set() };
+  // Cut the database off: every connection reset, every new one refused.
+  proxy.cut = () => {
+    proxy.server.close();
+    for (const socket of proxy.sockets) socket.resetAndDestroy();
+  };
   proxy.server = net.createServer((client) => {
     const upstream = net.connect(Number(target.port || 5432), target.hostname);
+    proxy.sockets.add(client).add(upstream);
     let cut = false;
     const end = () => {
       client.destroy();
@@ -232,6 +239,30 @@ test("a COMMIT lost before the server is reported as not committed", { skip }, a
   } finally {
     await proxied.end();
     proxy.server.close();
+  }
+});
+
+test("renewals that never reach the database abort the signal before the lease ends", { skip }, async () => {
+  const proxy = await commitProxy();
+  const proxied = new pg.Pool({ connectionString: proxy.url, max: 4, connectionTimeoutMillis: 1000 });
+  proxied.on("error", () => {}); // idle clients reset by the cut
+  try {
+    const ex = new Executor({ pool: proxied, owner: "node-sdk", key: KEY, leaseMs: 600 });
+    const id = await newDispatch(executor());
+    await assert.rejects(
+      ex.run(id, async (effect) => {
+        proxy.cut();
+        await new Promise((resolve) => effect.signal.addEventListener("abort", resolve, { once: true }));
+        assert.ok(effect.signal.reason instanceof LeaseLost);
+        assert.match(effect.signal.reason.message, /no renewal reached the database/);
+        await effect.transaction((client) => charge(effect, client));
+      }),
+      LeaseLost,
+    );
+    assert.equal((await execution(id)).state, "executing");
+    assert.equal(await receiptCount(id), 0);
+  } finally {
+    await proxied.end();
   }
 });
 

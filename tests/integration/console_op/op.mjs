@@ -16,8 +16,9 @@ const RESOURCE = 'urn:resolver:api';
 const PASSWORD = 'correct horse';
 const OTP = '123456';
 const SECOND_FACTOR = new Set(['alice', 'bob']);
-const ACR_PWD = 'urn:resolver:acr:pwd';
-const ACR_MFA = 'urn:resolver:acr:mfa';
+// The resolver API's step-up names acr_values="mfa" (RFC 9470).
+const ACR_PWD = 'pwd';
+const ACR_MFA = 'mfa';
 
 function signingKey() {
   const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });

@@ -1,0 +1,1 @@
+"""The manual-resolution API, its edge and the operator console."""

@@ -1,0 +1,221 @@
+"""The manual-resolution API over real HTTP (uvicorn on loopback), real tokens, real PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+from resolver.db.repository import PostgresStore
+from resolver.human.api import RateLimiter, create_app
+from resolver.human.auth import TokenVerifier
+from tests.helpers.api import auth, body
+from tests.helpers.database import SQL
+from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
+
+
+@pytest.fixture
+def api(store: PostgresStore, jwks_file: Path, sql: SQL) -> Iterator[httpx.Client]:
+    sql.all("INSERT INTO recovery_projects VALUES ('proj-1', 1)")
+    sql.all("INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)")
+    verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
+    with Server(create_app(store, verifier, limiter=RateLimiter(per_minute=5))) as client:
+        yield client
+
+
+def test_queue_then_decide_then_replay(
+    api: httpx.Client, manual_item: tuple[str, int], signing_key: rsa.RSAPrivateKey, sql: SQL
+) -> None:
+    dispatch_id, version = manual_item
+    queue = api.get("/v1/manual-queue", headers=auth(token(signing_key)))
+    assert queue.status_code == 200
+    assert [i["dispatch_id"] for i in queue.json()["items"]] == [dispatch_id]
+    assert queue.headers["cache-control"] == "no-store"
+
+    url = f"/v1/dispatches/{dispatch_id}/resolution"
+    first = api.post(url, json=body(version), headers=auth(token(signing_key)))
+    assert first.status_code == 200, first.text
+    assert first.json() == {"dispatch_id": dispatch_id, "outcome": "failed", "result": "committed"}
+    assert sql.execution(dispatch_id)["state"] == "failed"
+    again = api.post(url, json=body(version), headers=auth(token(signing_key)))
+    assert again.json()["result"] == "replayed"
+    drift = api.post(url, json=body(version, reason_code="other"), headers=auth(token(signing_key)))
+    assert drift.status_code == 409 and drift.headers["content-type"] == "application/problem+json"
+    assert api.get("/v1/manual-queue", headers=auth(token(signing_key))).json()["items"] == []
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing",
+        "garbage",
+        "forged",
+        "none_alg",
+        "hs256",
+        "expired",
+        "wrong_audience",
+        "wrong_issuer",
+        "unknown_kid",
+        "no_auth_time",
+    ],
+)
+def test_bad_tokens_are_401_and_write_nothing(
+    api: httpx.Client,
+    manual_item: tuple[str, int],
+    signing_key: rsa.RSAPrivateKey,
+    sql: SQL,
+    case: str,
+) -> None:
+    dispatch_id, version = manual_item
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    now = int(time.time())
+    tokens: dict[str, str | None] = {
+        "missing": None,
+        "garbage": "not.a.jwt",
+        "forged": token(other),
+        "none_alg": jwt.encode(
+            {
+                "iss": ISSUER,
+                "aud": AUDIENCE,
+                "sub": "alice",
+                "iat": now,
+                "exp": now + 60,
+                "auth_time": now,
+                "amr": ["mfa"],
+            },
+            None,
+            algorithm="none",
+            headers={"kid": "k1"},
+        ),
+        "hs256": token("k1-shared-secret-of-32-bytes-long!!", alg="HS256"),
+        "expired": token(signing_key, exp=now - 3600, iat=now - 7200),
+        "wrong_audience": token(signing_key, aud="someone-else"),
+        "wrong_issuer": token(signing_key, iss="https://evil.test"),
+        "unknown_kid": token(signing_key, kid="k9"),
+        "no_auth_time": jwt.encode(
+            {
+                "iss": ISSUER,
+                "aud": AUDIENCE,
+                "sub": "alice",
+                "iat": now,
+                "exp": now + 60,
+                "amr": ["mfa"],
+            },
+            signing_key,
+            algorithm="RS256",
+            headers={"kid": "k1"},
+        ),
+    }
+    tok = tokens[case]
+    headers = auth(tok) if tok else {}
+    response = api.post(
+        f"/v1/dispatches/{dispatch_id}/resolution", json=body(version), headers=headers
+    )
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"].startswith("Bearer")
+    assert sql.execution(dispatch_id)["state"] == "executing"
+    assert sql.resolutions(dispatch_id) == []
+
+
+def test_es256_tokens_verify_too(tmp_path: Path, store: PostgresStore, sql: SQL) -> None:
+    key = ec.generate_private_key(ec.SECP256R1())
+    public = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(key.public_key()))
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps({"keys": [{**public, "kid": "e1"}]}))
+    verifier = TokenVerifier.from_jwks_file(path, issuer=ISSUER, audience=AUDIENCE)
+    assert verifier.verify(token(key, alg="ES256", kid="e1")).user_id == "alice"
+
+
+@pytest.mark.parametrize(
+    ("claims", "status", "code"),
+    [
+        ({"amr": ["pwd"]}, 401, "step_up_required"),
+        ({"auth_time": int(time.time()) - 600}, 401, "step_up_required"),
+        ({"sub": "mallory"}, 403, "forbidden"),
+    ],
+)
+def test_step_up_and_permission(
+    api: httpx.Client,
+    manual_item: tuple[str, int],
+    signing_key: rsa.RSAPrivateKey,
+    sql: SQL,
+    claims: dict[str, Any],
+    status: int,
+    code: str,
+) -> None:
+    dispatch_id, version = manual_item
+    response = api.post(
+        f"/v1/dispatches/{dispatch_id}/resolution",
+        json=body(version),
+        headers=auth(token(signing_key, **claims)),
+    )
+    assert (response.status_code, response.json()["code"]) == (status, code)
+    if status == 401:
+        assert 'error="insufficient_user_authentication"' in response.headers["www-authenticate"]
+    assert sql.resolutions(dispatch_id) == []
+
+
+def test_invalid_body_is_422_naming_fields(
+    api: httpx.Client, manual_item: tuple[str, int], signing_key: rsa.RSAPrivateKey
+) -> None:
+    dispatch_id, version = manual_item
+    bad = body(version, decision="retry", reason_code="Has Spaces", extra="x")
+    response = api.post(
+        f"/v1/dispatches/{dispatch_id}/resolution", json=bad, headers=auth(token(signing_key))
+    )
+    assert response.status_code == 422
+    assert response.json()["title"] == "invalid fields: decision, extra, reason_code"
+
+
+def test_no_retry_or_reset_endpoints(
+    api: httpx.Client, manual_item: tuple[str, int], signing_key: rsa.RSAPrivateKey
+) -> None:
+    dispatch_id, _ = manual_item
+    for path in ("retry", "reset", "reset-to-pending", "clear-start-barrier"):
+        response = api.post(
+            f"/v1/dispatches/{dispatch_id}/{path}", headers=auth(token(signing_key))
+        )
+        assert response.status_code == 404
+
+
+def test_rate_limit_per_user(
+    api: httpx.Client, manual_item: tuple[str, int], signing_key: rsa.RSAPrivateKey
+) -> None:
+    dispatch_id, version = manual_item
+    codes = [
+        api.post(
+            f"/v1/dispatches/{dispatch_id}/resolution",
+            json=body(version, mutation_id=f"op-{n}"),
+            headers=auth(token(signing_key)),
+        ).status_code
+        for n in range(7)
+    ]
+    assert codes[0] == 200 and codes[1:5] == [409] * 4 and codes[5:] == [429, 429]
+
+
+def test_storage_failure_is_masked(jwks_file: Path, signing_key: rsa.RSAPrivateKey) -> None:
+    dead = PostgresStore(
+        "postgresql://resolver:hunter2@127.0.0.1:1/app", connect_timeout_seconds=0.5
+    )
+    dead.open()
+    verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
+    try:
+        with Server(create_app(dead, verifier)) as client:
+            response = client.get("/v1/manual-queue", headers=auth(token(signing_key)))
+    finally:
+        dead.close()
+    assert response.status_code == 503
+    assert response.json() == {
+        "type": "urn:resolver:problem:unavailable",
+        "status": 503,
+        "title": "storage is unavailable; try again",
+        "code": "unavailable",
+    }
+    assert "hunter2" not in response.text and "127.0.0.1" not in response.text

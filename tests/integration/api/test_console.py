@@ -1,0 +1,425 @@
+"""The operator console in a real headless Chromium against the real API, real PostgreSQL and a
+real OpenID Provider (node-oidc-provider, started by the tests): sign-in with authorization
+code + PKCE, every view, the deep link, a decision, step-up, bulk, and an accessibility check."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from resolver.core.domain import FindingKind
+from resolver.db.repository import PostgresStore
+from resolver.human.api import create_app
+from resolver.human.auth import JwksUrl, TokenVerifier
+from resolver.human.console_config import console_config
+from tests.helpers.database import SQL, World, new_spec
+from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
+from tests.helpers.providers import ScriptedProvider, fixed, reconciler
+from tests.integration.console_rig import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    CLIENT_ID,
+    Provider,
+    serious_violations,
+    sign_in_at_provider,
+)
+
+playwright = pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+LINKS = json.dumps(
+    [
+        {
+            "label": "Approval",
+            "template": "https://platform.example/approvals/{approval_request_id}",
+        },
+        {"label": "Logs", "template": "https://logs.example/search?q={dispatch_id}&p={project_id}"},
+    ]
+)
+# Set to a directory (e.g. docs/images) to keep the queue and case screenshots of this run.
+SCREENSHOTS = os.environ.get("RESOLVER_TEST_SCREENSHOTS")
+
+
+@dataclass
+class Site:
+    url: str
+    dispatch_ids: list[str]
+    provider: Provider
+
+
+def _grant(sql: SQL, *users: str) -> None:
+    sql.all("INSERT INTO recovery_projects VALUES ('proj-1', 1)")
+    for user in users:
+        sql.all(
+            "INSERT INTO recovery_role_bindings VALUES ('proj-1', %s, 'approval.recover', 1)", user
+        )
+
+
+@pytest.fixture
+def site(store: PostgresStore, sql: SQL, world: World, provider: Provider) -> Iterator[Site]:
+    """Three manual items; the API verifies the provider's tokens; sign-in is configured."""
+    _grant(sql, "alice", "bob", "carol")
+    # Started an hour ago on the real clock (the database's): their leases expired long since.
+    an_hour_ago = int(time.time() * 1000) - 3_600_000
+    leases = [world.started(now_ms=an_hour_ago) for _ in range(3)]
+    reconciler(store, ScriptedProvider(fixed(FindingKind.UNSUPPORTED))).run_cycle()
+    verifier = TokenVerifier.from_jwks_url(
+        JwksUrl(provider.jwks_uri), issuer=provider.issuer, audience=AUDIENCE
+    )
+    console = console_config(client_id=CLIENT_ID, issuer=provider.issuer, links=LINKS)
+    with Server(create_app(store, verifier, console=console), port=provider.console_port):
+        yield Site(provider.console_url, [x.dispatch_id for x in leases], provider)
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    with playwright.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.grant_permissions(["clipboard-read", "clipboard-write"])
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield tab
+    context.close()
+    assert errors == [], errors  # no uncaught script error in any test
+
+
+def sign_in(page: Any, user: str, *, second_factor: bool = True) -> None:
+    page.locator("#signin-oidc").click()
+    sign_in_at_provider(page, user, second_factor=second_factor)
+    page.locator("#who").wait_for()
+
+
+def shoot(page: Any, name: str) -> None:
+    if SCREENSHOTS:
+        page.screenshot(path=str(Path(SCREENSHOTS) / name), full_page=True)
+
+
+def decide_here(page: Any, decision: str, reason: str) -> None:
+    page.locator(f"#one-{decision}").check()
+    page.fill("#one-reason", reason)
+    page.locator("#verified").check()
+    page.locator("#decide-submit").click()
+
+
+def test_sign_in_with_pkce_see_the_queue_open_a_case_and_decide(
+    site: Site, page: Any, sql: SQL, axe_source: str
+) -> None:
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    page.goto(site.url)
+    sign_in(page, "alice")
+    assert page.locator("#who").text_content() == "Signed in as alice (pwd, otp, mfa)"
+    authorize = next(u for u in requests if "/auth?" in u)
+    assert "code_challenge_method=S256" in authorize and "nonce=" in authorize
+    assert "state=" in authorize and f"client_id={CLIENT_ID}" in authorize
+    assert page.evaluate("document.cookie") == ""  # the token lives in sessionStorage only
+    rows = page.locator("#list tbody tr")
+    rows.first.wait_for()
+    listed = rows.locator("td a.mono").all_text_contents()
+    assert sorted(listed) == sorted(site.dispatch_ids)
+    assert "on this page" in page.locator("#counts").text_content()
+    assert serious_violations(page, axe_source) == []
+    shoot(page, "console-queue.png")
+
+    target = site.dispatch_ids[0]
+    page.locator(f"#list a:text-is('{target}')").click()
+    page.wait_for_url(re.compile(r"#/dispatch/"))
+    page.locator("#decide-form").wait_for()
+    assert page.locator("#one-confirm_failed-says").text_content().startswith("Marks it failed")
+    assert serious_violations(page, axe_source) == []
+    shoot(page, "console-case.png")
+    decide_here(page, "confirm_failed", "vendor_declined")
+    answer = page.locator("#answers li").first
+    answer.wait_for()
+    assert answer.text_content() == f"200 committed: {target} is now failed."
+    assert sql.execution(target)["state"] == "failed"
+    (res,) = sql.resolutions(target)
+    assert (res["actor_user_id"], res["reason_code"]) == ("alice", "vendor_declined")
+
+
+def test_a_decision_that_lost_its_fence_shows_the_409_as_it_came_back(
+    site: Site, page: Any, sql: SQL
+) -> None:
+    target = site.dispatch_ids[1]
+    page.goto(f"{site.url}#/dispatch/{target}")
+    sign_in(page, "alice")
+    page.locator("#decide-form").wait_for()
+    # Another operator settles it while this page is open.
+    with httpx.Client(base_url=site.url.removesuffix("/console")) as client:
+        done = _decide_directly(client, target, sql.execution(target)["version"], page)
+    assert done.status_code == 200, done.text
+    decide_here(page, "confirm_failed", "vendor_declined")
+    answer = page.locator("#answers li").first
+    answer.wait_for()
+    text = answer.text_content()
+    assert text.startswith("409 conflict: "), text
+    assert "already succeeded" in text  # the API's own words, not a generic error
+    assert sql.execution(target)["state"] == "succeeded"
+
+
+def test_a_pasted_deep_link_survives_sign_in_and_a_reload_keeps_the_page(
+    site: Site, page: Any
+) -> None:
+    target = site.dispatch_ids[1]
+    page.goto(f"{site.url}#/dispatch/{target}")
+    sign_in(page, "bob")
+    page.wait_for_url(re.compile(re.escape(f"#/dispatch/{target}") + "$"))
+    page.locator("h2").filter(has_text=target).wait_for()
+    page.reload()
+    page.locator("h2").filter(has_text=target).wait_for()
+    assert page.locator("#who").is_visible()  # the tab kept its session
+
+
+def test_a_stale_sign_in_steps_up_and_the_decision_is_retried_once(
+    site: Site, page: Any, sql: SQL
+) -> None:
+    target = site.dispatch_ids[2]
+    page.goto(site.url)
+    sign_in(page, "alice", second_factor=False)
+    assert page.locator("#who").text_content() == "Signed in as alice (pwd)"
+    page.goto(f"{site.url}#/dispatch/{target}")
+    page.locator("#decide-form").wait_for()
+    decide_here(page, "abandon_unknown", "node_lost_outcome_unknown")
+    # The API answers step_up_required: the console goes back to the provider, which asks
+    # for the second factor, and resends the same decision once.
+    sign_in_at_provider(page, "alice", second_factor=True)
+    answer = page.locator("#answers li").first
+    answer.wait_for()
+    assert (
+        answer.text_content() == f"After signing in again: 200 committed: {target} is now blocked."
+    )
+    assert page.locator("#who").text_content() == "Signed in as alice (pwd, otp, mfa)"
+    assert sql.execution(target)["state"] == "blocked"
+    assert len(sql.resolutions(target)) == 1
+
+
+def test_a_user_without_a_second_factor_is_told_and_nothing_is_written(
+    site: Site, page: Any, sql: SQL
+) -> None:
+    target = site.dispatch_ids[0]
+    page.goto(f"{site.url}#/dispatch/{target}")
+    sign_in(page, "carol", second_factor=False)
+    page.locator("#decide-form").wait_for()
+    decide_here(page, "confirm_succeeded", "checked_downstream_succeeded")
+    sign_in_at_provider(page, "carol", second_factor=False)
+    answer = page.locator("#answers li").first
+    answer.wait_for()
+    text = answer.text_content()
+    assert text.startswith("After signing in again: 401 step_up_required")
+    assert "did not bring strong enough authentication" in text
+    assert sql.execution(target)["state"] == "executing"
+
+
+def test_bulk_decision_shows_progress_and_a_mixed_per_item_result(
+    site: Site, page: Any, sql: SQL, world: World, store: PostgresStore
+) -> None:
+    # A shell crash in the same queue: the filter below leaves it out of the selection.
+    shell = world.started("shell.exec", now_ms=int(time.time() * 1000) - 3_600_000)
+    unsupported = ScriptedProvider(fixed(FindingKind.UNSUPPORTED))
+    reconciler(store, unsupported, action_type="shell.exec").run_cycle()
+    page.goto(f"{site.url}#/queue?action_type=test.action")
+    sign_in(page, "alice")
+    page.locator("#list tbody tr").first.wait_for()
+    assert page.locator("#list tbody tr").count() == 3
+    page.locator("#select-matching").click()
+    page.locator("#bulk-count").filter(has_text="3 selected").wait_for()
+    # Someone else decides one of them after this page loaded: its fence must hold.
+    raced = site.dispatch_ids[1]
+    version = sql.execution(raced)["version"]
+    with httpx.Client(base_url=site.url.removesuffix("/console")) as client:
+        done = _decide_directly(client, raced, version, page)
+    assert done.status_code == 200, done.text
+    page.locator("#bulk-confirm_failed").check()
+    page.fill("#bulk-reason", "vendor_declined")
+    page.locator("#bulk-verified").check()
+    page.locator("#bulk-submit").click()
+    page.locator("#bulk-done").filter(has_text="3 of 3 decided").wait_for()
+    rows = page.locator("#bulk-table tbody tr")
+    results = {
+        rows.nth(i).locator("td").nth(0).text_content(): rows.nth(i)
+        .locator("td")
+        .nth(1)
+        .text_content()
+        for i in range(rows.count())
+    }
+    assert results == {
+        site.dispatch_ids[0]: "committed",
+        raced: "conflict",
+        site.dispatch_ids[2]: "committed",
+    }
+    assert "2 committed, 1 conflict" in page.locator("#status").text_content()
+    assert [sql.execution(d)["state"] for d in site.dispatch_ids] == [
+        "failed",
+        "succeeded",
+        "failed",
+    ]
+    assert sql.execution(shell.dispatch_id)["state"] == "executing"
+
+
+def _decide_directly(
+    client: httpx.Client, dispatch_id: str, version: int, page: Any
+) -> httpx.Response:
+    """The other operator, with the access token alice's tab holds (same user, other tab)."""
+    access = page.evaluate("sessionStorage.getItem('resolver.token')")
+    return client.post(
+        f"/v1/dispatches/{dispatch_id}/resolution",
+        json={
+            "decision": "confirm_succeeded",
+            "mutation_id": "other-tab-1",
+            "expected_execution_version": version,
+            "reason_code": "vendor_confirmed",
+        },
+        headers={"Authorization": f"Bearer {access}"},
+    )
+
+
+def test_the_waiting_and_decided_views_and_a_reload_of_a_filtered_page(
+    site: Site, page: Any, axe_source: str
+) -> None:
+    page.goto(site.url)
+    sign_in(page, "alice")
+    for view in ("waiting", "decided"):
+        page.locator(f"#nav a[data-view={view}]").click()
+        page.wait_for_url(re.compile(f"#/{view}$"))
+        heading = page.locator("h2")
+        heading.filter(
+            has_text={"waiting": "Waiting for evidence", "decided": "Decided"}[view]
+        ).wait_for()
+        page.locator("#list, #unavailable, #empty").first.wait_for()
+        assert serious_violations(page, axe_source) == []
+    page.locator("#nav a[data-view=queue]").click()
+    page.fill("#f-action_type", "test.action")
+    page.locator("#filters button[type=submit]").click()
+    page.wait_for_url(re.compile(r"#/queue\?action_type=test.action$"))
+    page.reload()
+    assert page.locator("#f-action_type").input_value() == "test.action"
+    page.locator("#counts").wait_for()
+
+
+def test_link_outs_come_only_from_configured_templates_with_ids_url_encoded(
+    site: Site, page: Any, world: World, store: PostgresStore
+) -> None:
+    spec = world.executor.create_dispatch(new_spec(dispatch_id="run:42.a"))
+    lease = world.executor.lease(spec.dispatch_id, now_ms=int(time.time() * 1000) - 3_600_000)
+    world.executor.start(lease, now_ms=int(time.time() * 1000) - 3_600_000)
+    reconciler(store, ScriptedProvider(fixed(FindingKind.UNSUPPORTED))).run_cycle()
+    page.goto(f"{site.url}#/dispatch/run:42.a")
+    sign_in(page, "alice")
+    logs = page.locator("#links a", has_text="Logs")
+    logs.wait_for()
+    assert logs.get_attribute("href") == "https://logs.example/search?q=run%3A42.a&p=proj-1"
+    assert logs.get_attribute("rel") == "noopener noreferrer"
+    approval = page.locator("#links a", has_text="Approval")
+    if approval.count():  # an API that serves the whole case also names the approval
+        expected = "https://platform.example/approvals/ar-run%3A42.a"
+        assert approval.get_attribute("href") == expected
+    assert page.locator("#links a").count() <= 2  # nothing but the configured templates
+
+
+def test_an_identity_proxy_forwarding_the_token_needs_no_sign_in(
+    store: PostgresStore,
+    sql: SQL,
+    world: World,
+    jwks_file: Path,
+    browser: Any,
+    signing_key: rsa.RSAPrivateKey,
+) -> None:
+    _grant(sql, "alice")
+    lease = world.started(now_ms=1_000_000)
+    reconciler(store, ScriptedProvider(fixed(FindingKind.CONFLICT))).run_cycle()
+    verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
+    with Server(create_app(store, verifier)) as client:
+        # What the proxy does: every request reaches the API with the user's token.
+        context = browser.new_context(
+            extra_http_headers={"Authorization": f"Bearer {token(signing_key)}"}
+        )
+        tab = context.new_page()
+        tab.goto(f"{client.base_url}/console")
+        tab.locator("#list tbody tr").first.wait_for()
+        assert tab.locator("#list td a.mono").all_text_contents() == [lease.dispatch_id]
+        assert tab.locator("#signin").count() == 0
+        context.close()
+
+
+def test_a_link_with_a_token_in_its_fragment_signs_in_and_forgets_the_fragment(
+    store: PostgresStore,
+    sql: SQL,
+    world: World,
+    jwks_file: Path,
+    page: Any,
+    signing_key: rsa.RSAPrivateKey,
+) -> None:
+    """What `resolver demo --live` prints: the token never reaches the server (fragment) and
+    leaves the address bar and history before the queue loads."""
+    _grant(sql, "alice")
+    lease = world.started(now_ms=1_000_000)
+    reconciler(store, ScriptedProvider(fixed(FindingKind.CONFLICT))).run_cycle()
+    verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
+    with Server(create_app(store, verifier)) as client:
+        requested: list[str] = []
+        page.on("request", lambda request: requested.append(request.url))
+        page.goto(f"{client.base_url}/console#token={token(signing_key)}")
+        page.locator("#list tbody tr").first.wait_for()
+        assert page.locator("#list td a.mono").all_text_contents() == [lease.dispatch_id]
+        assert page.evaluate("window.location.hash") == ""
+        assert all("token" not in url for url in requested)
+
+
+def test_console_is_served_with_a_strict_content_security_policy(
+    store: PostgresStore, jwks_file: Path
+) -> None:
+    verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
+    console = console_config(client_id=CLIENT_ID, issuer="https://idp.example/realm")
+    with Server(create_app(store, verifier, console=console)) as client:
+        response = client.get("/console")
+        assert response.status_code == 200
+        policy = response.headers["content-security-policy"]
+        assert "default-src 'none'" in policy and "script-src 'self';" in policy
+        assert "connect-src 'self' https://idp.example;" in policy
+        assert client.get("/console/auth.js").headers["content-type"].startswith("text/javascript")
+        assert client.get("/console/config.json").json()["oidc"]["client_id"] == CLIENT_ID
+        assert client.get("/console/../../etc/passwd").status_code == 404
+        assert client.get("/console/secrets.txt").status_code == 404
+
+
+def test_keyboard_only_opens_a_case_and_200_percent_zoom_needs_no_sideways_scroll(
+    site: Site, browser: Any, axe_source: str
+) -> None:
+    # 200 % zoom of a 1280x800 screen lays the page out in 640x400 CSS pixels.
+    context = browser.new_context(viewport={"width": 640, "height": 400})
+    tab = context.new_page()
+    tab.goto(site.url)
+    sign_in(tab, "alice")
+    tab.locator("#list tbody tr").first.wait_for()
+    assert tab.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    first = site.dispatch_ids[0]
+    link = tab.locator(f"#list a:text-is('{first}')")
+    for _ in range(40):  # Tab through the page until the first case link has the focus
+        tab.keyboard.press("Tab")
+        if link.evaluate("node => node === document.activeElement"):
+            break
+    else:
+        pytest.fail("the case link is not reachable with Tab")
+    tab.keyboard.press("Enter")
+    tab.wait_for_url(re.compile(re.escape(f"#/dispatch/{first}") + "$"))
+    tab.locator("#decide-form").wait_for()
+    assert tab.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert serious_violations(tab, axe_source) == []
+    context.close()

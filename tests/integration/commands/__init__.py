@@ -1,0 +1,1 @@
+"""The `resolver` command and the demo, run as an operator runs them."""

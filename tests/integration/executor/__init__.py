@@ -1,0 +1,1 @@
+"""The executor protocol in the database: its functions and the state machine."""

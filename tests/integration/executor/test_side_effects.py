@@ -1,0 +1,310 @@
+"""The Python executor SDK (resolver/executor/side_effects.py) against real PostgreSQL.
+
+Heartbeat, cancellation on a lost lease, the receipt in the mutation's transaction, a lost
+COMMIT reply (through a proxy that really loses it) and the completion at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from resolver.core.domain import ExecutionState, Outcome, sha256_hex
+from resolver.core.errors import LeaseLost, MutationNotCommitted
+from resolver.db.repository import PostgresStore
+from resolver.evidence.receipts import KeyRing, encode_receipt
+from resolver.executor.client import CompletionResult, ExecutionClient
+from resolver.executor.side_effects import SideEffect, SideEffectRunner
+from tests.contention.proxy import FaultProxy
+from tests.helpers.commit_proxy import CommitProxy, Fault
+from tests.helpers.database import SQL, new_spec
+
+KEYS = KeyRing({"sdk-k1": bytes.fromhex("6b" * 32)}, signing_kid="sdk-k1")
+WAIT_SECONDS = 20.0
+
+
+@pytest.fixture
+def accounts(sql: SQL) -> None:
+    sql.all("CREATE TABLE sdk_accounts (id int PRIMARY KEY, balance int NOT NULL)")
+    sql.all("INSERT INTO sdk_accounts VALUES (42, 100)")
+
+
+def runner(store: PostgresStore, url: str, lease_seconds: float = 30.0) -> SideEffectRunner:
+    return SideEffectRunner(
+        store, database_url=url, owner="sdk-worker", keys=KEYS, lease_seconds=lease_seconds
+    )
+
+
+def dispatch(store: PostgresStore) -> str:
+    spec = new_spec("db.mutation")
+    ExecutionClient(store, owner="platform").create_dispatch(spec)
+    return spec.dispatch_id
+
+
+def charge(effect: SideEffect, conn: psycopg.Connection[object]) -> str:
+    conn.execute("UPDATE sdk_accounts SET balance = balance - 10 WHERE id = 42")
+    return effect.write_receipt(conn, Outcome.SUCCEEDED, "applied", receipt_id="ledger-1")
+
+
+def wait_until(condition: object, what: str) -> None:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+@pytest.mark.usefixtures("accounts")
+def test_run_commits_mutation_and_receipt_then_completes(
+    store: PostgresStore, database_url: str, sql: SQL
+) -> None:
+    dispatch_id = dispatch(store)
+    with runner(store, database_url).run(dispatch_id) as effect:
+        assert sql.execution(dispatch_id)["state"] == "executing"
+        with effect.transaction() as conn:
+            digest = charge(effect, conn)
+    assert effect.result is not None
+    assert (effect.result.completion, effect.result.evidence_digest) == (
+        CompletionResult.COMMITTED,
+        digest,
+    )
+    execution = sql.execution(dispatch_id)
+    assert (execution["state"], execution["evidence_digest"]) == ("succeeded", digest)
+    assert sql.control(dispatch_id)["closed_by"] == "completion"
+    assert sql.one("SELECT balance FROM sdk_accounts WHERE id = 42")["balance"] == 90
+    receipt = sql.one("SELECT receipt FROM action_receipts WHERE dispatch_id = %s", dispatch_id)
+    assert receipt["receipt"]["outcome"] == "succeeded"
+
+
+@pytest.mark.usefixtures("accounts")
+def test_heartbeat_renews_the_lease_while_the_effect_runs(
+    store: PostgresStore, database_url: str, sql: SQL
+) -> None:
+    dispatch_id = dispatch(store)
+    with runner(store, database_url, lease_seconds=0.6).run(dispatch_id) as effect:
+        started = effect.lease.version
+        # Three renewals of a 0.6 s lease: far past the lease the barrier granted.
+        wait_until(lambda: sql.execution(dispatch_id)["version"] >= started + 3, "3 renewals")
+        assert not effect.cancelled.is_set()
+        with effect.transaction() as conn:
+            charge(effect, conn)
+    assert sql.execution(dispatch_id)["state"] == "succeeded"
+
+
+@pytest.mark.usefixtures("accounts")
+def test_a_lost_lease_cancels_the_effect_and_nothing_commits(
+    store: PostgresStore, database_url: str, sql: SQL
+) -> None:
+    dispatch_id = dispatch(store)
+    thief = ExecutionClient(store, owner="sdk-worker", lease_seconds=30)
+
+    def lose_the_lease_then_try_to_commit(effect: SideEffect) -> None:
+        # Someone moves the row on under the same fence (a second process with a copy of it):
+        # the heartbeat's next renewal is fenced out.
+        thief.renew(effect.lease)
+        assert effect.cancelled.wait(WAIT_SECONDS)
+        assert effect.cancel_reason is not None and "FenceConflict" in effect.cancel_reason
+        with effect.transaction() as conn:
+            charge(effect, conn)
+
+    sdk = runner(store, database_url, lease_seconds=0.6)
+    with pytest.raises(LeaseLost):
+        sdk.run_once(dispatch_id, lose_the_lease_then_try_to_commit)
+    assert sql.execution(dispatch_id)["state"] == "executing"
+    assert sql.all("SELECT 1 FROM action_receipts WHERE dispatch_id = %s", dispatch_id) == []
+    assert sql.one("SELECT balance FROM sdk_accounts WHERE id = 42")["balance"] == 100
+
+
+@pytest.fixture
+def proxy(database_url: str) -> Iterator[tuple[CommitProxy, str]]:
+    params = conninfo_to_dict(database_url)
+    commit_proxy = CommitProxy(str(params["host"]), int(str(params["port"])))
+    yield commit_proxy, make_conninfo(database_url, host="127.0.0.1", port=commit_proxy.port)
+    commit_proxy.close()
+
+
+@pytest.mark.usefixtures("accounts")
+def test_a_lost_commit_reply_is_settled_by_the_receipt_never_repeated(
+    store: PostgresStore, proxy: tuple[CommitProxy, str], sql: SQL
+) -> None:
+    commit_proxy, proxied_url = proxy
+    dispatch_id = dispatch(store)
+    runs = 0
+    with runner(store, proxied_url).run(dispatch_id) as effect:
+        commit_proxy.arm(Fault.LOSE_REPLY)
+        with effect.transaction() as conn:
+            runs += 1
+            digest = charge(effect, conn)
+    assert commit_proxy.fired.is_set()
+    assert runs == 1
+    assert sql.one("SELECT balance FROM sdk_accounts WHERE id = 42")["balance"] == 90
+    execution = sql.execution(dispatch_id)
+    assert (execution["state"], execution["evidence_digest"]) == ("succeeded", digest)
+    assert effect.result is not None and effect.result.completion is CompletionResult.COMMITTED
+
+
+@pytest.mark.usefixtures("accounts")
+def test_a_commit_lost_before_the_server_is_reported_not_committed(
+    store: PostgresStore, proxy: tuple[CommitProxy, str], sql: SQL
+) -> None:
+    commit_proxy, proxied_url = proxy
+    dispatch_id = dispatch(store)
+
+    def commit(effect: SideEffect) -> None:
+        commit_proxy.arm(Fault.LOSE_COMMIT)
+        with effect.transaction() as conn:
+            charge(effect, conn)
+
+    with pytest.raises(MutationNotCommitted):
+        runner(store, proxied_url).run_once(dispatch_id, commit)
+    assert commit_proxy.fired.is_set()
+    assert sql.one("SELECT balance FROM sdk_accounts WHERE id = 42")["balance"] == 100
+    assert sql.all("SELECT 1 FROM action_receipts WHERE dispatch_id = %s", dispatch_id) == []
+    # Nothing completed: the execution waits for recovery (or a human), never a repeat.
+    assert sql.execution(dispatch_id)["state"] == ExecutionState.EXECUTING.value
+
+
+def test_an_external_effect_records_its_outcome_and_completes(
+    store: PostgresStore, database_url: str, sql: SQL
+) -> None:
+    dispatch_id = dispatch(store)
+    digest = sha256_hex("the service's receipt")
+    result = runner(store, database_url).run_once(
+        dispatch_id,
+        lambda effect: effect.record(Outcome.FAILED, "declined", evidence_digest=digest),
+    )
+    assert (result.completion, result.evidence_digest) == (CompletionResult.COMMITTED, digest)
+    assert sql.execution(dispatch_id)["state"] == "failed"
+
+
+def test_a_block_that_records_nothing_completes_nothing(
+    store: PostgresStore, database_url: str, sql: SQL
+) -> None:
+    dispatch_id = dispatch(store)
+    with (
+        pytest.raises(RuntimeError, match="recorded no outcome"),
+        runner(store, database_url).run(dispatch_id),
+    ):
+        pass
+    assert sql.execution(dispatch_id)["state"] == "executing"
+
+
+def test_the_renewal_fraction_leaves_room_to_retry(store: PostgresStore, database_url: str) -> None:
+    with pytest.raises(ValueError, match="renew_fraction"):
+        SideEffectRunner(store, database_url=database_url, owner="o", keys=KEYS, renew_fraction=0.9)
+
+
+# -- crashes, settled by a real `resolver run --once` ----------------------------------------
+
+CRASHER = Path(__file__).with_name("sdk_crash_executor.py")
+RECEIPT_ENV = {
+    "RESOLVER_RECEIPT_KEYS": f"sdk-k1={'6b' * 32}",
+    "RESOLVER_RECEIPT_SIGNING_KID": "sdk-k1",
+}
+
+
+def crash_executor(database_url: str, dispatch_id: str, point: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RESOLVER_")} | RECEIPT_ENV
+    done = subprocess.run(
+        [sys.executable, str(CRASHER), database_url, dispatch_id, point],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+
+
+def resolver_run_once(database_url: str, tmp_path: Path) -> str:
+    config = tmp_path / "providers.yaml"
+    config.write_text("action_types:\n  db.mutation: {provider: internal_mutation}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RESOLVER_")} | RECEIPT_ENV
+    env |= {"RESOLVER_DATABASE_URL": database_url, "RESOLVER_CONFIG": str(config)}
+    done = subprocess.run(
+        [sys.executable, "-m", "resolver", "run", "--once"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stderr
+
+
+def lease_expired(sql: SQL, dispatch_id: str) -> bool:
+    row = sql.one(
+        "SELECT lease_expires_at_ms <= resolver_now_ms(NULL) AS expired"
+        " FROM approved_action_executions WHERE dispatch_id = %s",
+        dispatch_id,
+    )
+    return bool(row["expired"])
+
+
+@pytest.mark.usefixtures("accounts")
+def test_a_crash_after_the_side_effect_is_settled_succeeded_from_its_receipt(
+    store: PostgresStore, database_url: str, sql: SQL, tmp_path: Path
+) -> None:
+    dispatch_id = dispatch(store)
+    crash_executor(database_url, dispatch_id, "after")
+    assert sql.execution(dispatch_id)["state"] == "executing"
+    receipt = sql.one("SELECT receipt FROM action_receipts WHERE dispatch_id = %s", dispatch_id)
+    wait_until(lambda: lease_expired(sql, dispatch_id), "the crashed executor's lease to end")
+    resolver_run_once(database_url, tmp_path)
+    execution = sql.execution(dispatch_id)
+    digest = sha256_hex(encode_receipt(receipt["receipt"]))
+    assert (execution["state"], execution["evidence_digest"]) == ("succeeded", digest)
+    assert [r["source"] for r in sql.resolutions(dispatch_id)] == ["automatic"]
+    assert sql.one("SELECT balance FROM sdk_accounts WHERE id = 42")["balance"] == 90
+
+
+@pytest.mark.usefixtures("accounts")
+def test_a_crash_before_the_side_effect_never_succeeds(
+    store: PostgresStore, database_url: str, sql: SQL, tmp_path: Path
+) -> None:
+    dispatch_id = dispatch(store)
+    crash_executor(database_url, dispatch_id, "before")
+    wait_until(lambda: lease_expired(sql, dispatch_id), "the crashed executor's lease to end")
+    resolver_run_once(database_url, tmp_path)
+    assert sql.execution(dispatch_id)["state"] == "executing"
+    assert sql.control(dispatch_id)["last_finding"] == "missing"
+    assert sql.resolutions(dispatch_id) == []
+    assert sql.one("SELECT balance FROM sdk_accounts WHERE id = 42")["balance"] == 100
+
+
+def test_renewals_that_never_reach_the_database_cancel_before_the_lease_ends(
+    database_url: str, sql: SQL
+) -> None:
+    params = conninfo_to_dict(database_url)
+    proxy = FaultProxy(int(str(params["port"])))
+    proxied = make_conninfo(database_url, host="127.0.0.1", port=proxy.port)
+    try:
+        with PostgresStore(proxied, connect_timeout_seconds=1) as unreliable:
+            dispatch_id = dispatch(unreliable)
+            sdk = runner(unreliable, proxied, lease_seconds=0.6)
+
+            def cut_off_then_try_to_commit(effect: SideEffect) -> None:
+                # Every connection reset; a new one connects but nothing gets through.
+                proxy.set_blackhole(True)
+                proxy.reset_all()
+                assert effect.cancelled.wait(WAIT_SECONDS)
+                assert effect.cancel_reason is not None
+                assert "no renewal reached the database" in effect.cancel_reason
+                with effect.transaction() as conn:
+                    charge(effect, conn)
+
+            with pytest.raises(LeaseLost):
+                sdk.run_once(dispatch_id, cut_off_then_try_to_commit)
+    finally:
+        proxy.close()
+    assert sql.execution(dispatch_id)["state"] == "executing"
+    assert sql.all("SELECT 1 FROM action_receipts WHERE dispatch_id = %s", dispatch_id) == []

@@ -1,0 +1,251 @@
+"""The state machine is enforced for every writer, the table owner included.
+
+Hand-written UPDATEs (as a buggy executor, a migration script or an operator would write
+them) outside the state machine fail loudly, naming the rule; the resolver's own statements
+pass. The misbehaving-executor test then shows that whatever such a writer manages to do,
+no execution whose lease is live on the database clock is ever resolved.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+
+import psycopg
+import pytest
+
+from resolver.core.domain import Completion, ExecutionLease, ItemOutcome, Outcome
+from resolver.core.errors import FenceConflict, LeaseLost
+from resolver.core.reconciler import Reconciler, ReconcilerSettings
+from resolver.core.runtime import Runtime
+from resolver.db.protocol import STATE_MACHINE
+from resolver.db.repository import PostgresStore
+from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World, new_spec
+from tests.helpers.providers import ScriptedProvider, registry, verified
+
+AFTER = T0 + EXEC_LEASE_MS
+
+
+@contextmanager
+def rejected(rule: str) -> Iterator[None]:
+    with pytest.raises(psycopg.Error) as caught:
+        yield
+    assert caught.value.sqlstate == STATE_MACHINE, caught.value
+    assert rule in (caught.value.diag.message_primary or ""), caught.value
+
+
+def test_a_terminal_execution_never_changes(world: World, sql: SQL) -> None:
+    lease = world.started()
+    world.executor.complete(lease, Completion(Outcome.SUCCEEDED, "ok", "m-1"), now_ms=T0 + 1)
+    for change in ("result_code = 'forged'", "state = 'failed', version = version + 1"):
+        with rejected("a terminal execution never changes"):
+            sql.all(
+                f"UPDATE approved_action_executions SET {change} WHERE dispatch_id = %s",
+                lease.dispatch_id,
+            )
+    assert sql.execution(lease.dispatch_id)["result_code"] == "ok"
+
+
+def test_executing_never_returns_to_leased_nor_skips_the_barrier(world: World, sql: SQL) -> None:
+    lease = world.started()
+    with rejected("executing never returns to leased"):
+        sql.all(
+            "UPDATE approved_action_executions SET state = 'leased', version = version + 1"
+            " WHERE dispatch_id = %s",
+            lease.dispatch_id,
+        )
+    spec = world.executor.create_dispatch(new_spec())
+    world.executor.lease(spec.dispatch_id, now_ms=T0)
+    with rejected("the start barrier cannot be skipped"):
+        sql.all(
+            "UPDATE approved_action_executions SET state = 'succeeded', version = version + 1,"
+            " finished_at_ms = 1, started_at_ms = 1 WHERE dispatch_id = %s",
+            spec.dispatch_id,
+        )
+
+
+def test_a_lease_is_extended_only_with_a_version_bump(world: World, sql: SQL) -> None:
+    lease = world.started()
+    with rejected("a lease is extended only with a version bump"):
+        sql.all(
+            "UPDATE approved_action_executions SET lease_expires_at_ms = lease_expires_at_ms + 1"
+            " WHERE dispatch_id = %s",
+            lease.dispatch_id,
+        )
+    with rejected("version and attempt never decrease"):
+        sql.all(
+            "UPDATE approved_action_executions SET version = version - 1 WHERE dispatch_id = %s",
+            lease.dispatch_id,
+        )
+
+
+def test_an_open_control_follows_its_execution_at_commit(world: World, sql: SQL) -> None:
+    lease = world.started()
+    # A hand-written renew that forgets the control: allowed row by row, refused at commit.
+    with rejected("must equal its execution's version ("), sql.conn.transaction():
+        sql.all(
+            "UPDATE approved_action_executions SET version = version + 1,"
+            " lease_expires_at_ms = lease_expires_at_ms + 1000 WHERE dispatch_id = %s",
+            lease.dispatch_id,
+        )
+    assert sql.execution(lease.dispatch_id)["version"] == lease.version
+    # Done right (both rows, one transaction), the same renew commits.
+    with sql.conn.transaction():
+        sql.all(
+            "UPDATE approved_action_executions SET version = version + 1,"
+            " lease_expires_at_ms = lease_expires_at_ms + 1000 WHERE dispatch_id = %s",
+            lease.dispatch_id,
+        )
+        sql.all(
+            "UPDATE approved_action_recovery_controls SET execution_version = execution_version"
+            " + 1, recovery_version = recovery_version + 1 WHERE dispatch_id = %s",
+            lease.dispatch_id,
+        )
+    assert sql.control(lease.dispatch_id)["execution_version"] == lease.version + 1
+
+
+def test_a_terminal_transition_closes_its_control_in_the_same_statement(
+    world: World, sql: SQL
+) -> None:
+    lease = world.started()
+    with rejected("closed by the same statement"):
+        sql.all(
+            "UPDATE approved_action_executions SET state = 'succeeded', version = version + 1,"
+            " finished_at_ms = 1, result_code = 'forged' WHERE dispatch_id = %s",
+            lease.dispatch_id,
+        )
+    assert sql.execution(lease.dispatch_id)["state"] == "executing"
+
+
+def test_a_resolved_control_never_reopens(world: World, store: PostgresStore, sql: SQL) -> None:
+    (lease,) = world.crashed(1)
+    _resolve_all(store, now_ms=AFTER)
+    assert sql.control(lease.dispatch_id)["status"] == "resolved"
+    with rejected("a resolved control never reopens"):
+        sql.all(
+            "UPDATE approved_action_recovery_controls SET status = 'armed', closed_by = NULL,"
+            " closed_at_ms = NULL WHERE dispatch_id = %s",
+            lease.dispatch_id,
+        )
+
+
+def test_a_recovery_lease_changes_only_with_a_recovery_version_bump(
+    world: World, store: PostgresStore, sql: SQL
+) -> None:
+    (lease,) = world.crashed(1)
+    (item,) = store.claim_due_page("replica", 16, 30_000, now_ms=AFTER)
+    with rejected("recovery_version bump"):
+        sql.all(
+            "UPDATE approved_action_recovery_controls SET recovery_token = gen_random_uuid()"
+            " WHERE dispatch_id = %s",
+            lease.dispatch_id,
+        )
+    assert str(sql.control(lease.dispatch_id)["recovery_token"]) == item.recovery_token
+
+
+# -- a misbehaving executor ----------------------------------------------------------------
+
+
+def _resolve_all(store: PostgresStore, now_ms: int) -> set[str]:
+    reconciler = Reconciler(
+        store,
+        registry("test.action", ScriptedProvider(verified)),
+        ReconcilerSettings(owner="replica", page_size=16, recovery_lease_ms=30_000),
+        Runtime(rng=random.Random(1)),
+    )
+    try:
+        return set(reconciler.run_cycle(now_ms=now_ms).accepted)
+    finally:
+        reconciler.close()
+
+
+def test_a_lease_extended_behind_the_triggers_back_is_still_never_resolved(
+    world: World, store: PostgresStore, sql: SQL
+) -> None:
+    """Even with the state-machine trigger disabled by the owner, the page commit's own
+    lease fence (database clock) refuses to settle an execution whose lease is live."""
+    (lease,) = world.crashed(1)
+    (item,) = store.claim_due_page("replica", 16, 30_000, now_ms=AFTER)
+    sql.all("ALTER TABLE approved_action_executions DISABLE TRIGGER USER")
+    try:
+        sql.all(
+            "UPDATE approved_action_executions SET lease_expires_at_ms = %s WHERE dispatch_id = %s",
+            AFTER + 60_000,
+            lease.dispatch_id,
+        )
+    finally:
+        sql.all("ALTER TABLE approved_action_executions ENABLE TRIGGER USER")
+    report = store.commit_outcomes(
+        [ItemOutcome(item, verified(item.identity), 0, "auto-1")], now_ms=AFTER + 1
+    )
+    assert report.rejected == {lease.dispatch_id}
+    assert sql.resolutions(lease.dispatch_id) == []
+    assert sql.execution(lease.dispatch_id)["state"] == "executing"
+
+
+def test_a_misbehaving_executor_never_gets_a_live_execution_resolved(
+    world: World, store: PostgresStore, sql: SQL
+) -> None:
+    """A table-owner executor that renews by hand (whatever the trigger lets through),
+    shortens and stretches leases, and forgets the control, interleaved with resolver
+    cycles: every resolution lands on an execution whose lease had expired."""
+    rng = random.Random(9)
+    leases: dict[str, ExecutionLease] = {lease.dispatch_id: lease for lease in world.crashed(12)}
+    now = AFTER
+    for _ in range(30):
+        now += rng.choice((0, 200, 700, 1_500))
+        dispatch_id = rng.choice(sorted(leases))
+        move = rng.choice(("renew", "hand_renew", "hand_forget", "stretch", "cycle", "cycle"))
+        if move == "renew":
+            with suppress(FenceConflict, LeaseLost):
+                leases[dispatch_id] = world.executor.renew(leases[dispatch_id], now_ms=now)
+        elif move in ("hand_renew", "hand_forget", "stretch"):
+            _misbehave(sql, dispatch_id, move, now + rng.choice((-500, 500, 5_000)))
+        else:
+            _resolve_all(store, now_ms=now)
+        _assert_no_live_resolution(sql)
+    assert sql.all("SELECT 1 FROM approved_action_recovery_resolutions"), "nothing was resolved"
+
+
+def _misbehave(sql: SQL, dispatch_id: str, move: str, lease_ms: int) -> None:
+    statements = {
+        # Allowed by the trigger: a version bump with the control kept in step.
+        "hand_renew": [
+            "UPDATE approved_action_executions SET version = version + 1,"
+            f" lease_expires_at_ms = {lease_ms} WHERE dispatch_id = %s AND state = 'executing'",
+            "UPDATE approved_action_recovery_controls AS c SET execution_version = e.version"
+            " FROM approved_action_executions AS e WHERE c.dispatch_id = e.dispatch_id"
+            " AND c.dispatch_id = %s AND c.status <> 'resolved'",
+        ],
+        # Refused at commit: the control is left behind.
+        "hand_forget": [
+            "UPDATE approved_action_executions SET version = version + 1,"
+            f" lease_expires_at_ms = {lease_ms} WHERE dispatch_id = %s AND state = 'executing'",
+        ],
+        # Refused at once: a longer lease without a version bump.
+        "stretch": [
+            f"UPDATE approved_action_executions SET lease_expires_at_ms = {lease_ms + 60_000}"
+            " WHERE dispatch_id = %s AND state = 'executing'",
+        ],
+    }[move]
+    failure: psycopg.Error | None = None
+    try:
+        with sql.conn.transaction():
+            for statement in statements:
+                sql.all(statement, dispatch_id)
+    except psycopg.Error as exc:
+        failure = exc
+    if failure is not None:
+        assert failure.sqlstate == STATE_MACHINE, failure
+        assert move != "hand_renew", failure
+
+
+def _assert_no_live_resolution(sql: SQL) -> None:
+    live = sql.all(
+        "SELECT r.dispatch_id, r.resolved_at_ms, e.lease_expires_at_ms"
+        " FROM approved_action_recovery_resolutions AS r"
+        " JOIN approved_action_executions AS e USING (dispatch_id)"
+        " WHERE e.lease_expires_at_ms > r.resolved_at_ms"
+    )
+    assert live == []

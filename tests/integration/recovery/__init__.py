@@ -1,0 +1,1 @@
+"""The recovery cycle: claim, inspect, fenced commit, and the replica loop."""

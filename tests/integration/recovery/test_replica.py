@@ -1,0 +1,155 @@
+"""The replica's lifecycle: start, stop within the grace period, health; cadence and retry."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+from resolver.core.errors import StorageUnavailable
+from resolver.core.events import CycleEvents, CycleReport, Stage
+from resolver.core.reconciler import Reconciler, ReconcilerSettings
+from resolver.core.replica import LoopSettings, Replica, State
+from resolver.core.runtime import Runtime
+from resolver.db.repository import PostgresStore
+from tests.helpers.database import SQL, World
+from tests.helpers.providers import ScriptedProvider, registry, verified
+
+
+class Cycles(CycleEvents):
+    """Completed reports and failures, as the seam delivers them; `enough` after `target`."""
+
+    def __init__(self, target: int) -> None:
+        self.reports: list[CycleReport] = []
+        self.errors: list[BaseException] = []
+        self.retries: list[float] = []
+        self.target = target
+        self.enough = threading.Event()
+
+    def cycle_completed(self, report: CycleReport, seconds: float) -> None:
+        self.reports.append(report)
+        self._check()
+
+    def cycle_failed(self, stage: Stage, error: BaseException, seconds: float) -> None:
+        self.errors.append(error)
+
+    def storage_retry(self, error: StorageUnavailable, failures: int, delay_seconds: float) -> None:
+        self.retries.append(delay_seconds)
+        self._check()
+
+    def _check(self) -> None:
+        if max(len(self.reports), len(self.retries)) >= self.target:
+            self.enough.set()
+
+
+def _replica(
+    store: PostgresStore,
+    provider: object,
+    subscribers: tuple[CycleEvents, ...] = (),
+    *,
+    page_size: int = 16,
+    cadence_seconds: float = 0.01,
+    liveness_bound_seconds: float = float("inf"),
+) -> Replica[PostgresStore]:
+    runtime = Runtime(rng=random.Random(3), subscribers=subscribers)
+    rec = Reconciler(
+        store,
+        registry("test.action", provider),
+        ReconcilerSettings(owner="w", page_size=page_size, recovery_lease_ms=30_000),
+        runtime,
+    )
+    loop = LoopSettings(
+        cadence_seconds=cadence_seconds,
+        storage_retry_base_seconds=0.01,
+        storage_retry_max_seconds=0.05,
+    )
+    return Replica(rec, loop, runtime, store, liveness_bound_seconds=liveness_bound_seconds)
+
+
+def test_stop_during_inspect_finishes_the_cycle_then_exits(
+    world: World, store: PostgresStore, sql: SQL
+) -> None:
+    # Executions whose leases already expired on the real database clock.
+    leases = [world.started(now_ms=0) for _ in range(3)]
+    gate, entered = threading.Event(), threading.Event()
+    rep = _replica(store, ScriptedProvider(verified, gate=gate, entered=entered))
+    ended = threading.Event()
+    rep.start(on_exit=ended.set)
+    assert entered.wait(10), "the provider was never asked"
+    assert rep.state is State.RUNNING
+    rep.request_stop()
+    assert rep.state is State.STOPPING and rep.health().detail["state"] == "stopping"
+    gate.set()
+    assert rep.stop(10)
+    rep.close()
+    assert ended.is_set() and rep.state is State.STOPPED
+    assert {sql.execution(x.dispatch_id)["state"] for x in leases} == {"succeeded"}
+    assert {sql.control(x.dispatch_id)["recovery_token"] for x in leases} == {None}
+
+
+def test_a_cycle_outliving_the_grace_period_is_reported_and_its_leases_lapse(
+    world: World, store: PostgresStore, sql: SQL
+) -> None:
+    lease = world.started(now_ms=0)
+    gate, entered = threading.Event(), threading.Event()
+    rep = _replica(
+        store, ScriptedProvider(verified, timeout_seconds=30, gate=gate, entered=entered)
+    )
+    rep.start()
+    assert entered.wait(10)
+    try:
+        assert rep.stop(0.05) is False  # the provider still holds the cycle
+        # Nothing was committed: the claim's recovery lease is what hands the item back.
+        control = sql.control(lease.dispatch_id)
+        assert (control["status"], control["recovery_owner"]) == ("armed", "w")
+    finally:
+        gate.set()
+        assert rep.wait(10)
+        rep.close()
+
+
+def test_health_reports_a_stalled_loop(store: PostgresStore) -> None:
+    rep = _replica(store, ScriptedProvider(verified), liveness_bound_seconds=0.0)
+    assert rep.health().detail["state"] == "new"
+    rep.run(once=True)
+    probe = rep.health()
+    # A zero bound: any age is too old, so the view must say stalled (and the state).
+    assert (probe.ok, probe.detail["status"], probe.detail["state"]) == (
+        False,
+        "stalled",
+        "stopped",
+    )
+    assert probe.detail["cycles"] == 1 and rep.cycles_completed == 1
+    healthy = _replica(store, ScriptedProvider(verified), liveness_bound_seconds=3600)
+    healthy.run(once=True)
+    assert healthy.health().ok
+    rep.close()
+    healthy.close()
+
+
+def test_dead_database_is_retried_with_backoff_and_moves_nothing(world: World, sql: SQL) -> None:
+    dead = PostgresStore("postgresql://postgres@127.0.0.1:1/none", connect_timeout_seconds=0.2)
+    dead.open()
+    cycles = Cycles(3)
+    rep = _replica(dead, ScriptedProvider(verified), (cycles,))
+    rep.start()
+    assert cycles.enough.wait(30)
+    assert rep.stop(10)
+    rep.close()
+    dead.close()
+    assert cycles.errors and all(isinstance(e, StorageUnavailable) for e in cycles.errors)
+    assert all(0 < delay <= 0.05 for delay in cycles.retries)  # capped backoff
+    assert rep.cycles_completed == 0 and cycles.reports == []
+
+
+def test_full_page_goes_again_without_waiting(world: World, store: PostgresStore) -> None:
+    for _ in range(5):
+        world.started(now_ms=0)
+    cycles = Cycles(3)
+    # A cadence far longer than the test: only full pages can explain three quick cycles.
+    rep = _replica(store, ScriptedProvider(verified), (cycles,), page_size=2, cadence_seconds=3600)
+    rep.start()
+    done = cycles.enough.wait(10)
+    assert rep.stop(10)
+    rep.close()
+    assert done
+    assert [r.claimed for r in cycles.reports[:3]] == [2, 2, 1]

@@ -1,0 +1,1 @@
+"""Retention: the prune command and its batches."""

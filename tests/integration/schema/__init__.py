@@ -1,0 +1,1 @@
+"""The schema: migrations, the SQL files, the named statements, migration locks."""

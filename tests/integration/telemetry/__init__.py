@@ -1,0 +1,1 @@
+"""Metrics, traces, logs and the HTTP endpoints."""
