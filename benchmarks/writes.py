@@ -2,7 +2,8 @@
 
 On a private cluster (or `--database-url`), `-K` due controls are resolved twice: by the
 resolver's own store (`claim_due_page`, then `commit_outcomes` with verified findings, i.e.
-`resolver_commit_page`), and by the bare loop's three plain statements. For each it reports
+`resolver_commit_page`), and by the bare loop (the claim and the page commit with no
+Python between them). For each it reports
 per resolution, from the server's own counters: heap tuples inserted and updated (HOT or
 not) and the indexes of each table (a non-HOT update or an insert adds an entry to each
 index whose predicate the row meets), WAL bytes, trigger function calls (`track_functions`),

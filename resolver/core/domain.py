@@ -19,9 +19,12 @@ from typing import Any
 
 from resolver.core.errors import InvalidDispatch
 
-# `\Z`, not `$`: `$` also matches before a trailing newline, which PostgreSQL's checks
-# would then refuse at commit time.
-ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}\Z")
+# The one shape of an identifier, in the same text as the database's resolver_is_id
+# (resolver/db/schema/01_recovery_core.sql); request models validate with it as it is. In
+# Python it ends in `\Z`, not `$`: `$` also matches before a trailing newline, which
+# PostgreSQL's check would then refuse at commit time.
+ID_REGEX = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
+ID_PATTERN = re.compile(ID_REGEX.removesuffix("$") + r"\Z")
 ACTION_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_.\-]{0,63}\Z")
 RESULT_CODE_PATTERN = re.compile(r"^[a-z0-9_.\-]{1,64}\Z")
 REASON_CODE_PATTERN = RESULT_CODE_PATTERN
@@ -29,7 +32,6 @@ HEX64_PATTERN = re.compile(r"^[0-9a-f]{64}\Z")
 CAUSE_PATTERN = re.compile(r"^[a-z0-9_]{1,32}\Z")
 # The same rules as JSON Schema patterns for request models (ECMA regex has no `\Z`; the
 # request validator matches whole strings, so `$` cannot pass a trailing newline there).
-ID_REGEX = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$"
 REASON_CODE_REGEX = r"^[a-z0-9_.\-]{1,64}$"
 HEX64_REGEX = r"^[0-9a-f]{64}$"
 # PostgreSQL bigint: a larger number would fail in the database, so it is refused before.

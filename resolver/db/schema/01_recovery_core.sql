@@ -145,6 +145,19 @@ CREATE FUNCTION resolver_now_ms(override_ms bigint) RETURNS bigint
 LANGUAGE sql VOLATILE PARALLEL SAFE AS
 $$ SELECT COALESCE(override_ms, (extract(epoch from clock_timestamp()) * 1000)::bigint) $$;
 
+-- The one shape of an identifier (dispatch, approval request, project, idempotency key,
+-- mutation): 1-128 characters of [A-Za-z0-9_.:-], starting alphanumeric. The Python side
+-- checks the same pattern, resolver.core.domain.ID_REGEX (test_schema_files.py proves the two
+-- agree).
+CREATE FUNCTION resolver_is_id(p_value text)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT p_value ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$'
+$$;
+
+-- Executable by PUBLIC by default; the protocol functions run it as the owner.
+REVOKE EXECUTE ON FUNCTION resolver_is_id(text) FROM PUBLIC;
+
 -- The one release of a recovery lease: a new recovery_version (the fence every holder of the
 -- old lease fails on) and no owner, token or expiry. Every writer that ends a recovery lease
 -- (a renewal, the three commits, a graceful hand-back) assigns these four columns from here:

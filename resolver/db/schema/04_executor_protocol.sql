@@ -115,17 +115,16 @@ RETURNS TABLE (
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
 #variable_conflict use_column
 DECLARE
-    id_shape constant text := '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$';
     field text;
     existing approved_action_dispatches%ROWTYPE;
 BEGIN
     FOREACH field IN ARRAY ARRAY['p_dispatch_id', 'p_approval_request_id',
                                  'p_project_id', 'p_idempotency_key'] LOOP
-        IF NOT coalesce(CASE field
+        IF NOT coalesce(resolver_is_id(CASE field
                 WHEN 'p_dispatch_id' THEN p_dispatch_id
                 WHEN 'p_approval_request_id' THEN p_approval_request_id
                 WHEN 'p_project_id' THEN p_project_id
-                ELSE p_idempotency_key END ~ id_shape, false) THEN
+                ELSE p_idempotency_key END), false) THEN
             RAISE EXCEPTION '% must be 1-128 characters of [A-Za-z0-9_.:-], starting alphanumeric', field
                 USING ERRCODE = 'RS005';
         END IF;

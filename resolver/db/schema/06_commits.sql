@@ -292,7 +292,7 @@ BEGIN
     IF NOT coalesce(p_result_code ~ '^[a-z0-9_.-]{1,64}$', false) THEN
         RAISE EXCEPTION 'p_result_code must match [a-z0-9_.-]{1,64}' USING ERRCODE = 'RS005';
     END IF;
-    IF NOT coalesce(p_mutation_id ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$', false) THEN
+    IF NOT coalesce(resolver_is_id(p_mutation_id), false) THEN
         RAISE EXCEPTION 'p_mutation_id must be 1-128 characters of [A-Za-z0-9_.:-]'
             USING ERRCODE = 'RS005';
     END IF;

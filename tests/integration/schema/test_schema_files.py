@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
+from resolver.core.domain import ID_PATTERN, ID_REGEX
 from resolver.db import migrate
 from resolver.db.schema_files import schema_files, schema_script
 from resolver_test_support.catalog import Catalog, catalog, catalog_diff, metadata_diff
@@ -85,6 +86,28 @@ def test_the_files_are_one_per_concern_and_hold_no_migration_bookkeeping() -> No
     names = [path.name for path in schema_files()]
     assert names == sorted(names) and len(names) >= 6
     assert "alembic_version" not in schema_script()
+
+
+# Edges of the identifier shape: length, first character, the allowed punctuation, and what a
+# loose pattern would let through (a trailing newline, spaces, quotes, non-ASCII letters).
+ID_SAMPLES = [
+    *["a", "Z", "0", "a" * 128, "a" * 129, "", "a_b.c:d-e", "A:1", "9-", "a" + ":" * 127],
+    *["_a", "-a", ".a", ":a", "a b", "a\n", "\na", "a\t", "a/b", "a'b", "a%", "a;"],
+    *["é", "aé", "\uff21", "a\u0301", "ß"],
+]
+
+
+def test_python_and_the_database_check_one_id_shape(from_files: str) -> None:
+    # The same pattern text in both languages, and the same verdict on every edge.
+    assert f"SELECT p_value ~ '{ID_REGEX}'" in schema_script()
+    with psycopg.connect(from_files) as conn:
+        rows = conn.execute(
+            "SELECT v, resolver_is_id(v) FROM unnest(%s::text[]) AS v", [ID_SAMPLES]
+        ).fetchall()
+    in_sql = dict(rows)
+    in_python = {v: ID_PATTERN.match(v) is not None for v in ID_SAMPLES}
+    assert in_sql == in_python
+    assert in_python["a" * 128] and not in_python["a" * 129] and not in_python["a\n"]
 
 
 # Each plants one kind of difference into a database built from the files.
