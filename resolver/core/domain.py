@@ -142,7 +142,7 @@ def sha256_hex(data: bytes | str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class DispatchIdentity:
-    """The immutable identity every piece of evidence must be bound to (ADR-0033 §3)."""
+    """The immutable identity every piece of evidence must be bound to (docs/design.md)."""
 
     schema_version: int
     dispatch_id: str

@@ -1,5 +1,5 @@
 -- Every runtime statement of the resolver and the executor API, named noun-first.
--- Loaded by resolver/db/statements.py; tests/integration/test_statements.py runs each one.
+-- Loaded by resolver/db/statements.py; tests/integration/schema/test_statements.py runs each one.
 -- `resolver_now_ms(%(now_ms)s)` is the database clock; `now_ms` is NULL outside tests.
 -- Global lock order: execution row, then control row, then inserts. The claim locks
 -- controls only and never waits (SKIP LOCKED).

@@ -455,7 +455,7 @@ def _lease(row: Row | None) -> ExecutionLease:
 
 
 # What the claim returns, in its RETURNING order: rows are read as tuples (a dict per row
-# cost more than the rest of building the page). tests/integration/test_statements.py
+# cost more than the rest of building the page). tests/integration/schema/test_statements.py
 # checks the statement against this list.
 CLAIM_COLUMNS = (
     "dispatch_id",

@@ -1,4 +1,4 @@
-"""The history checker: every invariant of DESIGN.md over the recorded operations and final rows."""
+"""The history checker: every invariant of docs/design.md over the recorded operations and final rows."""
 
 from __future__ import annotations
 

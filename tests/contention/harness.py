@@ -559,8 +559,9 @@ class _Workload:
             plans = make_plans(
                 self._run.rng, per_wave, self._db_now(), p.horizon_ms, wave, p.live_ratio
             )
-            self._write_scripts(plans)
+            # Plans first: a failover re-writes the scripts of every plan known by then.
             self._run.plans.update((pl.spec.dispatch_id, pl) for pl in plans)
+            self._write_scripts(plans)
             crashed = [
                 pl for pl in plans if pl.kind in (Kind.CRASHED_VERIFIED, Kind.CRASHED_MANUAL)
             ]
@@ -658,6 +659,10 @@ def _inject_faults(
             # Asynchronous replication may lose what the old primary acknowledged last.
             losses.append(LossPoint(record.killed_at_ns, acknowledged=not pg.synchronous))
             proxies.point(pg.ports)
+            # The scripted evidence stands for an external system's records, which a failover
+            # of the resolver's database does not lose: written again (idempotent).
+            with pg.admin() as conn:
+                write_scripts(conn, list(run.plans.values()))
             run.faults["failover"] += 1
             continue
         if hostile_at and elapsed >= hostile_at[0][0]:

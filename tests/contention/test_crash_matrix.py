@@ -1,4 +1,4 @@
-"""Crash-window matrix (after ADR-0010's R01-R10): kill -9 at every boundary, then converge.
+"""Crash-window matrix (crash windows R01-R10): kill -9 at every boundary, then converge.
 
 Resolver windows: after the claim commits, during inspect, before the commit, after the
 commit. Executor windows: after the lease, after the barrier, after a renew, after the side

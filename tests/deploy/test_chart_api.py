@@ -374,3 +374,42 @@ def test_jwks_config_map_is_mounted_without_sub_path_so_updates_reach_the_pod() 
     main = api_container(render(VALUE_SETS["api"]))
     (mount,) = [m for m in main["volumeMounts"] if m["name"] == "oidc-jwks"]
     assert "subPath" not in mount
+
+
+CONSOLE = {
+    "oidcClientId": "resolver-console",
+    "oidcIssuer": "https://sso.example",
+    "oidcScope": "openid profile",
+    "oidcResource": "https://resolver.example/api",
+    "links": [
+        {"label": "Approval", "template": "https://platform.example/a/{approval_request_id}"}
+    ],
+    "reasonCodes": ["vendor_confirmed", "cannot_verify"],
+}
+
+
+def test_console_values_reach_the_api_and_the_api_accepts_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    env = env_of(api_container(render({"api": {**API, "console": CONSOLE}})))
+    literal = {name: item["value"] for name, item in env.items() if "value" in item}
+    for name, value in literal.items():
+        monkeypatch.setenv(name, value)
+    console = Settings().console()
+    assert console.oidc is not None
+    assert console.oidc.client_id == "resolver-console"
+    assert console.oidc.issuer == "https://sso.example"
+    assert [link.label for link in console.links] == ["Approval"]
+    assert list(console.reason_codes) == ["vendor_confirmed", "cannot_verify"]
+
+
+def test_console_sign_in_is_off_unless_a_client_id_is_given() -> None:
+    env = env_of(api_container(render({"api": API})))
+    assert "RESOLVER_CONSOLE_OIDC_CLIENT_ID" not in env
+    assert "RESOLVER_CONSOLE_LINKS" not in env
+    assert env["RESOLVER_CONSOLE_OIDC_SCOPE"]["value"] == "openid"
+
+
+def test_a_script_link_template_is_refused_by_the_schema() -> None:
+    bad = {"links": [{"label": "x", "template": "javascript:alert(1)"}]}
+    assert "template" in render_error({"api": {**API, "console": bad}})

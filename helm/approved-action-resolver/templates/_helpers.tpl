@@ -210,6 +210,8 @@ holds numbers as float64 and would print 1000000 as 1e+06, which the resolver re
   value: {{ $r.startupTimeoutSeconds | toString | quote }}
 - name: RESOLVER_STATEMENT_TIMEOUT_MS
   value: {{ $r.statementTimeoutMs | int64 | quote }}
+- name: RESOLVER_LOCK_TIMEOUT_MS
+  value: {{ $r.lockTimeoutMs | int64 | quote }}
 - name: RESOLVER_MAX_CONNECTIONS
   value: {{ $r.maxConnections | int64 | quote }}
 - name: RESOLVER_LOG_LEVEL

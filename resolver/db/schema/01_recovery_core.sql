@@ -1,7 +1,7 @@
 -- Current definitions: dispatches, executions, recovery controls, resolutions and
 -- authorizations; the database clock; the insert-only trigger of every fact table.
 -- Applied in file-name order onto an empty schema, these files build what the migrations build
--- step by step (tests/integration/test_schema_files.py compares the two catalogs). A schema
+-- step by step (tests/integration/schema/test_schema_files.py compares the two catalogs). A schema
 -- change edits the definition here AND adds a migration under resolver/db/migrations/sql/.
 
 CREATE TABLE approved_action_dispatches (

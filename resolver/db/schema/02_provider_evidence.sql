@@ -1,7 +1,7 @@
 -- Current definitions: the built-in providers' evidence (internal receipts, run
 -- origin facts, package install facts), insert-only; a run's state settles once.
 -- Applied in file-name order onto an empty schema, these files build what the migrations build
--- step by step (tests/integration/test_schema_files.py compares the two catalogs). A schema
+-- step by step (tests/integration/schema/test_schema_files.py compares the two catalogs). A schema
 -- change edits the definition here AND adds a migration under resolver/db/migrations/sql/.
 
 CREATE TABLE action_receipts (

@@ -1,7 +1,7 @@
 -- Current definitions: the access-policy mirror (projects, role bindings) manual decisions
 -- fence on.
 -- Applied in file-name order onto an empty schema, these files build what the migrations build
--- step by step (tests/integration/test_schema_files.py compares the two catalogs). A schema
+-- step by step (tests/integration/schema/test_schema_files.py compares the two catalogs). A schema
 -- change edits the definition here AND adds a migration under resolver/db/migrations/sql/.
 
 CREATE TABLE recovery_projects (

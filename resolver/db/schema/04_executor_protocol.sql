@@ -3,7 +3,7 @@
 -- clock and refuses with a SQLSTATE of class RS (docs/executor-protocol.md); triggers reject
 -- any write outside the state machine, even from the table owner.
 -- Applied in file-name order onto an empty schema, these files build what the migrations build
--- step by step (tests/integration/test_schema_files.py compares the two catalogs). A schema
+-- step by step (tests/integration/schema/test_schema_files.py compares the two catalogs). A schema
 -- change edits the definition here AND adds a migration under resolver/db/migrations/sql/.
 
 -- Helpers the protocol functions call (not part of the protocol; no EXECUTE for anyone else).

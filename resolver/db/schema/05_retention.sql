@@ -2,7 +2,7 @@
 -- way past the insert-only triggers: the flag `resolver.prune_active` set and the table owner
 -- as current user), every run recorded in recovery_prune_runs.
 -- Applied in file-name order onto an empty schema, these files build what the migrations build
--- step by step (tests/integration/test_schema_files.py compares the two catalogs). A schema
+-- step by step (tests/integration/schema/test_schema_files.py compares the two catalogs). A schema
 -- change edits the definition here AND adds a migration under resolver/db/migrations/sql/.
 
 CREATE TABLE recovery_prune_runs (

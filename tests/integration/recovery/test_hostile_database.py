@@ -15,6 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
+from psycopg import sql as pgsql
 
 from resolver.app.composition import readiness_check
 from resolver.core.domain import (
@@ -43,6 +44,7 @@ LOCK_TIMEOUT_MS = 300
 STATEMENT_TIMEOUT_MS = 1_000
 NOW = T0 + 10 * EXEC_LEASE_MS  # every execution of these tests is recovery_required by then
 REC_LEASE_MS = 30_000
+EXECUTIONS, CONTROLS = "approved_action_executions", "approved_action_recovery_controls"
 
 
 @pytest.fixture
@@ -61,10 +63,13 @@ def granted(sql: SQL) -> None:
 
 
 @contextmanager
-def operator_holds(database_url: str, query: str, *params: object) -> Iterator[None]:
-    """A psql session with an open transaction that locked rows (and went to lunch)."""
+def operator_holds(database_url: str, *locks: tuple[str, str]) -> Iterator[None]:
+    """A psql session with an open transaction that locked rows (and went to lunch): each
+    lock is a table and the dispatch id of the row locked FOR UPDATE."""
     with psycopg.connect(database_url) as conn:
-        conn.execute(query, params)
+        for table, dispatch_id in locks:
+            query = pgsql.SQL("SELECT 1 FROM {} WHERE dispatch_id = %s FOR UPDATE")
+            conn.execute(query.format(pgsql.Identifier(table)), (dispatch_id,))
         yield
         conn.rollback()
 
@@ -103,8 +108,7 @@ def test_a_locked_execution_fails_the_manual_decision_fast_and_typed(
 ) -> None:
     lease = world.started()
     service = ManualResolutionService(impatient)
-    lock = "SELECT 1 FROM approved_action_executions WHERE dispatch_id = %s FOR UPDATE"
-    with operator_holds(database_url, lock, lease.dispatch_id):
+    with operator_holds(database_url, (EXECUTIONS, lease.dispatch_id)):
         started = time.monotonic()
         with pytest.raises(LockTimeout):
             service.decide(ALICE, decision(lease.dispatch_id, lease.version), now_ms=NOW)
@@ -123,8 +127,7 @@ def test_a_locked_execution_fails_the_executor_fast_and_typed(
     lease = world.started(now_ms=T0)
     executor = ExecutionClient(impatient, owner="executor-1", lease_seconds=1)
     done = Completion(Outcome.SUCCEEDED, "ok", "done-1", sha256_hex("receipt"))
-    lock = "SELECT 1 FROM approved_action_executions WHERE dispatch_id = %s FOR UPDATE"
-    with operator_holds(database_url, lock, lease.dispatch_id):
+    with operator_holds(database_url, (EXECUTIONS, lease.dispatch_id)):
         for call in (
             lambda: executor.renew(lease, now_ms=T0 + 1),
             lambda: executor.complete(lease, done, now_ms=T0 + 1),
@@ -263,7 +266,50 @@ def test_exhausted_connections_make_the_api_answer_503_problems_and_not_ready(
             assert queue.headers["content-type"] == "application/problem+json"
             assert queue.json()["code"] == "unavailable"
             assert "Traceback" not in queue.text and "too many" not in queue.text
-            # The slots are free again: the same process recovers without a restart.
-            assert client.get("/readyz").status_code == 200
+            # The slots are free again: the same process recovers without a restart (the pool
+            # reconnects with its own backoff: a bounded wait for that condition).
+            deadline = time.monotonic() + 15
+            while client.get("/readyz").status_code != 200:
+                assert time.monotonic() < deadline, "the API never became ready again"
+                time.sleep(0.2)
             again = client.get("/v1/manual-queue", headers=auth(token(signing_key)))
             assert again.status_code == 200
+
+
+def test_the_claim_and_the_page_commit_skip_rows_an_operator_holds(
+    world: World, impatient: PostgresStore, database_url: str, sql: SQL
+) -> None:
+    held_control, held_execution, free = (lease.dispatch_id for lease in world.crashed(3))
+    with operator_holds(database_url, (CONTROLS, held_control), (EXECUTIONS, held_execution)):
+        started = time.monotonic()
+        items = impatient.claim_due_page("replica-a", 16, REC_LEASE_MS, now_ms=NOW)
+        assert {i.identity.dispatch_id for i in items} == {held_execution, free}
+        outcomes = [
+            ItemOutcome(
+                item,
+                Finding.verified(Outcome.SUCCEEDED, sha256_hex(item.identity.dispatch_id), "ok"),
+                1_000,
+                f"auto-{item.recovery_token}",
+            )
+            for item in items
+        ]
+        report = impatient.commit_outcomes(outcomes, now_ms=NOW)
+        waited = time.monotonic() - started
+    # Neither call waited for the held rows: the free dispatch settled, the held one did not.
+    assert waited < LOCK_TIMEOUT_MS / 1000, f"waited {waited:.2f}s"
+    assert (report.accepted, report.rejected) == ({free}, {held_execution})
+    assert sql.execution(free)["state"] == "succeeded"
+    assert sql.execution(held_execution)["state"] == "executing"
+    assert sql.resolutions(held_execution) == []
+    # Once the operator's transaction ends, the held dispatch settles after its lease lapses.
+    later = NOW + REC_LEASE_MS
+    again = impatient.claim_due_page("replica-b", 16, REC_LEASE_MS, now_ms=later)
+    assert {i.identity.dispatch_id for i in again} == {held_control, held_execution}
+    retry = [
+        ItemOutcome(i, Finding.verified(Outcome.FAILED, sha256_hex("r"), "ok"), 1_000, f"m-{n}")
+        for n, i in enumerate(again)
+    ]
+    assert impatient.commit_outcomes(retry, now_ms=later).accepted == {
+        held_control,
+        held_execution,
+    }

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 
-import psycopg
 import pytest
 
 from resolver.core.domain import FindingKind, ItemOutcome
@@ -302,38 +301,42 @@ def test_connection_killed_mid_commit_rolls_back(
     (lease,) = world.crashed(1)
     (item,) = store.claim_due_page("r", 16, REC_LEASE_MS, now_ms=AFTER)
     before = sql.execution(lease.dispatch_id)
-    # Hold the control lock so the commit blocks, then terminate the committing backend.
-    with psycopg.connect(sql.conn.info.dsn) as locker:
-        locker.execute(
-            "SELECT 1 FROM approved_action_recovery_controls WHERE dispatch_id = %s FOR UPDATE",
-            (lease.dispatch_id,),
-        )
-        errors: list[BaseException] = []
+    # The commit stalls mid-transaction (its rows locked, the resolution being inserted: a
+    # trigger sleeps), then its backend is terminated. The page commit skips rows another
+    # transaction holds, so a held lock no longer makes it wait; a slow write does.
+    sql.all(
+        "CREATE FUNCTION test_stall() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN PERFORM pg_sleep(30); RETURN NEW; END $$"
+    )
+    sql.all(
+        "CREATE TRIGGER test_stall BEFORE INSERT ON approved_action_recovery_resolutions"
+        " FOR EACH ROW EXECUTE FUNCTION test_stall()"
+    )
+    errors: list[BaseException] = []
 
-        def commit() -> None:
-            try:
-                store.commit_outcomes(
-                    [ItemOutcome(item, verified(item.identity), 0, "auto-k")], now_ms=AFTER
-                )
-            except BaseException as exc:
-                errors.append(exc)
+    def commit() -> None:
+        try:
+            store.commit_outcomes(
+                [ItemOutcome(item, verified(item.identity), 0, "auto-k")], now_ms=AFTER
+            )
+        except BaseException as exc:
+            errors.append(exc)
 
-        t = threading.Thread(target=commit)
-        t.start()
-        pid = _wait_for_lock_waiter(sql)
-        sql.all("SELECT pg_terminate_backend(%s)", pid)
-        t.join(10)
+    t = threading.Thread(target=commit)
+    t.start()
+    pid = _wait_for_waiter(sql, "wait_event = 'PgSleep'")
+    sql.all("SELECT pg_terminate_backend(%s)", pid)
+    t.join(10)
     assert errors and isinstance(errors[0], StorageUnavailable)
     assert sql.execution(lease.dispatch_id) == before
     assert sql.resolutions(lease.dispatch_id) == []
 
 
-def _wait_for_lock_waiter(sql: SQL) -> int:
+def _wait_for_waiter(sql: SQL, condition: str) -> int:
     # Polls pg_stat_activity (a signal from the database), bounded, no fixed sleep.
     for _ in range(2_000):
         rows = sql.all(
-            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-            " AND datname = current_database()"
+            f"SELECT pid FROM pg_stat_activity WHERE {condition} AND datname = current_database()"
         )
         if rows:
             return int(rows[0]["pid"])
