@@ -3,7 +3,7 @@
 The SQL is ../sql/0008_human_decision.up.sql and .down.sql, run as it is.
 
 Revision ID: 0008_human_decision
-Revises: 0011_one_id_shape
+Revises: 0012_commit_skip_locked
 Create Date: 2026-12-01
 
 Controls gain bounded finding statistics (counts per kind, first and last inspection, last
@@ -20,7 +20,7 @@ from __future__ import annotations
 from resolver.db.schema_files import apply_migration
 
 revision = "0008_human_decision"
-down_revision = "0011_one_id_shape"
+down_revision = "0012_commit_skip_locked"
 branch_labels = None
 depends_on = None
 
