@@ -34,7 +34,7 @@ from resolver.app.composition import (
     serve_endpoints,
 )
 from resolver.app.config import Settings, load_settings, provider_variables, unknown_variables
-from resolver.app.exits import EXIT_CONFIG, exit_codes, fail
+from resolver.app.exits import EXIT_CONFIG, EXIT_FAILED, exit_codes, fail
 from resolver.app.lifecycle import (
     DatabaseWatch,
     ensure_schema,
@@ -216,6 +216,33 @@ def api_cmd(print_openapi: bool) -> None:
         api.close()
     if watch.failure is not None:
         raise watch.failure
+
+
+@main.group("audit")
+def audit_group() -> None:
+    """The tamper-evident audit of manual decisions."""
+
+
+@audit_group.command("verify")
+@exit_codes()
+def audit_verify_cmd() -> None:
+    """Recompute the audit chain of manual decisions; exit 1 naming the first broken link."""
+    from resolver.human.audit import verify_chain
+
+    settings = settings_from_env()
+    ensure_schema(settings.require_database_url(), settings.connect_timeout_seconds)
+    store = open_store(settings)
+    try:
+        report = verify_chain(store)
+    finally:
+        store.close()
+    if report.broken is not None:
+        click.echo(f"audit chain broken at {report.broken.describe()}", err=True)
+        sys.exit(EXIT_FAILED)
+    click.echo(
+        f"audit chain verified: {report.links} links ({report.pruned} with pruned facts); "
+        f"head seq {report.head_seq} hash {report.head_hash}"
+    )
 
 
 @main.command("status")

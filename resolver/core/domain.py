@@ -66,6 +66,12 @@ class FindingKind(StrEnum):
         return self in (FindingKind.VERIFIED_SUCCEEDED, FindingKind.VERIFIED_FAILED)
 
 
+# The manual reason of a control whose non-final finding outlasted its window (ADR-0033 §4).
+ESCALATION_REASON = "evidence_window_elapsed"
+# The findings that can escalate: neither verified nor already waiting for a human.
+ESCALATABLE = frozenset({FindingKind.STILL_RUNNING, FindingKind.MISSING, FindingKind.UNAVAILABLE})
+
+
 class ProviderFailure(StrEnum):
     """Why an evidence provider could not answer (its finding is then `unavailable`).
 
@@ -287,6 +293,9 @@ class ItemOutcome:
     finding: Finding
     retry_delay_ms: int
     mutation_id: str
+    escalate_after_ms: int | None = None
+    """How long a non-final finding may last, counted from the case's first inspection,
+    before the page commit sends the control to the manual queue (None: never)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -405,15 +414,153 @@ class ManualContext:
 
 @dataclass(frozen=True, slots=True)
 class ManualQueueItem:
+    """One open case as the manual queue and the waiting list show it."""
+
     dispatch_id: str
     project_id: str
     action_type: str
     last_finding: FindingKind | None
     finding_count: int
-    manual_at_ms: int
+    manual_at_ms: int | None
     execution_version: int
     started_at_ms: int
     attempt: int
+    approval_request_id: str = ""
+    idempotency_key: str = ""
+    action_digest: str = ""
+    manual_reason: str | None = None
+    last_failure_class: ProviderFailure | None = None
+    first_inspected_at_ms: int | None = None
+    since_ms: int = 0
+    """When the case entered its list (the keyset): manual_at_ms or first_inspected_at_ms."""
+
+
+class CaseList(StrEnum):
+    """The lists of open cases: the manual queue, and those still waiting for evidence."""
+
+    MANUAL = "manual"
+    WAITING = "waiting"
+
+
+@dataclass(frozen=True, slots=True)
+class CaseFilter:
+    """Filters of the case lists; None does not filter. `q` is an exact dispatch id,
+    idempotency key or approval request id."""
+
+    project_id: str | None = None
+    action_type: str | None = None
+    last_finding: FindingKind | None = None
+    min_age_ms: int = 0
+    q: str | None = None
+
+
+NO_FILTER = CaseFilter()
+
+
+@dataclass(frozen=True, slots=True)
+class CaseIdentity:
+    dispatch_id: str
+    approval_request_id: str
+    project_id: str
+    action_type: str
+    action_digest: str
+    idempotency_key: str
+    schema_version: int
+    supersedes_dispatch_id: str | None
+    superseded_by: tuple[str, ...]
+    created_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class CaseExecution:
+    state: ExecutionState
+    owner: str | None
+    attempt: int
+    version: int
+    started_at_ms: int | None
+    lease_expires_at_ms: int
+    finished_at_ms: int | None
+    result_code: str | None
+    recovery_required: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CaseControl:
+    status: ControlStatus
+    armed_at_ms: int
+    finding_count: int
+    finding_counts: Mapping[str, int]
+    first_inspected_at_ms: int | None
+    last_inspected_at_ms: int | None
+    last_finding: FindingKind | None
+    last_failure_class: ProviderFailure | None
+    last_evidence_digest: str | None
+    next_scan_at_ms: int
+    manual_at_ms: int | None
+    manual_reason: str | None
+    closed_by: str | None
+    closed_at_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class CaseResolution:
+    source: ResolutionSource
+    outcome: ExecutionState
+    decision: Decision | None
+    reason_code: str | None
+    actor_user_id: str | None
+    evidence_digest: str | None
+    resolved_at_ms: int
+    mutation_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class CaseAuthorization:
+    user_id: str
+    permission: str
+    amr: tuple[str, ...]
+    auth_time_ms: int
+    role: str
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """Everything known about one dispatch, read-only: what an operator decides on."""
+
+    identity: CaseIdentity
+    execution: CaseExecution | None
+    control: CaseControl | None
+    resolution: CaseResolution | None
+    authorizations: tuple[CaseAuthorization, ...]
+    db_now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionFilter:
+    project_id: str | None = None
+    user_id: str | None = None
+    since_ms: int = 0
+    until_ms: int = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionRecord:
+    """One manual decision as the decisions list shows it."""
+
+    dispatch_id: str
+    project_id: str
+    action_type: str
+    decision: Decision
+    outcome: ExecutionState
+    actor_user_id: str
+    confirmed_by: str | None
+    reason_code: str
+    amr: tuple[str, ...]
+    auth_time_ms: int
+    evidence_digest: str | None
+    overridden_finding: FindingKind | None
+    resolved_at_ms: int
+    resolution_id: int
 
 
 class Decision(StrEnum):
@@ -423,11 +570,19 @@ class Decision(StrEnum):
 
     @property
     def terminal_state(self) -> ExecutionState:
-        return {
-            Decision.CONFIRM_SUCCEEDED: ExecutionState.SUCCEEDED,
-            Decision.CONFIRM_FAILED: ExecutionState.FAILED,
-            Decision.ABANDON_UNKNOWN: ExecutionState.BLOCKED,
-        }[self]
+        return _TERMINAL_STATE[self]
+
+    @classmethod
+    def settling(cls, outcome: ExecutionState) -> Decision:
+        """The decision whose terminal state is `outcome`."""
+        return next(d for d, state in _TERMINAL_STATE.items() if state is outcome)
+
+
+_TERMINAL_STATE = {
+    Decision.CONFIRM_SUCCEEDED: ExecutionState.SUCCEEDED,
+    Decision.CONFIRM_FAILED: ExecutionState.FAILED,
+    Decision.ABANDON_UNKNOWN: ExecutionState.BLOCKED,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -462,3 +617,25 @@ class ManualDecision:
 class ManualResult(StrEnum):
     COMMITTED = "committed"
     REPLAYED = "replayed"
+
+
+@dataclass(frozen=True, slots=True)
+class AuditLink:
+    """One link of the audit chain of manual decisions, with its content rebuilt from the
+    stored facts (`facts_content`, None when the resolution was pruned)."""
+
+    seq: int
+    mutation_id: str
+    dispatch_id: str
+    content: str
+    prev_hash: str
+    hash: str
+    recorded_at_ms: int
+    facts_content: str | None
+
+
+def escalated(outcome: ItemOutcome, report: CommitReport) -> bool:
+    """The page commit sent this item to the manual queue because its non-final finding
+    outlasted its window (manual_reason evidence_window_elapsed), not for the finding itself."""
+    status = report.routed.get(outcome.item.identity.dispatch_id)
+    return status is ControlStatus.MANUAL and outcome.finding.kind in ESCALATABLE

@@ -61,7 +61,15 @@ class NotFound(ResolverError):
 
 
 class FenceConflict(ResolverError):
-    """A fenced write lost: owner/token/version/state no longer match, or a replay drifted."""
+    """A fenced write lost: owner/token/version/state no longer match, or a replay drifted.
+
+    `current` (for the API's problem document) is the dispatch's state as read when the
+    refusal was explained: `{state, version, control_status}`, or None when not read.
+    """
+
+    def __init__(self, message: str, *, current: dict[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.current = current
 
 
 class LeaseLost(FenceConflict):

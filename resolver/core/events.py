@@ -23,6 +23,7 @@ from resolver.core.domain import (
     FindingKind,
     ItemOutcome,
     ProviderFailure,
+    escalated,
 )
 from resolver.core.errors import StorageUnavailable
 
@@ -206,10 +207,13 @@ class Fanout(CycleEvents):
 
 
 def outcome_label(outcome: ItemOutcome, committed: CommitReport) -> str:
-    """What committing this finding did: resolved_*, manual, retry, or fence_rejected."""
+    """What committing this finding did: resolved_*, manual, escalated, retry, or
+    fence_rejected."""
     status = committed.routed.get(outcome.item.identity.dispatch_id)
     if status is None:
         return "fence_rejected"
     if status is ControlStatus.RESOLVED:
         return f"resolved_{outcome.finding.outcome}"
+    if escalated(outcome, committed):
+        return "escalated"
     return "manual" if status is ControlStatus.MANUAL else "retry"

@@ -9,10 +9,16 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from resolver.core.domain import (
+    AuditLink,
     BacklogSnapshot,
+    Case,
+    CaseFilter,
+    CaseList,
     ClaimedItem,
     CommitReport,
     Completion,
+    DecisionFilter,
+    DecisionRecord,
     DispatchSpec,
     ExecutionLease,
     ExecutionView,
@@ -96,9 +102,41 @@ class ManualStore(Protocol):
         now_ms: int | None = None,
     ) -> bool: ...
 
-    def manual_queue(
-        self, user_id: str, limit: int, after: tuple[int, str] | None = None
+
+class CaseReader(Protocol):
+    """What the read routes need: cases, lists and decisions, scoped to what the user may read
+    (`approval.recover` or `approval.recover.read` on the project)."""
+
+    def get_case(
+        self, user_id: str, dispatch_id: str, now_ms: int | None = None
+    ) -> Case | None: ...
+
+    def list_cases(
+        self,
+        user_id: str,
+        which: CaseList,
+        limit: int,
+        after: tuple[int, str] | None = None,
+        filters: CaseFilter = ...,
+        now_ms: int | None = None,
     ) -> list[ManualQueueItem]: ...
+
+    def count_cases(
+        self,
+        user_id: str,
+        which: CaseList,
+        filters: CaseFilter,
+        count_cap: int,
+        now_ms: int | None = None,
+    ) -> int: ...
+
+    def list_decisions(
+        self,
+        user_id: str,
+        filters: DecisionFilter,
+        limit: int,
+        before: tuple[int, int] | None = None,
+    ) -> list[DecisionRecord]: ...
 
 
 class BacklogReader(Protocol):
@@ -107,3 +145,17 @@ class BacklogReader(Protocol):
     def backlog_snapshot(self, count_cap: int, now_ms: int | None = None) -> BacklogSnapshot: ...
 
     def ping(self) -> None: ...
+
+
+class HumanStore(ManualStore, CaseReader, Protocol):
+    """What the manual-resolution API needs: decisions and the read routes."""
+
+
+class AuditReader(Protocol):
+    """What `resolver audit verify` reads: the chain page by page, its head, stray decisions."""
+
+    def audit_links(self, after_seq: int, limit: int) -> list[AuditLink]: ...
+
+    def audit_head(self) -> tuple[int, str]: ...
+
+    def audit_unlinked(self) -> tuple[str, str] | None: ...

@@ -13,6 +13,8 @@ from pydantic import BaseModel, ValidationError
 
 from resolver.core.domain import DispatchIdentity, Finding
 from resolver.core.errors import ConfigError
+from resolver.core.escalation import CONFIG_KEY as ESCALATION_KEY
+from resolver.core.escalation import NEVER, EscalationPolicy, escalation_policy
 
 ENTRY_POINT_GROUP = "resolver.providers"
 
@@ -54,9 +56,15 @@ class ProviderRegistry:
     by_action_type: Mapping[str, EvidenceProvider]
     # The configured provider name per action type: the `provider` label of the metrics.
     names: Mapping[str, str] = field(default_factory=dict)
+    # How long each non-final finding may last per action type (resolver.escalation);
+    # an action type absent here never escalates.
+    escalation: Mapping[str, EscalationPolicy] = field(default_factory=dict)
 
     def for_action(self, action_type: str) -> EvidenceProvider | None:
         return self.by_action_type.get(action_type)
+
+    def escalation_for(self, action_type: str) -> EscalationPolicy:
+        return self.escalation.get(action_type, NEVER)
 
     @property
     def longest_timeout_seconds(self) -> float:
@@ -106,9 +114,12 @@ def build_registry(
     known = _registered() if factories is None else {n: _given(f) for n, f in factories.items()}
     providers: dict[str, EvidenceProvider] = {}
     names: dict[str, str] = {}
+    escalation: dict[str, EscalationPolicy] = {}
     for action_type, raw in action_types.items():
         settings = dict(raw)
         name = settings.pop("provider", None)
+        # The resolver's own key, not the provider's: taken out before the provider sees it.
+        windows = settings.pop(ESCALATION_KEY, None)
         if name not in known:
             raise ConfigError(
                 f"action_types.{action_type}.provider: {name!r} is not a registered provider; "
@@ -119,7 +130,11 @@ def build_registry(
         except ConfigError as exc:
             raise ConfigError(f"action_types.{action_type}: {exc}") from exc
         names[action_type] = name
-    return ProviderRegistry(providers, names)
+        try:
+            escalation[action_type] = escalation_policy(str(name), windows)
+        except ConfigError as exc:
+            raise ConfigError(f"action_types.{action_type}.{exc}") from None
+    return ProviderRegistry(providers, names, escalation)
 
 
 SettingsModel = TypeVar("SettingsModel", bound=BaseModel)

@@ -206,6 +206,9 @@ class Reconciler:
                     finding=finding,
                     retry_delay_ms=self._retry_delay_ms(item, finding),
                     mutation_id=f"auto-{page_id}-{n}",
+                    escalate_after_ms=self._registry.escalation_for(
+                        item.identity.action_type
+                    ).after_ms(finding.kind),
                 )
             )
         return outcomes

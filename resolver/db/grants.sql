@@ -118,3 +118,18 @@ GRANT EXECUTE ON FUNCTION
 GRANT EXECUTE ON FUNCTION resolver_now_ms(bigint) TO resolver_retention;
 -- The replicas' /metrics read the run history (resolver_pruned_dispatches_total).
 GRANT SELECT ON recovery_prune_runs TO resolver_runtime;
+
+-- The audit chain of manual decisions (migration 0008). A decision inserts its link and moves
+-- the one-row head in the same statement; links are insert-only (a trigger refuses UPDATE
+-- and DELETE, for the owner too). `resolver audit verify` reads both.
+GRANT SELECT, INSERT ON recovery_audit_chain TO resolver_runtime;
+GRANT SELECT, UPDATE ON recovery_audit_head TO resolver_runtime;
+-- The canonical content of a link, built by the manual commit and by the verifier.
+REVOKE EXECUTE ON FUNCTION
+    resolver_audit_authorization(text, text, text, bigint, bigint, bigint, text[], bigint),
+    resolver_audit_content(text, text, text, text, text, bigint, text, text, bigint, json)
+    FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    resolver_audit_authorization(text, text, text, bigint, bigint, bigint, text[], bigint),
+    resolver_audit_content(text, text, text, text, text, bigint, text, text, bigint, json)
+    TO resolver_runtime;

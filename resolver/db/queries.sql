@@ -207,19 +207,195 @@ FROM resolver_commit_manual(
     p_max_auth_age_ms => %(max_auth_age_ms)s, p_clock_leeway_ms => %(clock_leeway_ms)s,
     p_now_ms => %(now_ms)s);
 
+-- fragment: case_readable
+-- The caller may read cases of the dispatch `d`'s project: it holds `approval.recover` (which
+-- decides) or `approval.recover.read` (which only reads) there.
+EXISTS (SELECT 1 FROM recovery_role_bindings AS b
+        WHERE b.project_id = d.project_id AND b.user_id = %(user_id)s
+          AND b.permission IN ('approval.recover', 'approval.recover.read'))
+
+-- fragment: case_filter
+-- The filters of the manual queue and the waiting list, for dispatch `d` and control `c`;
+-- a NULL parameter does not filter. `q` is an exact dispatch id, idempotency key or
+-- approval request id. `since_ms` is when the case entered the list.
+(%(project_id)s::text IS NULL OR d.project_id = %(project_id)s::text)
+AND (%(action_type)s::text IS NULL OR d.action_type = %(action_type)s::text)
+AND (%(last_finding)s::text IS NULL OR c.last_finding = %(last_finding)s::text)
+AND (%(q)s::text IS NULL OR d.dispatch_id = %(q)s::text OR d.idempotency_key = %(q)s::text
+     OR d.approval_request_id = %(q)s::text)
+
+-- name: audit_links_page
+-- `resolver audit verify`: one page of the chain in order, each link with its content rebuilt
+-- from the stored facts by the function resolver_commit_manual writes it with
+-- (resolver_audit_content), NULL when the resolution was pruned.
+WITH page AS (
+    SELECT l.seq, l.mutation_id, l.dispatch_id, l.content, l.prev_hash, l.hash,
+           l.recorded_at_ms
+    FROM recovery_audit_chain AS l
+    WHERE l.seq > %(after_seq)s
+    ORDER BY l.seq
+    LIMIT %(limit)s
+)
+SELECT p.seq, p.mutation_id, p.dispatch_id, p.content, p.prev_hash, p.hash, p.recorded_at_ms,
+       (SELECT resolver_audit_content(
+                   r.dispatch_id, r.mutation_id, r.outcome, r.finding, r.evidence_digest,
+                   r.expected_execution_version, r.actor_user_id, r.reason_code,
+                   r.resolved_at_ms,
+                   (SELECT json_agg(resolver_audit_authorization(
+                               a.user_id, a.permission, a.project_id, a.project_version,
+                               a.role_binding_version, a.auth_time_ms, a.amr,
+                               a.authorized_at_ms)
+                           ORDER BY a.user_id)
+                    FROM recovery_authorizations AS a WHERE a.mutation_id = r.mutation_id))
+        FROM approved_action_recovery_resolutions AS r
+        WHERE r.mutation_id = p.mutation_id) AS facts_content
+FROM page AS p
+ORDER BY p.seq;
+
+-- name: audit_head
+SELECT h.seq, h.hash FROM recovery_audit_head AS h WHERE h.id = 1;
+
+-- name: audit_unlinked
+-- The first manual resolution recorded since the chain began that has no link (a decision
+-- written around the chain). Decisions recorded before migration 0008 precede the first link.
+SELECT r.mutation_id, r.dispatch_id
+FROM approved_action_recovery_resolutions AS r
+WHERE r.source = 'manual'
+  AND r.resolved_at_ms >= (SELECT min(l.recorded_at_ms) FROM recovery_audit_chain AS l)
+  AND NOT EXISTS (SELECT 1 FROM recovery_audit_chain AS l WHERE l.mutation_id = r.mutation_id)
+ORDER BY r.resolution_id
+LIMIT 1;
+
 -- name: manual_queue_page
--- The human queue: manual controls in projects the user may recover, oldest first (keyset).
+-- The human queue: manual controls in projects the user may read, oldest first (keyset on
+-- the manual index), filtered.
+WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms)
 SELECT c.dispatch_id, d.project_id, d.action_type, c.last_finding, c.finding_count,
-       c.manual_at_ms, e.version AS execution_version, e.started_at_ms, e.attempt
+       c.manual_at_ms, e.version AS execution_version, e.started_at_ms, e.attempt,
+       d.approval_request_id, d.idempotency_key, d.action_digest, c.manual_reason,
+       c.last_failure_class, c.first_inspected_at_ms, c.manual_at_ms AS since_ms
 FROM approved_action_recovery_controls AS c
 JOIN approved_action_dispatches AS d USING (dispatch_id)
 JOIN approved_action_executions AS e USING (dispatch_id)
-JOIN recovery_role_bindings AS b
-  ON b.project_id = d.project_id AND b.user_id = %(user_id)s
- AND b.permission = 'approval.recover'
 WHERE c.status = 'manual'
-  AND (c.manual_at_ms, c.dispatch_id) > (%(after_manual_at_ms)s, %(after_dispatch_id)s)
+  AND (c.manual_at_ms, c.dispatch_id) > (%(after_since_ms)s, %(after_dispatch_id)s)
+  AND (%(min_age_ms)s = 0 OR c.manual_at_ms <= (SELECT ms FROM now) - %(min_age_ms)s)
+  AND
+      -- include: case_filter
+  AND
+      -- include: case_readable
 ORDER BY c.manual_at_ms, c.dispatch_id
+LIMIT %(limit)s;
+
+-- name: manual_queue_total
+-- How many manual cases match the filter, counted up to %(count_cap)s (a count at the cap
+-- means "at least").
+WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms)
+SELECT count(*) AS total FROM (
+    SELECT 1
+    FROM approved_action_recovery_controls AS c
+    JOIN approved_action_dispatches AS d USING (dispatch_id)
+    WHERE c.status = 'manual'
+      AND (%(min_age_ms)s = 0 OR c.manual_at_ms <= (SELECT ms FROM now) - %(min_age_ms)s)
+      AND
+          -- include: case_filter
+      AND
+          -- include: case_readable
+    LIMIT %(count_cap)s) AS matching;
+
+-- name: waiting_page
+-- The waiting list: armed controls inspected at least once (the evidence is not in yet),
+-- oldest first inspection first (keyset on the waiting index), filtered.
+WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms)
+SELECT c.dispatch_id, d.project_id, d.action_type, c.last_finding, c.finding_count,
+       c.manual_at_ms, e.version AS execution_version, e.started_at_ms, e.attempt,
+       d.approval_request_id, d.idempotency_key, d.action_digest, c.manual_reason,
+       c.last_failure_class, c.first_inspected_at_ms, c.first_inspected_at_ms AS since_ms
+FROM approved_action_recovery_controls AS c
+JOIN approved_action_dispatches AS d USING (dispatch_id)
+JOIN approved_action_executions AS e USING (dispatch_id)
+WHERE c.status = 'armed' AND c.first_inspected_at_ms IS NOT NULL
+  AND (c.first_inspected_at_ms, c.dispatch_id) > (%(after_since_ms)s, %(after_dispatch_id)s)
+  AND (%(min_age_ms)s = 0 OR c.first_inspected_at_ms <= (SELECT ms FROM now) - %(min_age_ms)s)
+  AND
+      -- include: case_filter
+  AND
+      -- include: case_readable
+ORDER BY c.first_inspected_at_ms, c.dispatch_id
+LIMIT %(limit)s;
+
+-- name: waiting_total
+WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms)
+SELECT count(*) AS total FROM (
+    SELECT 1
+    FROM approved_action_recovery_controls AS c
+    JOIN approved_action_dispatches AS d USING (dispatch_id)
+    WHERE c.status = 'armed' AND c.first_inspected_at_ms IS NOT NULL
+      AND (%(min_age_ms)s = 0 OR c.first_inspected_at_ms <= (SELECT ms FROM now) - %(min_age_ms)s)
+      AND
+          -- include: case_filter
+      AND
+          -- include: case_readable
+    LIMIT %(count_cap)s) AS matching;
+
+-- name: case_get
+-- The whole case of one dispatch, if the caller may read its project (an unknown and a
+-- forbidden dispatch answer alike: no row).
+WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms)
+SELECT d.dispatch_id, d.approval_request_id, d.project_id, d.action_type, d.action_digest,
+       d.idempotency_key, d.schema_version, d.supersedes_dispatch_id, d.created_at_ms,
+       ARRAY(SELECT s.dispatch_id FROM approved_action_dispatches AS s
+             WHERE s.supersedes_dispatch_id = d.dispatch_id
+             ORDER BY s.dispatch_id LIMIT 100) AS superseded_by,
+       e.state, e.owner, e.attempt, e.version, e.started_at_ms, e.lease_expires_at_ms,
+       e.finished_at_ms, e.result_code,
+       coalesce(e.state = 'executing' AND e.lease_expires_at_ms <= now.ms, false)
+           AS recovery_required,
+       c.status AS control_status, c.armed_at_ms, c.finding_count, c.finding_counts,
+       c.first_inspected_at_ms, c.last_inspected_at_ms, c.last_finding,
+       c.last_failure_class, c.last_evidence_digest, c.next_scan_at_ms, c.manual_at_ms,
+       c.manual_reason, c.closed_by, c.closed_at_ms,
+       r.source AS resolution_source, r.outcome AS resolution_outcome,
+       r.reason_code AS resolution_reason_code, r.actor_user_id AS resolution_actor_user_id,
+       r.evidence_digest AS resolution_evidence_digest, r.resolved_at_ms,
+       r.mutation_id AS resolution_mutation_id,
+       now.ms AS db_now_ms
+FROM approved_action_dispatches AS d
+CROSS JOIN now
+LEFT JOIN approved_action_executions AS e ON e.dispatch_id = d.dispatch_id
+LEFT JOIN approved_action_recovery_controls AS c ON c.dispatch_id = d.dispatch_id
+LEFT JOIN approved_action_recovery_resolutions AS r ON r.dispatch_id = d.dispatch_id
+WHERE d.dispatch_id = %(dispatch_id)s
+  AND
+      -- include: case_readable
+;
+
+-- name: case_authorizations
+-- The authorization facts of a resolution (a manual one has one per person who decided).
+SELECT a.user_id, a.permission, a.amr, a.auth_time_ms
+FROM recovery_authorizations AS a
+WHERE a.mutation_id = %(mutation_id)s
+ORDER BY a.authorization_id;
+
+-- name: decisions_page
+-- Manual decisions in projects the caller may read, newest first (keyset on the decisions
+-- index), filtered by project, deciding user and time [since_ms, until_ms).
+SELECT r.dispatch_id, d.project_id, d.action_type, r.outcome, r.actor_user_id,
+       r.reason_code, a.amr, a.auth_time_ms, r.evidence_digest,
+       r.finding AS overridden_finding, r.resolved_at_ms, r.resolution_id
+FROM approved_action_recovery_resolutions AS r
+JOIN approved_action_dispatches AS d ON d.dispatch_id = r.dispatch_id
+LEFT JOIN recovery_authorizations AS a
+  ON a.mutation_id = r.mutation_id AND a.user_id = r.actor_user_id
+WHERE r.source = 'manual'
+  AND (r.resolved_at_ms, r.resolution_id) < (%(before_ms)s, %(before_id)s)
+  AND (%(project_id)s::text IS NULL OR d.project_id = %(project_id)s::text)
+  AND (%(actor_user_id)s::text IS NULL OR r.actor_user_id = %(actor_user_id)s::text)
+  AND r.resolved_at_ms >= %(since_ms)s
+  AND r.resolved_at_ms < %(until_ms)s
+  AND
+      -- include: case_readable
+ORDER BY r.resolved_at_ms DESC, r.resolution_id DESC
 LIMIT %(limit)s;
 
 -- name: backlog_oldest

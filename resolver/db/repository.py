@@ -14,11 +14,24 @@ from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 
 from resolver.core.domain import (
+    NO_FILTER,
+    AuditLink,
     BacklogSnapshot,
+    Case,
+    CaseAuthorization,
+    CaseControl,
+    CaseExecution,
+    CaseFilter,
+    CaseIdentity,
+    CaseList,
+    CaseResolution,
     ClaimedItem,
     CommitReport,
     Completion,
     ControlStatus,
+    Decision,
+    DecisionFilter,
+    DecisionRecord,
     DispatchIdentity,
     DispatchSpec,
     ExecutionLease,
@@ -31,6 +44,7 @@ from resolver.core.domain import (
     ManualDecision,
     ManualQueueItem,
     Principal,
+    ProviderFailure,
     ResolutionSource,
 )
 from resolver.core.errors import (
@@ -296,17 +310,93 @@ class PostgresStore:
                 return False
             raise
 
-    def manual_queue(
-        self, user_id: str, limit: int, after: tuple[int, str] | None = None
+    def list_cases(
+        self,
+        user_id: str,
+        which: CaseList,
+        limit: int,
+        after: tuple[int, str] | None = None,
+        filters: CaseFilter = NO_FILTER,
+        now_ms: int | None = None,
     ) -> list[ManualQueueItem]:
+        """One keyset page of the manual queue or the waiting list, oldest first."""
         after_ms, after_id = after if after is not None else (-1, "")
         params = {
-            "user_id": user_id,
+            **_case_filter(user_id, filters, now_ms),
             "limit": limit,
-            "after_manual_at_ms": after_ms,
+            "after_since_ms": after_ms,
             "after_dispatch_id": after_id,
         }
-        return [_queue_item(row) for row in self._all("manual_queue_page", params)]
+        name = "manual_queue_page" if which is CaseList.MANUAL else "waiting_page"
+        return [_queue_item(row) for row in self._all(name, params)]
+
+    def count_cases(
+        self,
+        user_id: str,
+        which: CaseList,
+        filters: CaseFilter,
+        count_cap: int,
+        now_ms: int | None = None,
+    ) -> int:
+        """How many open cases match, counted up to `count_cap`."""
+        params = {**_case_filter(user_id, filters, now_ms), "count_cap": count_cap}
+        name = "manual_queue_total" if which is CaseList.MANUAL else "waiting_total"
+        row = self._one(name, params)
+        assert row is not None  # an aggregate answers one row
+        return int(row["total"])
+
+    def get_case(self, user_id: str, dispatch_id: str, now_ms: int | None = None) -> Case | None:
+        """The whole case, or None when it is unknown or the user may not read its project."""
+        params = {"user_id": user_id, "dispatch_id": dispatch_id, "now_ms": now_ms}
+        with self._transaction() as conn:
+            row = conn.execute(statement("case_get"), params).fetchone()
+            if row is None:
+                return None
+            mutation_id = row["resolution_mutation_id"]
+            authorizations = (
+                conn.execute(
+                    statement("case_authorizations"), {"mutation_id": mutation_id}
+                ).fetchall()
+                if mutation_id is not None
+                else []
+            )
+        return _case(row, authorizations)
+
+    def audit_links(self, after_seq: int, limit: int) -> list[AuditLink]:
+        """One page of the audit chain in order, each link with its facts' content."""
+        rows = self._all("audit_links_page", {"after_seq": after_seq, "limit": limit})
+        return [AuditLink(**row) for row in rows]
+
+    def audit_head(self) -> tuple[int, str]:
+        row = self._one("audit_head", {})
+        assert row is not None  # the migration inserts the one head row
+        return int(row["seq"]), str(row["hash"])
+
+    def audit_unlinked(self) -> tuple[str, str] | None:
+        """The first manual resolution since the chain began without a link, if any."""
+        row = self._one("audit_unlinked", {})
+        return None if row is None else (row["mutation_id"], row["dispatch_id"])
+
+    def list_decisions(
+        self,
+        user_id: str,
+        filters: DecisionFilter,
+        limit: int,
+        before: tuple[int, int] | None = None,
+    ) -> list[DecisionRecord]:
+        """One keyset page of manual decisions, newest first."""
+        before_ms, before_id = before if before is not None else (2**63 - 1, 2**63 - 1)
+        params = {
+            "user_id": user_id,
+            "project_id": filters.project_id,
+            "actor_user_id": filters.user_id,
+            "since_ms": filters.since_ms,
+            "until_ms": filters.until_ms,
+            "before_ms": before_ms,
+            "before_id": before_id,
+            "limit": limit,
+        }
+        return [_decision(row) for row in self._all("decisions_page", params)]
 
 
 def _fence(lease: ExecutionLease, **extra: Any) -> dict[str, Any]:
@@ -391,8 +481,119 @@ def _claimed(
 
 
 def _queue_item(row: Row) -> ManualQueueItem:
-    _enums(row, last_finding=FindingKind)
+    _enums(row, last_finding=FindingKind, last_failure_class=ProviderFailure)
     return ManualQueueItem(**row)
+
+
+def _case_filter(user_id: str, filters: CaseFilter, now_ms: int | None) -> dict[str, Any]:
+    return {
+        "user_id": user_id,
+        "project_id": filters.project_id,
+        "action_type": filters.action_type,
+        "last_finding": filters.last_finding.value if filters.last_finding else None,
+        "q": filters.q,
+        "min_age_ms": filters.min_age_ms,
+        "now_ms": now_ms,
+    }
+
+
+def _case(row: Row, authorizations: Sequence[Row]) -> Case:
+    identity = CaseIdentity(
+        dispatch_id=row["dispatch_id"],
+        approval_request_id=row["approval_request_id"],
+        project_id=row["project_id"],
+        action_type=row["action_type"],
+        action_digest=row["action_digest"],
+        idempotency_key=row["idempotency_key"],
+        schema_version=row["schema_version"],
+        supersedes_dispatch_id=row["supersedes_dispatch_id"],
+        superseded_by=tuple(row["superseded_by"]),
+        created_at_ms=row["created_at_ms"],
+    )
+    execution = None
+    if row["state"] is not None:
+        execution = CaseExecution(
+            state=ExecutionState(row["state"]),
+            owner=row["owner"],
+            attempt=row["attempt"],
+            version=row["version"],
+            started_at_ms=row["started_at_ms"],
+            lease_expires_at_ms=row["lease_expires_at_ms"],
+            finished_at_ms=row["finished_at_ms"],
+            result_code=row["result_code"],
+            recovery_required=row["recovery_required"],
+        )
+    control = None
+    if row["control_status"] is not None:
+        _enums(row, last_finding=FindingKind, last_failure_class=ProviderFailure)
+        control = CaseControl(
+            status=ControlStatus(row["control_status"]),
+            armed_at_ms=row["armed_at_ms"],
+            finding_count=row["finding_count"],
+            finding_counts=dict(row["finding_counts"]),
+            first_inspected_at_ms=row["first_inspected_at_ms"],
+            last_inspected_at_ms=row["last_inspected_at_ms"],
+            last_finding=row["last_finding"],
+            last_failure_class=row["last_failure_class"],
+            last_evidence_digest=row["last_evidence_digest"],
+            next_scan_at_ms=row["next_scan_at_ms"],
+            manual_at_ms=row["manual_at_ms"],
+            manual_reason=row["manual_reason"],
+            closed_by=row["closed_by"],
+            closed_at_ms=row["closed_at_ms"],
+        )
+    resolution = None
+    if row["resolution_source"] is not None:
+        source = ResolutionSource(row["resolution_source"])
+        outcome = ExecutionState(row["resolution_outcome"])
+        resolution = CaseResolution(
+            source=source,
+            outcome=outcome,
+            decision=Decision.settling(outcome) if source is ResolutionSource.MANUAL else None,
+            reason_code=row["resolution_reason_code"],
+            actor_user_id=row["resolution_actor_user_id"],
+            evidence_digest=row["resolution_evidence_digest"],
+            resolved_at_ms=row["resolved_at_ms"],
+            mutation_id=row["resolution_mutation_id"],
+        )
+    return Case(
+        identity=identity,
+        execution=execution,
+        control=control,
+        resolution=resolution,
+        authorizations=tuple(
+            CaseAuthorization(
+                user_id=a["user_id"],
+                permission=a["permission"],
+                amr=tuple(a["amr"]),
+                auth_time_ms=a["auth_time_ms"],
+                role="decider",
+            )
+            for a in authorizations
+        ),
+        db_now_ms=row["db_now_ms"],
+    )
+
+
+def _decision(row: Row) -> DecisionRecord:
+    outcome = ExecutionState(row["outcome"])
+    finding = row["overridden_finding"]
+    return DecisionRecord(
+        dispatch_id=row["dispatch_id"],
+        project_id=row["project_id"],
+        action_type=row["action_type"],
+        decision=Decision.settling(outcome),
+        outcome=outcome,
+        actor_user_id=row["actor_user_id"],
+        confirmed_by=None,
+        reason_code=row["reason_code"],
+        amr=tuple(row["amr"] or ()),
+        auth_time_ms=row["auth_time_ms"] or 0,
+        evidence_digest=row["evidence_digest"],
+        overridden_finding=FindingKind(finding) if finding is not None else None,
+        resolved_at_ms=row["resolved_at_ms"],
+        resolution_id=row["resolution_id"],
+    )
 
 
 def _enums(row: Row, **columns: Callable[[str], StrEnum]) -> None:
@@ -420,6 +621,8 @@ def page_items(outcomes: Sequence[ItemOutcome]) -> str:
                 "evidence_digest": o.finding.evidence_digest,
                 "mutation_id": o.mutation_id,
                 "delay_ms": o.retry_delay_ms,
+                "failure": o.finding.failure.value if o.finding.failure is not None else None,
+                "escalate_after_ms": o.escalate_after_ms,
             }
             for o in outcomes
         ]

@@ -130,6 +130,16 @@ recovery_controls = Table(
     Column("closed_at_ms", BigInteger, nullable=True),
     # Added: binds a completion-closed control to the execution's completion mutation id.
     Column("completion_mutation_id", Text, nullable=True),
+    # Bounded finding statistics (migration 0008), written by the page commit: counts per
+    # finding kind, first and last inspection, the last provider failure class and evidence
+    # digest, and why the control is manual. A few columns per dispatch, never a row per
+    # inspection.
+    Column("finding_counts", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("first_inspected_at_ms", BigInteger, nullable=True),
+    Column("last_inspected_at_ms", BigInteger, nullable=True),
+    Column("last_failure_class", Text, nullable=True),
+    Column("last_evidence_digest", Text, nullable=True),
+    Column("manual_reason", Text, nullable=True),
     CheckConstraint("status IN ('armed','manual','resolved')", name="status_known"),
     CheckConstraint(f"last_finding IS NULL OR last_finding IN ({_FINDINGS})", name="finding_known"),
     CheckConstraint(
@@ -146,6 +156,17 @@ recovery_controls = Table(
         name="recovery_lease_whole",
     ),
     CheckConstraint("status = 'armed' OR recovery_token IS NULL", name="lease_only_when_armed"),
+    CheckConstraint("jsonb_typeof(finding_counts) = 'object'", name="finding_counts_object"),
+    CheckConstraint(
+        "last_failure_class IS NULL"
+        " OR last_failure_class IN ('outage','timeout','configuration','error')",
+        name="failure_class_known",
+    ),
+    CheckConstraint(
+        f"last_evidence_digest IS NULL OR last_evidence_digest {_HEX64}",
+        name="last_evidence_digest_hex",
+    ),
+    CheckConstraint(f"manual_reason IS NULL OR manual_reason {_CODE}", name="manual_reason_shape"),
 )
 
 Index(
@@ -168,6 +189,15 @@ Index(
     recovery_controls.c.dispatch_id,
     postgresql_where=text("status = 'resolved'"),
 )
+# The waiting list of the API (migration 0008): armed controls inspected at least once.
+Index(
+    "ix_recovery_controls_waiting",
+    recovery_controls.c.first_inspected_at_ms,
+    recovery_controls.c.dispatch_id,
+    postgresql_where=text("status = 'armed' AND first_inspected_at_ms IS NOT NULL"),
+)
+# Looking a case up by the approval it executes.
+Index("ix_approved_action_dispatches_approval_request_id", dispatches.c.approval_request_id)
 # Deleting an identity makes its foreign key look for dispatches superseding it.
 Index(
     "ix_approved_action_dispatches_supersedes_dispatch_id",
@@ -215,6 +245,14 @@ resolutions = Table(
         "source <> 'manual' OR (actor_user_id IS NOT NULL AND reason_code IS NOT NULL)",
         name="manual_has_actor",
     ),
+)
+
+# The decisions list of the API, newest first (migration 0008).
+Index(
+    "ix_recovery_resolutions_manual",
+    resolutions.c.resolved_at_ms,
+    resolutions.c.resolution_id,
+    postgresql_where=text("source = 'manual'"),
 )
 
 recovery_authorizations = Table(
@@ -382,6 +420,38 @@ recovery_prune_runs = Table(
     CheckConstraint("length(actor) <= 128", name="actor_bounded"),
 )
 
+# The audit chain over manual decisions (migration 0008): each link holds the canonical
+# content of one decision and hash = sha256(prev_hash || content). No foreign key: a link
+# outlives a pruned resolution, so the chain stays verifiable.
+recovery_audit_chain = Table(
+    "recovery_audit_chain",
+    metadata,
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("mutation_id", Text, nullable=False),
+    Column("dispatch_id", Text, nullable=False),
+    Column("content", Text, nullable=False),
+    Column("prev_hash", Text, nullable=False),
+    Column("hash", Text, nullable=False),
+    Column("recorded_at_ms", BigInteger, nullable=False),
+    UniqueConstraint("mutation_id"),
+    CheckConstraint("seq >= 1", name="seq_positive"),
+    CheckConstraint(f"prev_hash {_HEX64} AND hash {_HEX64}", name="hashes_hex"),
+    CheckConstraint("octet_length(content) <= 8192", name="content_bounded"),
+)
+
+# The chain's head, one row: a decision updates it before inserting its link, so concurrent
+# decisions queue on its row lock and each links to the head committed before it.
+recovery_audit_head = Table(
+    "recovery_audit_head",
+    metadata,
+    Column("id", SmallInteger, primary_key=True, autoincrement=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("hash", Text, nullable=False),
+    Column("prev_hash", Text, nullable=False),
+    CheckConstraint("id = 1", name="one_row"),
+    CheckConstraint(f"prev_hash {_HEX64} AND hash {_HEX64}", name="hashes_hex"),
+)
+
 # Tables whose rows are facts: a trigger rejects UPDATE and DELETE on each.
 IMMUTABLE_TABLES: tuple[str, ...] = (
     dispatches.name,
@@ -391,4 +461,5 @@ IMMUTABLE_TABLES: tuple[str, ...] = (
     package_install_records.name,
     package_install_targets.name,
     package_commit_markers.name,
+    recovery_audit_chain.name,
 )

@@ -77,19 +77,30 @@ class ManualResolutionService:
         ctx = self._context(decision, now_ms)
         if _is_replay(ctx, principal, decision):
             return ManualResult.REPLAYED
+        as_now: dict[str, object] = {
+            "state": ctx.state.value,
+            "version": ctx.version,
+            "control_status": ctx.control_status.value if ctx.control_status else None,
+        }
         if ctx.mutation_dispatch_id is not None:
-            raise FenceConflict(f"mutation id {decision.mutation_id!r} was already used")
+            raise FenceConflict(
+                f"mutation id {decision.mutation_id!r} was already used", current=as_now
+            )
         if ctx.state is not ExecutionState.EXECUTING:
-            raise FenceConflict(f"dispatch {decision.dispatch_id!r} is already {ctx.state.value}")
+            raise FenceConflict(
+                f"dispatch {decision.dispatch_id!r} is already {ctx.state.value}", current=as_now
+            )
         if ctx.version != decision.expected_execution_version:
             raise FenceConflict(
                 f"dispatch {decision.dispatch_id!r} is at version {ctx.version}, "
-                f"not {decision.expected_execution_version}: reload and decide again"
+                f"not {decision.expected_execution_version}: reload and decide again",
+                current=as_now,
             )
         if ctx.lease_expires_at_ms > ctx.db_now_ms:
             raise FenceConflict(
                 f"dispatch {decision.dispatch_id!r} has a live execution lease: its executor is "
-                "still running, so there is nothing to recover"
+                "still running, so there is nothing to recover",
+                current=as_now,
             )
         if not _auth_fresh(principal, ctx.db_now_ms, self._max_auth_age_ms, self._clock_leeway_ms):
             raise StrongAuthRequired(
@@ -99,7 +110,10 @@ class ManualResolutionService:
         current = self._store.find_grant(ctx.project_id, principal.user_id)
         if current != grant:
             raise PermissionDenied(f"{PERMISSION} on project {ctx.project_id!r} changed; retry")
-        raise FenceConflict(f"decision on {decision.dispatch_id!r} lost a concurrent update; retry")
+        raise FenceConflict(
+            f"decision on {decision.dispatch_id!r} lost a concurrent update; retry",
+            current=as_now,
+        )
 
 
 def _auth_fresh(principal: Principal, now_ms: int, max_age_ms: int, leeway_ms: int) -> bool:

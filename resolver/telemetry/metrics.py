@@ -22,6 +22,7 @@ from resolver.core.domain import (
     ItemOutcome,
     Outcome,
     ResolutionSource,
+    escalated,
 )
 from resolver.core.errors import ResolverError, StorageUnavailable
 from resolver.core.events import CycleEvents, CycleReport, InspectedPage, Stage
@@ -63,6 +64,14 @@ class ResolverMetrics(CycleEvents):
             f"{PREFIX}_fence_rejections",
             "Items whose fenced write was refused because the claim went stale, by stage.",
             ["stage"],
+            registry=registry,
+        )
+        self.escalations = Counter(
+            f"{PREFIX}_escalations",
+            "Dispatches the page commit sent to the manual queue because a non-final finding "
+            "outlasted its action type's window (manual_reason evidence_window_elapsed), by "
+            "action type and the finding that outlasted it.",
+            ["action_type", "finding"],
             registry=registry,
         )
         self.provider_errors = Counter(
@@ -151,6 +160,10 @@ class ResolverMetrics(CycleEvents):
                 resolved[result.value] += 1
         for result_value, n in resolved.items():
             self.resolutions.labels(ResolutionSource.AUTOMATIC.value, result_value).inc(n)
+        for outcome in outcomes:
+            if escalated(outcome, report):
+                action_type = outcome.item.identity.action_type
+                self.escalations.labels(action_type, outcome.finding.kind.value).inc()
 
     def released(self, items: Sequence[ClaimedItem], released: int, seconds: float) -> None:
         if len(items) > released:

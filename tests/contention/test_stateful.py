@@ -101,7 +101,13 @@ class RecoveryMachine(RuleBasedStateMachine):
             conn.execute(
                 "TRUNCATE recovery_authorizations, approved_action_recovery_resolutions,"
                 " approved_action_recovery_controls, approved_action_executions,"
-                " approved_action_dispatches, recovery_role_bindings, recovery_projects CASCADE"
+                " approved_action_dispatches, recovery_role_bindings, recovery_projects,"
+                " recovery_audit_chain CASCADE"
+            )
+            # Each example starts a fresh audit chain (migration 0008) with its mutation ids.
+            conn.execute(
+                "UPDATE recovery_audit_head SET seq = 0, hash = repeat('0', 64),"
+                " prev_hash = repeat('0', 64)"
             )
             conn.execute("INSERT INTO recovery_projects VALUES ('proj-1', 1)")
             conn.execute(

@@ -1,4 +1,5 @@
--- Current definitions: the three commits, siblings. Each settles a dispatch (terminal
+-- Current definitions: the three commits, siblings (with migration 0008: escalation and
+-- the bounded finding statistics in the automatic one, the audit chain in the manual one). Each settles a dispatch (terminal
 -- execution, closed control, a resolution where one is due) in one statement under the same
 -- lock order (execution row, then control row, then inserts) and the same fences:
 --   1. resolver_commit_automatic: the resolver's fenced page commit of verified evidence
@@ -70,10 +71,22 @@ BEGIN
         SELECT * FROM json_to_recordset(p_items) AS i(
             dispatch_id text, recovery_token uuid, recovery_version bigint,
             execution_version bigint, finding text, result_code text, evidence_digest text,
-            mutation_id text, delay_ms bigint)
+            mutation_id text, delay_ms bigint, failure text, escalate_after_ms bigint)
     ),
     fenced AS (
-        SELECT i.*, resolver_finding_status(i.finding) AS status
+        SELECT i.*,
+               CASE
+                   -- Escalation (ADR-0033 §4, "when evidence is missing"): a finding that
+                   -- would re-arm goes to a human once its action type's window, counted from
+                   -- the case's first inspection, has elapsed. From the first inspection, not
+                   -- from when this kind began, so alternating findings never restart it.
+                   WHEN resolver_finding_status(i.finding) = 'armed'
+                        AND i.escalate_after_ms IS NOT NULL
+                        AND now_ms - coalesce(c.first_inspected_at_ms, now_ms)
+                            >= i.escalate_after_ms
+                   THEN 'manual'
+                   ELSE resolver_finding_status(i.finding)
+               END AS status
         FROM item AS i
         JOIN approved_action_recovery_controls AS c
           ON i.dispatch_id = ANY(locked_controls)
@@ -107,8 +120,19 @@ BEGIN
             closed_by = CASE WHEN f.status = 'resolved' THEN 'automatic' END,
             closed_at_ms = CASE WHEN f.status = 'resolved' THEN now_ms END,
             manual_at_ms = CASE WHEN f.status = 'manual' THEN now_ms END,
+            manual_reason = CASE WHEN f.status <> 'manual' THEN NULL
+                                 WHEN resolver_finding_status(f.finding) = 'manual'
+                                     THEN f.finding
+                                 ELSE 'evidence_window_elapsed' END,
             last_finding = f.finding,
             finding_count = c.finding_count + 1,
+            -- Bounded statistics: at most one key per finding kind, two times, two codes.
+            finding_counts = c.finding_counts || jsonb_build_object(
+                f.finding, coalesce((c.finding_counts ->> f.finding)::bigint, 0) + 1),
+            first_inspected_at_ms = coalesce(c.first_inspected_at_ms, now_ms),
+            last_inspected_at_ms = now_ms,
+            last_failure_class = coalesce(f.failure, c.last_failure_class),
+            last_evidence_digest = coalesce(f.evidence_digest, c.last_evidence_digest),
             next_scan_at_ms = CASE WHEN f.status = 'armed' THEN now_ms + f.delay_ms
                                    ELSE c.next_scan_at_ms END,
             (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
@@ -189,13 +213,19 @@ LANGUAGE sql VOLATILE AS $$
         RETURNING c.dispatch_id
     ),
     resolution AS (
+        -- `finding` of a manual resolution: the finding it overrode (the control's last one,
+        -- read from the statement's snapshot, before `closed`).
         INSERT INTO approved_action_recovery_resolutions (
-            dispatch_id, mutation_id, source, outcome, evidence_digest,
+            dispatch_id, mutation_id, source, outcome, finding, evidence_digest,
             expected_execution_version, actor_user_id, reason_code, resolved_at_ms)
-        SELECT s.dispatch_id, p_mutation_id, 'manual', p_outcome, p_evidence_digest,
-               p_expected_execution_version, p_user_id, p_reason_code, s.finished_at_ms
+        SELECT s.dispatch_id, p_mutation_id, 'manual', p_outcome,
+               (SELECT oc.last_finding FROM approved_action_recovery_controls AS oc
+                WHERE oc.dispatch_id = s.dispatch_id),
+               p_evidence_digest, p_expected_execution_version, p_user_id, p_reason_code,
+               s.finished_at_ms
         FROM settled AS s
-        RETURNING mutation_id, resolved_at_ms
+        RETURNING dispatch_id, mutation_id, outcome, finding, evidence_digest,
+                  expected_execution_version, actor_user_id, reason_code, resolved_at_ms
     ),
     authorization_fact AS (
         INSERT INTO recovery_authorizations (
@@ -204,7 +234,45 @@ LANGUAGE sql VOLATILE AS $$
         SELECT r.mutation_id, p_user_id, 'approval.recover', p_project_id, p_project_version,
                p_role_binding_version, p_auth_time_ms, p_amr, r.resolved_at_ms
         FROM resolution AS r
-        RETURNING mutation_id
+        RETURNING mutation_id, user_id, permission, project_id, project_version,
+                  role_binding_version, auth_time_ms, amr, authorized_at_ms
+    ),
+    -- The audit chain (migration 0008): the decision's canonical content, linked to the
+    -- chain's head. Updating the one head row takes its lock, so concurrent decisions link
+    -- one after another; after a wait, READ COMMITTED re-reads the head that committed first
+    -- and this link's hash is computed from it. The head is the last row locked: the lock
+    -- order (execution, control, inserts, head) is the same for every writer.
+    content AS (
+        SELECT r.mutation_id, r.dispatch_id, r.resolved_at_ms,
+               resolver_audit_content(
+                   r.dispatch_id, r.mutation_id, r.outcome, r.finding, r.evidence_digest,
+                   r.expected_execution_version, r.actor_user_id, r.reason_code,
+                   r.resolved_at_ms,
+                   (SELECT json_agg(resolver_audit_authorization(
+                               a.user_id, a.permission, a.project_id, a.project_version,
+                               a.role_binding_version, a.auth_time_ms, a.amr,
+                               a.authorized_at_ms)
+                           ORDER BY a.user_id)
+                    FROM authorization_fact AS a WHERE a.mutation_id = r.mutation_id))
+                   AS content
+        FROM resolution AS r
+    ),
+    head AS (
+        UPDATE recovery_audit_head AS h
+        SET seq = h.seq + 1,
+            prev_hash = h.hash,
+            hash = encode(sha256(convert_to(h.hash || c.content, 'UTF8')), 'hex')
+        FROM content AS c
+        WHERE h.id = 1
+        RETURNING h.seq, h.prev_hash, h.hash
+    ),
+    link AS (
+        INSERT INTO recovery_audit_chain (
+            seq, mutation_id, dispatch_id, content, prev_hash, hash, recorded_at_ms)
+        SELECT h.seq, c.mutation_id, c.dispatch_id, c.content, h.prev_hash, h.hash,
+               c.resolved_at_ms
+        FROM head AS h, content AS c
+        RETURNING seq
     )
     SELECT s.dispatch_id, s.version, (SELECT count(*) FROM closed),
            (SELECT count(*) FROM authorization_fact)

@@ -13,11 +13,13 @@ from typing import Any, cast
 from fastapi import FastAPI
 
 from resolver.core.domain import BIGINT_MAX
-from resolver.core.ports import ManualStore
+from resolver.core.ports import HumanStore
+from resolver.human.api.cases import install_case_routes
 from resolver.human.api.edge import Edge
 from resolver.human.api.limits import RateLimiter
-from resolver.human.api.problems import install_error_handlers
+from resolver.human.api.problems import ApiError, install_error_handlers, problem_responses
 from resolver.human.api.routes import (
+    bad_cursor,
     bearer_principal,
     install_console,
     install_manual_routes,
@@ -31,7 +33,7 @@ from resolver.telemetry.observer import ApiObserver, NullApiObserver
 
 
 def create_app(
-    store: ManualStore,
+    store: HumanStore,
     verifier: TokenVerifier,
     *,
     service: ManualResolutionService | None = None,
@@ -57,11 +59,18 @@ def create_app(
     app.add_middleware(Edge, events=events)
     install_manual_routes(
         app,
-        store,
         bearer_principal(verifier, events),
         service or ManualResolutionService(store),
         limiter or RateLimiter(),
         events,
+    )
+    install_case_routes(
+        app,
+        store,
+        bearer_principal(verifier, events),
+        problem_responses,
+        lambda title: ApiError(404, "not_found", title),
+        bad_cursor,
     )
     install_probes(app, readiness)
     install_console(app, console or ConsoleConfig())
@@ -78,7 +87,7 @@ class _NoKeys:
 def openapi_document() -> dict[str, Any]:
     """The published OpenAPI document (docs/openapi.json); the app serves none."""
     unused = TokenVerifier(issuer="", audience="", keys=_NoKeys())
-    document = create_app(cast(ManualStore, None), unused).openapi()
+    document = create_app(cast(HumanStore, None), unused).openapi()
     # FastAPI's schema model holds bounds as floats: 2**63 - 1 would print as 2**63.
     schemas = document["components"]["schemas"]
     for fenced in ("DecisionRequest", "BulkItem"):

@@ -7,7 +7,7 @@ map to one status and code here; the framework's own detail text never reaches a
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import structlog
 from fastapi import FastAPI, Request, Response
@@ -24,18 +24,29 @@ from resolver.core.errors import (
     StorageUnavailable,
     StrongAuthRequired,
 )
-from resolver.human.api.models import MAX_BODY_BYTES, Problem
+from resolver.human.api.models import MAX_BODY_BYTES, CurrentState, Problem
 from resolver.human.manual import MAX_AUTH_AGE_MS
 from resolver.telemetry.observer import ApiObserver
 
 log = structlog.get_logger("resolver.api")
 PROBLEM = "application/problem+json"
+# The `acr_values` of a step-up answer (RFC 9470): multi-factor authentication, the class the
+# OIDC `amr` values the API accepts (mfa, hwk, swk, otp, fido) all belong to.
+STEP_UP_ACR_VALUES = "mfa"
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, title: str, headers: dict[str, str] | None = None):
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        title: str,
+        headers: dict[str, str] | None = None,
+        current: dict[str, object] | None = None,
+    ):
         super().__init__(title)
         self.status, self.code, self.title, self.headers = status, code, title, headers or {}
+        self.current = current
 
 
 class BodyTooLarge(Exception):
@@ -62,9 +73,13 @@ def problem(error: ApiError) -> JSONResponse:
         title=error.title,
         status=error.status,
         code=error.code,
+        current=CurrentState.model_validate(error.current) if error.current else None,
     )
     return JSONResponse(
-        body.model_dump(), status_code=error.status, headers=error.headers, media_type=PROBLEM
+        body.model_dump(exclude_none=True),
+        status_code=error.status,
+        headers=error.headers,
+        media_type=PROBLEM,
     )
 
 
@@ -81,7 +96,7 @@ def _domain_mapping() -> dict[type[Exception], Callable[[Exception], ApiError]]:
     step_up = (
         'Bearer realm="resolver", error="insufficient_user_authentication", '
         'error_description="recent multi-factor authentication required", '
-        f"max_age={MAX_AUTH_AGE_MS // 1000}"
+        f'acr_values="{STEP_UP_ACR_VALUES}", max_age={MAX_AUTH_AGE_MS // 1000}'
     )
     unavailable = ApiError(
         503, "unavailable", "storage is unavailable; try again", {"Retry-After": "5"}
@@ -92,7 +107,9 @@ def _domain_mapping() -> dict[type[Exception], Callable[[Exception], ApiError]]:
         ),
         PermissionDenied: lambda e: ApiError(403, "forbidden", str(e)),
         NotFound: lambda e: ApiError(404, "not_found", str(e)),
-        FenceConflict: lambda e: ApiError(409, "conflict", str(e)),
+        FenceConflict: lambda e: ApiError(
+            409, "conflict", str(e), current=cast(FenceConflict, e).current
+        ),
         # The constraint's name is schema detail: the client learns only that the write lost.
         ConstraintViolation: lambda _e: ApiError(409, "conflict", "the write was refused"),
         StorageUnavailable: lambda _e: unavailable,

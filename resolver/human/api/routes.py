@@ -4,28 +4,21 @@ operator console."""
 # No `from __future__ import annotations` here: FastAPI resolves the endpoint annotations,
 # which name dependencies local to the install functions, at definition time.
 
-import base64
-import binascii
 import json
 from collections.abc import Callable
 from importlib import resources
 from typing import Annotated
 
 import structlog
-from fastapi import Depends, FastAPI, Header, Path, Query, Response
+from fastapi import Depends, FastAPI, Header, Path, Response
 from fastapi.responses import JSONResponse
 
-from resolver.core.domain import BIGINT_MAX, ID_PATTERN, ID_REGEX, ManualDecision, Principal
-from resolver.core.ports import ManualStore
+from resolver.core.domain import ID_REGEX, ManualDecision, Principal
 from resolver.human.api.bulk import BulkRequest, BulkResponse, bulk_cost, decide_each
 from resolver.human.api.limits import RateLimiter
 from resolver.human.api.models import (
-    MAX_CURSOR_LENGTH,
     DecisionRequest,
     DecisionResponse,
-    QueueEntry,
-    QueueLimit,
-    QueuePage,
 )
 from resolver.human.api.problems import ApiError, problem_responses
 from resolver.human.auth import InvalidToken, TokenVerifier
@@ -69,27 +62,12 @@ def bearer_principal(
 
 def install_manual_routes(
     app: FastAPI,
-    store: ManualStore,
     principal: Callable[[str | None], Principal],
     service: ManualResolutionService,
     limiter: RateLimiter,
     events: ApiObserver,
 ) -> None:
     User = Annotated[Principal, Depends(principal)]
-
-    @app.get("/v1/manual-queue", response_model=QueuePage, responses=problem_responses(401, 422))
-    def manual_queue(
-        user: User,
-        limit: QueueLimit = 50,
-        cursor: Annotated[str | None, Query(max_length=MAX_CURSOR_LENGTH)] = None,
-    ) -> QueuePage:
-        items = store.manual_queue(user.user_id, limit, _decode_cursor(cursor))
-        next_cursor = (
-            _encode_cursor(items[-1].manual_at_ms, items[-1].dispatch_id)
-            if len(items) == limit
-            else None
-        )
-        return QueuePage(items=[QueueEntry.of(item) for item in items], next_cursor=next_cursor)
 
     @app.post(
         "/v1/dispatches/{dispatch_id}/resolution",
@@ -202,25 +180,5 @@ def install_console(app: FastAPI, config: ConsoleConfig) -> None:
         return serve(name)
 
 
-def _encode_cursor(manual_at_ms: int, dispatch_id: str) -> str:
-    return base64.urlsafe_b64encode(f"{manual_at_ms}:{dispatch_id}".encode()).decode()
-
-
-def _decode_cursor(cursor: str | None) -> tuple[int, str] | None:
-    """A cursor this API issued, or 422: every part bounded and typed before any SQL."""
-    if cursor is None:
-        return None
-    try:
-        raw = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("ascii")
-    except (ValueError, binascii.Error):
-        raise _bad_cursor() from None
-    at, _, dispatch_id = raw.partition(":")
-    if not (at.isdigit() and len(at) <= 19 and int(at) <= BIGINT_MAX):
-        raise _bad_cursor()
-    if not ID_PATTERN.match(dispatch_id):
-        raise _bad_cursor()
-    return int(at), dispatch_id
-
-
-def _bad_cursor() -> ApiError:
+def bad_cursor() -> ApiError:
     return ApiError(422, "invalid_request", "invalid fields: cursor")

@@ -277,11 +277,14 @@ def assert_problem(response: httpx.Response, status: int, code: str) -> dict[str
     assert response.headers["cache-control"] == "no-store"
     assert response.headers["content-type"] == "application/problem+json"
     doc = response.json()
+    # A 409 also says where the dispatch stands now (state, version, control status).
+    extra = {"current": doc["current"]} if status == 409 else {}
     assert doc == {
         "type": f"urn:resolver:problem:{code}",
         "title": doc["title"],
         "status": status,
         "code": code,
+        **extra,
     }
     return dict(doc)
 
@@ -329,7 +332,9 @@ def test_the_exact_bounds_are_accepted(
         f"/v1/manual-queue?limit=100&cursor={cursor(f'{BIGINT_MAX}:zzz')}",
         headers=auth(token(signing_key)),
     )
-    assert page.status_code == 200 and page.json() == {"items": [], "next_cursor": None}
+    # `total` counts what matches the filter, whatever the page: the one manual item.
+    assert page.status_code == 200
+    assert page.json() == {"items": [], "next_cursor": None, "total": 1}
     ok = edge.get("/v1/manual-queue?limit=1", headers=auth(token(signing_key)))
     assert ok.status_code == 200 and ok.json()["items"][0]["dispatch_id"] == dispatch_id
 
@@ -340,7 +345,7 @@ class Exploding:
     def __init__(self, store: PostgresStore) -> None:
         self._store = store
 
-    def manual_queue(self, *_args: Any) -> list[Any]:
+    def list_cases(self, *_args: Any) -> list[Any]:
         raise RuntimeError("bug with a secret: hunter2")
 
     def __getattr__(self, name: str) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from resolver.core.domain import (
+    CaseList,
     Completion,
     Decision,
     FindingKind,
@@ -243,9 +244,11 @@ def test_queue_lists_manual_items_of_permitted_projects_with_keyset_paging(
     reconciler(store, ScriptedProvider(fixed(FindingKind.CONFLICT))).run_cycle(
         now_ms=T0 + EXEC_LEASE_MS
     )
-    first = store.manual_queue("alice", 2)
+    first = store.list_cases("alice", CaseList.MANUAL, 2)
     assert [i.dispatch_id for i in first] == sorted(x.dispatch_id for x in leases)[:2]
-    rest = store.manual_queue("alice", 2, after=(first[-1].manual_at_ms, first[-1].dispatch_id))
+    rest = store.list_cases(
+        "alice", CaseList.MANUAL, 2, after=(first[-1].since_ms, first[-1].dispatch_id)
+    )
     assert [i.dispatch_id for i in rest] == sorted(x.dispatch_id for x in leases)[2:]
-    assert store.manual_queue("mallory", 10) == []
+    assert store.list_cases("mallory", CaseList.MANUAL, 10) == []
     assert {i.last_finding for i in first} == {"conflict"}

@@ -1,0 +1,212 @@
+-- Migration 0008_human_decision (down): undoes 0008_human_decision.up.sql: the commits as
+-- 0007 and 0012 defined them, then the audit functions, tables, indexes and columns.
+CREATE OR REPLACE FUNCTION resolver_commit_automatic(p_items json, p_now_ms bigint DEFAULT NULL)
+RETURNS TABLE (dispatch_id text, status text)
+LANGUAGE plpgsql VOLATILE AS $$
+#variable_conflict use_column
+DECLARE
+    ids text[];
+    verified_ids text[];
+    locked_executions text[];
+    locked_controls text[];
+    now_ms bigint;
+BEGIN
+    SELECT array_agg(i.dispatch_id ORDER BY i.dispatch_id),
+           array_agg(i.dispatch_id ORDER BY i.dispatch_id)
+               FILTER (WHERE resolver_finding_status(i.finding) = 'resolved')
+    INTO ids, verified_ids
+    FROM json_to_recordset(p_items) AS i(dispatch_id text, finding text);
+    -- Lock order, the same for every writer: executions (of verified items), then every
+    -- control of the page, each in key order; then the fenced writes. SKIP LOCKED: a row
+    -- another transaction holds (an operator's open SELECT ... FOR UPDATE, an executor's
+    -- completion in flight) leaves its item out of this commit, as a lost fence; it is
+    -- claimed again once its recovery lease lapses. The rest of the page commits at once
+    -- instead of waiting (and failing whole on lock_timeout) behind one held row.
+    SELECT coalesce(array_agg(e.dispatch_id), '{}') INTO locked_executions
+    FROM (SELECT e.dispatch_id FROM approved_action_executions AS e
+          WHERE e.dispatch_id = ANY(coalesce(verified_ids, '{}'))
+          ORDER BY e.dispatch_id
+          FOR UPDATE SKIP LOCKED) AS e;
+    SELECT coalesce(array_agg(c.dispatch_id), '{}') INTO locked_controls
+    FROM (SELECT c.dispatch_id FROM approved_action_recovery_controls AS c
+          WHERE c.dispatch_id = ANY(ids)
+          ORDER BY c.dispatch_id
+          FOR UPDATE SKIP LOCKED) AS c;
+    -- The database clock once the rows are ours: an execution lease is judged expired at
+    -- the moment of the write, not before a lock wait.
+    now_ms := resolver_now_ms(p_now_ms);
+    -- With the rows locked (an item whose rows another transaction holds is left out),
+    -- `fenced` is exactly the set whose recovery lease, open control,
+    -- execution version and expired execution lease still hold; every write below applies
+    -- to that set only, so each dispatch commits all-or-nothing and a stale item writes
+    -- nothing. The answer: each fenced dispatch id and the status its control took.
+    RETURN QUERY
+    WITH item AS (
+        -- Every key of an item is one column (the replica writes them).
+        SELECT * FROM json_to_recordset(p_items) AS i(
+            dispatch_id text, recovery_token uuid, recovery_version bigint,
+            execution_version bigint, finding text, result_code text, evidence_digest text,
+            mutation_id text, delay_ms bigint)
+    ),
+    fenced AS (
+        SELECT i.*, resolver_finding_status(i.finding) AS status
+        FROM item AS i
+        JOIN approved_action_recovery_controls AS c
+          ON i.dispatch_id = ANY(locked_controls)
+         AND (resolver_finding_status(i.finding) <> 'resolved'
+              OR i.dispatch_id = ANY(locked_executions))
+         AND c.dispatch_id = i.dispatch_id AND c.status = 'armed'
+         AND c.recovery_token = i.recovery_token AND c.recovery_version = i.recovery_version
+         AND c.execution_version = i.execution_version
+        JOIN approved_action_executions AS e
+          ON e.dispatch_id = i.dispatch_id AND e.state = 'executing'
+         AND e.version = i.execution_version
+         -- Defence in depth: the version fence already excludes a renewed execution; this
+         -- one holds even if a writer extended a lease without bumping the version.
+         AND e.lease_expires_at_ms <= now_ms
+    ),
+    terminal AS (
+        UPDATE approved_action_executions AS e
+        SET state = CASE f.finding WHEN 'verified_succeeded' THEN 'succeeded' ELSE 'failed' END,
+            version = e.version + 1,
+            finished_at_ms = now_ms,
+            result_code = f.result_code,
+            evidence_digest = f.evidence_digest
+        FROM fenced AS f
+        WHERE e.dispatch_id = f.dispatch_id AND f.status = 'resolved'
+    ),
+    control AS (
+        UPDATE approved_action_recovery_controls AS c
+        SET status = f.status,
+            execution_version = c.execution_version
+                                + CASE WHEN f.status = 'resolved' THEN 1 ELSE 0 END,
+            closed_by = CASE WHEN f.status = 'resolved' THEN 'automatic' END,
+            closed_at_ms = CASE WHEN f.status = 'resolved' THEN now_ms END,
+            manual_at_ms = CASE WHEN f.status = 'manual' THEN now_ms END,
+            last_finding = f.finding,
+            finding_count = c.finding_count + 1,
+            next_scan_at_ms = CASE WHEN f.status = 'armed' THEN now_ms + f.delay_ms
+                                   ELSE c.next_scan_at_ms END,
+            (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
+                = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version))
+        FROM fenced AS f
+        WHERE c.dispatch_id = f.dispatch_id
+    ),
+    resolution AS (
+        INSERT INTO approved_action_recovery_resolutions (
+            dispatch_id, mutation_id, source, outcome, finding, evidence_digest, result_code,
+            expected_execution_version, resolved_at_ms)
+        SELECT f.dispatch_id, f.mutation_id, 'automatic',
+               CASE f.finding WHEN 'verified_succeeded' THEN 'succeeded' ELSE 'failed' END,
+               f.finding, f.evidence_digest, f.result_code, f.execution_version, now_ms
+        FROM fenced AS f
+        WHERE f.status = 'resolved'
+    )
+    SELECT f.dispatch_id, f.status FROM fenced AS f;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION resolver_commit_manual(
+    p_dispatch_id text, p_mutation_id text, p_outcome text, p_evidence_digest text,
+    p_reason_code text, p_expected_execution_version bigint, p_user_id text, p_project_id text,
+    p_project_version bigint, p_role_binding_version bigint, p_auth_time_ms bigint,
+    p_amr text[], p_max_auth_age_ms bigint, p_clock_leeway_ms bigint,
+    p_now_ms bigint DEFAULT NULL
+)
+RETURNS TABLE (
+    dispatch_id text, version bigint, controls_closed bigint, authorizations bigint
+)
+LANGUAGE sql VOLATILE AS $$
+    WITH now AS (SELECT resolver_now_ms(p_now_ms) AS ms),
+    granted AS (
+        SELECT b.project_id
+        FROM recovery_role_bindings AS b
+        JOIN recovery_projects AS p USING (project_id)
+        WHERE b.project_id = p_project_id AND b.user_id = p_user_id
+          AND b.permission = 'approval.recover'
+          AND b.version = p_role_binding_version AND p.version = p_project_version
+        FOR SHARE OF b, p
+    ),
+    settled AS (
+        UPDATE approved_action_executions AS e
+        SET state = p_outcome,
+            version = e.version + 1,
+            finished_at_ms = now.ms,
+            evidence_digest = p_evidence_digest
+        FROM now, approved_action_dispatches AS d
+        WHERE e.dispatch_id = p_dispatch_id AND d.dispatch_id = e.dispatch_id
+          AND d.project_id = p_project_id
+          AND e.version = p_expected_execution_version
+          AND e.state = 'executing' AND e.lease_expires_at_ms <= now.ms
+          AND EXISTS (SELECT 1 FROM approved_action_recovery_controls AS oc
+                      WHERE oc.dispatch_id = e.dispatch_id AND oc.status <> 'resolved')
+          AND p_auth_time_ms >= now.ms - p_max_auth_age_ms
+          AND p_auth_time_ms <= now.ms + p_clock_leeway_ms
+          AND EXISTS (SELECT 1 FROM granted)
+        RETURNING e.dispatch_id, e.version, e.finished_at_ms
+    ),
+    closed AS (
+        UPDATE approved_action_recovery_controls AS c
+        SET status = 'resolved',
+            closed_by = 'manual',
+            closed_at_ms = s.finished_at_ms,
+            execution_version = s.version,
+            manual_at_ms = NULL,
+            (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
+                = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version))
+        FROM settled AS s
+        WHERE c.dispatch_id = s.dispatch_id AND c.status <> 'resolved'
+        RETURNING c.dispatch_id
+    ),
+    resolution AS (
+        INSERT INTO approved_action_recovery_resolutions (
+            dispatch_id, mutation_id, source, outcome, evidence_digest,
+            expected_execution_version, actor_user_id, reason_code, resolved_at_ms)
+        SELECT s.dispatch_id, p_mutation_id, 'manual', p_outcome, p_evidence_digest,
+               p_expected_execution_version, p_user_id, p_reason_code, s.finished_at_ms
+        FROM settled AS s
+        RETURNING mutation_id, resolved_at_ms
+    ),
+    authorization_fact AS (
+        INSERT INTO recovery_authorizations (
+            mutation_id, user_id, permission, project_id, project_version,
+            role_binding_version, auth_time_ms, amr, authorized_at_ms)
+        SELECT r.mutation_id, p_user_id, 'approval.recover', p_project_id, p_project_version,
+               p_role_binding_version, p_auth_time_ms, p_amr, r.resolved_at_ms
+        FROM resolution AS r
+        RETURNING mutation_id
+    )
+    SELECT s.dispatch_id, s.version, (SELECT count(*) FROM closed),
+           (SELECT count(*) FROM authorization_fact)
+    FROM settled AS s
+$$;
+
+-- CREATE OR REPLACE keeps grants; the pinned search_path is set again to be sure.
+DO $$
+DECLARE
+    fn text;
+BEGIN
+    FOREACH fn IN ARRAY ARRAY[
+        'resolver_commit_automatic(json, bigint)',
+        'resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint)'
+    ] LOOP
+        EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp',
+                       fn, current_schema());
+    END LOOP;
+END
+$$;
+
+DROP FUNCTION IF EXISTS resolver_audit_content(text, text, text, text, text, bigint, text, text, bigint, json);
+DROP FUNCTION IF EXISTS resolver_audit_authorization(text, text, text, bigint, bigint, bigint, text[], bigint);
+DROP TABLE IF EXISTS recovery_audit_head;
+DROP TABLE IF EXISTS recovery_audit_chain;
+DROP INDEX IF EXISTS ix_recovery_resolutions_manual;
+DROP INDEX IF EXISTS ix_approved_action_dispatches_approval_request_id;
+DROP INDEX IF EXISTS ix_recovery_controls_waiting;
+ALTER TABLE approved_action_recovery_controls
+    DROP COLUMN manual_reason,
+    DROP COLUMN last_evidence_digest,
+    DROP COLUMN last_failure_class,
+    DROP COLUMN last_inspected_at_ms,
+    DROP COLUMN first_inspected_at_ms,
+    DROP COLUMN finding_counts;

@@ -1,0 +1,395 @@
+"""The read routes of the manual-resolution API: the whole case, the lists, the decisions.
+
+Everything here is read-only and project-scoped: a caller sees only projects where it holds
+`approval.recover` or `approval.recover.read`; an unknown and a forbidden dispatch answer
+alike (404). Every query parameter is typed and bounded before any SQL runs; cursors are
+opaque keysets this API issued.
+"""
+
+# No `from __future__ import annotations`: FastAPI resolves the endpoint annotations.
+
+import base64
+import binascii
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Path, Query
+from pydantic import BaseModel, BeforeValidator, ConfigDict
+
+from resolver.core.domain import (
+    ID_PATTERN,
+    Case,
+    CaseFilter,
+    CaseList,
+    DecisionFilter,
+    DecisionRecord,
+    FindingKind,
+    ManualQueueItem,
+    Principal,
+)
+from resolver.core.ports import CaseReader
+
+# The same bounds as the API module's (kept here to avoid an import cycle: it imports this).
+BIGINT_MAX = 2**63 - 1
+ID_REGEX = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$"
+ACTION_TYPE_REGEX = r"^[a-z][a-z0-9_.\-]{0,63}$"
+MAX_LIMIT = 100
+MAX_CURSOR_LENGTH = 300
+# `total` counts at most this many matching cases: a runaway backlog costs a bounded read.
+TOTAL_CAP = 10_000
+MAX_AGE_SECONDS = 10 * 366 * 86_400
+
+
+def _digits(max_digits: int) -> Callable[[object], object]:
+    """Query integers in plain ASCII digits only: no sign, space, `_`, `7.0` or exponent."""
+
+    def check(value: object) -> object:
+        if isinstance(value, str) and not (
+            value.isascii() and value.isdigit() and len(value) <= max_digits
+        ):
+            raise ValueError("must be a decimal integer")
+        return value
+
+    return check
+
+
+Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT), BeforeValidator(_digits(6))]
+Cursor = Annotated[str | None, Query(max_length=MAX_CURSOR_LENGTH)]
+ProjectId = Annotated[str | None, Query(pattern=ID_REGEX)]
+ActionType = Annotated[str | None, Query(pattern=ACTION_TYPE_REGEX)]
+LastFinding = Annotated[FindingKind | None, Query()]
+MinAge = Annotated[int, Query(ge=0, le=MAX_AGE_SECONDS), BeforeValidator(_digits(12))]
+Lookup = Annotated[
+    str | None,
+    Query(pattern=ID_REGEX, description="exact dispatch id, idempotency key or approval id"),
+]
+TimeMs = Annotated[int | None, Query(ge=0, le=BIGINT_MAX), BeforeValidator(_digits(19))]
+UserId = Annotated[str | None, Query(min_length=1, max_length=128)]
+
+
+class Proposal(BaseModel):
+    """A pending two-person decision (null when none is open)."""
+
+    decision: str
+    proposed_by: str
+    proposed_at_ms: int
+    expires_at_ms: int
+    reason_code: str
+    evidence_digest: str | None
+    expected_execution_version: int
+
+
+class QueueEntry(BaseModel):
+    """One open case as the manual queue and the waiting list show it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    dispatch_id: str
+    project_id: str
+    action_type: str
+    approval_request_id: str
+    idempotency_key: str
+    action_digest: str
+    last_finding: FindingKind | None
+    last_failure_class: str | None
+    finding_count: int
+    first_inspected_at_ms: int | None
+    manual_at_ms: int | None
+    """When the case entered the manual queue (null on the waiting list)."""
+    manual_reason: str | None
+    """Why: `conflict`, `unsupported` or `evidence_window_elapsed` (an escalation)."""
+    execution_version: int
+    """Send it back as `expected_execution_version`: the decision is fenced on it."""
+    started_at_ms: int
+    attempt: int
+    proposal: Proposal | None = None
+
+    @classmethod
+    def of(cls, item: ManualQueueItem) -> "QueueEntry":
+        return cls(
+            dispatch_id=item.dispatch_id,
+            project_id=item.project_id,
+            action_type=item.action_type,
+            approval_request_id=item.approval_request_id,
+            idempotency_key=item.idempotency_key,
+            action_digest=item.action_digest,
+            last_finding=item.last_finding,
+            last_failure_class=item.last_failure_class,
+            finding_count=item.finding_count,
+            first_inspected_at_ms=item.first_inspected_at_ms,
+            manual_at_ms=item.manual_at_ms,
+            manual_reason=item.manual_reason,
+            execution_version=item.execution_version,
+            started_at_ms=item.started_at_ms,
+            attempt=item.attempt,
+        )
+
+
+class QueuePage(BaseModel):
+    items: list[QueueEntry]
+    next_cursor: str | None
+    total: int
+    """Cases matching the filter, counted up to 10,000 (a total at 10,000 means at least)."""
+
+
+class CaseIdentityOut(BaseModel):
+    dispatch_id: str
+    approval_request_id: str
+    project_id: str
+    action_type: str
+    action_digest: str
+    idempotency_key: str
+    schema_version: int
+    supersedes_dispatch_id: str | None
+    superseded_by: list[str]
+    created_at_ms: int
+
+
+class CaseExecutionOut(BaseModel):
+    state: str
+    owner: str | None
+    attempt: int
+    version: int
+    started_at_ms: int | None
+    lease_expires_at_ms: int
+    finished_at_ms: int | None
+    result_code: str | None
+    recovery_required: bool
+
+
+class CaseControlOut(BaseModel):
+    status: str
+    armed_at_ms: int
+    finding_count: int
+    finding_counts: dict[str, int]
+    first_inspected_at_ms: int | None
+    last_inspected_at_ms: int | None
+    last_finding: str | None
+    last_failure_class: str | None
+    last_evidence_digest: str | None
+    next_scan_at_ms: int
+    manual_at_ms: int | None
+    manual_reason: str | None
+    closed_by: str | None
+    closed_at_ms: int | None
+
+
+class CaseResolutionOut(BaseModel):
+    source: str
+    outcome: str
+    decision: str | None
+    reason_code: str | None
+    actor_user_id: str | None
+    evidence_digest: str | None
+    resolved_at_ms: int
+    mutation_id: str
+
+
+class CaseAuthorizationOut(BaseModel):
+    user_id: str
+    permission: str
+    amr: list[str]
+    auth_time_ms: int
+    role: str
+
+
+class LateEvidenceOut(BaseModel):
+    finding: str
+    agrees: bool
+    evidence_digest: str | None
+    observed_at_ms: int
+
+
+class CaseOut(BaseModel):
+    """The whole case of one dispatch, read-only."""
+
+    identity: CaseIdentityOut
+    execution: CaseExecutionOut | None
+    """Null only for a dispatch that was never leased."""
+    control: CaseControlOut | None
+    proposal: Proposal | None
+    resolution: CaseResolutionOut | None
+    authorizations: list[CaseAuthorizationOut]
+    late_evidence: list[LateEvidenceOut]
+
+    @classmethod
+    def of(cls, case: Case) -> "CaseOut":
+        return cls(
+            identity=CaseIdentityOut(**_fields(case.identity)),
+            execution=CaseExecutionOut(**_fields(case.execution)) if case.execution else None,
+            control=CaseControlOut(**_fields(case.control)) if case.control else None,
+            proposal=None,
+            resolution=CaseResolutionOut(**_fields(case.resolution)) if case.resolution else None,
+            authorizations=[CaseAuthorizationOut(**_fields(a)) for a in case.authorizations],
+            late_evidence=[],
+        )
+
+
+class DecisionEntry(BaseModel):
+    dispatch_id: str
+    project_id: str
+    action_type: str
+    decision: str
+    outcome: str
+    actor_user_id: str
+    confirmed_by: str | None
+    reason_code: str
+    amr: list[str]
+    auth_time_ms: int
+    evidence_digest: str | None
+    overridden_finding: str | None
+    """The finding the decision overrode (the control's last one), null if never inspected."""
+    resolved_at_ms: int
+    contradicted: bool | None
+    """Whether late evidence contradicted the decision; null while none was observed."""
+
+    @classmethod
+    def of(cls, record: DecisionRecord) -> "DecisionEntry":
+        fields = _fields(record)
+        fields.pop("resolution_id")
+        return cls(**fields, contradicted=None)
+
+
+class DecisionPage(BaseModel):
+    items: list[DecisionEntry]
+    next_cursor: str | None
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    """A frozen slotted dataclass as a dict of its fields (tuples as lists)."""
+    return {
+        name: list(v) if isinstance(v, tuple) else v
+        for name in value.__slots__
+        if not name.startswith("_")
+        for v in [getattr(value, name)]
+    }
+
+
+def install_case_routes(
+    app: FastAPI,
+    store: CaseReader,
+    principal: Callable[..., Principal],
+    problems: Callable[..., dict[int | str, dict[str, Any]]],
+    not_found: Callable[[str], Exception],
+    bad_cursor: Callable[[], Exception],
+) -> None:
+    """The read routes, behind the same edge and token check as the decisions."""
+    User = Annotated[Principal, Depends(principal)]
+
+    def case_list(which: CaseList) -> Callable[..., QueuePage]:
+        def route(
+            user: User,
+            project_id: ProjectId = None,
+            action_type: ActionType = None,
+            last_finding: LastFinding = None,
+            min_age_seconds: MinAge = 0,
+            q: Lookup = None,
+            limit: Limit = 50,
+            cursor: Cursor = None,
+        ) -> QueuePage:
+            filters = CaseFilter(project_id, action_type, last_finding, min_age_seconds * 1000, q)
+            after = _decode_case_cursor(cursor, bad_cursor)
+            items = store.list_cases(user.user_id, which, limit, after, filters)
+            total = store.count_cases(user.user_id, which, filters, TOTAL_CAP)
+            next_cursor = (
+                _encode(f"{items[-1].since_ms}:{items[-1].dispatch_id}")
+                if len(items) == limit
+                else None
+            )
+            return QueuePage(
+                items=[QueueEntry.of(i) for i in items], next_cursor=next_cursor, total=total
+            )
+
+        return route
+
+    app.get(
+        "/v1/manual-queue",
+        response_model=QueuePage,
+        responses=problems(401, 422),
+        summary="The manual queue, oldest first, filtered",
+        name="manual_queue",
+    )(case_list(CaseList.MANUAL))
+    app.get(
+        "/v1/waiting",
+        response_model=QueuePage,
+        responses=problems(401, 422),
+        summary="Armed cases inspected at least once and not settled, oldest first",
+        name="waiting",
+    )(case_list(CaseList.WAITING))
+
+    @app.get(
+        "/v1/dispatches/{dispatch_id}", response_model=CaseOut, responses=problems(401, 404, 422)
+    )
+    def get_case(user: User, dispatch_id: Annotated[str, Path(pattern=ID_REGEX)]) -> CaseOut:
+        case = store.get_case(user.user_id, dispatch_id)
+        if case is None:
+            # One answer for unknown and forbidden: the caller learns nothing about others.
+            raise not_found("no such dispatch in a project you may read")
+        return CaseOut.of(case)
+
+    @app.get("/v1/decisions", response_model=DecisionPage, responses=problems(401, 422))
+    def decisions(
+        user: User,
+        project_id: ProjectId = None,
+        user_id: UserId = None,
+        since_ms: TimeMs = None,
+        until_ms: TimeMs = None,
+        limit: Limit = 50,
+        cursor: Cursor = None,
+    ) -> DecisionPage:
+        filters = DecisionFilter(
+            project_id=project_id,
+            user_id=user_id,
+            since_ms=since_ms if since_ms is not None else 0,
+            until_ms=until_ms if until_ms is not None else BIGINT_MAX,
+        )
+        before = _decode_decision_cursor(cursor, bad_cursor)
+        records = store.list_decisions(user.user_id, filters, limit, before)
+        next_cursor = (
+            _encode(f"{records[-1].resolved_at_ms}:{records[-1].resolution_id}")
+            if len(records) == limit
+            else None
+        )
+        return DecisionPage(items=[DecisionEntry.of(r) for r in records], next_cursor=next_cursor)
+
+    del get_case, decisions  # registered on the app
+
+
+def _encode(raw: str) -> str:
+    return base64.urlsafe_b64encode(raw.encode()).decode()
+
+
+def _decode(cursor: str, bad_cursor: Callable[[], Exception]) -> tuple[int, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("ascii")
+    except (ValueError, binascii.Error):
+        raise bad_cursor() from None
+    at, _, rest = raw.partition(":")
+    if not (at.isdigit() and len(at) <= 19 and int(at) <= BIGINT_MAX):
+        raise bad_cursor()
+    return int(at), rest
+
+
+def _decode_case_cursor(
+    cursor: str | None, bad_cursor: Callable[[], Exception]
+) -> tuple[int, str] | None:
+    """A cursor this API issued, or 422: every part bounded and typed before any SQL."""
+    if cursor is None:
+        return None
+    at, dispatch_id = _decode(cursor, bad_cursor)
+    if not ID_PATTERN.match(dispatch_id):
+        raise bad_cursor()
+    return at, dispatch_id
+
+
+def _decode_decision_cursor(
+    cursor: str | None, bad_cursor: Callable[[], Exception]
+) -> tuple[int, int] | None:
+    if cursor is None:
+        return None
+    at, resolution_id = _decode(cursor, bad_cursor)
+    if not (resolution_id.isdigit() and len(resolution_id) <= 19):
+        raise bad_cursor()
+    if int(resolution_id) > BIGINT_MAX:
+        raise bad_cursor()
+    return at, int(resolution_id)

@@ -1,0 +1,263 @@
+"""The read routes (case, lists, decisions) over real HTTP, real tokens, real PostgreSQL."""
+
+from __future__ import annotations
+
+import base64
+
+import httpx
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from resolver.core.domain import FindingKind
+from resolver.db.repository import PostgresStore
+from tests.helpers.api import auth, body
+from tests.helpers.database import SQL, World, new_spec
+from tests.helpers.oidc import token
+from tests.helpers.providers import ScriptedProvider, fixed, reconciler
+from tests.integration.api.test_api import api
+
+__all__ = ["api"]
+
+
+@pytest.fixture
+def reader(sql: SQL) -> str:
+    """bob may read proj-1 (approval.recover.read) but not decide."""
+    sql.all(
+        "INSERT INTO recovery_role_bindings VALUES ('proj-1', 'bob', 'approval.recover.read', 1)"
+    )
+    return "bob"
+
+
+def get(
+    api: httpx.Client, key: rsa.RSAPrivateKey, path: str, user: str = "alice"
+) -> httpx.Response:
+    return api.get(path, headers=auth(token(key, sub=user)))
+
+
+def test_case_shows_identity_execution_control_and_then_the_resolution(
+    api: httpx.Client, manual_item: tuple[str, int], signing_key: rsa.RSAPrivateKey, sql: SQL
+) -> None:
+    dispatch_id, version = manual_item
+    case = get(api, signing_key, f"/v1/dispatches/{dispatch_id}")
+    assert case.status_code == 200, case.text
+    assert case.headers["cache-control"] == "no-store"
+    doc = case.json()
+    stored = sql.one("SELECT * FROM approved_action_dispatches WHERE dispatch_id = %s", dispatch_id)
+    assert doc["identity"] == {
+        "dispatch_id": dispatch_id,
+        "approval_request_id": stored["approval_request_id"],
+        "project_id": "proj-1",
+        "action_type": stored["action_type"],
+        "action_digest": stored["action_digest"],
+        "idempotency_key": stored["idempotency_key"],
+        "schema_version": 1,
+        "supersedes_dispatch_id": None,
+        "superseded_by": [],
+        "created_at_ms": stored["created_at_ms"],
+    }
+    assert doc["execution"]["state"] == "executing"
+    assert doc["execution"]["recovery_required"] is True
+    assert doc["execution"]["version"] == version
+    control = doc["control"]
+    assert (control["status"], control["manual_reason"], control["last_finding"]) == (
+        "manual",
+        "conflict",
+        "conflict",
+    )
+    assert control["finding_counts"] == {"conflict": 1}
+    assert control["first_inspected_at_ms"] == control["last_inspected_at_ms"] is not None
+    assert (doc["proposal"], doc["resolution"], doc["authorizations"]) == (None, None, [])
+    assert doc["late_evidence"] == []
+
+    url = f"/v1/dispatches/{dispatch_id}/resolution"
+    decided = api.post(url, json=body(version), headers=auth(token(signing_key)))
+    assert decided.status_code == 200, decided.text
+    settled = get(api, signing_key, f"/v1/dispatches/{dispatch_id}").json()
+    assert settled["execution"]["state"] == "failed"
+    assert settled["execution"]["recovery_required"] is False
+    assert settled["control"]["closed_by"] == "manual"
+    resolution = settled["resolution"]
+    assert (resolution["source"], resolution["decision"], resolution["outcome"]) == (
+        "manual",
+        "confirm_failed",
+        "failed",
+    )
+    assert (resolution["actor_user_id"], resolution["mutation_id"]) == ("alice", "op-7")
+    (authorization,) = settled["authorizations"]
+    assert (authorization["user_id"], authorization["role"]) == ("alice", "decider")
+    assert "mfa" in authorization["amr"]
+
+
+def test_unknown_and_forbidden_cases_answer_alike(
+    api: httpx.Client, manual_item: tuple[str, int], signing_key: rsa.RSAPrivateKey
+) -> None:
+    dispatch_id, _ = manual_item
+    unknown = get(api, signing_key, "/v1/dispatches/no-such-dispatch")
+    forbidden = get(api, signing_key, f"/v1/dispatches/{dispatch_id}", user="mallory")
+    assert unknown.status_code == forbidden.status_code == 404
+    assert unknown.json() == forbidden.json()
+    assert forbidden.json()["code"] == "not_found"
+
+
+def test_a_reader_sees_the_case_and_the_queue_but_cannot_decide(
+    api: httpx.Client,
+    manual_item: tuple[str, int],
+    signing_key: rsa.RSAPrivateKey,
+    reader: str,
+    sql: SQL,
+) -> None:
+    dispatch_id, version = manual_item
+    assert get(api, signing_key, f"/v1/dispatches/{dispatch_id}", user=reader).status_code == 200
+    queue = get(api, signing_key, "/v1/manual-queue", user=reader).json()
+    assert [i["dispatch_id"] for i in queue["items"]] == [dispatch_id]
+    url = f"/v1/dispatches/{dispatch_id}/resolution"
+    refused = api.post(url, json=body(version), headers=auth(token(signing_key, sub=reader)))
+    assert refused.status_code == 403
+    assert sql.execution(dispatch_id)["state"] == "executing"
+
+
+def test_supersession_is_shown_both_ways(
+    api: httpx.Client, manual_item: tuple[str, int], signing_key: rsa.RSAPrivateKey, world: World
+) -> None:
+    dispatch_id, _ = manual_item
+    again = new_spec(project_id="proj-1", supersedes_dispatch_id=dispatch_id)
+    world.store.create_dispatch(again)
+    old = get(api, signing_key, f"/v1/dispatches/{dispatch_id}").json()
+    assert old["identity"]["superseded_by"] == [again.dispatch_id]
+    new = get(api, signing_key, f"/v1/dispatches/{again.dispatch_id}").json()
+    assert new["identity"]["supersedes_dispatch_id"] == dispatch_id
+    assert new["execution"] is None  # never leased yet
+
+
+def test_queue_items_carry_lookup_fields_and_filters_narrow_them(
+    api: httpx.Client, world: World, store: PostgresStore, signing_key: rsa.RSAPrivateKey
+) -> None:
+    leases = [world.started(now_ms=1_000_000) for _ in range(3)]
+    reconciler(store, ScriptedProvider(fixed(FindingKind.CONFLICT))).run_cycle()
+    specs = [world.specs[lease.dispatch_id] for lease in leases]
+    page = get(api, signing_key, "/v1/manual-queue").json()
+    assert page["total"] == 3 and page["next_cursor"] is None
+    first = page["items"][0]
+    assert first["approval_request_id"] == specs[0].approval_request_id
+    assert first["idempotency_key"] == specs[0].idempotency_key
+    assert first["action_digest"] == specs[0].action_digest
+    assert (first["manual_reason"], first["proposal"]) == ("conflict", None)
+
+    for q in (specs[1].dispatch_id, specs[1].idempotency_key, specs[1].approval_request_id):
+        found = get(api, signing_key, f"/v1/manual-queue?q={q}").json()
+        assert [i["dispatch_id"] for i in found["items"]] == [specs[1].dispatch_id], q
+        assert found["total"] == 1
+    none = get(api, signing_key, "/v1/manual-queue?project_id=proj-2&last_finding=conflict")
+    assert none.json() == {"items": [], "next_cursor": None, "total": 0}
+    assert get(api, signing_key, "/v1/manual-queue?last_finding=unsupported").json()["total"] == 0
+    # Ages are on the database clock: these entered the queue moments ago.
+    young = get(api, signing_key, "/v1/manual-queue?min_age_seconds=3600").json()
+    assert young["total"] == 0
+
+    two = get(api, signing_key, "/v1/manual-queue?limit=2").json()
+    rest = get(api, signing_key, f"/v1/manual-queue?limit=2&cursor={two['next_cursor']}").json()
+    ids = [i["dispatch_id"] for i in two["items"] + rest["items"]]
+    assert sorted(ids) == sorted(s.dispatch_id for s in specs) and len(set(ids)) == 3
+
+
+def test_waiting_lists_armed_cases_inspected_at_least_once(
+    api: httpx.Client, world: World, store: PostgresStore, signing_key: rsa.RSAPrivateKey
+) -> None:
+    never = world.started(now_ms=1_000_000)  # leased and crashed, but not inspected yet
+    page = get(api, signing_key, "/v1/waiting").json()
+    assert page["items"] == [] and page["total"] == 0
+    reconciler(store, ScriptedProvider(fixed(FindingKind.MISSING))).run_cycle()
+    page = get(api, signing_key, "/v1/waiting").json()
+    (item,) = page["items"]
+    assert (item["dispatch_id"], item["last_finding"], item["manual_at_ms"]) == (
+        never.dispatch_id,
+        "missing",
+        None,
+    )
+    assert item["first_inspected_at_ms"] is not None
+    assert get(api, signing_key, "/v1/manual-queue").json()["total"] == 0
+
+
+def test_decisions_list_who_how_and_what_was_overridden(
+    api: httpx.Client, manual_item: tuple[str, int], signing_key: rsa.RSAPrivateKey
+) -> None:
+    dispatch_id, version = manual_item
+    url = f"/v1/dispatches/{dispatch_id}/resolution"
+    tok = token(signing_key)
+    assert api.post(url, json=body(version), headers=auth(tok)).status_code == 200
+    page = get(api, signing_key, "/v1/decisions").json()
+    (item,) = page["items"]
+    assert item["dispatch_id"] == dispatch_id
+    assert (item["decision"], item["outcome"], item["actor_user_id"]) == (
+        "confirm_failed",
+        "failed",
+        "alice",
+    )
+    assert (item["overridden_finding"], item["reason_code"]) == ("conflict", "vendor_says_declined")
+    assert (item["confirmed_by"], item["contradicted"]) == (None, None)
+    assert "mfa" in item["amr"] and item["auth_time_ms"] > 0
+    assert get(api, signing_key, "/v1/decisions?user_id=bob").json()["items"] == []
+    late = item["resolved_at_ms"] + 1
+    assert get(api, signing_key, f"/v1/decisions?since_ms={late}").json()["items"] == []
+    assert get(api, signing_key, f"/v1/decisions?until_ms={late}").json()["items"] != []
+    assert get(api, signing_key, "/v1/decisions", user="mallory").json()["items"] == []
+
+
+def test_a_stale_decision_answers_409_with_the_current_state(
+    api: httpx.Client, manual_item: tuple[str, int], signing_key: rsa.RSAPrivateKey
+) -> None:
+    dispatch_id, version = manual_item
+    url = f"/v1/dispatches/{dispatch_id}/resolution"
+    stale = api.post(url, json=body(version + 5), headers=auth(token(signing_key)))
+    assert stale.status_code == 409
+    assert stale.json()["current"] == {
+        "state": "executing",
+        "version": version,
+        "control_status": "manual",
+    }
+
+
+def test_step_up_answer_follows_rfc_9470(
+    api: httpx.Client, manual_item: tuple[str, int], signing_key: rsa.RSAPrivateKey
+) -> None:
+    dispatch_id, version = manual_item
+    url = f"/v1/dispatches/{dispatch_id}/resolution"
+    weak = api.post(url, json=body(version), headers=auth(token(signing_key, amr=["pwd"])))
+    assert weak.status_code == 401 and weak.json()["code"] == "step_up_required"
+    challenge = weak.headers["www-authenticate"]
+    for part in ('error="insufficient_user_authentication"', 'acr_values="mfa"', "max_age=300"):
+        assert part in challenge
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "limit=0",
+        "limit=101",
+        "limit=+7",
+        "min_age_seconds=-1",
+        "min_age_seconds=1e3",
+        "last_finding=bogus",
+        "project_id=has space",
+        "action_type=Upper",
+        "q=" + "x" * 129,
+        "cursor=" + base64.urlsafe_b64encode(b"12:bad id").decode(),
+        "cursor=%%%",
+    ],
+)
+def test_list_parameters_are_bounded_before_any_sql(
+    api: httpx.Client, signing_key: rsa.RSAPrivateKey, query: str
+) -> None:
+    for path in ("/v1/manual-queue", "/v1/waiting"):
+        answer = get(api, signing_key, f"{path}?{query}")
+        assert answer.status_code == 422, (path, query, answer.text)
+        assert answer.json()["code"] == "invalid_request"
+
+
+@pytest.mark.parametrize(
+    "query", ["since_ms=-1", "until_ms=1.5", "user_id=", "cursor=" + "A" * 301, "limit=1000"]
+)
+def test_decision_parameters_are_bounded(
+    api: httpx.Client, signing_key: rsa.RSAPrivateKey, query: str
+) -> None:
+    assert get(api, signing_key, f"/v1/decisions?{query}").status_code == 422
