@@ -257,7 +257,12 @@ def test_exhausted_connections_make_the_api_answer_503_problems_and_not_ready(
         with Server(app) as client:
             assert client.get("/readyz").status_code == 200
             with every_slot_taken(url, "resolver%"):
-                ready = client.get("/readyz")
+                # Readiness is cached for 2 s (ReadinessCheck's ttl): the answer given just
+                # before the slots were taken may still stand; a fresh one must be 503.
+                deadline = time.monotonic() + 10
+                while (ready := client.get("/readyz")).status_code == 200:
+                    assert time.monotonic() < deadline, "the API stayed ready without a slot"
+                    time.sleep(0.2)
                 queue = client.get("/v1/manual-queue", headers=auth(token(signing_key)))
                 with pytest.raises(StorageUnavailable):
                     store.claim_due_page("replica-a", 16, REC_LEASE_MS)
