@@ -124,6 +124,8 @@ def _registry() -> CollectorRegistry:
     unavailable = {"d": Finding(FindingKind.UNAVAILABLE)}
     call = ProviderCall("p", [identity], unavailable, 0, 0.1, ProviderFailure.TIMEOUT)
     metrics.inspected(InspectedPage(unavailable, [call], [], 0.1))
+    # An escalation is counted from a page commit's routing; one label set shows its samples.
+    metrics.escalations.labels("t", "missing")
     register_build_info(registry, "rev")
     register_liveness_bound(registry, 180.0)
     registry.register(BacklogCollector(FixedReader()))
