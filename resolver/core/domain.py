@@ -260,6 +260,18 @@ class ClaimedItem:
     """The database clock at the claim: lets a history checker prove no live lease was taken."""
 
 
+def check_mutation_id(mutation_id: str) -> None:
+    """A mutation id, the idempotency key of a terminal write: the one id shape."""
+    if not ID_PATTERN.match(mutation_id):
+        raise ValueError("mutation_id must be 1-128 characters of [A-Za-z0-9_.:-]")
+
+
+def check_evidence_digest(evidence_digest: str | None) -> None:
+    """An optional evidence digest: a lowercase hex sha256 when given."""
+    if evidence_digest is not None and not HEX64_PATTERN.match(evidence_digest):
+        raise ValueError("evidence_digest must be a lowercase hex sha256")
+
+
 @dataclass(frozen=True, slots=True)
 class Completion:
     """The executor's report of a finished side effect."""
@@ -272,10 +284,8 @@ class Completion:
     def __post_init__(self) -> None:
         if not RESULT_CODE_PATTERN.match(self.result_code):
             raise ValueError("result_code must match [a-z0-9_.-]{1,64}")
-        if not ID_PATTERN.match(self.mutation_id):
-            raise ValueError("mutation_id must be 1-128 characters of [A-Za-z0-9_.:-]")
-        if self.evidence_digest is not None and not HEX64_PATTERN.match(self.evidence_digest):
-            raise ValueError("evidence_digest must be a lowercase hex sha256")
+        check_mutation_id(self.mutation_id)
+        check_evidence_digest(self.evidence_digest)
 
 
 # -- recovery: what the reconciler commits and the backlog it reads ----------------------
@@ -604,12 +614,10 @@ class ManualDecision:
     evidence_digest: str | None = None
 
     def __post_init__(self) -> None:
-        if not ID_PATTERN.match(self.mutation_id):
-            raise ValueError("mutation_id must be 1-128 characters of [A-Za-z0-9_.:-]")
+        check_mutation_id(self.mutation_id)
         if not REASON_CODE_PATTERN.match(self.reason_code):
             raise ValueError("reason_code must match [a-z0-9_.-]{1,64}")
-        if self.evidence_digest is not None and not HEX64_PATTERN.match(self.evidence_digest):
-            raise ValueError("evidence_digest must be a lowercase hex sha256")
+        check_evidence_digest(self.evidence_digest)
         if self.expected_execution_version < 1:
             raise ValueError("expected_execution_version must be >= 1")
 
