@@ -212,6 +212,8 @@ $$;
 
 -- What a run would take, for --dry-run and the export: one JSON document per dispatch with
 -- its identity, terminal state, resolution and authorization (no evidence, no secrets).
+-- `authorization` is the deciding person's fact; `authorizations` (migration 0013) every
+-- person's, two for a two-person decision, so the export still holds one line per dispatch.
 CREATE FUNCTION resolver_prune_candidates(
     p_cutoff_ms bigint, p_include_audit boolean, p_after text, p_limit integer)
 RETURNS TABLE (dispatch_id text, audited boolean, record jsonb)
@@ -249,13 +251,17 @@ LANGUAGE sql STABLE SECURITY DEFINER AS $$
                    'evidence_digest', e.evidence_digest,
                    'closed_by', c.closed_by, 'closed_at_ms', c.closed_at_ms) END,
                'resolution', to_jsonb(res),
-               'authorization', to_jsonb(a))
+               'authorization', (SELECT to_jsonb(a) FROM recovery_authorizations AS a
+                                 WHERE a.mutation_id = res.mutation_id
+                                   AND a.user_id = res.actor_user_id),
+               'authorizations', (SELECT jsonb_agg(to_jsonb(a) ORDER BY a.user_id)
+                                  FROM recovery_authorizations AS a
+                                  WHERE a.mutation_id = res.mutation_id))
     FROM page AS p
     JOIN approved_action_dispatches AS d USING (dispatch_id)
     LEFT JOIN approved_action_executions AS e ON e.dispatch_id = d.dispatch_id
     LEFT JOIN approved_action_recovery_controls AS c ON c.dispatch_id = d.dispatch_id
     LEFT JOIN approved_action_recovery_resolutions AS res ON res.dispatch_id = d.dispatch_id
-    LEFT JOIN recovery_authorizations AS a ON a.mutation_id = res.mutation_id
     ORDER BY d.dispatch_id
 $$;
 

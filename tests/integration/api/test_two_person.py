@@ -4,6 +4,7 @@ withdrawal, a completion, a renew, an expiry), on real PostgreSQL, races include
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -26,10 +27,12 @@ from resolver.core.domain import (
 )
 from resolver.core.errors import FenceConflict, ProposalConflict
 from resolver.db.repository import PostgresStore
+from resolver.db.retention import PostgresRetention
 from resolver.human.api import RateLimiter, create_app
 from resolver.human.audit import verify_chain
 from resolver.human.auth import TokenVerifier
 from resolver.human.manual import ManualResolutionService
+from resolver.retention import pruning
 from tests.helpers.api import auth
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
@@ -470,3 +473,33 @@ def test_over_http_withdraw_reject_and_bulk_items_come_back_proposed(
     assert bad.status_code == 422
     for lease in leases:
         assert sql.execution(lease.dispatch_id)["state"] == "executing"
+
+
+# -- retention --------------------------------------------------------------------------------
+
+
+def test_retention_exports_both_people_in_one_line_and_prunes_the_proposals(
+    world: World, store: PostgresStore, policy: SQL, database_url: str, tmp_path: Any
+) -> None:
+    day = 86_400_000
+    old = int(policy.one("SELECT resolver_now_ms(NULL) AS ms")["ms"]) - 40 * day
+    lease = world.started(PAYMENT, now_ms=old)
+    at = old + EXEC_LEASE_MS + 60_000
+    service = ManualResolutionService(store, proposal_ttl_ms=TTL_MS)
+    alice, bob = (Principal(u, at - 1_000, ("mfa",)) for u in ("alice", "bob"))
+    service.decide(alice, _decision(lease, "op-w"), now_ms=at)
+    service.close_proposal(alice, lease.dispatch_id, ProposalAction.WITHDRAW, "w", "x", now_ms=at)
+    service.decide(alice, _decision(lease, "op-a"), now_ms=at + 1)
+    assert service.decide(bob, _decision(lease, "op-b"), now_ms=at + 2) is ManualResult.COMMITTED
+    path = tmp_path / "audit.jsonl"
+    with PostgresRetention(database_url) as retention, pruning.open_export(str(path)) as stream:
+        options = pruning.PruneOptions(older_than_ms=30 * day, include_audit=True, export=stream)
+        pruning.prune(retention, options)
+    lines = [json.loads(line) for line in path.read_bytes().splitlines()]
+    (line,) = [entry for entry in lines if entry["dispatch"]["dispatch_id"] == lease.dispatch_id]
+    assert [a["user_id"] for a in line["authorizations"]] == ["alice", "bob"]
+    assert line["authorization"]["user_id"] == "alice"  # the deciding person, as before
+    assert policy.all("SELECT * FROM recovery_proposals") == []
+    assert policy.all("SELECT * FROM recovery_authorizations") == []
+    report = verify_chain(store)
+    assert (report.broken, report.pruned) == (None, 1)

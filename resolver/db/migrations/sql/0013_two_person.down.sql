@@ -2,6 +2,62 @@
 -- authorization fact per mutation (a database holding confirmed two-person decisions cannot
 -- go back: their second facts break the old unique constraint, and the downgrade stops).
 
+-- What a run would take, for --dry-run and the export: one JSON document per dispatch with
+-- its identity, terminal state, resolution and authorization (no evidence, no secrets).
+CREATE OR REPLACE FUNCTION resolver_prune_candidates(
+    p_cutoff_ms bigint, p_include_audit boolean, p_after text, p_limit integer)
+RETURNS TABLE (dispatch_id text, audited boolean, record jsonb)
+LANGUAGE sql STABLE SECURITY DEFINER AS $$
+    WITH ids AS (
+        (SELECT c.dispatch_id
+         FROM approved_action_recovery_controls AS c
+         JOIN approved_action_executions AS e USING (dispatch_id)
+         WHERE c.dispatch_id > p_after
+           AND c.status = 'resolved' AND c.closed_at_ms < p_cutoff_ms
+           AND e.state IN ('succeeded','failed','blocked') AND e.finished_at_ms < p_cutoff_ms
+         ORDER BY c.dispatch_id
+         LIMIT least(p_limit, 10000))
+        UNION ALL
+        (SELECT res.dispatch_id
+         FROM approved_action_recovery_resolutions AS res
+         WHERE p_include_audit AND res.dispatch_id > p_after
+           AND res.resolved_at_ms < p_cutoff_ms
+           AND NOT EXISTS (SELECT 1 FROM approved_action_executions AS e
+                           WHERE e.dispatch_id = res.dispatch_id)
+         ORDER BY res.dispatch_id
+         LIMIT least(p_limit, 10000))
+    ),
+    page AS (SELECT i.dispatch_id FROM ids AS i ORDER BY i.dispatch_id
+             LIMIT least(p_limit, 10000))
+    SELECT d.dispatch_id, res.dispatch_id IS NOT NULL,
+           jsonb_build_object(
+               'v', 1,
+               'dispatch', to_jsonb(d),
+               'execution', CASE WHEN e.dispatch_id IS NOT NULL THEN jsonb_build_object(
+                   'state', e.state, 'attempt', e.attempt, 'version', e.version,
+                   'started_at_ms', e.started_at_ms, 'finished_at_ms', e.finished_at_ms,
+                   'result_code', e.result_code,
+                   'completion_mutation_id', e.completion_mutation_id,
+                   'evidence_digest', e.evidence_digest,
+                   'closed_by', c.closed_by, 'closed_at_ms', c.closed_at_ms) END,
+               'resolution', to_jsonb(res),
+               'authorization', to_jsonb(a))
+    FROM page AS p
+    JOIN approved_action_dispatches AS d USING (dispatch_id)
+    LEFT JOIN approved_action_executions AS e ON e.dispatch_id = d.dispatch_id
+    LEFT JOIN approved_action_recovery_controls AS c ON c.dispatch_id = d.dispatch_id
+    LEFT JOIN approved_action_recovery_resolutions AS res ON res.dispatch_id = d.dispatch_id
+    LEFT JOIN recovery_authorizations AS a ON a.mutation_id = res.mutation_id
+    ORDER BY d.dispatch_id
+$$;
+
+DO $$
+BEGIN
+    EXECUTE format('ALTER FUNCTION resolver_prune_candidates(bigint, boolean, text, integer) '
+                   'SET search_path = pg_catalog, %I, pg_temp', current_schema());
+END
+$$;
+
 DROP FUNCTION resolver_proposal_close(
     text, text, text, text, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint);
 DROP FUNCTION resolver_commit_manual(
