@@ -503,3 +503,23 @@ def test_retention_exports_both_people_in_one_line_and_prunes_the_proposals(
     assert policy.all("SELECT * FROM recovery_authorizations") == []
     report = verify_chain(store)
     assert (report.broken, report.pruned) == (None, 1)
+
+
+def test_audit_verify_catches_a_tampered_second_authorization(
+    world: World,
+    store: PostgresStore,
+    policy: SQL,
+    service: ManualResolutionService,
+    database_url: str,
+) -> None:
+    (lease,) = world.crashed(1, PAYMENT)
+    service.decide(ALICE, _decision(lease, "op-a"), now_ms=NOW)
+    service.decide(BOB, _decision(lease, "op-b"), now_ms=NOW + 1)
+    assert verify_chain(store).broken is None
+    # What the table owner could do: rewrite the confirmer's fact with the triggers off.
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("SET session_replication_role = replica")
+        conn.execute("UPDATE recovery_authorizations SET amr = '{pwd}' WHERE user_id = 'bob'")
+    broken = verify_chain(store).broken
+    assert broken is not None and broken.mutation_id == "op-b"
+    assert "facts" in broken.describe()
