@@ -18,6 +18,7 @@ from resolver.core.domain import (
     Completion,
     Decision,
     ExecutionLease,
+    FindingKind,
     ManualDecision,
     ManualResult,
     Outcome,
@@ -36,7 +37,7 @@ from resolver.retention import pruning
 from tests.helpers.api import auth
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
-from tests.helpers.providers import ScriptedProvider, reconciler, verified
+from tests.helpers.providers import ScriptedProvider, fixed, reconciler, verified
 
 NOW = T0 + EXEC_LEASE_MS + 60_000
 ALICE = Principal("alice", auth_time_ms=NOW - 60_000, amr=("pwd", "mfa"))
@@ -436,7 +437,11 @@ def test_over_http_propose_confirm_and_the_case_lists_and_decisions_show_it(
 
 
 def test_over_http_withdraw_reject_and_bulk_items_come_back_proposed(
-    api: httpx.Client, world: World, signing_key: rsa.RSAPrivateKey, sql: SQL
+    api: httpx.Client,
+    world: World,
+    store: PostgresStore,
+    signing_key: rsa.RSAPrivateKey,
+    sql: SQL,
 ) -> None:
     leases = [world.started(PAYMENT, now_ms=1_000_000) for _ in range(2)]
     alice, bob = auth(token(signing_key)), auth(token(signing_key, sub="bob"))
@@ -458,6 +463,12 @@ def test_over_http_withdraw_reject_and_bulk_items_come_back_proposed(
     )
     assert bulk.status_code == 200, bulk.text
     assert [r["result"] for r in bulk.json()["results"]] == ["proposed", "proposed"]
+    # Inspected once (still missing), they wait for evidence: the waiting list shows the proposal.
+    reconciler(store, ScriptedProvider(fixed(FindingKind.MISSING)), action_type=PAYMENT).run_cycle()
+    waiting = api.get("/v1/waiting", headers=bob).json()["items"]
+    assert [(i["dispatch_id"], i["proposal"]["proposed_by"]) for i in waiting] == [
+        (lease.dispatch_id, "alice") for lease in leases
+    ]
     first, second = (f"/v1/dispatches/{lease.dispatch_id}/proposal" for lease in leases)
     body = {"mutation_id": "w-1", "reason_code": "wrong_case"}
     refused = api.post(f"{first}/withdraw", json=body, headers=bob)
@@ -523,3 +534,29 @@ def test_audit_verify_catches_a_tampered_second_authorization(
     broken = verify_chain(store).broken
     assert broken is not None and broken.mutation_id == "op-b"
     assert "facts" in broken.describe()
+
+
+@pytest.mark.parametrize(
+    ("pattern", "action_type", "outcome", "needs_two"),
+    [
+        ("payments.*", "payments.charge", "succeeded", True),
+        ("payments.*", "payments", "succeeded", False),  # the prefix includes its dot
+        ("payments.*", "payments.charge", "failed", False),  # another decision
+        ("payments.charge", "payments.charge", "succeeded", True),
+        ("payments.charge", "payments.charge2", "succeeded", False),
+        ("*", "shell.exec", "succeeded", True),
+        ("pay*", "payments.charge", "succeeded", True),
+    ],
+)
+def test_the_rule_reads_exact_types_prefixes_and_star(
+    sql: SQL, pattern: str, action_type: str, outcome: str, needs_two: bool
+) -> None:
+    sql.all("INSERT INTO recovery_two_person_rules VALUES (%s, 'confirm_succeeded')", pattern)
+    row = sql.one("SELECT resolver_needs_two_people(%s, %s) AS two", action_type, outcome)
+    assert row["two"] is needs_two
+
+
+@pytest.mark.parametrize("pattern", ["Payments.*", "payments.**", "*.charge", "", "a" * 70])
+def test_a_malformed_rule_is_refused(sql: SQL, pattern: str) -> None:
+    with pytest.raises(psycopg.errors.CheckViolation):
+        sql.all("INSERT INTO recovery_two_person_rules VALUES (%s, 'confirm_succeeded')", pattern)
