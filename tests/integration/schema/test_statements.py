@@ -62,6 +62,8 @@ DUMMY = {
     "receipt": "{}",
     "pid": 1,
     "backend_start": None,
+    "proposal_ttl_ms": 60_000,
+    "action": "withdraw",
 }
 
 
