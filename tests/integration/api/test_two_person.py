@@ -375,6 +375,44 @@ def test_a_confirmation_racing_a_renew_commits_only_on_the_version_it_saw(
         assert _proposals(policy, lease.dispatch_id)[0][1] == "voided"
 
 
+@pytest.mark.parametrize("round_", range(3))
+def test_a_withdrawal_racing_a_confirmation_has_one_winner(
+    world: World, policy: SQL, store: PostgresStore, round_: int
+) -> None:
+    (lease,) = world.crashed(1, PAYMENT)
+    service = ManualResolutionService(store, proposal_ttl_ms=TTL_MS)
+    service.decide(ALICE, _decision(lease, "op-a"), now_ms=NOW)
+    withdraw = ProposalAction.WITHDRAW
+    history = _race(
+        {
+            "bob": lambda: service.decide(BOB, _decision(lease, "op-b"), now_ms=NOW + 1).value,
+            "alice": lambda: (
+                service.close_proposal(
+                    ALICE,
+                    lease.dispatch_id,
+                    withdraw,
+                    f"w-{round_}",
+                    "changed_mind",
+                    now_ms=NOW + 1,
+                ).value
+            ),
+        }
+    )
+    proposals = _proposals(policy, lease.dispatch_id)
+    if history["bob"] == "committed":
+        assert history["alice"] == "no_proposal", history
+        assert proposals == [("alice", "confirmed", "bob", "vendor_console_paid")]
+        _settled_once(policy, lease)
+    else:
+        # The withdrawal won: Bob's same decision is then a proposal of his own.
+        assert (history["alice"], history["bob"]) == ("withdrawn", "proposed"), history
+        assert proposals == [
+            ("alice", "withdrawn", "alice", "changed_mind"),
+            ("bob", None, None, None),
+        ]
+        _untouched(policy, lease)
+
+
 # -- over HTTP --------------------------------------------------------------------------------
 
 
