@@ -507,6 +507,9 @@ recovery_proposals = Table(
     CheckConstraint(
         f"evidence_digest IS NULL OR evidence_digest {_HEX64}", name="evidence_digest_hex"
     ),
+    CheckConstraint(
+        f"close_reason_code IS NULL OR close_reason_code {_CODE}", name="close_reason_code_shape"
+    ),
     CheckConstraint("expires_at_ms > proposed_at_ms", name="expires_after_proposed"),
     CheckConstraint(
         "closed_as IN ('confirmed','withdrawn','rejected','voided','expired')",

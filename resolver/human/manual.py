@@ -11,6 +11,7 @@ which, so this service only turns its answer into a result or a typed refusal.
 from __future__ import annotations
 
 from resolver.core.domain import (
+    REASON_CODE_PATTERN,
     ExecutionState,
     Grant,
     ManualContext,
@@ -129,6 +130,8 @@ class ManualResolutionService:
         """Withdraw (the proposer) or reject (anyone else with the permission) the open
         proposal, fenced and authenticated like a decision."""
         check_mutation_id(mutation_id)
+        if not REASON_CODE_PATTERN.match(reason_code):
+            raise ValueError("reason_code must match [a-z0-9_.-]{1,64}")
         self._require_strong(principal)
         context = self._context(dispatch_id, mutation_id, now_ms)
         grant = self._grant(context.project_id, principal)

@@ -156,6 +156,8 @@ CREATE TABLE recovery_proposals (
         CHECK (reason_code ~ '^[a-z0-9_.-]{1,64}$'),
     CONSTRAINT ck_recovery_proposals_evidence_digest_hex
         CHECK (evidence_digest IS NULL OR evidence_digest ~ '^[0-9a-f]{64}$'),
+    CONSTRAINT ck_recovery_proposals_close_reason_code_shape
+        CHECK (close_reason_code IS NULL OR close_reason_code ~ '^[a-z0-9_.-]{1,64}$'),
     CONSTRAINT ck_recovery_proposals_expires_after_proposed
         CHECK (expires_at_ms > proposed_at_ms),
     CONSTRAINT ck_recovery_proposals_closed_as_known
