@@ -260,6 +260,19 @@ BEGIN
         WHERE rp.proposal_id = prop.proposal_id;
         prop := NULL;
     END IF;
+    -- A mutation id names one fact: a used one writes nothing here (the caller tells a
+    -- replay from a reuse), except the proposer resending its open proposal.
+    IF EXISTS (SELECT 1 FROM recovery_proposals AS rp
+               WHERE rp.mutation_id = p_mutation_id OR rp.closed_mutation_id = p_mutation_id)
+       OR EXISTS (SELECT 1 FROM approved_action_recovery_resolutions AS r
+                  WHERE r.mutation_id = p_mutation_id) THEN
+        IF prop.mutation_id = p_mutation_id AND prop.proposed_by = p_user_id
+           AND prop.outcome = p_outcome AND prop.reason_code = p_reason_code
+           AND prop.evidence_digest IS NOT DISTINCT FROM p_evidence_digest THEN
+            RETURN QUERY SELECT p_dispatch_id, v_version, 'proposed'::text, prop.proposal_id;
+        END IF;
+        RETURN;
+    END IF;
     IF prop.proposal_id IS NULL AND NOT resolver_needs_two_people(v_action_type, p_outcome) THEN
         -- One person suffices.
         RETURN QUERY
@@ -273,19 +286,6 @@ BEGIN
                 'role_binding_version', p_role_binding_version,
                 'auth_time_ms', p_auth_time_ms, 'amr', p_amr, 'authorized_at_ms', now_ms)))
             AS s;
-        RETURN;
-    END IF;
-    -- A mutation id names one fact: a used one writes nothing here (the caller tells a
-    -- replay from a reuse), except the proposer resending its open proposal.
-    IF EXISTS (SELECT 1 FROM recovery_proposals AS rp
-               WHERE rp.mutation_id = p_mutation_id OR rp.closed_mutation_id = p_mutation_id)
-       OR EXISTS (SELECT 1 FROM approved_action_recovery_resolutions AS r
-                  WHERE r.mutation_id = p_mutation_id) THEN
-        IF prop.mutation_id = p_mutation_id AND prop.proposed_by = p_user_id
-           AND prop.outcome = p_outcome AND prop.reason_code = p_reason_code
-           AND prop.evidence_digest IS NOT DISTINCT FROM p_evidence_digest THEN
-            RETURN QUERY SELECT p_dispatch_id, v_version, 'proposed'::text, prop.proposal_id;
-        END IF;
         RETURN;
     END IF;
     IF prop.proposal_id IS NULL THEN
