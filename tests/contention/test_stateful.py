@@ -3,7 +3,7 @@ real PostgreSQL, compared with a small in-memory model after every step.
 
 Time is the injectable `now_ms` of every statement, advanced by a rule. Manual decisions go
 through the real `ManualResolutionService`, by authorized users and by ones who must be refused.
-One dispatch is a payment whose `confirm_succeeded` needs two people: the model follows its
+One dispatch (d0) is a payment whose `confirm_succeeded` needs two people: the model follows its
 proposals (proposed, confirmed, rejected, withdrawn, voided by a new version, expired).
 """
 
@@ -59,8 +59,9 @@ NEEDS_HUMAN = frozenset({FindingKind.CONFLICT, FindingKind.UNSUPPORTED})
 DISPATCHES = ("d0", "d1", "d2")
 REPLICAS = ("ra", "rb")
 TERMINAL = ("succeeded", "failed", "blocked")
-# The two-person case: d2 is a payment, and marking a payment succeeded needs two people.
-PAYMENT = "d2"
+# The two-person case: d0 (the dispatch the search starts first) is a payment, and marking a
+# payment succeeded needs two people.
+PAYMENT = "d0"
 TWO_PERSON = ("payments.*", "confirm_succeeded")
 PROPOSAL_TTL_MS = 3_000
 MAX_PROPOSALS = 16
@@ -332,6 +333,37 @@ class RecoveryMachine(RuleBasedStateMachine):
         """A human decision: a granted user with strong auth on the current version wins,
         alone or, on the payment's succeeded, as the second of two people."""
         d = data.draw(st.sampled_from(sorted(self.controls)))
+        self._decide(d, who, decision, stale)
+
+    @precondition(lambda self: bool(self._recovery_required()))
+    @rule(data=st.data(), decision=st.sampled_from(Decision), who=st.sampled_from(DECIDERS))
+    def decide_recovery_required(self, data: st.DataObject, decision: Decision, who: str) -> None:
+        """A decision aimed where one can land: an execution whose lease expired, current
+        version, by a granted user (the path to proposals and confirmations)."""
+        d = data.draw(st.sampled_from(self._recovery_required()))
+        self._decide(d, who, decision, stale=False)
+
+    def _recovery_required(self) -> list[str]:
+        return sorted(
+            d
+            for d, m in self.executions.items()
+            if d in self.controls and m.state == "executing" and m.expires <= self.now
+        )
+
+    @precondition(lambda self: any(p.expires > self.now for p in self.proposals.values()))
+    @rule(data=st.data(), same=st.booleans(), proposer=st.booleans())
+    def second_person(self, data: st.DataObject, same: bool, proposer: bool) -> None:
+        """While a proposal is open: the other person (or the proposer again) sends the same
+        decision or another one."""
+        d = data.draw(st.sampled_from(sorted(self.proposals)))
+        proposal = self.proposals[d]
+        other = next(u for u in DECIDERS if u != proposal.proposed_by)
+        decision = proposal.decision
+        if not same:
+            decision = data.draw(st.sampled_from([x for x in Decision if x is not decision]))
+        self._decide(d, proposal.proposed_by if proposer else other, decision, stale=False)
+
+    def _decide(self, d: str, who: str, decision: Decision, stale: bool) -> None:
         m = self.executions[d]
         self.decisions += 1
         expected_version = m.version - 1 if stale else m.version
@@ -411,10 +443,15 @@ class RecoveryMachine(RuleBasedStateMachine):
         data=st.data(),
         action=st.sampled_from(ProposalAction),
         who=st.sampled_from(DECIDERS),
+        aimed=st.booleans(),
     )
-    def close_proposal(self, data: st.DataObject, action: ProposalAction, who: str) -> None:
-        """Withdraw (the proposer) or reject (the other person) the open proposal, if any."""
-        d = data.draw(st.sampled_from(sorted(self.controls)))
+    def close_proposal(
+        self, data: st.DataObject, action: ProposalAction, who: str, aimed: bool
+    ) -> None:
+        """Withdraw (the proposer) or reject (the other person) the open proposal, if any:
+        usually of a dispatch that has one (`aimed`), sometimes of any."""
+        choices = sorted(self.proposals) if aimed and self.proposals else sorted(self.controls)
+        d = data.draw(st.sampled_from(choices))
         self.decisions += 1
         principal = Principal(who, self.now, ("mfa",))
         proposal = self._open_proposal(d)
