@@ -221,7 +221,7 @@ class CaseOut(BaseModel):
             proposal=None,
             resolution=CaseResolutionOut(**_fields(case.resolution)) if case.resolution else None,
             authorizations=[CaseAuthorizationOut(**_fields(a)) for a in case.authorizations],
-            late_evidence=[],
+            late_evidence=[LateEvidenceOut(**_fields(e)) for e in case.late_evidence],
         )
 
 
@@ -247,7 +247,7 @@ class DecisionEntry(BaseModel):
     def of(cls, record: DecisionRecord) -> "DecisionEntry":
         fields = _fields(record)
         fields.pop("resolution_id")
-        return cls(**fields, contradicted=None)
+        return cls(**fields)
 
 
 class DecisionPage(BaseModel):

@@ -62,6 +62,7 @@ DUMMY = {
     "receipt": "{}",
     "pid": 1,
     "backend_start": None,
+    "window_ms": 1,
 }
 
 
