@@ -696,6 +696,7 @@ class LateRecord:
     finding: FindingKind
     recorded: bool
     agrees: bool | None
+    observation_id: str = ""
 
     @property
     def contradicts(self) -> bool:

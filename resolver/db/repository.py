@@ -429,6 +429,7 @@ class PostgresStore:
                 finding=by_id[row["dispatch_id"]].finding.kind,
                 recorded=row["recorded"],
                 agrees=row["agrees"],
+                observation_id=by_id[row["dispatch_id"]].observation_id,
             )
             for row in self._all("late_watch_record", params)
         ]

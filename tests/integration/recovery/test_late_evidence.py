@@ -29,6 +29,7 @@ from resolver.core.runtime import Runtime
 from resolver.db.repository import PostgresStore
 from resolver.human.manual import ManualResolutionService
 from resolver.telemetry.metrics import ResolverMetrics
+from tests.contention.checker import LATE_SNAPSHOT_SQL, check
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
 from tests.helpers.providers import ScriptedProvider, fixed
 
@@ -317,6 +318,25 @@ def test_two_replicas_never_record_the_same_observation_twice(
     assert {r["dispatch_id"]: r["observer"] for r in rows} == by_dispatch
     # The terminal states never moved.
     assert {sql.execution(lease.dispatch_id)["state"] for lease in leases} == {"failed"}
+    # And the contention checker's rules over the same history and rows agree.
+    events = [
+        {
+            "t": n,
+            "process": owner,
+            "type": "ok",
+            "f": "late_record",
+            "records": [
+                {
+                    "dispatch_id": r.watch.identity.dispatch_id,
+                    "observation_id": r.observation_id,
+                    "recorded": r.recorded,
+                    "agrees": r.agrees,
+                }
+            ],
+        }
+        for n, (owner, r) in enumerate(history)
+    ]
+    assert check(events, [], {}, (), sql.all(LATE_SNAPSHOT_SQL)).violations == []
 
 
 def _observation(watch: LateWatch, kind: FindingKind, observation_id: str) -> LateObservation:
