@@ -224,16 +224,27 @@ def audit_group() -> None:
 
 
 @audit_group.command("verify")
+@click.option(
+    "--export",
+    "exports",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="An export of `resolver prune --include-audit` covering a pruned range (repeatable).",
+)
 @exit_codes()
-def audit_verify_cmd() -> None:
+def audit_verify_cmd(exports: tuple[Path, ...]) -> None:
     """Recompute the audit chain of manual decisions; exit 1 naming the first broken link."""
-    from resolver.human.audit import verify_chain
+    from resolver.human.audit import ExportUnreadable, exported_links, verify_chain
 
+    try:
+        exported = exported_links(exports)
+    except (ExportUnreadable, OSError) as exc:
+        raise click.BadParameter(str(exc), param_hint="--export") from None
     settings = settings_from_env()
     ensure_schema(settings.require_database_url(), settings.connect_timeout_seconds)
     store = open_store(settings)
     try:
-        report = verify_chain(store)
+        report = verify_chain(store, exported=exported)
     finally:
         store.close()
     if report.broken is not None:

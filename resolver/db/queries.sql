@@ -506,7 +506,7 @@ WHERE pid = %(pid)s AND backend_start = %(backend_start)s;
 SELECT receipt->>'sig' AS sig FROM action_receipts WHERE dispatch_id = %(dispatch_id)s;
 
 -- name: late_watch_claim
--- Late evidence (resolver/db/schema/07_late_evidence.sql): one page of open watches that are
+-- Late evidence (resolver/db/schema/05_late_evidence.sql): one page of open watches that are
 -- due and still inside the window, with the identity their provider needs. Like the
 -- control claim: the partial index of open watches only, SKIP LOCKED, a fresh token that
 -- fences the record, and next_scan_at_ms moved to the lease expiry (a dead holder's watch
