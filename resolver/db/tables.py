@@ -421,8 +421,8 @@ recovery_prune_runs = Table(
 )
 
 # The audit chain over manual decisions (migration 0008): each link holds the canonical
-# content of one decision and hash = sha256(prev_hash || content). No foreign key: a link
-# outlives a pruned resolution, so the chain stays verifiable.
+# content of one decision and hash = sha256(prev_hash || content). No foreign key: an
+# --include-audit prune deletes a link with its decision once the export carries it.
 recovery_audit_chain = Table(
     "recovery_audit_chain",
     metadata,
