@@ -53,12 +53,19 @@ class LateEvidenceSettings:
     window_ms: int = DEFAULT_WINDOW_SECONDS * 1000
     cadence_ms: int = int(DEFAULT_CADENCE_SECONDS * 1000)
     page_size: int = 16
+    pages_per_cycle: int = 4
+    """A cycle goes on to the next page only after a full one, and stops after this many."""
+    expire_limit: int = 1_000
+    """Watches whose window elapsed closed per cycle: one indexed update, so elapsed
+    watches never pile up ahead of the due ones in the claim's index."""
     lease_ms: int = 60_000
     default_timeout_seconds: float = 10.0
 
     def __post_init__(self) -> None:
-        if self.window_ms < 0 or self.cadence_ms <= 0 or self.page_size < 1:
-            raise ValueError("late evidence: window >= 0, cadence > 0 and page size >= 1")
+        if self.window_ms < 0 or self.cadence_ms <= 0:
+            raise ValueError("late evidence: window >= 0 and cadence > 0")
+        if min(self.page_size, self.pages_per_cycle, self.expire_limit) < 1:
+            raise ValueError("late evidence: page size, pages and expire limit >= 1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,24 +98,35 @@ class LateEvidenceWatcher:
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def run_if_due(self) -> LateCycleReport | None:
-        """One cycle if the cadence has passed since the last one (the first runs at once)."""
+    def run_if_due(self, now_ms: int | None = None) -> LateCycleReport | None:
+        """One cycle if the cadence has passed on the runtime's clock since the last one (the
+        first runs at once); `now_ms` overrides the database clock (tests)."""
         now = self._clock()
         if self._next_at is not None and now < self._next_at:
             return None
         self._next_at = now + self._settings.cadence_ms / 1000
-        return self.run_cycle()
+        return self.run_cycle(now_ms)
 
     def run_cycle(self, now_ms: int | None = None) -> LateCycleReport:
+        """Close what elapsed, then look at due watches, page after full page (bounded)."""
         s = self._settings
-        expired = self._store.expire_late_watches(s.window_ms, s.page_size, now_ms)
-        if s.window_ms == 0:
-            return LateCycleReport(expired=expired)
+        expired = self._store.expire_late_watches(s.window_ms, s.expire_limit, now_ms)
+        claimed, records = 0, []
+        for _ in range(s.pages_per_cycle if s.window_ms > 0 else 0):
+            page = self._page(now_ms)
+            claimed += len(page[0])
+            records.extend(page[1])
+            if len(page[0]) < s.page_size:
+                break
+        return LateCycleReport(expired, claimed, tuple(records))
+
+    def _page(self, now_ms: int | None) -> tuple[list[LateWatch], list[LateRecord]]:
+        s = self._settings
         watches = self._store.claim_late_watches(
             s.owner, s.page_size, s.lease_ms, s.window_ms, now_ms
         )
         if not watches:
-            return LateCycleReport(expired=expired)
+            return [], []
         findings = self._inspect(watches)
         page_id = uuid.uuid4().hex
         observations = [
@@ -122,7 +140,7 @@ class LateEvidenceWatcher:
         ]
         records = self._store.record_late_observations(s.owner, observations, s.window_ms, now_ms)
         self._events.late_evidence(records)
-        return LateCycleReport(expired, len(watches), tuple(records))
+        return watches, records
 
     def _inspect(self, watches: Sequence[LateWatch]) -> dict[str, Finding]:
         """A finding per watch. Only automatic providers are asked: an action type with no

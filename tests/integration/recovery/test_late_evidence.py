@@ -4,6 +4,7 @@ never changing the terminal state; fenced so two replicas never record one look 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 import pytest
@@ -25,6 +26,7 @@ from resolver.core.domain import (
 from resolver.core.late_evidence import LateEvidenceSettings, LateEvidenceWatcher
 from resolver.core.provider import Capability, ProviderRegistry
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
+from resolver.core.replica import LoopSettings, Replica
 from resolver.core.runtime import Runtime
 from resolver.db.repository import PostgresStore
 from resolver.human.manual import ManualResolutionService
@@ -341,3 +343,56 @@ def test_two_replicas_never_record_the_same_observation_twice(
 
 def _observation(watch: LateWatch, kind: FindingKind, observation_id: str) -> LateObservation:
     return LateObservation(watch, fixed(kind)(watch.identity), observation_id, CADENCE_MS)
+
+
+def test_a_cycle_runs_at_most_once_per_cadence_and_pages_while_pages_are_full(
+    world: World, store: PostgresStore, sql: SQL, decide: Callable[[str, int, Decision], None]
+) -> None:
+    for lease in world.crashed(5):
+        decide(lease.dispatch_id, lease.version, Decision.CONFIRM_FAILED)
+    clock = [100.0]
+    settings = LateEvidenceSettings(
+        owner="r1", cadence_ms=CADENCE_MS, page_size=2, pages_per_cycle=2
+    )
+    watcher = LateEvidenceWatcher(
+        store,
+        ProviderRegistry({"test.action": ScriptedProvider(fixed(FindingKind.MISSING))}),
+        settings,
+        Runtime(clock=lambda: clock[0]),
+    )
+    first = watcher.run_if_due(NOW + 1)
+    assert first is not None and first.claimed == 4  # two full pages, then the bound
+    assert watcher.run_if_due(NOW + 2) is None  # not again before the cadence
+    clock[0] += CADENCE_MS / 1000
+    second = watcher.run_if_due(NOW + 3)
+    assert second is not None and second.claimed == 1  # the fifth; the others wait a cadence
+    assert {w["observations"] for w in sql.all("SELECT * FROM recovery_late_watches")} == {1}
+
+
+def test_the_replica_loop_runs_the_watcher_between_cycles(
+    world: World, store: PostgresStore, sql: SQL, decide: Callable[[str, int, Decision], None]
+) -> None:
+    # On the real database clock, as a running replica sees it: a lease that expired long
+    # ago, decided now.
+    lease = world.started(now_ms=1_000_000)
+    now = Principal("alice", auth_time_ms=int(time.time() * 1000), amr=("mfa",))
+    manual = ManualDecision(lease.dispatch_id, Decision.CONFIRM_FAILED, "op-1", lease.version, "x")
+    assert ManualResolutionService(store).decide(now, manual) is ManualResult.COMMITTED
+    provider = ScriptedProvider(fixed(FindingKind.VERIFIED_FAILED))
+    runtime = Runtime()
+    replica = Replica(
+        Reconciler(store, ProviderRegistry({}), ReconcilerSettings(owner="w")),
+        LoopSettings(),
+        runtime,
+        store,
+        late_evidence=LateEvidenceWatcher(
+            store,
+            ProviderRegistry({"test.action": provider}),
+            LateEvidenceSettings(owner="w"),
+            runtime,
+        ),
+    )
+    replica.run(once=True)
+    replica.close()
+    late = sql.one("SELECT * FROM recovery_late_evidence")
+    assert (late["dispatch_id"], late["agrees"], late["observer"]) == (lease.dispatch_id, True, "w")
