@@ -11,7 +11,7 @@ from resolver.core.provider import ProviderRegistry
 from resolver.db.repository import PostgresStore
 from tests.helpers.api import auth, body
 from tests.helpers.oidc import token
-from tests.helpers.providers import ScriptedProvider, fixed, sha256_hex
+from tests.helpers.providers import ScriptedProvider, fixed, verified
 from tests.integration.api.test_api import api
 
 __all__ = ["api"]
@@ -46,7 +46,8 @@ def test_a_contradicting_receipt_shows_in_the_case_and_the_decisions_list(
     case = api.get(f"/v1/dispatches/{dispatch_id}", headers=headers).json()
     (late,) = case["late_evidence"]
     assert (late["finding"], late["agrees"]) == ("verified_succeeded", False)
-    assert late["evidence_digest"] == sha256_hex(f"receipt:{dispatch_id}")
+    # The digest of the evidence the provider verified for this dispatch's own identity.
+    assert late["evidence_digest"] == verified(report.records[0].watch.identity).evidence_digest
     assert late["observed_at_ms"] >= case["resolution"]["resolved_at_ms"]
     # The decision stands.
     assert (case["execution"]["state"], case["resolution"]["outcome"]) == ("failed", "failed")

@@ -50,7 +50,7 @@ def chain(world: World, store: PostgresStore, sql: SQL) -> list[str]:
     watcher = LateEvidenceWatcher(
         store,
         ProviderRegistry({"test.action": ScriptedProvider(fixed(FindingKind.VERIFIED_SUCCEEDED))}),
-        LateEvidenceSettings(owner="r1", page_size=1),
+        LateEvidenceSettings(owner="r1", page_size=1, pages_per_cycle=1),
     )
     assert watcher.run_cycle(now_ms=old + EXEC_LEASE_MS + 61_000).records[0].contradicts
     ids += [_decide(store, world, recent + n * 1_000, 3 + n) for n in range(2)]
