@@ -141,7 +141,7 @@ def test_agreement_is_recorded_too_and_counts_no_contradiction(
     assert decision.contradicted is False
 
 
-def test_non_final_findings_keep_watching_at_the_cadence_and_nothing_is_recorded_after_the_window(
+def test_non_final_findings_keep_watching_at_the_cadence_until_a_late_receipt_is_recorded(
     world: World, store: PostgresStore, sql: SQL, decide: Callable[[str, int, Decision], None]
 ) -> None:
     early, late = world.crashed(2)
