@@ -234,7 +234,12 @@ def audit_group() -> None:
 @exit_codes()
 def audit_verify_cmd(exports: tuple[Path, ...]) -> None:
     """Recompute the audit chain of manual decisions; exit 1 naming the first broken link."""
-    from resolver.human.audit import ExportUnreadable, exported_links, verify_chain
+    from resolver.human.audit import (
+        ExportUnreadable,
+        exported_links,
+        unrecorded_exports,
+        verify_chain,
+    )
 
     try:
         exported = exported_links(exports)
@@ -245,10 +250,14 @@ def audit_verify_cmd(exports: tuple[Path, ...]) -> None:
     store = open_store(settings)
     try:
         report = verify_chain(store, exported=exported)
+        unrecorded = unrecorded_exports(store, exports)
     finally:
         store.close()
     if report.broken is not None:
         click.echo(f"audit chain broken at {report.broken.describe()}", err=True)
+    for path in unrecorded:
+        click.echo(f"export {path}: its sha256 is no prune run's export_digest", err=True)
+    if report.broken is not None or unrecorded:
         sys.exit(EXIT_FAILED)
     click.echo(
         f"audit chain verified: {report.links} links ({report.pruned} with pruned facts); "

@@ -163,6 +163,8 @@ class AuditReader(Protocol):
 
     def audit_unlinked(self) -> tuple[str, str] | None: ...
 
+    def audit_export_recorded(self, export_digest: str) -> bool: ...
+
 
 class LateEvidenceStore(Protocol):
     """What the late-evidence watcher needs: claim due watches, record what was found, close

@@ -255,6 +255,14 @@ ORDER BY p.seq;
 -- name: audit_head
 SELECT h.seq, h.hash FROM recovery_audit_head AS h WHERE h.id = 1;
 
+-- name: audit_export_recorded
+-- `resolver audit verify --export`: the prune runs that recorded this export's sha256 (a run
+-- records it before deleting anything the export lists).
+SELECT r.run_id FROM recovery_prune_runs AS r
+WHERE r.export_digest = %(export_digest)s
+ORDER BY r.run_id
+LIMIT 1;
+
 -- name: audit_unlinked
 -- The first manual resolution recorded since the chain began that has no link (a decision
 -- written around the chain). Decisions recorded before migration 0008 precede the first link.

@@ -379,6 +379,10 @@ class PostgresStore:
         assert row is not None  # the migration inserts the one head row
         return int(row["seq"]), str(row["hash"])
 
+    def audit_export_recorded(self, export_digest: str) -> bool:
+        """Whether a prune run recorded an export with this sha256."""
+        return self._one("audit_export_recorded", {"export_digest": export_digest}) is not None
+
     def audit_unlinked(self) -> tuple[str, str] | None:
         """The first manual resolution since the chain began without a link, if any."""
         row = self._one("audit_unlinked", {})

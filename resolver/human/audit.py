@@ -174,6 +174,16 @@ def _stored(link: AuditLink) -> tuple[int, str, str, str, str, str, int]:
     )
 
 
+def unrecorded_exports(reader: AuditReader, paths: Iterable[Path]) -> list[Path]:
+    """The exports whose sha256 no prune run recorded: not the file a run wrote (edited,
+    truncated, or from another database), whatever their links say."""
+    return [
+        path
+        for path in paths
+        if not reader.audit_export_recorded(hashlib.sha256(path.read_bytes()).hexdigest())
+    ]
+
+
 class ExportUnreadable(ValueError):
     """An export file is not the retention export: not JSON Lines, or a malformed link."""
 

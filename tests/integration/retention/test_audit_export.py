@@ -165,6 +165,13 @@ def test_resolver_audit_verify_takes_the_export(pruned: Path, cli_env: None) -> 
     ok = CliRunner().invoke(main, ["audit", "verify", "--export", str(pruned)])
     assert ok.exit_code == 0, ok.output
     assert "audit chain verified: 5 links (3 with pruned facts)" in ok.output
+    # Links intact, but the file is not the one the prune run recorded (a line reordered).
+    lines = pruned.read_text().splitlines(keepends=True)
+    pruned.write_text("".join(reversed(lines)))
+    edited = CliRunner().invoke(main, ["audit", "verify", "--export", str(pruned)])
+    assert edited.exit_code == 1
+    assert "audit chain broken" not in edited.output
+    assert f"export {pruned}: its sha256 is no prune run's export_digest" in edited.output
     pruned.write_text("not json\n")
     bad = CliRunner().invoke(main, ["audit", "verify", "--export", str(pruned)])
     assert bad.exit_code == 2
