@@ -70,6 +70,8 @@ class LateEvidenceSettings:
 
 @dataclass(frozen=True, slots=True)
 class LateCycleReport:
+    """What one watcher cycle did: watches closed by the window, claimed, and recorded."""
+
     expired: int = 0
     claimed: int = 0
     records: tuple[LateRecord, ...] = ()
