@@ -565,7 +565,7 @@ RETURNING w.dispatch_id;
 -- name: late_watch_record
 -- The fenced record of one page of late findings (resolver_record_late_evidence): one
 -- statement, one transaction. The items are one JSON array of objects.
-SELECT r.dispatch_id, r.recorded, r.agrees
+SELECT r.dispatch_id, r.observation_id, r.recorded, r.agrees
 FROM resolver_record_late_evidence(
     %(items)s::json, %(owner)s, %(window_ms)s, %(now_ms)s) AS r;
 

@@ -426,14 +426,14 @@ class PostgresStore:
             ]
         ).decode("utf-8")
         params = {"items": items, "owner": owner, "window_ms": window_ms, "now_ms": now_ms}
-        by_id = {o.watch.identity.dispatch_id: o for o in observations}
+        by_id = {o.observation_id: o for o in observations}
         return [
             LateRecord(
-                watch=by_id[row["dispatch_id"]].watch,
-                finding=by_id[row["dispatch_id"]].finding.kind,
+                watch=by_id[row["observation_id"]].watch,
+                finding=by_id[row["observation_id"]].finding.kind,
                 recorded=row["recorded"],
                 agrees=row["agrees"],
-                observation_id=by_id[row["dispatch_id"]].observation_id,
+                observation_id=row["observation_id"],
             )
             for row in self._all("late_watch_record", params)
         ]

@@ -84,10 +84,12 @@ CREATE TRIGGER approved_action_recovery_resolutions_late_watch
 -- the watch's token, its being open and inside the window on the database clock. A verified
 -- finding inserts the late evidence and closes the watch; `unsupported` closes it (the
 -- provider can never tell); anything else schedules the next look. Answers each fenced
--- dispatch id, whether it recorded evidence, and whether that evidence agrees.
+-- dispatch id with the observation it took, whether it recorded evidence, and whether that
+-- evidence agrees. A watch named twice (a stale and a fresh claim) is fenced once, on the
+-- token it holds.
 CREATE FUNCTION resolver_record_late_evidence(
     p_items json, p_owner text, p_window_ms bigint, p_now_ms bigint DEFAULT NULL)
-RETURNS TABLE (dispatch_id text, recorded boolean, agrees boolean)
+RETURNS TABLE (dispatch_id text, observation_id text, recorded boolean, agrees boolean)
 LANGUAGE sql VOLATILE AS $$
     WITH now AS (SELECT resolver_now_ms(p_now_ms) AS ms),
     item AS (
@@ -98,7 +100,7 @@ LANGUAGE sql VOLATILE AS $$
     -- SKIP LOCKED, like the automatic commit: a watch another transaction holds is left out
     -- (a lost fence); it is claimed again once its lease lapses.
     locked AS (
-        SELECT w.dispatch_id, w.decision_mutation_id, w.decided_outcome
+        SELECT w.dispatch_id, w.watch_token, w.decision_mutation_id, w.decided_outcome
         FROM recovery_late_watches AS w
         JOIN item AS i ON i.dispatch_id = w.dispatch_id AND i.watch_token = w.watch_token
         WHERE w.closed_at_ms IS NULL
@@ -107,10 +109,14 @@ LANGUAGE sql VOLATILE AS $$
         FOR UPDATE OF w SKIP LOCKED
     ),
     fenced AS (
-        SELECT l.*, i.finding, i.evidence_digest, i.result_code, i.observation_id, i.delay_ms,
+        SELECT DISTINCT ON (l.dispatch_id)
+               l.dispatch_id, l.decision_mutation_id, l.decided_outcome,
+               i.finding, i.evidence_digest, i.result_code, i.observation_id, i.delay_ms,
                i.finding IN ('verified_succeeded', 'verified_failed') AS verified,
                i.finding = 'verified_' || l.decided_outcome AS agrees
-        FROM locked AS l JOIN item AS i USING (dispatch_id)
+        FROM locked AS l
+        JOIN item AS i ON i.dispatch_id = l.dispatch_id AND i.watch_token = l.watch_token
+        ORDER BY l.dispatch_id, i.observation_id
     ),
     evidence AS (
         INSERT INTO recovery_late_evidence (
@@ -134,7 +140,8 @@ LANGUAGE sql VOLATILE AS $$
         FROM fenced AS f, now
         WHERE w.dispatch_id = f.dispatch_id
     )
-    SELECT f.dispatch_id, f.verified, CASE WHEN f.verified THEN f.agrees END FROM fenced AS f
+    SELECT f.dispatch_id, f.observation_id, f.verified, CASE WHEN f.verified THEN f.agrees END
+    FROM fenced AS f
 $$;
 
 REVOKE EXECUTE ON FUNCTION
