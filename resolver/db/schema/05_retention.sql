@@ -182,7 +182,7 @@ BEGIN
     DELETE FROM recovery_authorizations AS a
     USING approved_action_recovery_resolutions AS res
     WHERE a.mutation_id = res.mutation_id AND res.dispatch_id = ANY (v_audit);
-    -- Their audit links go with them (migration 0014): the export carries each link, so
+    -- Their audit links go with them (migration 0015): the export carries each link, so
     -- `resolver audit verify --export` still walks the whole chain.
     DELETE FROM recovery_audit_chain AS l
     USING approved_action_recovery_resolutions AS res
@@ -256,7 +256,7 @@ LANGUAGE sql STABLE SECURITY DEFINER AS $$
                    'closed_by', c.closed_by, 'closed_at_ms', c.closed_at_ms) END,
                'resolution', to_jsonb(res),
                'authorization', to_jsonb(a),
-               -- Migration 0014: the decision's audit link, so a pruned range of the chain
+               -- Migration 0015: the decision's audit link, so a pruned range of the chain
                -- stays verifiable from the export, and the late evidence beside it.
                'audit_link', (SELECT jsonb_build_object(
                                   'seq', l.seq, 'mutation_id', l.mutation_id,
