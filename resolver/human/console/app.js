@@ -36,16 +36,18 @@ const VIEWS = {
     title: "Waiting for evidence", path: "/v1/waiting", filters: LIST_FILTERS, bulk: false,
     lede: "Recovery required, inspected at least once, not settled: providers keep looking.",
     empty: "Nothing is waiting for evidence.",
-    columns: ["Dispatch", "Project", "Action type", "Finding", "Last failure", "Started", "Proposal"],
+    columns: ["Dispatch", "Project", "Action type", "Finding", "Last failure", "Waiting since", "Proposal"],
   },
   decided: {
     title: "Decided", path: "/v1/decisions", filters: ["project_id", "user_id", "since", "until"], bulk: false,
     lede: "Human decisions, newest first: who decided what, how they signed in, and what evidence said later.",
-    empty: "No decision matches.",
+    empty: "No decision has been recorded yet.",
     columns: ["Dispatch", "Project", "Action type", "Decision", "By", "Reason", "Sign-in", "Decided", "Later evidence"],
   },
 };
 const BULK_CHUNK = 100;
+const TOTAL_CAP = 10000; // the API counts at most this many matching cases
+const PAGE_SIZES = ["25", "50", "100"];
 const SELECT_ALL_CAP = 1000;
 
 let config = { oidc: null, links: [], reason_codes: [] };
@@ -200,9 +202,9 @@ function filterForm(view, params) {
   const form = el("form", { id: "filters", className: "filters", role: "search", "aria-label": "Filter " + spec.title });
   const field = (name, label, control) => el("div", { className: "field" }, el("label", { for: "f-" + name, text: label }), control);
   const input = (name, extra) => el("input", { id: "f-" + name, name, value: params.get(name) || "", ...extra });
-  const select = (name, options) => {
+  const select = (name, options, fallback = "") => {
     const control = el("select", { id: "f-" + name, name });
-    options.forEach(([value, text]) => control.append(el("option", { value, text, selected: (params.get(name) || "") === value })));
+    options.forEach(([value, text]) => control.append(el("option", { value, text, selected: (params.get(name) || fallback) === value })));
     return control;
   };
   spec.filters.forEach((name) => {
@@ -214,12 +216,18 @@ function filterForm(view, params) {
     else if (name === "min_age_seconds") form.append(field(name, "Age", select(name, AGES)));
     else if (name === "since" || name === "until") form.append(field(name, name === "since" ? "From (UTC day)" : "To (UTC day)", input(name, { type: "date" })));
   });
+  const size = String(pageSize(params));
+  const sizes = PAGE_SIZES.includes(size) ? PAGE_SIZES : [...PAGE_SIZES, size].sort((a, b) => a - b);
+  form.append(field("limit", "Rows per page", select("limit", sizes.map((n) => [n, n]), "50")));
   form.append(el("button", { type: "submit", text: "Apply" }),
     el("a", { href: "#/" + view, className: "reset", text: "Clear filters" }));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const next = new URLSearchParams();
-    new FormData(form).forEach((value, key) => { if (String(value).trim()) next.set(key, String(value).trim()); });
+    new FormData(form).forEach((value, key) => {
+      const text = String(value).trim();
+      if (text && !(key === "limit" && text === "50")) next.set(key, text); // the default stays out of the link
+    });
     window.location.hash = listHash(view, next);
   });
   return form;
@@ -238,11 +246,40 @@ function apiQuery(view, params, cursor, limit) {
   return VIEWS[view].path + "?" + query.toString();
 }
 
+// Page size and the first row's number live in the fragment too, so a reload or a pasted link
+// shows the same page; the row number is for display only (the cursor is the real position).
+function pageSize(params) {
+  const n = Number(params.get("limit"));
+  return Number.isInteger(n) && n >= 1 && n <= 100 ? n : 50;
+}
+
+function firstRow(params) {
+  const n = Number(params.get("from"));
+  return params.get("cursor") && Number.isInteger(n) && n >= 1 ? n : 1;
+}
+
+function countsText(view, params, page) {
+  const filtered = VIEWS[view].filters.some((name) => params.get(name));
+  const first = firstRow(params);
+  const order = view === "decided" ? "newest first" : "oldest first";
+  const shown = page.items.length ? ` Showing rows ${first} to ${first + page.items.length - 1}, ${order}.` : "";
+  if (typeof page.total === "number") {
+    const many = page.total >= TOTAL_CAP ? `${TOTAL_CAP} or more cases` : page.total === 1 ? "1 case" : `${page.total} cases`;
+    const verb = page.total === 1 ? "matches" : "match";
+    return (filtered ? `${many} ${verb} the filter.` : `${many} in this list.`) + shown;
+  }
+  if (view === "decided") {
+    return (page.items.length ? shown.trim() : "No decision on this page.") + (page.next_cursor ? " More on the next page." : "");
+  }
+  // An older API: no totals, and it may ignore filters (this page was filtered here).
+  return `${page.items.length} on this page.` + (filtered ? " This API reports no totals and filters nothing: the console filtered this page itself." : "");
+}
+
 async function renderList(main, view, params) {
   const spec = VIEWS[view];
   document.title = `${spec.title} · approved-action resolver`;
   main.append(el("h2", { tabindex: "-1", text: spec.title }), el("p", { className: "lede", text: spec.lede }), filterForm(view, params));
-  const answer = await auth.api("GET", apiQuery(view, params, params.get("cursor")));
+  const answer = await auth.api("GET", apiQuery(view, params, params.get("cursor"), pageSize(params)));
   if (answer.status === 401) return needSignIn(main);
   if (answer.status === 404 && view !== "queue") {
     main.append(el("p", { id: "unavailable", className: "notice", text: `“${spec.title}” is not available from this API (GET ${spec.path} answered 404): upgrade the resolver API to see it.` }));
@@ -250,39 +287,36 @@ async function renderList(main, view, params) {
   }
   if (!answer.ok) {
     main.append(el("p", { className: "error", role: "alert", text: problemText(answer) }));
+    // A link kept from an older page (a cursor the API no longer accepts): offer the start.
+    if (params.get("cursor")) main.append(pager(view, params, null));
     return;
   }
   const page = answer.body;
-  if (typeof page.total !== "number" && view !== "decided") page.items = page.items.filter((item) => matchesFilter(item, params));
+  if (typeof page.total !== "number" && view !== "decided") page.items = page.items.filter((item) => matchesFilter(view, item, params));
   page.items.forEach((item) => known.set(item.dispatch_id, item));
-  const counts = el("p", { id: "counts" });
-  const filtered = spec.filters.some((name) => params.get(name));
-  if (typeof page.total === "number") {
-    counts.textContent = `${page.total} match${page.total === 1 ? "es" : ""}` + (filtered ? " the filter" : "") + ` · ${page.items.length} on this page`;
-  } else {
-    const unfiltering = filtered && view !== "decided";
-    counts.textContent = `${page.items.length} on this page` + (unfiltering ? " (this API reports no totals and filters nothing: the console filtered this page itself)" : "");
-  }
-  main.append(counts);
+  main.append(el("p", { id: "counts", text: countsText(view, params, page) }));
   if (page.items.length === 0) {
-    main.append(el("p", { id: "empty", text: spec.empty }));
+    const filtered = spec.filters.some((name) => params.get(name));
+    main.append(el("p", { id: "empty", text: filtered ? "Nothing matches this filter." : spec.empty }));
   } else {
     main.append(listTable(view, page.items));
   }
-  main.append(pager(view, params, page.next_cursor));
+  main.append(pager(view, params, page.next_cursor, page.items.length));
   if (spec.bulk && page.items.length) main.append(bulkPanel(view, params, page));
 }
 
-function pager(view, params, nextCursor) {
+function pager(view, params, nextCursor, shown) {
   const nav = el("nav", { className: "pager", "aria-label": "Pages" });
   if (params.get("cursor")) {
     const first = new URLSearchParams(params);
     first.delete("cursor");
+    first.delete("from");
     nav.append(el("a", { href: listHash(view, first), id: "first-page", text: "First page" }));
   }
   if (nextCursor) {
     const next = new URLSearchParams(params);
     next.set("cursor", nextCursor);
+    next.set("from", String(firstRow(params) + shown));
     nav.append(el("a", { href: listHash(view, next), id: "next-page", text: "Next page" }));
   }
   return nav;
@@ -330,9 +364,15 @@ function listRow(view, item) {
   }
   cell((item.last_finding || "—") + ` ×${item.finding_count}`);
   cell(view === "queue" ? item.manual_reason || item.last_finding || "—" : item.last_failure_class || "—");
-  cell(when(view === "queue" ? item.manual_at_ms : item.started_at_ms));
+  cell(when(sinceMs(view, item)));
   cell(proposalText(item.proposal));
   return row;
+}
+
+// What a list is ordered by and what its age filter measures: entering the queue for the
+// manual queue, the first inspection for the waiting list (the API's own keyset).
+function sinceMs(view, item) {
+  return view === "queue" ? item.manual_at_ms : item.first_inspected_at_ms;
 }
 
 // -- bulk ---------------------------------------------------------------------------------------
@@ -410,12 +450,12 @@ function bulkPanel(view, params, page) {
 
 // The filter checked in the page too: an older API ignores filter parameters, and a bulk
 // selection must never take in more than the operator filtered for.
-function matchesFilter(item, params) {
+function matchesFilter(view, item, params) {
   const exact = ["project_id", "action_type", "last_finding"].every((name) => !params.get(name) || item[name] === params.get(name));
   const q = params.get("q");
   const found = !q || [item.dispatch_id, item.idempotency_key, item.approval_request_id].includes(q);
   const minAge = Number(params.get("min_age_seconds") || 0);
-  const since = item.manual_at_ms ?? item.started_at_ms;
+  const since = sinceMs(view, item);
   return exact && found && (!minAge || (since !== undefined && Date.now() - since >= minAge * 1000));
 }
 
@@ -425,7 +465,7 @@ async function selectMatching(view, params) {
   do {
     const answer = await auth.api("GET", apiQuery(view, params, cursor, 100));
     if (!answer.ok) { say(problemText(answer), "error"); break; }
-    answer.body.items.filter((item) => matchesFilter(item, params)).forEach((item) => {
+    answer.body.items.filter((item) => matchesFilter(view, item, params)).forEach((item) => {
       known.set(item.dispatch_id, item);
       selected.add(item.dispatch_id);
       count += 1;

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from resolver.core.domain import FindingKind
+from resolver.core.domain import Finding, FindingKind
 from resolver.db.repository import PostgresStore
 from resolver.human.api import create_app
 from resolver.human.auth import JwksUrl, TokenVerifier
@@ -134,7 +134,9 @@ def test_sign_in_with_pkce_see_the_queue_open_a_case_and_decide(
     rows.first.wait_for()
     listed = rows.locator("td a.mono").all_text_contents()
     assert sorted(listed) == sorted(site.dispatch_ids)
-    assert "on this page" in page.locator("#counts").text_content()
+    assert page.locator("#counts").text_content() == (
+        "3 cases in this list. Showing rows 1 to 3, oldest first."
+    )
     assert serious_violations(page, axe_source) == []
     shoot(page, "console-queue.png")
 
@@ -274,43 +276,197 @@ def test_bulk_decision_shows_progress_and_a_mixed_per_item_result(
 
 
 def _decide_directly(
-    client: httpx.Client, dispatch_id: str, version: int, page: Any
+    client: httpx.Client,
+    dispatch_id: str,
+    version: int,
+    page: Any,
+    *,
+    decision: str = "confirm_succeeded",
+    reason: str = "vendor_confirmed",
 ) -> httpx.Response:
-    """The other operator, with the access token alice's tab holds (same user, other tab)."""
+    """Another tab of the user signed in on `page`, deciding through the API with its token."""
     access = page.evaluate("sessionStorage.getItem('resolver.token')")
     return client.post(
         f"/v1/dispatches/{dispatch_id}/resolution",
         json={
-            "decision": "confirm_succeeded",
-            "mutation_id": "other-tab-1",
+            "decision": decision,
+            "mutation_id": f"other-tab-{dispatch_id}",
             "expected_execution_version": version,
-            "reason_code": "vendor_confirmed",
+            "reason_code": reason,
         },
         headers={"Authorization": f"Bearer {access}"},
     )
 
 
-def test_the_waiting_and_decided_views_and_a_reload_of_a_filtered_page(
-    site: Site, page: Any, axe_source: str
+def signed_in_tab(browser: Any, site: Site, user: str) -> Any:
+    """Another person at another desk: their own browser context, signed in at the provider."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    tab = context.new_page()
+    tab.goto(site.url)
+    sign_in(tab, user)
+    return tab
+
+
+def listed(page: Any) -> list[str]:
+    """The dispatch ids of the list as shown, top to bottom, once the list has loaded."""
+    page.locator("#counts").wait_for()
+    return page.locator("#list tbody tr td a.mono").all_text_contents()
+
+
+def apply_filter(page: Any, **fields: str) -> None:
+    before = page.url
+    for name, value in fields.items():
+        control = page.locator(f"#f-{name}")
+        if control.evaluate("node => node.tagName") == "SELECT":
+            control.select_option(value)
+        else:
+            control.fill(value)
+    page.locator("#filters button[type=submit]").click()
+    page.wait_for_function("before => window.location.href !== before", arg=before)
+
+
+def test_the_waiting_view_filters_looks_up_counts_and_pages_oldest_first_across_a_reload(
+    site: Site, page: Any, world: World, store: PostgresStore, axe_source: str
+) -> None:
+    now = int(time.time() * 1000)
+    # Four cases first inspected 3 h, 2 h, 90 min and 10 min ago (the reconciler's clock set
+    # back): providers keep looking, so they wait for evidence rather than for a person.
+    finding: dict[str, FindingKind] = {}
+    provider = ScriptedProvider(lambda i: Finding(finding[i.dispatch_id]))
+    waiting = []
+    for ago_min, kind in (
+        (180, "missing"),
+        (120, "missing"),
+        (90, "still_running"),
+        (10, "missing"),
+    ):
+        lease = world.started(now_ms=now - 5 * 3_600_000)
+        finding[lease.dispatch_id] = FindingKind(kind)
+        reconciler(store, provider).run_cycle(now_ms=now - ago_min * 60_000)
+        waiting.append(lease.dispatch_id)
+    spec = [world.specs[d] for d in waiting]
+
+    page.goto(f"{site.url}#/waiting?limit=2")
+    sign_in(page, "alice")
+    page.locator("h2").filter(has_text="Waiting for evidence").wait_for()
+    assert listed(page) == waiting[:2]
+    assert page.locator("#counts").text_content() == (
+        "4 cases in this list. Showing rows 1 to 2, oldest first."
+    )
+    first_row = page.locator("#list tbody tr").first
+    assert "(3 h ago)" in first_row.locator("time").text_content()
+    assert " UTC" in first_row.locator("time").text_content()
+    assert serious_violations(page, axe_source) == []
+    shoot(page, "console-waiting.png")
+
+    page.locator("#next-page").click()
+    page.wait_for_url(re.compile(r"cursor="))
+    assert listed(page) == waiting[2:]
+    assert page.locator("#counts").text_content().endswith("Showing rows 3 to 4, oldest first.")
+    page.reload()  # the page, not just the filter, survives a reload
+    assert listed(page) == waiting[2:]
+    assert page.locator("#counts").text_content().endswith("Showing rows 3 to 4, oldest first.")
+    page.locator("#first-page").click()
+    page.wait_for_url(re.compile(r"#/waiting\?limit=2$"))
+    assert listed(page) == waiting[:2]
+
+    apply_filter(page, last_finding="still_running")
+    assert listed(page) == [waiting[2]]
+    assert page.locator("#counts").text_content().startswith("1 case matches the filter.")
+    apply_filter(page, last_finding="", min_age_seconds="3600", limit="25")
+    assert listed(page) == waiting[:3]
+    assert page.locator("#counts").text_content().startswith("3 cases match the filter.")
+    page.locator("#filters a.reset").click()
+    page.wait_for_url(re.compile(r"#/waiting$"))
+    for lookup, expected in (
+        (spec[3].idempotency_key, waiting[3]),
+        (spec[1].approval_request_id, waiting[1]),
+        (spec[0].dispatch_id, waiting[0]),
+    ):
+        apply_filter(page, q=lookup)
+        assert listed(page) == [expected], lookup
+    apply_filter(page, q=site.dispatch_ids[0])  # in the manual queue, not waiting
+    assert listed(page) == []
+    assert page.locator("#empty").text_content() == "Nothing matches this filter."
+
+
+def test_the_decided_view_shows_who_decided_newest_first_filters_and_pages(
+    site: Site, page: Any, browser: Any, sql: SQL, axe_source: str
 ) -> None:
     page.goto(site.url)
     sign_in(page, "alice")
-    for view in ("waiting", "decided"):
-        page.locator(f"#nav a[data-view={view}]").click()
-        page.wait_for_url(re.compile(f"#/{view}$"))
-        heading = page.locator("h2")
-        heading.filter(
-            has_text={"waiting": "Waiting for evidence", "decided": "Decided"}[view]
-        ).wait_for()
-        page.locator("#list, #unavailable, #empty").first.wait_for()
-        assert serious_violations(page, axe_source) == []
+    bob = signed_in_tab(browser, site, "bob")
+    first, second, third = site.dispatch_ids
+    api = httpx.Client(base_url=site.url.removesuffix("/console"))
+    for tab, target, decision, reason in (
+        (page, first, "confirm_failed", "vendor_declined"),
+        (page, second, "confirm_succeeded", "vendor_confirmed"),
+        (bob, third, "abandon_unknown", "node_lost_outcome_unknown"),
+    ):
+        done = _decide_directly(
+            api, target, sql.execution(target)["version"], tab, decision=decision, reason=reason
+        )
+        assert done.status_code == 200, done.text
+    bob.context.close()
+
+    page.goto(f"{site.url}#/decided?limit=2")
+    page.locator("h2").filter(has_text="Decided").wait_for()
+    assert listed(page) == [third, second]
+    assert page.locator("#counts").text_content() == (
+        "Showing rows 1 to 2, newest first. More on the next page."
+    )
+    cells = page.locator("#list tbody tr").first.locator("td").all_text_contents()
+    assert cells[3:7] == [
+        "abandon_unknown → blocked",
+        "bob",
+        "node_lost_outcome_unknown",
+        "pwd, otp, mfa",
+    ]
+    assert "UTC" in cells[7] and cells[8] == "—"  # no later evidence yet
+    assert serious_violations(page, axe_source) == []
+    shoot(page, "console-decided.png")
+
+    page.locator("#next-page").click()
+    page.wait_for_url(re.compile(r"cursor="))
+    assert listed(page) == [first]
+    page.reload()
+    assert listed(page) == [first]
+    assert page.locator("#counts").text_content() == "Showing rows 3 to 3, newest first."
+
+    page.goto(f"{site.url}#/decided")
+    apply_filter(page, user_id="bob")
+    assert listed(page) == [third]
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    tomorrow = time.strftime("%Y-%m-%d", time.gmtime(time.time() + 86_400))
+    apply_filter(page, user_id="", since=today, until=today)
+    assert listed(page) == [third, second, first]
+    apply_filter(page, since=tomorrow, until="")
+    assert listed(page) == []
+    assert page.locator("#empty").text_content() == "Nothing matches this filter."
+    page.reload()
+    assert page.locator("#f-since").input_value() == tomorrow
+
+    # The decided case opens from the list and shows who decided, with nothing left to decide.
+    apply_filter(page, since="")
+    page.locator(f"#list a:text-is('{third}')").click()
+    page.wait_for_url(re.compile(re.escape(f"#/dispatch/{third}") + "$"))
+    page.locator("#timeline").wait_for()
+    assert page.locator("#case-state").text_content().startswith("blocked")
+    events = page.locator("#timeline li").all_text_contents()
+    assert any("by bob (node_lost_outcome_unknown)" in e for e in events), events
+    assert page.locator("#decide-form").count() == 0
+
+
+def test_a_filtered_queue_page_survives_a_reload(site: Site, page: Any) -> None:
+    page.goto(site.url)
+    sign_in(page, "alice")
     page.locator("#nav a[data-view=queue]").click()
-    page.fill("#f-action_type", "test.action")
-    page.locator("#filters button[type=submit]").click()
+    apply_filter(page, action_type="test.action")
     page.wait_for_url(re.compile(r"#/queue\?action_type=test.action$"))
     page.reload()
     assert page.locator("#f-action_type").input_value() == "test.action"
-    page.locator("#counts").wait_for()
+    assert sorted(listed(page)) == sorted(site.dispatch_ids)
+    assert page.locator("#counts").text_content().startswith("3 cases match the filter.")
 
 
 def test_link_outs_come_only_from_configured_templates_with_ids_url_encoded(
