@@ -173,7 +173,53 @@ def test_a_decision_that_lost_its_fence_shows_the_409_as_it_came_back(
     text = answer.text_content()
     assert text.startswith("409 conflict: "), text
     assert "already succeeded" in text  # the API's own words, not a generic error
+    assert "Current state: succeeded, version " in text
     assert sql.execution(target)["state"] == "succeeded"
+
+
+def test_the_case_view_copies_its_ids_states_consequences_and_takes_a_free_reason_code(
+    site: Site, page: Any, sql: SQL, world: World, axe_source: str
+) -> None:
+    target = site.dispatch_ids[0]
+    spec = world.specs[target]
+    page.goto(f"{site.url}#/dispatch/{target}")
+    sign_in(page, "alice")
+    page.locator("#decide-form").wait_for()
+    for label, value in (
+        ("Idempotency key", spec.idempotency_key),
+        ("Dispatch", target),
+        ("Approval request", spec.approval_request_id),
+    ):
+        page.locator(f"button[aria-label='Copy {label}']").click()
+        page.locator("#status").filter(has_text=f"{label} copied.").wait_for()
+        assert page.evaluate("navigator.clipboard.readText()") == value
+    events = page.locator("#timeline li").all_text_contents()
+    assert any("Start barrier crossed (attempt 1)" in e for e in events), events
+    assert any("Reached the manual queue: unsupported" in e for e in events), events
+    assert all(" UTC (" in e and "ago)" in e for e in events), events  # UTC and relative age
+    # Every consequence is on the page before any choice is made.
+    for decision in ("confirm_succeeded", "confirm_failed", "abandon_unknown"):
+        assert page.locator(f"#one-{decision}-says").is_visible()
+    assert page.locator("#one-abandon_unknown-says").text_content().startswith(
+        "Marks it blocked with the outcome unknown: nothing will run it again."
+    )
+    offered = page.locator("#reason-codes option").evaluate_all("os => os.map(o => o.value)")
+    assert "vendor_declined" in offered and "cannot_verify" in offered
+    # A code that is not a reason code is stopped in the page; nothing reaches the API.
+    page.locator("#one-confirm_failed").check()
+    page.fill("#one-reason", "Not A Code!")
+    page.locator("#verified").check()
+    page.locator("#decide-submit").click()
+    assert page.locator("#one-reason").evaluate("node => node.validity.patternMismatch")
+    assert page.locator("#answers li").count() == 0
+    # A code of the operator's own, not in the offered list, is allowed.
+    page.fill("#one-reason", "phoned_the_vendor")
+    page.locator("#decide-submit").click()
+    page.locator("#answers li").first.wait_for()
+    assert sql.execution(target)["state"] == "failed"
+    (res,) = sql.resolutions(target)
+    assert res["reason_code"] == "phoned_the_vendor"
+    assert serious_violations(page, axe_source) == []
 
 
 def test_a_pasted_deep_link_survives_sign_in_and_a_reload_keeps_the_page(
