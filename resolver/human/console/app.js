@@ -338,7 +338,7 @@ function listTable(view, items) {
 }
 
 function listRow(view, item) {
-  const row = el("tr", { "data-dispatch-id": item.dispatch_id });
+  const row = el("tr", { "data-dispatch-id": item.dispatch_id, className: item.contradicted === true ? "contradicted" : null });
   const cell = (...content) => row.append(el("td", {}, ...content));
   if (VIEWS[view].bulk) {
     const box = el("input", {
@@ -359,7 +359,7 @@ function listRow(view, item) {
     cell(item.reason_code);
     cell([].concat(item.amr || []).join(", "));
     cell(when(item.resolved_at_ms));
-    cell(item.contradicted === true ? el("strong", { className: "error", text: "contradicted" }) : item.contradicted === false ? "agrees" : "—");
+    cell(item.contradicted === true ? el("strong", { className: "error", text: "contradicted: check it" }) : item.contradicted === false ? "agrees" : "—");
     return row;
   }
   cell((item.last_finding || "—") + ` ×${item.finding_count}`);
@@ -604,7 +604,9 @@ function timeline(c) {
     const r = c.resolution;
     events.push([r.resolved_at_ms, `Resolved ${r.source}: ${r.outcome}` + (r.actor_user_id ? ` by ${r.actor_user_id} (${r.reason_code})` : "")]);
   }
-  (c.late_evidence || []).forEach((e) => events.push([e.observed_at_ms, `Later evidence: ${e.finding}, ${e.agrees ? "agrees" : "contradicts the decision"}`]));
+  (c.late_evidence || []).forEach((e) => events.push([e.observed_at_ms,
+    `Later evidence: ${e.finding}, ${e.agrees ? "agrees with the decision" : "CONTRADICTS the decision"}` +
+    (e.evidence_digest ? ` (evidence ${e.evidence_digest.slice(0, 12)}…)` : "")]));
   const list = el("ol", { id: "timeline" });
   events.filter(([at]) => at !== null && at !== undefined).sort((a, b) => a[0] - b[0])
     .forEach(([at, text]) => list.append(el("li", {}, when(at), " ", el("span", { text }))));
@@ -617,6 +619,16 @@ function renderCaseBody(main, c) {
   known.set(id.dispatch_id, { ...known.get(id.dispatch_id), execution_version: x.version });
   main.append(el("p", { id: "case-state", className: "state" },
     `${x.state}` + (x.recovery_required ? " · recovery required" : "") + (c.control ? ` · control ${c.control.status}` : "")));
+  const contradicting = (c.late_evidence || []).filter((e) => !e.agrees);
+  if (c.resolution && contradicting.length) {
+    // The decision stands (it is final); the person who reads this has to act outside it.
+    const last = contradicting[contradicting.length - 1];
+    main.append(el("div", { id: "contradiction", className: "notice alarm" },
+      el("p", {}, el("strong", { text: "Evidence observed after the decision contradicts it." }),
+        ` ${contradicting.length} later finding${contradicting.length === 1 ? "" : "s"} disagree; the last, ${last.finding}, `, when(last.observed_at_ms), "."),
+      el("p", { text: `The recorded outcome (${c.resolution.outcome}) stays final. Check the downstream system; ` +
+        "if the action must happen after all, create a new dispatch that supersedes this one." })));
+  }
   const related = el("section", { className: "card", "aria-label": "Related dispatches" }, el("h3", { text: "Related dispatches" }),
     el("p", {}, "Supersedes: ", id.supersedes_dispatch_id ? caseLink(id.supersedes_dispatch_id) : "nothing"),
     el("p", {}, "Superseded by: ", ...(id.superseded_by.length ? id.superseded_by.flatMap((s, i) => [i ? ", " : "", caseLink(s)]) : ["nothing"])));
