@@ -770,6 +770,29 @@ async function resume(result) {
   await send(answersArea(), retry.method, retry.path, retry.body, true);
 }
 
+// -- find: the id someone pasted into a chat ------------------------------------------------
+
+const ID_SHAPE = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
+
+// A dispatch id opens its case whatever its state; an idempotency key or approval id is looked
+// up in the open lists (the API's lookup), since the decided list has no lookup of its own.
+async function find(q) {
+  if (!ID_SHAPE.test(q)) {
+    say("Paste a dispatch id, an idempotency key or an approval request id (letters, digits and _ . : - only).", "error");
+    return;
+  }
+  const open = (id) => { window.location.hash = "#/dispatch/" + encodeURIComponent(id); };
+  const direct = await auth.api("GET", "/v1/dispatches/" + encodeURIComponent(q));
+  if (direct.status === 401) { render(); return; }
+  if (direct.ok) { open(q); return; }
+  for (const view of ["queue", "waiting"]) {
+    const answer = await auth.api("GET", VIEWS[view].path + "?limit=2&q=" + encodeURIComponent(q));
+    if (answer.ok && answer.body.items.length === 1) { open(answer.body.items[0].dispatch_id); return; }
+  }
+  say(`Nothing found for “${q}”: no dispatch with that id is visible to you, and no open case has that ` +
+    "idempotency key or approval id (a decided case is found by its dispatch id).", "error");
+}
+
 // -- start --------------------------------------------------------------------------------------
 
 async function loadConfig() {
@@ -786,6 +809,10 @@ async function loadConfig() {
 
 document.addEventListener("DOMContentLoaded", async () => {
   auth.takeTokenFromFragment();
+  document.getElementById("find").addEventListener("submit", (event) => {
+    event.preventDefault();
+    find(document.getElementById("find-q").value.trim());
+  });
   await loadConfig();
   let result = null;
   try {

@@ -200,8 +200,10 @@ def test_the_case_view_copies_its_ids_states_consequences_and_takes_a_free_reaso
     # Every consequence is on the page before any choice is made.
     for decision in ("confirm_succeeded", "confirm_failed", "abandon_unknown"):
         assert page.locator(f"#one-{decision}-says").is_visible()
-    assert page.locator("#one-abandon_unknown-says").text_content().startswith(
-        "Marks it blocked with the outcome unknown: nothing will run it again."
+    assert (
+        page.locator("#one-abandon_unknown-says")
+        .text_content()
+        .startswith("Marks it blocked with the outcome unknown: nothing will run it again.")
     )
     offered = page.locator("#reason-codes option").evaluate_all("os => os.map(o => o.value)")
     assert "vendor_declined" in offered and "cannot_verify" in offered
@@ -434,6 +436,21 @@ def test_the_waiting_view_filters_looks_up_counts_and_pages_oldest_first_across_
     apply_filter(page, q=site.dispatch_ids[0])  # in the manual queue, not waiting
     assert listed(page) == []
     assert page.locator("#empty").text_content() == "Nothing matches this filter."
+
+    # The header's lookup opens the case of whatever id was pasted, from any view.
+    manual = world.specs[site.dispatch_ids[0]]
+    for pasted, opened in (
+        (spec[1].idempotency_key, waiting[1]),
+        (manual.approval_request_id, manual.dispatch_id),
+        (waiting[3], waiting[3]),
+    ):
+        page.fill("#find-q", pasted)
+        page.locator("#find button").click()
+        page.wait_for_url(re.compile(re.escape(f"#/dispatch/{opened}") + "$"))
+        page.locator("h2").filter(has_text=opened).wait_for()
+    page.fill("#find-q", "no-such-dispatch")
+    page.locator("#find button").click()
+    page.locator("#status").filter(has_text="Nothing found for “no-such-dispatch”").wait_for()
 
 
 def test_the_decided_view_shows_who_decided_newest_first_filters_and_pages(
