@@ -287,6 +287,7 @@ def build_api(
     again, with details) on RESOLVER_HTTP_PORT when set, like the worker."""
     # Imported here: `resolver run` never loads the web framework.
     from resolver.human.api import RateLimiter, create_app
+    from resolver.human.manual import ManualResolutionService
 
     url = settings.require_database_url()
     console = settings.console()  # a bad console setting fails before anything is opened
@@ -299,6 +300,9 @@ def build_api(
     app = create_app(
         store,
         verifier,
+        service=ManualResolutionService(
+            store, proposal_ttl_ms=settings.proposal_ttl_seconds * 1000
+        ),
         limiter=RateLimiter(settings.api_decisions_per_minute),
         observer=ApiMetrics(registry),
         readiness=readiness,

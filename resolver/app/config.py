@@ -53,6 +53,12 @@ class Settings(BaseSettings):
     api_host: str = Field(default="127.0.0.1", description="manual-resolution API bind address")
     api_port: int = Field(default=8080, ge=1, le=65535)
     api_decisions_per_minute: int = Field(default=30, ge=1, le=10_000)
+    proposal_ttl_seconds: int = Field(
+        default=3600,
+        ge=60,
+        le=86_400,
+        description="how long a two-person proposal waits for its second person",
+    )
     oidc_issuer: str | None = Field(default=None, description="expected `iss` of bearer tokens")
     oidc_audience: str | None = Field(default=None, description="expected `aud` of bearer tokens")
     oidc_jwks_file: Path | None = Field(

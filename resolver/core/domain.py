@@ -420,6 +420,24 @@ class ManualContext:
     resolution_expected_version: int | None
     mutation_dispatch_id: str | None
     db_now_ms: int
+    resolution_confirmed_by: str | None = None
+    """The second person of a two-person resolution (None for one person)."""
+    mutation_proposal_closed_as: str | None = None
+    """The mutation id names a proposal (or its closing): how it ended, None while open."""
+    mutation_proposed_by: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OpenProposal:
+    """The open first decision of a two-person case, waiting for a second person."""
+
+    decision: Decision
+    proposed_by: str
+    proposed_at_ms: int
+    expires_at_ms: int
+    reason_code: str
+    evidence_digest: str | None
+    expected_execution_version: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -443,6 +461,7 @@ class ManualQueueItem:
     first_inspected_at_ms: int | None = None
     since_ms: int = 0
     """When the case entered its list (the keyset): manual_at_ms or first_inspected_at_ms."""
+    proposal: OpenProposal | None = None
 
 
 class CaseList(StrEnum):
@@ -543,6 +562,7 @@ class Case:
     resolution: CaseResolution | None
     authorizations: tuple[CaseAuthorization, ...]
     db_now_ms: int
+    proposal: OpenProposal | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -624,6 +644,21 @@ class ManualDecision:
 
 class ManualResult(StrEnum):
     COMMITTED = "committed"
+    REPLAYED = "replayed"
+    PROPOSED = "proposed"
+    """A two-person case: recorded as a proposal, waiting for a second person."""
+
+
+class ProposalAction(StrEnum):
+    """What a person does to an open proposal without deciding."""
+
+    WITHDRAW = "withdraw"
+    REJECT = "reject"
+
+
+class ProposalResult(StrEnum):
+    WITHDRAWN = "withdrawn"
+    REJECTED = "rejected"
     REPLAYED = "replayed"
 
 

@@ -72,6 +72,18 @@ class FenceConflict(ResolverError):
         self.current = current
 
 
+class ProposalConflict(FenceConflict):
+    """A two-person decision that did not settle: `code` says why (second_person_required,
+    proposal_rejected, proposal_voided, proposal_limit, proposal_closed, no_proposal,
+    not_proposer, own_proposal); the API answers it as a 409 problem with that code."""
+
+    def __init__(
+        self, code: str, message: str, *, current: dict[str, object] | None = None
+    ) -> None:
+        super().__init__(message, current=current)
+        self.code = code
+
+
 class LeaseLost(FenceConflict):
     """The caller's execution lease expired or was taken over; it may no longer start."""
 

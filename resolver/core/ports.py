@@ -27,7 +27,9 @@ from resolver.core.domain import (
     ManualContext,
     ManualDecision,
     ManualQueueItem,
+    OpenProposal,
     Principal,
+    ProposalAction,
 )
 
 
@@ -99,8 +101,31 @@ class ManualStore(Protocol):
         *,
         max_auth_age_ms: int,
         clock_leeway_ms: int,
+        proposal_ttl_ms: int,
         now_ms: int | None = None,
-    ) -> bool: ...
+    ) -> str | None:
+        """What the fenced commit did (`committed`, `proposed`, ... see queries.sql
+        manual_commit), or None when a fence held and nothing was written."""
+        ...
+
+    def close_proposal(
+        self,
+        principal: Principal,
+        dispatch_id: str,
+        action: ProposalAction,
+        mutation_id: str,
+        reason_code: str,
+        project_id: str,
+        grant: Grant,
+        *,
+        max_auth_age_ms: int,
+        clock_leeway_ms: int,
+        now_ms: int | None = None,
+    ) -> str | None:
+        """The proposal close's answer (queries.sql proposal_close), None on a grant fence."""
+        ...
+
+    def open_proposal(self, dispatch_id: str, now_ms: int | None = None) -> OpenProposal | None: ...
 
 
 class CaseReader(Protocol):

@@ -64,8 +64,21 @@ REVOKE EXECUTE ON FUNCTION resolver_commit_automatic(json, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_commit_automatic(json, bigint) TO resolver_runtime;
 REVOKE EXECUTE ON FUNCTION resolver_finding_status(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_finding_status(text) TO resolver_runtime;
-REVOKE EXECUTE ON FUNCTION resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint) TO resolver_runtime;
+REVOKE EXECUTE ON FUNCTION resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint, bigint) TO resolver_runtime;
+-- Two people where it matters (migration 0013): the runtime role reads the rules (only the
+-- owner writes them), records and closes proposals (a trigger lets a proposal be closed
+-- once, never edited), and runs the settle, the proposal close and the rule through the
+-- manual commit, which is SECURITY INVOKER like the others.
+GRANT SELECT ON recovery_two_person_rules TO resolver_runtime;
+REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON recovery_two_person_rules FROM resolver_runtime;
+GRANT SELECT, INSERT, UPDATE ON recovery_proposals TO resolver_runtime;
+REVOKE EXECUTE ON FUNCTION resolver_settle_manual(text, text, text, text, text, bigint, text, bigint, json) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION resolver_settle_manual(text, text, text, text, text, bigint, text, bigint, json) TO resolver_runtime;
+REVOKE EXECUTE ON FUNCTION resolver_proposal_close(text, text, text, text, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION resolver_proposal_close(text, text, text, text, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint) TO resolver_runtime;
+REVOKE EXECUTE ON FUNCTION resolver_needs_two_people(text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION resolver_needs_two_people(text, text) TO resolver_runtime;
 
 -- Readiness: `resolver run` refuses to start unless the schema is at the expected revision.
 GRANT SELECT ON alembic_version TO resolver_runtime;

@@ -181,20 +181,27 @@ SELECT d.project_id, e.state, e.version, e.lease_expires_at_ms,
        r.evidence_digest AS resolution_evidence_digest,
        r.expected_execution_version AS resolution_expected_version,
        m.dispatch_id AS mutation_dispatch_id,
+       (SELECT a.user_id FROM recovery_authorizations AS a
+        WHERE a.mutation_id = r.mutation_id AND a.user_id <> r.actor_user_id
+        LIMIT 1) AS resolution_confirmed_by,
+       mp.closed_as AS mutation_proposal_closed_as, mp.proposed_by AS mutation_proposed_by,
        resolver_now_ms(%(now_ms)s) AS db_now_ms
 FROM approved_action_dispatches AS d
 JOIN approved_action_executions AS e USING (dispatch_id)
 LEFT JOIN approved_action_recovery_controls AS c USING (dispatch_id)
 LEFT JOIN approved_action_recovery_resolutions AS r USING (dispatch_id)
 LEFT JOIN approved_action_recovery_resolutions AS m ON m.mutation_id = %(mutation_id)s
+LEFT JOIN recovery_proposals AS mp
+  ON mp.mutation_id = %(mutation_id)s OR mp.closed_mutation_id = %(mutation_id)s
 WHERE d.dispatch_id = %(dispatch_id)s;
 
 -- name: manual_commit
 -- A human decision (resolver_commit_manual, resolver/db/schema/06_commits.sql): authorization
--- fact, resolution and terminal state in one statement, fenced on the grant's versions,
+-- fact, resolution and terminal state in one transaction, fenced on the grant's versions,
 -- authentication age, expected execution version, recovery_required and an open control.
--- No row: nothing applied (manual_context_get explains why).
-SELECT dispatch_id, version, controls_closed, authorizations
+-- `result`: committed, or for a two-person case proposed, second_person_required, rejected,
+-- voided, proposal_limit. No row: nothing applied (manual_context_get explains why).
+SELECT dispatch_id, version, result, proposal_id
 FROM resolver_commit_manual(
     p_dispatch_id => %(dispatch_id)s, p_mutation_id => %(mutation_id)s,
     p_outcome => %(outcome)s, p_evidence_digest => %(evidence_digest)s,
@@ -205,7 +212,39 @@ FROM resolver_commit_manual(
     p_role_binding_version => %(role_binding_version)s,
     p_auth_time_ms => %(auth_time_ms)s, p_amr => %(amr)s::text[],
     p_max_auth_age_ms => %(max_auth_age_ms)s, p_clock_leeway_ms => %(clock_leeway_ms)s,
+    p_now_ms => %(now_ms)s, p_proposal_ttl_ms => %(proposal_ttl_ms)s);
+
+-- name: proposal_close
+-- Withdraw (the proposer) or reject (someone else) the open proposal of a dispatch
+-- (resolver_proposal_close, 06_commits.sql). No row: the grant fence failed.
+SELECT dispatch_id, result
+FROM resolver_proposal_close(
+    p_dispatch_id => %(dispatch_id)s, p_mutation_id => %(mutation_id)s,
+    p_action => %(action)s, p_reason_code => %(reason_code)s,
+    p_user_id => %(user_id)s, p_project_id => %(project_id)s,
+    p_project_version => %(project_version)s,
+    p_role_binding_version => %(role_binding_version)s,
+    p_auth_time_ms => %(auth_time_ms)s, p_amr => %(amr)s::text[],
+    p_max_auth_age_ms => %(max_auth_age_ms)s, p_clock_leeway_ms => %(clock_leeway_ms)s,
     p_now_ms => %(now_ms)s);
+
+-- name: proposal_open_get
+-- The open, unexpired proposal of a dispatch (what a 202 answer shows).
+WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms)
+SELECT pr.outcome AS proposal_outcome, pr.proposed_by, pr.proposed_at_ms,
+       pr.expires_at_ms AS proposal_expires_at_ms, pr.reason_code AS proposal_reason_code,
+       pr.evidence_digest AS proposal_evidence_digest,
+       pr.expected_execution_version AS proposal_expected_version
+FROM recovery_proposals AS pr, now
+WHERE pr.dispatch_id = %(dispatch_id)s
+  AND
+      -- include: proposal_open
+;
+
+-- fragment: proposal_open
+-- A proposal `pr` that can still be confirmed: not closed and not expired (an expired one is
+-- closed as such by the next decision or close on its dispatch). Needs the CTE `now`.
+pr.closed_as IS NULL AND pr.expires_at_ms > (SELECT ms FROM now)
 
 -- fragment: case_readable
 -- The caller may read cases of the dispatch `d`'s project: it holds `approval.recover` (which
@@ -273,10 +312,18 @@ WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms)
 SELECT c.dispatch_id, d.project_id, d.action_type, c.last_finding, c.finding_count,
        c.manual_at_ms, e.version AS execution_version, e.started_at_ms, e.attempt,
        d.approval_request_id, d.idempotency_key, d.action_digest, c.manual_reason,
-       c.last_failure_class, c.first_inspected_at_ms, c.manual_at_ms AS since_ms
+       c.last_failure_class, c.first_inspected_at_ms, c.manual_at_ms AS since_ms,
+       pr.outcome AS proposal_outcome, pr.proposed_by, pr.proposed_at_ms,
+       pr.expires_at_ms AS proposal_expires_at_ms, pr.reason_code AS proposal_reason_code,
+       pr.evidence_digest AS proposal_evidence_digest,
+       pr.expected_execution_version AS proposal_expected_version
 FROM approved_action_recovery_controls AS c
 JOIN approved_action_dispatches AS d USING (dispatch_id)
 JOIN approved_action_executions AS e USING (dispatch_id)
+LEFT JOIN recovery_proposals AS pr
+  ON pr.dispatch_id = c.dispatch_id
+ AND
+     -- include: proposal_open
 WHERE c.status = 'manual'
   AND (c.manual_at_ms, c.dispatch_id) > (%(after_since_ms)s, %(after_dispatch_id)s)
   AND (%(min_age_ms)s = 0 OR c.manual_at_ms <= (SELECT ms FROM now) - %(min_age_ms)s)
@@ -310,10 +357,18 @@ WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms)
 SELECT c.dispatch_id, d.project_id, d.action_type, c.last_finding, c.finding_count,
        c.manual_at_ms, e.version AS execution_version, e.started_at_ms, e.attempt,
        d.approval_request_id, d.idempotency_key, d.action_digest, c.manual_reason,
-       c.last_failure_class, c.first_inspected_at_ms, c.first_inspected_at_ms AS since_ms
+       c.last_failure_class, c.first_inspected_at_ms, c.first_inspected_at_ms AS since_ms,
+       pr.outcome AS proposal_outcome, pr.proposed_by, pr.proposed_at_ms,
+       pr.expires_at_ms AS proposal_expires_at_ms, pr.reason_code AS proposal_reason_code,
+       pr.evidence_digest AS proposal_evidence_digest,
+       pr.expected_execution_version AS proposal_expected_version
 FROM approved_action_recovery_controls AS c
 JOIN approved_action_dispatches AS d USING (dispatch_id)
 JOIN approved_action_executions AS e USING (dispatch_id)
+LEFT JOIN recovery_proposals AS pr
+  ON pr.dispatch_id = c.dispatch_id
+ AND
+     -- include: proposal_open
 WHERE c.status = 'armed' AND c.first_inspected_at_ms IS NOT NULL
   AND (c.first_inspected_at_ms, c.dispatch_id) > (%(after_since_ms)s, %(after_dispatch_id)s)
   AND (%(min_age_ms)s = 0 OR c.first_inspected_at_ms <= (SELECT ms FROM now) - %(min_age_ms)s)
@@ -359,12 +414,20 @@ SELECT d.dispatch_id, d.approval_request_id, d.project_id, d.action_type, d.acti
        r.reason_code AS resolution_reason_code, r.actor_user_id AS resolution_actor_user_id,
        r.evidence_digest AS resolution_evidence_digest, r.resolved_at_ms,
        r.mutation_id AS resolution_mutation_id,
-       now.ms AS db_now_ms
+       now.ms AS db_now_ms,
+       pr.outcome AS proposal_outcome, pr.proposed_by, pr.proposed_at_ms,
+       pr.expires_at_ms AS proposal_expires_at_ms, pr.reason_code AS proposal_reason_code,
+       pr.evidence_digest AS proposal_evidence_digest,
+       pr.expected_execution_version AS proposal_expected_version
 FROM approved_action_dispatches AS d
 CROSS JOIN now
 LEFT JOIN approved_action_executions AS e ON e.dispatch_id = d.dispatch_id
 LEFT JOIN approved_action_recovery_controls AS c ON c.dispatch_id = d.dispatch_id
 LEFT JOIN approved_action_recovery_resolutions AS r ON r.dispatch_id = d.dispatch_id
+LEFT JOIN recovery_proposals AS pr
+  ON pr.dispatch_id = d.dispatch_id
+ AND
+     -- include: proposal_open
 WHERE d.dispatch_id = %(dispatch_id)s
   AND
       -- include: case_readable
@@ -382,7 +445,10 @@ ORDER BY a.authorization_id;
 -- index), filtered by project, deciding user and time [since_ms, until_ms).
 SELECT r.dispatch_id, d.project_id, d.action_type, r.outcome, r.actor_user_id,
        r.reason_code, a.amr, a.auth_time_ms, r.evidence_digest,
-       r.finding AS overridden_finding, r.resolved_at_ms, r.resolution_id
+       r.finding AS overridden_finding, r.resolved_at_ms, r.resolution_id,
+       (SELECT s.user_id FROM recovery_authorizations AS s
+        WHERE s.mutation_id = r.mutation_id AND s.user_id <> r.actor_user_id
+        LIMIT 1) AS confirmed_by
 FROM approved_action_recovery_resolutions AS r
 JOIN approved_action_dispatches AS d ON d.dispatch_id = r.dispatch_id
 LEFT JOIN recovery_authorizations AS a

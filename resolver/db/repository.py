@@ -43,7 +43,9 @@ from resolver.core.domain import (
     ManualContext,
     ManualDecision,
     ManualQueueItem,
+    OpenProposal,
     Principal,
+    ProposalAction,
     ProviderFailure,
     ResolutionSource,
 )
@@ -283,32 +285,57 @@ class PostgresStore:
         *,
         max_auth_age_ms: int,
         clock_leeway_ms: int,
+        proposal_ttl_ms: int,
         now_ms: int | None = None,
-    ) -> bool:
+    ) -> str | None:
         params = {
+            **_authorization(principal, project_id, grant, max_auth_age_ms, clock_leeway_ms),
             "dispatch_id": decision.dispatch_id,
-            "project_id": project_id,
-            "user_id": principal.user_id,
-            "auth_time_ms": principal.auth_time_ms,
-            "amr": list(principal.amr),
-            "project_version": grant.project_version,
-            "role_binding_version": grant.role_binding_version,
             "outcome": decision.decision.terminal_state.value,
             "mutation_id": decision.mutation_id,
             "expected_execution_version": decision.expected_execution_version,
             "reason_code": decision.reason_code,
             "evidence_digest": decision.evidence_digest,
-            "max_auth_age_ms": max_auth_age_ms,
-            "clock_leeway_ms": clock_leeway_ms,
+            "proposal_ttl_ms": proposal_ttl_ms,
             "now_ms": now_ms,
         }
         try:
-            return self._one("manual_commit", params) is not None
+            row = self._one("manual_commit", params)
         except ConstraintViolation as exc:
             # A reused mutation id: nothing was written; the service explains it.
             if exc.constraint == "uq_approved_action_recovery_resolutions_mutation_id":
-                return False
+                return None
             raise
+        return None if row is None else str(row["result"])
+
+    def close_proposal(
+        self,
+        principal: Principal,
+        dispatch_id: str,
+        action: ProposalAction,
+        mutation_id: str,
+        reason_code: str,
+        project_id: str,
+        grant: Grant,
+        *,
+        max_auth_age_ms: int,
+        clock_leeway_ms: int,
+        now_ms: int | None = None,
+    ) -> str | None:
+        params = {
+            **_authorization(principal, project_id, grant, max_auth_age_ms, clock_leeway_ms),
+            "dispatch_id": dispatch_id,
+            "action": action.value,
+            "mutation_id": mutation_id,
+            "reason_code": reason_code,
+            "now_ms": now_ms,
+        }
+        row = self._one("proposal_close", params)
+        return None if row is None else str(row["result"])
+
+    def open_proposal(self, dispatch_id: str, now_ms: int | None = None) -> OpenProposal | None:
+        row = self._one("proposal_open_get", {"dispatch_id": dispatch_id, "now_ms": now_ms})
+        return None if row is None else _proposal(row)
 
     def list_cases(
         self,
@@ -482,7 +509,52 @@ def _claimed(
 
 def _queue_item(row: Row) -> ManualQueueItem:
     _enums(row, last_finding=FindingKind, last_failure_class=ProviderFailure)
-    return ManualQueueItem(**row)
+    proposal = _proposal(row)
+    for column in PROPOSAL_COLUMNS:
+        del row[column]
+    return ManualQueueItem(**row, proposal=proposal)
+
+
+# The open-proposal columns of the case and list statements (queries.sql, proposal_open).
+PROPOSAL_COLUMNS = (
+    "proposal_outcome",
+    "proposed_by",
+    "proposed_at_ms",
+    "proposal_expires_at_ms",
+    "proposal_reason_code",
+    "proposal_evidence_digest",
+    "proposal_expected_version",
+)
+
+
+def _proposal(row: Row) -> OpenProposal | None:
+    if row["proposal_outcome"] is None:
+        return None
+    return OpenProposal(
+        decision=Decision.settling(ExecutionState(row["proposal_outcome"])),
+        proposed_by=row["proposed_by"],
+        proposed_at_ms=row["proposed_at_ms"],
+        expires_at_ms=row["proposal_expires_at_ms"],
+        reason_code=row["proposal_reason_code"],
+        evidence_digest=row["proposal_evidence_digest"],
+        expected_execution_version=row["proposal_expected_version"],
+    )
+
+
+def _authorization(
+    principal: Principal, project_id: str, grant: Grant, max_auth_age_ms: int, leeway_ms: int
+) -> dict[str, Any]:
+    """The authorization parameters every fenced human write takes."""
+    return {
+        "project_id": project_id,
+        "user_id": principal.user_id,
+        "auth_time_ms": principal.auth_time_ms,
+        "amr": list(principal.amr),
+        "project_version": grant.project_version,
+        "role_binding_version": grant.role_binding_version,
+        "max_auth_age_ms": max_auth_age_ms,
+        "clock_leeway_ms": leeway_ms,
+    }
 
 
 def _case_filter(user_id: str, filters: CaseFilter, now_ms: int | None) -> dict[str, Any]:
@@ -567,12 +639,20 @@ def _case(row: Row, authorizations: Sequence[Row]) -> Case:
                 permission=a["permission"],
                 amr=tuple(a["amr"]),
                 auth_time_ms=a["auth_time_ms"],
-                role="decider",
+                role=_role(a["user_id"], row["resolution_actor_user_id"], len(authorizations)),
             )
             for a in authorizations
         ),
         db_now_ms=row["db_now_ms"],
+        proposal=_proposal(row),
     )
+
+
+def _role(user_id: str, actor: str | None, people: int) -> str:
+    """One person decides; of two, the resolution's actor proposed and the other confirmed."""
+    if people < 2:
+        return "decider"
+    return "proposer" if user_id == actor else "confirmer"
 
 
 def _decision(row: Row) -> DecisionRecord:
@@ -585,7 +665,7 @@ def _decision(row: Row) -> DecisionRecord:
         decision=Decision.settling(outcome),
         outcome=outcome,
         actor_user_id=row["actor_user_id"],
-        confirmed_by=None,
+        confirmed_by=row["confirmed_by"],
         reason_code=row["reason_code"],
         amr=tuple(row["amr"] or ()),
         auth_time_ms=row["auth_time_ms"] or 0,

@@ -273,7 +273,8 @@ recovery_authorizations = Table(
     Column("auth_time_ms", BigInteger, nullable=False),
     Column("amr", ARRAY(Text), nullable=False),
     Column("authorized_at_ms", BigInteger, nullable=False),
-    UniqueConstraint("mutation_id"),
+    # One fact per person: a two-person decision (migration 0013) has two.
+    UniqueConstraint("mutation_id", "user_id"),
     CheckConstraint("permission = 'approval.recover'", name="permission_known"),
 )
 
@@ -451,6 +452,87 @@ recovery_audit_head = Table(
     CheckConstraint("id = 1", name="one_row"),
     CheckConstraint(f"prev_hash {_HEX64} AND hash {_HEX64}", name="hashes_hex"),
 )
+
+# Two people where it matters (migration 0013): the rules the manual commit reads, and one
+# proposal per first decision on a case that needs a second person (closed once, never
+# edited; pruned with its dispatch).
+recovery_two_person_rules = Table(
+    "recovery_two_person_rules",
+    metadata,
+    Column("action_type_pattern", Text, primary_key=True),
+    Column("decision", Text, primary_key=True),
+    CheckConstraint(
+        "action_type_pattern ~ '^([a-z][a-z0-9_.-]{0,63}[*]?|[*])$'", name="pattern_shape"
+    ),
+    CheckConstraint(
+        "decision IN ('confirm_succeeded','confirm_failed','abandon_unknown')",
+        name="decision_known",
+    ),
+)
+
+recovery_proposals = Table(
+    "recovery_proposals",
+    metadata,
+    Column("proposal_id", BigInteger, Identity(), primary_key=True),
+    Column(
+        "dispatch_id",
+        Text,
+        ForeignKey("approved_action_dispatches.dispatch_id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("mutation_id", Text, nullable=False),
+    Column("outcome", Text, nullable=False),
+    Column("expected_execution_version", BigInteger, nullable=False),
+    Column("reason_code", Text, nullable=False),
+    Column("evidence_digest", Text, nullable=True),
+    Column("proposed_by", Text, nullable=False),
+    Column("project_id", Text, nullable=False),
+    Column("project_version", BigInteger, nullable=False),
+    Column("role_binding_version", BigInteger, nullable=False),
+    Column("auth_time_ms", BigInteger, nullable=False),
+    Column("amr", ARRAY(Text), nullable=False),
+    Column("proposed_at_ms", BigInteger, nullable=False),
+    Column("expires_at_ms", BigInteger, nullable=False),
+    Column("closed_as", Text, nullable=True),
+    Column("closed_at_ms", BigInteger, nullable=True),
+    Column("closed_by", Text, nullable=True),
+    Column("closed_mutation_id", Text, nullable=True),
+    Column("close_reason_code", Text, nullable=True),
+    Column("closed_auth_time_ms", BigInteger, nullable=True),
+    Column("closed_amr", ARRAY(Text), nullable=True),
+    UniqueConstraint("mutation_id"),
+    UniqueConstraint("closed_mutation_id"),
+    CheckConstraint("outcome IN ('succeeded','failed','blocked')", name="outcome_known"),
+    CheckConstraint(f"reason_code {_CODE}", name="reason_code_shape"),
+    CheckConstraint(
+        f"evidence_digest IS NULL OR evidence_digest {_HEX64}", name="evidence_digest_hex"
+    ),
+    CheckConstraint("expires_at_ms > proposed_at_ms", name="expires_after_proposed"),
+    CheckConstraint(
+        "closed_as IN ('confirmed','withdrawn','rejected','voided','expired')",
+        name="closed_as_known",
+    ),
+    CheckConstraint(
+        "(closed_as IS NULL) = (closed_at_ms IS NULL)", name="closed_at_with_closed_as"
+    ),
+    CheckConstraint(
+        "closed_as NOT IN ('confirmed','withdrawn','rejected') OR (closed_by IS NOT NULL"
+        " AND closed_mutation_id IS NOT NULL AND close_reason_code IS NOT NULL)",
+        name="closed_by_person",
+    ),
+    CheckConstraint(
+        "(closed_as <> 'withdrawn' OR closed_by = proposed_by)"
+        " AND (closed_as NOT IN ('confirmed','rejected') OR closed_by <> proposed_by)",
+        name="second_person",
+    ),
+)
+Index(
+    "ix_recovery_proposals_open",
+    recovery_proposals.c.dispatch_id,
+    unique=True,
+    postgresql_where=text("closed_as IS NULL"),
+)
+Index("ix_recovery_proposals_dispatch_id", recovery_proposals.c.dispatch_id)
 
 # Tables whose rows are facts: a trigger rejects UPDATE and DELETE on each.
 IMMUTABLE_TABLES: tuple[str, ...] = (

@@ -2,6 +2,10 @@
 
 There is no retry, reset-to-pending, clear-start-barrier or dispatch edit. Doing the action
 again means a new dispatch that references this one (`supersedes_dispatch_id`).
+
+Where the database's two-person rules say so, the first decision is a proposal and a second,
+different person's same decision settles it (docs/manual-resolution.md); the database decides
+which, so this service only turns its answer into a result or a typed refusal.
 """
 
 from __future__ import annotations
@@ -12,15 +16,56 @@ from resolver.core.domain import (
     ManualContext,
     ManualDecision,
     ManualResult,
+    OpenProposal,
     Principal,
+    ProposalAction,
+    ProposalResult,
     ResolutionSource,
+    check_mutation_id,
 )
-from resolver.core.errors import FenceConflict, NotFound, PermissionDenied, StrongAuthRequired
+from resolver.core.errors import (
+    FenceConflict,
+    NotFound,
+    PermissionDenied,
+    ProposalConflict,
+    StrongAuthRequired,
+)
 from resolver.core.ports import ManualStore
 
 PERMISSION = "approval.recover"
 MAX_AUTH_AGE_MS = 5 * 60 * 1000
 STRONG_AMR = frozenset({"mfa", "hwk", "swk", "otp", "fido"})
+# How long a proposal waits for its second person: long enough to find a colleague on call,
+# short enough that the evidence both looked at is still the evidence.
+PROPOSAL_TTL_MS = 60 * 60 * 1000
+# What a two-person answer of the manual commit that settles nothing means to the caller.
+PROPOSAL_REFUSALS: dict[str, tuple[str, str]] = {
+    "second_person_required": (
+        "second_person_required",
+        "you proposed this decision: a different person with the same permission must "
+        "confirm it (or you withdraw it)",
+    ),
+    "rejected": (
+        "proposal_rejected",
+        "a different decision rejected the open proposal; nothing was committed: reload the "
+        "case, then propose again",
+    ),
+    "voided": (
+        "proposal_voided",
+        "the proposer no longer holds the permission; the proposal is void and nothing was "
+        "committed",
+    ),
+    "proposal_limit": (
+        "proposal_limit",
+        "this case already had 16 proposals; settle it by talking it through first",
+    ),
+}
+CLOSE_REFUSALS: dict[str, tuple[str, str]] = {
+    "no_proposal": ("no_proposal", "there is no open proposal on this dispatch"),
+    "not_proposer": ("not_proposer", "only the proposer can withdraw a proposal"),
+    "own_proposal": ("own_proposal", "you cannot reject your own proposal: withdraw it"),
+    "mutation_used": ("conflict", "this mutation id was already used"),
+}
 
 
 class ManualResolutionService:
@@ -33,56 +78,129 @@ class ManualResolutionService:
         max_auth_age_ms: int = MAX_AUTH_AGE_MS,
         strong_amr: frozenset[str] = STRONG_AMR,
         clock_leeway_ms: int = 30_000,
+        proposal_ttl_ms: int = PROPOSAL_TTL_MS,
     ) -> None:
         self._store = store
         self._max_auth_age_ms = max_auth_age_ms
         self._strong_amr = strong_amr
         self._clock_leeway_ms = clock_leeway_ms
+        self._proposal_ttl_ms = proposal_ttl_ms
 
     def decide(
         self, principal: Principal, decision: ManualDecision, *, now_ms: int | None = None
     ) -> ManualResult:
-        if not self._strong_amr.intersection(principal.amr):
-            raise StrongAuthRequired(
-                f"a recovery decision needs strong authentication (amr one of "
-                f"{sorted(self._strong_amr)}); sign in again with a second factor"
-            )
-        context = self._context(decision, now_ms)
-        grant = self._store.find_grant(context.project_id, principal.user_id)
-        if grant is None:
-            raise PermissionDenied(f"{PERMISSION} is not granted on project {context.project_id!r}")
-        committed = self._store.commit_manual(
+        self._require_strong(principal)
+        context = self._context(decision.dispatch_id, decision.mutation_id, now_ms)
+        grant = self._grant(context.project_id, principal)
+        answer = self._store.commit_manual(
             principal,
             decision,
             context.project_id,
             grant,
             max_auth_age_ms=self._max_auth_age_ms,
             clock_leeway_ms=self._clock_leeway_ms,
+            proposal_ttl_ms=self._proposal_ttl_ms,
             now_ms=now_ms,
         )
-        if committed:
+        if answer == "committed":
             return ManualResult.COMMITTED
+        if answer == "proposed":
+            return ManualResult.PROPOSED
+        if answer is not None:
+            code, title = PROPOSAL_REFUSALS[answer]
+            ctx = self._context(decision.dispatch_id, decision.mutation_id, now_ms)
+            raise ProposalConflict(code, title, current=_as_now(ctx))
         return self._explain(principal, decision, grant, now_ms)
 
-    def _context(self, decision: ManualDecision, now_ms: int | None) -> ManualContext:
-        context = self._store.manual_context(decision.dispatch_id, decision.mutation_id, now_ms)
+    def open_proposal(self, dispatch_id: str, now_ms: int | None = None) -> OpenProposal | None:
+        """The proposal a `proposed` answer recorded (or found open)."""
+        return self._store.open_proposal(dispatch_id, now_ms)
+
+    def close_proposal(
+        self,
+        principal: Principal,
+        dispatch_id: str,
+        action: ProposalAction,
+        mutation_id: str,
+        reason_code: str,
+        *,
+        now_ms: int | None = None,
+    ) -> ProposalResult:
+        """Withdraw (the proposer) or reject (anyone else with the permission) the open
+        proposal, fenced and authenticated like a decision."""
+        check_mutation_id(mutation_id)
+        self._require_strong(principal)
+        context = self._context(dispatch_id, mutation_id, now_ms)
+        grant = self._grant(context.project_id, principal)
+        answer = self._store.close_proposal(
+            principal,
+            dispatch_id,
+            action,
+            mutation_id,
+            reason_code,
+            context.project_id,
+            grant,
+            max_auth_age_ms=self._max_auth_age_ms,
+            clock_leeway_ms=self._clock_leeway_ms,
+            now_ms=now_ms,
+        )
+        if answer is None:
+            raise PermissionDenied(f"{PERMISSION} on project {context.project_id!r} changed; retry")
+        if answer == "stale_auth":
+            raise StrongAuthRequired(self._stale_auth_message())
+        if answer in CLOSE_REFUSALS:
+            code, title = CLOSE_REFUSALS[answer]
+            ctx = self._context(dispatch_id, mutation_id, now_ms)
+            raise ProposalConflict(code, title, current=_as_now(ctx))
+        return ProposalResult(answer)
+
+    def _require_strong(self, principal: Principal) -> None:
+        if not self._strong_amr.intersection(principal.amr):
+            raise StrongAuthRequired(
+                f"a recovery decision needs strong authentication (amr one of "
+                f"{sorted(self._strong_amr)}); sign in again with a second factor"
+            )
+
+    def _grant(self, project_id: str, principal: Principal) -> Grant:
+        grant = self._store.find_grant(project_id, principal.user_id)
+        if grant is None:
+            raise PermissionDenied(f"{PERMISSION} is not granted on project {project_id!r}")
+        return grant
+
+    def _stale_auth_message(self) -> str:
+        return (
+            "authentication is older than "
+            f"{self._max_auth_age_ms // 60_000} minutes; sign in again with a second factor"
+        )
+
+    def _context(self, dispatch_id: str, mutation_id: str, now_ms: int | None) -> ManualContext:
+        context = self._store.manual_context(dispatch_id, mutation_id, now_ms)
         if context is None:
-            raise NotFound(f"dispatch {decision.dispatch_id!r} has no execution")
+            raise NotFound(f"dispatch {dispatch_id!r} has no execution")
         return context
 
     def _explain(
         self, principal: Principal, decision: ManualDecision, grant: Grant, now_ms: int | None
     ) -> ManualResult:
         """The fenced commit wrote nothing: say exactly which fence held, or accept a replay."""
-        ctx = self._context(decision, now_ms)
+        ctx = self._context(decision.dispatch_id, decision.mutation_id, now_ms)
         if _is_replay(ctx, principal, decision):
             return ManualResult.REPLAYED
-        as_now: dict[str, object] = {
-            "state": ctx.state.value,
-            "version": ctx.version,
-            "control_status": ctx.control_status.value if ctx.control_status else None,
-        }
-        if ctx.mutation_dispatch_id is not None:
+        as_now = _as_now(ctx)
+        if (
+            ctx.mutation_proposed_by == principal.user_id
+            and ctx.mutation_proposal_closed_as == "confirmed"
+            and ctx.resolution_outcome is decision.decision.terminal_state
+        ):
+            return ManualResult.REPLAYED  # the proposer resends what a second person confirmed
+        if ctx.mutation_proposed_by is not None and ctx.mutation_proposal_closed_as is not None:
+            raise ProposalConflict(
+                "proposal_closed",
+                f"the proposal of mutation id {decision.mutation_id!r} was "
+                f"{ctx.mutation_proposal_closed_as}; reload the case and decide again",
+                current=as_now,
+            )
+        if ctx.mutation_dispatch_id is not None or ctx.mutation_proposed_by is not None:
             raise FenceConflict(
                 f"mutation id {decision.mutation_id!r} was already used", current=as_now
             )
@@ -103,10 +221,7 @@ class ManualResolutionService:
                 current=as_now,
             )
         if not _auth_fresh(principal, ctx.db_now_ms, self._max_auth_age_ms, self._clock_leeway_ms):
-            raise StrongAuthRequired(
-                "authentication is older than "
-                f"{self._max_auth_age_ms // 60_000} minutes; sign in again with a second factor"
-            )
+            raise StrongAuthRequired(self._stale_auth_message())
         current = self._store.find_grant(ctx.project_id, principal.user_id)
         if current != grant:
             raise PermissionDenied(f"{PERMISSION} on project {ctx.project_id!r} changed; retry")
@@ -120,14 +235,29 @@ def _auth_fresh(principal: Principal, now_ms: int, max_age_ms: int, leeway_ms: i
     return now_ms - max_age_ms <= principal.auth_time_ms <= now_ms + leeway_ms
 
 
+def _as_now(ctx: ManualContext) -> dict[str, object]:
+    """The dispatch as it stands, for a 409's `current`."""
+    return {
+        "state": ctx.state.value,
+        "version": ctx.version,
+        "control_status": ctx.control_status.value if ctx.control_status else None,
+    }
+
+
 def _is_replay(ctx: ManualContext, principal: Principal, decision: ManualDecision) -> bool:
-    # A mutation id is idempotent only when every semantic field is the same.
-    return (
+    # A mutation id is idempotent only when every semantic field is the same. The mutation
+    # that confirmed a two-person decision is the resolution's; its sender is the second
+    # person (the resolution's actor and reason code are the proposer's).
+    same_fact = (
         ctx.resolution_mutation_id == decision.mutation_id
         and ctx.resolution_source is ResolutionSource.MANUAL
         and ctx.resolution_outcome is decision.decision.terminal_state
-        and ctx.resolution_actor == principal.user_id
-        and ctx.resolution_reason_code == decision.reason_code
         and ctx.resolution_evidence_digest == decision.evidence_digest
         and ctx.resolution_expected_version == decision.expected_execution_version
     )
+    single = (
+        ctx.resolution_actor == principal.user_id
+        and ctx.resolution_confirmed_by is None
+        and ctx.resolution_reason_code == decision.reason_code
+    )
+    return same_fact and (single or ctx.resolution_confirmed_by == principal.user_id)

@@ -80,5 +80,6 @@ class ApiMetrics:
     def decided(self, outcome: ExecutionState, result: ManualResult) -> None:
         if result is ManualResult.COMMITTED:
             self.resolutions.labels(ResolutionSource.MANUAL.value, outcome.value).inc()
-        else:
+        elif result is ManualResult.REPLAYED:
             self.replays.labels(outcome.value).inc()
+        # A proposal settles nothing: it is counted when its confirmation commits.

@@ -21,7 +21,8 @@ class ApiObserver(Protocol):
     def step_up_required(self) -> None: ...
 
     def decided(self, outcome: ExecutionState, result: ManualResult) -> None:
-        """A decision answered 200: the terminal state, committed now or replayed."""
+        """A decision answered 200 or 202: the terminal state, committed now, replayed or
+        proposed (a two-person case waiting for its second person)."""
 
 
 class NullApiObserver:

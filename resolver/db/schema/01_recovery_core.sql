@@ -134,7 +134,7 @@ CREATE TABLE recovery_authorizations (
     CONSTRAINT pk_recovery_authorizations PRIMARY KEY (authorization_id),
     CONSTRAINT ck_recovery_authorizations_permission_known CHECK (permission = 'approval.recover'),
     CONSTRAINT fk_recovery_authorizations_mutation_id FOREIGN KEY(mutation_id) REFERENCES approved_action_recovery_resolutions (mutation_id),
-    CONSTRAINT uq_recovery_authorizations_mutation_id UNIQUE (mutation_id)
+    CONSTRAINT uq_recovery_authorizations_mutation_id_user_id UNIQUE (mutation_id, user_id)
 );
 
 -- The one clock every lease and due-time comparison uses. The override exists for tests

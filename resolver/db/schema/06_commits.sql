@@ -155,48 +155,199 @@ END
 $$;
 
 -- 2. The manual commit: a human decision's authorization fact, resolution and terminal state
--- in one statement. Fenced on the grant and its project/role-binding versions (locked FOR
+-- in one transaction. Fenced on the grant and its project/role-binding versions (locked FOR
 -- SHARE so a concurrent revocation waits or wins), authentication no older than the limit on
 -- the database clock, the expected execution version, the execution being recovery_required
 -- (lease expired on the database clock) and its control still open. No row: nothing applied
 -- (the caller explains why). SECURITY INVOKER, like the automatic commit.
+--
+-- Two people (migration 0013): when a rule of recovery_two_person_rules names the action type
+-- and decision, or a proposal is already open on the dispatch, the decision does not settle
+-- alone. With no open proposal it becomes one ('proposed', expiring p_proposal_ttl_ms later);
+-- the same decision (and evidence digest) from a different user while it is open confirms it
+-- and settles with both authorization facts ('committed'); the proposer again answers
+-- 'second_person_required' and writes nothing; a different decision closes it as rejected
+-- ('rejected', nothing settles). An expired proposal is closed as such and never confirmed.
 CREATE FUNCTION resolver_commit_manual(
     p_dispatch_id text, p_mutation_id text, p_outcome text, p_evidence_digest text,
     p_reason_code text, p_expected_execution_version bigint, p_user_id text, p_project_id text,
     p_project_version bigint, p_role_binding_version bigint, p_auth_time_ms bigint,
     p_amr text[], p_max_auth_age_ms bigint, p_clock_leeway_ms bigint,
-    p_now_ms bigint DEFAULT NULL
+    p_now_ms bigint DEFAULT NULL, p_proposal_ttl_ms bigint DEFAULT 3600000
 )
-RETURNS TABLE (
-    dispatch_id text, version bigint, controls_closed bigint, authorizations bigint
+RETURNS TABLE (dispatch_id text, version bigint, result text, proposal_id bigint)
+LANGUAGE plpgsql VOLATILE AS $$
+#variable_conflict use_column
+DECLARE
+    now_ms bigint;
+    v_version bigint;
+    v_action_type text;
+    v_id bigint;
+    prop recovery_proposals%ROWTYPE;
+BEGIN
+    IF p_proposal_ttl_ms IS NULL OR p_proposal_ttl_ms NOT BETWEEN 1000 AND 86400000 THEN
+        RAISE EXCEPTION 'p_proposal_ttl_ms must be 1 s to 24 h' USING ERRCODE = 'RS005';
+    END IF;
+    PERFORM 1
+    FROM recovery_role_bindings AS b
+    JOIN recovery_projects AS p USING (project_id)
+    WHERE b.project_id = p_project_id AND b.user_id = p_user_id
+      AND b.permission = 'approval.recover'
+      AND b.version = p_role_binding_version AND p.version = p_project_version
+    FOR SHARE OF b, p;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    -- The execution row first: the lock order of every writer (execution, control, inserts,
+    -- head). It also serialises the two people of one case.
+    SELECT e.version, d.action_type INTO v_version, v_action_type
+    FROM approved_action_executions AS e
+    JOIN approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
+    WHERE e.dispatch_id = p_dispatch_id AND d.project_id = p_project_id
+      AND e.version = p_expected_execution_version AND e.state = 'executing'
+    FOR UPDATE OF e;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    now_ms := resolver_now_ms(p_now_ms);
+    IF NOT (p_auth_time_ms >= now_ms - p_max_auth_age_ms
+            AND p_auth_time_ms <= now_ms + p_clock_leeway_ms)
+       OR NOT EXISTS (SELECT 1 FROM approved_action_executions AS e
+                      WHERE e.dispatch_id = p_dispatch_id AND e.lease_expires_at_ms <= now_ms)
+       OR NOT EXISTS (SELECT 1 FROM approved_action_recovery_controls AS oc
+                      WHERE oc.dispatch_id = p_dispatch_id AND oc.status <> 'resolved') THEN
+        RETURN;
+    END IF;
+    SELECT * INTO prop FROM recovery_proposals AS rp
+    WHERE rp.dispatch_id = p_dispatch_id AND rp.closed_as IS NULL
+    FOR UPDATE;
+    IF prop.proposal_id IS NOT NULL AND prop.expires_at_ms <= now_ms THEN
+        UPDATE recovery_proposals AS rp SET closed_as = 'expired', closed_at_ms = now_ms
+        WHERE rp.proposal_id = prop.proposal_id;
+        prop := NULL;
+    END IF;
+    IF prop.proposal_id IS NULL AND NOT resolver_needs_two_people(v_action_type, p_outcome) THEN
+        -- One person suffices.
+        RETURN QUERY
+        SELECT s.dispatch_id, s.version, 'committed'::text, NULL::bigint
+        FROM resolver_settle_manual(
+            p_dispatch_id, p_mutation_id, p_outcome, p_evidence_digest, p_reason_code,
+            p_expected_execution_version, p_user_id, now_ms,
+            json_build_array(json_build_object(
+                'user_id', p_user_id, 'project_id', p_project_id,
+                'project_version', p_project_version,
+                'role_binding_version', p_role_binding_version,
+                'auth_time_ms', p_auth_time_ms, 'amr', p_amr, 'authorized_at_ms', now_ms)))
+            AS s;
+        RETURN;
+    END IF;
+    -- A mutation id names one fact: a used one writes nothing here (the caller tells a
+    -- replay from a reuse), except the proposer resending its open proposal.
+    IF EXISTS (SELECT 1 FROM recovery_proposals AS rp
+               WHERE rp.mutation_id = p_mutation_id OR rp.closed_mutation_id = p_mutation_id)
+       OR EXISTS (SELECT 1 FROM approved_action_recovery_resolutions AS r
+                  WHERE r.mutation_id = p_mutation_id) THEN
+        IF prop.mutation_id = p_mutation_id AND prop.proposed_by = p_user_id
+           AND prop.outcome = p_outcome AND prop.reason_code = p_reason_code
+           AND prop.evidence_digest IS NOT DISTINCT FROM p_evidence_digest THEN
+            RETURN QUERY SELECT p_dispatch_id, v_version, 'proposed'::text, prop.proposal_id;
+        END IF;
+        RETURN;
+    END IF;
+    IF prop.proposal_id IS NULL THEN
+        -- Bounded: a case that needed 16 proposals needs a conversation, not a 17th.
+        IF (SELECT count(*) FROM recovery_proposals AS rp
+            WHERE rp.dispatch_id = p_dispatch_id) >= 16 THEN
+            RETURN QUERY SELECT p_dispatch_id, v_version, 'proposal_limit'::text, NULL::bigint;
+            RETURN;
+        END IF;
+        INSERT INTO recovery_proposals AS rp (
+            dispatch_id, mutation_id, outcome, expected_execution_version, reason_code,
+            evidence_digest, proposed_by, project_id, project_version, role_binding_version,
+            auth_time_ms, amr, proposed_at_ms, expires_at_ms)
+        VALUES (p_dispatch_id, p_mutation_id, p_outcome, p_expected_execution_version,
+                p_reason_code, p_evidence_digest, p_user_id, p_project_id, p_project_version,
+                p_role_binding_version, p_auth_time_ms, p_amr, now_ms,
+                now_ms + p_proposal_ttl_ms)
+        RETURNING rp.proposal_id INTO v_id;
+        RETURN QUERY SELECT p_dispatch_id, v_version, 'proposed'::text, v_id;
+        RETURN;
+    END IF;
+    IF prop.proposed_by = p_user_id THEN
+        RETURN QUERY
+        SELECT p_dispatch_id, v_version, 'second_person_required'::text, prop.proposal_id;
+        RETURN;
+    END IF;
+    IF prop.outcome <> p_outcome OR prop.evidence_digest IS DISTINCT FROM p_evidence_digest
+       OR prop.expected_execution_version <> v_version THEN
+        UPDATE recovery_proposals AS rp
+        SET closed_as = 'rejected', closed_at_ms = now_ms, closed_by = p_user_id,
+            closed_mutation_id = p_mutation_id, close_reason_code = p_reason_code,
+            closed_auth_time_ms = p_auth_time_ms, closed_amr = p_amr
+        WHERE rp.proposal_id = prop.proposal_id;
+        RETURN QUERY SELECT p_dispatch_id, v_version, 'rejected'::text, prop.proposal_id;
+        RETURN;
+    END IF;
+    -- The proposer must still hold the permission it proposed with.
+    PERFORM 1
+    FROM recovery_role_bindings AS b
+    JOIN recovery_projects AS p USING (project_id)
+    WHERE b.project_id = prop.project_id AND b.user_id = prop.proposed_by
+      AND b.permission = 'approval.recover'
+      AND b.version = prop.role_binding_version AND p.version = prop.project_version
+    FOR SHARE OF b, p;
+    IF NOT FOUND THEN
+        UPDATE recovery_proposals AS rp
+        SET closed_as = 'voided', closed_at_ms = now_ms, close_reason_code = 'grant_changed'
+        WHERE rp.proposal_id = prop.proposal_id;
+        RETURN QUERY SELECT p_dispatch_id, v_version, 'voided'::text, prop.proposal_id;
+        RETURN;
+    END IF;
+    -- Confirmed: closed before the settle, whose version bump would otherwise void it.
+    UPDATE recovery_proposals AS rp
+    SET closed_as = 'confirmed', closed_at_ms = now_ms, closed_by = p_user_id,
+        closed_mutation_id = p_mutation_id, close_reason_code = p_reason_code,
+        closed_auth_time_ms = p_auth_time_ms, closed_amr = p_amr
+    WHERE rp.proposal_id = prop.proposal_id;
+    RETURN QUERY
+    SELECT s.dispatch_id, s.version, 'committed'::text, prop.proposal_id
+    FROM resolver_settle_manual(
+        p_dispatch_id, p_mutation_id, p_outcome, p_evidence_digest, prop.reason_code,
+        p_expected_execution_version, prop.proposed_by, now_ms,
+        json_build_array(
+            json_build_object(
+                'user_id', prop.proposed_by, 'project_id', prop.project_id,
+                'project_version', prop.project_version,
+                'role_binding_version', prop.role_binding_version,
+                'auth_time_ms', prop.auth_time_ms, 'amr', prop.amr,
+                'authorized_at_ms', prop.proposed_at_ms),
+            json_build_object(
+                'user_id', p_user_id, 'project_id', p_project_id,
+                'project_version', p_project_version,
+                'role_binding_version', p_role_binding_version,
+                'auth_time_ms', p_auth_time_ms, 'amr', p_amr, 'authorized_at_ms', now_ms)))
+        AS s;
+END
+$$;
+
+-- The settling write of a manual decision whose fences resolver_commit_manual checked (the
+-- execution row locked): terminal state, closed control, resolution, one authorization fact
+-- per person in `p_authorizations`, and the audit-chain link, in one statement.
+CREATE FUNCTION resolver_settle_manual(
+    p_dispatch_id text, p_mutation_id text, p_outcome text, p_evidence_digest text,
+    p_reason_code text, p_expected_execution_version bigint, p_actor_user_id text,
+    p_now_ms bigint, p_authorizations json
 )
+RETURNS TABLE (dispatch_id text, version bigint)
 LANGUAGE sql VOLATILE AS $$
-    WITH now AS (SELECT resolver_now_ms(p_now_ms) AS ms),
-    granted AS (
-        SELECT b.project_id
-        FROM recovery_role_bindings AS b
-        JOIN recovery_projects AS p USING (project_id)
-        WHERE b.project_id = p_project_id AND b.user_id = p_user_id
-          AND b.permission = 'approval.recover'
-          AND b.version = p_role_binding_version AND p.version = p_project_version
-        FOR SHARE OF b, p
-    ),
-    settled AS (
+    WITH settled AS (
         UPDATE approved_action_executions AS e
         SET state = p_outcome,
             version = e.version + 1,
-            finished_at_ms = now.ms,
+            finished_at_ms = p_now_ms,
             evidence_digest = p_evidence_digest
-        FROM now, approved_action_dispatches AS d
-        WHERE e.dispatch_id = p_dispatch_id AND d.dispatch_id = e.dispatch_id
-          AND d.project_id = p_project_id
-          AND e.version = p_expected_execution_version
-          AND e.state = 'executing' AND e.lease_expires_at_ms <= now.ms
-          AND EXISTS (SELECT 1 FROM approved_action_recovery_controls AS oc
-                      WHERE oc.dispatch_id = e.dispatch_id AND oc.status <> 'resolved')
-          AND p_auth_time_ms >= now.ms - p_max_auth_age_ms
-          AND p_auth_time_ms <= now.ms + p_clock_leeway_ms
-          AND EXISTS (SELECT 1 FROM granted)
+        WHERE e.dispatch_id = p_dispatch_id AND e.version = p_expected_execution_version
+          AND e.state = 'executing'
         RETURNING e.dispatch_id, e.version, e.finished_at_ms
     ),
     closed AS (
@@ -221,7 +372,7 @@ LANGUAGE sql VOLATILE AS $$
         SELECT s.dispatch_id, p_mutation_id, 'manual', p_outcome,
                (SELECT oc.last_finding FROM approved_action_recovery_controls AS oc
                 WHERE oc.dispatch_id = s.dispatch_id),
-               p_evidence_digest, p_expected_execution_version, p_user_id, p_reason_code,
+               p_evidence_digest, p_expected_execution_version, p_actor_user_id, p_reason_code,
                s.finished_at_ms
         FROM settled AS s
         RETURNING dispatch_id, mutation_id, outcome, finding, evidence_digest,
@@ -231,9 +382,13 @@ LANGUAGE sql VOLATILE AS $$
         INSERT INTO recovery_authorizations (
             mutation_id, user_id, permission, project_id, project_version,
             role_binding_version, auth_time_ms, amr, authorized_at_ms)
-        SELECT r.mutation_id, p_user_id, 'approval.recover', p_project_id, p_project_version,
-               p_role_binding_version, p_auth_time_ms, p_amr, r.resolved_at_ms
-        FROM resolution AS r
+        SELECT r.mutation_id, a.user_id, 'approval.recover', a.project_id, a.project_version,
+               a.role_binding_version, a.auth_time_ms, a.amr, a.authorized_at_ms
+        FROM resolution AS r,
+             json_to_recordset(p_authorizations) AS a(
+                 user_id text, project_id text, project_version bigint,
+                 role_binding_version bigint, auth_time_ms bigint, amr text[],
+                 authorized_at_ms bigint)
         RETURNING mutation_id, user_id, permission, project_id, project_version,
                   role_binding_version, auth_time_ms, amr, authorized_at_ms
     ),
@@ -274,9 +429,96 @@ LANGUAGE sql VOLATILE AS $$
         FROM head AS h, content AS c
         RETURNING seq
     )
-    SELECT s.dispatch_id, s.version, (SELECT count(*) FROM closed),
-           (SELECT count(*) FROM authorization_fact)
-    FROM settled AS s
+    SELECT s.dispatch_id, s.version FROM settled AS s
+$$;
+
+-- A person ends an open proposal without a decision: its proposer withdraws it
+-- (p_action 'withdraw'), someone else with the permission rejects it ('reject'). Fenced like
+-- a decision (grant FOR SHARE, fresh authentication); the execution row is locked first, as
+-- by the commit. Answers 'withdrawn', 'rejected' or 'replayed' (this mutation id already
+-- did exactly that), else why not: 'stale_auth', 'no_proposal', 'not_proposer',
+-- 'own_proposal', 'mutation_used'. No row: the grant fence failed.
+CREATE FUNCTION resolver_proposal_close(
+    p_dispatch_id text, p_mutation_id text, p_action text, p_reason_code text,
+    p_user_id text, p_project_id text, p_project_version bigint,
+    p_role_binding_version bigint, p_auth_time_ms bigint, p_amr text[],
+    p_max_auth_age_ms bigint, p_clock_leeway_ms bigint, p_now_ms bigint DEFAULT NULL
+)
+RETURNS TABLE (dispatch_id text, result text)
+LANGUAGE plpgsql VOLATILE AS $$
+#variable_conflict use_column
+DECLARE
+    now_ms bigint;
+    v_closed_as text;
+    prop recovery_proposals%ROWTYPE;
+BEGIN
+    IF p_action IS NULL OR p_action NOT IN ('withdraw', 'reject') THEN
+        RAISE EXCEPTION 'p_action must be withdraw or reject' USING ERRCODE = 'RS005';
+    END IF;
+    v_closed_as := CASE p_action WHEN 'withdraw' THEN 'withdrawn' ELSE 'rejected' END;
+    PERFORM 1
+    FROM recovery_role_bindings AS b
+    JOIN recovery_projects AS p USING (project_id)
+    WHERE b.project_id = p_project_id AND b.user_id = p_user_id
+      AND b.permission = 'approval.recover'
+      AND b.version = p_role_binding_version AND p.version = p_project_version
+    FOR SHARE OF b, p;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    PERFORM 1 FROM approved_action_executions AS e
+    JOIN approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
+    WHERE e.dispatch_id = p_dispatch_id AND d.project_id = p_project_id
+    FOR UPDATE OF e;
+    now_ms := resolver_now_ms(p_now_ms);
+    dispatch_id := p_dispatch_id;
+    IF NOT (p_auth_time_ms >= now_ms - p_max_auth_age_ms
+            AND p_auth_time_ms <= now_ms + p_clock_leeway_ms) THEN
+        result := 'stale_auth';
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    IF EXISTS (SELECT 1 FROM recovery_proposals AS rp
+               WHERE rp.closed_mutation_id = p_mutation_id AND rp.dispatch_id = p_dispatch_id
+                 AND rp.closed_by = p_user_id AND rp.closed_as = v_closed_as
+                 AND rp.close_reason_code = p_reason_code) THEN
+        result := 'replayed';
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    IF EXISTS (SELECT 1 FROM recovery_proposals AS rp
+               WHERE rp.mutation_id = p_mutation_id OR rp.closed_mutation_id = p_mutation_id)
+       OR EXISTS (SELECT 1 FROM approved_action_recovery_resolutions AS r
+                  WHERE r.mutation_id = p_mutation_id) THEN
+        result := 'mutation_used';
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    SELECT * INTO prop FROM recovery_proposals AS rp
+    WHERE rp.dispatch_id = p_dispatch_id AND rp.project_id = p_project_id
+      AND rp.closed_as IS NULL
+    FOR UPDATE;
+    IF prop.proposal_id IS NOT NULL AND prop.expires_at_ms <= now_ms THEN
+        UPDATE recovery_proposals AS rp SET closed_as = 'expired', closed_at_ms = now_ms
+        WHERE rp.proposal_id = prop.proposal_id;
+        prop := NULL;
+    END IF;
+    IF prop.proposal_id IS NULL THEN
+        result := 'no_proposal';
+    ELSIF p_action = 'withdraw' AND prop.proposed_by <> p_user_id THEN
+        result := 'not_proposer';
+    ELSIF p_action = 'reject' AND prop.proposed_by = p_user_id THEN
+        result := 'own_proposal';
+    ELSE
+        UPDATE recovery_proposals AS rp
+        SET closed_as = v_closed_as, closed_at_ms = now_ms, closed_by = p_user_id,
+            closed_mutation_id = p_mutation_id, close_reason_code = p_reason_code,
+            closed_auth_time_ms = p_auth_time_ms, closed_amr = p_amr
+        WHERE rp.proposal_id = prop.proposal_id;
+        result := v_closed_as;
+    END IF;
+    RETURN NEXT;
+END
 $$;
 
 -- 3. The completion: terminal state fenced on the executor's owner/token/version, the
@@ -402,7 +644,10 @@ REVOKE EXECUTE ON FUNCTION
     resolver_finding_status(text),
     resolver_commit_automatic(json, bigint),
     resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint,
-                           bigint, text[], bigint, bigint, bigint),
+                           bigint, text[], bigint, bigint, bigint, bigint),
+    resolver_settle_manual(text, text, text, text, text, bigint, text, bigint, json),
+    resolver_proposal_close(text, text, text, text, text, text, bigint, bigint, bigint, text[],
+                            bigint, bigint, bigint),
     resolver_execution_complete(text, text, uuid, bigint, text, text, text, text, bigint),
     resolver_commit_page(json, bigint)
 FROM PUBLIC;
@@ -415,7 +660,9 @@ DECLARE
 BEGIN
     FOREACH fn IN ARRAY ARRAY[
         'resolver_commit_automatic(json, bigint)',
-        'resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint)',
+        'resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint, bigint)',
+        'resolver_settle_manual(text, text, text, text, text, bigint, text, bigint, json)',
+        'resolver_proposal_close(text, text, text, text, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint)',
         'resolver_execution_complete(text, text, uuid, bigint, text, text, text, text, bigint)',
         'resolver_commit_page(json, bigint)'
     ] LOOP

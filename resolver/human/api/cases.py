@@ -28,6 +28,7 @@ from resolver.core.domain import (
     Principal,
 )
 from resolver.core.ports import CaseReader
+from resolver.human.api.models import Proposal
 
 # The same bounds as the API module's (kept here to avoid an import cycle: it imports this).
 BIGINT_MAX = 2**63 - 1
@@ -67,18 +68,6 @@ TimeMs = Annotated[int | None, Query(ge=0, le=BIGINT_MAX), BeforeValidator(_digi
 UserId = Annotated[str | None, Query(min_length=1, max_length=128)]
 
 
-class Proposal(BaseModel):
-    """A pending two-person decision (null when none is open)."""
-
-    decision: str
-    proposed_by: str
-    proposed_at_ms: int
-    expires_at_ms: int
-    reason_code: str
-    evidence_digest: str | None
-    expected_execution_version: int
-
-
 class QueueEntry(BaseModel):
     """One open case as the manual queue and the waiting list show it."""
 
@@ -103,6 +92,7 @@ class QueueEntry(BaseModel):
     started_at_ms: int
     attempt: int
     proposal: Proposal | None = None
+    """The open two-person proposal, if one waits for a second person."""
 
     @classmethod
     def of(cls, item: ManualQueueItem) -> "QueueEntry":
@@ -122,6 +112,7 @@ class QueueEntry(BaseModel):
             execution_version=item.execution_version,
             started_at_ms=item.started_at_ms,
             attempt=item.attempt,
+            proposal=Proposal.of(item.proposal),
         )
 
 
@@ -218,7 +209,7 @@ class CaseOut(BaseModel):
             identity=CaseIdentityOut(**_fields(case.identity)),
             execution=CaseExecutionOut(**_fields(case.execution)) if case.execution else None,
             control=CaseControlOut(**_fields(case.control)) if case.control else None,
-            proposal=None,
+            proposal=Proposal.of(case.proposal),
             resolution=CaseResolutionOut(**_fields(case.resolution)) if case.resolution else None,
             authorizations=[CaseAuthorizationOut(**_fields(a)) for a in case.authorizations],
             late_evidence=[],

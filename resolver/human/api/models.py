@@ -17,6 +17,7 @@ from resolver.core.domain import (
     ID_REGEX,
     REASON_CODE_REGEX,
     Decision,
+    OpenProposal,
 )
 
 MAX_CURSOR_LENGTH = 300
@@ -55,7 +56,49 @@ class Problem(BaseModel):
     current: CurrentState | None = None
 
 
+class ProposalActionRequest(BaseModel):
+    """The body of a withdrawal or rejection of an open proposal. Unknown fields are refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mutation_id: StrictStr = Field(pattern=ID_REGEX, description="1-128 of [A-Za-z0-9_.:-]")
+    reason_code: StrictStr = Field(pattern=REASON_CODE_REGEX)
+
+
+class Proposal(BaseModel):
+    """A pending two-person decision: who proposed what, fenced on which version, until when."""
+
+    decision: str
+    proposed_by: str
+    proposed_at_ms: int
+    expires_at_ms: int
+    reason_code: str
+    evidence_digest: str | None
+    expected_execution_version: int
+
+    @classmethod
+    def of(cls, proposal: OpenProposal | None) -> "Proposal | None":
+        if proposal is None:
+            return None
+        return cls(
+            decision=proposal.decision.value,
+            proposed_by=proposal.proposed_by,
+            proposed_at_ms=proposal.proposed_at_ms,
+            expires_at_ms=proposal.expires_at_ms,
+            reason_code=proposal.reason_code,
+            evidence_digest=proposal.evidence_digest,
+            expected_execution_version=proposal.expected_execution_version,
+        )
+
+
 class DecisionResponse(BaseModel):
     dispatch_id: str
     outcome: Literal["succeeded", "failed", "blocked"]
-    result: Literal["committed", "replayed"]
+    result: Literal["committed", "replayed", "proposed"]
+    """`proposed` (HTTP 202): a two-person case; a different person must confirm."""
+    proposal: Proposal | None = None
+
+
+class ProposalActionResponse(BaseModel):
+    dispatch_id: str
+    result: Literal["withdrawn", "rejected", "replayed"]

@@ -20,6 +20,7 @@ from resolver.core.errors import (
     FenceConflict,
     NotFound,
     PermissionDenied,
+    ProposalConflict,
     SchemaNotReady,
     StorageUnavailable,
     StrongAuthRequired,
@@ -107,6 +108,10 @@ def _domain_mapping() -> dict[type[Exception], Callable[[Exception], ApiError]]:
         ),
         PermissionDenied: lambda e: ApiError(403, "forbidden", str(e)),
         NotFound: lambda e: ApiError(404, "not_found", str(e)),
+        # Before FenceConflict (its base class): the first matching kind answers.
+        ProposalConflict: lambda e: ApiError(
+            409, cast(ProposalConflict, e).code, str(e), current=cast(ProposalConflict, e).current
+        ),
         FenceConflict: lambda e: ApiError(
             409, "conflict", str(e), current=cast(FenceConflict, e).current
         ),

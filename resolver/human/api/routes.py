@@ -13,12 +13,15 @@ import structlog
 from fastapi import Depends, FastAPI, Header, Path, Response
 from fastapi.responses import JSONResponse
 
-from resolver.core.domain import ID_REGEX, ManualDecision, Principal
+from resolver.core.domain import ID_REGEX, ManualDecision, ManualResult, Principal, ProposalAction
 from resolver.human.api.bulk import BulkRequest, BulkResponse, bulk_cost, decide_each
 from resolver.human.api.limits import RateLimiter
 from resolver.human.api.models import (
     DecisionRequest,
     DecisionResponse,
+    Proposal,
+    ProposalActionRequest,
+    ProposalActionResponse,
 )
 from resolver.human.api.problems import ApiError, problem_responses
 from resolver.human.auth import InvalidToken, TokenVerifier
@@ -72,13 +75,19 @@ def install_manual_routes(
     @app.post(
         "/v1/dispatches/{dispatch_id}/resolution",
         response_model=DecisionResponse,
-        responses=problem_responses(400, 401, 403, 404, 409, 415, 422, 429),
+        responses={
+            202: {
+                "model": DecisionResponse,
+                "description": "A two-person case: recorded as a proposal (`result: proposed`)",
+            },
+            **problem_responses(400, 401, 403, 404, 409, 415, 422, 429),
+        },
     )
     def decide(
         user: User,
         body: DecisionRequest,
         dispatch_id: Annotated[str, Path(pattern=ID_REGEX)],
-    ) -> DecisionResponse:
+    ) -> Response:
         _admit(limiter, user.user_id)
         decision = ManualDecision(
             dispatch_id=dispatch_id,
@@ -97,11 +106,50 @@ def install_manual_routes(
             decision=body.decision.value,
             result=result.value,
         )
-        return DecisionResponse(
+        proposed = result is ManualResult.PROPOSED
+        answer = DecisionResponse(
             dispatch_id=dispatch_id,
             outcome=body.decision.terminal_state.value,
             result=result.value,
+            proposal=Proposal.of(service.open_proposal(dispatch_id)) if proposed else None,
         )
+        return JSONResponse(answer.model_dump(), status_code=202 if proposed else 200)
+
+    def close_route(action: ProposalAction) -> Callable[..., ProposalActionResponse]:
+        def route(
+            user: User,
+            body: ProposalActionRequest,
+            dispatch_id: Annotated[str, Path(pattern=ID_REGEX)],
+        ) -> ProposalActionResponse:
+            _admit(limiter, user.user_id)
+            result = service.close_proposal(
+                user, dispatch_id, action, body.mutation_id, body.reason_code
+            )
+            log.info(
+                "manual_proposal_closed",
+                dispatch_id=dispatch_id,
+                user_id=user.user_id,
+                action=action.value,
+                result=result.value,
+            )
+            return ProposalActionResponse(dispatch_id=dispatch_id, result=result.value)
+
+        return route
+
+    app.post(
+        "/v1/dispatches/{dispatch_id}/proposal/withdraw",
+        response_model=ProposalActionResponse,
+        responses=problem_responses(400, 401, 403, 404, 409, 415, 422, 429),
+        summary="The proposer withdraws its open two-person proposal",
+        name="proposal_withdraw",
+    )(close_route(ProposalAction.WITHDRAW))
+    app.post(
+        "/v1/dispatches/{dispatch_id}/proposal/reject",
+        response_model=ProposalActionResponse,
+        responses=problem_responses(400, 401, 403, 404, 409, 415, 422, 429),
+        summary="A second person rejects an open two-person proposal",
+        name="proposal_reject",
+    )(close_route(ProposalAction.REJECT))
 
     @app.post(
         "/v1/resolutions/bulk",
