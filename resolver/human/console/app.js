@@ -503,7 +503,8 @@ async function runBulk(request) {
       : chunk.items.map((item) => ({ dispatch_id: item.dispatch_id, result: "not_sent", code: answer.body.code || "http_" + answer.status }));
     results.forEach((r) => {
       tally[r.result] = (tally[r.result] || 0) + 1;
-      if (["committed", "replayed"].includes(r.result)) selected.delete(r.dispatch_id);
+      // Written (decided, or proposed for a second person): out of the selection; the rest stay.
+      if (["committed", "replayed", "proposed"].includes(r.result)) selected.delete(r.dispatch_id);
       list.append(el("tr", { className: "r-" + r.result }, el("td", {}, caseLink(r.dispatch_id)), el("td", { text: r.result }), el("td", { text: r.code || "" })));
     });
     progress.value = Math.min(start + BULK_CHUNK, request.items.length);
@@ -659,13 +660,20 @@ function renderCaseBody(main, c) {
 function decidePanel(target) {
   const answers = el("ol", { id: "answers", "aria-live": "polite" });
   const section = el("section", { id: "decide", className: "card", "aria-labelledby": "decide-title" },
-    el("h3", { id: "decide-title", text: "Decide" }));
+    el("h3", { id: "decide-title", text: target.proposal ? "Two-person decision" : "Decide" }));
+  const mine = target.proposal && target.proposal.proposed_by === (auth.tokenClaims() || {}).sub;
   const form = el("form", { id: "decide-form" });
-  if (target.proposal) section.append(proposalBox(target, form, answers));
+  if (target.proposal) section.append(proposalBox(target, form, answers, mine));
+  // The proposer cannot settle its own proposal (the API answers second_person_required):
+  // it may only withdraw it, so the decision form is not offered to it.
+  if (mine) {
+    section.append(el("h4", { text: "Answers" }), answers);
+    return section;
+  }
   form.append(decisionChoices("one"), ...reasonFields("one"),
     el("div", { className: "field" }, el("input", { type: "checkbox", id: "verified", name: "verified", required: true }),
       el("label", { for: "verified", text: "I checked the outcome outside the system" })),
-    el("button", { type: "submit", id: "decide-submit", text: target.proposal ? "Record this decision" : "Record decision" }));
+    el("button", { type: "submit", id: "decide-submit", text: "Record decision" }));
   // One mutation id per form: a resubmission after a lost answer replays, never doubles.
   const mutationId = crypto.randomUUID();
   form.addEventListener("submit", async (event) => {
@@ -682,30 +690,47 @@ function decidePanel(target) {
   return section;
 }
 
-function proposalBox(target, form, answers) {
+// The open proposal: who proposed what and until when, and what this person may do about it
+// (the proposer withdraws; anyone else confirms with the same decision, or rejects it).
+function proposalBox(target, form, answers, mine) {
   const p = target.proposal;
-  const me = (auth.tokenClaims() || {}).sub;
   const path = "/v1/dispatches/" + encodeURIComponent(target.dispatch_id) + "/proposal/";
-  const reason = () => form.querySelector("[name=reason_code]").value || p.reason_code;
-  const box = el("div", { id: "proposal", className: "notice" },
-    el("p", {}, `Two people are needed. ${p.proposed_by} proposed `, el("strong", { text: p.decision }),
-      ` (${p.reason_code}) `, when(p.proposed_at_ms), "; it expires ", when(p.expires_at_ms), "."),
-    el("p", { text: me === p.proposed_by ? "You proposed it: another person must confirm or reject it." :
-      `To confirm, record the same decision (${p.decision}) below; a different decision rejects the proposal.` }));
-  const actions = el("p");
-  if (me === p.proposed_by) {
-    actions.append(el("button", { type: "button", id: "withdraw", text: "Withdraw my proposal",
-      onclick: () => send(answers, "POST", path + "withdraw", { mutation_id: crypto.randomUUID(), reason_code: reason() }) }));
-  } else {
-    actions.append(el("button", { type: "button", id: "confirm-proposal", text: `Confirm: ${p.decision}`, onclick: () => {
-      const choice = form.querySelector(`input[value=${p.decision}]`);
+  const consequence = DECISIONS[p.decision] ? DECISIONS[p.decision].consequence : "";
+  const box = el("div", { id: "proposal", className: "notice", role: "region", "aria-labelledby": "proposal-title" },
+    el("h4", { id: "proposal-title", text: "Waiting for a second person" }),
+    el("p", { id: "proposal-who" }, el("strong", { text: p.proposed_by }), " proposed ",
+      el("strong", { text: `${DECISIONS[p.decision] ? DECISIONS[p.decision].label : p.decision}` }),
+      ` (reason ${p.reason_code}) `, when(p.proposed_at_ms), "."),
+    el("p", { id: "proposal-expires" }, "It expires ", when(p.expires_at_ms),
+      `: unless a second person confirms it by then, nothing is decided. It was made on execution version ${p.expected_execution_version}; any change to the execution voids it.`),
+    p.evidence_digest ? el("p", {}, "Evidence digest: ", el("span", { className: "mono", text: p.evidence_digest })) : null,
+    consequence ? el("p", { className: "consequence", text: "If confirmed: " + consequence }) : null,
+    el("p", { text: mine ? "You proposed it: a different person with the same permission must confirm or reject it. You may withdraw it." :
+      `Confirming records the same decision (${p.decision}) in your name and settles the case. A different decision in the form below rejects this proposal and commits nothing.` }));
+  const closeForm = el("form", { id: "proposal-form", className: "filters" },
+    el("div", { className: "field" },
+      el("label", { for: "close-reason", text: mine ? "Reason code for withdrawing" : "Reason code for rejecting" }),
+      el("input", { id: "close-reason", name: "reason_code", list: "reason-codes", required: true, pattern: "[a-z0-9_.\\-]{1,64}", autocomplete: "off" })),
+    el("button", { type: "submit", id: mine ? "withdraw" : "reject", className: "secondary", text: mine ? "Withdraw my proposal" : "Reject the proposal" }));
+  // One mutation id per closing form, like the decision form: a resend replays.
+  const closeId = crypto.randomUUID();
+  closeForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const reason = new FormData(closeForm).get("reason_code");
+    send(answers, "POST", path + (mine ? "withdraw" : "reject"), { mutation_id: closeId, reason_code: reason });
+  });
+  if (!mine) {
+    box.append(el("p", {}, el("button", { type: "button", id: "confirm-proposal", text: `Confirm: ${DECISIONS[p.decision] ? DECISIONS[p.decision].label : p.decision}`, onclick: () => {
+      // The confirmation is the same decision with the same evidence digest; the reason is
+      // the confirmer's own if typed, else the proposer's. The attestation stays theirs to tick.
+      const choice = form.querySelector(`input[name=decision][value="${p.decision}"]`);
       if (choice) choice.checked = true;
       form.querySelector("[name=reason_code]").value ||= p.reason_code;
+      form.querySelector("[name=evidence_digest]").value = p.evidence_digest || "";
       form.requestSubmit();
-    } }), " ", el("button", { type: "button", id: "reject", text: "Reject the proposal",
-      onclick: () => send(answers, "POST", path + "reject", { mutation_id: crypto.randomUUID(), reason_code: reason() }) }));
+    } }), " ", el("span", { className: "hint", text: "(tick “I checked the outcome” below first)" })));
   }
-  box.append(actions);
+  box.append(closeForm);
   return box;
 }
 
@@ -717,8 +742,9 @@ async function send(answers, method, path, body, afterStepUp) {
     return stepUp(answer, { kind: "request", method, path, body, back: window.location.hash });
   }
   showAnswer(answers, answer, afterStepUp);
-  // The case changed: show it as it is now, with this answer on top.
-  if (answer.ok) window.setTimeout(() => render().then(() => showAnswer(answersArea(), answer, afterStepUp)), 0);
+  // The case changed (or was not as this page showed it): show it as it is now, with this
+  // answer on top.
+  if (answer.ok || answer.status === 409) window.setTimeout(() => render().then(() => showAnswer(answersArea(), answer, afterStepUp)), 0);
   return answer;
 }
 
@@ -731,6 +757,9 @@ function showAnswer(answers, answer, afterStepUp) {
     kind = "ok";
   } else if (answer.status === 202 || b.result === "proposed") {
     text = `${answer.status} proposed: waiting for a second person` + (b.proposal ? ` until ${new Date(b.proposal.expires_at_ms).toISOString()}` : "") + ".";
+    kind = "ok";
+  } else if (answer.ok && (b.result === "withdrawn" || b.result === "rejected")) {
+    text = `${answer.status} ${b.result}: the proposal on ${b.dispatch_id} is closed; nothing was decided.`;
     kind = "ok";
   } else if (answer.ok) {
     text = `${answer.status} ${b.result || "ok"}.`;

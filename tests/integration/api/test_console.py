@@ -532,6 +532,173 @@ def test_a_filtered_queue_page_survives_a_reload(site: Site, page: Any) -> None:
     assert page.locator("#counts").text_content().startswith("3 cases match the filter.")
 
 
+def _two_people_for(sql: SQL, decision: str) -> None:
+    """The platform's rule: this decision on a test.action needs a second person."""
+    sql.all("INSERT INTO recovery_two_person_rules VALUES ('test.action', %s)", decision)
+
+
+def open_case(tab: Any, site: Site, dispatch_id: str) -> None:
+    tab.goto(f"{site.url}#/dispatch/{dispatch_id}")
+    tab.locator("h2").filter(has_text=dispatch_id).wait_for()
+    tab.locator("#decide").wait_for()
+
+
+def last_answer(tab: Any, starts: str) -> str:
+    answer = tab.locator("#answers li").first
+    answer.filter(has_text=starts).wait_for()
+    return str(answer.text_content())
+
+
+def test_two_signed_in_people_propose_and_confirm_a_decision(
+    site: Site, page: Any, browser: Any, sql: SQL, axe_source: str
+) -> None:
+    _two_people_for(sql, "confirm_failed")
+    target = site.dispatch_ids[0]
+    page.goto(site.url)
+    sign_in(page, "alice")
+    open_case(page, site, target)
+    decide_here(page, "confirm_failed", "vendor_declined")
+    text = last_answer(page, "202 proposed")
+    assert text.startswith("202 proposed: waiting for a second person until 20"), text
+    assert sql.execution(target)["state"] == "executing"  # nothing settled by one person
+    # The case, reloaded as it now is: the proposal, its expiry, and only a withdrawal for alice.
+    page.locator("#proposal").wait_for()
+    who = page.locator("#proposal-who").text_content()
+    assert who.startswith("alice proposed Confirm failed (reason vendor_declined) 20"), who
+    expires = page.locator("#proposal-expires").text_content()
+    assert "UTC (in 60 min)" in expires, expires
+    assert page.locator("#withdraw").is_visible()
+    assert page.locator("#decide-form, #reject, #confirm-proposal").count() == 0
+    assert serious_violations(page, axe_source) == []
+    shoot(page, "console-proposal.png")
+
+    bob = signed_in_tab(browser, site, "bob")
+    bob.locator("#list tbody tr").first.wait_for()
+    row = bob.locator(f"#list tr[data-dispatch-id='{target}']")
+    assert row.locator("td").last.text_content() == (
+        "confirm_failed proposed by alice, expires in 60 min"
+    )
+    open_case(bob, site, target)
+    assert bob.locator("#withdraw").count() == 0
+    assert bob.locator("#confirm-proposal").text_content() == "Confirm: Confirm failed"
+    assert serious_violations(bob, axe_source) == []
+    bob.locator("#verified").check()
+    bob.locator("#confirm-proposal").click()
+    assert last_answer(bob, "200") == f"200 committed: {target} is now failed."
+    assert sql.execution(target)["state"] == "failed"
+    facts = sql.all(
+        "SELECT a.user_id FROM recovery_authorizations AS a"
+        " JOIN approved_action_recovery_resolutions AS r USING (mutation_id)"
+        " WHERE r.dispatch_id = %s ORDER BY a.user_id",
+        target,
+    )
+    assert [f["user_id"] for f in facts] == ["alice", "bob"]
+    shown = bob.locator("#authorizations li").all_text_contents()  # the settled case, reloaded
+    assert len(shown) == 2 and all(("alice" in a) != ("bob" in a) for a in shown), shown
+    bob.goto(f"{site.url}#/decided")
+    assert listed(bob) == [target]
+    decided = bob.locator(f"#list tr[data-dispatch-id='{target}'] td").all_text_contents()
+    assert decided[4] == "alice, confirmed by bob"
+    bob.context.close()
+
+
+def test_a_second_person_rejects_a_proposal_and_the_proposer_withdraws_another(
+    site: Site, page: Any, browser: Any, sql: SQL
+) -> None:
+    _two_people_for(sql, "confirm_succeeded")
+    first, second, _ = site.dispatch_ids
+    page.goto(site.url)
+    sign_in(page, "alice")
+    bob = signed_in_tab(browser, site, "bob")
+    for target in (first, second):
+        open_case(page, site, target)
+        decide_here(page, "confirm_succeeded", "vendor_confirmed")
+        last_answer(page, "202 proposed")
+
+    # bob rejects the first with a reason code of his own.
+    open_case(bob, site, first)
+    bob.fill("#close-reason", "vendor_log_disagrees")
+    bob.locator("#reject").click()
+    assert last_answer(bob, "200") == (
+        f"200 rejected: the proposal on {first} is closed; nothing was decided."
+    )
+    bob.locator("#decide-form").wait_for()  # the case again, with no proposal open
+    assert bob.locator("#proposal").count() == 0
+    closed = sql.one("SELECT * FROM recovery_proposals WHERE dispatch_id = %s", first)
+    assert (closed["closed_as"], closed["closed_by"]) == ("rejected", "bob")
+    assert closed["close_reason_code"] == "vendor_log_disagrees"
+
+    # alice withdraws her proposal on the second.
+    open_case(page, site, second)
+    page.fill("#close-reason", "proposed_in_error")
+    page.locator("#withdraw").click()
+    assert last_answer(page, "200") == (
+        f"200 withdrawn: the proposal on {second} is closed; nothing was decided."
+    )
+    page.locator("#decide-form").wait_for()
+    withdrawn = sql.one("SELECT * FROM recovery_proposals WHERE dispatch_id = %s", second)
+    assert (withdrawn["closed_as"], withdrawn["closed_by"]) == ("withdrawn", "alice")
+
+    # A different decision from the second person rejects a proposal: the 409 as it came back.
+    decide_here(page, "confirm_succeeded", "vendor_confirmed")
+    last_answer(page, "202 proposed")
+    open_case(bob, site, second)
+    decide_here(bob, "abandon_unknown", "node_lost_outcome_unknown")
+    text = last_answer(bob, "409")
+    assert text.startswith("409 proposal_rejected: a different decision rejected"), text
+    assert "Current state: executing, version " in text
+    assert [sql.execution(d)["state"] for d in (first, second)] == ["executing", "executing"]
+    bob.context.close()
+
+
+def test_a_bulk_decision_under_a_two_person_rule_confirms_one_and_proposes_the_rest(
+    site: Site, page: Any, browser: Any, sql: SQL
+) -> None:
+    _two_people_for(sql, "confirm_failed")
+    confirmed = site.dispatch_ids[0]
+    bob = signed_in_tab(browser, site, "bob")
+    open_case(bob, site, confirmed)
+    decide_here(bob, "confirm_failed", "vendor_declined")
+    last_answer(bob, "202 proposed")
+    bob.context.close()
+
+    page.goto(f"{site.url}#/queue")
+    sign_in(page, "alice")
+    page.locator("#list tbody tr").first.wait_for()
+    page.locator("#select-page").click()
+    page.locator("#bulk-count").filter(has_text="3 selected").wait_for()
+    page.locator("#bulk-confirm_failed").check()
+    page.fill("#bulk-reason", "vendor_declined")
+    page.locator("#bulk-verified").check()
+    page.locator("#bulk-submit").click()
+    page.locator("#bulk-done").filter(has_text="3 of 3 decided").wait_for()
+    rows = page.locator("#bulk-table tbody tr")
+    results = {
+        rows.nth(i).locator("td").nth(0).text_content(): rows.nth(i)
+        .locator("td")
+        .nth(1)
+        .text_content()
+        for i in range(rows.count())
+    }
+    assert results == {
+        confirmed: "committed",  # alice confirmed bob's proposal
+        site.dispatch_ids[1]: "proposed",
+        site.dispatch_ids[2]: "proposed",
+    }
+    assert "1 committed, 2 proposed" in page.locator("#status").text_content()
+    assert [sql.execution(d)["state"] for d in site.dispatch_ids] == [
+        "failed",
+        "executing",
+        "executing",
+    ]
+    open_proposals = sql.all(
+        "SELECT dispatch_id, proposed_by FROM recovery_proposals WHERE closed_as IS NULL"
+    )
+    assert sorted((p["dispatch_id"], p["proposed_by"]) for p in open_proposals) == sorted(
+        (d, "alice") for d in site.dispatch_ids[1:]
+    )
+
+
 def test_link_outs_come_only_from_configured_templates_with_ids_url_encoded(
     site: Site, page: Any, world: World, store: PostgresStore
 ) -> None:
