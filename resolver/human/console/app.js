@@ -30,13 +30,13 @@ const VIEWS = {
     title: "Manual queue", path: "/v1/manual-queue", filters: LIST_FILTERS, bulk: true,
     lede: "Evidence could not settle these executions. Each decision is final and audited.",
     empty: "Nothing waits for a decision.",
-    columns: ["Dispatch", "Project", "Action type", "Finding", "Why here", "In queue since", "Proposal"],
+    columns: ["Dispatch", "Project", "Action type", "Last finding", "Why here", "In queue since", "Proposal"],
   },
   waiting: {
     title: "Waiting for evidence", path: "/v1/waiting", filters: LIST_FILTERS, bulk: false,
     lede: "Recovery required, inspected at least once, not settled: providers keep looking.",
     empty: "Nothing is waiting for evidence.",
-    columns: ["Dispatch", "Project", "Action type", "Finding", "Last failure", "Waiting since", "Proposal"],
+    columns: ["Dispatch", "Project", "Action type", "Last finding", "Last failure", "Waiting since", "Proposal"],
   },
   decided: {
     title: "Decided", path: "/v1/decisions", filters: ["project_id", "user_id", "since", "until"], bulk: false,
@@ -91,12 +91,16 @@ function age(ms) {
 }
 
 // UTC with the relative age beside it: an on-call engineer reads both at a glance.
+function utc(ms) {
+  const d = new Date(ms);
+  return `${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())} ` +
+    `${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())} UTC`;
+}
+
 function when(ms) {
   if (ms === null || ms === undefined) return el("span", { text: "—" });
-  const d = new Date(ms);
-  const text = `${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())} ` +
-    `${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())} UTC`;
-  return el("time", { datetime: d.toISOString(), title: d.toISOString() }, text, el("span", { className: "age", text: ` (${age(ms)})` }));
+  const iso = new Date(ms).toISOString();
+  return el("time", { datetime: iso, title: iso }, utc(ms), el("span", { className: "age", text: ` (${age(ms)})` }));
 }
 
 function caseLink(id) {
@@ -214,7 +218,12 @@ function filterForm(view, params) {
     else if (name === "user_id") form.append(field(name, "Decided by", input(name)));
     else if (name === "last_finding") form.append(field(name, "Finding", select(name, [["", "any finding"], ...FINDINGS.map((f) => [f, f])])));
     else if (name === "min_age_seconds") form.append(field(name, "Age", select(name, AGES)));
-    else if (name === "since" || name === "until") form.append(field(name, name === "since" ? "From (UTC day)" : "To (UTC day)", input(name, { type: "date" })));
+    // Plain YYYY-MM-DD text, not a date picker: a picker shows the browser's locale order,
+    // and an on-call engineer must never wonder whether 03/04 is March or April.
+    else if (name === "since" || name === "until") {
+      form.append(field(name, name === "since" ? "From (UTC day, YYYY-MM-DD)" : "To (UTC day, YYYY-MM-DD, included)",
+        input(name, { pattern: "\\d{4}-\\d{2}-\\d{2}", placeholder: "YYYY-MM-DD", size: 11, autocomplete: "off" })));
+    }
   });
   const size = String(pageSize(params));
   const sizes = PAGE_SIZES.includes(size) ? PAGE_SIZES : [...PAGE_SIZES, size].sort((a, b) => a - b);
@@ -339,7 +348,9 @@ function listTable(view, items) {
 
 function listRow(view, item) {
   const row = el("tr", { "data-dispatch-id": item.dispatch_id, className: item.contradicted === true ? "contradicted" : null });
-  const cell = (...content) => row.append(el("td", {}, ...content));
+  // Each cell names its column (shown when narrow screens lay a row out as a card).
+  const labels = [...(VIEWS[view].bulk ? [null] : []), ...VIEWS[view].columns];
+  const cell = (...content) => row.append(el("td", { "data-label": labels[row.children.length] }, ...content));
   if (VIEWS[view].bulk) {
     const box = el("input", {
       type: "checkbox", className: "pick", "aria-label": "Select " + item.dispatch_id, checked: selected.has(item.dispatch_id),
@@ -362,7 +373,7 @@ function listRow(view, item) {
     cell(item.contradicted === true ? el("strong", { className: "error", text: "contradicted: check it" }) : item.contradicted === false ? "agrees" : "—");
     return row;
   }
-  cell((item.last_finding || "—") + ` ×${item.finding_count}`);
+  cell((item.last_finding || "—") + `, ${item.finding_count} inspection${item.finding_count === 1 ? "" : "s"}`);
   cell(view === "queue" ? item.manual_reason || item.last_finding || "—" : item.last_failure_class || "—");
   cell(when(sinceMs(view, item)));
   cell(proposalText(item.proposal));
@@ -720,7 +731,7 @@ function proposalBox(target, form, answers, mine) {
     send(answers, "POST", path + (mine ? "withdraw" : "reject"), { mutation_id: closeId, reason_code: reason });
   });
   if (!mine) {
-    box.append(el("p", {}, el("button", { type: "button", id: "confirm-proposal", text: `Confirm: ${DECISIONS[p.decision] ? DECISIONS[p.decision].label : p.decision}`, onclick: () => {
+    box.append(el("p", {}, el("button", { type: "button", id: "confirm-proposal", text: `Confirm ${p.proposed_by}'s proposal (${DECISIONS[p.decision] ? DECISIONS[p.decision].label : p.decision})`, onclick: () => {
       // The confirmation is the same decision with the same evidence digest; the reason is
       // the confirmer's own if typed, else the proposer's. The attestation stays theirs to tick.
       const choice = form.querySelector(`input[name=decision][value="${p.decision}"]`);
@@ -756,7 +767,7 @@ function showAnswer(answers, answer, afterStepUp) {
     text = `${answer.status} ${b.result}: ${b.dispatch_id} is now ${b.outcome}.`;
     kind = "ok";
   } else if (answer.status === 202 || b.result === "proposed") {
-    text = `${answer.status} proposed: waiting for a second person` + (b.proposal ? ` until ${new Date(b.proposal.expires_at_ms).toISOString()}` : "") + ".";
+    text = `${answer.status} proposed: waiting for a second person` + (b.proposal ? ` until ${utc(b.proposal.expires_at_ms)} (${age(b.proposal.expires_at_ms)})` : "") + ".";
     kind = "ok";
   } else if (answer.ok && (b.result === "withdrawn" || b.result === "rejected")) {
     text = `${answer.status} ${b.result}: the proposal on ${b.dispatch_id} is closed; nothing was decided.`;

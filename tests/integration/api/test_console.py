@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from resolver.core.domain import Finding, FindingKind
 from resolver.db.repository import PostgresStore
+from resolver.executor.client import ExecutionClient
 from resolver.human.api import create_app
 from resolver.human.auth import JwksUrl, TokenVerifier
 from resolver.human.console_config import console_config
@@ -68,10 +69,21 @@ def _grant(sql: SQL, *users: str) -> None:
 def site(store: PostgresStore, sql: SQL, world: World, provider: Provider) -> Iterator[Site]:
     """Three manual items; the API verifies the provider's tokens; sign-in is configured."""
     _grant(sql, "alice", "bob", "carol")
-    # Started an hour ago on the real clock (the database's): their leases expired long since.
-    an_hour_ago = int(time.time() * 1000) - 3_600_000
-    leases = [world.started(now_ms=an_hour_ago) for _ in range(3)]
-    reconciler(store, ScriptedProvider(fixed(FindingKind.UNSUPPORTED))).run_cycle()
+    # Each dispatch created, started at once on the real clock (the database's) and its
+    # executor lost: a 1 ms lease, so the timeline reads in order and no decision meets a
+    # live lease; the reconciler inspects them straight after.
+    executor = ExecutionClient(store, owner="executor-1", lease_seconds=0.001)
+    leases = []
+    for _ in range(3):
+        spec = executor.create_dispatch(new_spec())
+        world.specs[spec.dispatch_id] = spec
+        started_ms = int(time.time() * 1000) + 1  # after the creation's own clock reading
+        lease = executor.lease(spec.dispatch_id, now_ms=started_ms)
+        leases.append(executor.start(lease, now_ms=started_ms))
+    inspected_ms = started_ms + 10
+    reconciler(store, ScriptedProvider(fixed(FindingKind.UNSUPPORTED))).run_cycle(
+        now_ms=inspected_ms
+    )
     verifier = TokenVerifier.from_jwks_url(
         JwksUrl(provider.jwks_uri), issuer=provider.issuer, audience=AUDIENCE
     )
@@ -560,6 +572,7 @@ def test_two_signed_in_people_propose_and_confirm_a_decision(
     decide_here(page, "confirm_failed", "vendor_declined")
     text = last_answer(page, "202 proposed")
     assert text.startswith("202 proposed: waiting for a second person until 20"), text
+    assert text.endswith(" UTC (in 60 min)."), text
     assert sql.execution(target)["state"] == "executing"  # nothing settled by one person
     # The case, reloaded as it now is: the proposal, its expiry, and only a withdrawal for alice.
     page.locator("#proposal").wait_for()
@@ -570,7 +583,6 @@ def test_two_signed_in_people_propose_and_confirm_a_decision(
     assert page.locator("#withdraw").is_visible()
     assert page.locator("#decide-form, #reject, #confirm-proposal").count() == 0
     assert serious_violations(page, axe_source) == []
-    shoot(page, "console-proposal.png")
 
     bob = signed_in_tab(browser, site, "bob")
     bob.locator("#list tbody tr").first.wait_for()
@@ -580,8 +592,12 @@ def test_two_signed_in_people_propose_and_confirm_a_decision(
     )
     open_case(bob, site, target)
     assert bob.locator("#withdraw").count() == 0
-    assert bob.locator("#confirm-proposal").text_content() == "Confirm: Confirm failed"
+    assert bob.locator("#confirm-proposal").text_content() == (
+        "Confirm alice's proposal (Confirm failed)"
+    )
+    assert bob.locator("#reject").is_visible()
     assert serious_violations(bob, axe_source) == []
+    shoot(bob, "console-proposal.png")
     bob.locator("#verified").check()
     bob.locator("#confirm-proposal").click()
     assert last_answer(bob, "200") == f"200 committed: {target} is now failed."
