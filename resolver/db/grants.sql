@@ -109,8 +109,10 @@ GRANT SELECT ON action_receipts, run_origin_facts, package_install_records, pack
 GRANT SELECT, UPDATE (version) ON recovery_projects, recovery_role_bindings TO resolver_runtime;
 -- The platform that owns projects and role bindings writes the mirror (deploy/sql/roles.sql's
 -- resolver_policy_writer, or your platform's login granted it): every verb on these two tables,
--- nothing on any other. Deleting a binding is how a grant is revoked.
+-- nothing on any other. Deleting a binding is how a grant is revoked. It also keeps the
+-- two-person rules (migration 0013): which decisions on which action types need two people.
 GRANT SELECT, INSERT, UPDATE, DELETE ON recovery_projects, recovery_role_bindings TO resolver_policy_writer;
+GRANT SELECT, INSERT, DELETE ON recovery_two_person_rules TO resolver_policy_writer;
 
 -- Retention (migration 0005). The prune functions are SECURITY DEFINER: they run as the
 -- owner, check the retention rules (settled and older than the cut-off, audit facts only with

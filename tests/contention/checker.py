@@ -20,12 +20,18 @@ VERIFIED = {"verified_succeeded", "verified_failed"}
 NEEDS_HUMAN = {"conflict", "unsupported"}
 
 SNAPSHOT_SQL = """
-SELECT d.dispatch_id, e.state, e.version, e.completion_mutation_id, e.evidence_digest AS exec_digest,
+SELECT d.dispatch_id, d.action_type, e.state, e.version, e.completion_mutation_id,
+       e.evidence_digest AS exec_digest,
        c.status, c.closed_by, c.recovery_token::text AS recovery_token, c.last_finding,
+       c.manual_reason, c.manual_at_ms, c.first_inspected_at_ms,
        r.source, r.outcome, r.finding, r.evidence_digest AS res_digest,
        r.mutation_id AS res_mutation_id,
        (SELECT count(*) FROM approved_action_recovery_resolutions AS r2
-         WHERE r2.dispatch_id = d.dispatch_id) AS resolutions
+         WHERE r2.dispatch_id = d.dispatch_id) AS resolutions,
+       (SELECT count(DISTINCT a.user_id) FROM recovery_authorizations AS a
+         WHERE a.mutation_id = r.mutation_id) AS people,
+       (SELECT count(*) FROM recovery_proposals AS p
+         WHERE p.dispatch_id = d.dispatch_id AND p.closed_as IS NULL) AS open_proposals
 FROM approved_action_dispatches AS d
 LEFT JOIN approved_action_executions AS e USING (dispatch_id)
 LEFT JOIN approved_action_recovery_controls AS c USING (dispatch_id)
@@ -45,6 +51,36 @@ def read_histories(paths: Iterable[Path]) -> list[Event]:
                 continue
     events.sort(key=lambda e: e["t"])
     return events
+
+
+# A decision's terminal state, for reading the two-person rules (the checker's own copy).
+DECISION_OF = {
+    "succeeded": "confirm_succeeded",
+    "failed": "confirm_failed",
+    "blocked": "abandon_unknown",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class HumanPolicy:
+    """What the run configured for people: which decisions need two of them (pattern,
+    decision) and, per action type, how long each non-final finding may last (ms) before the
+    case escalates to the manual queue. The checker judges the final rows against it."""
+
+    two_person: Sequence[tuple[str, str]] = ()
+    escalate_after_ms: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+
+    def needs_two(self, action_type: str, outcome: str) -> bool:
+        decision = DECISION_OF.get(outcome)
+        return any(
+            rule == decision and _matches(pattern, action_type) for pattern, rule in self.two_person
+        )
+
+
+def _matches(pattern: str, action_type: str) -> bool:
+    if pattern in ("*", action_type):
+        return True
+    return pattern.endswith("*") and action_type.startswith(pattern[:-1])
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +161,7 @@ def check(
     rows: list[Row],
     plans: Mapping[str, Plan],
     losses: Sequence[LossPoint] = (),
+    policy: HumanPolicy = HumanPolicy(),
 ) -> Verdict:
     verdict = Verdict(history_lines=len(events))
     claims, commits, inspects, execs = _index(events, verdict)
@@ -137,6 +174,7 @@ def check(
     survived = _check_acknowledged_survive(commits, execs, db, losses, verdict)
     _check_terminal_counts(commits, execs, db, survived, verdict)
     _check_final_rows(db, plans, commits, verdict)
+    _check_people(db, policy, verdict)
     return verdict
 
 
@@ -388,9 +426,11 @@ def _check_final_rows(
             verdict.add(
                 "settles", dispatch_id, f"provable, but ended {row['status']}/{row['closed_by']}"
             )
-        if plan.kind is Kind.CRASHED_MANUAL and (row["status"], row["state"]) != (
-            "manual",
-            "executing",
+        # Evidence cannot settle it: it waits for a person, or a person settled it.
+        if (
+            plan.kind is Kind.CRASHED_MANUAL
+            and (row["status"], row["state"]) != ("manual", "executing")
+            and row["closed_by"] != "manual"
         ):
             verdict.add(
                 "needs_human",
@@ -399,6 +439,37 @@ def _check_final_rows(
             )
         if plan.kind in (Kind.LIVE_REPLAY, Kind.LIVE_DRIFT) and row["status"] != "resolved":
             verdict.add("settles", dispatch_id, f"live execution ended {row['status']}")
+
+
+def _check_people(db: Mapping[str, Row], policy: HumanPolicy, verdict: Verdict) -> None:
+    """Escalations and two-person decisions, over the final rows."""
+    for dispatch_id, row in db.items():
+        if row.get("manual_reason") == "evidence_window_elapsed" and row.get("manual_at_ms"):
+            window = policy.escalate_after_ms.get(row["action_type"], {}).get(row["last_finding"])
+            waited = row["manual_at_ms"] - (row["first_inspected_at_ms"] or row["manual_at_ms"])
+            if window is None:
+                verdict.add(
+                    "escalation_window",
+                    dispatch_id,
+                    f"escalated on {row['last_finding']}, which has no window for "
+                    f"{row['action_type']}",
+                )
+            elif waited < window:
+                verdict.add(
+                    "escalation_window",
+                    dispatch_id,
+                    f"escalated {waited} ms after its first inspection, window {window} ms",
+                )
+        two = row.get("source") == "manual" and policy.needs_two(row["action_type"], row["outcome"])
+        if two and (row.get("people") or 0) < 2:
+            verdict.add(
+                "two_people",
+                dispatch_id,
+                f"settled {row['outcome']} with {row.get('people')} distinct authorizations",
+            )
+        terminal = row["state"] in ("succeeded", "failed", "blocked")
+        if terminal and (row.get("open_proposals") or 0) > 0:
+            verdict.add("two_people", dispatch_id, "settled, yet a proposal on it is still open")
 
 
 def _check_row_consistency(dispatch_id: str, row: Row, verdict: Verdict) -> None:

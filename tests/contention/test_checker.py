@@ -11,7 +11,7 @@ import pytest
 from resolver.core.domain import FindingKind, Outcome
 from resolver_test_support.scripted import Script
 
-from .checker import Event, LossPoint, Row, check
+from .checker import Event, HumanPolicy, LossPoint, Row, check
 from .workload import Kind, Plan, _spec
 
 D = "w0-000001"
@@ -93,6 +93,12 @@ def clean_row() -> Row:
         "res_digest": DIGEST,
         "res_mutation_id": "auto-tok-a",
         "resolutions": 1,
+        "action_type": "pay.charge",
+        "manual_reason": None,
+        "manual_at_ms": None,
+        "first_inspected_at_ms": 1_500,
+        "people": 0,
+        "open_proposals": 0,
     }
 
 
@@ -181,6 +187,63 @@ def test_each_injected_violation_is_caught(case: str) -> None:
     rule, mutate = CASES[case]
     events, row, plans = mutate(copy.deepcopy(clean_history()), clean_row())
     violations = check(events, [row], plans).violations
+    assert any(v.startswith(f"[{rule}]") for v in violations), violations
+
+
+# -- people: escalations and two-person decisions ----------------------------------------------
+
+POLICY = HumanPolicy(
+    two_person=[("pay.*", "confirm_succeeded")],
+    escalate_after_ms={"pay.charge": {"missing": 60_000}},
+)
+ESCALATED = {
+    **clean_row(),
+    "state": "executing",
+    "version": 2,
+    "exec_digest": None,
+    "status": "manual",
+    "closed_by": None,
+    "last_finding": "missing",
+    "manual_reason": "evidence_window_elapsed",
+    "first_inspected_at_ms": 1_500,
+    "manual_at_ms": 61_500,
+    **dict.fromkeys(("source", "outcome", "finding", "res_digest", "res_mutation_id"), None),
+    "resolutions": 0,
+}
+TWO_PEOPLE = {
+    **clean_row(),
+    "exec_digest": None,
+    "closed_by": "manual",
+    "source": "manual",
+    "finding": "missing",
+    "res_digest": None,
+    "res_mutation_id": "op-b",
+    "people": 2,
+}
+MANUAL_PLAN = {D: Plan(PLAN.spec, Kind.CRASHED_MANUAL, Script((FindingKind.MISSING,)))}
+PEOPLE_CASES: dict[str, tuple[str, Row]] = {
+    "escalated before its window": ("escalation_window", {**ESCALATED, "manual_at_ms": 60_000}),
+    "escalated on a finding with no window": (
+        "escalation_window",
+        {**ESCALATED, "last_finding": "still_running"},
+    ),
+    "two-person decision by one person": ("two_people", {**TWO_PEOPLE, "people": 1}),
+    "settled with a proposal still open": ("two_people", {**TWO_PEOPLE, "open_proposals": 1}),
+}
+
+
+def test_a_clean_escalation_and_a_two_person_decision_pass() -> None:
+    for row in (ESCALATED, TWO_PEOPLE):
+        assert check([], [row], MANUAL_PLAN, policy=POLICY).violations == []
+    # Without a rule naming it, one person suffices.
+    one = {**TWO_PEOPLE, "action_type": "db.mutate", "people": 1}
+    assert check([], [one], MANUAL_PLAN, policy=POLICY).violations == []
+
+
+@pytest.mark.parametrize("case", sorted(PEOPLE_CASES))
+def test_each_planted_people_violation_is_caught(case: str) -> None:
+    rule, row = PEOPLE_CASES[case]
+    violations = check([], [row], MANUAL_PLAN, policy=POLICY).violations
     assert any(v.startswith(f"[{rule}]") for v in violations), violations
 
 

@@ -232,3 +232,20 @@ def test_the_policy_writer_keeps_the_mirror_and_nothing_else(role_db: RoleDataba
         ):
             with pytest.raises(errors.InsufficientPrivilege):
                 conn.execute(statement)  # type: ignore[call-overload]
+
+
+def test_the_policy_writer_keeps_the_two_person_rules_and_the_runtime_only_reads_them(
+    role_db: RoleDatabase,
+) -> None:
+    block = sql_block("manual-resolution.md", "## Two people where it matters")
+    with role_db.connect("resolver_policy_writer") as conn:
+        conn.execute(block)  # type: ignore[call-overload]
+        conn.execute(block)  # type: ignore[call-overload]  # idempotent
+    rows = role_db.admin_rows("SELECT action_type_pattern, decision FROM recovery_two_person_rules")
+    assert [(r["action_type_pattern"], r["decision"]) for r in rows] == [
+        ("payments.*", "confirm_succeeded")
+    ]
+    with role_db.connect("resolver_runtime") as conn:
+        assert conn.execute("SELECT count(*) FROM recovery_two_person_rules").fetchone()
+        with pytest.raises(errors.InsufficientPrivilege):
+            conn.execute("DELETE FROM recovery_two_person_rules")

@@ -165,6 +165,7 @@ NOT_FROM_VALUES = {
     "api_host",
     "api_port",
     "api_decisions_per_minute",
+    "proposal_ttl_seconds",
     "oidc_issuer",
     "oidc_audience",
     "oidc_jwks_file",

@@ -36,6 +36,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
             "port": 8443,
             "metricsPort": 9100,
             "decisionsPerMinute": 12,
+            "proposalTtlSeconds": 900,
             "oidc": {**OIDC, "jwksKey": "keys.json"},
             "networkPolicy": {"from": [PROXY_PEER]},
         },
@@ -138,6 +139,7 @@ def test_api_runs_resolver_api_with_its_settings_and_probes() -> None:
     assert literal["RESOLVER_API_HOST"] == "0.0.0.0"
     assert literal["RESOLVER_API_PORT"] == "8080"
     assert literal["RESOLVER_API_DECISIONS_PER_MINUTE"] == "30"
+    assert literal["RESOLVER_PROPOSAL_TTL_SECONDS"] == "3600"
     assert literal["RESOLVER_OIDC_ISSUER"] == "https://idp.example"
     assert literal["RESOLVER_OIDC_AUDIENCE"] == "resolver-api"
     assert literal["RESOLVER_HTTP_PORT"] == "9464"
@@ -171,6 +173,7 @@ def test_api_values_reach_the_env_and_the_resolver_accepts_them(
     assert literal["RESOLVER_API_PORT"] == "8443"
     assert literal["RESOLVER_HTTP_PORT"] == "9100"
     assert literal["RESOLVER_API_DECISIONS_PER_MINUTE"] == "12"
+    assert literal["RESOLVER_PROPOSAL_TTL_SECONDS"] == "900"
     assert {p["containerPort"] for p in main["ports"]} == {8443, 9100}
     assert component(manifests, "Deployment", "api")["spec"]["replicas"] == 3
     for name, value in literal.items():
@@ -332,6 +335,7 @@ def test_service_monitor_without_api_has_only_the_worker_endpoint() -> None:
         ),
         ({"api": {**API, "port": 80}}, r"/api/port.*minimum"),
         ({"api": {**API, "decisionsPerMinute": 0}}, r"/api/decisionsPerMinute.*minimum"),
+        ({"api": {**API, "proposalTtlSeconds": 30}}, r"/api/proposalTtlSeconds.*minimum"),
         ({"api": {**API, "replicaCount": "two"}}, r"/api/replicaCount.*want integer"),
         ({"api": {**API, "oidc": {**OIDC, "issuer": "idp.example"}}}, r"/api/oidc/issuer"),
         ({"api": {**API, "oidc": {**OIDC, "jwksConfigMap": "Bad_Name"}}}, r"jwksConfigMap"),

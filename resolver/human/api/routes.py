@@ -113,7 +113,9 @@ def install_manual_routes(
             result=result.value,
             proposal=Proposal.of(service.open_proposal(dispatch_id)) if proposed else None,
         )
-        return JSONResponse(answer.model_dump(), status_code=202 if proposed else 200)
+        return JSONResponse(
+            answer.model_dump(exclude_none=True), status_code=202 if proposed else 200
+        )
 
     def close_route(action: ProposalAction) -> Callable[..., ProposalActionResponse]:
         def route(

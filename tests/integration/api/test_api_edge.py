@@ -397,6 +397,7 @@ def test_published_openapi_is_current_and_documents_every_problem() -> None:
     decide = published["paths"]["/v1/dispatches/{dispatch_id}/resolution"]["post"]
     assert set(decide["responses"]) == {
         "200",
+        "202",  # a two-person case: recorded as a proposal
         "400",
         "401",
         "403",
@@ -418,6 +419,9 @@ def test_published_openapi_is_current_and_documents_every_problem() -> None:
             1,
             2**63 - 1,
         )
+    for action in ("withdraw", "reject"):
+        close = published["paths"][f"/v1/dispatches/{{dispatch_id}}/proposal/{action}"]["post"]
+        assert {"200", "401", "403", "404", "409", "422", "429"} <= set(close["responses"])
     bulk = published["paths"]["/v1/resolutions/bulk"]["post"]
     assert set(bulk["responses"]) == {"200", "400", "401", "413", "415", "422", "429", "500", "503"}
     assert published["components"]["schemas"]["DecisionRequest"]["additionalProperties"] is False

@@ -74,6 +74,11 @@ paths = st.one_of(
         segment,
         st.sampled_from(["retry", "reset", "resolution/x"]),
     ),
+    st.builds(
+        lambda s, t: f"/v1/dispatches/{s}/proposal/{t}",
+        segment,
+        st.sampled_from(["withdraw", "reject", "confirm"]),
+    ),
     st.builds(lambda s: f"/v1/{s}", segment),
 )
 fields = st.sampled_from(
@@ -114,6 +119,16 @@ versions = st.builds(
     st.one_of(st.sampled_from([2**63, 2**63 - 1, -(2**63), 10**30, 1, 0]), st.integers()),
     st.lists(st.tuples(st.sampled_from(["decision", "evidence_digest"]), tricky), max_size=1),
 )
+# A withdrawal or rejection of the item's proposal: there is none, so a valid one is a 409.
+PROPOSAL_BASE = {"mutation_id": "m-9", "reason_code": "checked"}
+proposal_bodies = st.builds(
+    lambda changes, drop: {
+        **{k: v for k, v in PROPOSAL_BASE.items() if k not in drop},
+        **dict(changes),
+    },
+    st.lists(st.tuples(st.sampled_from([*PROPOSAL_BASE, "extra"]), tricky), max_size=2),
+    st.sets(st.sampled_from(list(PROPOSAL_BASE)), max_size=1),
+)
 bodies = st.one_of(
     st.none(),
     st.binary(max_size=64),
@@ -153,8 +168,8 @@ class Call:
 anything = st.builds(
     Call, st.sampled_from(METHODS), paths, queries, st.integers(0, 5), content_types, bodies
 )
-# Half the examples get past authentication and parsing to the decision and the queue
-# read: where a number reaches SQL, a 500 would hide.
+# Half the examples get past authentication and parsing to the decision, the proposal
+# routes and the queue read: where a value reaches SQL, a 500 would hide.
 aimed = st.one_of(
     st.builds(
         Call,
@@ -164,6 +179,17 @@ aimed = st.one_of(
         st.just(0),
         st.just("application/json"),
         st.one_of(near_valid, versions).map(lambda d: json.dumps(d).encode()),
+    ),
+    st.builds(
+        Call,
+        st.just("POST"),
+        st.sampled_from(
+            ["/v1/dispatches/ITEM/proposal/withdraw", "/v1/dispatches/ITEM/proposal/reject"]
+        ),
+        st.just({}),
+        st.sampled_from([0, 1]),
+        st.just("application/json"),
+        proposal_bodies.map(lambda d: json.dumps(d).encode()),
     ),
     st.builds(
         Call,
@@ -257,6 +283,16 @@ def test_no_5xx_and_no_undocumented_status(
             json.dumps(BASE).encode(),
         )
     )  # 409
+    @example(
+        Call(
+            "POST",
+            "/v1/dispatches/ITEM/proposal/reject",
+            {},
+            0,
+            "application/json",
+            json.dumps(PROPOSAL_BASE).encode(),
+        )
+    )  # 409 no_proposal
     @given(calls)
     def request(call: Call) -> None:
         seen.add(check(*fuzz_target, call))
