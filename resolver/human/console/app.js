@@ -637,7 +637,7 @@ function renderCaseBody(main, c) {
     const last = contradicting[contradicting.length - 1];
     main.append(el("div", { id: "contradiction", className: "notice alarm" },
       el("p", {}, el("strong", { text: "Evidence observed after the decision contradicts it." }),
-        ` ${contradicting.length} later finding${contradicting.length === 1 ? "" : "s"} disagree; the last, ${last.finding}, `, when(last.observed_at_ms), "."),
+        ` ${contradicting.length === 1 ? "1 later finding disagrees" : `${contradicting.length} later findings disagree`}; the last, ${last.finding}, `, when(last.observed_at_ms), "."),
       el("p", { text: `The recorded outcome (${c.resolution.outcome}) stays final. Check the downstream system; ` +
         "if the action must happen after all, create a new dispatch that supersedes this one." })));
   }

@@ -715,6 +715,49 @@ def test_a_bulk_decision_under_a_two_person_rule_confirms_one_and_proposes_the_r
     )
 
 
+def test_later_evidence_that_contradicts_a_decision_is_named_on_the_case_and_in_the_list(
+    site: Site, page: Any, store: PostgresStore, sql: SQL, world: World, axe_source: str
+) -> None:
+    late = pytest.importorskip(
+        "resolver.core.late_evidence", reason="the late-evidence watcher is not in this build"
+    )
+    from resolver.core.provider import ProviderRegistry
+
+    # Conflicting evidence sent it to the queue (an `unsupported` one would never be watched).
+    target = world.started(now_ms=int(time.time() * 1000) - 60_000).dispatch_id
+    reconciler(store, ScriptedProvider(fixed(FindingKind.CONFLICT))).run_cycle()
+    page.goto(f"{site.url}#/dispatch/{target}")
+    sign_in(page, "alice")
+    page.locator("#decide-form").wait_for()
+    decide_here(page, "confirm_failed", "vendor_declined")
+    assert last_answer(page, "200") == f"200 committed: {target} is now failed."
+    # The receipt turns up after the decision and says the action did happen.
+    receipts = ScriptedProvider(fixed(FindingKind.VERIFIED_SUCCEEDED))
+    watcher = late.LateEvidenceWatcher(
+        store, ProviderRegistry({"test.action": receipts}), late.LateEvidenceSettings(owner="r1")
+    )
+    assert [r.contradicts for r in watcher.run_cycle().records] == [True]
+
+    page.reload()
+    notice = page.locator("#contradiction")
+    notice.wait_for()
+    text = notice.text_content()
+    assert text.startswith("Evidence observed after the decision contradicts it."), text
+    assert "the last, verified_succeeded," in text and "(failed) stays final" in text
+    events = page.locator("#timeline li").all_text_contents()
+    assert any("Later evidence: verified_succeeded, CONTRADICTS the decision" in e for e in events)
+    assert sql.execution(target)["state"] == "failed"  # the decision stands
+    assert serious_violations(page, axe_source) == []
+    shoot(page, "console-contradicted.png")
+
+    page.goto(f"{site.url}#/decided")
+    assert listed(page) == [target]
+    row = page.locator(f"#list tr[data-dispatch-id='{target}']")
+    assert row.get_attribute("class") == "contradicted"
+    assert row.locator("td").last.text_content() == "contradicted: check it"
+    assert serious_violations(page, axe_source) == []
+
+
 def test_link_outs_come_only_from_configured_templates_with_ids_url_encoded(
     site: Site, page: Any, world: World, store: PostgresStore
 ) -> None:
