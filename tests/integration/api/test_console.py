@@ -23,6 +23,7 @@ from resolver.executor.client import ExecutionClient
 from resolver.human.api import create_app
 from resolver.human.auth import JwksUrl, TokenVerifier
 from resolver.human.console_config import console_config
+from tests.helpers.api import body
 from tests.helpers.database import SQL, World, new_spec
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler
@@ -772,10 +773,8 @@ def test_link_outs_come_only_from_configured_templates_with_ids_url_encoded(
     assert logs.get_attribute("href") == "https://logs.example/search?q=run%3A42.a&p=proj-1"
     assert logs.get_attribute("rel") == "noopener noreferrer"
     approval = page.locator("#links a", has_text="Approval")
-    if approval.count():  # an API that serves the whole case also names the approval
-        expected = "https://platform.example/approvals/ar-run%3A42.a"
-        assert approval.get_attribute("href") == expected
-    assert page.locator("#links a").count() <= 2  # nothing but the configured templates
+    assert approval.get_attribute("href") == "https://platform.example/approvals/ar-run%3A42.a"
+    assert page.locator("#links a").count() == 2  # nothing but the configured templates
 
 
 def test_an_identity_proxy_forwarding_the_token_needs_no_sign_in(
@@ -827,6 +826,41 @@ def test_a_link_with_a_token_in_its_fragment_signs_in_and_forgets_the_fragment(
         assert all("token" not in url for url in requested)
 
 
+def test_data_from_the_server_is_placed_as_text_never_as_markup(
+    store: PostgresStore,
+    sql: SQL,
+    world: World,
+    jwks_file: Path,
+    browser: Any,
+    signing_key: rsa.RSAPrivateKey,
+) -> None:
+    # A user id is the issuer's `sub`, free text to the API: the console must show it as such.
+    hostile = '<img src=x onerror="window.pwned=1">'
+    _grant(sql, hostile)
+    lease = world.started(now_ms=1_000_000)
+    reconciler(store, ScriptedProvider(fixed(FindingKind.CONFLICT))).run_cycle()
+    verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
+    as_hostile = {"Authorization": f"Bearer {token(signing_key, sub=hostile)}"}
+    with Server(create_app(store, verifier)) as client:
+        decided = client.post(
+            f"/v1/dispatches/{lease.dispatch_id}/resolution",
+            json=body(sql.execution(lease.dispatch_id)["version"]),
+            headers=as_hostile,
+        )
+        assert decided.status_code == 200, decided.text
+        context = browser.new_context(extra_http_headers=as_hostile)
+        tab = context.new_page()
+        tab.goto(f"{client.base_url}/console#/decided")
+        assert listed(tab) == [lease.dispatch_id]
+        assert tab.locator("#list tbody td").nth(4).text_content() == hostile
+        tab.goto(f"{client.base_url}/console#/dispatch/{lease.dispatch_id}")
+        tab.locator("#authorizations").wait_for()
+        assert hostile in tab.locator("#authorizations").text_content()
+        assert tab.evaluate("document.querySelectorAll('img').length") == 0
+        assert tab.evaluate("window.pwned") is None
+        context.close()
+
+
 def test_console_is_served_with_a_strict_content_security_policy(
     store: PostgresStore, jwks_file: Path
 ) -> None:
@@ -844,8 +878,8 @@ def test_console_is_served_with_a_strict_content_security_policy(
         assert client.get("/console/secrets.txt").status_code == 404
 
 
-def test_keyboard_only_opens_a_case_and_200_percent_zoom_needs_no_sideways_scroll(
-    site: Site, browser: Any, axe_source: str
+def test_keyboard_only_opens_a_case_and_decides_at_200_percent_zoom_with_no_sideways_scroll(
+    site: Site, browser: Any, sql: SQL, axe_source: str
 ) -> None:
     # 200 % zoom of a 1280x800 screen lays the page out in 640x400 CSS pixels.
     context = browser.new_context(viewport={"width": 640, "height": 400})
@@ -862,9 +896,35 @@ def test_keyboard_only_opens_a_case_and_200_percent_zoom_needs_no_sideways_scrol
             break
     else:
         pytest.fail("the case link is not reachable with Tab")
+    # The focus ring a keyboard user follows is there (not only the browser's default).
+    ring = link.evaluate(
+        "node => getComputedStyle(node).outlineStyle + ' ' + getComputedStyle(node).outlineWidth"
+    )
+    assert ring == "solid 3px", ring
     tab.keyboard.press("Enter")
     tab.wait_for_url(re.compile(re.escape(f"#/dispatch/{first}") + "$"))
     tab.locator("#decide-form").wait_for()
     assert tab.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     assert serious_violations(tab, axe_source) == []
+    # The whole decision by keyboard: the radio group, the reason, the attestation, submit.
+    press_tab_until(tab, "#one-confirm_succeeded")
+    tab.keyboard.press("ArrowDown")  # moves to and checks "Confirm failed"
+    assert tab.locator("#one-confirm_failed").is_checked()
+    press_tab_until(tab, "#one-reason")
+    tab.keyboard.type("vendor_declined")
+    press_tab_until(tab, "#verified")
+    tab.keyboard.press("Space")
+    press_tab_until(tab, "#decide-submit")
+    tab.keyboard.press("Enter")
+    assert last_answer(tab, "200") == f"200 committed: {first} is now failed."
+    assert sql.execution(first)["state"] == "failed"
     context.close()
+
+
+def press_tab_until(tab: Any, selector: str, limit: int = 60) -> None:
+    target = tab.locator(selector)
+    for _ in range(limit):
+        tab.keyboard.press("Tab")
+        if target.evaluate("node => node === document.activeElement"):
+            return
+    pytest.fail(f"{selector} is not reachable with Tab")
