@@ -493,6 +493,18 @@ function bulkOutput() {
   }
 }
 
+// The list above stays as it was loaded, each row marked with its item's result, so nothing
+// that happened (or failed) disappears from view; a written row can no longer be selected.
+function markRow(result, written) {
+  const row = document.querySelector(`#list tr[data-dispatch-id="${CSS.escape(result.dispatch_id)}"]`);
+  if (!row) return;
+  const box = row.querySelector(".pick");
+  if (box && written) { box.checked = false; box.disabled = true; }
+  const cell = row.querySelector("td a.mono").parentElement;
+  cell.querySelectorAll(".badge").forEach((old) => old.remove());
+  cell.append(" ", el("span", { className: "badge r-" + result.result, text: result.result }));
+}
+
 async function runBulk(request) {
   bulkOutput();
   const progress = el("progress", { id: "bulk-bar", max: request.items.length, value: 0 });
@@ -515,7 +527,9 @@ async function runBulk(request) {
     results.forEach((r) => {
       tally[r.result] = (tally[r.result] || 0) + 1;
       // Written (decided, or proposed for a second person): out of the selection; the rest stay.
-      if (["committed", "replayed", "proposed"].includes(r.result)) selected.delete(r.dispatch_id);
+      const written = ["committed", "replayed", "proposed"].includes(r.result);
+      if (written) selected.delete(r.dispatch_id);
+      markRow(r, written);
       list.append(el("tr", { className: "r-" + r.result }, el("td", {}, caseLink(r.dispatch_id)), el("td", { text: r.result }), el("td", { text: r.code || "" })));
     });
     progress.value = Math.min(start + BULK_CHUNK, request.items.length);

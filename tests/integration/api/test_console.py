@@ -328,6 +328,12 @@ def test_bulk_decision_shows_progress_and_a_mixed_per_item_result(
         site.dispatch_ids[2]: "committed",
     }
     assert "2 committed, 1 conflict" in page.locator("#status").text_content()
+    # The list keeps every row, each marked; only the conflict can still be selected.
+    for dispatch_id, result in results.items():
+        row = page.locator(f"#list tr[data-dispatch-id='{dispatch_id}']")
+        assert row.locator(".badge").text_content() == result
+        assert row.locator(".pick").is_disabled() == (result == "committed")
+    assert page.locator("#bulk-count").text_content() == "1 selected"
     assert [sql.execution(d)["state"] for d in site.dispatch_ids] == [
         "failed",
         "succeeded",
