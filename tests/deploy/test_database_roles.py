@@ -21,7 +21,6 @@ from resolver.core.domain import (
     Finding,
     FindingKind,
     Outcome,
-    sha256_hex,
 )
 from resolver.core.errors import InvalidDispatch
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
@@ -94,8 +93,11 @@ def test_runtime_role_runs_full_resolver_cycles(role_db: RoleDatabase) -> None:
         ids = [lease.dispatch_id for lease in leases]
         script = dict(zip(ids, kinds, strict=True))
 
+        answered: dict[str, Finding] = {}
+
         def answer(identity: DispatchIdentity) -> Finding:
-            return fixed(script[identity.dispatch_id])(identity)
+            finding = answered[identity.dispatch_id] = fixed(script[identity.dispatch_id])(identity)
+            return finding
 
         reconciler = Reconciler(
             runtime_store,
@@ -119,7 +121,7 @@ def test_runtime_role_runs_full_resolver_cycles(role_db: RoleDatabase) -> None:
         # The executor role's side of the races: a late completion that replays the winning
         # resolution exactly, and an executor alive after all (renew re-arms, then completes).
         executor = executor_client(executor_store)
-        replay = Completion(Outcome.SUCCEEDED, "ok", "m-replay", sha256_hex(f"receipt:{ids[0]}"))
+        replay = Completion(Outcome.SUCCEEDED, "ok", "m-replay", answered[ids[0]].evidence_digest)
         assert executor.complete(leases[0], replay) is CompletionResult.REPLAYED
         renewed = executor.renew(leases[3])
         done = Completion(Outcome.FAILED, "declined", "m-late")

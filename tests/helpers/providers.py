@@ -1,56 +1,18 @@
-"""Scripted evidence providers for tests: deterministic findings, recorded calls."""
+"""Helpers around the scripted provider: fixed findings, a registry, a reconciler for tests."""
 
 from __future__ import annotations
 
 import random
-import threading
 from collections.abc import Callable
 
-from resolver.core.domain import (
-    DispatchIdentity,
-    Finding,
-    FindingKind,
-    Outcome,
-    sha256_hex,
-)
-from resolver.core.provider import Capability, ProviderRegistry
+from resolver.core.domain import DispatchIdentity, Finding, FindingKind, Outcome
+from resolver.core.provider import ProviderRegistry
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.runtime import Runtime
 from resolver.db.repository import PostgresStore
+from resolver_test_support.scripted import ScriptedProvider, verified
 
-
-def verified(identity: DispatchIdentity, outcome: Outcome = Outcome.SUCCEEDED) -> Finding:
-    return Finding.verified(outcome, sha256_hex(f"receipt:{identity.dispatch_id}"), "ok")
-
-
-class ScriptedProvider:
-    """Answers from a function of the identity; records every inspect call."""
-
-    capability = Capability.AUTOMATIC
-
-    def __init__(
-        self,
-        answer: Callable[[DispatchIdentity], Finding],
-        *,
-        timeout_seconds: float = 2.0,
-        gate: threading.Event | None = None,
-        entered: threading.Event | None = None,
-    ) -> None:
-        self._answer = answer
-        self.timeout_seconds = timeout_seconds
-        self.calls: list[DispatchIdentity] = []
-        self._lock = threading.Lock()
-        self._gate = gate
-        self._entered = entered
-
-    def inspect(self, identity: DispatchIdentity) -> Finding:
-        with self._lock:
-            self.calls.append(identity)
-        if self._entered is not None:
-            self._entered.set()
-        if self._gate is not None:
-            self._gate.wait(10)
-        return self._answer(identity)
+__all__ = ["ScriptedProvider", "fixed", "reconciler", "registry", "verified"]
 
 
 def fixed(kind: FindingKind) -> Callable[[DispatchIdentity], Finding]:

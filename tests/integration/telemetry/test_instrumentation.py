@@ -21,7 +21,7 @@ from resolver_test_support.crash import CrashInjection, CrashPoint
 from resolver_test_support.history import FileHistory, HistoryEvents
 from resolver_test_support.scripted import (
     SCRIPT_TABLE_DDL,
-    ScriptedEvidenceProvider,
+    TableScriptedProvider,
     evidence_digest,
 )
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
@@ -105,7 +105,7 @@ def test_scripted_provider_answers_by_the_database_clock_and_binds_the_identity(
             until,
         )
     monkeypatch.setenv("SCRIPT_DB", database_url)
-    provider = ScriptedEvidenceProvider({"database_url_env": "SCRIPT_DB"})
+    provider = TableScriptedProvider({"database_url_env": "SCRIPT_DB"})
     answers = provider.inspect_page(
         [identity("early"), identity("later"), identity("bound", "b" * 64), identity("none")]
     )
@@ -124,4 +124,4 @@ def test_scripted_provider_answers_by_the_database_clock_and_binds_the_identity(
 def test_scripted_provider_rejects_unknown_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RESOLVER_DATABASE_URL", "postgresql://x@y/z")
     with pytest.raises(ConfigError, match="unknown settings"):
-        ScriptedEvidenceProvider({"colour": "blue"})
+        TableScriptedProvider({"colour": "blue"})

@@ -1,17 +1,22 @@
-"""`scripted`: a deterministic, test-only evidence provider that reads a script from PostgreSQL.
+"""The one scripted evidence provider of the tests: deterministic findings, recorded calls.
 
-Each dispatch's script is a list of findings with the database-clock instants at which the
+`ScriptedProvider` answers from a script and records every identity it was asked about. In
+one process the script is a function of the identity, asked one item at a time (so a test can
+hold one item with a gate). Across processes (the entry point `scripted`, for real `resolver
+run` replicas) `TableScriptedProvider` reads the script from PostgreSQL, a page per query:
+each dispatch's script is a list of findings with the database-clock instants at which the
 next one takes over (e.g. `missing` until t1, then `verified_succeeded`), so replicas in
-separate processes see the same answer at the same time, and findings change over time.
-Evidence is bound to the identity: a script whose digest or idempotency key differs from
-the claimed identity answers `conflict`. Reads run in read-only transactions.
+separate processes see the same answer at the same time. Either way evidence is bound to the
+identity: a verified finding carries `evidence_digest` of the identity, and a table script
+whose digest or idempotency key differs from the claimed identity answers `conflict`. Table
+reads run in read-only transactions.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,6 +100,16 @@ def evidence_digest(
     )
 
 
+def verified(
+    identity: DispatchIdentity, outcome: Outcome = Outcome.SUCCEEDED, result_code: str = "ok"
+) -> Finding:
+    """Evidence that proves `outcome` for exactly this identity."""
+    digest = evidence_digest(
+        identity.dispatch_id, identity.action_digest, identity.idempotency_key, outcome, result_code
+    )
+    return Finding.verified(outcome, digest, result_code)
+
+
 def finding_for(identity: DispatchIdentity, row: Mapping[str, Any]) -> Finding:
     """The answer of one script row at its database-clock instant."""
     if (row["action_digest"], row["idempotency_key"]) != (
@@ -109,20 +124,49 @@ def finding_for(identity: DispatchIdentity, row: Mapping[str, Any]) -> Finding:
     if not kind.is_verified:
         return Finding(kind)
     outcome = Outcome.SUCCEEDED if kind is FindingKind.VERIFIED_SUCCEEDED else Outcome.FAILED
-    digest = evidence_digest(
-        identity.dispatch_id,
-        identity.action_digest,
-        identity.idempotency_key,
-        outcome,
-        script.result_code,
-    )
-    return Finding.verified(outcome, digest, script.result_code)
+    return verified(identity, outcome, script.result_code)
 
 
-class ScriptedEvidenceProvider:
-    """Answers a whole page with one read-only query on the `scripted_evidence` table."""
+class ScriptedProvider:
+    """Answers from a function of the identity, one item at a time; records every call.
+
+    `entered` is set when a call begins and `gate`, when given, holds it until set: a test
+    synchronises on these events, never on sleeps.
+    """
 
     capability = Capability.AUTOMATIC
+
+    def __init__(
+        self,
+        answer: Callable[[DispatchIdentity], Finding],
+        *,
+        timeout_seconds: float = 2.0,
+        gate: threading.Event | None = None,
+        entered: threading.Event | None = None,
+    ) -> None:
+        self._answer = answer
+        self.timeout_seconds = timeout_seconds
+        self.calls: list[DispatchIdentity] = []
+        self._calls_lock = threading.Lock()
+        self._gate = gate
+        self._entered = entered
+
+    def inspect(self, identity: DispatchIdentity) -> Finding:
+        self._record([identity])
+        if self._entered is not None:
+            self._entered.set()
+        if self._gate is not None:
+            self._gate.wait(10)
+        return self._answer(identity)
+
+    def _record(self, identities: Sequence[DispatchIdentity]) -> None:
+        with self._calls_lock:
+            self.calls.extend(identities)
+
+
+class TableScriptedProvider(ScriptedProvider):
+    """The entry point `scripted`: the script is the `scripted_evidence` table, read a whole
+    page per read-only query, so replicas in separate processes answer alike."""
 
     def __init__(self, settings: Mapping[str, Any] | None = None) -> None:
         settings = dict(settings or {})
@@ -132,15 +176,19 @@ class ScriptedEvidenceProvider:
         url = os.environ.get(env)
         if not url:
             raise ConfigError(f"scripted: {env} names no database URL")
+        super().__init__(
+            lambda i: self._answer_page([i])[i.dispatch_id],
+            timeout_seconds=float(settings.get("timeout_seconds", 1.0)),
+        )
         self._url = url
-        self.timeout_seconds = float(settings.get("timeout_seconds", 1.0))
         self._conn: psycopg.Connection[dict[str, Any]] | None = None
         self._lock = threading.Lock()
 
-    def inspect(self, identity: DispatchIdentity) -> Finding:
-        return self.inspect_page([identity])[identity.dispatch_id]
-
     def inspect_page(self, identities: Sequence[DispatchIdentity]) -> Mapping[str, Finding]:
+        self._record(identities)
+        return self._answer_page(identities)
+
+    def _answer_page(self, identities: Sequence[DispatchIdentity]) -> Mapping[str, Finding]:
         with self._lock:
             rows = {r["dispatch_id"]: r for r in self._read([i.dispatch_id for i in identities])}
         missing = Finding(FindingKind.MISSING)
