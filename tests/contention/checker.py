@@ -437,6 +437,16 @@ def _check_final_rows(
                 dispatch_id,
                 f"no provable evidence, but ended {row['status']}/{row['state']}",
             )
+        escalated = row["manual_reason"] == "evidence_window_elapsed"
+        if plan.kind is Kind.CRASHED_ESCALATED and not (
+            (row["status"] == "manual" and escalated) or row["closed_by"] == "manual"
+        ):
+            verdict.add(
+                "escalation_window",
+                dispatch_id,
+                f"evidence stayed missing, but ended {row['status']}/{row['closed_by']} "
+                f"({row['manual_reason']})",
+            )
         if plan.kind in (Kind.LIVE_REPLAY, Kind.LIVE_DRIFT) and row["status"] != "resolved":
             verdict.add("settles", dispatch_id, f"live execution ended {row['status']}")
 

@@ -27,6 +27,7 @@ from resolver.demo import localpg
 
 from . import hostile
 from .checker import SNAPSHOT_SQL, LossPoint, Verdict, check, read_histories
+from .operators import HUMAN_POLICY, Operators, grant_operators
 from .proxy import FaultProxy
 from .replication import ReplicatedPostgres
 from .workload import (
@@ -460,6 +461,7 @@ def _run(run: Run, pg: Database, volume: hostile.WalVolume | None) -> Report:
     clean_url = proxies.url(clean=True)
     with pg.admin() as conn:
         write_scripts(conn, [])  # the script table exists before any replica inspects
+        grant_operators(conn)
     replicas = ReplicaSet(profile, proxies.url(clean=False), workdir)
     store = PostgresStore(
         clean_url, max_connections=profile.executor_threads + profile.seeder_threads
@@ -474,6 +476,12 @@ def _run(run: Run, pg: Database, volume: hostile.WalVolume | None) -> Report:
     try:
         replicas.start_all()
         live = _Workload(run, store, clean_url)
+        operators = Operators(
+            store,
+            executor_history(workdir / "history", "operators"),
+            random.Random(run.rng.random()),
+        )
+        operators.start()
         faults = threading.Thread(
             target=_inject_faults,
             args=(run, pg, replicas, proxies, losses, stop_faults, HostileKit(idle, volume)),
@@ -488,6 +496,7 @@ def _run(run: Run, pg: Database, volume: hostile.WalVolume | None) -> Report:
         proxies.set_latency(0)
         live.wait_executors(profile.settle_timeout_seconds)
         _wait_settled(clean_url, replicas, profile.settle_timeout_seconds)
+        operators.stop()
         duration = time.monotonic() - started
     finally:
         stop_faults.set()
@@ -504,7 +513,8 @@ def _run(run: Run, pg: Database, volume: hostile.WalVolume | None) -> Report:
         rows = conn.execute(SNAPSHOT_SQL).fetchall()
         rate = _resolution_rate(conn)
     events = read_histories(sorted((workdir / "history").glob("*.jsonl")))
-    verdict = check(events, rows, run.plans, losses)
+    verdict = check(events, rows, run.plans, losses, HUMAN_POLICY)
+    run.notes.append(_operator_line(events, rows))
     for reason, n in replicas.exits.items():
         if reason not in EXPECTED_EXITS:
             verdict.violations.append(f"[replica_lifecycle] {n} replica(s): {reason}")
@@ -523,6 +533,21 @@ def _run(run: Run, pg: Database, volume: hostile.WalVolume | None) -> Report:
         workdir,
         _failover_lines(pg, profile),
         run.notes,
+    )
+
+
+def _operator_line(events: list[dict[str, Any]], rows: list[dict[str, Any]]) -> str:
+    """What the people did: their answers, and what the final rows hold."""
+    answers = Counter(
+        e.get("result") or e.get("error") or e["type"]
+        for e in events
+        if e["f"] == "decide" and e["type"] != "invoke"
+    )
+    two = sum(1 for r in rows if r["source"] == "manual" and (r["people"] or 0) >= 2)
+    escalated = sum(1 for r in rows if r["manual_reason"] == "evidence_window_elapsed")
+    return (
+        f"operators: {_fmt(answers)}; manual resolutions with two people: {two}; "
+        f"escalated (evidence_window_elapsed): {escalated}"
     )
 
 
@@ -563,7 +588,9 @@ class _Workload:
             self._run.plans.update((pl.spec.dispatch_id, pl) for pl in plans)
             self._write_scripts(plans)
             crashed = [
-                pl for pl in plans if pl.kind in (Kind.CRASHED_VERIFIED, Kind.CRASHED_MANUAL)
+                pl
+                for pl in plans
+                if pl.kind in (Kind.CRASHED_VERIFIED, Kind.CRASHED_MANUAL, Kind.CRASHED_ESCALATED)
             ]
             for pl in plans:
                 if pl.kind in (Kind.LIVE_REPLAY, Kind.LIVE_DRIFT):

@@ -315,3 +315,17 @@ def test_the_same_resolution_made_again_after_a_lossy_failover_is_one_resolution
     assert verdict.lost == {"resolution": 1}
     strict = check(events, [row], {D: PLAN}, [LossPoint(45, acknowledged=False)])
     assert any(v.startswith("[acknowledged_survives]") for v in strict.violations)
+
+
+def test_a_case_whose_evidence_stayed_missing_must_escalate_or_be_decided() -> None:
+    spec = _spec(D, "pkg.fetch")
+    escalating = {D: Plan(spec, Kind.CRASHED_ESCALATED, Script((FindingKind.MISSING,)))}
+    policy = HumanPolicy(escalate_after_ms={"pkg.fetch": {"missing": 60_000}})
+    escalated = {**ESCALATED, "action_type": "pkg.fetch"}
+    assert check([], [escalated], escalating, policy=policy).violations == []
+    decided = {**TWO_PEOPLE, "action_type": "pkg.fetch", "people": 1}
+    assert check([], [decided], escalating, policy=policy).violations == []
+    # Planted: it reached the queue for another reason (never escalated).
+    wrong = {**escalated, "manual_reason": "conflict"}
+    violations = check([], [wrong], escalating, policy=policy).violations
+    assert any(v.startswith("[escalation_window]") for v in violations), violations

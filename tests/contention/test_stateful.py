@@ -2,7 +2,9 @@
 real PostgreSQL, compared with a small in-memory model after every step.
 
 Time is the injectable `now_ms` of every statement, advanced by a rule. Manual decisions go
-through the real `ManualResolutionService`, by an authorized user and by ones who must be refused.
+through the real `ManualResolutionService`, by authorized users and by ones who must be refused.
+One dispatch is a payment whose `confirm_succeeded` needs two people: the model follows its
+proposals (proposed, confirmed, rejected, withdrawn, voided by a new version, expired).
 """
 
 from __future__ import annotations
@@ -27,11 +29,20 @@ from resolver.core.domain import (
     FindingKind,
     ItemOutcome,
     ManualDecision,
+    ManualResult,
     Outcome,
     Principal,
+    ProposalAction,
+    ProposalResult,
     sha256_hex,
 )
-from resolver.core.errors import FenceConflict, PermissionDenied, ResolverError, StrongAuthRequired
+from resolver.core.errors import (
+    FenceConflict,
+    PermissionDenied,
+    ProposalConflict,
+    ResolverError,
+    StrongAuthRequired,
+)
 from resolver.db.repository import PostgresStore
 from resolver.executor.client import CompletionResult, ExecutionClient
 from resolver.human.manual import ManualResolutionService
@@ -48,6 +59,20 @@ NEEDS_HUMAN = frozenset({FindingKind.CONFLICT, FindingKind.UNSUPPORTED})
 DISPATCHES = ("d0", "d1", "d2")
 REPLICAS = ("ra", "rb")
 TERMINAL = ("succeeded", "failed", "blocked")
+# The two-person case: d2 is a payment, and marking a payment succeeded needs two people.
+PAYMENT = "d2"
+TWO_PERSON = ("payments.*", "confirm_succeeded")
+PROPOSAL_TTL_MS = 3_000
+MAX_PROPOSALS = 16
+DECIDERS = ("alice", "bob")
+
+
+@dataclass
+class MProposal:
+    decision: Decision
+    proposed_by: str
+    version: int
+    expires: int
 
 
 @dataclass
@@ -102,27 +127,32 @@ class RecoveryMachine(RuleBasedStateMachine):
                 "TRUNCATE recovery_authorizations, approved_action_recovery_resolutions,"
                 " approved_action_recovery_controls, approved_action_executions,"
                 " approved_action_dispatches, recovery_role_bindings, recovery_projects,"
-                " recovery_audit_chain CASCADE"
+                " recovery_audit_chain, recovery_proposals, recovery_two_person_rules CASCADE"
             )
+            conn.execute("INSERT INTO recovery_two_person_rules VALUES (%s, %s)", TWO_PERSON)
             # Each example starts a fresh audit chain (migration 0008) with its mutation ids.
             conn.execute(
                 "UPDATE recovery_audit_head SET seq = 0, hash = repeat('0', 64),"
                 " prev_hash = repeat('0', 64)"
             )
             conn.execute("INSERT INTO recovery_projects VALUES ('proj-1', 1)")
-            conn.execute(
-                "INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)"
-            )
+            for user in DECIDERS:
+                conn.execute(
+                    "INSERT INTO recovery_role_bindings VALUES ('proj-1', %s, 'approval.recover', 1)",
+                    (user,),
+                )
         self.store = PostgresStore(self.url)
         self.store.open()
         self.client = ExecutionClient(self.store, owner="executor", lease_seconds=LEASE_MS / 1000)
-        self.operators = ManualResolutionService(self.store)
+        self.operators = ManualResolutionService(self.store, proposal_ttl_ms=PROPOSAL_TTL_MS)
         self.decisions = 0
         self.now = T0
         self.executions: dict[str, MExecution] = {}
         self.controls: dict[str, MControl] = {}
         self.resolutions: dict[str, MResolution] = {}
         self.held: dict[str, list[tuple[ClaimedItem, Finding]]] = {r: [] for r in REPLICAS}
+        self.proposals: dict[str, MProposal] = {}
+        self.proposal_count: dict[str, int] = {}
 
     def teardown(self) -> None:
         self.store.close()
@@ -140,7 +170,10 @@ class RecoveryMachine(RuleBasedStateMachine):
     def start(self, data: st.DataObject) -> None:
         """Create, lease and cross the start barrier (the lease is live: it was just taken)."""
         d = data.draw(st.sampled_from([d for d in DISPATCHES if d not in self.executions]))
-        self.client.create_dispatch(new_spec(dispatch_id=d, idempotency_key=f"idem-{d}"))
+        action_type = "payments.charge" if d == PAYMENT else "test.action"
+        self.client.create_dispatch(
+            new_spec(action_type, dispatch_id=d, idempotency_key=f"idem-{d}")
+        )
         leased = self.client.lease(d, now_ms=self.now)
         lease = self.client.start(leased, now_ms=self.now)
         m = MExecution("executing", 2, self.now + LEASE_MS, [leased, lease])
@@ -162,6 +195,7 @@ class RecoveryMachine(RuleBasedStateMachine):
             return
         assert ok, "a stale lease renewed"
         m.version, m.expires = m.version + 1, self.now + LEASE_MS
+        self.proposals.pop(d, None)  # a new version voids the open proposal
         m.leases.append(renewed)
         c = self.controls.get(d)
         if c is not None and c.status in ("armed", "manual"):
@@ -186,6 +220,7 @@ class RecoveryMachine(RuleBasedStateMachine):
         assert result == expected, (result, expected)
         if result is CompletionResult.COMMITTED:
             m.state, m.version = outcome.value, m.version + 1
+            self.proposals.pop(d, None)
             m.completed_by_us, m.outcome_digest = True, completion.evidence_digest
             c = self.controls[d]
             c.status, c.execution_version = "resolved", m.version
@@ -274,6 +309,7 @@ class RecoveryMachine(RuleBasedStateMachine):
         c.last_finding, c.finding_count = finding.kind.value, c.finding_count + 1
         if finding.outcome is not None:
             m.state, m.version = finding.outcome.value, m.version + 1
+            self.proposals.pop(d, None)
             c.status, c.execution_version = "resolved", m.version
             self.resolutions[d] = MResolution(
                 "automatic", finding.outcome.value, finding.evidence_digest
@@ -290,41 +326,113 @@ class RecoveryMachine(RuleBasedStateMachine):
         data=st.data(),
         decision=st.sampled_from(Decision),
         stale=st.booleans(),
-        who=st.sampled_from(["alice", "alice-weak-auth", "mallory"]),
+        who=st.sampled_from(["alice", "bob", "alice-weak-auth", "mallory"]),
     )
     def manual(self, data: st.DataObject, decision: Decision, stale: bool, who: str) -> None:
-        """A human decision: only alice (granted, strong auth) on the current version wins."""
+        """A human decision: a granted user with strong auth on the current version wins,
+        alone or, on the payment's succeeded, as the second of two people."""
         d = data.draw(st.sampled_from(sorted(self.controls)))
-        m, c = self.executions[d], self.controls[d]
+        m = self.executions[d]
         self.decisions += 1
         expected_version = m.version - 1 if stale else m.version
-        principal = Principal(
-            who.removesuffix("-weak-auth"), self.now, ("pwd",) if "weak" in who else ("mfa",)
-        )
+        user = who.removesuffix("-weak-auth")
+        principal = Principal(user, self.now, ("pwd",) if "weak" in who else ("mfa",))
         request = ManualDecision(
             d, decision, f"m-{self.decisions}", expected_version, "operator_checked"
         )
-        ok = (
-            who == "alice"
+        fenced = (
+            who in DECIDERS
             and m.state == "executing"
             and m.version == expected_version
             and m.expires <= self.now
         )
-        refused: type[ResolverError] | None = None
+        expected = self._expected_decision(d, user, decision) if fenced else None
+        answer: ManualResult | str | type[ResolverError]
         try:
-            self.operators.decide(principal, request, now_ms=self.now)
+            answer = self.operators.decide(principal, request, now_ms=self.now)
+        except ProposalConflict as exc:
+            answer = exc.code
         except ResolverError as exc:
-            refused = type(exc)
-        if who != "alice":
-            assert refused in (PermissionDenied, StrongAuthRequired), refused
-        assert (refused is None) == ok, (refused, ok)
-        if refused is not None:
+            answer = type(exc)
+        if who not in DECIDERS:
+            assert answer in (PermissionDenied, StrongAuthRequired), answer
             return
+        if expected is None:
+            assert answer is FenceConflict, answer
+            return
+        assert answer == expected, (answer, expected, self.proposals.get(d))
+        self._apply_decision(d, user, decision, answer)
+
+    def _open_proposal(self, d: str) -> MProposal | None:
+        """The model's open proposal, if it can still be confirmed (expiry closes it)."""
+        proposal = self.proposals.get(d)
+        if proposal is not None and proposal.expires <= self.now:
+            del self.proposals[d]
+            return None
+        return proposal
+
+    def _expected_decision(self, d: str, user: str, decision: Decision) -> ManualResult | str:
+        proposal = self._open_proposal(d)
+        two_person = d == PAYMENT and decision is Decision.CONFIRM_SUCCEEDED
+        if proposal is None and not two_person:
+            return ManualResult.COMMITTED
+        if proposal is None:
+            if self.proposal_count.get(d, 0) >= MAX_PROPOSALS:
+                return "proposal_limit"
+            return ManualResult.PROPOSED
+        if proposal.proposed_by == user:
+            return "second_person_required"
+        if proposal.decision is not decision:
+            return "proposal_rejected"
+        return ManualResult.COMMITTED
+
+    def _apply_decision(
+        self, d: str, user: str, decision: Decision, answer: ManualResult | str
+    ) -> None:
+        m, c = self.executions[d], self.controls[d]
+        if answer is ManualResult.PROPOSED:
+            self.proposals[d] = MProposal(decision, user, m.version, self.now + PROPOSAL_TTL_MS)
+            self.proposal_count[d] = self.proposal_count.get(d, 0) + 1
+            return
+        if answer == "proposal_rejected":
+            del self.proposals[d]
+            return
+        if answer is not ManualResult.COMMITTED:
+            return
+        self.proposals.pop(d, None)
         m.state, m.version = decision.terminal_state.value, m.version + 1
         c.status, c.execution_version = "resolved", m.version
         c.recovery_version += 1
         c.token = c.lease_expires = None
         self.resolutions[d] = MResolution("manual", decision.terminal_state.value, None)
+
+    @precondition(lambda self: self.controls)
+    @rule(
+        data=st.data(),
+        action=st.sampled_from(ProposalAction),
+        who=st.sampled_from(DECIDERS),
+    )
+    def close_proposal(self, data: st.DataObject, action: ProposalAction, who: str) -> None:
+        """Withdraw (the proposer) or reject (the other person) the open proposal, if any."""
+        d = data.draw(st.sampled_from(sorted(self.controls)))
+        self.decisions += 1
+        principal = Principal(who, self.now, ("mfa",))
+        proposal = self._open_proposal(d)
+        if proposal is None:
+            expected: ProposalResult | str = "no_proposal"
+        elif action is ProposalAction.WITHDRAW:
+            expected = ProposalResult.WITHDRAWN if proposal.proposed_by == who else "not_proposer"
+        else:
+            expected = ProposalResult.REJECTED if proposal.proposed_by != who else "own_proposal"
+        try:
+            answer: ProposalResult | str = self.operators.close_proposal(
+                principal, d, action, f"m-{self.decisions}", "operator_checked", now_ms=self.now
+            )
+        except ProposalConflict as exc:
+            answer = exc.code
+        assert answer == expected, (answer, expected)
+        if isinstance(answer, ProposalResult):
+            del self.proposals[d]
 
     @rule(ms=st.sampled_from([1_000, 2_000, 500, 1]))  # big steps first: leases lapse
     def advance(self, ms: int) -> None:
@@ -374,6 +482,42 @@ class RecoveryMachine(RuleBasedStateMachine):
                     r.outcome,
                     r.digest,
                 )
+
+    @invariant()
+    def proposals_match_model(self) -> None:
+        """The open, unexpired proposals are the model's, and every manual settle of the
+        payment's succeeded carries two people."""
+        with psycopg.connect(self.url, row_factory=dict_row) as conn:
+            open_rows = conn.execute(
+                "SELECT dispatch_id, outcome, proposed_by, expected_execution_version,"
+                " expires_at_ms FROM recovery_proposals"
+                " WHERE closed_as IS NULL AND expires_at_ms > %s",
+                (self.now,),
+            ).fetchall()
+            people = conn.execute(
+                "SELECT r.dispatch_id, r.outcome, count(DISTINCT a.user_id) AS people"
+                " FROM approved_action_recovery_resolutions r"
+                " JOIN recovery_authorizations a USING (mutation_id)"
+                " WHERE r.source = 'manual' GROUP BY r.dispatch_id, r.outcome"
+            ).fetchall()
+        actual = {
+            r["dispatch_id"]: (
+                r["outcome"],
+                r["proposed_by"],
+                r["expected_execution_version"],
+                r["expires_at_ms"],
+            )
+            for r in open_rows
+        }
+        model = {
+            d: (p.decision.terminal_state.value, p.proposed_by, p.version, p.expires)
+            for d, p in self.proposals.items()
+            if p.expires > self.now
+        }
+        assert actual == model, (actual, model)
+        for r in people:
+            two = r["dispatch_id"] == PAYMENT and r["outcome"] == "succeeded"
+            assert r["people"] == (2 if two else 1), r
 
     def _rows(self) -> dict[str, dict[str, Any]]:
         with psycopg.connect(self.url, row_factory=dict_row) as conn:

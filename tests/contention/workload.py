@@ -26,6 +26,9 @@ from resolver_test_support.scripted import SCRIPT_TABLE_DDL, Script, evidence_di
 LOST_WRITE_ANSWERS = (NotLeasable, NotFound, FenceConflict)
 
 SCRIPTED_TYPES = ("pay.charge", "db.mutate", "run.create")
+ESCALATING_TYPE = "pkg.fetch"
+"""Scripted, with an escalation window: evidence that stays `missing` goes to a human."""
+ESCALATE_AFTER_SECONDS = 3
 MANUAL_ONLY_TYPE = "shell.exec"
 UNMAPPED_TYPE = "unmapped.thing"
 
@@ -54,6 +57,11 @@ RECEIPT_KEYS = {"k1": "6b" * 32}
 def provider_config() -> dict[str, Any]:
     """The YAML document every replica loads (RESOLVER_CONFIG)."""
     scripted = {t: {"provider": "scripted", "timeout_seconds": 1} for t in SCRIPTED_TYPES}
+    scripted[ESCALATING_TYPE] = {
+        "provider": "scripted",
+        "timeout_seconds": 1,
+        "escalate_after_seconds": {"missing": ESCALATE_AFTER_SECONDS},
+    }
     builtin = {
         MANUAL_ONLY_TYPE: {"provider": "manual_only"},
         RECEIPT_TYPE: {"provider": "internal_mutation", "timeout_seconds": 1},
@@ -68,6 +76,12 @@ def receipt_key_env() -> dict[str, str]:
     }
 
 
+# Who decides the manual queue in the run (tests/contention/operators.py), and what needs two.
+OPERATORS = ("alice", "bob", "carol")
+TWO_PERSON_RULE = ("pay.*", "confirm_succeeded")
+PROJECTS = tuple(f"proj-{n}" for n in range(7))
+
+
 class Kind(StrEnum):
     CRASHED_VERIFIED = "crashed_verified"
     """The executor died after the barrier; the evidence eventually proves the outcome."""
@@ -77,6 +91,8 @@ class Kind(StrEnum):
     """A slow executor completes late; the evidence agrees with it (exact replay)."""
     LIVE_DRIFT = "live_drift"
     """A slow executor completes late; the evidence says the opposite (drift)."""
+    CRASHED_ESCALATED = "crashed_escalated"
+    """The evidence stays missing: after its window the case escalates to a human."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +131,10 @@ def make_plans(
         roll = rng.random()
         if roll < live_ratio:
             plans.append(_live_plan(rng, dispatch_id, base_ms, horizon_ms))
+        elif roll > 0.96:
+            script = Script((K.MISSING,))
+            spec = _spec(dispatch_id, ESCALATING_TYPE)
+            plans.append(Plan(spec, Kind.CRASHED_ESCALATED, script))
         elif roll < live_ratio + 0.05:
             plans.append(Plan(_spec(dispatch_id, MANUAL_ONLY_TYPE), Kind.CRASHED_MANUAL, None))
         elif roll < live_ratio + 0.08:
