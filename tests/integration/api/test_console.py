@@ -342,6 +342,27 @@ def test_bulk_decision_shows_progress_and_a_mixed_per_item_result(
     assert sql.execution(shell.dispatch_id)["state"] == "executing"
 
 
+def test_a_bulk_decision_on_a_stale_sign_in_steps_up_and_then_decides_every_item(
+    site: Site, page: Any, sql: SQL
+) -> None:
+    page.goto(f"{site.url}#/queue")
+    sign_in(page, "alice", second_factor=False)
+    page.locator("#list tbody tr").first.wait_for()
+    page.locator("#select-page").click()
+    page.locator("#bulk-abandon_unknown").check()
+    page.fill("#bulk-reason", "node_lost_outcome_unknown")
+    page.locator("#bulk-verified").check()
+    page.locator("#bulk-submit").click()
+    # Nothing was written before the step-up; afterwards the same items (same mutation ids)
+    # are sent once more.
+    sign_in_at_provider(page, "alice", second_factor=True)
+    page.locator("#bulk-done").filter(has_text="3 of 3 decided").wait_for()
+    assert "3 committed" in page.locator("#status").text_content()
+    assert page.locator("#who").text_content() == "Signed in as alice (pwd, otp, mfa)"
+    assert [sql.execution(d)["state"] for d in site.dispatch_ids] == ["blocked"] * 3
+    assert all(len(sql.resolutions(d)) == 1 for d in site.dispatch_ids)
+
+
 def _decide_directly(
     client: httpx.Client,
     dispatch_id: str,
