@@ -78,6 +78,14 @@ function say(text, kind) {
   status.className = kind || "";
 }
 
+function decisionLabel(decision) {
+  return DECISIONS[decision] ? DECISIONS[decision].label : decision;
+}
+
+function isFiltered(view, params) {
+  return VIEWS[view].filters.some((name) => params.get(name));
+}
+
 function pad(n) {
   return String(n).padStart(2, "0");
 }
@@ -268,7 +276,7 @@ function firstRow(params) {
 }
 
 function countsText(view, params, page) {
-  const filtered = VIEWS[view].filters.some((name) => params.get(name));
+  const filtered = isFiltered(view, params);
   const first = firstRow(params);
   const order = view === "decided" ? "newest first" : "oldest first";
   const shown = page.items.length ? ` Showing rows ${first} to ${first + page.items.length - 1}, ${order}.` : "";
@@ -305,8 +313,7 @@ async function renderList(main, view, params) {
   page.items.forEach((item) => known.set(item.dispatch_id, item));
   main.append(el("p", { id: "counts", text: countsText(view, params, page) }));
   if (page.items.length === 0) {
-    const filtered = spec.filters.some((name) => params.get(name));
-    main.append(el("p", { id: "empty", text: filtered ? "Nothing matches this filter." : spec.empty }));
+    main.append(el("p", { id: "empty", text: isFiltered(view, params) ? "Nothing matches this filter." : spec.empty }));
   } else {
     main.append(listTable(view, page.items));
   }
@@ -724,7 +731,7 @@ function proposalBox(target, form, answers, mine) {
   const box = el("div", { id: "proposal", className: "notice", role: "region", "aria-labelledby": "proposal-title" },
     el("h4", { id: "proposal-title", text: "Waiting for a second person" }),
     el("p", { id: "proposal-who" }, el("strong", { text: p.proposed_by }), " proposed ",
-      el("strong", { text: `${DECISIONS[p.decision] ? DECISIONS[p.decision].label : p.decision}` }),
+      el("strong", { text: decisionLabel(p.decision) }),
       ` (reason ${p.reason_code}) `, when(p.proposed_at_ms), "."),
     el("p", { id: "proposal-expires" }, "It expires ", when(p.expires_at_ms),
       `: unless a second person confirms it by then, nothing is decided. It was made on execution version ${p.expected_execution_version}; any change to the execution voids it.`),
@@ -745,7 +752,7 @@ function proposalBox(target, form, answers, mine) {
     send(answers, "POST", path + (mine ? "withdraw" : "reject"), { mutation_id: closeId, reason_code: reason });
   });
   if (!mine) {
-    box.append(el("p", {}, el("button", { type: "button", id: "confirm-proposal", text: `Confirm ${p.proposed_by}'s proposal (${DECISIONS[p.decision] ? DECISIONS[p.decision].label : p.decision})`, onclick: () => {
+    box.append(el("p", {}, el("button", { type: "button", id: "confirm-proposal", text: `Confirm ${p.proposed_by}'s proposal (${decisionLabel(p.decision)})`, onclick: () => {
       // The confirmation is the same decision with the same evidence digest; the reason is
       // the confirmer's own if typed, else the proposer's. The attestation stays theirs to tick.
       const choice = form.querySelector(`input[name=decision][value="${p.decision}"]`);
