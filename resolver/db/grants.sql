@@ -64,6 +64,11 @@ REVOKE EXECUTE ON FUNCTION resolver_commit_automatic(json, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_commit_automatic(json, bigint) TO resolver_runtime;
 REVOKE EXECUTE ON FUNCTION resolver_finding_status(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_finding_status(text) TO resolver_runtime;
+-- The automatic commit's bounded second try at rows it skipped (migration 0015_perf).
+REVOKE EXECUTE ON FUNCTION resolver_commit_wait_executions(text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION resolver_commit_wait_executions(text[]) TO resolver_runtime;
+REVOKE EXECUTE ON FUNCTION resolver_commit_wait_controls(text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION resolver_commit_wait_controls(text[]) TO resolver_runtime;
 REVOKE EXECUTE ON FUNCTION resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint) TO resolver_runtime;
 
