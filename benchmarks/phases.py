@@ -171,6 +171,7 @@ def drain(
     with connect(url) as monitor:
         if statements:
             monitor.execute(sql.STATEMENTS_RESET)
+        since = _since(monitor)
         bare: Group | None = None
         replicas: Replicas | None = None
         if case.kind == "bare":
@@ -199,6 +200,7 @@ def drain(
         try:
             window = _measure(
                 monitor,
+                since,
                 pids,
                 alive,
                 max_seconds,
@@ -213,9 +215,9 @@ def drain(
                 replicas.stop()
             if bare is not None:
                 bare.stop()
-            span = monitor.execute(sql.RESOLVED_SPAN).fetchone()
+            span = monitor.execute(sql.RESOLVED_SPAN, since).fetchone()
             first_claim = monitor.execute(
-                sql.FIRST_CLAIM_MS, {"lease_ms": RECOVERY_LEASE_MS}
+                sql.FIRST_CLAIM_MS, {"lease_ms": RECOVERY_LEASE_MS, **since}
             ).fetchone()
         except BaseException:
             for group in (replicas, bare):
@@ -265,8 +267,16 @@ class Window:
         return cpu / self.resolved
 
 
+def _since(monitor: psycopg.Connection[dict[str, Any]]) -> dict[str, int]:
+    """The drain's resolutions are those after this mark (history seeded beside the backlog,
+    or an earlier drain's rows, are not counted)."""
+    row = monitor.execute(sql.LAST_RESOLUTION_ID).fetchone()
+    return {"since_id": int(row["id"]) if row else 0}
+
+
 def _measure(
     monitor: psycopg.Connection[dict[str, Any]],
+    since: dict[str, int],
     pids: list[int],
     alive: Any,
     limit: float,
@@ -275,13 +285,13 @@ def _measure(
 ) -> Window:
     deadline = time.monotonic() + limit
     window = Window()
-    while not _flag(monitor, sql.ANY_RESOLVED):
+    while not _flag(monitor, sql.ANY_RESOLVED, since):
         alive()
         if time.monotonic() > deadline:
             window.timed_out = True
             return window
         time.sleep(START_POLL_SECONDS)
-    first = _sample(monitor, pids, all_server_processes)
+    first = _sample(monitor, since, pids, all_server_processes)
     if on_first is not None:
         on_first()
     while _flag(monitor, sql.ANY_ARMED):
@@ -290,7 +300,7 @@ def _measure(
             window.timed_out = True
             break
         time.sleep(POLL_SECONDS)
-    last = _sample(monitor, pids, all_server_processes)
+    last = _sample(monitor, since, pids, all_server_processes)
     window.resolved = last.resolved - first.resolved
     window.process_cpu_us = cpu_delta_us(first.process, last.process)
     if first.server and last.server:
@@ -306,7 +316,10 @@ class _Sample:
 
 
 def _sample(
-    monitor: psycopg.Connection[dict[str, Any]], pids: list[int], all_server_processes: bool
+    monitor: psycopg.Connection[dict[str, Any]],
+    since: dict[str, int],
+    pids: list[int],
+    all_server_processes: bool,
 ) -> _Sample:
     server_pids = [
         int(r["pid"])
@@ -314,12 +327,14 @@ def _sample(
     ]
     process = cpu_of(pids)
     server = cpu_of(server_pids)
-    row = monitor.execute(sql.RESOLVED_COUNT).fetchone()
+    row = monitor.execute(sql.RESOLVED_COUNT, since).fetchone()
     return _Sample(int(row["n"]) if row else 0, process, server)
 
 
-def _flag(monitor: psycopg.Connection[dict[str, Any]], query: Any) -> bool:
-    row = monitor.execute(query).fetchone()
+def _flag(
+    monitor: psycopg.Connection[dict[str, Any]], query: Any, params: Any = None
+) -> bool:
+    row = monitor.execute(query, params).fetchone()
     return bool(row and row["yes"])
 
 
@@ -514,8 +529,8 @@ def scan_cost(
     large: list[float] = []
     with connect(small_url) as a, connect(large_url) as b:
         for _ in range(max(1, samples // 25)):
-            small += _claim_samples(a, page_size, 25)
-            large += _claim_samples(b, page_size, 25)
+            small += claim_samples(a, page_size, 25)
+            large += claim_samples(b, page_size, 25)
     return ScanResult(
         closed_small=closed_small,
         closed_large=closed_large,
@@ -527,7 +542,7 @@ def scan_cost(
     )
 
 
-def _claim_samples(conn: psycopg.Connection[dict[str, Any]], page_size: int, n: int) -> list[float]:
+def claim_samples(conn: psycopg.Connection[dict[str, Any]], page_size: int, n: int) -> list[float]:
     """Time the real claim statement; each claim is rolled back so the due set stays put."""
     params = {"owner": "scan", "lease_ms": 60_000, "now_ms": None}
     claim = claim_statement(page_size)

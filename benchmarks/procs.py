@@ -84,8 +84,16 @@ def peak_rss_kb(pid: int) -> int:
     return 0
 
 
+# The `resolver` script to measure instead, e.g. one in a virtualenv holding only the product
+# (the image's environment), for start-up figures (benchmarks.startup).
+RESOLVER_SCRIPT_ENV = "BENCH_RESOLVER_SCRIPT"
+
+
 def resolver_command() -> list[str]:
     """`resolver` as installed next to this interpreter (what a user runs), else -m."""
+    given = os.environ.get(RESOLVER_SCRIPT_ENV)
+    if given:
+        return [given]
     script = Path(sys.executable).with_name("resolver")
     if script.exists():
         return [str(script)]

@@ -85,6 +85,40 @@ SELECT dispatch_id, 'resolved', 3, started_at_ms + 30000, started_at_ms,
 FROM e
 """
 
+# The manual queue: executions recovery_required (lease expired long ago) whose controls a
+# conflicting finding handed to a human, as the automatic commit leaves them.
+SEED_MANUAL: LiteralString = """
+WITH g AS (
+    SELECT n, %(prefix)s || lpad(n::text, 9, '0') AS id
+    FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS n
+),
+d AS (
+    INSERT INTO approved_action_dispatches (
+        dispatch_id, approval_request_id, project_id, action_type, action_digest,
+        idempotency_key, schema_version)
+    SELECT id, 'ar-' || id, 'proj-' || (n %% 32), 'bench.manual',
+           encode(sha256(convert_to('action:' || id, 'UTF8')), 'hex'), 'idem-' || id, 1
+    FROM g
+    RETURNING dispatch_id
+),
+e AS (
+    INSERT INTO approved_action_executions (
+        dispatch_id, state, owner, token, version, attempt, lease_expires_at_ms, started_at_ms)
+    SELECT dispatch_id, 'executing', 'bench-executor', gen_random_uuid(), 2, 1,
+           %(now_ms)s - 3600000, %(now_ms)s - 3630000
+    FROM d
+    RETURNING dispatch_id, lease_expires_at_ms, started_at_ms
+)
+INSERT INTO approved_action_recovery_controls (
+    dispatch_id, status, execution_version, next_scan_at_ms, armed_at_ms, manual_at_ms,
+    manual_reason, last_finding, finding_count, finding_counts, first_inspected_at_ms,
+    last_inspected_at_ms, recovery_version)
+SELECT dispatch_id, 'manual', 2, lease_expires_at_ms, started_at_ms, lease_expires_at_ms + 1000,
+       'conflict', 'conflict', 1, '{"conflict": 1}', lease_expires_at_ms + 1000,
+       lease_expires_at_ms + 1000, 2
+FROM e
+"""
+
 # What a receipt signer needs: the identity exactly as stored.
 SEEDED_IDENTITIES: LiteralString = """
 SELECT d.dispatch_id, d.approval_request_id, d.project_id, d.action_type, d.action_digest,
@@ -117,11 +151,6 @@ COUNT_ARMED: LiteralString = (
     "SELECT /* bench-monitor */ count(*) AS n FROM approved_action_recovery_controls"
     " WHERE status = 'armed'"
 )
-RESOLVED_SPAN: LiteralString = """
-SELECT /* bench-monitor */ count(*) AS n, min(resolved_at_ms) AS first_ms,
-       max(resolved_at_ms) AS last_ms
-FROM approved_action_recovery_resolutions
-"""
 STATEMENT_CALLS: LiteralString = """
 SELECT /* bench-monitor */ coalesce(sum(s.calls), 0)::bigint AS calls
 FROM pg_stat_statements AS s JOIN pg_database AS db ON db.oid = s.dbid
@@ -159,9 +188,21 @@ WAL_BYTES_SINCE: LiteralString = (
     "::bigint AS bytes"
 )
 
-# The steady window and start-up of a drain, from the database's own records.
+# The steady window and start-up of a drain, from the database's own records: the
+# resolutions after `%(since_id)s` (the highest resolution id before the drain; identities
+# only grow), so a history seeded beside the backlog (benchmarks.history) is not counted.
+LAST_RESOLUTION_ID: LiteralString = (
+    "SELECT /* bench-monitor */ coalesce(max(resolution_id), 0) AS id"
+    " FROM approved_action_recovery_resolutions"
+)
+RESOLVED_SPAN: LiteralString = """
+SELECT /* bench-monitor */ count(*) AS n, min(resolved_at_ms) AS first_ms,
+       max(resolved_at_ms) AS last_ms
+FROM approved_action_recovery_resolutions WHERE resolution_id > %(since_id)s
+"""
 ANY_RESOLVED: LiteralString = (
-    "SELECT /* bench-monitor */ EXISTS (SELECT 1 FROM approved_action_recovery_resolutions) AS yes"
+    "SELECT /* bench-monitor */ EXISTS (SELECT 1 FROM approved_action_recovery_resolutions"
+    " WHERE resolution_id > %(since_id)s) AS yes"
 )
 ANY_ARMED: LiteralString = (
     "SELECT /* bench-monitor */ EXISTS (SELECT 1 FROM approved_action_recovery_controls"
@@ -169,12 +210,15 @@ ANY_ARMED: LiteralString = (
 )
 RESOLVED_COUNT: LiteralString = (
     "SELECT /* bench-monitor */ count(*) AS n FROM approved_action_recovery_resolutions"
+    " WHERE resolution_id > %(since_id)s"
 )
 # A claim sets next_scan_at_ms to its own clock plus the recovery lease, and a verified
 # commit leaves it there: the earliest one, less the lease, is when the first claim ran.
 FIRST_CLAIM_MS: LiteralString = """
-SELECT /* bench-monitor */ min(next_scan_at_ms) - %(lease_ms)s AS ms
-FROM approved_action_recovery_controls WHERE status = 'resolved'
+SELECT /* bench-monitor */ min(c.next_scan_at_ms) - %(lease_ms)s AS ms
+FROM approved_action_recovery_resolutions AS r
+JOIN approved_action_recovery_controls AS c USING (dispatch_id)
+WHERE r.resolution_id > %(since_id)s AND c.status = 'resolved'
 """
 # Every process of the cluster (backends and background workers) but this monitor's own
 # backend; `all_databases` false limits it to the backends of the measured database.

@@ -79,6 +79,11 @@ REVOKE EXECUTE ON FUNCTION resolver_proposal_close(text, text, text, text, text,
 GRANT EXECUTE ON FUNCTION resolver_proposal_close(text, text, text, text, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint) TO resolver_runtime;
 REVOKE EXECUTE ON FUNCTION resolver_needs_two_people(text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_needs_two_people(text, text) TO resolver_runtime;
+-- The automatic commit's bounded second try at rows it skipped (migration 0016_perf).
+REVOKE EXECUTE ON FUNCTION resolver_commit_wait_executions(text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION resolver_commit_wait_executions(text[]) TO resolver_runtime;
+REVOKE EXECUTE ON FUNCTION resolver_commit_wait_controls(text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION resolver_commit_wait_controls(text[]) TO resolver_runtime;
 
 -- Readiness: `resolver run` refuses to start unless the schema is at the expected revision.
 GRANT SELECT ON alembic_version TO resolver_runtime;

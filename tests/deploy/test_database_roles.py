@@ -300,6 +300,22 @@ def test_only_the_runtime_role_executes_the_page_commit(role_db: RoleDatabase, r
         conn.execute("SELECT * FROM resolver_commit_page('[]'::json, NULL)")
 
 
+@pytest.mark.parametrize(
+    "helper", ["resolver_commit_wait_executions", "resolver_commit_wait_controls"]
+)
+def test_only_the_runtime_role_executes_the_commits_second_try(
+    role_db: RoleDatabase, helper: str
+) -> None:
+    # The automatic commit (SECURITY INVOKER) calls these when a SKIP LOCKED pass skipped a
+    # row: without EXECUTE, the runtime role's commit would fail on exactly those pages.
+    statement = f"SELECT {helper}(ARRAY['nobody'])"
+    with role_db.connect("resolver_runtime") as conn:
+        row = conn.execute(statement).fetchone()  # type: ignore[call-overload]
+        assert row == {helper: []}  # nothing to lock, nothing locked
+    with role_db.connect("resolver_executor") as conn, pytest.raises(errors.InsufficientPrivilege):
+        conn.execute(statement)  # type: ignore[call-overload]
+
+
 def test_executor_role_writes_a_receipt_only_through_the_fenced_function(
     role_db: RoleDatabase,
 ) -> None:

@@ -7,6 +7,7 @@ and that the same call succeeds once the database behaves.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,6 +20,7 @@ from psycopg import sql as pgsql
 
 from resolver.app.composition import readiness_check
 from resolver.core.domain import (
+    CommitReport,
     Completion,
     Decision,
     Finding,
@@ -318,3 +320,44 @@ def test_the_claim_and_the_page_commit_skip_rows_an_operator_holds(
         held_control,
         held_execution,
     }
+
+
+def test_the_page_commit_waits_for_a_row_held_for_an_instant(
+    world: World, impatient: PostgresStore, database_url: str, sql: SQL
+) -> None:
+    """A claim that rechecked a control claimed since its snapshot holds its lock to its
+    statement's end: a page commit arriving then waits for it (briefly) instead of leaving
+    the item to wait a whole recovery lease."""
+    held, free = (lease.dispatch_id for lease in world.crashed(2))
+    items = impatient.claim_due_page("replica-a", 16, REC_LEASE_MS, now_ms=NOW)
+    outcomes = [
+        ItemOutcome(
+            item,
+            Finding.verified(Outcome.SUCCEEDED, sha256_hex(item.identity.dispatch_id), "ok"),
+            1_000,
+            f"auto-{item.recovery_token}",
+        )
+        for item in items
+    ]
+    reports: list[CommitReport] = []
+    with psycopg.connect(database_url) as holder, psycopg.connect(database_url) as watcher:
+        holder.execute(f"SELECT 1 FROM {CONTROLS} WHERE dispatch_id = %s FOR UPDATE", (held,))
+        holder_pid = holder.info.backend_pid
+        commit = threading.Thread(
+            target=lambda: reports.append(impatient.commit_outcomes(outcomes, now_ms=NOW))
+        )
+        commit.start()
+        # The commit is waiting on the holder's lock (observed, not assumed): release it.
+        blocked = False
+        deadline = time.monotonic() + 5
+        while not blocked and commit.is_alive() and time.monotonic() < deadline:
+            row = watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+                (holder_pid,),
+            ).fetchone()
+            blocked = bool(row and row[0])
+        holder.rollback()
+        commit.join(10)
+    assert blocked, "the commit never waited for the held row"
+    assert (reports[0].accepted, reports[0].rejected) == ({held, free}, set())
+    assert sql.execution(held)["state"] == "succeeded"
