@@ -171,6 +171,8 @@ def check(
     rows: list[Row],
     plans: Mapping[str, Plan],
     losses: Sequence[LossPoint] = (),
+    *,
+    # Keyword-only: both are optional extras a positional call could swap unnoticed.
     policy: HumanPolicy = HumanPolicy(),
     late_rows: Sequence[Row] = (),
 ) -> Verdict:

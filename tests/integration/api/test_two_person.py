@@ -30,7 +30,7 @@ from resolver.core.errors import FenceConflict, ProposalConflict
 from resolver.db.repository import PostgresStore
 from resolver.db.retention import PostgresRetention
 from resolver.human.api import RateLimiter, create_app
-from resolver.human.audit import verify_chain
+from resolver.human.audit import exported_links, verify_chain
 from resolver.human.auth import TokenVerifier
 from resolver.human.manual import ManualResolutionService
 from resolver.retention import pruning
@@ -550,8 +550,16 @@ def test_retention_exports_both_people_in_one_line_and_prunes_the_proposals(
     assert line["authorization"]["user_id"] == "alice"  # the deciding person, as before
     assert policy.all("SELECT * FROM recovery_proposals") == []
     assert policy.all("SELECT * FROM recovery_authorizations") == []
-    report = verify_chain(store)
+    # An --include-audit run takes the decision's link too: the export carries it, and the
+    # chain verifies through it (both people's facts in its content).
+    assert line["audit_link"]["mutation_id"] == "op-b"
+    assert [a["user_id"] for a in json.loads(line["audit_link"]["content"])["authorizations"]] == [
+        "alice",
+        "bob",
+    ]
+    report = verify_chain(store, exported=exported_links([path]))
     assert (report.broken, report.pruned) == (None, 1)
+    assert verify_chain(store).broken is not None  # without the export the link is missing
 
 
 def test_audit_verify_catches_a_tampered_second_authorization(

@@ -338,7 +338,7 @@ def test_two_replicas_never_record_the_same_observation_twice(
         }
         for n, (owner, r) in enumerate(history)
     ]
-    assert check(events, [], {}, (), sql.all(LATE_SNAPSHOT_SQL)).violations == []
+    assert check(events, [], {}, (), late_rows=sql.all(LATE_SNAPSHOT_SQL)).violations == []
 
 
 def _observation(watch: LateWatch, kind: FindingKind, observation_id: str) -> LateObservation:
