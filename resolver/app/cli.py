@@ -224,20 +224,40 @@ def audit_group() -> None:
 
 
 @audit_group.command("verify")
+@click.option(
+    "--export",
+    "exports",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="An export of `resolver prune --include-audit` covering a pruned range (repeatable).",
+)
 @exit_codes()
-def audit_verify_cmd() -> None:
+def audit_verify_cmd(exports: tuple[Path, ...]) -> None:
     """Recompute the audit chain of manual decisions; exit 1 naming the first broken link."""
-    from resolver.human.audit import verify_chain
+    from resolver.human.audit import (
+        ExportUnreadable,
+        exported_links,
+        unrecorded_exports,
+        verify_chain,
+    )
 
+    try:
+        exported = exported_links(exports)
+    except (ExportUnreadable, OSError) as exc:
+        raise click.BadParameter(str(exc), param_hint="--export") from None
     settings = settings_from_env()
     ensure_schema(settings.require_database_url(), settings.connect_timeout_seconds)
     store = open_store(settings)
     try:
-        report = verify_chain(store)
+        report = verify_chain(store, exported=exported)
+        unrecorded = unrecorded_exports(store, exports)
     finally:
         store.close()
     if report.broken is not None:
         click.echo(f"audit chain broken at {report.broken.describe()}", err=True)
+    for path in unrecorded:
+        click.echo(f"export {path}: its sha256 is no prune run's export_digest", err=True)
+    if report.broken is not None or unrecorded:
         sys.exit(EXIT_FAILED)
     click.echo(
         f"audit chain verified: {report.links} links ({report.pruned} with pruned facts); "

@@ -19,6 +19,7 @@ from prometheus_client import (
 from resolver.app.config import Settings, load_provider_config
 from resolver.core.errors import ConfigError
 from resolver.core.events import CycleEvents
+from resolver.core.late_evidence import LateEvidenceSettings, LateEvidenceWatcher
 from resolver.core.provider import ProviderRegistry, build_registry, installed_entry_points
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.replica import LoopSettings, Replica
@@ -169,6 +170,19 @@ def build_replica(
         ),
         runtime,
     )
+    late_evidence = LateEvidenceWatcher(
+        store,
+        registry,
+        LateEvidenceSettings(
+            owner=settings.replica_id,
+            window_ms=int(settings.late_evidence_window_seconds * 1000),
+            cadence_ms=int(settings.late_evidence_cadence_seconds * 1000),
+            page_size=settings.page_size,
+            lease_ms=int(settings.recovery_lease_seconds * 1000),
+            default_timeout_seconds=settings.default_provider_timeout_seconds,
+        ),
+        runtime,
+    )
     return Replica(
         reconciler,
         LoopSettings(
@@ -181,6 +195,7 @@ def build_replica(
         liveness_bound_seconds=liveness_bound(settings),
         # Provider pools, then spans still queued for export, then the store.
         resources=(registry.close, tracing.shutdown, store.close),
+        late_evidence=late_evidence,
     )
 
 

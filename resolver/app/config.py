@@ -97,6 +97,13 @@ class Settings(BaseSettings):
     inspect_concurrency: int | None = Field(
         default=None, ge=1, le=PAGE_SIZE_HARD_CAP, description="defaults to the page size"
     )
+    # Late evidence after a manual decision (docs/manual-resolution.md): how long the
+    # provider keeps looking (0: never), and how often (a low cadence: it is read-only
+    # reassurance, not recovery).
+    late_evidence_window_seconds: float = Field(
+        default=86_400.0, ge=0, le=2_592_000, description="0 stops looking after decisions"
+    )
+    late_evidence_cadence_seconds: float = Field(default=300.0, ge=1, le=86_400)
     shutdown_grace_seconds: float = Field(default=25.0, gt=0)
     storage_retry_max_seconds: float = Field(default=30.0, gt=0)
     connect_timeout_seconds: float = Field(default=5.0, gt=0)

@@ -563,6 +563,8 @@ class Case:
     authorizations: tuple[CaseAuthorization, ...]
     db_now_ms: int
     proposal: OpenProposal | None = None
+    late_evidence: tuple[LateEvidence, ...] = ()
+    """Verified findings observed after a manual decision (docs/manual-resolution.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -591,6 +593,8 @@ class DecisionRecord:
     overridden_finding: FindingKind | None
     resolved_at_ms: int
     resolution_id: int
+    contradicted: bool | None = None
+    """Late evidence contradicted (True) or agreed with (False) it; None while none came."""
 
 
 class Decision(StrEnum):
@@ -682,3 +686,53 @@ def escalated(outcome: ItemOutcome, report: CommitReport) -> bool:
     outlasted its window (manual_reason evidence_window_elapsed), not for the finding itself."""
     status = report.routed.get(outcome.item.identity.dispatch_id)
     return status is ControlStatus.MANUAL and outcome.finding.kind in ESCALATABLE
+
+
+# -- late evidence after a manual decision ------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LateEvidence:
+    """A verified finding observed after a manual decision, recorded beside it: the terminal
+    state never changes; `agrees` says whether it says what the decision said."""
+
+    finding: FindingKind
+    agrees: bool
+    evidence_digest: str
+    observed_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class LateWatch:
+    """One claimed watch: a manual decision's dispatch the provider looks at again."""
+
+    identity: DispatchIdentity
+    watch_token: str
+    decided_outcome: ExecutionState
+    observations: int
+
+
+@dataclass(frozen=True, slots=True)
+class LateObservation:
+    """What one look found, as the fenced record takes it."""
+
+    watch: LateWatch
+    finding: Finding
+    observation_id: str
+    next_look_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class LateRecord:
+    """What the record of one observation did: `recorded` late evidence (then `agrees`), or
+    only scheduled the next look. Absent from a report: its fence did not hold."""
+
+    watch: LateWatch
+    finding: FindingKind
+    recorded: bool
+    agrees: bool | None
+    observation_id: str = ""
+
+    @property
+    def contradicts(self) -> bool:
+        return self.recorded and self.agrees is False

@@ -22,6 +22,7 @@ from resolver.core.domain import (
     Finding,
     FindingKind,
     ItemOutcome,
+    LateRecord,
     ProviderFailure,
     escalated,
 )
@@ -127,6 +128,10 @@ class CycleEvents:
     def storage_retry(self, error: StorageUnavailable, failures: int, delay_seconds: float) -> None:
         """The loop waits `delay_seconds` before its next cycle: storage is unavailable."""
 
+    def late_evidence(self, records: Sequence[LateRecord]) -> None:
+        """The late-evidence watcher recorded these looks after manual decisions (those whose
+        fence held): `recorded` ones are late-evidence facts, agreeing or contradicting."""
+
 
 NULL_EVENTS = CycleEvents()
 
@@ -162,6 +167,7 @@ class Fanout(CycleEvents):
         self._completed = handlers["cycle_completed"]
         self._failed = handlers["cycle_failed"]
         self._storage_retry = handlers["storage_retry"]
+        self._late_evidence = handlers["late_evidence"]
 
     def cycle_started(self, owner: str) -> None:
         for handle in self._started:
@@ -204,6 +210,10 @@ class Fanout(CycleEvents):
     def storage_retry(self, error: StorageUnavailable, failures: int, delay_seconds: float) -> None:
         for handle in self._storage_retry:
             handle(error, failures, delay_seconds)
+
+    def late_evidence(self, records: Sequence[LateRecord]) -> None:
+        for handle in self._late_evidence:
+            handle(records)
 
 
 def outcome_label(outcome: ItemOutcome, committed: CommitReport) -> str:

@@ -24,6 +24,9 @@ from resolver.core.domain import (
     ExecutionView,
     Grant,
     ItemOutcome,
+    LateObservation,
+    LateRecord,
+    LateWatch,
     ManualContext,
     ManualDecision,
     ManualQueueItem,
@@ -184,3 +187,24 @@ class AuditReader(Protocol):
     def audit_head(self) -> tuple[int, str]: ...
 
     def audit_unlinked(self) -> tuple[str, str] | None: ...
+
+    def audit_export_recorded(self, export_digest: str) -> bool: ...
+
+
+class LateEvidenceStore(Protocol):
+    """What the late-evidence watcher needs: claim due watches, record what was found, close
+    the watches whose window elapsed. Every call is one statement on the database clock."""
+
+    def claim_late_watches(
+        self, owner: str, limit: int, lease_ms: int, window_ms: int, now_ms: int | None = None
+    ) -> list[LateWatch]: ...
+
+    def record_late_observations(
+        self,
+        owner: str,
+        observations: Sequence[LateObservation],
+        window_ms: int,
+        now_ms: int | None = None,
+    ) -> list[LateRecord]: ...
+
+    def expire_late_watches(self, window_ms: int, limit: int, now_ms: int | None = None) -> int: ...

@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Generic, TypeVar
 
 from resolver.core.errors import StorageUnavailable
+from resolver.core.late_evidence import LateEvidenceWatcher
 from resolver.core.reconciler import Reconciler
 from resolver.core.runtime import Runtime
 from resolver.telemetry.health import LivenessCheck, Probe
@@ -57,8 +58,11 @@ class Replica(Generic[StoreT]):
         *,
         liveness_bound_seconds: float = float("inf"),
         resources: Sequence[Callable[[], None]] = (),
+        late_evidence: LateEvidenceWatcher | None = None,
     ) -> None:
         self.reconciler = reconciler
+        # Looks again after manual decisions between cycles, at its own low cadence.
+        self.late_evidence = late_evidence
         self.runtime = runtime
         self.store = store
         self._settings = settings
@@ -127,6 +131,8 @@ class Replica(Generic[StoreT]):
 
     def close(self) -> None:
         self.reconciler.close()
+        if self.late_evidence is not None:
+            self.late_evidence.close()
         for close in self._resources:
             close()
 
@@ -160,6 +166,8 @@ class Replica(Generic[StoreT]):
         while not self._stop.is_set():
             try:
                 report = self.reconciler.run_cycle(should_stop=self._stop.is_set)
+                if self.late_evidence is not None:
+                    self.late_evidence.run_if_due()
             except StorageUnavailable as exc:
                 failures += 1
                 delay = self._storage_backoff(failures)

@@ -148,3 +148,14 @@ GRANT EXECUTE ON FUNCTION
     resolver_audit_authorization(text, text, text, bigint, bigint, bigint, text[], bigint),
     resolver_audit_content(text, text, text, text, text, bigint, text, text, bigint, json)
     TO resolver_runtime;
+
+-- Late evidence after a human decision (migration 0014). A manual decision's own statement
+-- opens its watch (a SECURITY DEFINER trigger, so the runtime role inserts no watch itself);
+-- the replicas claim and close watches (UPDATE, never DELETE) and insert late evidence
+-- through resolver_record_late_evidence (SECURITY INVOKER); late evidence is insert-only.
+GRANT SELECT, UPDATE ON recovery_late_watches TO resolver_runtime;
+GRANT SELECT, INSERT ON recovery_late_evidence TO resolver_runtime;
+REVOKE EXECUTE ON FUNCTION resolver_open_late_watch() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION resolver_record_late_evidence(json, text, bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION resolver_record_late_evidence(json, text, bigint, bigint)
+    TO resolver_runtime;

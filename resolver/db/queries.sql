@@ -294,6 +294,14 @@ ORDER BY p.seq;
 -- name: audit_head
 SELECT h.seq, h.hash FROM recovery_audit_head AS h WHERE h.id = 1;
 
+-- name: audit_export_recorded
+-- `resolver audit verify --export`: the prune runs that recorded this export's sha256 (a run
+-- records it before deleting anything the export lists).
+SELECT r.run_id FROM recovery_prune_runs AS r
+WHERE r.export_digest = %(export_digest)s
+ORDER BY r.run_id
+LIMIT 1;
+
 -- name: audit_unlinked
 -- The first manual resolution recorded since the chain began that has no link (a decision
 -- written around the chain). Decisions recorded before migration 0008 precede the first link.
@@ -448,7 +456,9 @@ SELECT r.dispatch_id, d.project_id, d.action_type, r.outcome, r.actor_user_id,
        r.finding AS overridden_finding, r.resolved_at_ms, r.resolution_id,
        (SELECT s.user_id FROM recovery_authorizations AS s
         WHERE s.mutation_id = r.mutation_id AND s.user_id <> r.actor_user_id
-        LIMIT 1) AS confirmed_by
+        LIMIT 1) AS confirmed_by,
+       (SELECT NOT l.agrees FROM recovery_late_evidence AS l
+        WHERE l.dispatch_id = r.dispatch_id) AS contradicted
 FROM approved_action_recovery_resolutions AS r
 JOIN approved_action_dispatches AS d ON d.dispatch_id = r.dispatch_id
 LEFT JOIN recovery_authorizations AS a
@@ -568,3 +578,66 @@ WHERE pid = %(pid)s AND backend_start = %(backend_start)s;
 -- name: receipt_signature
 -- The receipt's signature is unique to its whole body: equal signatures, same receipt.
 SELECT receipt->>'sig' AS sig FROM action_receipts WHERE dispatch_id = %(dispatch_id)s;
+
+-- name: late_watch_claim
+-- Late evidence (resolver/db/schema/05_late_evidence.sql): one page of open watches that are
+-- due and still inside the window, with the identity their provider needs. Like the
+-- control claim: the partial index of open watches only, SKIP LOCKED, a fresh token that
+-- fences the record, and next_scan_at_ms moved to the lease expiry (a dead holder's watch
+-- comes back by time alone). A watch whose execution was pruned is never claimed; the window
+-- closes it.
+WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms),
+due AS (
+    SELECT w.dispatch_id
+    FROM recovery_late_watches AS w
+    WHERE w.closed_at_ms IS NULL
+      AND w.next_scan_at_ms <= (SELECT ms FROM now)
+      AND w.decided_at_ms + %(window_ms)s > (SELECT ms FROM now)
+    ORDER BY w.next_scan_at_ms, w.dispatch_id
+    LIMIT %(limit)s
+    FOR UPDATE OF w SKIP LOCKED
+)
+UPDATE recovery_late_watches AS w
+SET watch_owner = %(owner)s,
+    watch_token = gen_random_uuid(),
+    next_scan_at_ms = now.ms + %(lease_ms)s
+FROM due, now, approved_action_executions AS e, approved_action_dispatches AS d
+WHERE w.dispatch_id = due.dispatch_id
+  AND e.dispatch_id = w.dispatch_id
+  AND d.dispatch_id = w.dispatch_id
+RETURNING w.dispatch_id, w.watch_token::text, w.decided_outcome, w.observations,
+          d.schema_version, d.approval_request_id, d.project_id, d.action_type,
+          d.action_digest, d.idempotency_key, e.attempt, e.started_at_ms;
+
+-- name: late_watch_expire
+-- Closes up to %(limit)s open watches whose window has elapsed on the database clock (the
+-- open watches only: the partial index), without waiting on one a replica holds.
+WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms),
+elapsed AS (
+    SELECT w.dispatch_id
+    FROM recovery_late_watches AS w
+    WHERE w.closed_at_ms IS NULL
+      AND w.decided_at_ms + %(window_ms)s <= (SELECT ms FROM now)
+    LIMIT %(limit)s
+    FOR UPDATE OF w SKIP LOCKED
+)
+UPDATE recovery_late_watches AS w
+SET closed_at_ms = now.ms, closed_reason = 'window_elapsed',
+    watch_owner = NULL, watch_token = NULL
+FROM elapsed, now
+WHERE w.dispatch_id = elapsed.dispatch_id
+RETURNING w.dispatch_id;
+
+-- name: late_watch_record
+-- The fenced record of one page of late findings (resolver_record_late_evidence): one
+-- statement, one transaction. The items are one JSON array of objects.
+SELECT r.dispatch_id, r.observation_id, r.recorded, r.agrees
+FROM resolver_record_late_evidence(
+    %(items)s::json, %(owner)s, %(window_ms)s, %(now_ms)s) AS r;
+
+-- name: case_late_evidence
+-- The late evidence recorded beside a case's decision (at most one row today).
+SELECT l.finding, l.agrees, l.evidence_digest, l.observed_at_ms
+FROM recovery_late_evidence AS l
+WHERE l.dispatch_id = %(dispatch_id)s
+ORDER BY l.observed_at_ms, l.observation_id;

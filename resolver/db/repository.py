@@ -40,6 +40,10 @@ from resolver.core.domain import (
     FindingKind,
     Grant,
     ItemOutcome,
+    LateEvidence,
+    LateObservation,
+    LateRecord,
+    LateWatch,
     ManualContext,
     ManualDecision,
     ManualQueueItem,
@@ -387,7 +391,10 @@ class PostgresStore:
                 if mutation_id is not None
                 else []
             )
-        return _case(row, authorizations)
+            late = conn.execute(
+                statement("case_late_evidence"), {"dispatch_id": dispatch_id}
+            ).fetchall()
+        return _case(row, authorizations, late)
 
     def audit_links(self, after_seq: int, limit: int) -> list[AuditLink]:
         """One page of the audit chain in order, each link with its facts' content."""
@@ -399,10 +406,69 @@ class PostgresStore:
         assert row is not None  # the migration inserts the one head row
         return int(row["seq"]), str(row["hash"])
 
+    def audit_export_recorded(self, export_digest: str) -> bool:
+        """Whether a prune run recorded an export with this sha256."""
+        return self._one("audit_export_recorded", {"export_digest": export_digest}) is not None
+
     def audit_unlinked(self) -> tuple[str, str] | None:
         """The first manual resolution since the chain began without a link, if any."""
         row = self._one("audit_unlinked", {})
         return None if row is None else (row["mutation_id"], row["dispatch_id"])
+
+    # -- late evidence after a manual decision --------------------------------------------
+
+    def claim_late_watches(
+        self, owner: str, limit: int, lease_ms: int, window_ms: int, now_ms: int | None = None
+    ) -> list[LateWatch]:
+        """Due open watches inside the window, under a fresh token (SKIP LOCKED)."""
+        params = {
+            "owner": owner,
+            "limit": limit,
+            "lease_ms": lease_ms,
+            "window_ms": window_ms,
+            "now_ms": now_ms,
+        }
+        return [_late_watch(row) for row in self._all("late_watch_claim", params)]
+
+    def record_late_observations(
+        self,
+        owner: str,
+        observations: Sequence[LateObservation],
+        window_ms: int,
+        now_ms: int | None = None,
+    ) -> list[LateRecord]:
+        """The fenced record of one page of looks; only the fenced ones are answered."""
+        items = _encode_items(
+            [
+                {
+                    "dispatch_id": o.watch.identity.dispatch_id,
+                    "watch_token": o.watch.watch_token,
+                    "finding": o.finding.kind.value,
+                    "evidence_digest": o.finding.evidence_digest,
+                    "result_code": o.finding.result_code,
+                    "observation_id": o.observation_id,
+                    "delay_ms": o.next_look_ms,
+                }
+                for o in observations
+            ]
+        ).decode("utf-8")
+        params = {"items": items, "owner": owner, "window_ms": window_ms, "now_ms": now_ms}
+        by_id = {o.observation_id: o for o in observations}
+        return [
+            LateRecord(
+                watch=by_id[row["observation_id"]].watch,
+                finding=by_id[row["observation_id"]].finding.kind,
+                recorded=row["recorded"],
+                agrees=row["agrees"],
+                observation_id=row["observation_id"],
+            )
+            for row in self._all("late_watch_record", params)
+        ]
+
+    def expire_late_watches(self, window_ms: int, limit: int, now_ms: int | None = None) -> int:
+        """Close up to `limit` open watches whose window elapsed; how many were closed."""
+        params = {"window_ms": window_ms, "limit": limit, "now_ms": now_ms}
+        return len(self._all("late_watch_expire", params))
 
     def list_decisions(
         self,
@@ -569,7 +635,7 @@ def _case_filter(user_id: str, filters: CaseFilter, now_ms: int | None) -> dict[
     }
 
 
-def _case(row: Row, authorizations: Sequence[Row]) -> Case:
+def _case(row: Row, authorizations: Sequence[Row], late: Sequence[Row] = ()) -> Case:
     identity = CaseIdentity(
         dispatch_id=row["dispatch_id"],
         approval_request_id=row["approval_request_id"],
@@ -645,6 +711,34 @@ def _case(row: Row, authorizations: Sequence[Row]) -> Case:
         ),
         db_now_ms=row["db_now_ms"],
         proposal=_proposal(row),
+        late_evidence=tuple(
+            LateEvidence(
+                finding=FindingKind(e["finding"]),
+                agrees=e["agrees"],
+                evidence_digest=e["evidence_digest"],
+                observed_at_ms=e["observed_at_ms"],
+            )
+            for e in late
+        ),
+    )
+
+
+def _late_watch(row: Row) -> LateWatch:
+    return LateWatch(
+        identity=DispatchIdentity(
+            schema_version=row["schema_version"],
+            dispatch_id=row["dispatch_id"],
+            approval_request_id=row["approval_request_id"],
+            project_id=row["project_id"],
+            action_type=row["action_type"],
+            action_digest=row["action_digest"],
+            attempt=row["attempt"],
+            started_at_ms=row["started_at_ms"],
+            idempotency_key=row["idempotency_key"],
+        ),
+        watch_token=row["watch_token"],
+        decided_outcome=ExecutionState(row["decided_outcome"]),
+        observations=row["observations"],
     )
 
 
@@ -673,6 +767,7 @@ def _decision(row: Row) -> DecisionRecord:
         overridden_finding=FindingKind(finding) if finding is not None else None,
         resolved_at_ms=row["resolved_at_ms"],
         resolution_id=row["resolution_id"],
+        contradicted=row["contradicted"],
     )
 
 

@@ -422,8 +422,8 @@ recovery_prune_runs = Table(
 )
 
 # The audit chain over manual decisions (migration 0008): each link holds the canonical
-# content of one decision and hash = sha256(prev_hash || content). No foreign key: a link
-# outlives a pruned resolution, so the chain stays verifiable.
+# content of one decision and hash = sha256(prev_hash || content). No foreign key: an
+# --include-audit prune deletes a link with its decision once the export carries it.
 recovery_audit_chain = Table(
     "recovery_audit_chain",
     metadata,
@@ -536,6 +536,69 @@ Index(
     postgresql_where=text("closed_as IS NULL"),
 )
 Index("ix_recovery_proposals_dispatch_id", recovery_proposals.c.dispatch_id)
+# Late evidence after a manual decision (migration 0014). A watch per decision that claims
+# an outcome, open while closed_at_ms is NULL (the partial index holds open ones only).
+recovery_late_watches = Table(
+    "recovery_late_watches",
+    metadata,
+    Column(
+        "dispatch_id",
+        Text,
+        ForeignKey("approved_action_recovery_resolutions.dispatch_id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("decision_mutation_id", Text, nullable=False),
+    Column("decided_outcome", Text, nullable=False),
+    Column("decided_at_ms", BigInteger, nullable=False),
+    Column("next_scan_at_ms", BigInteger, nullable=False),
+    Column("watch_owner", Text),
+    Column("watch_token", UUID(as_uuid=False)),
+    Column("observations", BigInteger, nullable=False, server_default=text("0")),
+    Column("last_observed_at_ms", BigInteger),
+    Column("closed_at_ms", BigInteger),
+    Column("closed_reason", Text),
+    CheckConstraint("decided_outcome IN ('succeeded', 'failed')", name="outcome_claimed"),
+    CheckConstraint(
+        "(closed_at_ms IS NULL AND closed_reason IS NULL) OR (closed_at_ms IS NOT NULL"
+        " AND closed_reason IN ('observed', 'window_elapsed', 'unsupported'))",
+        name="closed_reason_known",
+    ),
+)
+Index(
+    "ix_recovery_late_watches_open",
+    recovery_late_watches.c.next_scan_at_ms,
+    recovery_late_watches.c.dispatch_id,
+    postgresql_where=text("closed_at_ms IS NULL"),
+)
+
+# The verified finding observed after the decision: one per dispatch, insert-only.
+recovery_late_evidence = Table(
+    "recovery_late_evidence",
+    metadata,
+    Column("observation_id", Text, primary_key=True),
+    Column(
+        "dispatch_id",
+        Text,
+        ForeignKey("approved_action_recovery_resolutions.dispatch_id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("decision_mutation_id", Text, nullable=False),
+    Column("finding", Text, nullable=False),
+    Column("agrees", Boolean, nullable=False),
+    Column("evidence_digest", Text, nullable=False),
+    Column("result_code", Text, nullable=False),
+    Column("observer", Text, nullable=False),
+    Column("observed_at_ms", BigInteger, nullable=False),
+    UniqueConstraint("dispatch_id"),
+    CheckConstraint(
+        "finding IN ('verified_succeeded', 'verified_failed')", name="finding_verified"
+    ),
+    CheckConstraint(f"evidence_digest {_HEX64}", name="digest_hex"),
+    CheckConstraint(f"result_code {_CODE}", name="result_code_shape"),
+    CheckConstraint(
+        "observation_id ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$'", name="observation_id_shape"
+    ),
+)
 
 # Tables whose rows are facts: a trigger rejects UPDATE and DELETE on each.
 IMMUTABLE_TABLES: tuple[str, ...] = (
@@ -547,4 +610,5 @@ IMMUTABLE_TABLES: tuple[str, ...] = (
     package_install_targets.name,
     package_commit_markers.name,
     recovery_audit_chain.name,
+    recovery_late_evidence.name,
 )

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from resolver.core.domain import CommitReport, ItemOutcome, ProviderFailure
+from resolver.core.domain import CommitReport, ItemOutcome, LateRecord, ProviderFailure
 from resolver.core.errors import StorageUnavailable
 from resolver.core.events import CycleEvents, CycleReport, InspectedPage, outcome_label
 
@@ -103,6 +103,19 @@ class CycleLog(CycleEvents):
         self._log.warning(
             "storage_unavailable", error=str(error), retry_in_seconds=round(delay_seconds, 2)
         )
+
+    def late_evidence(self, records: Sequence[LateRecord]) -> None:
+        # A contradiction is what a person must act on: a warning, one line per dispatch.
+        for record in records:
+            if record.recorded:
+                line = self._log.warning if record.contradicts else self._log.info
+                line(
+                    "late_evidence_contradicts" if record.contradicts else "late_evidence_agrees",
+                    dispatch_id=record.watch.identity.dispatch_id,
+                    action_type=record.watch.identity.action_type,
+                    decided=record.watch.decided_outcome.value,
+                    finding=record.finding.value,
+                )
 
 
 def _debug_enabled(logger: Any) -> bool:

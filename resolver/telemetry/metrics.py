@@ -20,6 +20,7 @@ from resolver.core.domain import (
     CommitReport,
     FindingKind,
     ItemOutcome,
+    LateRecord,
     Outcome,
     ResolutionSource,
     escalated,
@@ -72,6 +73,20 @@ class ResolverMetrics(CycleEvents):
             "outlasted its action type's window (manual_reason evidence_window_elapsed), by "
             "action type and the finding that outlasted it.",
             ["action_type", "finding"],
+            registry=registry,
+        )
+        self.contradictions = Counter(
+            f"{PREFIX}_decision_contradictions",
+            "Manual decisions that verified evidence observed after them contradicts (the "
+            "terminal state is unchanged: a person must look), by action type.",
+            ["action_type"],
+            registry=registry,
+        )
+        self.late_findings = Counter(
+            f"{PREFIX}_late_evidence",
+            "Verified findings recorded after a manual decision, by action type and whether "
+            "they agree with it (true, false).",
+            ["action_type", "agrees"],
             registry=registry,
         )
         self.provider_errors = Counter(
@@ -164,6 +179,15 @@ class ResolverMetrics(CycleEvents):
             if escalated(outcome, report):
                 action_type = outcome.item.identity.action_type
                 self.escalations.labels(action_type, outcome.finding.kind.value).inc()
+
+    def late_evidence(self, records: Sequence[LateRecord]) -> None:
+        for record in records:
+            if record.recorded:
+                action_type = record.watch.identity.action_type
+                agrees = "true" if record.agrees else "false"
+                self.late_findings.labels(action_type, agrees).inc()
+                if record.contradicts:
+                    self.contradictions.labels(action_type).inc()
 
     def released(self, items: Sequence[ClaimedItem], released: int, seconds: float) -> None:
         if len(items) > released:

@@ -38,6 +38,16 @@ LEFT JOIN approved_action_recovery_controls AS c USING (dispatch_id)
 LEFT JOIN approved_action_recovery_resolutions AS r USING (dispatch_id)
 """
 
+# Late evidence after a manual decision (one row per recorded fact), beside the decision and
+# the execution it must never move.
+LATE_SNAPSHOT_SQL = """
+SELECT l.dispatch_id, l.observation_id, l.finding, l.agrees, l.observer,
+       r.source, r.outcome AS decided_outcome, e.state
+FROM recovery_late_evidence AS l
+JOIN approved_action_recovery_resolutions AS r USING (dispatch_id)
+LEFT JOIN approved_action_executions AS e USING (dispatch_id)
+"""
+
 
 def read_histories(paths: Iterable[Path]) -> list[Event]:
     """All events, ordered by wall-clock time (one host, one clock); a torn last line
@@ -162,6 +172,7 @@ def check(
     plans: Mapping[str, Plan],
     losses: Sequence[LossPoint] = (),
     policy: HumanPolicy = HumanPolicy(),
+    late_rows: Sequence[Row] = (),
 ) -> Verdict:
     verdict = Verdict(history_lines=len(events))
     claims, commits, inspects, execs = _index(events, verdict)
@@ -175,6 +186,7 @@ def check(
     _check_terminal_counts(commits, execs, db, survived, verdict)
     _check_final_rows(db, plans, commits, verdict)
     _check_people(db, policy, verdict)
+    _check_late_evidence(events, late_rows, losses, verdict)
     return verdict
 
 
@@ -526,4 +538,66 @@ def _check_automatic(
     ):
         verdict.add(
             "verified_evidence_only", dispatch_id, "no recorded verified commit explains it"
+        )
+
+
+# -- late evidence after a manual decision ----------------------------------------------------
+
+
+def _check_late_evidence(
+    events: Sequence[Event], late_rows: Sequence[Row], losses: Sequence[LossPoint], verdict: Verdict
+) -> None:
+    """A late observation is a fact beside a manual decision: it never moves the terminal
+    state, there is at most one per dispatch and per observation (in the history of
+    acknowledged records and in the database), and an acknowledged one survives.
+
+    History: `late_record` ok events carry `records`, each `{dispatch_id, observation_id,
+    recorded, agrees}` for a look whose fence held (`recorded`: it wrote a fact)."""
+    recorded: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
+    for e in events:
+        if e["f"] == "late_record" and e["type"] == "ok":
+            for r in e["records"]:
+                if r["recorded"]:
+                    recorded[r["dispatch_id"]].append((e["t"], e["process"], r["observation_id"]))
+    for dispatch_id, facts in recorded.items():
+        if len(facts) > 1:
+            who = ", ".join(f"{process} ({obs})" for _t, process, obs in facts)
+            verdict.add("one_late_fact", dispatch_id, f"{len(facts)} recorded late facts: {who}")
+    rows_by_dispatch: dict[str, list[Row]] = defaultdict(list)
+    observations: Counter[str] = Counter()
+    for row in late_rows:
+        rows_by_dispatch[row["dispatch_id"]].append(row)
+        observations[row["observation_id"]] += 1
+    for observation_id, n in observations.items():
+        if n > 1:
+            verdict.add("one_late_fact", observation_id, f"observation recorded {n} times")
+    for dispatch_id, rows in rows_by_dispatch.items():
+        if len(rows) > 1:
+            verdict.add("one_late_fact", dispatch_id, f"{len(rows)} late facts in the database")
+        for row in rows:
+            _check_late_row(dispatch_id, row, verdict)
+    for dispatch_id, facts in recorded.items():
+        held = {row["observation_id"] for row in rows_by_dispatch.get(dispatch_id, ())}
+        for t, _process, observation_id in facts:
+            if observation_id not in held and not _maybe_lost(t, losses, durable=True):
+                verdict.add(
+                    "acknowledged_survives", dispatch_id, "an acknowledged late fact is gone"
+                )
+
+
+def _check_late_row(dispatch_id: str, row: Row, verdict: Verdict) -> None:
+    if row["source"] != "manual":
+        verdict.add("late_after_manual", dispatch_id, f"late fact beside a {row['source']} one")
+    # The execution still holds the state the decision set (NULL: pruned since).
+    if row["state"] is not None and row["state"] != row["decided_outcome"]:
+        verdict.add(
+            "late_never_moves_terminal",
+            dispatch_id,
+            f"decided {row['decided_outcome']}, execution now {row['state']}",
+        )
+    if row["agrees"] != (row["finding"] == f"verified_{row['decided_outcome']}"):
+        verdict.add(
+            "late_agrees",
+            dispatch_id,
+            f"{row['finding']} after {row['decided_outcome']} recorded agrees={row['agrees']}",
         )

@@ -26,7 +26,14 @@ from resolver.db.repository import PostgresStore
 from resolver.demo import localpg
 
 from . import hostile
-from .checker import SNAPSHOT_SQL, LossPoint, Verdict, check, read_histories
+from .checker import (
+    LATE_SNAPSHOT_SQL,
+    SNAPSHOT_SQL,
+    LossPoint,
+    Verdict,
+    check,
+    read_histories,
+)
 from .operators import HUMAN_POLICY, Operators, grant_operators
 from .proxy import FaultProxy
 from .replication import ReplicatedPostgres
@@ -511,9 +518,10 @@ def _run(run: Run, pg: Database, volume: hostile.WalVolume | None) -> Report:
         idle.close()
     with psycopg.connect(pg.cluster.url, row_factory=dict_row) as conn:
         rows = conn.execute(SNAPSHOT_SQL).fetchall()
+        late_rows = conn.execute(LATE_SNAPSHOT_SQL).fetchall()
         rate = _resolution_rate(conn)
     events = read_histories(sorted((workdir / "history").glob("*.jsonl")))
-    verdict = check(events, rows, run.plans, losses, HUMAN_POLICY)
+    verdict = check(events, rows, run.plans, losses, policy=HUMAN_POLICY, late_rows=late_rows)
     run.notes.append(_operator_line(events, rows))
     for reason, n in replicas.exits.items():
         if reason not in EXPECTED_EXITS:

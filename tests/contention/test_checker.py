@@ -329,3 +329,97 @@ def test_a_case_whose_evidence_stayed_missing_must_escalate_or_be_decided() -> N
     wrong = {**escalated, "manual_reason": "conflict"}
     violations = check([], [wrong], escalating, policy=policy).violations
     assert any(v.startswith("[escalation_window]") for v in violations), violations
+# -- late evidence after a manual decision --------------------------------------------------
+
+M = "w0-000002"
+MANUAL_ROW = {
+    **clean_row(),
+    "dispatch_id": M,
+    "state": "failed",
+    "exec_digest": None,
+    "closed_by": "manual",
+    "last_finding": "missing",
+    "source": "manual",
+    "outcome": "failed",
+    "finding": "missing",
+    "res_digest": None,
+    "res_mutation_id": "op-1",
+}
+LATE_ROW = {
+    "dispatch_id": M,
+    "observation_id": "late-p-0",
+    "finding": "verified_succeeded",
+    "agrees": False,
+    "observer": "r1",
+    "source": "manual",
+    "decided_outcome": "failed",
+    "state": "failed",
+}
+
+
+def late_record(t: int, process: str, observation_id: str, recorded: bool = True) -> list[Event]:
+    record = {"dispatch_id": M, "observation_id": observation_id, "recorded": recorded}
+    return [
+        ev(t, process, "invoke", "late_record", items=[M]),
+        ev(t + 1, process, "ok", "late_record", records=[{**record, "agrees": False}]),
+    ]
+
+
+def _late(
+    events: list[Event], late_rows: list[Row], losses: list[LossPoint] | None = None
+) -> list[str]:
+    return check(events, [MANUAL_ROW], {}, losses or [], late_rows=late_rows).violations
+
+
+def test_a_clean_late_contradiction_has_no_violation() -> None:
+    events = [
+        *late_record(10, "r1", "late-q-0", recorded=False),
+        *late_record(20, "r1", "late-p-0"),
+    ]
+    assert _late(events, [LATE_ROW]) == []
+
+
+LATE_CASES: dict[str, tuple[str, list[Event], list[Row]]] = {
+    "two replicas record the same dispatch": (
+        "one_late_fact",
+        [*late_record(20, "r1", "late-p-0"), *late_record(30, "r2", "late-r-0")],
+        [LATE_ROW],
+    ),
+    "one observation stored twice": (
+        "one_late_fact",
+        late_record(20, "r1", "late-p-0"),
+        [LATE_ROW, {**LATE_ROW, "dispatch_id": "w0-000003"}],
+    ),
+    "the late look moved the terminal state": (
+        "late_never_moves_terminal",
+        late_record(20, "r1", "late-p-0"),
+        [{**LATE_ROW, "state": "succeeded"}],
+    ),
+    "a contradiction recorded as agreeing": (
+        "late_agrees",
+        late_record(20, "r1", "late-p-0"),
+        [{**LATE_ROW, "agrees": True}],
+    ),
+    "late fact beside an automatic resolution": (
+        "late_after_manual",
+        late_record(20, "r1", "late-p-0"),
+        [{**LATE_ROW, "source": "automatic"}],
+    ),
+    "an acknowledged late fact is gone": (
+        "acknowledged_survives",
+        late_record(20, "r1", "late-p-0"),
+        [],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LATE_CASES))
+def test_each_injected_late_evidence_violation_is_caught(case: str) -> None:
+    rule, events, late_rows = LATE_CASES[case]
+    violations = _late(copy.deepcopy(events), late_rows)
+    assert any(v.startswith(f"[{rule}]") for v in violations), violations
+
+
+def test_a_late_fact_acknowledged_before_a_lossy_failover_may_be_gone() -> None:
+    events = late_record(20, "r1", "late-p-0")
+    assert _late(events, [], [LossPoint(50, acknowledged=True)]) == []

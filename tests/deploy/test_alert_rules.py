@@ -13,8 +13,11 @@ from prometheus_client import CollectorRegistry
 from resolver.core.domain import (
     BacklogSnapshot,
     DispatchIdentity,
+    ExecutionState,
     Finding,
     FindingKind,
+    LateRecord,
+    LateWatch,
     ProviderFailure,
 )
 from resolver.core.events import CycleReport, InspectedPage, ProviderCall
@@ -126,6 +129,9 @@ def _registry() -> CollectorRegistry:
     metrics.inspected(InspectedPage(unavailable, [call], [], 0.1))
     # An escalation is counted from a page commit's routing; one label set shows its samples.
     metrics.escalations.labels("t", "missing")
+    # A contradiction is counted from the late-evidence watcher's record, as the worker does.
+    watch = LateWatch(identity, "token", ExecutionState.FAILED, 0)
+    metrics.late_evidence([LateRecord(watch, FindingKind.VERIFIED_SUCCEEDED, True, False)])
     register_build_info(registry, "rev")
     register_liveness_bound(registry, 180.0)
     registry.register(BacklogCollector(FixedReader()))

@@ -397,6 +397,51 @@ def test_runtime_role_commits_a_manual_decision_but_cannot_grant_itself(
             )
 
 
+def test_runtime_role_opens_watches_and_records_late_evidence(role_db: RoleDatabase) -> None:
+    """A decision as the runtime role opens its watch (the trigger runs as the owner); the
+    watcher claims and records as the runtime role, which can neither rewrite the fact nor
+    delete a watch."""
+    from resolver.core.domain import Decision, FindingKind, ManualDecision, Principal
+    from resolver.core.late_evidence import LateEvidenceSettings, LateEvidenceWatcher
+    from resolver.human.manual import ManualResolutionService
+
+    with psycopg.connect(role_db.urls["resolver_migrator"], autocommit=True) as platform:
+        platform.execute("SET search_path = resolver")
+        platform.execute(
+            "INSERT INTO recovery_projects VALUES ('proj-1', 1) ON CONFLICT DO NOTHING"
+        )
+        platform.execute(
+            "INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)"
+            " ON CONFLICT DO NOTHING"
+        )
+    now = AFTER + 60_000
+    with (
+        PostgresStore(role_db.urls["resolver_executor"]) as executor_store,
+        PostgresStore(role_db.urls["resolver_runtime"]) as runtime_store,
+    ):
+        (lease,) = crash(executor_store, 1)
+        decision = ManualDecision(
+            lease.dispatch_id, Decision.CONFIRM_FAILED, f"op-{lease.dispatch_id}",
+            lease.version, "vendor_says_no",
+        )  # fmt: skip
+        principal = Principal("alice", now - 1_000, ("mfa",))
+        result = ManualResolutionService(runtime_store).decide(principal, decision, now_ms=now)
+        assert result.value == "committed"
+        watcher = LateEvidenceWatcher(
+            runtime_store,
+            registry("test.action", ScriptedProvider(fixed(FindingKind.VERIFIED_SUCCEEDED))),
+            LateEvidenceSettings(owner="r1"),
+        )
+        report = watcher.run_cycle(now_ms=now + 1)
+        assert [r.contradicts for r in report.records] == [True]
+    with role_db.connect("resolver_runtime") as runtime:
+        runtime.execute("SET search_path = resolver")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            runtime.execute("UPDATE recovery_late_evidence SET agrees = true")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            runtime.execute("DELETE FROM recovery_late_watches")
+
+
 # -- the retention role: the prune functions and nothing else -----------------------------------
 
 DAY_MS = 86_400_000

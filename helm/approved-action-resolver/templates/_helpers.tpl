@@ -200,6 +200,10 @@ holds numbers as float64 and would print 1000000 as 1e+06, which the resolver re
 - name: RESOLVER_INSPECT_CONCURRENCY
   value: {{ $r.inspectConcurrency | int64 | quote }}
 {{- end }}
+- name: RESOLVER_LATE_EVIDENCE_WINDOW_SECONDS
+  value: {{ $r.lateEvidenceWindowSeconds | toString | quote }}
+- name: RESOLVER_LATE_EVIDENCE_CADENCE_SECONDS
+  value: {{ $r.lateEvidenceCadenceSeconds | toString | quote }}
 - name: RESOLVER_SHUTDOWN_GRACE_SECONDS
   value: {{ $r.shutdownGraceSeconds | toString | quote }}
 - name: RESOLVER_STORAGE_RETRY_MAX_SECONDS

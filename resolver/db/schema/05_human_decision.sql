@@ -16,8 +16,9 @@ CREATE INDEX ix_recovery_resolutions_manual
 
 -- The audit chain: one link per manual decision, written by the decision's own statement.
 -- `content` is the canonical JSON of the decision as committed (resolution and authorization
--- facts); `hash` = sha256(prev_hash || content), hex. The link holds its content, so a range
--- whose facts were pruned stays verifiable.
+-- facts); `hash` = sha256(prev_hash || content), hex. The link holds its content; an
+-- --include-audit prune exports it, then deletes it with its decision (migration 0015), and
+-- `resolver audit verify --export` walks the pruned range from the export.
 CREATE TABLE recovery_audit_chain (
     seq bigint NOT NULL,
     mutation_id text NOT NULL,

@@ -182,6 +182,12 @@ BEGIN
     DELETE FROM recovery_authorizations AS a
     USING approved_action_recovery_resolutions AS res
     WHERE a.mutation_id = res.mutation_id AND res.dispatch_id = ANY (v_audit);
+    -- Their audit links go with them (migration 0015): the export carries each link, so
+    -- `resolver audit verify --export` still walks the whole chain.
+    DELETE FROM recovery_audit_chain AS l
+    USING approved_action_recovery_resolutions AS res
+    WHERE l.mutation_id = res.mutation_id AND res.dispatch_id = ANY (v_audit);
+    -- Late evidence and its watch go by ON DELETE CASCADE from the resolution.
     DELETE FROM approved_action_recovery_resolutions WHERE dispatch_id = ANY (v_audit);
     DELETE FROM approved_action_dispatches WHERE dispatch_id = ANY (v_rows);
     PERFORM set_config('resolver.prune_active', 'off', true);
@@ -256,7 +262,18 @@ LANGUAGE sql STABLE SECURITY DEFINER AS $$
                                    AND a.user_id = res.actor_user_id),
                'authorizations', (SELECT jsonb_agg(to_jsonb(a) ORDER BY a.user_id)
                                   FROM recovery_authorizations AS a
-                                  WHERE a.mutation_id = res.mutation_id))
+                                  WHERE a.mutation_id = res.mutation_id),
+               -- Migration 0015: the decision's audit link, so a pruned range of the chain
+               -- stays verifiable from the export, and the late evidence beside it.
+               'audit_link', (SELECT jsonb_build_object(
+                                  'seq', l.seq, 'mutation_id', l.mutation_id,
+                                  'dispatch_id', l.dispatch_id, 'content', l.content,
+                                  'prev_hash', l.prev_hash, 'hash', l.hash,
+                                  'recorded_at_ms', l.recorded_at_ms)
+                              FROM recovery_audit_chain AS l
+                              WHERE l.mutation_id = res.mutation_id),
+               'late_evidence', (SELECT to_jsonb(le) FROM recovery_late_evidence AS le
+                                 WHERE le.dispatch_id = res.dispatch_id))
     FROM page AS p
     JOIN approved_action_dispatches AS d USING (dispatch_id)
     LEFT JOIN approved_action_executions AS e ON e.dispatch_id = d.dispatch_id

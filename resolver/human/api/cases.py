@@ -212,7 +212,7 @@ class CaseOut(BaseModel):
             proposal=Proposal.of(case.proposal),
             resolution=CaseResolutionOut(**_fields(case.resolution)) if case.resolution else None,
             authorizations=[CaseAuthorizationOut(**_fields(a)) for a in case.authorizations],
-            late_evidence=[],
+            late_evidence=[LateEvidenceOut(**_fields(e)) for e in case.late_evidence],
         )
 
 
@@ -238,7 +238,7 @@ class DecisionEntry(BaseModel):
     def of(cls, record: DecisionRecord) -> "DecisionEntry":
         fields = _fields(record)
         fields.pop("resolution_id")
-        return cls(**fields, contradicted=None)
+        return cls(**fields)
 
 
 class DecisionPage(BaseModel):

@@ -64,6 +64,7 @@ DUMMY = {
     "backend_start": None,
     "proposal_ttl_ms": 60_000,
     "action": "withdraw",
+    "window_ms": 1,
 }
 
 
