@@ -30,22 +30,24 @@ const VIEWS = {
     title: "Manual queue", path: "/v1/manual-queue", filters: LIST_FILTERS, bulk: true,
     lede: "Evidence could not settle these executions. Each decision is final and audited.",
     empty: "Nothing waits for a decision.",
-    columns: ["Dispatch", "Project", "Action type", "Finding", "Why here", "In queue since", "Proposal"],
+    columns: ["Dispatch", "Project", "Action type", "Last finding", "Why here", "In queue since", "Proposal"],
   },
   waiting: {
     title: "Waiting for evidence", path: "/v1/waiting", filters: LIST_FILTERS, bulk: false,
     lede: "Recovery required, inspected at least once, not settled: providers keep looking.",
     empty: "Nothing is waiting for evidence.",
-    columns: ["Dispatch", "Project", "Action type", "Finding", "Last failure", "Started", "Proposal"],
+    columns: ["Dispatch", "Project", "Action type", "Last finding", "Last failure", "Waiting since", "Proposal"],
   },
   decided: {
     title: "Decided", path: "/v1/decisions", filters: ["project_id", "user_id", "since", "until"], bulk: false,
     lede: "Human decisions, newest first: who decided what, how they signed in, and what evidence said later.",
-    empty: "No decision matches.",
+    empty: "No decision has been recorded yet.",
     columns: ["Dispatch", "Project", "Action type", "Decision", "By", "Reason", "Sign-in", "Decided", "Later evidence"],
   },
 };
 const BULK_CHUNK = 100;
+const TOTAL_CAP = 10000; // the API counts at most this many matching cases
+const PAGE_SIZES = ["25", "50", "100"];
 const SELECT_ALL_CAP = 1000;
 
 let config = { oidc: null, links: [], reason_codes: [] };
@@ -76,6 +78,14 @@ function say(text, kind) {
   status.className = kind || "";
 }
 
+function decisionLabel(decision) {
+  return DECISIONS[decision] ? DECISIONS[decision].label : decision;
+}
+
+function isFiltered(view, params) {
+  return VIEWS[view].filters.some((name) => params.get(name));
+}
+
 function pad(n) {
   return String(n).padStart(2, "0");
 }
@@ -89,12 +99,16 @@ function age(ms) {
 }
 
 // UTC with the relative age beside it: an on-call engineer reads both at a glance.
+function utc(ms) {
+  const d = new Date(ms);
+  return `${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())} ` +
+    `${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())} UTC`;
+}
+
 function when(ms) {
   if (ms === null || ms === undefined) return el("span", { text: "—" });
-  const d = new Date(ms);
-  const text = `${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())} ` +
-    `${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())} UTC`;
-  return el("time", { datetime: d.toISOString(), title: d.toISOString() }, text, el("span", { className: "age", text: ` (${age(ms)})` }));
+  const iso = new Date(ms).toISOString();
+  return el("time", { datetime: iso, title: iso }, utc(ms), el("span", { className: "age", text: ` (${age(ms)})` }));
 }
 
 function caseLink(id) {
@@ -200,9 +214,9 @@ function filterForm(view, params) {
   const form = el("form", { id: "filters", className: "filters", role: "search", "aria-label": "Filter " + spec.title });
   const field = (name, label, control) => el("div", { className: "field" }, el("label", { for: "f-" + name, text: label }), control);
   const input = (name, extra) => el("input", { id: "f-" + name, name, value: params.get(name) || "", ...extra });
-  const select = (name, options) => {
+  const select = (name, options, fallback = "") => {
     const control = el("select", { id: "f-" + name, name });
-    options.forEach(([value, text]) => control.append(el("option", { value, text, selected: (params.get(name) || "") === value })));
+    options.forEach(([value, text]) => control.append(el("option", { value, text, selected: (params.get(name) || fallback) === value })));
     return control;
   };
   spec.filters.forEach((name) => {
@@ -212,14 +226,25 @@ function filterForm(view, params) {
     else if (name === "user_id") form.append(field(name, "Decided by", input(name)));
     else if (name === "last_finding") form.append(field(name, "Finding", select(name, [["", "any finding"], ...FINDINGS.map((f) => [f, f])])));
     else if (name === "min_age_seconds") form.append(field(name, "Age", select(name, AGES)));
-    else if (name === "since" || name === "until") form.append(field(name, name === "since" ? "From (UTC day)" : "To (UTC day)", input(name, { type: "date" })));
+    // Plain YYYY-MM-DD text, not a date picker: a picker shows the browser's locale order,
+    // and an on-call engineer must never wonder whether 03/04 is March or April.
+    else if (name === "since" || name === "until") {
+      form.append(field(name, name === "since" ? "From (UTC day, YYYY-MM-DD)" : "To (UTC day, YYYY-MM-DD, included)",
+        input(name, { pattern: "\\d{4}-\\d{2}-\\d{2}", placeholder: "YYYY-MM-DD", size: 11, autocomplete: "off" })));
+    }
   });
+  const size = String(pageSize(params));
+  const sizes = PAGE_SIZES.includes(size) ? PAGE_SIZES : [...PAGE_SIZES, size].sort((a, b) => a - b);
+  form.append(field("limit", "Rows per page", select("limit", sizes.map((n) => [n, n]), "50")));
   form.append(el("button", { type: "submit", text: "Apply" }),
     el("a", { href: "#/" + view, className: "reset", text: "Clear filters" }));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const next = new URLSearchParams();
-    new FormData(form).forEach((value, key) => { if (String(value).trim()) next.set(key, String(value).trim()); });
+    new FormData(form).forEach((value, key) => {
+      const text = String(value).trim();
+      if (text && !(key === "limit" && text === "50")) next.set(key, text); // the default stays out of the link
+    });
     window.location.hash = listHash(view, next);
   });
   return form;
@@ -238,11 +263,40 @@ function apiQuery(view, params, cursor, limit) {
   return VIEWS[view].path + "?" + query.toString();
 }
 
+// Page size and the first row's number live in the fragment too, so a reload or a pasted link
+// shows the same page; the row number is for display only (the cursor is the real position).
+function pageSize(params) {
+  const n = Number(params.get("limit"));
+  return Number.isInteger(n) && n >= 1 && n <= 100 ? n : 50;
+}
+
+function firstRow(params) {
+  const n = Number(params.get("from"));
+  return params.get("cursor") && Number.isInteger(n) && n >= 1 ? n : 1;
+}
+
+function countsText(view, params, page) {
+  const filtered = isFiltered(view, params);
+  const first = firstRow(params);
+  const order = view === "decided" ? "newest first" : "oldest first";
+  const shown = page.items.length ? ` Showing rows ${first} to ${first + page.items.length - 1}, ${order}.` : "";
+  if (typeof page.total === "number") {
+    const many = page.total >= TOTAL_CAP ? `${TOTAL_CAP} or more cases` : page.total === 1 ? "1 case" : `${page.total} cases`;
+    const verb = page.total === 1 ? "matches" : "match";
+    return (filtered ? `${many} ${verb} the filter.` : `${many} in this list.`) + shown;
+  }
+  if (view === "decided") {
+    return (page.items.length ? shown.trim() : "No decision on this page.") + (page.next_cursor ? " More on the next page." : "");
+  }
+  // An older API: no totals, and it may ignore filters (this page was filtered here).
+  return `${page.items.length} on this page.` + (filtered ? " This API reports no totals and filters nothing: the console filtered this page itself." : "");
+}
+
 async function renderList(main, view, params) {
   const spec = VIEWS[view];
   document.title = `${spec.title} · approved-action resolver`;
   main.append(el("h2", { tabindex: "-1", text: spec.title }), el("p", { className: "lede", text: spec.lede }), filterForm(view, params));
-  const answer = await auth.api("GET", apiQuery(view, params, params.get("cursor")));
+  const answer = await auth.api("GET", apiQuery(view, params, params.get("cursor"), pageSize(params)));
   if (answer.status === 401) return needSignIn(main);
   if (answer.status === 404 && view !== "queue") {
     main.append(el("p", { id: "unavailable", className: "notice", text: `“${spec.title}” is not available from this API (GET ${spec.path} answered 404): upgrade the resolver API to see it.` }));
@@ -250,39 +304,35 @@ async function renderList(main, view, params) {
   }
   if (!answer.ok) {
     main.append(el("p", { className: "error", role: "alert", text: problemText(answer) }));
+    // A link kept from an older page (a cursor the API no longer accepts): offer the start.
+    if (params.get("cursor")) main.append(pager(view, params, null));
     return;
   }
   const page = answer.body;
-  if (typeof page.total !== "number" && view !== "decided") page.items = page.items.filter((item) => matchesFilter(item, params));
+  if (typeof page.total !== "number" && view !== "decided") page.items = page.items.filter((item) => matchesFilter(view, item, params));
   page.items.forEach((item) => known.set(item.dispatch_id, item));
-  const counts = el("p", { id: "counts" });
-  const filtered = spec.filters.some((name) => params.get(name));
-  if (typeof page.total === "number") {
-    counts.textContent = `${page.total} match${page.total === 1 ? "es" : ""}` + (filtered ? " the filter" : "") + ` · ${page.items.length} on this page`;
-  } else {
-    const unfiltering = filtered && view !== "decided";
-    counts.textContent = `${page.items.length} on this page` + (unfiltering ? " (this API reports no totals and filters nothing: the console filtered this page itself)" : "");
-  }
-  main.append(counts);
+  main.append(el("p", { id: "counts", text: countsText(view, params, page) }));
   if (page.items.length === 0) {
-    main.append(el("p", { id: "empty", text: spec.empty }));
+    main.append(el("p", { id: "empty", text: isFiltered(view, params) ? "Nothing matches this filter." : spec.empty }));
   } else {
     main.append(listTable(view, page.items));
   }
-  main.append(pager(view, params, page.next_cursor));
+  main.append(pager(view, params, page.next_cursor, page.items.length));
   if (spec.bulk && page.items.length) main.append(bulkPanel(view, params, page));
 }
 
-function pager(view, params, nextCursor) {
+function pager(view, params, nextCursor, shown) {
   const nav = el("nav", { className: "pager", "aria-label": "Pages" });
   if (params.get("cursor")) {
     const first = new URLSearchParams(params);
     first.delete("cursor");
+    first.delete("from");
     nav.append(el("a", { href: listHash(view, first), id: "first-page", text: "First page" }));
   }
   if (nextCursor) {
     const next = new URLSearchParams(params);
     next.set("cursor", nextCursor);
+    next.set("from", String(firstRow(params) + shown));
     nav.append(el("a", { href: listHash(view, next), id: "next-page", text: "Next page" }));
   }
   return nav;
@@ -304,8 +354,10 @@ function listTable(view, items) {
 }
 
 function listRow(view, item) {
-  const row = el("tr", { "data-dispatch-id": item.dispatch_id });
-  const cell = (...content) => row.append(el("td", {}, ...content));
+  const row = el("tr", { "data-dispatch-id": item.dispatch_id, className: item.contradicted === true ? "contradicted" : null });
+  // Each cell names its column (shown when narrow screens lay a row out as a card).
+  const labels = [...(VIEWS[view].bulk ? [null] : []), ...VIEWS[view].columns];
+  const cell = (...content) => row.append(el("td", { "data-label": labels[row.children.length] }, ...content));
   if (VIEWS[view].bulk) {
     const box = el("input", {
       type: "checkbox", className: "pick", "aria-label": "Select " + item.dispatch_id, checked: selected.has(item.dispatch_id),
@@ -325,14 +377,20 @@ function listRow(view, item) {
     cell(item.reason_code);
     cell([].concat(item.amr || []).join(", "));
     cell(when(item.resolved_at_ms));
-    cell(item.contradicted === true ? el("strong", { className: "error", text: "contradicted" }) : item.contradicted === false ? "agrees" : "—");
+    cell(item.contradicted === true ? el("strong", { className: "error", text: "contradicted: check it" }) : item.contradicted === false ? "agrees" : "—");
     return row;
   }
-  cell((item.last_finding || "—") + ` ×${item.finding_count}`);
+  cell((item.last_finding || "—") + `, ${item.finding_count} inspection${item.finding_count === 1 ? "" : "s"}`);
   cell(view === "queue" ? item.manual_reason || item.last_finding || "—" : item.last_failure_class || "—");
-  cell(when(view === "queue" ? item.manual_at_ms : item.started_at_ms));
+  cell(when(sinceMs(view, item)));
   cell(proposalText(item.proposal));
   return row;
+}
+
+// What a list is ordered by and what its age filter measures: entering the queue for the
+// manual queue, the first inspection for the waiting list (the API's own keyset).
+function sinceMs(view, item) {
+  return view === "queue" ? item.manual_at_ms : item.first_inspected_at_ms;
 }
 
 // -- bulk ---------------------------------------------------------------------------------------
@@ -410,12 +468,12 @@ function bulkPanel(view, params, page) {
 
 // The filter checked in the page too: an older API ignores filter parameters, and a bulk
 // selection must never take in more than the operator filtered for.
-function matchesFilter(item, params) {
+function matchesFilter(view, item, params) {
   const exact = ["project_id", "action_type", "last_finding"].every((name) => !params.get(name) || item[name] === params.get(name));
   const q = params.get("q");
   const found = !q || [item.dispatch_id, item.idempotency_key, item.approval_request_id].includes(q);
   const minAge = Number(params.get("min_age_seconds") || 0);
-  const since = item.manual_at_ms ?? item.started_at_ms;
+  const since = sinceMs(view, item);
   return exact && found && (!minAge || (since !== undefined && Date.now() - since >= minAge * 1000));
 }
 
@@ -425,7 +483,7 @@ async function selectMatching(view, params) {
   do {
     const answer = await auth.api("GET", apiQuery(view, params, cursor, 100));
     if (!answer.ok) { say(problemText(answer), "error"); break; }
-    answer.body.items.filter((item) => matchesFilter(item, params)).forEach((item) => {
+    answer.body.items.filter((item) => matchesFilter(view, item, params)).forEach((item) => {
       known.set(item.dispatch_id, item);
       selected.add(item.dispatch_id);
       count += 1;
@@ -440,6 +498,18 @@ function bulkOutput() {
     document.getElementById("main").append(el("section", { className: "card", "aria-label": "Bulk decision" },
       el("div", { id: "bulk-progress" }), el("div", { id: "bulk-results" })));
   }
+}
+
+// The list above stays as it was loaded, each row marked with its item's result, so nothing
+// that happened (or failed) disappears from view; a written row can no longer be selected.
+function markRow(result, written) {
+  const row = document.querySelector(`#list tr[data-dispatch-id="${CSS.escape(result.dispatch_id)}"]`);
+  if (!row) return;
+  const box = row.querySelector(".pick");
+  if (box && written) { box.checked = false; box.disabled = true; }
+  const cell = row.querySelector("td a.mono").parentElement;
+  cell.querySelectorAll(".badge").forEach((old) => old.remove());
+  cell.append(" ", el("span", { className: "badge r-" + result.result, text: result.result }));
 }
 
 async function runBulk(request) {
@@ -463,7 +533,10 @@ async function runBulk(request) {
       : chunk.items.map((item) => ({ dispatch_id: item.dispatch_id, result: "not_sent", code: answer.body.code || "http_" + answer.status }));
     results.forEach((r) => {
       tally[r.result] = (tally[r.result] || 0) + 1;
-      if (["committed", "replayed"].includes(r.result)) selected.delete(r.dispatch_id);
+      // Written (decided, or proposed for a second person): out of the selection; the rest stay.
+      const written = ["committed", "replayed", "proposed"].includes(r.result);
+      if (written) selected.delete(r.dispatch_id);
+      markRow(r, written);
       list.append(el("tr", { className: "r-" + r.result }, el("td", {}, caseLink(r.dispatch_id)), el("td", { text: r.result }), el("td", { text: r.code || "" })));
     });
     progress.value = Math.min(start + BULK_CHUNK, request.items.length);
@@ -564,7 +637,9 @@ function timeline(c) {
     const r = c.resolution;
     events.push([r.resolved_at_ms, `Resolved ${r.source}: ${r.outcome}` + (r.actor_user_id ? ` by ${r.actor_user_id} (${r.reason_code})` : "")]);
   }
-  (c.late_evidence || []).forEach((e) => events.push([e.observed_at_ms, `Later evidence: ${e.finding}, ${e.agrees ? "agrees" : "contradicts the decision"}`]));
+  (c.late_evidence || []).forEach((e) => events.push([e.observed_at_ms,
+    `Later evidence: ${e.finding}, ${e.agrees ? "agrees with the decision" : "CONTRADICTS the decision"}` +
+    (e.evidence_digest ? ` (evidence ${e.evidence_digest.slice(0, 12)}…)` : "")]));
   const list = el("ol", { id: "timeline" });
   events.filter(([at]) => at !== null && at !== undefined).sort((a, b) => a[0] - b[0])
     .forEach(([at, text]) => list.append(el("li", {}, when(at), " ", el("span", { text }))));
@@ -577,6 +652,16 @@ function renderCaseBody(main, c) {
   known.set(id.dispatch_id, { ...known.get(id.dispatch_id), execution_version: x.version });
   main.append(el("p", { id: "case-state", className: "state" },
     `${x.state}` + (x.recovery_required ? " · recovery required" : "") + (c.control ? ` · control ${c.control.status}` : "")));
+  const contradicting = (c.late_evidence || []).filter((e) => !e.agrees);
+  if (c.resolution && contradicting.length) {
+    // The decision stands (it is final); the person who reads this has to act outside it.
+    const last = contradicting[contradicting.length - 1];
+    main.append(el("div", { id: "contradiction", className: "notice alarm" },
+      el("p", {}, el("strong", { text: "Evidence observed after the decision contradicts it." }),
+        ` ${contradicting.length === 1 ? "1 later finding disagrees" : `${contradicting.length} later findings disagree`}; the last, ${last.finding}, `, when(last.observed_at_ms), "."),
+      el("p", { text: `The recorded outcome (${c.resolution.outcome}) stays final. Check the downstream system; ` +
+        "if the action must happen after all, create a new dispatch that supersedes this one." })));
+  }
   const related = el("section", { className: "card", "aria-label": "Related dispatches" }, el("h3", { text: "Related dispatches" }),
     el("p", {}, "Supersedes: ", id.supersedes_dispatch_id ? caseLink(id.supersedes_dispatch_id) : "nothing"),
     el("p", {}, "Superseded by: ", ...(id.superseded_by.length ? id.superseded_by.flatMap((s, i) => [i ? ", " : "", caseLink(s)]) : ["nothing"])));
@@ -607,13 +692,20 @@ function renderCaseBody(main, c) {
 function decidePanel(target) {
   const answers = el("ol", { id: "answers", "aria-live": "polite" });
   const section = el("section", { id: "decide", className: "card", "aria-labelledby": "decide-title" },
-    el("h3", { id: "decide-title", text: "Decide" }));
+    el("h3", { id: "decide-title", text: target.proposal ? "Two-person decision" : "Decide" }));
+  const mine = target.proposal && target.proposal.proposed_by === (auth.tokenClaims() || {}).sub;
   const form = el("form", { id: "decide-form" });
-  if (target.proposal) section.append(proposalBox(target, form, answers));
+  if (target.proposal) section.append(proposalBox(target, form, answers, mine));
+  // The proposer cannot settle its own proposal (the API answers second_person_required):
+  // it may only withdraw it, so the decision form is not offered to it.
+  if (mine) {
+    section.append(el("h4", { text: "Answers" }), answers);
+    return section;
+  }
   form.append(decisionChoices("one"), ...reasonFields("one"),
     el("div", { className: "field" }, el("input", { type: "checkbox", id: "verified", name: "verified", required: true }),
       el("label", { for: "verified", text: "I checked the outcome outside the system" })),
-    el("button", { type: "submit", id: "decide-submit", text: target.proposal ? "Record this decision" : "Record decision" }));
+    el("button", { type: "submit", id: "decide-submit", text: "Record decision" }));
   // One mutation id per form: a resubmission after a lost answer replays, never doubles.
   const mutationId = crypto.randomUUID();
   form.addEventListener("submit", async (event) => {
@@ -630,30 +722,47 @@ function decidePanel(target) {
   return section;
 }
 
-function proposalBox(target, form, answers) {
+// The open proposal: who proposed what and until when, and what this person may do about it
+// (the proposer withdraws; anyone else confirms with the same decision, or rejects it).
+function proposalBox(target, form, answers, mine) {
   const p = target.proposal;
-  const me = (auth.tokenClaims() || {}).sub;
   const path = "/v1/dispatches/" + encodeURIComponent(target.dispatch_id) + "/proposal/";
-  const reason = () => form.querySelector("[name=reason_code]").value || p.reason_code;
-  const box = el("div", { id: "proposal", className: "notice" },
-    el("p", {}, `Two people are needed. ${p.proposed_by} proposed `, el("strong", { text: p.decision }),
-      ` (${p.reason_code}) `, when(p.proposed_at_ms), "; it expires ", when(p.expires_at_ms), "."),
-    el("p", { text: me === p.proposed_by ? "You proposed it: another person must confirm or reject it." :
-      `To confirm, record the same decision (${p.decision}) below; a different decision rejects the proposal.` }));
-  const actions = el("p");
-  if (me === p.proposed_by) {
-    actions.append(el("button", { type: "button", id: "withdraw", text: "Withdraw my proposal",
-      onclick: () => send(answers, "POST", path + "withdraw", { mutation_id: crypto.randomUUID(), reason_code: reason() }) }));
-  } else {
-    actions.append(el("button", { type: "button", id: "confirm-proposal", text: `Confirm: ${p.decision}`, onclick: () => {
-      const choice = form.querySelector(`input[value=${p.decision}]`);
+  const consequence = DECISIONS[p.decision] ? DECISIONS[p.decision].consequence : "";
+  const box = el("div", { id: "proposal", className: "notice", role: "region", "aria-labelledby": "proposal-title" },
+    el("h4", { id: "proposal-title", text: "Waiting for a second person" }),
+    el("p", { id: "proposal-who" }, el("strong", { text: p.proposed_by }), " proposed ",
+      el("strong", { text: decisionLabel(p.decision) }),
+      ` (reason ${p.reason_code}) `, when(p.proposed_at_ms), "."),
+    el("p", { id: "proposal-expires" }, "It expires ", when(p.expires_at_ms),
+      `: unless a second person confirms it by then, nothing is decided. It was made on execution version ${p.expected_execution_version}; any change to the execution voids it.`),
+    p.evidence_digest ? el("p", {}, "Evidence digest: ", el("span", { className: "mono", text: p.evidence_digest })) : null,
+    consequence ? el("p", { className: "consequence", text: "If confirmed: " + consequence }) : null,
+    el("p", { text: mine ? "You proposed it: a different person with the same permission must confirm or reject it. You may withdraw it." :
+      `Confirming records the same decision (${p.decision}) in your name and settles the case. A different decision in the form below rejects this proposal and commits nothing.` }));
+  const closeForm = el("form", { id: "proposal-form", className: "filters" },
+    el("div", { className: "field" },
+      el("label", { for: "close-reason", text: mine ? "Reason code for withdrawing" : "Reason code for rejecting" }),
+      el("input", { id: "close-reason", name: "reason_code", list: "reason-codes", required: true, pattern: "[a-z0-9_.\\-]{1,64}", autocomplete: "off" })),
+    el("button", { type: "submit", id: mine ? "withdraw" : "reject", className: "secondary", text: mine ? "Withdraw my proposal" : "Reject the proposal" }));
+  // One mutation id per closing form, like the decision form: a resend replays.
+  const closeId = crypto.randomUUID();
+  closeForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const reason = new FormData(closeForm).get("reason_code");
+    send(answers, "POST", path + (mine ? "withdraw" : "reject"), { mutation_id: closeId, reason_code: reason });
+  });
+  if (!mine) {
+    box.append(el("p", {}, el("button", { type: "button", id: "confirm-proposal", text: `Confirm ${p.proposed_by}'s proposal (${decisionLabel(p.decision)})`, onclick: () => {
+      // The confirmation is the same decision with the same evidence digest; the reason is
+      // the confirmer's own if typed, else the proposer's. The attestation stays theirs to tick.
+      const choice = form.querySelector(`input[name=decision][value="${p.decision}"]`);
       if (choice) choice.checked = true;
       form.querySelector("[name=reason_code]").value ||= p.reason_code;
+      form.querySelector("[name=evidence_digest]").value = p.evidence_digest || "";
       form.requestSubmit();
-    } }), " ", el("button", { type: "button", id: "reject", text: "Reject the proposal",
-      onclick: () => send(answers, "POST", path + "reject", { mutation_id: crypto.randomUUID(), reason_code: reason() }) }));
+    } }), " ", el("span", { className: "hint", text: "(tick “I checked the outcome” below first)" })));
   }
-  box.append(actions);
+  box.append(closeForm);
   return box;
 }
 
@@ -665,8 +774,9 @@ async function send(answers, method, path, body, afterStepUp) {
     return stepUp(answer, { kind: "request", method, path, body, back: window.location.hash });
   }
   showAnswer(answers, answer, afterStepUp);
-  // The case changed: show it as it is now, with this answer on top.
-  if (answer.ok) window.setTimeout(() => render().then(() => showAnswer(answersArea(), answer, afterStepUp)), 0);
+  // The case changed (or was not as this page showed it): show it as it is now, with this
+  // answer on top.
+  if (answer.ok || answer.status === 409) window.setTimeout(() => render().then(() => showAnswer(answersArea(), answer, afterStepUp)), 0);
   return answer;
 }
 
@@ -678,7 +788,10 @@ function showAnswer(answers, answer, afterStepUp) {
     text = `${answer.status} ${b.result}: ${b.dispatch_id} is now ${b.outcome}.`;
     kind = "ok";
   } else if (answer.status === 202 || b.result === "proposed") {
-    text = `${answer.status} proposed: waiting for a second person` + (b.proposal ? ` until ${new Date(b.proposal.expires_at_ms).toISOString()}` : "") + ".";
+    text = `${answer.status} proposed: waiting for a second person` + (b.proposal ? ` until ${utc(b.proposal.expires_at_ms)} (${age(b.proposal.expires_at_ms)})` : "") + ".";
+    kind = "ok";
+  } else if (answer.ok && (b.result === "withdrawn" || b.result === "rejected")) {
+    text = `${answer.status} ${b.result}: the proposal on ${b.dispatch_id} is closed; nothing was decided.`;
     kind = "ok";
   } else if (answer.ok) {
     text = `${answer.status} ${b.result || "ok"}.`;
@@ -718,6 +831,29 @@ async function resume(result) {
   await send(answersArea(), retry.method, retry.path, retry.body, true);
 }
 
+// -- find: the id someone pasted into a chat ------------------------------------------------
+
+const ID_SHAPE = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
+
+// A dispatch id opens its case whatever its state; an idempotency key or approval id is looked
+// up in the open lists (the API's lookup), since the decided list has no lookup of its own.
+async function find(q) {
+  if (!ID_SHAPE.test(q)) {
+    say("Paste a dispatch id, an idempotency key or an approval request id (letters, digits and _ . : - only).", "error");
+    return;
+  }
+  const open = (id) => { window.location.hash = "#/dispatch/" + encodeURIComponent(id); };
+  const direct = await auth.api("GET", "/v1/dispatches/" + encodeURIComponent(q));
+  if (direct.status === 401) { render(); return; }
+  if (direct.ok) { open(q); return; }
+  for (const view of ["queue", "waiting"]) {
+    const answer = await auth.api("GET", VIEWS[view].path + "?limit=2&q=" + encodeURIComponent(q));
+    if (answer.ok && answer.body.items.length === 1) { open(answer.body.items[0].dispatch_id); return; }
+  }
+  say(`Nothing found for “${q}”: no dispatch with that id is visible to you, and no open case has that ` +
+    "idempotency key or approval id (a decided case is found by its dispatch id).", "error");
+}
+
 // -- start --------------------------------------------------------------------------------------
 
 async function loadConfig() {
@@ -734,6 +870,10 @@ async function loadConfig() {
 
 document.addEventListener("DOMContentLoaded", async () => {
   auth.takeTokenFromFragment();
+  document.getElementById("find").addEventListener("submit", (event) => {
+    event.preventDefault();
+    find(document.getElementById("find-q").value.trim());
+  });
   await loadConfig();
   let result = null;
   try {

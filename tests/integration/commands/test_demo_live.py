@@ -1,5 +1,6 @@
 """`resolver demo --live` run headless: real replicas converge, a human decides in the console
-API with the demo's token, and Ctrl-C stops everything cleanly."""
+(in Chromium when it is installed, else through the API the console calls) with the printed
+link, and Ctrl-C stops everything cleanly."""
 
 from __future__ import annotations
 
@@ -19,6 +20,12 @@ import httpx
 from resolver.demo.executor import Story, story_of
 from tests.helpers.database import SQL
 from tests.helpers.telemetry import free_port
+from tests.integration.console_rig import CHROMIUM, CHROMIUM_ARGS
+
+try:
+    import playwright.sync_api as _PLAYWRIGHT
+except ImportError:  # the browser half is optional: the API half runs anyway
+    _PLAYWRIGHT = None
 
 
 def test_live_demo_converges_and_a_human_decides(
@@ -55,7 +62,11 @@ def test_live_demo_converges_and_a_human_decides(
     try:
         url = _wait_for_console(demo, lines, seen)
         token = re.sub(r"^.*#token=", "", url)
-        decided = _decide_one_manual_item(port, token)
+        if CHROMIUM is not None and _PLAYWRIGHT is not None:
+            decided = _decide_in_the_console(url)
+        else:  # no browser here: the same decision through the API the page calls
+            decided = _decide_one_manual_item(port, token)
+        _forged_token_is_refused(port, token)
     finally:
         demo.send_signal(signal.SIGINT)  # what Ctrl-C sends
         code = demo.wait(timeout=90)
@@ -84,6 +95,39 @@ def _wait_for_console(demo: subprocess.Popen[str], lines: queue.Queue[str], seen
     raise AssertionError("the console never came up:\n" + "".join(seen))
 
 
+def _decide_in_the_console(url: str) -> str:
+    """What the printed link gives an operator: the console, signed in, the queue, a case."""
+    assert _PLAYWRIGHT is not None
+    with _PLAYWRIGHT.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.goto(url)
+            page.locator("#list tbody tr").first.wait_for(timeout=30_000)
+            assert page.locator("#who").text_content().startswith("Signed in as ")
+            assert page.evaluate("window.location.hash") == ""  # the token left the address bar
+            ids = page.locator("#list tbody tr td a.mono").all_text_contents()
+            target = next(i for i in ids if story_of(i) is Story.SHELL)
+            page.locator(f"#list a:text-is('{target}')").click()
+            page.locator("#decide-form").wait_for()
+            page.locator("#one-confirm_failed").check()
+            page.fill("#one-reason", "operator_checked_host")
+            page.locator("#verified").check()
+            page.locator("#decide-submit").click()
+            answer = page.locator("#answers li").first
+            answer.wait_for()
+            assert answer.text_content() == f"200 committed: {target} is now failed."
+        finally:
+            browser.close()
+    return target
+
+
+def _forged_token_is_refused(port: int, token: str) -> None:
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as api:
+        forged = api.get("/v1/manual-queue", headers={"Authorization": f"Bearer {token}x"})
+        assert forged.status_code == 401
+
+
 def _decide_one_manual_item(port: int, token: str) -> str:
     """The operator's first decision, through the same API the console page calls."""
     auth = {"Authorization": f"Bearer {token}"}
@@ -103,8 +147,6 @@ def _decide_one_manual_item(port: int, token: str) -> str:
             },
         )
         assert answer.status_code == 200, answer.text
-        forged = api.get("/v1/manual-queue", headers={"Authorization": f"Bearer {token}x"})
-        assert forged.status_code == 401
     return str(item["dispatch_id"])
 
 
