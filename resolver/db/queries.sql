@@ -448,12 +448,26 @@ FROM recovery_authorizations AS a
 WHERE a.mutation_id = %(mutation_id)s
 ORDER BY a.authorization_id;
 
+-- fragment: decision_filter
+-- The filters of the decisions list, for resolution `r` and dispatch `d`; a NULL parameter
+-- does not filter. `q` is matched as in case_filter; `overridden_finding` is the control's
+-- last finding the decision overrode; [since_ms, until_ms) is when it was made.
+(%(project_id)s::text IS NULL OR d.project_id = %(project_id)s::text)
+AND (%(action_type)s::text IS NULL OR d.action_type = %(action_type)s::text)
+AND (%(overridden_finding)s::text IS NULL OR r.finding = %(overridden_finding)s::text)
+AND (%(actor_user_id)s::text IS NULL OR r.actor_user_id = %(actor_user_id)s::text)
+AND (%(q)s::text IS NULL OR d.dispatch_id = %(q)s::text OR d.idempotency_key = %(q)s::text
+     OR d.approval_request_id = %(q)s::text)
+AND r.resolved_at_ms >= %(since_ms)s
+AND r.resolved_at_ms < %(until_ms)s
+
 -- name: decisions_page
 -- Manual decisions in projects the caller may read, newest first (keyset on the decisions
--- index), filtered by project, deciding user and time [since_ms, until_ms).
+-- index), filtered.
 SELECT r.dispatch_id, d.project_id, d.action_type, r.outcome, r.actor_user_id,
        r.reason_code, a.amr, a.auth_time_ms, r.evidence_digest,
        r.finding AS overridden_finding, r.resolved_at_ms, r.resolution_id,
+       d.idempotency_key, d.approval_request_id,
        (SELECT s.user_id FROM recovery_authorizations AS s
         WHERE s.mutation_id = r.mutation_id AND s.user_id <> r.actor_user_id
         LIMIT 1) AS confirmed_by,
@@ -465,14 +479,26 @@ LEFT JOIN recovery_authorizations AS a
   ON a.mutation_id = r.mutation_id AND a.user_id = r.actor_user_id
 WHERE r.source = 'manual'
   AND (r.resolved_at_ms, r.resolution_id) < (%(before_ms)s, %(before_id)s)
-  AND (%(project_id)s::text IS NULL OR d.project_id = %(project_id)s::text)
-  AND (%(actor_user_id)s::text IS NULL OR r.actor_user_id = %(actor_user_id)s::text)
-  AND r.resolved_at_ms >= %(since_ms)s
-  AND r.resolved_at_ms < %(until_ms)s
+  AND
+      -- include: decision_filter
   AND
       -- include: case_readable
 ORDER BY r.resolved_at_ms DESC, r.resolution_id DESC
 LIMIT %(limit)s;
+
+-- name: decisions_total
+-- How many manual decisions match the filter, counted up to %(count_cap)s (a count at the
+-- cap means "at least").
+SELECT count(*) AS total FROM (
+    SELECT 1
+    FROM approved_action_recovery_resolutions AS r
+    JOIN approved_action_dispatches AS d ON d.dispatch_id = r.dispatch_id
+    WHERE r.source = 'manual'
+      AND
+          -- include: decision_filter
+      AND
+          -- include: case_readable
+    LIMIT %(count_cap)s) AS matching;
 
 -- name: backlog_oldest
 -- The backlog read model (metrics and `resolver status`), part 1: two keyset probes, one per

@@ -44,6 +44,7 @@ DUMMY = {
     "after_seq": 0,
     "min_age_ms": 0,
     "last_finding": None,
+    "overridden_finding": None,
     "q": None,
     "actor_user_id": None,
     "since_ms": 0,
