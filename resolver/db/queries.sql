@@ -253,15 +253,20 @@ EXISTS (SELECT 1 FROM recovery_role_bindings AS b
         WHERE b.project_id = d.project_id AND b.user_id = %(user_id)s
           AND b.permission IN ('approval.recover', 'approval.recover.read'))
 
+-- fragment: dispatch_lookup
+-- The lookup `q` of every list, for dispatch `d`: an exact dispatch id, idempotency key or
+-- approval request id (each has its own index); NULL does not filter.
+(%(q)s::text IS NULL OR d.dispatch_id = %(q)s::text OR d.idempotency_key = %(q)s::text
+ OR d.approval_request_id = %(q)s::text)
+
 -- fragment: case_filter
 -- The filters of the manual queue and the waiting list, for dispatch `d` and control `c`;
--- a NULL parameter does not filter. `q` is an exact dispatch id, idempotency key or
--- approval request id. `since_ms` is when the case entered the list.
+-- a NULL parameter does not filter. `since_ms` is when the case entered the list.
 (%(project_id)s::text IS NULL OR d.project_id = %(project_id)s::text)
 AND (%(action_type)s::text IS NULL OR d.action_type = %(action_type)s::text)
 AND (%(last_finding)s::text IS NULL OR c.last_finding = %(last_finding)s::text)
-AND (%(q)s::text IS NULL OR d.dispatch_id = %(q)s::text OR d.idempotency_key = %(q)s::text
-     OR d.approval_request_id = %(q)s::text)
+AND
+    -- include: dispatch_lookup
 
 -- name: audit_links_page
 -- `resolver audit verify`: one page of the chain in order, each link with its content rebuilt
@@ -450,14 +455,14 @@ ORDER BY a.authorization_id;
 
 -- fragment: decision_filter
 -- The filters of the decisions list, for resolution `r` and dispatch `d`; a NULL parameter
--- does not filter. `q` is matched as in case_filter; `overridden_finding` is the control's
--- last finding the decision overrode; [since_ms, until_ms) is when it was made.
+-- does not filter. `overridden_finding` is the control's last finding the decision
+-- overrode; [since_ms, until_ms) is when it was made.
 (%(project_id)s::text IS NULL OR d.project_id = %(project_id)s::text)
 AND (%(action_type)s::text IS NULL OR d.action_type = %(action_type)s::text)
 AND (%(overridden_finding)s::text IS NULL OR r.finding = %(overridden_finding)s::text)
 AND (%(actor_user_id)s::text IS NULL OR r.actor_user_id = %(actor_user_id)s::text)
-AND (%(q)s::text IS NULL OR d.dispatch_id = %(q)s::text OR d.idempotency_key = %(q)s::text
-     OR d.approval_request_id = %(q)s::text)
+AND
+    -- include: dispatch_lookup
 AND r.resolved_at_ms >= %(since_ms)s
 AND r.resolved_at_ms < %(until_ms)s
 
