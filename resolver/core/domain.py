@@ -569,10 +569,17 @@ class Case:
 
 @dataclass(frozen=True, slots=True)
 class DecisionFilter:
+    """Filters of the decisions list; None does not filter. `q` is an exact dispatch id,
+    idempotency key or approval request id (as in CaseFilter); `overridden_finding` is the
+    finding the decision overrode; the time range [since_ms, until_ms) is when it was made."""
+
     project_id: str | None = None
     user_id: str | None = None
     since_ms: int = 0
     until_ms: int = 2**63 - 1
+    action_type: str | None = None
+    overridden_finding: FindingKind | None = None
+    q: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -582,6 +589,8 @@ class DecisionRecord:
     dispatch_id: str
     project_id: str
     action_type: str
+    idempotency_key: str
+    approval_request_id: str
     decision: Decision
     outcome: ExecutionState
     actor_user_id: str

@@ -166,6 +166,8 @@ class CaseReader(Protocol):
         before: tuple[int, int] | None = None,
     ) -> list[DecisionRecord]: ...
 
+    def count_decisions(self, user_id: str, filters: DecisionFilter, count_cap: int) -> int: ...
+
 
 class BacklogReader(Protocol):
     """What the metrics and readiness endpoints need from storage: bounded reads only."""

@@ -253,15 +253,20 @@ EXISTS (SELECT 1 FROM recovery_role_bindings AS b
         WHERE b.project_id = d.project_id AND b.user_id = %(user_id)s
           AND b.permission IN ('approval.recover', 'approval.recover.read'))
 
+-- fragment: dispatch_lookup
+-- The lookup `q` of every list, for dispatch `d`: an exact dispatch id, idempotency key or
+-- approval request id (each has its own index); NULL does not filter.
+(%(q)s::text IS NULL OR d.dispatch_id = %(q)s::text OR d.idempotency_key = %(q)s::text
+ OR d.approval_request_id = %(q)s::text)
+
 -- fragment: case_filter
 -- The filters of the manual queue and the waiting list, for dispatch `d` and control `c`;
--- a NULL parameter does not filter. `q` is an exact dispatch id, idempotency key or
--- approval request id. `since_ms` is when the case entered the list.
+-- a NULL parameter does not filter. `since_ms` is when the case entered the list.
 (%(project_id)s::text IS NULL OR d.project_id = %(project_id)s::text)
 AND (%(action_type)s::text IS NULL OR d.action_type = %(action_type)s::text)
 AND (%(last_finding)s::text IS NULL OR c.last_finding = %(last_finding)s::text)
-AND (%(q)s::text IS NULL OR d.dispatch_id = %(q)s::text OR d.idempotency_key = %(q)s::text
-     OR d.approval_request_id = %(q)s::text)
+AND
+    -- include: dispatch_lookup
 
 -- name: audit_links_page
 -- `resolver audit verify`: one page of the chain in order, each link with its content rebuilt
@@ -448,12 +453,26 @@ FROM recovery_authorizations AS a
 WHERE a.mutation_id = %(mutation_id)s
 ORDER BY a.authorization_id;
 
+-- fragment: decision_filter
+-- The filters of the decisions list, for resolution `r` and dispatch `d`; a NULL parameter
+-- does not filter. `overridden_finding` is the control's last finding the decision
+-- overrode; [since_ms, until_ms) is when it was made.
+(%(project_id)s::text IS NULL OR d.project_id = %(project_id)s::text)
+AND (%(action_type)s::text IS NULL OR d.action_type = %(action_type)s::text)
+AND (%(overridden_finding)s::text IS NULL OR r.finding = %(overridden_finding)s::text)
+AND (%(actor_user_id)s::text IS NULL OR r.actor_user_id = %(actor_user_id)s::text)
+AND
+    -- include: dispatch_lookup
+AND r.resolved_at_ms >= %(since_ms)s
+AND r.resolved_at_ms < %(until_ms)s
+
 -- name: decisions_page
 -- Manual decisions in projects the caller may read, newest first (keyset on the decisions
--- index), filtered by project, deciding user and time [since_ms, until_ms).
+-- index), filtered.
 SELECT r.dispatch_id, d.project_id, d.action_type, r.outcome, r.actor_user_id,
        r.reason_code, a.amr, a.auth_time_ms, r.evidence_digest,
        r.finding AS overridden_finding, r.resolved_at_ms, r.resolution_id,
+       d.idempotency_key, d.approval_request_id,
        (SELECT s.user_id FROM recovery_authorizations AS s
         WHERE s.mutation_id = r.mutation_id AND s.user_id <> r.actor_user_id
         LIMIT 1) AS confirmed_by,
@@ -465,14 +484,26 @@ LEFT JOIN recovery_authorizations AS a
   ON a.mutation_id = r.mutation_id AND a.user_id = r.actor_user_id
 WHERE r.source = 'manual'
   AND (r.resolved_at_ms, r.resolution_id) < (%(before_ms)s, %(before_id)s)
-  AND (%(project_id)s::text IS NULL OR d.project_id = %(project_id)s::text)
-  AND (%(actor_user_id)s::text IS NULL OR r.actor_user_id = %(actor_user_id)s::text)
-  AND r.resolved_at_ms >= %(since_ms)s
-  AND r.resolved_at_ms < %(until_ms)s
+  AND
+      -- include: decision_filter
   AND
       -- include: case_readable
 ORDER BY r.resolved_at_ms DESC, r.resolution_id DESC
 LIMIT %(limit)s;
+
+-- name: decisions_total
+-- How many manual decisions match the filter, counted up to %(count_cap)s (a count at the
+-- cap means "at least").
+SELECT count(*) AS total FROM (
+    SELECT 1
+    FROM approved_action_recovery_resolutions AS r
+    JOIN approved_action_dispatches AS d ON d.dispatch_id = r.dispatch_id
+    WHERE r.source = 'manual'
+      AND
+          -- include: decision_filter
+      AND
+          -- include: case_readable
+    LIMIT %(count_cap)s) AS matching;
 
 -- name: backlog_oldest
 -- The backlog read model (metrics and `resolver status`), part 1: two keyset probes, one per

@@ -480,16 +480,20 @@ class PostgresStore:
         """One keyset page of manual decisions, newest first."""
         before_ms, before_id = before if before is not None else (2**63 - 1, 2**63 - 1)
         params = {
-            "user_id": user_id,
-            "project_id": filters.project_id,
-            "actor_user_id": filters.user_id,
-            "since_ms": filters.since_ms,
-            "until_ms": filters.until_ms,
+            **_decision_filter(user_id, filters),
             "before_ms": before_ms,
             "before_id": before_id,
             "limit": limit,
         }
         return [_decision(row) for row in self._all("decisions_page", params)]
+
+    def count_decisions(self, user_id: str, filters: DecisionFilter, count_cap: int) -> int:
+        """How many manual decisions match, counted up to `count_cap`."""
+        row = self._one(
+            "decisions_total", {**_decision_filter(user_id, filters), "count_cap": count_cap}
+        )
+        assert row is not None  # an aggregate answers one row
+        return int(row["total"])
 
 
 def _fence(lease: ExecutionLease, **extra: Any) -> dict[str, Any]:
@@ -635,6 +639,20 @@ def _case_filter(user_id: str, filters: CaseFilter, now_ms: int | None) -> dict[
     }
 
 
+def _decision_filter(user_id: str, filters: DecisionFilter) -> dict[str, Any]:
+    finding = filters.overridden_finding
+    return {
+        "user_id": user_id,
+        "project_id": filters.project_id,
+        "actor_user_id": filters.user_id,
+        "action_type": filters.action_type,
+        "overridden_finding": finding.value if finding is not None else None,
+        "q": filters.q,
+        "since_ms": filters.since_ms,
+        "until_ms": filters.until_ms,
+    }
+
+
 def _case(row: Row, authorizations: Sequence[Row], late: Sequence[Row] = ()) -> Case:
     identity = CaseIdentity(
         dispatch_id=row["dispatch_id"],
@@ -756,6 +774,8 @@ def _decision(row: Row) -> DecisionRecord:
         dispatch_id=row["dispatch_id"],
         project_id=row["project_id"],
         action_type=row["action_type"],
+        idempotency_key=row["idempotency_key"],
+        approval_request_id=row["approval_request_id"],
         decision=Decision.settling(outcome),
         outcome=outcome,
         actor_user_id=row["actor_user_id"],

@@ -2,8 +2,9 @@
 
 Besides `-- name: x` statements the file holds `-- fragment: y` conditions that several
 statements share (one definition of "claimable"); a statement pulls one in with a line
-`-- include: y`, replaced by the fragment in parentheses. A fragment is text, not a view or
-a function: inlined, the planner still sees the partial index bounds of every caller.
+`-- include: y`, replaced by the fragment in parentheses. A fragment may include a fragment
+defined above it (so no cycle can form). A fragment is text, not a view or a function:
+inlined, the planner still sees the partial index bounds of every caller.
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ def _parsed() -> tuple[dict[str, LiteralString], dict[str, str]]:
         if any(key[1] == name for key in raw):
             raise RuntimeError(f"queries.sql names {name!r} twice")
         raw[(kind, name)] = body
-    fragments = {name: _strip(body, {}) for (kind, name), body in raw.items() if kind == "fragment"}
+    fragments: dict[str, str] = {}
+    for (kind, name), body in raw.items():
+        if kind == "fragment":
+            fragments[name] = _strip(body, fragments)
     statements: dict[str, LiteralString] = {}
     for (kind, name), body in raw.items():
         if kind == "name":

@@ -59,6 +59,11 @@ Cursor = Annotated[str | None, Query(max_length=MAX_CURSOR_LENGTH)]
 ProjectId = Annotated[str | None, Query(pattern=ID_REGEX)]
 ActionType = Annotated[str | None, Query(pattern=ACTION_TYPE_REGEX)]
 LastFinding = Annotated[FindingKind | None, Query()]
+# Each filter is named after the item field it matches: a decision shows the finding it
+# overrode, an open case its last one.
+OverriddenFinding = Annotated[
+    FindingKind | None, Query(description="the finding the decision overrode")
+]
 MinAge = Annotated[int, Query(ge=0, le=MAX_AGE_SECONDS), BeforeValidator(_digits(12))]
 Lookup = Annotated[
     str | None,
@@ -220,6 +225,8 @@ class DecisionEntry(BaseModel):
     dispatch_id: str
     project_id: str
     action_type: str
+    idempotency_key: str
+    approval_request_id: str
     decision: str
     outcome: str
     actor_user_id: str
@@ -244,6 +251,8 @@ class DecisionEntry(BaseModel):
 class DecisionPage(BaseModel):
     items: list[DecisionEntry]
     next_cursor: str | None
+    total: int
+    """Decisions matching the filter, counted up to 10,000 (a total at 10,000 means at least)."""
 
 
 def _fields(value: Any) -> dict[str, Any]:
@@ -318,13 +327,21 @@ def install_case_routes(
             raise not_found("no such dispatch in a project you may read")
         return CaseOut.of(case)
 
-    @app.get("/v1/decisions", response_model=DecisionPage, responses=problems(401, 422))
+    @app.get(
+        "/v1/decisions",
+        response_model=DecisionPage,
+        responses=problems(401, 422),
+        summary="Manual decisions, newest first, filtered",
+    )
     def decisions(
         user: User,
         project_id: ProjectId = None,
+        action_type: ActionType = None,
+        overridden_finding: OverriddenFinding = None,
         user_id: UserId = None,
         since_ms: TimeMs = None,
         until_ms: TimeMs = None,
+        q: Lookup = None,
         limit: Limit = 50,
         cursor: Cursor = None,
     ) -> DecisionPage:
@@ -333,15 +350,21 @@ def install_case_routes(
             user_id=user_id,
             since_ms=since_ms if since_ms is not None else 0,
             until_ms=until_ms if until_ms is not None else BIGINT_MAX,
+            action_type=action_type,
+            overridden_finding=overridden_finding,
+            q=q,
         )
         before = _decode_decision_cursor(cursor, bad_cursor)
         records = store.list_decisions(user.user_id, filters, limit, before)
+        total = store.count_decisions(user.user_id, filters, TOTAL_CAP)
         next_cursor = (
             _encode(f"{records[-1].resolved_at_ms}:{records[-1].resolution_id}")
             if len(records) == limit
             else None
         )
-        return DecisionPage(items=[DecisionEntry.of(r) for r in records], next_cursor=next_cursor)
+        return DecisionPage(
+            items=[DecisionEntry.of(r) for r in records], next_cursor=next_cursor, total=total
+        )
 
     del get_case, decisions  # registered on the app
 

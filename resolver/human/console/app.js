@@ -27,19 +27,20 @@ const DECISIONS = {
 const LIST_FILTERS = ["project_id", "action_type", "last_finding", "min_age_seconds", "q"];
 const VIEWS = {
   queue: {
-    title: "Manual queue", path: "/v1/manual-queue", filters: LIST_FILTERS, bulk: true,
+    title: "Manual queue", path: "/v1/manual-queue", filters: LIST_FILTERS, bulk: true, noun: ["case", "cases"],
     lede: "Evidence could not settle these executions. Each decision is final and audited.",
     empty: "Nothing waits for a decision.",
     columns: ["Dispatch", "Project", "Action type", "Last finding", "Why here", "In queue since", "Proposal"],
   },
   waiting: {
-    title: "Waiting for evidence", path: "/v1/waiting", filters: LIST_FILTERS, bulk: false,
+    title: "Waiting for evidence", path: "/v1/waiting", filters: LIST_FILTERS, bulk: false, noun: ["case", "cases"],
     lede: "Recovery required, inspected at least once, not settled: providers keep looking.",
     empty: "Nothing is waiting for evidence.",
     columns: ["Dispatch", "Project", "Action type", "Last finding", "Last failure", "Waiting since", "Proposal"],
   },
   decided: {
-    title: "Decided", path: "/v1/decisions", filters: ["project_id", "user_id", "since", "until"], bulk: false,
+    title: "Decided", path: "/v1/decisions", bulk: false, noun: ["decision", "decisions"],
+    filters: ["project_id", "action_type", "overridden_finding", "user_id", "since", "until", "q"],
     lede: "Human decisions, newest first: who decided what, how they signed in, and what evidence said later.",
     empty: "No decision has been recorded yet.",
     columns: ["Dispatch", "Project", "Action type", "Decision", "By", "Reason", "Sign-in", "Decided", "Later evidence"],
@@ -225,6 +226,7 @@ function filterForm(view, params) {
     else if (name === "action_type") form.append(field(name, "Action type", input(name)));
     else if (name === "user_id") form.append(field(name, "Decided by", input(name)));
     else if (name === "last_finding") form.append(field(name, "Finding", select(name, [["", "any finding"], ...FINDINGS.map((f) => [f, f])])));
+    else if (name === "overridden_finding") form.append(field(name, "Finding overridden", select(name, [["", "any finding"], ...FINDINGS.map((f) => [f, f])])));
     else if (name === "min_age_seconds") form.append(field(name, "Age", select(name, AGES)));
     // Plain YYYY-MM-DD text, not a date picker: a picker shows the browser's locale order,
     // and an on-call engineer must never wonder whether 03/04 is March or April.
@@ -281,10 +283,12 @@ function countsText(view, params, page) {
   const order = view === "decided" ? "newest first" : "oldest first";
   const shown = page.items.length ? ` Showing rows ${first} to ${first + page.items.length - 1}, ${order}.` : "";
   if (typeof page.total === "number") {
-    const many = page.total >= TOTAL_CAP ? `${TOTAL_CAP} or more cases` : page.total === 1 ? "1 case" : `${page.total} cases`;
+    const [one, several] = VIEWS[view].noun;
+    const many = page.total >= TOTAL_CAP ? `${TOTAL_CAP} or more ${several}` : page.total === 1 ? `1 ${one}` : `${page.total} ${several}`;
     const verb = page.total === 1 ? "matches" : "match";
     return (filtered ? `${many} ${verb} the filter.` : `${many} in this list.`) + shown;
   }
+  // An older API's decisions list: no total, so say only whether more follow.
   if (view === "decided") {
     return (page.items.length ? shown.trim() : "No decision on this page.") + (page.next_cursor ? " More on the next page." : "");
   }
@@ -309,7 +313,7 @@ async function renderList(main, view, params) {
     return;
   }
   const page = answer.body;
-  if (typeof page.total !== "number" && view !== "decided") page.items = page.items.filter((item) => matchesFilter(view, item, params));
+  if (typeof page.total !== "number") page.items = page.items.filter((item) => matchesFilter(view, item, params));
   page.items.forEach((item) => known.set(item.dispatch_id, item));
   main.append(el("p", { id: "counts", text: countsText(view, params, page) }));
   if (page.items.length === 0) {
@@ -469,9 +473,12 @@ function bulkPanel(view, params, page) {
 // The filter checked in the page too: an older API ignores filter parameters, and a bulk
 // selection must never take in more than the operator filtered for.
 function matchesFilter(view, item, params) {
-  const exact = ["project_id", "action_type", "last_finding"].every((name) => !params.get(name) || item[name] === params.get(name));
+  const finding = view === "decided" ? "overridden_finding" : "last_finding";
+  const exact = ["project_id", "action_type", finding].every((name) => !params.get(name) || item[name] === params.get(name));
   const q = params.get("q");
   const found = !q || [item.dispatch_id, item.idempotency_key, item.approval_request_id].includes(q);
+  // The decisions list's user and days were filtered by every API version that serves it.
+  if (view === "decided") return exact && found;
   const minAge = Number(params.get("min_age_seconds") || 0);
   const since = sinceMs(view, item);
   return exact && found && (!minAge || (since !== undefined && Date.now() - since >= minAge * 1000));
@@ -836,7 +843,7 @@ async function resume(result) {
 const ID_SHAPE = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
 
 // A dispatch id opens its case whatever its state; an idempotency key or approval id is looked
-// up in the open lists (the API's lookup), since the decided list has no lookup of its own.
+// up with each list's own lookup (`q`): the open lists first, then the decisions.
 async function find(q) {
   if (!ID_SHAPE.test(q)) {
     say("Paste a dispatch id, an idempotency key or an approval request id (letters, digits and _ . : - only).", "error");
@@ -846,12 +853,11 @@ async function find(q) {
   const direct = await auth.api("GET", "/v1/dispatches/" + encodeURIComponent(q));
   if (direct.status === 401) { render(); return; }
   if (direct.ok) { open(q); return; }
-  for (const view of ["queue", "waiting"]) {
+  for (const view of ["queue", "waiting", "decided"]) {
     const answer = await auth.api("GET", VIEWS[view].path + "?limit=2&q=" + encodeURIComponent(q));
     if (answer.ok && answer.body.items.length === 1) { open(answer.body.items[0].dispatch_id); return; }
   }
-  say(`Nothing found for “${q}”: no dispatch with that id is visible to you, and no open case has that ` +
-    "idempotency key or approval id (a decided case is found by its dispatch id).", "error");
+  say(`Nothing found for “${q}”: no dispatch, idempotency key or approval id you may read matches it.`, "error");
 }
 
 // -- start --------------------------------------------------------------------------------------

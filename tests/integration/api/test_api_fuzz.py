@@ -150,6 +150,33 @@ queries = st.dictionaries(
     st.one_of(st.integers(-5, 200).map(str), st.text(max_size=10), cursors),
     max_size=3,
 )
+# The decisions list's filters, near valid or not: the lookup, the action type and finding
+# filters and the time range reach SQL beside the paging.
+decision_queries = st.dictionaries(
+    st.sampled_from(
+        [
+            "q",
+            "action_type",
+            "overridden_finding",
+            "project_id",
+            "user_id",
+            "since_ms",
+            "until_ms",
+            "limit",
+            "cursor",
+        ]
+    ),
+    st.one_of(
+        st.sampled_from(
+            ["ITEM", "idem-ITEM", "shell.exec", "conflict", "unsupported", "proj-1", "alice"]
+        ),
+        st.sampled_from(["x" * 129, "a b", "Upper", "", "9223372036854775808", "-1", "1e3"]),
+        st.integers(-5, 2**64).map(str),
+        st.text(max_size=10),
+        cursors,
+    ),
+    max_size=4,
+)
 content_types = st.sampled_from(
     [None, "application/json", "application/problem+json", "text/plain", "multipart/form-data"]
 )
@@ -200,6 +227,15 @@ aimed = st.one_of(
         st.none(),
         st.none(),
     ),
+    st.builds(
+        Call,
+        st.just("GET"),
+        st.just("/v1/decisions"),
+        decision_queries,
+        st.just(0),
+        st.none(),
+        st.none(),
+    ),
 )
 
 
@@ -229,12 +265,11 @@ def fuzz_target(
 
 def check(client: httpx.Client, item: str, header_choices: list[dict[str, str]], call: Call) -> int:
     path = call.path.replace("ITEM", item)
+    params = {name: value.replace("ITEM", item) for name, value in call.query.items()}
     headers: dict[str, Any] = dict(header_choices[call.header_index])
     if call.content_type is not None:
         headers["Content-Type"] = call.content_type
-    response = client.request(
-        call.method, path, params=call.query, headers=headers, content=call.body
-    )
+    response = client.request(call.method, path, params=params, headers=headers, content=call.body)
     status = response.status_code
     assert status < 500, (status, response.text)
     # The body limit holds before routing: on any path, and only there, an oversized body is 413.
@@ -273,6 +308,8 @@ def test_no_5xx_and_no_undocumented_status(
     @example(Call("DELETE", "/v1/manual-queue", {}, 0, None, None))  # 405
     @example(Call("GET", "/v1/manual-queue", {"limit": "7.0"}, 0, None, None))  # 422
     @example(Call("GET", "/v1/manual-queue", {}, 0, None, None))  # 200
+    @example(Call("GET", "/v1/decisions", {"q": "ITEM", "action_type": "a.b"}, 0, None, None))
+    @example(Call("GET", "/v1/decisions", {"overridden_finding": "bogus"}, 0, None, None))
     @example(
         Call(
             "POST",

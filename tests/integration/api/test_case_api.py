@@ -203,6 +203,70 @@ def test_decisions_list_who_how_and_what_was_overridden(
     assert get(api, signing_key, "/v1/decisions", user="mallory").json()["items"] == []
 
 
+def test_decisions_lookup_filters_and_total_match_the_open_lists(
+    api: httpx.Client, world: World, store: PostgresStore, signing_key: rsa.RSAPrivateKey, sql: SQL
+) -> None:
+    # Three decisions alice may read (two shell.exec cases the provider does not support, one
+    # test.action conflict) and one in proj-2, decided by carol, that alice may not read.
+    shells = [world.started("shell.exec", now_ms=1_000_000) for _ in range(2)]
+    other = world.started(now_ms=1_000_000)
+    hidden = world.executor.create_dispatch(new_spec(project_id="proj-2"))
+    hidden_lease = world.executor.start(
+        world.executor.lease(hidden.dispatch_id, now_ms=1_000_000), now_ms=1_000_000
+    )
+    reconciler(store, ScriptedProvider(fixed(FindingKind.CONFLICT))).run_cycle()
+    sql.all("INSERT INTO recovery_projects VALUES ('proj-2', 1)")
+    sql.all("INSERT INTO recovery_role_bindings VALUES ('proj-2', 'carol', 'approval.recover', 1)")
+    for n, (lease, user) in enumerate(
+        [(shells[0], "alice"), (shells[1], "alice"), (other, "alice"), (hidden_lease, "carol")]
+    ):
+        url = f"/v1/dispatches/{lease.dispatch_id}/resolution"
+        tok = token(signing_key, sub=user)
+        decided = api.post(url, json=body(lease.version, mutation_id=f"op-{n}"), headers=auth(tok))
+        assert decided.status_code == 200, decided.text
+
+    def ids(query: str, user: str = "alice") -> tuple[list[str], int]:
+        page = get(api, signing_key, f"/v1/decisions?{query}", user=user).json()
+        return [i["dispatch_id"] for i in page["items"]], page["total"]
+
+    everything, total = ids("")
+    assert total == 3 and set(everything) == {
+        shells[0].dispatch_id,
+        shells[1].dispatch_id,
+        other.dispatch_id,
+    }
+    # Lookup: the same three identifiers the open lists accept, each finding its one decision.
+    spec = world.specs[shells[1].dispatch_id]
+    for q in (spec.dispatch_id, spec.idempotency_key, spec.approval_request_id):
+        assert ids(f"q={q}") == ([spec.dispatch_id], 1), q
+    (item,) = get(api, signing_key, f"/v1/decisions?q={spec.idempotency_key}").json()["items"]
+    assert (item["idempotency_key"], item["approval_request_id"]) == (
+        spec.idempotency_key,
+        spec.approval_request_id,
+    )
+    assert ids("q=no-such-key") == ([], 0)
+    # Unknown and forbidden answer alike: carol's decision is invisible to alice, by any id.
+    assert ids(f"q={hidden.idempotency_key}") == ([], 0)
+    assert ids(f"q={hidden.idempotency_key}", user="carol") == ([hidden.dispatch_id], 1)
+    assert ids("project_id=proj-2") == ([], 0)
+
+    shell_ids, shell_total = ids("action_type=shell.exec")
+    assert shell_total == 2
+    assert set(shell_ids) == {shells[0].dispatch_id, shells[1].dispatch_id}
+    assert ids("overridden_finding=conflict") == ([other.dispatch_id], 1)
+    assert ids("overridden_finding=unsupported&action_type=shell.exec")[1] == 2
+    assert ids("overridden_finding=conflict&action_type=shell.exec") == ([], 0)
+    assert ids("overridden_finding=missing")[1] == 0
+
+    # Keyset paging is unchanged by the filters, and the total counts every page.
+    first = get(api, signing_key, "/v1/decisions?action_type=shell.exec&limit=1").json()
+    assert first["total"] == 2 and first["next_cursor"] is not None
+    cursor = first["next_cursor"]
+    rest = get(api, signing_key, f"/v1/decisions?action_type=shell.exec&limit=1&cursor={cursor}")
+    paged = [i["dispatch_id"] for i in first["items"] + rest.json()["items"]]
+    assert paged == shell_ids and rest.json()["total"] == 2
+
+
 def test_a_stale_decision_answers_409_with_the_current_state(
     api: httpx.Client, manual_item: tuple[str, int], signing_key: rsa.RSAPrivateKey
 ) -> None:
@@ -255,7 +319,19 @@ def test_list_parameters_are_bounded_before_any_sql(
 
 
 @pytest.mark.parametrize(
-    "query", ["since_ms=-1", "until_ms=1.5", "user_id=", "cursor=" + "A" * 301, "limit=1000"]
+    "query",
+    [
+        "since_ms=-1",
+        "until_ms=1.5",
+        "user_id=",
+        "cursor=" + "A" * 301,
+        "limit=1000",
+        "overridden_finding=bogus",
+        "action_type=Upper",
+        "project_id=has space",
+        "q=" + "x" * 129,
+        "q=a b",
+    ],
 )
 def test_decision_parameters_are_bounded(
     api: httpx.Client, signing_key: rsa.RSAPrivateKey, query: str

@@ -516,7 +516,7 @@ def test_the_decided_view_shows_who_decided_newest_first_filters_and_pages(
     page.locator("h2").filter(has_text="Decided").wait_for()
     assert listed(page) == [third, second]
     assert page.locator("#counts").text_content() == (
-        "Showing rows 1 to 2, newest first. More on the next page."
+        "3 decisions in this list. Showing rows 1 to 2, newest first."
     )
     cells = page.locator("#list tbody tr").first.locator("td").all_text_contents()
     assert cells[3:7] == [
@@ -534,7 +534,9 @@ def test_the_decided_view_shows_who_decided_newest_first_filters_and_pages(
     assert listed(page) == [first]
     page.reload()
     assert listed(page) == [first]
-    assert page.locator("#counts").text_content() == "Showing rows 3 to 3, newest first."
+    assert page.locator("#counts").text_content() == (
+        "3 decisions in this list. Showing rows 3 to 3, newest first."
+    )
 
     page.goto(f"{site.url}#/decided")
     apply_filter(page, user_id="bob")
@@ -558,6 +560,67 @@ def test_the_decided_view_shows_who_decided_newest_first_filters_and_pages(
     events = page.locator("#timeline li").all_text_contents()
     assert any("by bob (node_lost_outcome_unknown)" in e for e in events), events
     assert page.locator("#decide-form").count() == 0
+
+
+def test_the_decided_view_filters_by_action_type_and_finding_looks_up_and_counts(
+    site: Site, page: Any, world: World, store: PostgresStore, sql: SQL, axe_source: str
+) -> None:
+    # Beside the site's unsupported test.action cases: a shell.exec case (which the provider
+    # does not support either) and a test.action conflict, all three then decided by alice.
+    now = int(time.time() * 1000)
+    shell = world.started("shell.exec", now_ms=now - 3_600_000).dispatch_id
+    conflict = world.started(now_ms=now - 3_600_000).dispatch_id
+    reconciler(store, ScriptedProvider(fixed(FindingKind.CONFLICT))).run_cycle()
+    first, still_open, _ = site.dispatch_ids
+    page.goto(site.url)
+    sign_in(page, "alice")
+    api = httpx.Client(base_url=site.url.removesuffix("/console"))
+    for target in (first, shell, conflict):
+        done = _decide_directly(api, target, sql.execution(target)["version"], page)
+        assert done.status_code == 200, done.text
+
+    page.goto(f"{site.url}#/decided")
+    assert listed(page) == [conflict, shell, first]
+    assert page.locator("#counts").text_content() == (
+        "3 decisions in this list. Showing rows 1 to 3, newest first."
+    )
+    apply_filter(page, action_type="shell.exec")
+    assert listed(page) == [shell]
+    assert page.locator("#counts").text_content().startswith("1 decision matches the filter.")
+    apply_filter(page, action_type="", overridden_finding="conflict")
+    assert listed(page) == [conflict]
+    apply_filter(page, overridden_finding="unsupported")
+    assert listed(page) == [shell, first]
+    assert page.locator("#counts").text_content().startswith("2 decisions match the filter.")
+    page.reload()  # the filter lives in the link
+    assert listed(page) == [shell, first]
+    assert page.locator("#f-overridden_finding").input_value() == "unsupported"
+    assert serious_violations(page, axe_source) == []
+
+    page.locator("#filters a.reset").click()
+    page.wait_for_url(re.compile(r"#/decided$"))
+    for lookup, expected in (
+        (world.specs[shell].idempotency_key, shell),
+        (world.specs[conflict].approval_request_id, conflict),
+        (first, first),
+    ):
+        apply_filter(page, q=lookup)
+        assert listed(page) == [expected], lookup
+        assert page.locator("#counts").text_content().startswith("1 decision matches the filter.")
+    apply_filter(page, q=world.specs[still_open].idempotency_key)  # open, not decided
+    assert listed(page) == []
+    assert page.locator("#empty").text_content() == "Nothing matches this filter."
+
+    # The header's Find box now finds a decided case by its idempotency key or approval id.
+    for pasted, opened in (
+        (world.specs[shell].idempotency_key, shell),
+        (world.specs[first].approval_request_id, first),
+    ):
+        page.fill("#find-q", pasted)
+        page.locator("#find button").click()
+        page.wait_for_url(re.compile(re.escape(f"#/dispatch/{opened}") + "$"))
+        page.locator("h2").filter(has_text=opened).wait_for()
+        assert page.locator("#decide-form").count() == 0  # decided: nothing left to decide
 
 
 def test_a_filtered_queue_page_survives_a_reload(site: Site, page: Any) -> None:

@@ -44,6 +44,7 @@ DUMMY = {
     "after_seq": 0,
     "min_age_ms": 0,
     "last_finding": None,
+    "overridden_finding": None,
     "q": None,
     "actor_user_id": None,
     "since_ms": 0,
@@ -109,3 +110,21 @@ def test_the_claim_returns_the_columns_the_repository_reads_by_position(
         cur = conn.execute(claim_statement(4), DUMMY)  # type: ignore[arg-type]
         names = tuple(column.name for column in cur.description or ())
     assert names == CLAIM_COLUMNS
+
+
+def test_every_list_spells_the_lookup_once_through_its_fragment() -> None:
+    """The open lists and the decisions take the same `q`: one fragment, included (through
+    case_filter or decision_filter) by each page and each count, spelled nowhere else."""
+    from resolver.db.statements import QUERIES_FILE, fragment
+
+    lookup = fragment("dispatch_lookup")
+    lists = [
+        "manual_queue_page",
+        "manual_queue_total",
+        "waiting_page",
+        "waiting_total",
+        "decisions_page",
+        "decisions_total",
+    ]
+    assert [name for name in lists if lookup not in all_statements()[name]] == []
+    assert QUERIES_FILE.read_text().count("d.idempotency_key = %(q)s") == 1
