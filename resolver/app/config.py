@@ -7,7 +7,7 @@ import os
 import socket
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -15,7 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from resolver.core.domain import PAGE_SIZE_HARD_CAP
 from resolver.core.errors import ConfigError
 from resolver.db import dsn
-from resolver.human.console_config import ConsoleConfig, console_config
+
+if TYPE_CHECKING:
+    from resolver.human.console_config import ConsoleConfig
 
 PREFIX = "RESOLVER_"
 # Read outside Settings: the log level by the command line, the receipt keys by the keyring.
@@ -231,6 +233,10 @@ class Settings(BaseModel):
 
     def console(self) -> ConsoleConfig:
         """What the operator console is told; a bad value is a `ConfigError` naming it."""
+        # Imported here: only `resolver api` serves the console, and its models are built
+        # when their module loads, a cost every replica's start-up would pay for nothing.
+        from resolver.human.console_config import console_config
+
         return console_config(
             client_id=self.console_oidc_client_id,
             issuer=self.console_oidc_issuer or self.oidc_issuer,
