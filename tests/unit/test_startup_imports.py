@@ -31,6 +31,7 @@ NOT_NEEDED = (
     "resolver.demo",
     "resolver.human.api",
     "resolver.human.auth",
+    "resolver.human.console_config",
     "pydantic_settings",
     "dotenv",
     "opentelemetry.sdk",
