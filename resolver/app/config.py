@@ -7,16 +7,17 @@ import os
 import socket
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from resolver.core.domain import PAGE_SIZE_HARD_CAP
 from resolver.core.errors import ConfigError
 from resolver.db import dsn
-from resolver.human.console_config import ConsoleConfig, console_config
+
+if TYPE_CHECKING:
+    from resolver.human.console_config import ConsoleConfig
 
 PREFIX = "RESOLVER_"
 # Read outside Settings: the log level by the command line, the receipt keys by the keyring.
@@ -40,10 +41,29 @@ def _default_replica_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
-class Settings(BaseSettings):
+def environment_values(environ: Mapping[str, str]) -> dict[str, str]:
+    """The settings' raw values in `environ`: `RESOLVER_<FIELD>` for each field, the name in
+    any case. A plain model reads them (not a settings library): that library's import, with
+    its sources for cloud vaults, dotenv files and argument parsing, cost about a third of a
+    replica's start-up, and every value here is a flat string the model validates anyway."""
+    fields = Settings.model_fields
+    values: dict[str, str] = {}
+    for name, value in environ.items():
+        field = name.lower().removeprefix(PREFIX.lower())
+        if field != name.lower() and field in fields:
+            values[field] = value
+    return values
+
+
+class Settings(BaseModel):
     """Every field maps to `RESOLVER_<FIELD>`; units are in the names."""
 
-    model_config = SettingsConfigDict(env_prefix="RESOLVER_", extra="ignore", frozen=True)
+    # Defaults are validated too: the replica id's default is built from the host name.
+    model_config = ConfigDict(extra="ignore", frozen=True, validate_default=True)
+
+    def __init__(self, **values: Any) -> None:
+        """The environment's values, under the ones passed (a command line option wins)."""
+        super().__init__(**{**environment_values(os.environ), **values})
 
     database_url: str | None = Field(
         default=None,
@@ -226,6 +246,10 @@ class Settings(BaseSettings):
 
     def console(self) -> ConsoleConfig:
         """What the operator console is told; a bad value is a `ConfigError` naming it."""
+        # Imported here: only `resolver api` serves the console, and its models are built
+        # when their module loads, a cost every replica's start-up would pay for nothing.
+        from resolver.human.console_config import console_config
+
         return console_config(
             client_id=self.console_oidc_client_id,
             issuer=self.console_oidc_issuer or self.oidc_issuer,

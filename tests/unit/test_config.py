@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from resolver.app.config import load_provider_config, load_settings
 from resolver.core.errors import ConfigError
@@ -154,3 +155,26 @@ def test_every_variable_is_documented() -> None:
     providers_doc = (Path(__file__).resolve().parents[2] / "docs" / "providers.md").read_text()
     missing = sorted(n for n in known_variables() if f"`{n}`" not in doc and n not in providers_doc)
     assert missing == []
+
+
+def test_settings_read_each_field_from_its_variable_in_any_case(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RESOLVER_PAGE_SIZE", "7")
+    monkeypatch.setenv("resolver_cadence_seconds", "3.5")
+    monkeypatch.setenv("RESOLVER_CONFIG", "/etc/resolver/providers.yaml")
+    monkeypatch.setenv("RESOLVERPAGE_SIZE", "9")  # not the prefix: ignored
+    settings = load_settings()
+    assert (settings.page_size, settings.cadence_seconds) == (7, 3.5)
+    assert settings.config == Path("/etc/resolver/providers.yaml")
+    # A value passed in (a command-line option) wins over the environment's.
+    assert load_settings(page_size=12).page_size == 12
+
+
+def test_settings_validate_their_defaults_and_stay_frozen(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("socket.gethostname", lambda: "h" * 200)
+    with pytest.raises(ConfigError, match="RESOLVER_REPLICA_ID"):
+        load_settings()
+    settings = load_settings(replica_id="r1")
+    with pytest.raises(ValidationError):
+        settings.page_size = 3  # type: ignore[misc]

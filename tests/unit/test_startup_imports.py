@@ -17,8 +17,29 @@ from resolver.telemetry.tracing import tracing_from_env
 settings = cli.settings_from_env()
 load_registry(settings)
 tracing_from_env(settings.replica_id)
-print(json.dumps(sorted({name.split(".")[0] for name in sys.modules})))
+print(json.dumps(sorted(sys.modules)))
 """
+
+# What `resolver run` never needs before its first claim: the API's web stack and token
+# checks, the demo, the settings library the settings no longer use, the tracing SDK and its
+# exporters (tracing is off without OTEL_*), and the migration toolchain.
+NOT_NEEDED = (
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "jwt",
+    "resolver.demo",
+    "resolver.human.api",
+    "resolver.human.auth",
+    "resolver.human.console_config",
+    "pydantic_settings",
+    "dotenv",
+    "opentelemetry.sdk",
+    "opentelemetry.exporter",
+    "alembic",
+    "sqlalchemy",
+    "yaml",
+)
 
 
 def _loaded(probe: str = PROBE) -> list[str]:
@@ -31,8 +52,27 @@ def _loaded(probe: str = PROBE) -> list[str]:
     return loaded
 
 
+def _under(modules: list[str], prefix: str) -> list[str]:
+    return [m for m in modules if m == prefix or m.startswith(f"{prefix}.")]
+
+
 def test_resolver_run_start_up_imports_no_yaml_without_a_provider_file() -> None:
     assert "yaml" not in _loaded()
+
+
+def test_resolver_run_start_up_imports_nothing_only_other_commands_need() -> None:
+    loaded = _loaded()
+    pulled = {prefix: _under(loaded, prefix) for prefix in NOT_NEEDED}
+    assert {prefix: found for prefix, found in pulled.items() if found} == {}
+    # The probe is live: what the run does need is in the same list.
+    for needed in ("psycopg", "prometheus_client", "resolver.core.reconciler", "click"):
+        assert _under(loaded, needed), needed
+
+
+def test_the_probe_sees_a_module_the_run_pulled_in() -> None:
+    # The same check catches a planted import of the web stack.
+    probe = PROBE.replace("import resolver.app.cli as cli", "import resolver.app.cli as cli, jwt")
+    assert _under(_loaded(probe), "jwt")
 
 
 def test_the_collector_runs_again_once_the_command_is_imported() -> None:
