@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from resolver.core.domain import PAGE_SIZE_HARD_CAP
 from resolver.core.errors import ConfigError
@@ -41,29 +42,10 @@ def _default_replica_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
-def environment_values(environ: Mapping[str, str]) -> dict[str, str]:
-    """The settings' raw values in `environ`: `RESOLVER_<FIELD>` for each field, the name in
-    any case. A plain model reads them (not a settings library): that library's import, with
-    its sources for cloud vaults, dotenv files and argument parsing, cost about a third of a
-    replica's start-up, and every value here is a flat string the model validates anyway."""
-    fields = Settings.model_fields
-    values: dict[str, str] = {}
-    for name, value in environ.items():
-        field = name.lower().removeprefix(PREFIX.lower())
-        if field != name.lower() and field in fields:
-            values[field] = value
-    return values
-
-
-class Settings(BaseModel):
+class Settings(BaseSettings):
     """Every field maps to `RESOLVER_<FIELD>`; units are in the names."""
 
-    # Defaults are validated too: the replica id's default is built from the host name.
-    model_config = ConfigDict(extra="ignore", frozen=True, validate_default=True)
-
-    def __init__(self, **values: Any) -> None:
-        """The environment's values, under the ones passed (a command line option wins)."""
-        super().__init__(**{**environment_values(os.environ), **values})
+    model_config = SettingsConfigDict(env_prefix="RESOLVER_", extra="ignore", frozen=True)
 
     database_url: str | None = Field(
         default=None,

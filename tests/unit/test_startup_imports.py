@@ -32,8 +32,6 @@ NOT_NEEDED = (
     "resolver.human.api",
     "resolver.human.auth",
     "resolver.human.console_config",
-    "pydantic_settings",
-    "dotenv",
     "opentelemetry.sdk",
     "opentelemetry.exporter",
     "alembic",
