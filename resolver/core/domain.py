@@ -315,10 +315,11 @@ class CommitReport:
 
     routed: Mapping[str, ControlStatus]
     rejected: frozenset[str]
+    accepted: frozenset[str] = field(init=False, compare=False)
+    """The dispatches of `routed`, as a set (built once: subscribers test it per item)."""
 
-    @property
-    def accepted(self) -> frozenset[str]:
-        return frozenset(self.routed)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "accepted", frozenset(self.routed))
 
 
 BACKLOG_QUEUES: tuple[str, ...] = ("due", "waiting", "manual")

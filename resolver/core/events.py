@@ -23,6 +23,7 @@ from resolver.core.domain import (
     FindingKind,
     ItemOutcome,
     LateRecord,
+    Outcome,
     ProviderFailure,
     escalated,
 )
@@ -216,6 +217,10 @@ class Fanout(CycleEvents):
             handle(records)
 
 
+# Looked up, not formatted: the label is asked for every item of every page.
+_RESOLVED_LABELS: dict[Outcome | None, str] = {o: f"resolved_{o}" for o in Outcome}
+
+
 def outcome_label(outcome: ItemOutcome, committed: CommitReport) -> str:
     """What committing this finding did: resolved_*, manual, escalated, retry, or
     fence_rejected."""
@@ -223,7 +228,8 @@ def outcome_label(outcome: ItemOutcome, committed: CommitReport) -> str:
     if status is None:
         return "fence_rejected"
     if status is ControlStatus.RESOLVED:
-        return f"resolved_{outcome.finding.outcome}"
+        result = outcome.finding.outcome
+        return _RESOLVED_LABELS.get(result) or f"resolved_{result}"
     if escalated(outcome, committed):
         return "escalated"
     return "manual" if status is ControlStatus.MANUAL else "retry"

@@ -131,13 +131,17 @@ class Reconciler:
         findings: dict[str, Finding] = {}
         unsupported: list[ClaimedItem] = []
         batches: dict[int, tuple[EvidenceProvider, list[DispatchIdentity]]] = {}
+        for_action = self._registry.for_action
         for item in items:
-            provider = self._registry.for_action(item.identity.action_type)
+            provider = for_action(item.identity.action_type)
             if provider is None:
                 findings[item.identity.dispatch_id] = _UNSUPPORTED
                 unsupported.append(item)
-            else:
-                batches.setdefault(id(provider), (provider, []))[1].append(item.identity)
+                continue
+            batch = batches.get(id(provider))
+            if batch is None:
+                batch = batches[id(provider)] = (provider, [])
+            batch[1].append(item.identity)
         self._events.inspecting(items)
         pending: list[_Pending] = []
         here: list[_Pending] = []
@@ -197,18 +201,17 @@ class Reconciler:
         # One random page id and the item's place in the page: as unique as a uuid4 per item
         # (122 random bits per page), with one read of the OS's random source per page.
         page_id = uuid.uuid4().hex
+        escalation_for = self._registry.escalation_for
         outcomes = []
         for n, item in enumerate(items):
             finding = findings[item.identity.dispatch_id]
             outcomes.append(
                 ItemOutcome(
-                    item=item,
-                    finding=finding,
-                    retry_delay_ms=self._retry_delay_ms(item, finding),
-                    mutation_id=f"auto-{page_id}-{n}",
-                    escalate_after_ms=self._registry.escalation_for(
-                        item.identity.action_type
-                    ).after_ms(finding.kind),
+                    item,
+                    finding,
+                    self._retry_delay_ms(item, finding),
+                    f"auto-{page_id}-{n}",
+                    escalation_for(item.identity.action_type).after_ms(finding.kind),
                 )
             )
         return outcomes
@@ -290,10 +293,9 @@ class _Pending:
             seconds = clock() - submitted
             started_ns = time.time_ns() - int(seconds * 1e9)
             unanswered = Finding(FindingKind.UNAVAILABLE, failure=failure)
-        findings = {
-            i.dispatch_id: _guard(self.provider, answered.get(i.dispatch_id, unanswered))
-            for i in self.identities
-        }
+        findings = {i.dispatch_id: answered.get(i.dispatch_id, unanswered) for i in self.identities}
+        if self.provider.capability is Capability.MANUAL_ONLY:
+            findings = {dispatch_id: _guard(f) for dispatch_id, f in findings.items()}
         cause: str | None = None
         if failure is None:
             # A provider that could not reach or use its source says why on its findings.
@@ -329,8 +331,6 @@ def _ask_one(provider: EvidenceProvider, identity: DispatchIdentity) -> _Answer:
     return _timed(lambda: {identity.dispatch_id: provider.inspect(identity)})
 
 
-def _guard(provider: EvidenceProvider, finding: Finding) -> Finding:
+def _guard(finding: Finding) -> Finding:
     # A manual-only provider cannot settle anything automatically, whatever it returns.
-    if provider.capability is Capability.MANUAL_ONLY and finding.kind.is_verified:
-        return _UNSUPPORTED
-    return finding
+    return _UNSUPPORTED if finding.kind.is_verified else finding

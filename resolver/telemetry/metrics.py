@@ -154,9 +154,11 @@ class ResolverMetrics(CycleEvents):
             self.inspect_seconds.labels(call.label).observe(call.seconds)
             if call.failure is not None:
                 self.provider_errors.labels(call.label, call.failure.value).inc()
-            for identity in call.identities:
-                finding = call.findings[identity.dispatch_id].kind.value
-                findings[(identity.action_type, call.label, finding)] += 1
+            found = call.findings
+            findings.update(
+                (i.action_type, call.label, found[i.dispatch_id].kind.value)
+                for i in call.identities
+            )
         for item in page.unsupported:  # no provider configured: no call, label `none`
             findings[(item.identity.action_type, "none", UNSUPPORTED)] += 1
         for labels, n in findings.items():
