@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, LiteralString
 
+import msgspec
+
 from providers._sql import SqlPageProvider, SqlSourceSettings
 from resolver.core.domain import DispatchIdentity, Finding, FindingKind
 from resolver.core.provider import parse_provider_settings
@@ -25,10 +27,12 @@ from resolver.evidence.receipts import KeyRing, receipt_finding
 
 NAME = "internal_mutation"
 
+# The page's ids travel as one JSON array: the driver adapts a list to text[] element by
+# element in Python, more than half of this read's client time for a page of 64.
 SELECT_RECEIPTS: LiteralString = """
 SELECT dispatch_id, receipt::text AS receipt
 FROM action_receipts
-WHERE dispatch_id = ANY(%(dispatch_ids)s::text[])
+WHERE dispatch_id IN (SELECT json_array_elements_text(%(dispatch_ids)s::json))
 """
 
 _MISSING = Finding(FindingKind.MISSING)
@@ -47,7 +51,7 @@ class InternalMutationProvider(SqlPageProvider):
 
     def inspect_page(self, identities: Sequence[DispatchIdentity]) -> Mapping[str, Finding]:
         ids = [i.dispatch_id for i in identities]
-        rows = self._fetch(SELECT_RECEIPTS, {"dispatch_ids": ids})
+        rows = self._fetch(SELECT_RECEIPTS, {"dispatch_ids": _json_array(ids)})
         if isinstance(rows, Finding):
             return dict.fromkeys(ids, rows)
         receipts = {row["dispatch_id"]: row["receipt"] for row in rows}
@@ -57,6 +61,10 @@ class InternalMutationProvider(SqlPageProvider):
         if receipt is None:
             return _MISSING
         return receipt_finding(receipt, identity, self._keys, source=NAME)
+
+
+def _json_array(values: list[str]) -> str:
+    return msgspec.json.encode(values).decode()
 
 
 def create(settings: Mapping[str, Any]) -> InternalMutationProvider:
