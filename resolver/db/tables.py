@@ -585,6 +585,12 @@ Index(
     recovery_late_watches.c.dispatch_id,
     postgresql_where=text("closed_at_ms IS NULL"),
 )
+Index(
+    "ix_recovery_late_watches_open_decided",
+    recovery_late_watches.c.decided_at_ms,
+    recovery_late_watches.c.dispatch_id,
+    postgresql_where=text("closed_at_ms IS NULL"),
+)
 
 # The verified finding observed after the decision: one per dispatch, insert-only.
 recovery_late_evidence = Table(

@@ -61,7 +61,7 @@ def test_the_late_window_is_what_manual_decisions_leave_and_no_claim_or_commit_r
     now_ms = db_now_ms(sql.conn)
     window_ms = 86_400_000
     seed_late_window(
-        sql.conn, 500, prefix="l-", action_type=RECEIPT_ACTION, now_ms=now_ms, window_ms=window_ms
+        sql.conn, 5_000, prefix="l-", action_type=RECEIPT_ACTION, now_ms=now_ms, window_ms=window_ms
     )
     seed_due(sql.conn, 200, action_type=RECEIPT_ACTION, prefix="b-", due_ms=now_ms - 1_000)
     sql.all("VACUUM ANALYZE")
@@ -81,13 +81,19 @@ def test_the_late_window_is_what_manual_decisions_leave_and_no_claim_or_commit_r
         window_ms,
         now_ms,
     )
-    assert row == {"watches": 500, "open": 500, "settled": 500}
+    assert row == {"watches": 5_000, "open": 5_000, "settled": 5_000}
     with sql.conn.transaction(force_rollback=True):
         claim = _plan(sql, claim_statement(64), {"owner": "r", "lease_ms": 30_000, "now_ms": None})
         watch = _plan(
             sql,
             statement("late_watch_claim"),
             {"owner": "r", "lease_ms": 60_000, "now_ms": None, "window_ms": window_ms, "limit": 16},
+        )
+        # A window a twentieth shorter: the oldest twentieth of the watches has elapsed.
+        expire = _plan(
+            sql,
+            statement("late_watch_expire"),
+            {"now_ms": None, "window_ms": window_ms - window_ms // 20, "limit": 1_000},
         )
     assert "recovery_late_watches" not in json.dumps(claim)
     # The automatic commit writes resolutions of verified findings only; the watch trigger's
@@ -98,6 +104,13 @@ def test_the_late_window_is_what_manual_decisions_leave_and_no_claim_or_commit_r
     due = [n for n in _nodes(watch) if n.get("Index Name") == "ix_recovery_late_watches_open"]
     assert [n["Actual Rows"] for n in due] == [16], watch
     assert not [n for n in _nodes(watch) if n["Node Type"] == "Sort"], watch
+    # The expire reads the elapsed open watches only, from their index by decision time, never
+    # every watch (migration 0018_late_expire_index).
+    elapsed = [
+        n for n in _nodes(expire) if n.get("Index Name") == "ix_recovery_late_watches_open_decided"
+    ]
+    assert [n["Actual Rows"] for n in elapsed] == [expire["Actual Rows"]], expire
+    assert 240 <= expire["Actual Rows"] <= 260, expire
 
 
 def _plan(sql: SQL, text: str, params: dict[str, object]) -> dict[str, Any]:
