@@ -4,7 +4,8 @@ A database that has run for months holds far more settled dispatches and waiting
 than due ones. This measures whether that history moves the claim's latency or the drain's
 rate: two databases on one private cluster (or `--database-url`), `empty` and `full`, hold the
 same backlog of `K` due controls with signed receipts; `full` also holds every `History` of
-`HISTORIES` (1,000,000 settled dispatches, 100,000 in the manual queue by default), seeded
+`HISTORIES` (1,000,000 settled dispatches, 100,000 in the manual queue and 100,000
+manual decisions with open late-evidence watches by default), seeded
 set-based as the table owner. Each round then times the real claim statement (rolled back,
 alternating between the two databases so machine noise hits both alike) and drains each
 backlog with `R` real `resolver run` processes (the same drain as `benchmarks.run`, the
@@ -43,6 +44,7 @@ from benchmarks.phases import (
 )
 from benchmarks.run import RECEIPT_PROVIDER, compile_sources
 from benchmarks.server import Databases, open_server
+from resolver.core.late_evidence import DEFAULT_WINDOW_SECONDS
 
 Seeder = Callable[[psycopg.Connection[Any], int, int], None]
 """Seeds `count` rows of one history (connection, count, database clock in ms)."""
@@ -66,9 +68,24 @@ def _manual(conn: psycopg.Connection[Any], count: int, now_ms: int) -> None:
     seed.seed_manual(conn, count, prefix="m-", now_ms=now_ms)
 
 
+def _late(conn: psycopg.Connection[Any], count: int, now_ms: int) -> None:
+    # The replicas run with the default window (RESOLVER_LATE_EVIDENCE_WINDOW_SECONDS unset),
+    # so every watch is open and inside it, due at its decision: each replica's watcher claims
+    # and looks at some during the drain, through the receipts provider of the backlog's type.
+    seed.seed_late_window(
+        conn,
+        count,
+        prefix="l-",
+        action_type=RECEIPT_ACTION,
+        now_ms=now_ms,
+        window_ms=int(DEFAULT_WINDOW_SECONDS * 1000),
+    )
+
+
 HISTORIES: tuple[History, ...] = (
     History("settled dispatches", "settled", 1_000_000, _settled),
     History("manual queue", "manual", 100_000, _manual),
+    History("late-evidence window", "late", 100_000, _late),
 )
 
 

@@ -86,6 +86,30 @@ def seed_manual(conn: psycopg.Connection[Any], count: int, *, prefix: str, now_m
     _in_batches(conn, sql.SEED_MANUAL, count, 1, prefix=prefix, now_ms=now_ms)
 
 
+def seed_late_window(
+    conn: psycopg.Connection[Any],
+    count: int,
+    *,
+    prefix: str,
+    action_type: str,
+    now_ms: int,
+    window_ms: int,
+) -> None:
+    """A full late-evidence window: `count` dispatches settled by a human inside the last
+    `window_ms`, each with the open watch its resolution's trigger opened."""
+    _in_batches(
+        conn,
+        sql.SEED_LATE,
+        count,
+        1,
+        prefix=prefix,
+        action_type=action_type,
+        now_ms=now_ms,
+        window_ms=window_ms,
+        total=max(1, count),
+    )
+
+
 def seed_live(conn: psycopg.Connection[Any], count: int, *, prefix: str, now_ms: int) -> None:
     """Executions still running under a live lease: armed, never claimable."""
     _in_batches(

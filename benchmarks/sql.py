@@ -119,6 +119,64 @@ SELECT dispatch_id, 'manual', 2, lease_expires_at_ms, started_at_ms, lease_expir
 FROM e
 """
 
+# The late-evidence window: dispatches a human settled (a conflicting finding sent each to the
+# manual queue, an operator confirmed `succeeded`) inside the last %(window_ms)s, spread evenly
+# over it, as resolver_commit_manual leaves them: terminal execution, control closed by
+# `manual`, the manual resolution, its authorization fact; the resolution's own trigger
+# (resolver_open_late_watch) opens each watch, due at the decision. No audit-chain link: no
+# statement the claim, the drain or the watcher runs reads the chain.
+SEED_LATE: LiteralString = """
+WITH g AS (
+    SELECT n, %(prefix)s || lpad(n::text, 9, '0') AS id,
+           %(now_ms)s - 60000 - (n - 1) * ((%(window_ms)s - 120000) / %(total)s) AS decided_ms
+    FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS n
+),
+d AS (
+    INSERT INTO approved_action_dispatches (
+        dispatch_id, approval_request_id, project_id, action_type, action_digest,
+        idempotency_key, schema_version)
+    SELECT id, 'ar-' || id, 'proj-' || (n %% 32), %(action_type)s,
+           encode(sha256(convert_to('action:' || id, 'UTF8')), 'hex'), 'idem-' || id, 1
+    FROM g
+    RETURNING dispatch_id
+),
+e AS (
+    INSERT INTO approved_action_executions (
+        dispatch_id, state, owner, token, version, attempt, lease_expires_at_ms,
+        started_at_ms, finished_at_ms)
+    SELECT d.dispatch_id, 'succeeded', 'bench-executor', gen_random_uuid(), 3, 1,
+           g.decided_ms - 3600000, g.decided_ms - 3630000, g.decided_ms
+    FROM d JOIN g ON g.id = d.dispatch_id
+    RETURNING dispatch_id, lease_expires_at_ms, started_at_ms, finished_at_ms
+),
+c AS (
+    INSERT INTO approved_action_recovery_controls (
+        dispatch_id, status, execution_version, next_scan_at_ms, armed_at_ms, closed_by,
+        closed_at_ms, manual_reason, last_finding, finding_count, finding_counts,
+        first_inspected_at_ms, last_inspected_at_ms, recovery_version)
+    SELECT dispatch_id, 'resolved', 3, lease_expires_at_ms, started_at_ms, 'manual',
+           finished_at_ms, 'conflict', 'conflict', 1, '{"conflict": 1}',
+           lease_expires_at_ms + 1000, lease_expires_at_ms + 1000, 2
+    FROM e
+),
+r AS (
+    INSERT INTO approved_action_recovery_resolutions (
+        dispatch_id, mutation_id, source, outcome, finding, expected_execution_version,
+        actor_user_id, reason_code, resolved_at_ms)
+    SELECT dispatch_id, 'man-' || dispatch_id, 'manual', 'succeeded', 'conflict', 2,
+           'bench-operator', 'operator_verified', finished_at_ms
+    FROM e
+    RETURNING mutation_id, resolved_at_ms
+)
+INSERT INTO recovery_authorizations (
+    mutation_id, user_id, permission, project_id, project_version, role_binding_version,
+    auth_time_ms, amr, authorized_at_ms)
+SELECT r.mutation_id, 'bench-operator', 'approval.recover',
+       'proj-' || (right(r.mutation_id, 9)::bigint %% 32), 1, 1, r.resolved_at_ms - 5000,
+       '{pwd,otp}', r.resolved_at_ms
+FROM r
+"""
+
 # What a receipt signer needs: the identity exactly as stored.
 SEEDED_IDENTITIES: LiteralString = """
 SELECT d.dispatch_id, d.approval_request_id, d.project_id, d.action_type, d.action_digest,

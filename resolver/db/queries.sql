@@ -642,13 +642,16 @@ RETURNING w.dispatch_id, w.watch_token::text, w.decided_outcome, w.observations,
 
 -- name: late_watch_expire
 -- Closes up to %(limit)s open watches whose window has elapsed on the database clock (the
--- open watches only: the partial index), without waiting on one a replica holds.
+-- open watches only: the partial index), without waiting on one a replica holds. The bound
+-- is on the bare column, so the index of open watches by decision time reads the elapsed
+-- ones only (migration 0018_late_expire_index), oldest first.
 WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms),
 elapsed AS (
     SELECT w.dispatch_id
     FROM recovery_late_watches AS w
     WHERE w.closed_at_ms IS NULL
-      AND w.decided_at_ms + %(window_ms)s <= (SELECT ms FROM now)
+      AND w.decided_at_ms <= (SELECT ms FROM now) - %(window_ms)s
+    ORDER BY w.decided_at_ms, w.dispatch_id
     LIMIT %(limit)s
     FOR UPDATE OF w SKIP LOCKED
 )

@@ -34,6 +34,19 @@ metadata = MetaData(
 
 _HEX64 = "~ '^[0-9a-f]{64}$'"
 _CODE = "~ '^[a-z0-9_.-]{1,64}$'"
+
+
+# The core tables' checks, evaluated on every resolution, accept the same strings as the two
+# patterns above without a bounded repetition, which PostgreSQL's regex engine makes costly
+# (migration 0017_check_cost).
+def _hex64(column: str) -> str:
+    return f"(length({column}) = 64 AND {column} !~ '[^0-9a-f]')"
+
+
+def _code(column: str) -> str:
+    return f"(length({column}) BETWEEN 1 AND 64 AND {column} !~ '[^a-z0-9_.-]')"
+
+
 _FINDINGS = (
     "'verified_succeeded','verified_failed','still_running','missing',"
     "'conflict','unsupported','unavailable'"
@@ -56,7 +69,7 @@ dispatches = Table(
         nullable=True,
     ),
     Column("created_at_ms", BigInteger, nullable=False, server_default=NOW_MS),
-    CheckConstraint(f"action_digest {_HEX64}", name="action_digest_hex"),
+    CheckConstraint(_hex64("action_digest"), name="action_digest_hex"),
     CheckConstraint("schema_version >= 1", name="schema_version_positive"),
     CheckConstraint(
         "length(dispatch_id) <= 128 AND length(approval_request_id) <= 128"
@@ -99,9 +112,9 @@ executions = Table(
         "(state IN ('succeeded','failed','blocked')) = (finished_at_ms IS NOT NULL)",
         name="finished_iff_terminal",
     ),
-    CheckConstraint(f"result_code IS NULL OR result_code {_CODE}", name="result_code_shape"),
+    CheckConstraint(f"result_code IS NULL OR {_code('result_code')}", name="result_code_shape"),
     CheckConstraint(
-        f"evidence_digest IS NULL OR evidence_digest {_HEX64}", name="evidence_digest_hex"
+        f"evidence_digest IS NULL OR {_hex64('evidence_digest')}", name="evidence_digest_hex"
     ),
 )
 
@@ -163,10 +176,12 @@ recovery_controls = Table(
         name="failure_class_known",
     ),
     CheckConstraint(
-        f"last_evidence_digest IS NULL OR last_evidence_digest {_HEX64}",
+        f"last_evidence_digest IS NULL OR {_hex64('last_evidence_digest')}",
         name="last_evidence_digest_hex",
     ),
-    CheckConstraint(f"manual_reason IS NULL OR manual_reason {_CODE}", name="manual_reason_shape"),
+    CheckConstraint(
+        f"manual_reason IS NULL OR {_code('manual_reason')}", name="manual_reason_shape"
+    ),
 )
 
 Index(
@@ -230,10 +245,10 @@ resolutions = Table(
     CheckConstraint("source IN ('automatic','manual')", name="source_known"),
     CheckConstraint("outcome IN ('succeeded','failed','blocked')", name="outcome_known"),
     CheckConstraint(
-        f"evidence_digest IS NULL OR evidence_digest {_HEX64}", name="evidence_digest_hex"
+        f"evidence_digest IS NULL OR {_hex64('evidence_digest')}", name="evidence_digest_hex"
     ),
-    CheckConstraint(f"result_code IS NULL OR result_code {_CODE}", name="result_code_shape"),
-    CheckConstraint(f"reason_code IS NULL OR reason_code {_CODE}", name="reason_code_shape"),
+    CheckConstraint(f"result_code IS NULL OR {_code('result_code')}", name="result_code_shape"),
+    CheckConstraint(f"reason_code IS NULL OR {_code('reason_code')}", name="reason_code_shape"),
     # Invariant 1 in the schema: an automatic resolution rests on a verified, digested finding.
     CheckConstraint(
         "source <> 'automatic' OR (finding IN ('verified_succeeded','verified_failed')"
@@ -567,6 +582,12 @@ recovery_late_watches = Table(
 Index(
     "ix_recovery_late_watches_open",
     recovery_late_watches.c.next_scan_at_ms,
+    recovery_late_watches.c.dispatch_id,
+    postgresql_where=text("closed_at_ms IS NULL"),
+)
+Index(
+    "ix_recovery_late_watches_open_decided",
+    recovery_late_watches.c.decided_at_ms,
     recovery_late_watches.c.dispatch_id,
     postgresql_where=text("closed_at_ms IS NULL"),
 )

@@ -38,6 +38,11 @@ CREATE TABLE recovery_late_watches (
 CREATE INDEX ix_recovery_late_watches_open
     ON recovery_late_watches (next_scan_at_ms, dispatch_id)
     WHERE closed_at_ms IS NULL;
+-- The expire's: open watches by decision time, so closing the elapsed ones reads those only,
+-- never every watch (migration 0018_late_expire_index).
+CREATE INDEX ix_recovery_late_watches_open_decided
+    ON recovery_late_watches (decided_at_ms, dispatch_id)
+    WHERE closed_at_ms IS NULL;
 
 -- The late finding: at most one per dispatch (a verified finding closes the watch), never
 -- changed afterwards. `agrees`: the finding says what the decision said.
