@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import os
 import socket
 from collections.abc import Iterable, Mapping
@@ -293,6 +292,9 @@ def unknown_variables(
 
 
 def _closest(name: str, known: Iterable[str]) -> str | None:
+    # Imported here: only a start-up with an unknown RESOLVER_* name needs it.
+    import difflib
+
     matches = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
     return matches[0] if matches else None
 

@@ -2,7 +2,8 @@
 
 After River's `baseservice.Archetype`: one clock, one source of randomness, the logger, the
 tracer and the metrics, and the cycle-event subscribers built from them. The defaults cost
-nothing: no metrics, OpenTelemetry's no-op tracer (no tracing subscriber at all), logs only.
+nothing: no metrics, no tracer (no tracing subscriber, and the OpenTelemetry API is not
+even imported), logs only.
 """
 
 from __future__ import annotations
@@ -11,16 +12,17 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
-from opentelemetry.trace import NoOpTracer, Tracer
 
 from resolver.core.events import CycleEvents, Fanout
 from resolver.telemetry.health import Heartbeat, ProviderHealth
 from resolver.telemetry.logs import CycleLog
 from resolver.telemetry.metrics import ResolverMetrics
-from resolver.telemetry.tracing import CycleTrace
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
 
 def _logger() -> Any:
@@ -37,7 +39,7 @@ class Runtime:
     clock: Callable[[], float] = time.monotonic
     rng: random.Random = field(default_factory=random.Random)
     logger: Any = field(default_factory=_logger)
-    tracer: Tracer = field(default_factory=NoOpTracer)
+    tracer: Tracer | None = None
     metrics: ResolverMetrics | None = None
     subscribers: tuple[CycleEvents, ...] = ()
     heartbeat: Heartbeat = field(init=False)
@@ -54,6 +56,15 @@ class Runtime:
         ]
         if self.metrics is not None:
             standard.append(self.metrics)
-        if not isinstance(self.tracer, NoOpTracer):
+        if self.tracer is not None and _records(self.tracer):
+            from resolver.telemetry.cycle_trace import CycleTrace
+
             standard.append(CycleTrace(self.tracer))
         object.__setattr__(self, "events", Fanout([*standard, *self.subscribers]))
+
+
+def _records(tracer: Tracer) -> bool:
+    # Imported only with a tracer given, which the caller has imported the API to make.
+    from opentelemetry.trace import NoOpTracer
+
+    return not isinstance(tracer, NoOpTracer)

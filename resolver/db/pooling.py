@@ -27,8 +27,10 @@ _HANDED_OUT_AT = "_resolver_handed_out_at"
 def check_if_idle(conn: psycopg.Connection[Any]) -> None:
     """The pool's `check` callback, run on every getconn.
 
-    The time since the previous hand-out bounds the idle time from above (use takes
-    milliseconds), so this errs towards checking.
+    The time since the previous hand-out, or since the connection was made when it was never
+    handed out, bounds the idle time from above (use takes milliseconds), so this errs
+    towards checking. A connection the pool made moments ago is not checked again: the
+    first claim after start-up goes out without a round trip of its own before it.
     """
     now = time.monotonic()
     previous: float | None = getattr(conn, _HANDED_OUT_AT, None)
@@ -79,6 +81,20 @@ def build_pool(
             "keepalives_count": 3,
             "tcp_user_timeout": tcp_user_timeout_ms,
         },
-        configure=configure,
+        configure=_stamped(configure),
         check=check_if_idle,
     )
+
+
+def _stamped(
+    configure: Callable[[psycopg.Connection[Row]], None] | None,
+) -> Callable[[psycopg.Connection[Row]], None]:
+    """The pool's `configure` callback: the caller's, then the time the connection was made
+    (it answered the server's handshake then), from which `check_if_idle` counts."""
+
+    def setup(conn: psycopg.Connection[Row]) -> None:
+        if configure is not None:
+            configure(conn)
+        setattr(conn, _HANDED_OUT_AT, time.monotonic())
+
+    return setup

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 # The start-up of `resolver run` up to its database: the command's module, the settings
 # (no provider file), the provider registry and tracing (OTEL_* unset); then what it loaded.
 PROBE = """
@@ -21,8 +23,9 @@ print(json.dumps(sorted(sys.modules)))
 """
 
 # What `resolver run` never needs before its first claim: the API's web stack and token
-# checks, the demo, the settings library the settings no longer use, the tracing SDK and its
-# exporters (tracing is off without OTEL_*), and the migration toolchain.
+# checks, the demo, the console's models, OpenTelemetry altogether (API, SDK, exporters and
+# the cycle's span subscriber: tracing is off without OTEL_*), the migration toolchain, and
+# the close-match search that only an unknown RESOLVER_* name needs.
 NOT_NEEDED = (
     "fastapi",
     "starlette",
@@ -32,11 +35,12 @@ NOT_NEEDED = (
     "resolver.human.api",
     "resolver.human.auth",
     "resolver.human.console_config",
-    "opentelemetry.sdk",
-    "opentelemetry.exporter",
+    "opentelemetry",
+    "resolver.telemetry.cycle_trace",
     "alembic",
     "sqlalchemy",
     "yaml",
+    "difflib",
 )
 
 
@@ -67,10 +71,27 @@ def test_resolver_run_start_up_imports_nothing_only_other_commands_need() -> Non
         assert _under(loaded, needed), needed
 
 
-def test_the_probe_sees_a_module_the_run_pulled_in() -> None:
-    # The same check catches a planted import of the web stack.
-    probe = PROBE.replace("import resolver.app.cli as cli", "import resolver.app.cli as cli, jwt")
-    assert _under(_loaded(probe), "jwt")
+@pytest.mark.parametrize("planted", ["jwt", "opentelemetry.trace", "difflib"])
+def test_the_probe_sees_a_module_the_run_pulled_in(planted: str) -> None:
+    # The same check catches a planted import of the web stack, of the tracing API, of the
+    # close-match search.
+    probe = PROBE.replace(
+        "import resolver.app.cli as cli", f"import resolver.app.cli as cli, {planted}"
+    )
+    assert _under(_loaded(probe), planted.split(".")[0])
+
+
+def test_a_tracer_brings_the_span_subscriber_in() -> None:
+    # The OpenTelemetry modules stay out because tracing is off, not because nothing could
+    # load them: with OTEL_TRACES_EXPORTER set, the same start-up loads them.
+    probe = "import os\nos.environ['OTEL_TRACES_EXPORTER'] = 'console'\n" + PROBE.replace(
+        "tracing_from_env(settings.replica_id)",
+        "from resolver.core.runtime import Runtime\n"
+        "Runtime(tracer=tracing_from_env(settings.replica_id).tracer)",
+    )
+    loaded = _loaded(probe)
+    assert _under(loaded, "opentelemetry.sdk")
+    assert "resolver.telemetry.cycle_trace" in loaded
 
 
 def test_the_collector_runs_again_once_the_command_is_imported() -> None:

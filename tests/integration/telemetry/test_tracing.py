@@ -167,13 +167,24 @@ def test_an_unknown_exporter_or_protocol_is_a_configuration_error(
         tracing_from_env("r")
 
 
-def test_by_default_the_tracer_is_the_no_op_one(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_by_default_there_is_no_tracer(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SDK_DISABLED"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
     tracing = tracing_from_env("r")
-    assert isinstance(tracing.tracer, NoOpTracer) and not tracing.enabled
-    assert isinstance(Runtime().tracer, NoOpTracer)
+    assert tracing.tracer is None and not tracing.enabled
+    assert Runtime().tracer is None
+
+
+def test_neither_no_tracer_nor_the_no_op_one_adds_a_span_subscriber(tracer: Tracer) -> None:
+    from resolver.telemetry.cycle_trace import CycleTrace
+
+    def traced(runtime: Runtime) -> bool:
+        return any(isinstance(s, CycleTrace) for s in runtime.events.subscribers)
+
+    assert not traced(Runtime())
+    assert not traced(Runtime(tracer=NoOpTracer()))
+    assert traced(Runtime(tracer=tracer))
 
 
 class Collector:
