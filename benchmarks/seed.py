@@ -83,7 +83,9 @@ def seed_closed(
 
 def seed_manual(conn: psycopg.Connection[Any], count: int, *, prefix: str, now_ms: int) -> None:
     """The manual queue: recovery_required executions whose controls wait for a human."""
-    _in_batches(conn, sql.SEED_MANUAL, count, 1, prefix=prefix, now_ms=now_ms)
+    _in_batches(
+        conn, sql.SEED_MANUAL, count, 1, prefix=prefix, action_type="bench.manual", now_ms=now_ms
+    )
 
 
 def seed_late_window(

@@ -13,13 +13,8 @@ from __future__ import annotations
 
 from typing import LiteralString
 
-# Past the start barrier with a lease until %(lease_expires_at_ms)s, control armed: due
-# (recovery_required) once the lease has expired, never claimable while it is live.
-SEED_ARMED: LiteralString = """
-WITH g AS (
-    SELECT n, %(prefix)s || lpad(n::text, 9, '0') AS id
-    FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS n
-),
+# Every seed's dispatches, one per row of its `g` (n, id): the CTE `d` of each statement below.
+_SEEDED_DISPATCHES: LiteralString = """
 d AS (
     INSERT INTO approved_action_dispatches (
         dispatch_id, approval_request_id, project_id, action_type, action_digest,
@@ -29,7 +24,19 @@ d AS (
     FROM g
     RETURNING dispatch_id
 ),
-e AS (
+"""
+
+# Past the start barrier with a lease until %(lease_expires_at_ms)s, control armed: due
+# (recovery_required) once the lease has expired, never claimable while it is live.
+SEED_ARMED: LiteralString = (
+    """
+WITH g AS (
+    SELECT n, %(prefix)s || lpad(n::text, 9, '0') AS id
+    FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS n
+),
+"""
+    + _SEEDED_DISPATCHES
+    + """e AS (
     INSERT INTO approved_action_executions (
         dispatch_id, state, owner, token, version, attempt, lease_expires_at_ms, started_at_ms)
     SELECT dispatch_id, 'executing', 'bench-executor', gen_random_uuid(), 2, 1,
@@ -41,23 +48,18 @@ INSERT INTO approved_action_recovery_controls (
     dispatch_id, status, execution_version, next_scan_at_ms, armed_at_ms)
 SELECT dispatch_id, 'armed', 2, lease_expires_at_ms, started_at_ms FROM e
 """
+)
 
 # Settled history: completed executions (half by their executor, half by a resolution).
-SEED_CLOSED: LiteralString = """
+SEED_CLOSED: LiteralString = (
+    """
 WITH g AS (
     SELECT n, %(prefix)s || lpad(n::text, 9, '0') AS id
     FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS n
 ),
-d AS (
-    INSERT INTO approved_action_dispatches (
-        dispatch_id, approval_request_id, project_id, action_type, action_digest,
-        idempotency_key, schema_version)
-    SELECT id, 'ar-' || id, 'proj-' || (n %% 32), %(action_type)s,
-           encode(sha256(convert_to('action:' || id, 'UTF8')), 'hex'), 'idem-' || id, 1
-    FROM g
-    RETURNING dispatch_id
-),
-e AS (
+"""
+    + _SEEDED_DISPATCHES
+    + """e AS (
     INSERT INTO approved_action_executions (
         dispatch_id, state, owner, token, version, attempt, lease_expires_at_ms,
         started_at_ms, finished_at_ms, result_code, completion_mutation_id)
@@ -84,24 +86,19 @@ SELECT dispatch_id, 'resolved', 3, started_at_ms + 30000, started_at_ms,
        finished_at_ms, 'c-' || dispatch_id, 2, 1
 FROM e
 """
+)
 
 # The manual queue: executions recovery_required (lease expired long ago) whose controls a
 # conflicting finding handed to a human, as the automatic commit leaves them.
-SEED_MANUAL: LiteralString = """
+SEED_MANUAL: LiteralString = (
+    """
 WITH g AS (
     SELECT n, %(prefix)s || lpad(n::text, 9, '0') AS id
     FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS n
 ),
-d AS (
-    INSERT INTO approved_action_dispatches (
-        dispatch_id, approval_request_id, project_id, action_type, action_digest,
-        idempotency_key, schema_version)
-    SELECT id, 'ar-' || id, 'proj-' || (n %% 32), 'bench.manual',
-           encode(sha256(convert_to('action:' || id, 'UTF8')), 'hex'), 'idem-' || id, 1
-    FROM g
-    RETURNING dispatch_id
-),
-e AS (
+"""
+    + _SEEDED_DISPATCHES
+    + """e AS (
     INSERT INTO approved_action_executions (
         dispatch_id, state, owner, token, version, attempt, lease_expires_at_ms, started_at_ms)
     SELECT dispatch_id, 'executing', 'bench-executor', gen_random_uuid(), 2, 1,
@@ -118,6 +115,7 @@ SELECT dispatch_id, 'manual', 2, lease_expires_at_ms, started_at_ms, lease_expir
        lease_expires_at_ms + 1000, 2
 FROM e
 """
+)
 
 # The late-evidence window: dispatches a human settled (a conflicting finding sent each to the
 # manual queue, an operator confirmed `succeeded`) inside the last %(window_ms)s, spread evenly
@@ -125,22 +123,16 @@ FROM e
 # `manual`, the manual resolution, its authorization fact; the resolution's own trigger
 # (resolver_open_late_watch) opens each watch, due at the decision. No audit-chain link: no
 # statement the claim, the drain or the watcher runs reads the chain.
-SEED_LATE: LiteralString = """
+SEED_LATE: LiteralString = (
+    """
 WITH g AS (
     SELECT n, %(prefix)s || lpad(n::text, 9, '0') AS id,
            %(now_ms)s - 60000 - (n - 1) * ((%(window_ms)s - 120000) / %(total)s) AS decided_ms
     FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS n
 ),
-d AS (
-    INSERT INTO approved_action_dispatches (
-        dispatch_id, approval_request_id, project_id, action_type, action_digest,
-        idempotency_key, schema_version)
-    SELECT id, 'ar-' || id, 'proj-' || (n %% 32), %(action_type)s,
-           encode(sha256(convert_to('action:' || id, 'UTF8')), 'hex'), 'idem-' || id, 1
-    FROM g
-    RETURNING dispatch_id
-),
-e AS (
+"""
+    + _SEEDED_DISPATCHES
+    + """e AS (
     INSERT INTO approved_action_executions (
         dispatch_id, state, owner, token, version, attempt, lease_expires_at_ms,
         started_at_ms, finished_at_ms)
@@ -176,6 +168,7 @@ SELECT r.mutation_id, 'bench-operator', 'approval.recover',
        '{pwd,otp}', r.resolved_at_ms
 FROM r
 """
+)
 
 # What a receipt signer needs: the identity exactly as stored.
 SEEDED_IDENTITIES: LiteralString = """
