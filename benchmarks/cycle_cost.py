@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import psycopg
 import yaml
@@ -84,23 +85,9 @@ def replica_loop(url: str, page_size: int, work_dir: Path) -> tuple[int, float, 
         "RESOLVER_PAGE_SIZE": str(page_size),
         **seed.keys_env(seed.BENCH_KEYS),
     }
-    with _environment(env):
+    # The replica reads its settings and keys from the environment, as `resolver run`.
+    with mock.patch.dict(os.environ, env):
         return _replica_loop(work_dir)
-
-
-@contextmanager
-def _environment(values: dict[str, str]) -> Iterator[None]:
-    """The replica reads its settings and keys from the environment, as `resolver run`."""
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def _replica_loop(work_dir: Path) -> tuple[int, float, dict[str, float]]:
