@@ -8,7 +8,6 @@ its roles are then used for what the doc promises, and refused what it does not.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import secrets
 import uuid
@@ -16,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import psycopg
 import pytest
 from psycopg import errors, sql
@@ -185,7 +185,7 @@ def test_a_refused_receipt_rolls_the_platform_mutation_back(
 ) -> None:
     with PostgresStore(platform_login) as store:
         (lease,) = crash(store, 1)
-    stale = dataclasses.replace(lease, version=lease.version - 1)
+    stale = msgspec.structs.replace(lease, version=lease.version - 1)
     with (
         psycopg.connect(platform_login, row_factory=dict_row) as conn,
         pytest.raises(psycopg.Error) as refused,

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import socket
 import uuid
 from typing import Any
 
+import msgspec
 import psycopg
 from psycopg import sql as pgsql
 from psycopg.rows import dict_row
@@ -70,7 +70,7 @@ def signed(identity: DispatchIdentity, keys: KeyRing, scenario: Scenario) -> dic
     outcome = Outcome.FAILED if scenario is Scenario.FAILED else Outcome.SUCCEEDED
     bound = identity
     if scenario is Scenario.IDENTITY_DRIFT:  # correctly signed, but for another attempt
-        bound = dataclasses.replace(identity, attempt=identity.attempt + 1)
+        bound = msgspec.structs.replace(identity, attempt=identity.attempt + 1)
     receipt = sign_receipt(
         bound,
         outcome=outcome,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -68,7 +68,7 @@ def test_get_sends_bearer_token_and_w3c_trace_context(
 def test_idempotency_key_is_path_quoted(
     harness: HttpReceiptHarness, receipt_server: ReceiptServer, receipt_keys: KeyRing
 ) -> None:
-    identity = dataclasses.replace(new_identity(None), idempotency_key="pay:2026.11")
+    identity = msgspec.structs.replace(new_identity(None), idempotency_key="pay:2026.11")
     body = canonical_json(signed(identity, receipt_keys, Scenario.SUCCEEDED))
     receipt_server.plant(identity.idempotency_key, 200, body)
     assert harness.provider().inspect(identity).kind is FindingKind.VERIFIED_SUCCEEDED

@@ -6,7 +6,6 @@ database that is down and a statement that times out.
 
 from __future__ import annotations
 
-import dataclasses
 import random
 import socket
 import uuid
@@ -14,6 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import LiteralString
 from urllib.parse import urlsplit, urlunsplit
 
+import msgspec
 import psycopg
 import pytest
 from prometheus_client import CollectorRegistry
@@ -219,7 +219,7 @@ def _page(*calls: tuple[str, str, Finding]) -> InspectedPage:
     """A page of one-item calls: (provider label, action type, finding) each."""
     made, findings = [], {}
     for n, (label, action_type, finding) in enumerate(calls):
-        identity = dataclasses.replace(new_identity(None), action_type=action_type)
+        identity = msgspec.structs.replace(new_identity(None), action_type=action_type)
         findings[identity.dispatch_id] = finding
         made.append(
             ProviderCall(

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import psycopg
 import pytest
 
@@ -271,7 +271,7 @@ def test_package_record_of_another_attempt_is_conflict(
 ) -> None:
     identity = new_identity(plant)
     plant_install(plant, identity)
-    later = dataclasses.replace(identity, attempt=2)
+    later = msgspec.structs.replace(identity, attempt=2)
     assert PackageInstallProvider(readonly, 2).inspect(later).kind is FindingKind.CONFLICT
     assert CONTENT  # the planted content digest is what all three facts agree on
 

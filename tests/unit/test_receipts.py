@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import structlog
 from hypothesis import given, settings
@@ -206,7 +206,7 @@ def test_duplicate_field_hidden_in_a_valid_receipt_is_rejected() -> None:
 
 
 def test_schema_version_two_dispatch_is_not_bound_by_a_v1_receipt() -> None:
-    later = dataclasses.replace(IDENTITY, schema_version=2)
+    later = msgspec.structs.replace(IDENTITY, schema_version=2)
     assert reason_of(encode_receipt(receipt()), later) == RejectReason.VERSION_MISMATCH.value
 
 

@@ -256,11 +256,10 @@ class DecisionPage(BaseModel):
 
 
 def _fields(value: Any) -> dict[str, Any]:
-    """A frozen slotted dataclass as a dict of its fields (tuples as lists)."""
+    """A domain value as a dict of its fields (tuples as lists)."""
     return {
         name: list(v) if isinstance(v, tuple) else v
-        for name in value.__slots__
-        if not name.startswith("_")
+        for name in value.__struct_fields__
         for v in [getattr(value, name)]
     }
 

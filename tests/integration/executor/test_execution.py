@@ -146,7 +146,7 @@ def test_renew_moves_the_scan_and_bumps_versions(world: World, sql: SQL) -> None
 def test_other_owner_cannot_use_a_lease(world: World, store) -> None:  # type: ignore[no-untyped-def]
     lease = world.started()
     other = ExecutionClient(store, owner="executor-2")
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     with pytest.raises(FenceConflict):
         other.renew(replace(lease, owner="executor-2"), now_ms=T0 + 1)
