@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import wraps
 from typing import Any, NoReturn, TypeVar
 
 import click
+import msgspec
 import structlog
 
 from resolver.core.errors import (
@@ -39,8 +39,7 @@ EXIT_EXPORT = 5
 EXIT_REFUSED = 6
 
 
-@dataclass(frozen=True, slots=True)
-class FailureClass:
+class FailureClass(msgspec.Struct, frozen=True):
     kind: type[ResolverError]
     prefix: str
     code: int

@@ -13,8 +13,9 @@ stay recovery-required (still decidable by a human at any time); no default ceil
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from resolver.core.domain import ESCALATABLE, FindingKind
 from resolver.core.errors import ConfigError
@@ -33,11 +34,10 @@ DEFAULT_WINDOWS_SECONDS: Mapping[str, Mapping[FindingKind, float]] = {
 MAX_WINDOW_SECONDS = 366 * 86_400
 
 
-@dataclass(frozen=True, slots=True)
-class EscalationPolicy:
+class EscalationPolicy(msgspec.Struct, frozen=True):
     """The window (ms) of each non-final finding kind that escalates; absent kinds never do."""
 
-    windows_ms: Mapping[FindingKind, int] = field(default_factory=dict)
+    windows_ms: Mapping[FindingKind, int] = msgspec.field(default_factory=dict)
 
     def after_ms(self, kind: FindingKind) -> int | None:
         return self.windows_ms.get(kind)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import ClassVar
+
+import msgspec
 
 from resolver.core.domain import (
     ClaimedItem,
@@ -39,11 +40,10 @@ class Stage(StrEnum):
     COMMIT = "commit"
 
 
-@dataclass(slots=True)
-class CycleReport:
+class CycleReport(msgspec.Struct):
     page_size: int
     claimed: int = 0
-    findings: Counter[FindingKind] = field(default_factory=Counter)
+    findings: Counter[FindingKind] = msgspec.field(default_factory=Counter)
     accepted: frozenset[str] = frozenset()
     rejected: frozenset[str] = frozenset()
     released: int = 0
@@ -54,8 +54,7 @@ class CycleReport:
         return self.released == 0 and self.claimed >= self.page_size
 
 
-@dataclass(frozen=True, slots=True)
-class ProviderCall:
+class ProviderCall(msgspec.Struct, frozen=True):
     """One provider call of a page: a whole page for a page provider, else one item.
 
     `started_ns` is wall-clock (for spans), `seconds` the call's duration; `failure` says why
@@ -77,8 +76,7 @@ class ProviderCall:
     `unavailable` findings, if any."""
 
 
-@dataclass(frozen=True, slots=True)
-class InspectedPage:
+class InspectedPage(msgspec.Struct, frozen=True):
     """Every finding of a page, the provider calls that produced them, and the items no
     provider is configured for (answered `unsupported` without a call)."""
 

@@ -17,7 +17,8 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
+
+import msgspec
 
 from resolver.core.domain import (
     DispatchIdentity,
@@ -43,8 +44,7 @@ DEFAULT_WINDOW_SECONDS = 86_400
 DEFAULT_CADENCE_SECONDS = 300.0
 
 
-@dataclass(frozen=True, slots=True)
-class LateEvidenceSettings:
+class LateEvidenceSettings(msgspec.Struct, frozen=True):
     """`window_ms` after a decision the provider keeps looking (0: never; open watches are
     then only closed); each watch is looked at again `cadence_ms` after its last look, and a
     replica runs a watcher cycle at most every `cadence_ms`, one page at a time."""
@@ -68,8 +68,7 @@ class LateEvidenceSettings:
             raise ValueError("late evidence: page size, pages and expire limit >= 1")
 
 
-@dataclass(frozen=True, slots=True)
-class LateCycleReport:
+class LateCycleReport(msgspec.Struct, frozen=True):
     """What one watcher cycle did: watches closed by the window, claimed, and recorded."""
 
     expired: int = 0

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cache
 from importlib.metadata import EntryPoints, entry_points
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+import msgspec
 from pydantic import BaseModel, ValidationError
 
 from resolver.core.domain import DispatchIdentity, Finding
@@ -49,16 +49,15 @@ class PageEvidenceProvider(EvidenceProvider, Protocol):
 ProviderFactory = Callable[[Mapping[str, Any]], EvidenceProvider]
 
 
-@dataclass(frozen=True, slots=True)
-class ProviderRegistry:
+class ProviderRegistry(msgspec.Struct, frozen=True):
     """Action type -> provider; an action type with no provider has no trusted evidence."""
 
     by_action_type: Mapping[str, EvidenceProvider]
     # The configured provider name per action type: the `provider` label of the metrics.
-    names: Mapping[str, str] = field(default_factory=dict)
+    names: Mapping[str, str] = msgspec.field(default_factory=dict)
     # How long each non-final finding may last per action type (resolver.escalation);
     # an action type absent here never escalates.
-    escalation: Mapping[str, EscalationPolicy] = field(default_factory=dict)
+    escalation: Mapping[str, EscalationPolicy] = msgspec.field(default_factory=dict)
 
     def for_action(self, action_type: str) -> EvidenceProvider | None:
         return self.by_action_type.get(action_type)

@@ -11,9 +11,10 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ALL_COMPLETED, Future, ThreadPoolExecutor, wait
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
 from enum import Enum
 from typing import cast
+
+import msgspec
 
 from resolver.core.domain import (
     ClaimedItem,
@@ -37,8 +38,7 @@ _UNAVAILABLE = Finding(FindingKind.UNAVAILABLE)
 _UNSUPPORTED = Finding(FindingKind.UNSUPPORTED)
 
 
-@dataclass(frozen=True, slots=True)
-class ReconcilerSettings:
+class ReconcilerSettings(msgspec.Struct, frozen=True):
     owner: str
     page_size: int = 16
     recovery_lease_ms: int = 60_000
@@ -259,8 +259,7 @@ def _shape_of(provider: EvidenceProvider) -> _Shape:
     return _Shape.PAGE
 
 
-@dataclass(frozen=True, slots=True)
-class _Answer:
+class _Answer(msgspec.Struct, frozen=True):
     """A provider's reply with the wall-clock start and duration of the call."""
 
     findings: Mapping[str, Finding]
@@ -268,8 +267,7 @@ class _Answer:
     seconds: float
 
 
-@dataclass(frozen=True, slots=True)
-class _Pending:
+class _Pending(msgspec.Struct, frozen=True):
     provider: EvidenceProvider
     label: str
     identities: list[DispatchIdentity]

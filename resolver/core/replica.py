@@ -13,9 +13,10 @@ from __future__ import annotations
 import contextvars
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Generic, TypeVar
+
+import msgspec
 
 from resolver.core.errors import StorageUnavailable
 from resolver.core.late_evidence import LateEvidenceWatcher
@@ -26,8 +27,7 @@ from resolver.telemetry.health import LivenessCheck, Probe
 StoreT = TypeVar("StoreT")
 
 
-@dataclass(frozen=True, slots=True)
-class LoopSettings:
+class LoopSettings(msgspec.Struct, frozen=True):
     cadence_seconds: float = 2.0
     cadence_jitter_ratio: float = 0.2
     storage_retry_base_seconds: float = 0.5

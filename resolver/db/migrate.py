@@ -19,12 +19,12 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import msgspec
 import psycopg
 import structlog
 
@@ -55,8 +55,7 @@ DEFAULT_CONNECT_TIMEOUT_SECONDS = 5.0
 log = structlog.get_logger("resolver.migrate")
 
 
-@dataclass(frozen=True, slots=True)
-class MigrationPolicy:
+class MigrationPolicy(msgspec.Struct, frozen=True):
     """How long DDL may wait for a lock, and how often a timed-out attempt is retried."""
 
     connect_timeout_seconds: float = DEFAULT_CONNECT_TIMEOUT_SECONDS

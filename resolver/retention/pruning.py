@@ -15,8 +15,9 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol
+
+import msgspec
 
 from resolver.core.errors import LockTimeout, ResolverError
 
@@ -46,8 +47,7 @@ def parse_duration_ms(text: str) -> int:
     return total
 
 
-@dataclass(frozen=True)
-class PruneCandidate:
+class PruneCandidate(msgspec.Struct, frozen=True):
     dispatch_id: str
     audited: bool
     """Has a resolution (and, for a manual one, an authorization): audit facts."""
@@ -55,8 +55,7 @@ class PruneCandidate:
     """The export document: identity, terminal state, resolution, authorization."""
 
 
-@dataclass(frozen=True)
-class BatchResult:
+class BatchResult(msgspec.Struct, frozen=True):
     dispatches: int
     """Settled dispatches whose execution, control and evidence went."""
     audit: int
@@ -67,15 +66,13 @@ class BatchResult:
     """Audit remnants (identity and resolution left by an earlier run) removed whole."""
 
 
-@dataclass(frozen=True)
-class RunTotals:
+class RunTotals(msgspec.Struct, frozen=True):
     dispatches: int
     audit: int
     evidence: int
 
 
-@dataclass(frozen=True)
-class PruneSummary:
+class PruneSummary(msgspec.Struct, frozen=True):
     """Every recorded run, as /metrics shows it."""
 
     dispatches_pruned: int
@@ -102,8 +99,7 @@ class RetentionStore(Protocol):
     def finish(self, run_id: int) -> RunTotals: ...
 
 
-@dataclass(frozen=True)
-class PruneOptions:
+class PruneOptions(msgspec.Struct, frozen=True):
     older_than_ms: int
     batch: int = 500
     dry_run: bool = False
@@ -128,8 +124,7 @@ class PruneOptions:
             raise ValueError("the duty cycle must be in (0, 1]")
 
 
-@dataclass
-class PruneReport:
+class PruneReport(msgspec.Struct):
     cutoff_ms: int
     dry_run: bool
     run_id: int | None = None

@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import structlog
 
 from resolver.core.domain import ProviderFailure
@@ -17,12 +17,11 @@ from resolver.core.events import CycleEvents, CycleReport, InspectedPage, Stage
 log = structlog.get_logger("resolver.telemetry")
 
 
-@dataclass(frozen=True, slots=True)
-class Probe:
+class Probe(msgspec.Struct, frozen=True):
     """An answer for an HTTP probe: `ok` picks 200 or 503, `detail` is the JSON body."""
 
     ok: bool
-    detail: dict[str, Any] = field(default_factory=dict)
+    detail: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 def liveness_bound_seconds(
@@ -77,8 +76,7 @@ class Heartbeat(CycleEvents):
             return self._cycles
 
 
-@dataclass(frozen=True, slots=True)
-class LivenessCheck:
+class LivenessCheck(msgspec.Struct, frozen=True):
     heartbeat: Heartbeat
     bound_seconds: float
 

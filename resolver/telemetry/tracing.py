@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from resolver import __version__
 from resolver.core.errors import ConfigError
@@ -24,8 +25,7 @@ _OTLP_ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_END
 _HTTP_PROTOBUF = "http/protobuf"
 
 
-@dataclass(frozen=True, slots=True)
-class Tracing:
+class Tracing(msgspec.Struct, frozen=True):
     """A tracer and how to flush it at shutdown (no tracer when tracing is off)."""
 
     tracer: Tracer | None = None
