@@ -337,9 +337,8 @@ class BacklogSnapshot(msgspec.Struct, frozen=True):
 
     db_now_ms: int
     count_cap: int
-    dispatches: dict[tuple[str, str], int] = msgspec.field(
-        default_factory=dict
-    )  # (queue, action_type)
+    dispatches: dict[tuple[str, str], int] = msgspec.field(default_factory=dict)
+    """Open dispatches by (queue, action_type)."""
     oldest_claimable_at_ms: int | None = None
     oldest_manual_at_ms: int | None = None
 

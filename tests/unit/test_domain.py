@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import hashlib
+import inspect
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from resolver.core import domain
 from resolver.core.domain import (
+    CommitReport,
     Completion,
+    ControlStatus,
+    DispatchIdentity,
     DispatchSpec,
     Finding,
     FindingKind,
@@ -88,3 +94,43 @@ def test_completion_validates_codes() -> None:
         Completion(Outcome.SUCCEEDED, "", "m-1")
     with pytest.raises(ValueError, match="evidence_digest"):
         Completion(Outcome.SUCCEEDED, "ok", "m-1", "nothex")
+
+
+IDENTITY = DispatchIdentity(1, "d-1", "a-1", "p-1", "refund.issue", "0" * 64, 1, 1_000, "i-1")
+
+
+@pytest.mark.parametrize(
+    "cls",
+    [
+        cls
+        for _, cls in inspect.getmembers(domain, inspect.isclass)
+        if issubclass(cls, msgspec.Struct) and cls.__module__ == domain.__name__
+    ],
+)
+def test_every_domain_value_is_frozen(cls: type[msgspec.Struct]) -> None:
+    # Values travel between threads and into the page commit: none may change after it is built.
+    assert cls.__struct_config__.frozen, cls.__name__
+
+
+def test_a_value_refuses_assignment_and_compares_by_value() -> None:
+    with pytest.raises(AttributeError):
+        IDENTITY.attempt = 2  # type: ignore[misc]
+    later = msgspec.structs.replace(IDENTITY, attempt=2)
+    assert (later.attempt, IDENTITY.attempt) == (2, 1)
+    assert later != IDENTITY
+    assert msgspec.structs.replace(later, attempt=1) == IDENTITY
+    assert hash(msgspec.structs.replace(later, attempt=1)) == hash(IDENTITY)
+
+
+def test_a_finding_is_checked_on_every_construction() -> None:
+    verified = Finding.verified(Outcome.FAILED, "a" * 64, "declined")
+    assert verified.kind is FindingKind.VERIFIED_FAILED and verified.kind.is_verified
+    with pytest.raises(ValueError, match="evidence digest"):
+        msgspec.structs.replace(verified, evidence_digest="A" * 64)
+
+
+def test_the_commit_report_derives_its_accepted_set_from_what_was_routed() -> None:
+    routed = {"d-1": ControlStatus.RESOLVED, "d-2": ControlStatus.ARMED}
+    report = CommitReport(routed, frozenset({"d-3"}), frozenset({"d-9"}))
+    assert report.accepted == frozenset(routed)
+    assert report == CommitReport(routed, frozenset({"d-3"}))
