@@ -13,6 +13,7 @@ import binascii
 from collections.abc import Callable
 from typing import Annotated, Any
 
+import msgspec
 from fastapi import Depends, FastAPI, Path, Query
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
@@ -255,12 +256,11 @@ class DecisionPage(BaseModel):
     """Decisions matching the filter, counted up to 10,000 (a total at 10,000 means at least)."""
 
 
-def _fields(value: Any) -> dict[str, Any]:
+def _fields(value: msgspec.Struct) -> dict[str, Any]:
     """A domain value as a dict of its fields (tuples as lists)."""
     return {
         name: list(v) if isinstance(v, tuple) else v
-        for name in value.__struct_fields__
-        for v in [getattr(value, name)]
+        for name, v in msgspec.structs.asdict(value).items()
     }
 
 
