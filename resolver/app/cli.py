@@ -29,6 +29,7 @@ from resolver.app.composition import (
     build_replica,
     build_verifier,
     configure_logging,
+    demo_replica,
     migration_policy,
     open_store,
     serve_endpoints,
@@ -342,7 +343,9 @@ def demo_cmd(
     if not live:
         from resolver.demo import simple as demo
 
-        demo.run(count=count, data_dir=data_dir.resolve(), echo=click.echo)
+        demo.run(
+            count=count, data_dir=data_dir.resolve(), echo=click.echo, build_replica=demo_replica
+        )
         return
     from resolver.demo.live import LiveOptions
 

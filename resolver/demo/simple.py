@@ -10,8 +10,6 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from resolver.app.composition import build_replica
-from resolver.app.config import load_settings
 from resolver.core.domain import (
     DispatchSpec,
     ExecutionLease,
@@ -21,8 +19,10 @@ from resolver.core.domain import (
 )
 from resolver.core.ports import ExecutionStore
 from resolver.core.provider import ProviderRegistry, build_registry
+from resolver.core.replica import Replica
 from resolver.db import migrate as migrations
 from resolver.db import session
+from resolver.db.repository import PostgresStore
 from resolver.demo import localpg
 from resolver.evidence.receipts import KEYS_ENV, KeyRing
 from resolver.executor.client import ExecutionClient
@@ -33,8 +33,14 @@ from resolver.executor.receipts import write_receipt
 INTERNAL, SHELL, UNMAPPED = "demo.internal", "demo.shell", "demo.unmapped"
 CRASHED_LEASE_SECONDS = 0.2
 
+# A replica on the given database and providers, not started: the composition root's to
+# build (`resolver.app.composition.demo_replica`), so the demo never imports the app shell.
+ReplicaFactory = Callable[[str, ProviderRegistry], Replica[PostgresStore]]
 
-def run(*, count: int, data_dir: Path, echo: Callable[[str], None]) -> None:
+
+def run(
+    *, count: int, data_dir: Path, echo: Callable[[str], None], build_replica: ReplicaFactory
+) -> None:
     url = os.environ.get("RESOLVER_DATABASE_URL")
     cluster = None
     if not url:
@@ -50,8 +56,7 @@ def run(*, count: int, data_dir: Path, echo: Callable[[str], None]) -> None:
             f"(kid {keys.current_kid}); real deployments load keys from RESOLVER_RECEIPT_KEYS "
             "or RESOLVER_SECRETS_DIR"
         )
-        settings = load_settings(database_url=url, cadence_seconds=0.1, backoff_base_seconds=1)
-        replica = build_replica(settings, demo_registry(url, keys))
+        replica = build_replica(url, demo_registry(url, keys))
         try:
             client = ExecutionClient(
                 replica.store, owner="demo-executor", lease_seconds=CRASHED_LEASE_SECONDS
