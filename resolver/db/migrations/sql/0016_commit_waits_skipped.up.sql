@@ -1,5 +1,67 @@
--- Migration 0016_perf (down): the automatic commit as 0008_human_decision left it (a row its
--- SKIP LOCKED passes skip is left out at once), without the two helpers.
+-- Migration 0016_commit_waits_skipped (up): the automatic commit waits, briefly, for the rows its SKIP LOCKED
+-- passes skipped. A concurrent claim whose snapshot still saw a control due locks that
+-- control's new version to recheck it and keeps the lock to its statement's end; a page commit
+-- arriving in that instant skipped the whole page it had just claimed, which then waited a
+-- full recovery lease (a drain's last rows waited 60 s). Now each skipped row is waited for at
+-- most 50 ms, in the same lock order; only what is still held after that is left out, as
+-- before. Same signature, same answers.
+-- Applied as it is by versions/0016_commit_waits_skipped.py; never edited once released (the current
+-- definitions live in resolver/db/schema/).
+
+-- The automatic commit's second try at rows its SKIP LOCKED pass skipped (migration
+-- 0016_commit_waits_skipped): each waits at most 50 ms for any one of those rows, in key order, and answers the ones it
+-- locked; a row still held after that (an operator's open transaction, say) makes it answer
+-- none of them, and its locks go with its subtransaction. A deadlock cannot outlive the
+-- bound either (lock_timeout fires before deadlock_timeout). Only called when a row was
+-- skipped, so a page that skipped nothing pays no subtransaction.
+CREATE FUNCTION resolver_commit_wait_executions(p_ids text[])
+RETURNS text[]
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    locked text[] := '{}';
+    saved text := current_setting('lock_timeout');
+BEGIN
+    BEGIN
+        PERFORM set_config('lock_timeout', '50ms', true);
+        SELECT coalesce(array_agg(e.dispatch_id), '{}') INTO locked
+        FROM (SELECT e.dispatch_id FROM approved_action_executions AS e
+              WHERE e.dispatch_id = ANY(p_ids)
+              ORDER BY e.dispatch_id
+              FOR UPDATE) AS e;
+    EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+        locked := '{}';
+    END;
+    PERFORM set_config('lock_timeout', saved, true);
+    RETURN locked;
+END
+$$;
+
+CREATE FUNCTION resolver_commit_wait_controls(p_ids text[])
+RETURNS text[]
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    locked text[] := '{}';
+    saved text := current_setting('lock_timeout');
+BEGIN
+    BEGIN
+        PERFORM set_config('lock_timeout', '50ms', true);
+        SELECT coalesce(array_agg(c.dispatch_id), '{}') INTO locked
+        FROM (SELECT c.dispatch_id FROM approved_action_recovery_controls AS c
+              WHERE c.dispatch_id = ANY(p_ids)
+              ORDER BY c.dispatch_id
+              FOR UPDATE) AS c;
+    EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+        locked := '{}';
+    END;
+    PERFORM set_config('lock_timeout', saved, true);
+    RETURN locked;
+END
+$$;
+
+REVOKE EXECUTE ON FUNCTION
+    resolver_commit_wait_executions(text[]),
+    resolver_commit_wait_controls(text[])
+FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION resolver_commit_automatic(p_items json, p_now_ms bigint DEFAULT NULL)
 RETURNS TABLE (dispatch_id text, status text)
@@ -28,11 +90,25 @@ BEGIN
           WHERE e.dispatch_id = ANY(coalesce(verified_ids, '{}'))
           ORDER BY e.dispatch_id
           FOR UPDATE SKIP LOCKED) AS e;
+    -- A row skipped above is most often held for an instant only: a concurrent claim whose
+    -- snapshot still saw it due found it claimed since, locked its new version to recheck it
+    -- and, the recheck failing, holds that lock to the end of its statement. Left out, the
+    -- item would wait a whole recovery lease; so the skipped rows are waited for, briefly
+    -- (migration 0016_perf), and only what is still held after that is left out.
+    IF cardinality(locked_executions) < cardinality(verified_ids) THEN
+        locked_executions := locked_executions || resolver_commit_wait_executions(
+            ARRAY(SELECT v FROM unnest(verified_ids) AS v
+                  WHERE v <> ALL(locked_executions) ORDER BY v));
+    END IF;
     SELECT coalesce(array_agg(c.dispatch_id), '{}') INTO locked_controls
     FROM (SELECT c.dispatch_id FROM approved_action_recovery_controls AS c
           WHERE c.dispatch_id = ANY(ids)
           ORDER BY c.dispatch_id
           FOR UPDATE SKIP LOCKED) AS c;
+    IF cardinality(locked_controls) < cardinality(ids) THEN
+        locked_controls := locked_controls || resolver_commit_wait_controls(
+            ARRAY(SELECT v FROM unnest(ids) AS v WHERE v <> ALL(locked_controls) ORDER BY v));
+    END IF;
     -- The database clock once the rows are ours: an execution lease is judged expired at
     -- the moment of the write, not before a lock wait.
     now_ms := resolver_now_ms(p_now_ms);
@@ -130,13 +206,18 @@ BEGIN
 END
 $$;
 
+-- CREATE OR REPLACE keeps grants; the pinned search_path is set again, and on the helpers.
 DO $$
+DECLARE
+    fn text;
 BEGIN
-    EXECUTE format(
-        'ALTER FUNCTION resolver_commit_automatic(json, bigint) SET search_path = pg_catalog, %I, pg_temp',
-        current_schema());
+    FOREACH fn IN ARRAY ARRAY[
+        'resolver_commit_automatic(json, bigint)',
+        'resolver_commit_wait_executions(text[])',
+        'resolver_commit_wait_controls(text[])'
+    ] LOOP
+        EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp',
+                       fn, current_schema());
+    END LOOP;
 END
 $$;
-
-DROP FUNCTION resolver_commit_wait_executions(text[]);
-DROP FUNCTION resolver_commit_wait_controls(text[]);

@@ -1,10 +1,5 @@
--- Migration 0012_commit_skip_locked (up): the automatic commit locks with SKIP LOCKED. A row another
--- transaction holds (an operator's forgotten SELECT ... FOR UPDATE in psql) leaves its item
--- out of the commit as a lost fence, claimed again when its recovery lease lapses, instead of
--- making the whole page wait and fail on lock_timeout, page after page, behind one held row.
--- Same signature, same answers for every row nobody else holds.
--- Applied as it is by versions/0012_commit_skip_locked.py; never edited once released (the current
--- definitions live in resolver/db/schema/).
+-- Migration 0016_commit_waits_skipped (down): the automatic commit as 0012_human_decision left it (a row its
+-- SKIP LOCKED passes skip is left out at once), without the two helpers.
 
 CREATE OR REPLACE FUNCTION resolver_commit_automatic(p_items json, p_now_ms bigint DEFAULT NULL)
 RETURNS TABLE (dispatch_id text, status text)
@@ -52,10 +47,22 @@ BEGIN
         SELECT * FROM json_to_recordset(p_items) AS i(
             dispatch_id text, recovery_token uuid, recovery_version bigint,
             execution_version bigint, finding text, result_code text, evidence_digest text,
-            mutation_id text, delay_ms bigint)
+            mutation_id text, delay_ms bigint, failure text, escalate_after_ms bigint)
     ),
     fenced AS (
-        SELECT i.*, resolver_finding_status(i.finding) AS status
+        SELECT i.*,
+               CASE
+                   -- Escalation (ADR-0033 §4, "when evidence is missing"): a finding that
+                   -- would re-arm goes to a human once its action type's window, counted from
+                   -- the case's first inspection, has elapsed. From the first inspection, not
+                   -- from when this kind began, so alternating findings never restart it.
+                   WHEN resolver_finding_status(i.finding) = 'armed'
+                        AND i.escalate_after_ms IS NOT NULL
+                        AND now_ms - coalesce(c.first_inspected_at_ms, now_ms)
+                            >= i.escalate_after_ms
+                   THEN 'manual'
+                   ELSE resolver_finding_status(i.finding)
+               END AS status
         FROM item AS i
         JOIN approved_action_recovery_controls AS c
           ON i.dispatch_id = ANY(locked_controls)
@@ -89,8 +96,19 @@ BEGIN
             closed_by = CASE WHEN f.status = 'resolved' THEN 'automatic' END,
             closed_at_ms = CASE WHEN f.status = 'resolved' THEN now_ms END,
             manual_at_ms = CASE WHEN f.status = 'manual' THEN now_ms END,
+            manual_reason = CASE WHEN f.status <> 'manual' THEN NULL
+                                 WHEN resolver_finding_status(f.finding) = 'manual'
+                                     THEN f.finding
+                                 ELSE 'evidence_window_elapsed' END,
             last_finding = f.finding,
             finding_count = c.finding_count + 1,
+            -- Bounded statistics: at most one key per finding kind, two times, two codes.
+            finding_counts = c.finding_counts || jsonb_build_object(
+                f.finding, coalesce((c.finding_counts ->> f.finding)::bigint, 0) + 1),
+            first_inspected_at_ms = coalesce(c.first_inspected_at_ms, now_ms),
+            last_inspected_at_ms = now_ms,
+            last_failure_class = coalesce(f.failure, c.last_failure_class),
+            last_evidence_digest = coalesce(f.evidence_digest, c.last_evidence_digest),
             next_scan_at_ms = CASE WHEN f.status = 'armed' THEN now_ms + f.delay_ms
                                    ELSE c.next_scan_at_ms END,
             (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
@@ -112,8 +130,6 @@ BEGIN
 END
 $$;
 
--- CREATE OR REPLACE resets the function's settings: tables resolve in the migrated schema
--- again, whatever the caller's search_path (pg_temp last). Its privileges are kept.
 DO $$
 BEGIN
     EXECUTE format(
@@ -121,3 +137,6 @@ BEGIN
         current_schema());
 END
 $$;
+
+DROP FUNCTION resolver_commit_wait_executions(text[]);
+DROP FUNCTION resolver_commit_wait_controls(text[]);

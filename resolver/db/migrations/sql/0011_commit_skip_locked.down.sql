@@ -1,4 +1,4 @@
--- Migration 0012_commit_skip_locked (down): the automatic commit as 0011_one_id_shape left it (it waits
+-- Migration 0011_commit_skip_locked (down): the automatic commit as 0010_id_shape_function left it (it waits
 -- for held rows).
 
 CREATE OR REPLACE FUNCTION resolver_commit_automatic(p_items json, p_now_ms bigint DEFAULT NULL)

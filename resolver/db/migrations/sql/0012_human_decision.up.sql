@@ -1,4 +1,4 @@
--- Migration 0008_human_decision (up): what a human needs to decide with confidence, and the audit of it.
+-- Migration 0012_human_decision (up): what a human needs to decide with confidence, and the audit of it.
 --
 -- * bounded finding statistics on the control (counts per kind, first and last inspection,
 --   last failure class, last evidence digest, why it is manual), written by the page commit:

@@ -1,68 +1,5 @@
--- Migration 0016_perf (up): the automatic commit waits, briefly, for the rows its SKIP LOCKED
--- passes skipped. A concurrent claim whose snapshot still saw a control due locks that
--- control's new version to recheck it and keeps the lock to its statement's end; a page commit
--- arriving in that instant skipped the whole page it had just claimed, which then waited a
--- full recovery lease (a drain's last rows waited 60 s). Now each skipped row is waited for at
--- most 50 ms, in the same lock order; only what is still held after that is left out, as
--- before. Same signature, same answers.
--- Applied as it is by versions/0016_perf.py; never edited once released (the current
--- definitions live in resolver/db/schema/).
-
--- The automatic commit's second try at rows its SKIP LOCKED pass skipped (migration
--- 0016_perf): each waits at most 50 ms for any one of those rows, in key order, and answers the ones it
--- locked; a row still held after that (an operator's open transaction, say) makes it answer
--- none of them, and its locks go with its subtransaction. A deadlock cannot outlive the
--- bound either (lock_timeout fires before deadlock_timeout). Only called when a row was
--- skipped, so a page that skipped nothing pays no subtransaction.
-CREATE FUNCTION resolver_commit_wait_executions(p_ids text[])
-RETURNS text[]
-LANGUAGE plpgsql VOLATILE AS $$
-DECLARE
-    locked text[] := '{}';
-    saved text := current_setting('lock_timeout');
-BEGIN
-    BEGIN
-        PERFORM set_config('lock_timeout', '50ms', true);
-        SELECT coalesce(array_agg(e.dispatch_id), '{}') INTO locked
-        FROM (SELECT e.dispatch_id FROM approved_action_executions AS e
-              WHERE e.dispatch_id = ANY(p_ids)
-              ORDER BY e.dispatch_id
-              FOR UPDATE) AS e;
-    EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
-        locked := '{}';
-    END;
-    PERFORM set_config('lock_timeout', saved, true);
-    RETURN locked;
-END
-$$;
-
-CREATE FUNCTION resolver_commit_wait_controls(p_ids text[])
-RETURNS text[]
-LANGUAGE plpgsql VOLATILE AS $$
-DECLARE
-    locked text[] := '{}';
-    saved text := current_setting('lock_timeout');
-BEGIN
-    BEGIN
-        PERFORM set_config('lock_timeout', '50ms', true);
-        SELECT coalesce(array_agg(c.dispatch_id), '{}') INTO locked
-        FROM (SELECT c.dispatch_id FROM approved_action_recovery_controls AS c
-              WHERE c.dispatch_id = ANY(p_ids)
-              ORDER BY c.dispatch_id
-              FOR UPDATE) AS c;
-    EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
-        locked := '{}';
-    END;
-    PERFORM set_config('lock_timeout', saved, true);
-    RETURN locked;
-END
-$$;
-
-REVOKE EXECUTE ON FUNCTION
-    resolver_commit_wait_executions(text[]),
-    resolver_commit_wait_controls(text[])
-FROM PUBLIC;
-
+-- Migration 0012_human_decision (down): undoes 0012_human_decision.up.sql: the commits as
+-- 0007 and 0011 defined them, then the audit functions, tables, indexes and columns.
 CREATE OR REPLACE FUNCTION resolver_commit_automatic(p_items json, p_now_ms bigint DEFAULT NULL)
 RETURNS TABLE (dispatch_id text, status text)
 LANGUAGE plpgsql VOLATILE AS $$
@@ -90,25 +27,11 @@ BEGIN
           WHERE e.dispatch_id = ANY(coalesce(verified_ids, '{}'))
           ORDER BY e.dispatch_id
           FOR UPDATE SKIP LOCKED) AS e;
-    -- A row skipped above is most often held for an instant only: a concurrent claim whose
-    -- snapshot still saw it due found it claimed since, locked its new version to recheck it
-    -- and, the recheck failing, holds that lock to the end of its statement. Left out, the
-    -- item would wait a whole recovery lease; so the skipped rows are waited for, briefly
-    -- (migration 0016_perf), and only what is still held after that is left out.
-    IF cardinality(locked_executions) < cardinality(verified_ids) THEN
-        locked_executions := locked_executions || resolver_commit_wait_executions(
-            ARRAY(SELECT v FROM unnest(verified_ids) AS v
-                  WHERE v <> ALL(locked_executions) ORDER BY v));
-    END IF;
     SELECT coalesce(array_agg(c.dispatch_id), '{}') INTO locked_controls
     FROM (SELECT c.dispatch_id FROM approved_action_recovery_controls AS c
           WHERE c.dispatch_id = ANY(ids)
           ORDER BY c.dispatch_id
           FOR UPDATE SKIP LOCKED) AS c;
-    IF cardinality(locked_controls) < cardinality(ids) THEN
-        locked_controls := locked_controls || resolver_commit_wait_controls(
-            ARRAY(SELECT v FROM unnest(ids) AS v WHERE v <> ALL(locked_controls) ORDER BY v));
-    END IF;
     -- The database clock once the rows are ours: an execution lease is judged expired at
     -- the moment of the write, not before a lock wait.
     now_ms := resolver_now_ms(p_now_ms);
@@ -123,22 +46,10 @@ BEGIN
         SELECT * FROM json_to_recordset(p_items) AS i(
             dispatch_id text, recovery_token uuid, recovery_version bigint,
             execution_version bigint, finding text, result_code text, evidence_digest text,
-            mutation_id text, delay_ms bigint, failure text, escalate_after_ms bigint)
+            mutation_id text, delay_ms bigint)
     ),
     fenced AS (
-        SELECT i.*,
-               CASE
-                   -- Escalation (ADR-0033 §4, "when evidence is missing"): a finding that
-                   -- would re-arm goes to a human once its action type's window, counted from
-                   -- the case's first inspection, has elapsed. From the first inspection, not
-                   -- from when this kind began, so alternating findings never restart it.
-                   WHEN resolver_finding_status(i.finding) = 'armed'
-                        AND i.escalate_after_ms IS NOT NULL
-                        AND now_ms - coalesce(c.first_inspected_at_ms, now_ms)
-                            >= i.escalate_after_ms
-                   THEN 'manual'
-                   ELSE resolver_finding_status(i.finding)
-               END AS status
+        SELECT i.*, resolver_finding_status(i.finding) AS status
         FROM item AS i
         JOIN approved_action_recovery_controls AS c
           ON i.dispatch_id = ANY(locked_controls)
@@ -172,19 +83,8 @@ BEGIN
             closed_by = CASE WHEN f.status = 'resolved' THEN 'automatic' END,
             closed_at_ms = CASE WHEN f.status = 'resolved' THEN now_ms END,
             manual_at_ms = CASE WHEN f.status = 'manual' THEN now_ms END,
-            manual_reason = CASE WHEN f.status <> 'manual' THEN NULL
-                                 WHEN resolver_finding_status(f.finding) = 'manual'
-                                     THEN f.finding
-                                 ELSE 'evidence_window_elapsed' END,
             last_finding = f.finding,
             finding_count = c.finding_count + 1,
-            -- Bounded statistics: at most one key per finding kind, two times, two codes.
-            finding_counts = c.finding_counts || jsonb_build_object(
-                f.finding, coalesce((c.finding_counts ->> f.finding)::bigint, 0) + 1),
-            first_inspected_at_ms = coalesce(c.first_inspected_at_ms, now_ms),
-            last_inspected_at_ms = now_ms,
-            last_failure_class = coalesce(f.failure, c.last_failure_class),
-            last_evidence_digest = coalesce(f.evidence_digest, c.last_evidence_digest),
             next_scan_at_ms = CASE WHEN f.status = 'armed' THEN now_ms + f.delay_ms
                                    ELSE c.next_scan_at_ms END,
             (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
@@ -206,18 +106,107 @@ BEGIN
 END
 $$;
 
--- CREATE OR REPLACE keeps grants; the pinned search_path is set again, and on the helpers.
+CREATE OR REPLACE FUNCTION resolver_commit_manual(
+    p_dispatch_id text, p_mutation_id text, p_outcome text, p_evidence_digest text,
+    p_reason_code text, p_expected_execution_version bigint, p_user_id text, p_project_id text,
+    p_project_version bigint, p_role_binding_version bigint, p_auth_time_ms bigint,
+    p_amr text[], p_max_auth_age_ms bigint, p_clock_leeway_ms bigint,
+    p_now_ms bigint DEFAULT NULL
+)
+RETURNS TABLE (
+    dispatch_id text, version bigint, controls_closed bigint, authorizations bigint
+)
+LANGUAGE sql VOLATILE AS $$
+    WITH now AS (SELECT resolver_now_ms(p_now_ms) AS ms),
+    granted AS (
+        SELECT b.project_id
+        FROM recovery_role_bindings AS b
+        JOIN recovery_projects AS p USING (project_id)
+        WHERE b.project_id = p_project_id AND b.user_id = p_user_id
+          AND b.permission = 'approval.recover'
+          AND b.version = p_role_binding_version AND p.version = p_project_version
+        FOR SHARE OF b, p
+    ),
+    settled AS (
+        UPDATE approved_action_executions AS e
+        SET state = p_outcome,
+            version = e.version + 1,
+            finished_at_ms = now.ms,
+            evidence_digest = p_evidence_digest
+        FROM now, approved_action_dispatches AS d
+        WHERE e.dispatch_id = p_dispatch_id AND d.dispatch_id = e.dispatch_id
+          AND d.project_id = p_project_id
+          AND e.version = p_expected_execution_version
+          AND e.state = 'executing' AND e.lease_expires_at_ms <= now.ms
+          AND EXISTS (SELECT 1 FROM approved_action_recovery_controls AS oc
+                      WHERE oc.dispatch_id = e.dispatch_id AND oc.status <> 'resolved')
+          AND p_auth_time_ms >= now.ms - p_max_auth_age_ms
+          AND p_auth_time_ms <= now.ms + p_clock_leeway_ms
+          AND EXISTS (SELECT 1 FROM granted)
+        RETURNING e.dispatch_id, e.version, e.finished_at_ms
+    ),
+    closed AS (
+        UPDATE approved_action_recovery_controls AS c
+        SET status = 'resolved',
+            closed_by = 'manual',
+            closed_at_ms = s.finished_at_ms,
+            execution_version = s.version,
+            manual_at_ms = NULL,
+            (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
+                = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version))
+        FROM settled AS s
+        WHERE c.dispatch_id = s.dispatch_id AND c.status <> 'resolved'
+        RETURNING c.dispatch_id
+    ),
+    resolution AS (
+        INSERT INTO approved_action_recovery_resolutions (
+            dispatch_id, mutation_id, source, outcome, evidence_digest,
+            expected_execution_version, actor_user_id, reason_code, resolved_at_ms)
+        SELECT s.dispatch_id, p_mutation_id, 'manual', p_outcome, p_evidence_digest,
+               p_expected_execution_version, p_user_id, p_reason_code, s.finished_at_ms
+        FROM settled AS s
+        RETURNING mutation_id, resolved_at_ms
+    ),
+    authorization_fact AS (
+        INSERT INTO recovery_authorizations (
+            mutation_id, user_id, permission, project_id, project_version,
+            role_binding_version, auth_time_ms, amr, authorized_at_ms)
+        SELECT r.mutation_id, p_user_id, 'approval.recover', p_project_id, p_project_version,
+               p_role_binding_version, p_auth_time_ms, p_amr, r.resolved_at_ms
+        FROM resolution AS r
+        RETURNING mutation_id
+    )
+    SELECT s.dispatch_id, s.version, (SELECT count(*) FROM closed),
+           (SELECT count(*) FROM authorization_fact)
+    FROM settled AS s
+$$;
+
+-- CREATE OR REPLACE keeps grants; the pinned search_path is set again to be sure.
 DO $$
 DECLARE
     fn text;
 BEGIN
     FOREACH fn IN ARRAY ARRAY[
         'resolver_commit_automatic(json, bigint)',
-        'resolver_commit_wait_executions(text[])',
-        'resolver_commit_wait_controls(text[])'
+        'resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint)'
     ] LOOP
         EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp',
                        fn, current_schema());
     END LOOP;
 END
 $$;
+
+DROP FUNCTION IF EXISTS resolver_audit_content(text, text, text, text, text, bigint, text, text, bigint, json);
+DROP FUNCTION IF EXISTS resolver_audit_authorization(text, text, text, bigint, bigint, bigint, text[], bigint);
+DROP TABLE IF EXISTS recovery_audit_head;
+DROP TABLE IF EXISTS recovery_audit_chain;
+DROP INDEX IF EXISTS ix_recovery_resolutions_manual;
+DROP INDEX IF EXISTS ix_approved_action_dispatches_approval_request_id;
+DROP INDEX IF EXISTS ix_recovery_controls_waiting;
+ALTER TABLE approved_action_recovery_controls
+    DROP COLUMN manual_reason,
+    DROP COLUMN last_evidence_digest,
+    DROP COLUMN last_failure_class,
+    DROP COLUMN last_inspected_at_ms,
+    DROP COLUMN first_inspected_at_ms,
+    DROP COLUMN finding_counts;

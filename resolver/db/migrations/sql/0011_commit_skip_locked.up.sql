@@ -1,5 +1,11 @@
--- Migration 0008_human_decision (down): undoes 0008_human_decision.up.sql: the commits as
--- 0007 and 0012 defined them, then the audit functions, tables, indexes and columns.
+-- Migration 0011_commit_skip_locked (up): the automatic commit locks with SKIP LOCKED. A row another
+-- transaction holds (an operator's forgotten SELECT ... FOR UPDATE in psql) leaves its item
+-- out of the commit as a lost fence, claimed again when its recovery lease lapses, instead of
+-- making the whole page wait and fail on lock_timeout, page after page, behind one held row.
+-- Same signature, same answers for every row nobody else holds.
+-- Applied as it is by versions/0011_commit_skip_locked.py; never edited once released (the current
+-- definitions live in resolver/db/schema/).
+
 CREATE OR REPLACE FUNCTION resolver_commit_automatic(p_items json, p_now_ms bigint DEFAULT NULL)
 RETURNS TABLE (dispatch_id text, status text)
 LANGUAGE plpgsql VOLATILE AS $$
@@ -106,107 +112,12 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION resolver_commit_manual(
-    p_dispatch_id text, p_mutation_id text, p_outcome text, p_evidence_digest text,
-    p_reason_code text, p_expected_execution_version bigint, p_user_id text, p_project_id text,
-    p_project_version bigint, p_role_binding_version bigint, p_auth_time_ms bigint,
-    p_amr text[], p_max_auth_age_ms bigint, p_clock_leeway_ms bigint,
-    p_now_ms bigint DEFAULT NULL
-)
-RETURNS TABLE (
-    dispatch_id text, version bigint, controls_closed bigint, authorizations bigint
-)
-LANGUAGE sql VOLATILE AS $$
-    WITH now AS (SELECT resolver_now_ms(p_now_ms) AS ms),
-    granted AS (
-        SELECT b.project_id
-        FROM recovery_role_bindings AS b
-        JOIN recovery_projects AS p USING (project_id)
-        WHERE b.project_id = p_project_id AND b.user_id = p_user_id
-          AND b.permission = 'approval.recover'
-          AND b.version = p_role_binding_version AND p.version = p_project_version
-        FOR SHARE OF b, p
-    ),
-    settled AS (
-        UPDATE approved_action_executions AS e
-        SET state = p_outcome,
-            version = e.version + 1,
-            finished_at_ms = now.ms,
-            evidence_digest = p_evidence_digest
-        FROM now, approved_action_dispatches AS d
-        WHERE e.dispatch_id = p_dispatch_id AND d.dispatch_id = e.dispatch_id
-          AND d.project_id = p_project_id
-          AND e.version = p_expected_execution_version
-          AND e.state = 'executing' AND e.lease_expires_at_ms <= now.ms
-          AND EXISTS (SELECT 1 FROM approved_action_recovery_controls AS oc
-                      WHERE oc.dispatch_id = e.dispatch_id AND oc.status <> 'resolved')
-          AND p_auth_time_ms >= now.ms - p_max_auth_age_ms
-          AND p_auth_time_ms <= now.ms + p_clock_leeway_ms
-          AND EXISTS (SELECT 1 FROM granted)
-        RETURNING e.dispatch_id, e.version, e.finished_at_ms
-    ),
-    closed AS (
-        UPDATE approved_action_recovery_controls AS c
-        SET status = 'resolved',
-            closed_by = 'manual',
-            closed_at_ms = s.finished_at_ms,
-            execution_version = s.version,
-            manual_at_ms = NULL,
-            (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
-                = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version))
-        FROM settled AS s
-        WHERE c.dispatch_id = s.dispatch_id AND c.status <> 'resolved'
-        RETURNING c.dispatch_id
-    ),
-    resolution AS (
-        INSERT INTO approved_action_recovery_resolutions (
-            dispatch_id, mutation_id, source, outcome, evidence_digest,
-            expected_execution_version, actor_user_id, reason_code, resolved_at_ms)
-        SELECT s.dispatch_id, p_mutation_id, 'manual', p_outcome, p_evidence_digest,
-               p_expected_execution_version, p_user_id, p_reason_code, s.finished_at_ms
-        FROM settled AS s
-        RETURNING mutation_id, resolved_at_ms
-    ),
-    authorization_fact AS (
-        INSERT INTO recovery_authorizations (
-            mutation_id, user_id, permission, project_id, project_version,
-            role_binding_version, auth_time_ms, amr, authorized_at_ms)
-        SELECT r.mutation_id, p_user_id, 'approval.recover', p_project_id, p_project_version,
-               p_role_binding_version, p_auth_time_ms, p_amr, r.resolved_at_ms
-        FROM resolution AS r
-        RETURNING mutation_id
-    )
-    SELECT s.dispatch_id, s.version, (SELECT count(*) FROM closed),
-           (SELECT count(*) FROM authorization_fact)
-    FROM settled AS s
-$$;
-
--- CREATE OR REPLACE keeps grants; the pinned search_path is set again to be sure.
+-- CREATE OR REPLACE resets the function's settings: tables resolve in the migrated schema
+-- again, whatever the caller's search_path (pg_temp last). Its privileges are kept.
 DO $$
-DECLARE
-    fn text;
 BEGIN
-    FOREACH fn IN ARRAY ARRAY[
-        'resolver_commit_automatic(json, bigint)',
-        'resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint)'
-    ] LOOP
-        EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp',
-                       fn, current_schema());
-    END LOOP;
+    EXECUTE format(
+        'ALTER FUNCTION resolver_commit_automatic(json, bigint) SET search_path = pg_catalog, %I, pg_temp',
+        current_schema());
 END
 $$;
-
-DROP FUNCTION IF EXISTS resolver_audit_content(text, text, text, text, text, bigint, text, text, bigint, json);
-DROP FUNCTION IF EXISTS resolver_audit_authorization(text, text, text, bigint, bigint, bigint, text[], bigint);
-DROP TABLE IF EXISTS recovery_audit_head;
-DROP TABLE IF EXISTS recovery_audit_chain;
-DROP INDEX IF EXISTS ix_recovery_resolutions_manual;
-DROP INDEX IF EXISTS ix_approved_action_dispatches_approval_request_id;
-DROP INDEX IF EXISTS ix_recovery_controls_waiting;
-ALTER TABLE approved_action_recovery_controls
-    DROP COLUMN manual_reason,
-    DROP COLUMN last_evidence_digest,
-    DROP COLUMN last_failure_class,
-    DROP COLUMN last_inspected_at_ms,
-    DROP COLUMN first_inspected_at_ms,
-    DROP COLUMN finding_counts;
