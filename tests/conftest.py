@@ -11,8 +11,8 @@ from psycopg.rows import dict_row
 from resolver.db.readonly import ReadOnlyDatabase
 from resolver.db.repository import PostgresStore
 from resolver.executor.client import ExecutionClient
-from resolver_test_support.postgres import DatabaseFactory, test_server
 from tests.helpers.database import EXEC_LEASE_MS, SQL, World
+from tests.helpers.postgres import DatabaseFactory, test_server
 
 # The provider contract kit, used the way a provider author would: as a pytest plugin.
 pytest_plugins = ["resolver.evidence.contract"]

@@ -24,6 +24,7 @@ from psycopg.rows import dict_row
 from resolver.db import migrate
 from resolver.db.repository import PostgresStore
 from resolver.demo import localpg
+from tests.helpers.fault_proxy import FaultProxy
 
 from . import hostile
 from .checker import (
@@ -35,7 +36,6 @@ from .checker import (
     read_histories,
 )
 from .operators import HUMAN_POLICY, Operators, grant_operators
-from .proxy import FaultProxy
 from .replication import ReplicatedPostgres
 from .workload import (
     Kind,

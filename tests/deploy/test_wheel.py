@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy.k8s import ROOT
+from tests.helpers.k8s import ROOT
 
 BUILT_INS = {"manual_only", "internal_mutation", "run_create", "package_install", "http_receipt"}
 # Modules of the test rig, wherever they might land by mistake.
