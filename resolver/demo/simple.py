@@ -31,7 +31,9 @@ from resolver.executor.receipts import write_receipt
 # `demo.internal` has internal receipts, `demo.shell` is manual-only, `demo.unmapped` has no
 # provider at all.
 INTERNAL, SHELL, UNMAPPED = "demo.internal", "demo.shell", "demo.unmapped"
-CRASHED_LEASE_SECONDS = 0.2
+# Long enough for the seeding executor to write its receipt under the lease on a loaded
+# machine (0.2 s was not); the demo waits twice this for the leases to lapse.
+CRASHED_LEASE_SECONDS = 1.0
 
 # A replica on the given database and providers, not started: the composition root's to
 # build (`resolver.app.composition.demo_replica`), so the demo never imports the app shell.
