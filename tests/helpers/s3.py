@@ -97,8 +97,8 @@ class Recorder:
     requests: list[tuple[str, str]] = field(default_factory=list)
     slow_down: int = 0
     """Answer this many next requests with 503 SlowDown (not forwarded)."""
-    hold_puts: bool = False
-    """Forward PUTs, then keep their replies until `release` is set."""
+    hold: frozenset[str] = frozenset()
+    """Forward requests of these methods, then keep their replies until `release` is set."""
     release: threading.Event = field(default_factory=threading.Event)
     held: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -147,7 +147,7 @@ def _handler(upstream_port: int, recorder: Recorder) -> type[BaseHTTPRequestHand
                 conn.request(self.command, self.path, body=body, headers=headers)
                 reply = conn.getresponse()
                 data = reply.read()
-                if self.command == "PUT" and recorder.hold_puts:
+                if self.command in recorder.hold:
                     recorder.held.set()
                     recorder.release.wait(60)
                     self.close_connection = True
