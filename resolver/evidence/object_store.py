@@ -52,8 +52,7 @@ class ObjectStoreSettings(BaseModel):
     )
     endpoint_url: str | None = Field(
         default=None,
-        description="give the store's URL (e.g. https://minio.internal:9000); leave unset "
-        "for AWS",
+        description="give the store's URL (e.g. https://minio.internal:9000); leave unset for AWS",
     )
     region: str = Field(default="us-east-1", pattern=r"^[a-z0-9-]{1,32}$")
     addressing_style: Literal["auto", "path", "virtual"] = Field(

@@ -240,14 +240,17 @@ def _setup(port: int) -> tuple[Credentials, Credentials, Credentials]:
     )
     for bucket in (BUCKET, VERSIONED_BUCKET):
         s3.create_bucket(Bucket=bucket)
-    s3.put_bucket_versioning(
-        Bucket=VERSIONED_BUCKET, VersioningConfiguration={"Status": "Enabled"}
-    )
+    s3.put_bucket_versioning(Bucket=VERSIONED_BUCKET, VersioningConfiguration={"Status": "Enabled"})
     creds = []
     policies = {
         "reader": [reader_policy(b, PREFIX) for b in (BUCKET, VERSIONED_BUCKET)],
         "writer": [writer_policy(b, PREFIX) for b in (BUCKET, VERSIONED_BUCKET)],
-        "admin": [{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}],
+        "admin": [
+            {
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}],
+            }
+        ],
     }
     for name, documents in policies.items():
         iam.create_user(UserName=name)

@@ -55,9 +55,7 @@ def key_of(identity: DispatchIdentity) -> str:
 
 def provider(s3: S3Server, who: Credentials | None = None, **extra: Any) -> ObjectReceiptProvider:
     settings = ObjectReceiptSettings(**{**s3.settings(), **extra})
-    client = make_client(
-        settings, max_pool=4, read_only=True, session=session_of(who or s3.reader)
-    )
+    client = make_client(settings, max_pool=4, read_only=True, session=session_of(who or s3.reader))
     return ObjectReceiptProvider(client, settings, KEYS)
 
 
@@ -66,9 +64,7 @@ KEYS = KeyRing.ephemeral("object-test")
 
 def publish(s3: S3Server, identity: DispatchIdentity, body: bytes, bucket: str = BUCKET) -> None:
     """What the SDK sends: one conditional PUT as the writer."""
-    s3.client(s3.writer).put_object(
-        Bucket=bucket, Key=key_of(identity), Body=body, IfNoneMatch="*"
-    )
+    s3.client(s3.writer).put_object(Bucket=bucket, Key=key_of(identity), Body=body, IfNoneMatch="*")
 
 
 def receipt(identity: DispatchIdentity, outcome: Outcome = Outcome.SUCCEEDED) -> bytes:
@@ -106,16 +102,14 @@ class ObjectReceiptHarness:
         # Every object with its ETag, and how many requests but reads ever reached the store.
         admin = self.s3.client(self.s3.admin)
         listed = admin.list_objects_v2(Bucket=BUCKET).get("Contents", [])
-        writes = sum(
-            1 for method, _ in self.s3.recorder.requests if method not in ("GET", "HEAD")
-        )
+        writes = sum(1 for method, _ in self.s3.recorder.requests if method not in ("GET", "HEAD"))
         return sorted((o["Key"], o["ETag"]) for o in listed), writes
 
 
 class TestObjectReceiptContract(ProviderContract):
     @pytest.fixture
-    def provider_harness(self, s3: S3Server) -> Iterator[ObjectReceiptHarness]:
-        yield ObjectReceiptHarness(s3)
+    def provider_harness(self, s3: S3Server) -> ObjectReceiptHarness:
+        return ObjectReceiptHarness(s3)
 
 
 @pytest.mark.parametrize("outcome", list(Outcome))
