@@ -190,22 +190,21 @@ class SideEffect:
         """Sign receipt v1 and publish it to object storage, for a side effect outside
         PostgreSQL; the block's end completes with its digest.
 
-        The heartbeat stops first and the lease is renewed if less than half is left; the
-        identity and the finish time are read fenced on the lease (`FenceConflict`/`LeaseLost`:
-        nothing is published). The PUT is sent only while the lease surely outlasts it
-        (`resolver.executor.object_receipts`).
+        The heartbeat stops first and the lease is renewed once in the foreground, so the
+        PUT has the longest window; the identity and the finish time are read fenced on the
+        lease (`FenceConflict`/`LeaseLost`: nothing is published). The PUT is sent only while
+        the lease surely outlasts it (`resolver.executor.object_receipts`).
         """
         if self._transaction_used:
             raise RuntimeError("one side effect has one receipt")
         self._transaction_used = True
         self.stop_heartbeat()
         self.check()
-        self._refresh_before_transaction()
         runner = self._runner
-        lease = self.lease
         try:
-            identity, now_ms = _fenced_identity(runner, lease)
-        except FenceConflict as exc:
+            runner.renew(self._lease)
+            identity, now_ms = _fenced_identity(runner, self.lease)
+        except (FenceConflict, NotFound) as exc:
             self.lose(f"{type(exc).__name__}: {exc}")
             raise
         receipt = sign_receipt(
