@@ -29,6 +29,8 @@ DEFAULT_MISSING_WINDOW_SECONDS = 3600
 DEFAULT_WINDOWS_SECONDS: Mapping[str, Mapping[FindingKind, float]] = {
     "package_install": {FindingKind.MISSING: DEFAULT_MISSING_WINDOW_SECONDS},
     "http_receipt": {FindingKind.MISSING: DEFAULT_MISSING_WINDOW_SECONDS},
+    # A side effect outside PostgreSQL whose receipt object never came: like an external call.
+    "object_receipt": {FindingKind.MISSING: DEFAULT_MISSING_WINDOW_SECONDS},
 }
 # A window longer than a year is a typo, not a policy.
 MAX_WINDOW_SECONDS = 366 * 86_400

@@ -27,7 +27,7 @@ from botocore.config import Config
 from resolver.evidence.object_store import ObjectStoreSettings, make_client
 
 REGION = "us-east-1"
-BUCKET = "receipts-test"
+BUCKET = "receipts"
 VERSIONED_BUCKET = "receipts-versioned"
 PREFIX = "receipts/"
 
