@@ -4,10 +4,10 @@ Per action type, in the provider config (`escalate_after_seconds`), a window per
 finding kind, counted from the case's first inspection. When the window of the finding just
 observed has elapsed, the page commit moves the control to the manual queue with the reason
 `evidence_window_elapsed`, on the database clock and under the same fences as any outcome.
-The defaults: a package install and an external API call whose evidence is still `missing`
-after the window need a person to verify them; an internal mutation and a run creation stay
-recovery-required (still decidable by a human at any time); no default ceiling for
-`still_running` or `unavailable`.
+The defaults: a package install, an external API call and a side effect whose receipt object
+is still `missing` after the window need a person to verify them; an internal mutation and a
+run creation stay recovery-required (still decidable by a human at any time); no default
+ceiling for `still_running` or `unavailable`.
 """
 
 from __future__ import annotations
