@@ -604,7 +604,8 @@ class _Workload:
     ) -> None:
         self._run = run
         self._s3 = s3
-        self._s3_writer = None if s3 is None else s3.client(s3.writer)
+        # Past the proxy: the throttling is for the replicas' reads, not the seeding.
+        self._s3_writer = None if s3 is None else s3.client(s3.writer, direct=True)
         self._store = store
         self._admin_url = admin_url
         history_dir = run.workdir / "history"

@@ -189,11 +189,12 @@ class S3Server:
             **extra,
         }
 
-    def client(self, who: Credentials, **config: Any) -> BaseClient:
+    def client(self, who: Credentials, *, direct: bool = False, **config: Any) -> BaseClient:
+        """A plain client signing as `who`; `direct`: past the proxy (no faults, unrecorded)."""
         session = botocore.session.get_session()
         return session.create_client(
             "s3",
-            endpoint_url=self.proxy_url,
+            endpoint_url=f"http://127.0.0.1:{self.upstream_port}" if direct else self.proxy_url,
             region_name=REGION,
             aws_access_key_id=who.access_key,
             aws_secret_access_key=who.secret_key,
