@@ -549,6 +549,8 @@ def _run(
     events = read_histories(sorted((workdir / "history").glob("*.jsonl")))
     verdict = check(events, rows, run.plans, losses, policy=HUMAN_POLICY, late_rows=late_rows)
     run.notes.append(_operator_line(events, rows))
+    if s3 is not None:
+        run.notes.append(_object_line(rows, s3))
     for reason, n in replicas.exits.items():
         if reason not in EXPECTED_EXITS:
             verdict.violations.append(f"[replica_lifecycle] {n} replica(s): {reason}")
@@ -567,6 +569,20 @@ def _run(
         workdir,
         _failover_lines(pg, profile),
         run.notes,
+    )
+
+
+def _object_line(rows: list[dict[str, Any]], s3: S3Server) -> str:
+    """How the object-storage action type ended, and what its store saw."""
+    ends = Counter(
+        f"{r['status']}/{r['closed_by'] or r['state']}"
+        for r in rows
+        if r["action_type"] == OBJECT_TYPE
+    )
+    methods = Counter(method for method, _ in s3.recorder.requests)
+    return (
+        f"object storage ({OBJECT_TYPE}): {dict(sorted(ends.items()))}; the store answered "
+        f"{dict(sorted(methods.items()))} through the proxy, throttling some with 503 SlowDown"
     )
 
 
