@@ -147,8 +147,13 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"object_receipt drain: {result.resolved}/{result.seeded} resolved in "
         f"{result.seconds:.1f} s = {result.per_second:,.0f} resolutions/s "
-        f"({args.replicas} replicas, page {args.page_size}, moto on loopback)"
+        f"({args.replicas} replicas, page {args.page_size}, moto on loopback); replica CPU "
+        f"{_ms(result.process_cpu_us)} ms per resolution"
     )
+
+
+def _ms(cpu_us: float | None) -> str:
+    return "?" if cpu_us is None else f"{cpu_us / 1000:.2f}"
 
 
 if __name__ == "__main__":
