@@ -296,3 +296,10 @@ def test_bad_settings_are_a_clear_start_up_error(setting: str, value: object) ->
 
     with pytest.raises(ConfigError, match=setting):
         create({"bucket": "receipts", setting: value})
+
+
+def test_missing_escalates_after_an_hour_by_default() -> None:
+    from resolver.core.escalation import escalation_policy
+
+    policy = escalation_policy("object_receipt", None)
+    assert policy.windows_ms == {FindingKind.MISSING: 3_600_000}
