@@ -1,4 +1,4 @@
-"""The wheel holds the product only: the five built-in providers, no test rig."""
+"""The wheel holds the product only: the built-in providers, no test rig."""
 
 from __future__ import annotations
 
