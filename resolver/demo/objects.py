@@ -21,8 +21,9 @@ from resolver.executor.object_receipts import ReceiptPublisher
 from resolver.executor.side_effects import SideEffectRunner
 
 OBJECT = "demo.object"
-# Long enough for one PUT (1 s to connect, 1 s for the reply) and the margin.
-OBJECT_LEASE_SECONDS = 3.0
+# Long enough for one PUT (1 s to connect, 1 s for the reply), the margin (a quarter of
+# the lease) and a renewal on a loaded machine.
+OBJECT_LEASE_SECONDS = 6.0
 OBJECT_TIMEOUT_SECONDS = 1.0
 
 

@@ -20,7 +20,7 @@ const client = new S3Client({
   maxAttempts: 1,
 });
 const publisher = new ReceiptPublisher({ client, bucket: process.env.S3_BUCKET, requestTimeoutMs: 1_000 });
-const executor = new Executor({ pool, owner: "node-object-crasher", key: parseKey(process.env.RECEIPT_KEY), leaseMs: 4_000 });
+const executor = new Executor({ pool, owner: "node-object-crasher", key: parseKey(process.env.RECEIPT_KEY), leaseMs: 6_000 });
 
 await executor.run(dispatchId, async (effect) => {
   if (point === "before_publish") crash();

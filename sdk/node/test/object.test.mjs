@@ -86,7 +86,7 @@ after(async () => {
 const s3 = (who = "S3_WRITER", options = {}) =>
   new S3Client({ endpoint: proxy.url, region: "us-east-1", forcePathStyle: true, credentials: credentials(who), maxAttempts: 1, ...options });
 const publisher = (options = {}) => new ReceiptPublisher({ client: s3(), bucket: S3_BUCKET, requestTimeoutMs: 1_000, ...options });
-const executor = (options = {}) => new Executor({ pool, owner: "node-pusher", key: KEY, leaseMs: 4_000, ...options });
+const executor = (options = {}) => new Executor({ pool, owner: "node-pusher", key: KEY, leaseMs: 6_000, ...options });
 const row = async (text, values) => (await pool.query(text, values)).rows[0];
 const execution = (id) => row("SELECT * FROM approved_action_executions WHERE dispatch_id = $1", [id]);
 

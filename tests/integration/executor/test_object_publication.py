@@ -48,7 +48,7 @@ RECEIPT_ENV = {
 ACTION = "artifact.push"
 CRASHER = Path(__file__).with_name("object_crash_executor.py")
 WAIT_SECONDS = 30.0
-LEASE_SECONDS = 4.0
+LEASE_SECONDS = 6.0
 
 
 @pytest.fixture(scope="module")
