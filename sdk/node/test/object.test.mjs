@@ -226,10 +226,11 @@ test("no PUT leaves when the lease could run out during it", { skip }, async () 
   const id = await newDispatch();
   const puts = proxy.puts;
   await assert.rejects(
-    executor({ leaseMs: 1_000 }).run(id, async (effect) => {
-      await effect.publishReceipt(publisher(), { outcome: "succeeded", resultCode: "pushed", receiptId: "r-1" });
+    // A 2.4 s lease cannot cover a 2 s request plus its margin (a quarter of the lease).
+    executor({ leaseMs: 2_400 }).run(id, async (effect) => {
+      await effect.publishReceipt(publisher({ requestTimeoutMs: 2_000 }), { outcome: "succeeded", resultCode: "pushed", receiptId: "r-1" });
     }),
-    LeaseLost,
+    (err) => err instanceof LeaseLost && /too little of the lease/.test(err.message),
   );
   assert.equal(proxy.puts, puts);
 });

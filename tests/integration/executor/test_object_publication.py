@@ -216,8 +216,9 @@ def test_no_put_leaves_when_the_lease_could_run_out_during_it(
 ) -> None:
     dispatch_id = dispatch(store)
     puts = s3.recorder.count("PUT")
-    # A 1 s lease cannot cover a request that may take 2 s (1 s to connect, 1 s to answer).
-    short = runner(store, database_url, lease_seconds=1.0)
+    # A 2.5 s lease cannot cover a request that may take 2 s (1 s to connect, 1 s to answer)
+    # plus its margin (a quarter of the lease), however fresh it is.
+    short = runner(store, database_url, lease_seconds=2.5)
     with (
         pytest.raises(LeaseLost, match="too little of the lease"),
         short.run(dispatch_id) as effect,
