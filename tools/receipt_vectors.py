@@ -265,7 +265,13 @@ CANONICAL_VALUES: list[Any] = [
     {"big": 2**63 - 1, "neg": -(2**53) - 1, "zero": 0},
     # Escaped are U+0000-U+001F only, as \b \t \n \f \r or \u00XX in lowercase hex; U+007F
     # (DEL) and everything above stays as it is, in UTF-8.
-    {"nul": "\u0000", "unit_separator": "\u001f", "escape": "\u001b", "del": "\u007f", "nbsp": "\u00a0"},
+    {
+        "nul": "\u0000",
+        "unit_separator": "\u001f",
+        "escape": "\u001b",
+        "del": "\u007f",
+        "nbsp": "\u00a0",
+    },
     # Keys that look like integers sort as text, by code point: "1" < "10" < "9" < "a"
     # (a JavaScript object would list them as 1, 9, 10 before "a").
     {"9": "nine", "10": "ten", "1": "one", "a": "letter", "-1": "minus one"},

@@ -79,6 +79,7 @@ const MAX_INT = 2n ** 63n - 1n;
 export const RECEIPT_VERSION = 1;
 export const MAX_RECEIPT_BYTES = 4096;
 
+// canonical-json:begin (docs/receipts.md shows this region verbatim; a test compares them)
 const utf8 = (text) => Buffer.from(text, "utf8");
 const byCodePoint = (a, b) => Buffer.compare(utf8(a), utf8(b)); // UTF-8 order is code point order
 
@@ -100,9 +101,12 @@ export function canonicalJson(value) {
       return String(value);
     case "string":
       if (!value.isWellFormed()) throw new ReceiptError("a lone surrogate is not UTF-8", "not_json");
+      // For one string JSON.stringify escapes exactly `"`, `\` and U+0000-U+001F (\b \t \n
+      // \f \r, the others as \u00xx in lowercase hex), and nothing else: the canonical set.
       return JSON.stringify(value);
     case "object":
       if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+      // Never an object's own key order: engines list integer-like keys first.
       return `{${Object.keys(value)
         .sort(byCodePoint)
         .map((k) => `${canonicalJson(k)}:${canonicalJson(value[k])}`)
@@ -111,6 +115,7 @@ export function canonicalJson(value) {
       throw new ReceiptError(`canonical JSON cannot hold a ${typeof value}`, "bad_type");
   }
 }
+// canonical-json:end
 
 export const sha256Hex = (data) => crypto.createHash("sha256").update(data).digest("hex");
 

@@ -50,6 +50,8 @@ function parseExact(text) {
 }
 
 const vectors = parseExact(readFileSync(path, "utf8"));
+// docs/receipts.md, whose JavaScript block (the SDK's canonicalJson) is run on the vectors too.
+const specPath = process.env.RECEIPTS_SPEC ?? fileURLToPath(new URL("../../../docs/receipts.md", import.meta.url));
 const keys = Object.fromEntries(vectors.keys.map((k) => [k.kid, { kid: k.kid, secretHex: k.secret_hex }]));
 const hex = (text) => Buffer.from(text, "utf8").toString("hex");
 
@@ -206,4 +208,21 @@ test("verifyReceipt: binding, size, key ring and JSON edge cases name the resolv
   assert.equal(verify('{"a":"raw\ttab"}'), "not_json"); // a raw control character in a string
   assert.equal(verify('{"a":1,}'), "not_json");
   assert.equal(verify('{"__proto__":1}'), "unknown_field");
+});
+
+test("the canonical form code shown in docs/receipts.md passes every vector", () => {
+  const blocks = [...readFileSync(specPath, "utf8").matchAll(/```js\n(.*?)```/gs)].map((m) => m[1]);
+  const shown = blocks.find((b) => b.includes("function canonicalJson"));
+  assert.ok(shown, "receipts.md shows no canonicalJson");
+  const run = new Function("ReceiptError", `${shown.replace("export function", "function")}\nreturn canonicalJson;`);
+  const docCanonical = run(ReceiptError);
+  for (const c of vectors.canonical_json) assert.equal(docCanonical(c.value), c.canonical);
+  for (const c of vectors.accepted) {
+    assert.equal(docCanonical(c.body), c.canonical);
+    assert.equal(docCanonical({ ...c.body, sig: c.sig }), c.receipt);
+  }
+  // The hint it replaced fails the code-point vector: sort() compares UTF-16 code units.
+  const naive = (v) => JSON.stringify(Object.fromEntries(Object.keys(v).sort().map((k) => [k, v[k]])));
+  const astral = vectors.canonical_json.find((c) => Object.keys(c.value).some((k) => k.codePointAt(0) > 0xffff));
+  assert.notEqual(naive(astral.value), astral.canonical);
 });
