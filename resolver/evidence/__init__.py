@@ -163,14 +163,17 @@ _deprecated = forward(
 )
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        return _deprecated(name)
-    value = getattr(import_module(home), name)
-    globals()[name] = value
-    return value
+# Hidden from type checkers: a module `__getattr__` would make every name, a misspelt one
+# too, importable as `Any`. They see the imports above, and an unknown name is an error.
+if not TYPE_CHECKING:
 
+    def __getattr__(name: str) -> Any:
+        home = _HOMES.get(name)
+        if home is None:
+            return _deprecated(name)
+        value = getattr(import_module(home), name)
+        globals()[name] = value
+        return value
 
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *__all__})

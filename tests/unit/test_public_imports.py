@@ -396,3 +396,53 @@ def test_the_changelog_table_of_moves_says_which_old_paths_still_import() -> Non
         elif module not in ("resolver.demo", "resolver.retention"):  # packages by those names now
             with pytest.raises(ModuleNotFoundError):
                 importlib.import_module(module)
+
+
+# -- the surfaces type-check as the docs use them ---------------------------------------------
+
+
+def mypy(files: list[Path], cache: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--cache-dir",
+            str(cache),
+            "--config-file",
+            str(cache / "none.ini"),
+            *map(str, files),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=ROOT,
+    )
+
+
+def test_the_complete_examples_type_check_strictly_against_the_surfaces(tmp_path: Path) -> None:
+    # The whole provider of providers.md and the executor of executor-sdk.md, under
+    # `mypy --strict`: the surfaces export typed names (no implicit re-export needed).
+    (provider,) = [
+        b
+        for b in python_blocks((ROOT / "docs" / "providers.md").read_text())
+        if "class RefundProvider" in b
+    ]
+    (executor,) = python_blocks((ROOT / "docs" / "executor-sdk.md").read_text())
+    (tmp_path / "none.ini").write_text("[mypy]\n")
+    files = [tmp_path / "provider_example.py", tmp_path / "executor_example.py"]
+    files[0].write_text(provider)
+    files[1].write_text(executor)
+    checked = mypy(files, tmp_path)
+    assert checked.returncode == 0, checked.stdout
+    # The check is live: a name that is not on the surface is an error.
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "from resolver.evidence import ClaimedItem\nfrom resolver.executor import Finding\n"
+    )
+    refused = mypy([planted], tmp_path)
+    assert refused.returncode == 1
+    assert 'Module "resolver.evidence" has no attribute "ClaimedItem"' in refused.stdout
+    assert '"resolver.executor" has no attribute "Finding"' in refused.stdout
