@@ -65,11 +65,11 @@ def documented_table(doc: str, heading: str) -> set[str]:
     """The backticked names of the first column of the table after `heading`."""
     text = (ROOT / "docs" / doc).read_text(encoding="utf-8")
     section = text[text.index(heading) :]
-    table = re.search(r"\n\|---\|---\|\n((?:\|.*\n)+)", section)
+    table = re.search(r"\n *\|---\|---\|\n((?: *\|.*\n)+)", section)
     assert table, heading
     names: set[str] = set()
     for row in table.group(1).splitlines():
-        names |= set(re.findall(r"`(\w+)`", row.split("|")[1]))
+        names |= set(re.findall(r"`(\w+)`", row.strip().split("|")[1]))
     return names
 
 
@@ -78,6 +78,7 @@ def documented_table(doc: str, heading: str) -> set[str]:
     [
         ("providers.md", "## The provider API, in full", "resolver.evidence"),
         ("executor-sdk.md", "**The Python API, in full.**", "resolver.executor"),
+        ("providers.md", "**The kit's names, in full**", "resolver.evidence.contract"),
     ],
 )
 def test_the_docs_list_each_surface_in_full(doc: str, heading: str, surface: str) -> None:
