@@ -225,14 +225,21 @@ def chart_surface() -> Surface:
 
 
 def settings_surface() -> Surface:
-    from resolver.app.config import Settings
+    from resolver.app.config import OTHER_VARIABLES, Settings
 
     prefix = Settings.model_config.get("env_prefix", "")
     found: Surface = {}
     for name, field in Settings.model_fields.items():
         env = (field.alias or f"{prefix}{name}").upper()
-        default = "required" if field.is_required() else repr(field.get_default())
-        found[f"env:{env}"] = f"{field.annotation!s} = {default}"
+        if field.default_factory is not None:
+            default = "computed"
+        else:
+            default = "required" if field.is_required() else repr(field.get_default())
+        annotation = field.annotation
+        kind = annotation.__name__ if isinstance(annotation, type) else str(annotation)
+        found[f"env:{env}"] = f"{kind} = {default}"
+    for env in OTHER_VARIABLES:
+        found[f"env:{env}"] = "read outside the settings"
     return found
 
 
