@@ -447,3 +447,39 @@ def test_the_complete_examples_type_check_strictly_against_the_surfaces(tmp_path
     assert refused.returncode == 1
     assert 'Module "resolver.evidence" has no attribute "ClaimedItem"' in refused.stdout
     assert '"resolver.executor" has no attribute "Finding"' in refused.stdout
+
+
+# An executor module as the 0.1.0 docs taught it (the protocol client and the receipt writer).
+OLD_EXECUTOR = """
+from providers.internal_mutation import write_receipt
+from resolver.db.repository import PostgresStore
+from resolver.domain import DispatchSpec, Outcome, action_digest
+from resolver.errors import FenceConflict, LeaseLost
+from resolver.execution import ExecutionClient
+from resolver.receipts import KeyRing
+
+NAMES = (write_receipt, PostgresStore, DispatchSpec, Outcome, action_digest, FenceConflict,
+         LeaseLost, ExecutionClient, KeyRing)
+"""
+
+
+def test_following_the_changelog_alone_upgrades_an_old_executor(tmp_path: Path) -> None:
+    upgraded = upgrade(OLD_EXECUTOR, upgrade_rules("Executor authors"))
+    assert "resolver.executor import" in upgraded
+    script = tmp_path / "old_executor.py"
+    script.write_text(upgraded)
+    done = subprocess.run(
+        [sys.executable, "-W", "error::DeprecationWarning", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    # And unchanged, it still runs, warning.
+    script.write_text(OLD_EXECUTOR)
+    old = subprocess.run(
+        [sys.executable, "-W", "default", str(script)], capture_output=True, text=True, timeout=120
+    )
+    assert old.returncode == 0, old.stderr
+    assert "DeprecationWarning" in old.stderr
