@@ -22,6 +22,7 @@ one version it listed, by id. Without versioning it sends one GET and lists noth
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
@@ -149,7 +150,7 @@ def _status(exc: BaseException) -> int:
 
 def _failure(identity: DispatchIdentity, exc: BaseException) -> Finding:
     """What a failed request means: it heals (outage, timeout) or it will not (configuration)."""
-    from botocore import exceptions as bx
+    bx = importlib.import_module("botocore.exceptions")  # untyped: see object_store
 
     # Debug: the reconciler logs the classified failure once per cycle and action type.
     log.debug(

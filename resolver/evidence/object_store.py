@@ -16,15 +16,13 @@ only when an object-storage provider or publisher is built: the `s3` extra insta
 
 from __future__ import annotations
 
+import importlib
 import re
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from resolver.core.errors import ConfigError
-
-if TYPE_CHECKING:
-    from botocore.client import BaseClient
 
 # S3's bucket naming rules (lowercase, digits, dots and hyphens, 3..63 characters).
 BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]\Z")
@@ -91,7 +89,7 @@ def make_client(
     read_only: bool,
     max_attempts: int = 1,
     session: Any = None,
-) -> BaseClient:
+) -> Any:
     """A botocore S3 client with the settings' timeouts and no retries of its own.
 
     `session`: a botocore session to take credentials from (a profile, say); by default a
@@ -101,13 +99,15 @@ def make_client(
     any request that is not a GET/HEAD, so a reader cannot write even by mistake.
     """
     try:
-        import botocore.session
-        from botocore.config import Config
+        # By name: botocore ships no type information, and this module is part of the typed
+        # surface that users type-check against.
+        botocore_session = importlib.import_module("botocore.session")
+        config_class = importlib.import_module("botocore.config").Config
     except ImportError:  # pragma: no cover - depends on the installation
         raise ConfigError(
             "object storage needs the s3 extra: pip install 'approved-action-resolver[s3]'"
         ) from None
-    config = Config(
+    config = config_class(
         region_name=settings.region,
         signature_version="s3v4",
         connect_timeout=settings.timeout_seconds,
@@ -120,7 +120,7 @@ def make_client(
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
     )
-    session = session or botocore.session.get_session()
+    session = session or botocore_session.get_session()
     client = session.create_client("s3", endpoint_url=settings.endpoint_url, config=config)
     if read_only:
         client.meta.events.register("before-call.s3", _refuse_writes)

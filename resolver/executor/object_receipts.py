@@ -15,6 +15,7 @@ or later attempt is refused by the provider's fence check (attempt and start are
 from __future__ import annotations
 
 import hashlib
+import importlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -139,7 +140,7 @@ class ReceiptPublisher:
     ) -> PublishedReceipt | bool:
         """A failed PUT: published after all, worth another try (and whether it may have
         landed), or an error to raise."""
-        from botocore import exceptions as bx
+        bx = importlib.import_module("botocore.exceptions")  # untyped: see object_store
 
         if isinstance(exc, bx.ConnectTimeoutError | bx.EndpointConnectionError):
             return False  # never reached the store
