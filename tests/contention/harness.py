@@ -582,7 +582,8 @@ def _object_line(rows: list[dict[str, Any]], s3: S3Server) -> str:
     methods = Counter(method for method, _ in s3.recorder.requests)
     return (
         f"object storage ({OBJECT_TYPE}): {dict(sorted(ends.items()))}; the store answered "
-        f"{dict(sorted(methods.items()))} through the proxy, throttling some with 503 SlowDown"
+        f"{dict(sorted(methods.items()))} through the proxy, {s3.recorder.throttled} of them "
+        "503 SlowDown"
     )
 
 

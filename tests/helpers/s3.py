@@ -97,6 +97,8 @@ class Recorder:
     requests: list[tuple[str, str]] = field(default_factory=list)
     slow_down: int = 0
     """Answer this many next requests with 503 SlowDown (not forwarded)."""
+    throttled: int = 0
+    """How many requests were answered 503 SlowDown."""
     hold: frozenset[str] = frozenset()
     """Forward requests of these methods, then keep their replies until `release` is set."""
     release: threading.Event = field(default_factory=threading.Event)
@@ -133,6 +135,7 @@ def _handler(upstream_port: int, recorder: Recorder) -> type[BaseHTTPRequestHand
                 inject = recorder.slow_down > 0
                 if inject:
                     recorder.slow_down -= 1
+                    recorder.throttled += 1
             if inject:
                 self.send_response(503)
                 self.send_header("Content-Type", "application/xml")
