@@ -41,7 +41,13 @@ ReplicaFactory = Callable[[str, ProviderRegistry], Replica[PostgresStore]]
 
 
 def run(
-    *, count: int, data_dir: Path, echo: Callable[[str], None], build_replica: ReplicaFactory
+    *,
+    count: int,
+    data_dir: Path,
+    echo: Callable[[str], None],
+    build_replica: ReplicaFactory,
+    object_store: str | None = None,
+    object_bucket: str = "receipts",
 ) -> None:
     url = os.environ.get("RESOLVER_DATABASE_URL")
     cluster = None
@@ -58,14 +64,24 @@ def run(
             f"(kid {keys.current_kid}); real deployments load keys from RESOLVER_RECEIPT_KEYS "
             "or RESOLVER_SECRETS_DIR"
         )
-        replica = build_replica(url, demo_registry(url, keys))
+        objects = None if object_store is None else (object_store, object_bucket)
+        if objects is not None:
+            from resolver.demo import objects as object_demo
+
+            object_demo.ensure_bucket(*objects)
+            echo(f"receipt objects go to {object_store}, bucket {object_bucket}")
+        replica = build_replica(url, demo_registry(url, keys, objects))
         try:
             client = ExecutionClient(
                 replica.store, owner="demo-executor", lease_seconds=CRASHED_LEASE_SECONDS
             )
             expected = seed(client, url, keys, count)
+            if objects is not None:
+                expected |= object_demo.seed(replica.store, url, keys, count, *objects)
             echo(f"seeded {len(expected)} executions that crashed after the start barrier")
             time.sleep(CRASHED_LEASE_SECONDS * 2)  # let the crashed executors' leases lapse
+            if objects is not None:
+                object_demo.wait_for_leases()
             findings: Counter[str] = Counter()
             while True:
                 report = replica.reconciler.run_cycle()
@@ -84,7 +100,9 @@ def run(
             cluster.stop()
 
 
-def demo_registry(url: str, keys: KeyRing) -> ProviderRegistry:
+def demo_registry(
+    url: str, keys: KeyRing, objects: tuple[str, str] | None = None
+) -> ProviderRegistry:
     """The built-in providers as `resolver run` finds them, through the entry-point registry:
     they read the evidence database URL and the receipt keys from the environment, so the
     demo's own (possibly private) database and ephemeral key are exported while they start."""
@@ -92,6 +110,10 @@ def demo_registry(url: str, keys: KeyRing) -> ProviderRegistry:
         INTERNAL: {"provider": "internal_mutation", "timeout_seconds": 5.0},
         SHELL: {"provider": "manual_only"},
     }
+    if objects is not None:
+        from resolver.demo import objects as object_demo
+
+        action_types.update(object_demo.action_types(*objects))
     secrets = ",".join(f"{kid}={secret.hex()}" for kid, secret in keys.keys.items())
     with _exported({"RESOLVER_DATABASE_URL": url, KEYS_ENV: secrets}):
         return build_registry(action_types)
