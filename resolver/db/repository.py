@@ -222,7 +222,7 @@ class PostgresStore:
         params = {"items": page_items(outcomes), "now_ms": now_ms}
         # One statement: the function locks and writes in one transaction of its own.
         with self._transaction(single_statement=True) as conn:
-            rows = conn.execute(statement("recovery_commit_page"), params).fetchall()
+            rows = conn.execute(statement("commit_automatic"), params).fetchall()
         routed = {row["dispatch_id"]: ControlStatus(row["status"]) for row in rows}
         return CommitReport(
             routed, frozenset(o.item.identity.dispatch_id for o in outcomes) - routed.keys()
@@ -801,7 +801,7 @@ def _enums(row: Row, **columns: Callable[[str], StrEnum]) -> None:
 
 
 def page_items(outcomes: Sequence[ItemOutcome]) -> str:
-    """A page's outcomes as the JSON array `resolver_commit_page` reads, one object per item.
+    """A page's outcomes as the JSON array `resolver_commit_automatic` reads, one object per item.
 
     One C-level encode of the whole page: adapting nine parallel arrays element by element
     cost the replica more CPU than the rest of the commit.
