@@ -9,19 +9,28 @@
 
 -- The domain's sets, each spelled once here and once in resolver/core/domain.py
 -- (tests/integration/schema/test_domain_sets.py compares the two). Every check, trigger
--- condition and function reads them from these functions. IMMUTABLE with constant
--- arguments, so the planner folds a call to its value when it plans the expression: a check
--- or a trigger's WHEN costs what the spelled-out list cost.
+-- condition and function reads them from these functions. All are IMMUTABLE: the planner
+-- folds a set (no arguments) to its value once per statement, and inlines a mapping (SQL,
+-- one expression) into the expression that calls it, so a check or a trigger's WHEN costs
+-- per row what the spelled-out list cost. The sets are plpgsql because the planner folds
+-- them by calling them: a plpgsql function is compiled once per session, where a SQL one is
+-- parsed and planned again at every fold (once per statement and check).
 
 -- The states an execution never leaves once it reaches one.
 CREATE FUNCTION resolver_terminal_states() RETURNS text[]
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT ARRAY['succeeded', 'failed', 'blocked'] $$;
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+    RETURN ARRAY['succeeded', 'failed', 'blocked'];
+END
+$$;
 
 -- Every finding kind a provider may report.
 CREATE FUNCTION resolver_finding_kinds() RETURNS text[]
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT ARRAY['verified_succeeded', 'verified_failed', 'still_running', 'missing',
-                 'conflict', 'unsupported', 'unavailable']
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+    RETURN ARRAY['verified_succeeded', 'verified_failed', 'still_running', 'missing',
+                 'conflict', 'unsupported', 'unavailable'];
+END
 $$;
 
 -- The terminal state verified evidence settles an execution as; NULL for a finding that

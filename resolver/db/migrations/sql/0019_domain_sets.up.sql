@@ -9,13 +9,19 @@
 -- The domain's sets, each spelled once (resolver/db/schema/01_recovery_core.sql).
 -- The states an execution never leaves once it reaches one.
 CREATE FUNCTION resolver_terminal_states() RETURNS text[]
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT ARRAY['succeeded', 'failed', 'blocked'] $$;
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+    RETURN ARRAY['succeeded', 'failed', 'blocked'];
+END
+$$;
 
 -- Every finding kind a provider may report.
 CREATE FUNCTION resolver_finding_kinds() RETURNS text[]
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT ARRAY['verified_succeeded', 'verified_failed', 'still_running', 'missing',
-                 'conflict', 'unsupported', 'unavailable']
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+    RETURN ARRAY['verified_succeeded', 'verified_failed', 'still_running', 'missing',
+                 'conflict', 'unsupported', 'unavailable'];
+END
 $$;
 
 -- The terminal state verified evidence settles an execution as; NULL for a finding that
