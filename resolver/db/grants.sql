@@ -56,7 +56,10 @@ GRANT SELECT ON approved_action_recovery_resolutions TO resolver_executor;
 
 -- The automatic (fenced page) and manual commits (resolver/db/schema/08_commits.sql):
 -- SECURITY INVOKER, so they write with the runtime role's own table privileges above and
--- nobody else's.
+-- nobody else's. resolver_commit_page is the automatic commit's name in release 0.1.0,
+-- whose replicas call it during a rolling upgrade.
+REVOKE EXECUTE ON FUNCTION resolver_commit_page(json, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION resolver_commit_page(json, bigint) TO resolver_runtime;
 REVOKE EXECUTE ON FUNCTION resolver_commit_automatic(json, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_commit_automatic(json, bigint) TO resolver_runtime;
 REVOKE EXECUTE ON FUNCTION resolver_finding_status(text) FROM PUBLIC;

@@ -297,7 +297,7 @@ def test_only_the_runtime_role_executes_the_page_commit(role_db: RoleDatabase, r
     # SECURITY INVOKER writes with the caller's own privileges, which these roles lack too;
     # EXECUTE is refused first, before any table is touched.
     with role_db.connect(role) as conn, pytest.raises(errors.InsufficientPrivilege):
-        conn.execute("SELECT * FROM resolver_commit_automatic('[]'::json, NULL)")
+        conn.execute("SELECT * FROM resolver_commit_page('[]'::json, NULL)")
 
 
 @pytest.mark.parametrize(

@@ -694,6 +694,14 @@ BEGIN
 END
 $$;
 
+-- The page commit's name until migration 0007, kept for replicas of the previous release
+-- during a rolling upgrade; it is the automatic commit under its old name.
+CREATE FUNCTION resolver_commit_page(p_items json, p_now_ms bigint DEFAULT NULL)
+RETURNS SETOF text
+LANGUAGE sql VOLATILE AS $$
+    SELECT a.dispatch_id FROM resolver_commit_automatic(p_items, p_now_ms) AS a
+$$;
+
 -- Executable by PUBLIC by default; resolver/db/grants.sql grants the routing rule and the
 -- automatic and manual commits to the runtime role and the completion to the executor role.
 REVOKE EXECUTE ON FUNCTION
@@ -706,7 +714,8 @@ REVOKE EXECUTE ON FUNCTION
     resolver_settle_manual(text, text, text, text, text, bigint, text, bigint, json),
     resolver_proposal_close(text, text, text, text, text, text, bigint, bigint, bigint, text[],
                             bigint, bigint, bigint),
-    resolver_execution_complete(text, text, uuid, bigint, text, text, text, text, bigint)
+    resolver_execution_complete(text, text, uuid, bigint, text, text, text, text, bigint),
+    resolver_commit_page(json, bigint)
 FROM PUBLIC;
 
 -- Tables resolve in the migrated schema, whatever the caller's search_path (pg_temp last: a
@@ -722,7 +731,8 @@ BEGIN
         'resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint, bigint)',
         'resolver_settle_manual(text, text, text, text, text, bigint, text, bigint, json)',
         'resolver_proposal_close(text, text, text, text, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint)',
-        'resolver_execution_complete(text, text, uuid, bigint, text, text, text, text, bigint)'
+        'resolver_execution_complete(text, text, uuid, bigint, text, text, text, text, bigint)',
+        'resolver_commit_page(json, bigint)'
     ] LOOP
         EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp',
                        fn, current_schema());

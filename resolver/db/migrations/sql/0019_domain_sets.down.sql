@@ -1,9 +1,9 @@
 -- Migration 0019_domain_sets (down): the checks, trigger conditions and functions as
--- 0018_late_expire_index left them (each set spelled where it was used), resolver_commit_page
--- again, then the four domain-set functions dropped.
+-- 0018_late_expire_index left them (each set spelled where it was used), then the four
+-- domain-set functions dropped.
 
 
--- Functions that spelled a set now read it.
+-- The functions as they were.
 CREATE OR REPLACE FUNCTION resolver_finding_status(p_finding text)
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
@@ -637,21 +637,5 @@ ALTER TABLE recovery_proposals DROP CONSTRAINT ck_recovery_proposals_outcome_kno
     ADD CONSTRAINT ck_recovery_proposals_outcome_known CHECK (outcome IN ('succeeded', 'failed', 'blocked'));
 ALTER TABLE recovery_late_evidence DROP CONSTRAINT ck_recovery_late_evidence_finding_verified,
     ADD CONSTRAINT ck_recovery_late_evidence_finding_verified CHECK (finding IN ('verified_succeeded', 'verified_failed'));
-
--- The automatic commit's former name, for replicas of a release before migration 0007.
-CREATE FUNCTION resolver_commit_page(p_items json, p_now_ms bigint DEFAULT NULL)
-RETURNS SETOF text
-LANGUAGE sql VOLATILE AS $$
-    SELECT a.dispatch_id FROM resolver_commit_automatic(p_items, p_now_ms) AS a
-$$;
-
-REVOKE EXECUTE ON FUNCTION resolver_commit_page(json, bigint) FROM PUBLIC;
-
-DO $$
-BEGIN
-    EXECUTE format('ALTER FUNCTION resolver_commit_page(json, bigint) '
-                   'SET search_path = pg_catalog, %I, pg_temp', current_schema());
-END
-$$;
 
 DROP FUNCTION resolver_terminal_states(), resolver_finding_kinds(), resolver_finding_outcome(text), resolver_decision_settles(text);

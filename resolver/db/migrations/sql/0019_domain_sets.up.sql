@@ -2,7 +2,6 @@
 -- the terminal states, the finding kinds, what verified evidence settles and what each human
 -- decision settles; every check, trigger condition and function that spelled a set reads it
 -- from them instead. The rows each check accepts and what each function does are unchanged.
--- The automatic commit's former name, resolver_commit_page, is dropped.
 -- Applied as it is by versions/0019_domain_sets.py; never edited once released (the current
 -- definitions live in resolver/db/schema/).
 
@@ -673,7 +672,3 @@ ALTER TABLE recovery_proposals DROP CONSTRAINT ck_recovery_proposals_outcome_kno
     ADD CONSTRAINT ck_recovery_proposals_outcome_known CHECK (outcome = ANY (resolver_terminal_states()));
 ALTER TABLE recovery_late_evidence DROP CONSTRAINT ck_recovery_late_evidence_finding_verified,
     ADD CONSTRAINT ck_recovery_late_evidence_finding_verified CHECK (resolver_finding_outcome(finding) IS NOT NULL);
-
--- The automatic commit under the name it had before migration 0007: no release that
--- can run beside this one calls it.
-DROP FUNCTION resolver_commit_page(json, bigint);

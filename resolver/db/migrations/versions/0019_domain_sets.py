@@ -12,10 +12,8 @@ resolver_finding_outcome, resolver_decision_settles) replace the lists spelled i
 planner folds a call with constant arguments to its value, so a check or a trigger condition
 costs what the list cost. Eight CHECK constraints are replaced (each checks its table's rows
 once, under an ACCESS EXCLUSIVE lock); two triggers are recreated; nine functions are
-replaced (owners, grants, SECURITY DEFINER and pinned search_path kept). The automatic
-commit's former name, resolver_commit_page, is dropped: every release since migration 0007
-calls resolver_commit_automatic. Nothing stored changes; downgrade restores the inline lists
-and the former name and drops the four functions.
+replaced (owners, grants, SECURITY DEFINER and pinned search_path kept). Nothing stored
+changes; downgrade restores the inline lists and drops the four functions.
 """
 
 from __future__ import annotations
