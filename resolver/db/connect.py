@@ -26,7 +26,7 @@ import psycopg
 import psycopg_pool
 from psycopg import sql
 from psycopg.pq import TransactionStatus
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 
 from resolver.core.errors import ConfigError
 from resolver.db.dsn import libpq_dsn
@@ -155,10 +155,36 @@ def connect(
     conn: Connection = psycopg.connect(libpq_dsn(url), autocommit=autocommit, **kwargs)
     try:
         _apply_session(conn, profile)
+        _verify_options(conn, profile)
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def _verify_options(conn: Connection, profile: Profile) -> None:
+    """Refuse a connection whose startup options were dropped on the way.
+
+    A pooler told to ignore `options` (CloudNativePG's default) passes the connection
+    through without them: every timeout would be silently off. Each command's first
+    connection (the schema check, prune's session) asks the server what it applied.
+    """
+    if profile.pooler is not Pooler.NONE or not profile.settings:
+        return
+    with conn.cursor(row_factory=tuple_row) as cur:
+        cur.execute(
+            "SELECT name, setting FROM pg_settings WHERE name = ANY(%s)", [list(profile.settings)]
+        )
+        applied: dict[str, str] = dict(cur.fetchall())
+    if not conn.autocommit:
+        conn.rollback()
+    dropped = sorted(k for k, v in profile.settings.items() if applied.get(k) != str(v))
+    if dropped:
+        raise ConfigError(
+            f"the server did not apply {', '.join(dropped)} sent as a startup option: a "
+            f"connection pooler dropped it; set {POOLER_ENV}=transaction (or session) to "
+            "match its pool_mode"
+        )
 
 
 def _apply_session(conn: Connection, profile: Profile) -> None:

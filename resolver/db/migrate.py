@@ -233,6 +233,8 @@ def current_revision(
     profile = Profile(
         application_name="resolver-schema-check",
         connect_timeout_seconds=connect_timeout_seconds,
+        # The check is one short query; its timeout also proves the settings arrive.
+        settings={"statement_timeout": max(1, round(connect_timeout_seconds * 1000))},
         pooler=pooler,
     )
     try:

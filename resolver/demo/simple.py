@@ -23,6 +23,7 @@ from resolver.core.ports import ExecutionStore
 from resolver.core.provider import ProviderRegistry, build_registry
 from resolver.db import migrate as migrations
 from resolver.db import session
+from resolver.db.connect import pooler_from_env
 from resolver.demo import localpg
 from resolver.evidence.receipts import KEYS_ENV, KeyRing
 from resolver.executor.client import ExecutionClient
@@ -43,7 +44,7 @@ def run(*, count: int, data_dir: Path, echo: Callable[[str], None]) -> None:
         echo(f"  server binaries: {cluster.bin_dir}")
         url = cluster.url
     try:
-        migrations.upgrade(url)
+        migrations.upgrade(url, policy=migrations.MigrationPolicy(pooler=pooler_from_env()))
         keys = KeyRing.ephemeral(f"demo-{uuid.uuid4().hex[:8]}")
         echo(
             f"receipts are signed with an ephemeral HMAC key generated for this run "

@@ -1,0 +1,138 @@
+"""A real PgBouncer in front of the test server: started on a free loopback port with its
+config in a temporary directory, as CloudNativePG's pooler configures it."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+
+BINARY = "/usr/sbin/pgbouncer"
+APT_PACKAGE = "pgbouncer"
+
+
+@dataclass(frozen=True)
+class Bouncer:
+    port: int
+    mode: str
+    directory: Path
+
+    def url(self, server_url: str) -> str:
+        """`server_url` (user, password, database kept) reached through this PgBouncer."""
+        parts = urlsplit(server_url)
+        userinfo = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+        netloc = f"{userinfo}127.0.0.1:{self.port}"
+        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+    def log(self) -> str:
+        path = self.directory / "pgbouncer.log"
+        return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+
+
+def binary() -> str:
+    """The PgBouncer binary; in CI (.ci/run installs it) a missing one fails, else skips."""
+    found = shutil.which("pgbouncer") or (BINARY if Path(BINARY).exists() else None)
+    if found:
+        return found
+    reason = f"pgbouncer is not installed; run `apt-get install {APT_PACKAGE}` (bash .ci/run does)"
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _config(server_url: str, port: int, mode: str, directory: Path) -> str:
+    server = urlsplit(server_url)
+    return f"""[databases]
+* = host={server.hostname or "127.0.0.1"} port={server.port or 5432}
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = {port}
+unix_socket_dir =
+auth_type = trust
+auth_file = {directory / "userlist.txt"}
+pool_mode = {mode}
+; CloudNativePG's pooler default: startup options are accepted and dropped.
+ignore_startup_parameters = extra_float_digits,options
+max_client_conn = 400
+default_pool_size = 20
+server_reset_query = DISCARD ALL
+logfile = {directory / "pgbouncer.log"}
+pidfile = {directory / "pgbouncer.pid"}
+"""
+
+
+@contextmanager
+def pgbouncer(server_url: str, mode: str, users: Iterable[str]) -> Iterator[Bouncer]:
+    """PgBouncer in `mode` (transaction or session) in front of `server_url`'s server; every
+    name in `users` may log in (trust: the server checks passwords, if it asks)."""
+    exe = binary()
+    directory = Path(tempfile.mkdtemp(prefix=f"pgbouncer-{mode}-"))
+    port = free_port()
+    config = _config(server_url, port, mode, directory)
+    if os.geteuid() == 0:
+        # PgBouncer refuses to run as root: it drops to the server's own account.
+        config += "user = postgres\n"
+    (directory / "pgbouncer.ini").write_text(config, encoding="utf-8")
+    userlist = "".join(f'"{name}" ""\n' for name in sorted(set(users)))
+    (directory / "userlist.txt").write_text(userlist, encoding="utf-8")
+    if os.geteuid() == 0:
+        account = pwd.getpwnam("postgres")
+        for path in (directory, *directory.iterdir()):
+            os.chown(path, account.pw_uid, account.pw_gid)
+    process = subprocess.Popen(
+        [exe, str(directory / "pgbouncer.ini")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    bouncer = Bouncer(port, mode, directory)
+    try:
+        _wait_accepting(bouncer, server_url, process)
+        yield bouncer
+    finally:
+        process.send_signal(signal.SIGINT)  # immediate shutdown
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _wait_accepting(bouncer: Bouncer, server_url: str, process: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 15
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"pgbouncer exited: {process.stderr.read() if process.stderr else ''}"
+            )
+        try:
+            with psycopg.connect(bouncer.url(server_url), connect_timeout=2) as conn:
+                conn.execute("SELECT 1")
+            return
+        except psycopg.OperationalError as exc:
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"pgbouncer did not accept connections:\n{bouncer.log()}"
+                ) from exc
+            time.sleep(0.05)  # polling a port that is not open yet
