@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
@@ -22,8 +23,10 @@ import yaml
 from psycopg.rows import dict_row
 
 from resolver.db import migrate
+from resolver.db.connect import Pooler
 from resolver.db.repository import PostgresStore
 from resolver.demo import localpg
+from tests.helpers.pgbouncer import pgbouncer
 
 from . import hostile
 from .checker import (
@@ -79,6 +82,9 @@ class Profile:
     hostile_rounds: int = 0
     """Rounds of hostile-database faults (row locks, every connection slot taken, WAL volume
     full), with a session idle in a transaction for the whole run."""
+    pooler: str = "none"
+    """`transaction` or `session`: replicas and executors reach PostgreSQL through a real
+    PgBouncer in that pool mode, which reaches it through the fault proxies."""
 
 
 QUICK = Profile(
@@ -154,6 +160,7 @@ FAILOVER_SOAK_ASYNC = replace(
     failovers=2,
 )
 FAILOVER_SOAK_SYNC = replace(FAILOVER_SOAK_ASYNC, name="failover-soak-sync", replication="sync")
+QUICK_PGBOUNCER = replace(QUICK, name="quick-pgbouncer", pooler="transaction")
 HOSTILE = replace(QUICK, name="hostile", pg_restarts=0, fault_seconds=60, hostile_rounds=1)
 HOSTILE_SOAK = replace(SOAK, name="hostile-soak", pg_restarts=0, hostile_rounds=3)
 PROFILES = {
@@ -161,6 +168,7 @@ PROFILES = {
     for p in (
         SMOKE,
         QUICK,
+        QUICK_PGBOUNCER,
         SOAK,
         FAILOVER_ASYNC,
         FAILOVER_SYNC,
@@ -324,6 +332,9 @@ class ReplicaSet:
 
     def __init__(self, profile: Profile, database_url: str, workdir: Path) -> None:
         self._profile = profile
+        self._pooler = (
+            {} if profile.pooler == "none" else {"RESOLVER_DATABASE_POOLER": profile.pooler}
+        )
         self._url = database_url
         self._workdir = workdir
         self._generation = [0] * profile.replicas
@@ -335,7 +346,11 @@ class ReplicaSet:
 
     def env(self, replica_id: str) -> dict[str, str]:
         return replica_env(
-            self._url, replica_id, self._workdir, RESOLVER_PAGE_SIZE=str(self._profile.page_size)
+            self._url,
+            replica_id,
+            self._workdir,
+            RESOLVER_PAGE_SIZE=str(self._profile.page_size),
+            **self._pooler,
         )
 
     def start(self, index: int) -> None:
@@ -469,9 +484,24 @@ def _run(run: Run, pg: Database, volume: hostile.WalVolume | None) -> Report:
     with pg.admin() as conn:
         write_scripts(conn, [])  # the script table exists before any replica inspects
         grant_operators(conn)
-    replicas = ReplicaSet(profile, proxies.url(clean=False), workdir)
+    pooled = contextlib.ExitStack()
+    faulty_url, store_url = proxies.url(clean=False), clean_url
+    if profile.pooler != "none":
+        bouncer = pooled.enter_context(
+            pgbouncer(
+                pg.cluster.url,
+                profile.pooler,
+                users=["postgres"],
+                aliases={"faulty": proxies.faulty[0].port, "clean": proxies.clean[0].port},
+            )
+        )
+        faulty_url = f"postgresql://postgres@127.0.0.1:{bouncer.port}/faulty"
+        store_url = f"postgresql://postgres@127.0.0.1:{bouncer.port}/clean"
+    replicas = ReplicaSet(profile, faulty_url, workdir)
     store = PostgresStore(
-        clean_url, max_connections=profile.executor_threads + profile.seeder_threads
+        store_url,
+        max_connections=profile.executor_threads + profile.seeder_threads,
+        pooler=Pooler(profile.pooler),
     )
     store.open()
     started = time.monotonic()
@@ -509,6 +539,7 @@ def _run(run: Run, pg: Database, volume: hostile.WalVolume | None) -> Report:
         stop_faults.set()
         replicas.stop_all()
         store.close()
+        pooled.close()
         proxies.close()
     if idle is not None:
         run.notes.append(

@@ -11,7 +11,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,10 +59,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _config(server_url: str, port: int, mode: str, directory: Path) -> str:
+def _config(
+    server_url: str, port: int, mode: str, directory: Path, aliases: Mapping[str, int]
+) -> str:
     server = urlsplit(server_url)
+    dbname = server.path.lstrip("/") or "postgres"
+    routes = "".join(
+        f"{alias} = host=127.0.0.1 port={upstream} dbname={dbname}\n"
+        for alias, upstream in aliases.items()
+    )
     return f"""[databases]
-* = host={server.hostname or "127.0.0.1"} port={server.port or 5432}
+{routes}* = host={server.hostname or "127.0.0.1"} port={server.port or 5432}
 
 [pgbouncer]
 listen_addr = 127.0.0.1
@@ -76,19 +83,26 @@ ignore_startup_parameters = extra_float_digits,options
 max_client_conn = 400
 default_pool_size = 20
 server_reset_query = DISCARD ALL
+; After a restart or failover, log in to the server again within a second (default 15 s),
+; and fail a query that waited 10 s for a server connection rather than hold it 120 s.
+server_login_retry = 1
+query_wait_timeout = 10
 logfile = {directory / "pgbouncer.log"}
 pidfile = {directory / "pgbouncer.pid"}
 """
 
 
 @contextmanager
-def pgbouncer(server_url: str, mode: str, users: Iterable[str]) -> Iterator[Bouncer]:
+def pgbouncer(
+    server_url: str, mode: str, users: Iterable[str], aliases: Mapping[str, int] | None = None
+) -> Iterator[Bouncer]:
     """PgBouncer in `mode` (transaction or session) in front of `server_url`'s server; every
-    name in `users` may log in (trust: the server checks passwords, if it asks)."""
+    name in `users` may log in (trust: the server checks passwords, if it asks). `aliases`
+    adds databases routed to other loopback ports (`server_url`'s database behind them)."""
     exe = binary()
     directory = Path(tempfile.mkdtemp(prefix=f"pgbouncer-{mode}-"))
     port = free_port()
-    config = _config(server_url, port, mode, directory)
+    config = _config(server_url, port, mode, directory, aliases or {})
     if os.geteuid() == 0:
         # PgBouncer refuses to run as root: it drops to the server's own account.
         config += "user = postgres\n"
