@@ -38,6 +38,7 @@ from .checker import (
     read_histories,
 )
 from .operators import HUMAN_POLICY, Operators, grant_operators
+from .patroni import PatroniCluster
 from .proxy import FaultProxy
 from .replication import ReplicatedPostgres
 from .workload import (
@@ -147,6 +148,20 @@ FAILOVER_ASYNC = Profile(
     failovers=2,
 )
 FAILOVER_SYNC = replace(FAILOVER_ASYNC, name="failover-sync", replication="sync")
+# Three Patroni members on etcd, reached with a multi-host URL (target_session_attrs=read-write);
+# Patroni itself fails over: a switchover, the leader SIGKILLed, the leader cut off from etcd.
+PATRONI_FAILOVER = replace(
+    FAILOVER_ASYNC,
+    name="patroni-failover",
+    replicas=8,
+    controls=1_500,
+    waves=4,
+    wave_interval_seconds=12,
+    fault_seconds=130,
+    settle_timeout_seconds=150,
+    replication="patroni-sync",
+    failovers=3,
+)
 FAILOVER_SOAK_ASYNC = replace(
     SOAK,
     name="failover-soak-async",
@@ -172,6 +187,7 @@ PROFILES = {
         SOAK,
         FAILOVER_ASYNC,
         FAILOVER_SYNC,
+        PATRONI_FAILOVER,
         FAILOVER_SOAK_ASYNC,
         FAILOVER_SOAK_SYNC,
         HOSTILE,
@@ -275,7 +291,7 @@ class PrivatePostgres:
         self.cluster.stop()
 
 
-Database = PrivatePostgres | ReplicatedPostgres
+Database = PrivatePostgres | ReplicatedPostgres | PatroniCluster
 
 
 def terminate_resolver_backends(pg: Database, rng: random.Random) -> int:
@@ -459,11 +475,14 @@ def run_profile(profile: Profile, seed: int, *, keep: bool = False) -> Report:
         if not hostile.WalVolume.available():
             raise RuntimeError("hostile profiles mount a tmpfs for pg_wal: run as root")
         volume = hostile.WalVolume(workdir / "pg", workdir / "walfs")
-    pg: Database = (
-        PrivatePostgres(workdir / "pg")
-        if profile.replication == "none"
-        else ReplicatedPostgres(workdir / "pg", synchronous=profile.replication == "sync")
-    )
+    pg: Database
+    if profile.replication.startswith("patroni"):
+        workdir.chmod(0o755)  # Patroni runs as the postgres account under it
+        pg = PatroniCluster(workdir / "pg", synchronous=profile.replication == "patroni-sync")
+    elif profile.replication == "none":
+        pg = PrivatePostgres(workdir / "pg")
+    else:
+        pg = ReplicatedPostgres(workdir / "pg", synchronous=profile.replication == "sync")
     try:
         report = _run(Run(profile, seed, workdir), pg, volume)
     finally:
@@ -591,6 +610,12 @@ def _operator_line(events: list[dict[str, Any]], rows: list[dict[str, Any]]) -> 
 
 
 def _failover_lines(pg: Database, profile: Profile) -> list[str]:
+    if isinstance(pg, PatroniCluster):
+        return [
+            f"patroni {f.kind}: {f.old_leader} -> {f.new_leader}, new leader writable in "
+            f"{f.seconds_to_promote:.1f}s, three members streaming {f.seconds_to_rejoin:.1f}s later"
+            for f in pg.failovers
+        ]
     if not isinstance(pg, ReplicatedPostgres):
         return []
     return [
@@ -720,7 +745,7 @@ def _inject_faults(
             continue
         if failover_at and elapsed >= failover_at[0]:
             failover_at.pop(0)
-            assert isinstance(pg, ReplicatedPostgres)
+            assert isinstance(pg, ReplicatedPostgres | PatroniCluster)
             record = pg.failover()
             # Asynchronous replication may lose what the old primary acknowledged last.
             losses.append(LossPoint(record.killed_at_ns, acknowledged=not pg.synchronous))

@@ -59,6 +59,22 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+DOC = Path(__file__).resolve().parents[2] / "docs" / "deployment.md"
+DOC_MARKER = "; pgbouncer.ini [pgbouncer] settings for the resolver\n"
+
+
+def documented_settings() -> dict[str, str]:
+    """The [pgbouncer] settings docs/deployment.md gives operators: the tests run with them."""
+    text = DOC.read_text(encoding="utf-8")
+    block = text[text.index(DOC_MARKER) :].split("```", 1)[0]
+    settings = {}
+    for line in block.splitlines():
+        if line.strip() and not line.lstrip().startswith(";"):
+            name, value = (part.strip() for part in line.split("=", 1))
+            settings[name] = value
+    return settings
+
+
 def _config(
     server_url: str, port: int, mode: str, directory: Path, aliases: Mapping[str, int]
 ) -> str:
@@ -68,28 +84,20 @@ def _config(
         f"{alias} = host=127.0.0.1 port={upstream} dbname={dbname}\n"
         for alias, upstream in aliases.items()
     )
-    return f"""[databases]
-{routes}* = host={server.hostname or "127.0.0.1"} port={server.port or 5432}
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = {port}
-unix_socket_dir =
-auth_type = trust
-auth_file = {directory / "userlist.txt"}
-pool_mode = {mode}
-; CloudNativePG's pooler default: startup options are accepted and dropped.
-ignore_startup_parameters = extra_float_digits,options
-max_client_conn = 400
-default_pool_size = 20
-server_reset_query = DISCARD ALL
-; After a restart or failover, log in to the server again within a second (default 15 s),
-; and fail a query that waited 10 s for a server connection rather than hold it 120 s.
-server_login_retry = 1
-query_wait_timeout = 10
-logfile = {directory / "pgbouncer.log"}
-pidfile = {directory / "pgbouncer.pid"}
-"""
+    settings = {
+        **documented_settings(),
+        "pool_mode": mode,
+        "listen_addr": "127.0.0.1",
+        "listen_port": str(port),
+        "unix_socket_dir": "",
+        "auth_type": "trust",
+        "auth_file": str(directory / "userlist.txt"),
+        "logfile": str(directory / "pgbouncer.log"),
+        "pidfile": str(directory / "pgbouncer.pid"),
+    }
+    lines = "".join(f"{name} = {value}\n" for name, value in settings.items())
+    server_route = f"* = host={server.hostname or '127.0.0.1'} port={server.port or 5432}"
+    return f"[databases]\n{routes}{server_route}\n\n[pgbouncer]\n{lines}"
 
 
 @contextmanager
@@ -113,11 +121,11 @@ def pgbouncer(
         account = pwd.getpwnam("postgres")
         for path in (directory, *directory.iterdir()):
             os.chown(path, account.pw_uid, account.pw_gid)
+    # PgBouncer logs to its logfile and to stderr: a pipe nobody reads would fill and stop it.
     process = subprocess.Popen(
         [exe, str(directory / "pgbouncer.ini")],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+        stderr=subprocess.DEVNULL,
     )
     bouncer = Bouncer(port, mode, directory)
     try:
@@ -133,7 +141,7 @@ def pgbouncer(
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _wait_accepting(bouncer: Bouncer, server_url: str, process: subprocess.Popen[str]) -> None:
+def _wait_accepting(bouncer: Bouncer, server_url: str, process: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 15
     while True:
         if process.poll() is not None:
