@@ -111,6 +111,7 @@ class PatroniCluster:
         ]
         self._procs: list[subprocess.Popen[bytes] | None] = [None] * MEMBERS
         self._faults = 0
+        self._cut: int | None = None  # the member cut off from etcd: its view is stale
         self._own(workdir)
         for index in range(MEMBERS):
             self._write_config(index)
@@ -151,10 +152,11 @@ class PatroniCluster:
         killed_at_ns = time.time_ns()
         started = time.monotonic()
         if kind == "switchover":
-            self._post(index, "switchover", {"leader": old})
+            self._post(index, "switchover", {"leader": old, "candidate": self._candidate()})
         elif kind == "sigkill_leader":
             self._sigkill(index)
         else:
+            self._cut = index
             self._dcs[index].set_blackhole(True)
         new = self._wait(lambda: _other(self._leader(), old), "a new leader", 120)
         self._wait(lambda: self._writable(new), "the new leader writable", 60)
@@ -163,6 +165,7 @@ class PatroniCluster:
             self._start(index)
         elif kind == "etcd_cut":
             self._dcs[index].set_blackhole(False)
+            self._cut = None
         self._wait(self._all_streaming, "three members streaming again", 180)
         record = PatroniFailover(
             kind, killed_at_ns, old, new, promoted - started, time.monotonic() - promoted
@@ -197,7 +200,9 @@ class PatroniCluster:
                 "listen": f"127.0.0.1:{member.rest_port}",
                 "connect_address": f"127.0.0.1:{member.rest_port}",
             },
-            "etcd3": {"hosts": [f"127.0.0.1:{self._dcs[index].port}"]},
+            # use_proxies: talk to etcd only through this member's own proxy, never to the
+            # member URLs etcd advertises (which would bypass the proxy and its cut).
+            "etcd3": {"hosts": [f"127.0.0.1:{self._dcs[index].port}"], "use_proxies": True},
             "bootstrap": {
                 "dcs": {
                     "ttl": TTL,
@@ -293,11 +298,19 @@ class PatroniCluster:
 
     def _cluster_view(self) -> list[dict[str, Any]]:
         for index in range(MEMBERS):
+            if index == self._cut:
+                continue
             with contextlib.suppress(OSError, ValueError):
                 status, body = self._get(index, "cluster")
                 if status == 200 and body:
                     return list(body.get("members", []))
         return []
+
+    def _candidate(self) -> str:
+        """The standby a switchover hands over to: the synchronous one when there is one."""
+        view = self._cluster_view()
+        wanted = "sync_standby" if self.synchronous else "replica"
+        return next(str(m["name"]) for m in view if m.get("role") == wanted)
 
     def _leader(self) -> str | None:
         for m in self._cluster_view():
@@ -318,7 +331,10 @@ class PatroniCluster:
                 ).fetchall()
         except psycopg.OperationalError:
             return None
-        synced = any(r[0] in ("sync", "quorum") for r in rows)
+        # Patroni has also recorded the synchronous standby in etcd (a switchover needs it).
+        synced = any(r[0] in ("sync", "quorum") for r in rows) and any(
+            m.get("role") == "sync_standby" for m in self._cluster_view()
+        )
         if len(rows) == MEMBERS - 1 and (synced or not self.synchronous):
             return True
         return None
