@@ -32,7 +32,9 @@ from resolver.executor.receipts import write_receipt
 # `demo.internal` has internal receipts, `demo.shell` is manual-only, `demo.unmapped` has no
 # provider at all.
 INTERNAL, SHELL, UNMAPPED = "demo.internal", "demo.shell", "demo.unmapped"
-CRASHED_LEASE_SECONDS = 0.2
+# Long enough for a lease and the start after it on a loaded host or through a pooler (a
+# shorter one lapsed between the two), short enough to keep the demo quick.
+CRASHED_LEASE_SECONDS = 0.6
 
 
 def run(*, count: int, data_dir: Path, echo: Callable[[str], None]) -> None:
