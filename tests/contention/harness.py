@@ -422,6 +422,11 @@ def replica_env(url: str, replica_id: str, workdir: Path, **extra: str) -> dict[
     env = {k: v for k, v in os.environ.items() if not k.startswith("RESOLVER_")}
     env.update(
         RESOLVER_DATABASE_URL=url,
+        # Read-only evidence sessions follow the primary with `primary`: `read-write` refuses
+        # every read-only session (docs/deployment.md, URL attributes per role).
+        RESOLVER_EVIDENCE_DATABASE_URL=url.replace(
+            "target_session_attrs=read-write", "target_session_attrs=primary"
+        ),
         RESOLVER_REPLICA_ID=replica_id,
         RESOLVER_CONFIG=str(workdir / "providers.yaml"),
         RESOLVER_TEST_HISTORY_FILE=str(workdir / "history" / f"{replica_id}.jsonl"),
