@@ -22,6 +22,7 @@ from resolver.core.provider import ProviderRegistry, build_registry
 from resolver.core.replica import Replica
 from resolver.db import migrate as migrations
 from resolver.db import session
+from resolver.db.connect import pooler_from_env
 from resolver.db.repository import PostgresStore
 from resolver.demo import localpg
 from resolver.evidence.receipts import KEYS_ENV, KeyRing
@@ -31,8 +32,9 @@ from resolver.executor.receipts import write_receipt
 # `demo.internal` has internal receipts, `demo.shell` is manual-only, `demo.unmapped` has no
 # provider at all.
 INTERNAL, SHELL, UNMAPPED = "demo.internal", "demo.shell", "demo.unmapped"
-# Long enough for the seeding executor to write its receipt under the lease on a loaded
-# machine (0.2 s was not); the demo waits twice this for the leases to lapse.
+# Long enough for a lease, the start after it and the receipt written under it on a loaded
+# host or through a pooler (0.2 s lapsed in between); the demo waits twice this for the
+# leases to lapse.
 CRASHED_LEASE_SECONDS = 1.0
 
 # A replica on the given database and providers, not started: the composition root's to
@@ -57,7 +59,7 @@ def run(
         echo(f"  server binaries: {cluster.bin_dir}")
         url = cluster.url
     try:
-        migrations.upgrade(url)
+        migrations.upgrade(url, policy=migrations.MigrationPolicy(pooler=pooler_from_env()))
         keys = KeyRing.ephemeral(f"demo-{uuid.uuid4().hex[:8]}")
         echo(
             f"receipts are signed with an ephemeral HMAC key generated for this run "
