@@ -211,6 +211,8 @@ FROM resolver_commit_manual(
     p_project_version => %(project_version)s,
     p_role_binding_version => %(role_binding_version)s,
     p_auth_time_ms => %(auth_time_ms)s, p_amr => %(amr)s::text[],
+    p_issuer => %(issuer)s, p_token_kid => %(token_kid)s, p_signing_kid => %(signing_kid)s,
+    p_signature => %(signature)s,
     p_max_auth_age_ms => %(max_auth_age_ms)s, p_clock_leeway_ms => %(clock_leeway_ms)s,
     p_now_ms => %(now_ms)s, p_proposal_ttl_ms => %(proposal_ttl_ms)s);
 
@@ -288,7 +290,8 @@ SELECT p.seq, p.mutation_id, p.dispatch_id, p.content, p.prev_hash, p.hash, p.re
                    (SELECT json_agg(resolver_audit_authorization(
                                a.user_id, a.permission, a.project_id, a.project_version,
                                a.role_binding_version, a.auth_time_ms, a.amr,
-                               a.authorized_at_ms)
+                               a.authorized_at_ms, a.issuer, a.token_kid, a.signing_kid,
+                               a.signature)
                            ORDER BY a.user_id)
                     FROM recovery_authorizations AS a WHERE a.mutation_id = r.mutation_id))
         FROM approved_action_recovery_resolutions AS r
