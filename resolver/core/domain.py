@@ -619,11 +619,24 @@ _TERMINAL_STATE = {
 
 
 class Principal(msgspec.Struct, frozen=True):
-    """A user as a verified token describes them: stable id, when and how they authenticated."""
+    """A user as a verified token describes them: stable id, when and how they authenticated,
+    and who vouched for it (the token's issuer and the key id it was verified with)."""
 
     user_id: str
     auth_time_ms: int
     amr: tuple[str, ...]
+    issuer: str
+    token_kid: str
+
+
+class SignedFact(msgspec.Struct, frozen=True):
+    """What a signed authorization fact adds (resolver.human.signing): the verified token's
+    issuer and key id, and the API's Ed25519 signature over the fact with its key id."""
+
+    issuer: str
+    token_kid: str
+    signing_kid: str
+    signature: str
 
 
 class ManualDecision(msgspec.Struct, frozen=True):

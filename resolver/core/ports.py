@@ -33,6 +33,7 @@ from resolver.core.domain import (
     OpenProposal,
     Principal,
     ProposalAction,
+    SignedFact,
 )
 
 
@@ -101,6 +102,7 @@ class ManualStore(Protocol):
         decision: ManualDecision,
         project_id: str,
         grant: Grant,
+        fact: SignedFact,
         *,
         max_auth_age_ms: int,
         clock_leeway_ms: int,

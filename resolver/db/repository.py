@@ -52,6 +52,7 @@ from resolver.core.domain import (
     ProposalAction,
     ProviderFailure,
     ResolutionSource,
+    SignedFact,
 )
 from resolver.core.errors import (
     ConstraintViolation,
@@ -286,6 +287,7 @@ class PostgresStore:
         decision: ManualDecision,
         project_id: str,
         grant: Grant,
+        fact: SignedFact,
         *,
         max_auth_age_ms: int,
         clock_leeway_ms: int,
@@ -294,6 +296,10 @@ class PostgresStore:
     ) -> str | None:
         params = {
             **_authorization(principal, project_id, grant, max_auth_age_ms, clock_leeway_ms),
+            "issuer": fact.issuer,
+            "token_kid": fact.token_kid,
+            "signing_kid": fact.signing_kid,
+            "signature": fact.signature,
             "dispatch_id": decision.dispatch_id,
             "outcome": decision.decision.terminal_state.value,
             "mutation_id": decision.mutation_id,

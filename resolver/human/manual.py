@@ -22,6 +22,7 @@ from resolver.core.domain import (
     ProposalAction,
     ProposalResult,
     ResolutionSource,
+    SignedFact,
     check_mutation_id,
 )
 from resolver.core.errors import (
@@ -32,6 +33,7 @@ from resolver.core.errors import (
     StrongAuthRequired,
 )
 from resolver.core.ports import ManualStore
+from resolver.human.signing import DecisionFacts, FactSigner, PersonFacts
 
 PERMISSION = "approval.recover"
 MAX_AUTH_AGE_MS = 5 * 60 * 1000
@@ -76,12 +78,14 @@ class ManualResolutionService:
         self,
         store: ManualStore,
         *,
+        signer: FactSigner,
         max_auth_age_ms: int = MAX_AUTH_AGE_MS,
         strong_amr: frozenset[str] = STRONG_AMR,
         clock_leeway_ms: int = 30_000,
         proposal_ttl_ms: int = PROPOSAL_TTL_MS,
     ) -> None:
         self._store = store
+        self._signer = signer
         self._max_auth_age_ms = max_auth_age_ms
         self._strong_amr = strong_amr
         self._clock_leeway_ms = clock_leeway_ms
@@ -98,6 +102,7 @@ class ManualResolutionService:
             decision,
             context.project_id,
             grant,
+            self._sign(principal, decision, context.project_id, grant),
             max_auth_age_ms=self._max_auth_age_ms,
             clock_leeway_ms=self._clock_leeway_ms,
             proposal_ttl_ms=self._proposal_ttl_ms,
@@ -156,6 +161,28 @@ class ManualResolutionService:
             ctx = self._context(dispatch_id, mutation_id, now_ms)
             raise ProposalConflict(code, title, current=_as_now(ctx))
         return ProposalResult(answer)
+
+    def _sign(
+        self, principal: Principal, decision: ManualDecision, project_id: str, grant: Grant
+    ) -> SignedFact:
+        """The authorization fact this decision records, signed with the API's key."""
+        person = PersonFacts(
+            user_id=principal.user_id,
+            issuer=principal.issuer,
+            token_kid=principal.token_kid,
+            auth_time_ms=principal.auth_time_ms,
+            amr=principal.amr,
+            project_id=project_id,
+            project_version=grant.project_version,
+            role_binding_version=grant.role_binding_version,
+        )
+        facts = DecisionFacts(
+            dispatch_id=decision.dispatch_id,
+            outcome=decision.decision.terminal_state.value,
+            expected_execution_version=decision.expected_execution_version,
+            evidence_digest=decision.evidence_digest,
+        )
+        return self._signer.sign(person, facts)
 
     def _require_strong(self, principal: Principal) -> None:
         if not self._strong_amr.intersection(principal.amr):

@@ -22,6 +22,7 @@ from resolver.core.errors import ResolverError, StorageUnavailable
 from resolver.db.repository import PostgresStore
 from resolver.human.manual import ManualResolutionService
 from resolver_test_support.history import History
+from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
 
 from .checker import HumanPolicy
 from .workload import (
@@ -61,7 +62,7 @@ class Operators:
     """A thread of people deciding the manual queue until stopped."""
 
     def __init__(self, store: PostgresStore, history: History, rng: random.Random) -> None:
-        self._service = ManualResolutionService(store, proposal_ttl_ms=60_000)
+        self._service = ManualResolutionService(store, proposal_ttl_ms=60_000, signer=TEST_SIGNER)
         self._store = store
         self._history = history
         self._rng = rng
@@ -112,7 +113,9 @@ class Operators:
             "contention_operator",
         )
         # Fresh strong authentication on the host clock (the database's, on one host).
-        principal = Principal(user, int(time.time() * 1000), ("mfa",))
+        principal = Principal(
+            user, int(time.time() * 1000), ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid"
+        )
         fields = {"dispatch_id": item.dispatch_id, "user": user, "decision": decision.value}
         self._history.record("invoke", "decide", **fields)
         try:

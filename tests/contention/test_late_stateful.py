@@ -35,6 +35,7 @@ from resolver.executor.client import ExecutionClient
 from resolver.human.manual import ManualResolutionService
 from resolver_test_support.postgres import DatabaseFactory
 from tests.helpers.database import T0, new_spec
+from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
 
 LEASE_MS = 1_000
 WINDOW_MS = 6_000
@@ -116,8 +117,10 @@ class LateEvidenceMachine(RuleBasedStateMachine):
         d = data.draw(st.sampled_from(sorted(self.crashed)))
         version = self.crashed.pop(d)
         request = ManualDecision(d, decision, f"m-{d}", version, "operator_checked")
-        principal = Principal("alice", self.now, ("mfa",))
-        ManualResolutionService(self.store).decide(principal, request, now_ms=self.now)
+        principal = Principal("alice", self.now, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid")
+        ManualResolutionService(self.store, signer=TEST_SIGNER).decide(
+            principal, request, now_ms=self.now
+        )
         self.decided[d] = decision.terminal_state.value
         # Never inspected (no finding overridden): a decision claiming an outcome is watched.
         if decision.terminal_state.value != "blocked":

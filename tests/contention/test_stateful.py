@@ -48,6 +48,7 @@ from resolver.executor.client import CompletionResult, ExecutionClient
 from resolver.human.manual import ManualResolutionService
 from resolver_test_support.postgres import DatabaseFactory
 from tests.helpers.database import T0, new_spec
+from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
 
 pytestmark = pytest.mark.contention
 
@@ -145,7 +146,9 @@ class RecoveryMachine(RuleBasedStateMachine):
         self.store = PostgresStore(self.url)
         self.store.open()
         self.client = ExecutionClient(self.store, owner="executor", lease_seconds=LEASE_MS / 1000)
-        self.operators = ManualResolutionService(self.store, proposal_ttl_ms=PROPOSAL_TTL_MS)
+        self.operators = ManualResolutionService(
+            self.store, proposal_ttl_ms=PROPOSAL_TTL_MS, signer=TEST_SIGNER
+        )
         self.decisions = 0
         self.now = T0
         self.executions: dict[str, MExecution] = {}
@@ -368,7 +371,13 @@ class RecoveryMachine(RuleBasedStateMachine):
         self.decisions += 1
         expected_version = m.version - 1 if stale else m.version
         user = who.removesuffix("-weak-auth")
-        principal = Principal(user, self.now, ("pwd",) if "weak" in who else ("mfa",))
+        principal = Principal(
+            user,
+            self.now,
+            ("pwd",) if "weak" in who else ("mfa",),
+            issuer=TEST_ISSUER,
+            token_kid="test-kid",
+        )
         request = ManualDecision(
             d, decision, f"m-{self.decisions}", expected_version, "operator_checked"
         )
@@ -453,7 +462,7 @@ class RecoveryMachine(RuleBasedStateMachine):
         choices = sorted(self.proposals) if aimed and self.proposals else sorted(self.controls)
         d = data.draw(st.sampled_from(choices))
         self.decisions += 1
-        principal = Principal(who, self.now, ("mfa",))
+        principal = Principal(who, self.now, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid")
         proposal = self._open_proposal(d)
         if proposal is None:
             expected: ProposalResult | str = "no_proposal"

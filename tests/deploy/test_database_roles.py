@@ -40,6 +40,7 @@ from tests.helpers.roles import (
     resolver_cli,
     run_sql_file,
 )
+from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
 
 # -- ownership ---------------------------------------------------------------------------------
 
@@ -402,8 +403,12 @@ def test_runtime_role_commits_a_manual_decision_but_cannot_grant_itself(
             lease.version,
             "operator_unsure",
         )
-        principal = Principal("alice", now - 1_000, ("mfa",))
-        result = ManualResolutionService(runtime_store).decide(principal, decision, now_ms=now)
+        principal = Principal(
+            "alice", now - 1_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid"
+        )
+        result = ManualResolutionService(runtime_store, signer=TEST_SIGNER).decide(
+            principal, decision, now_ms=now
+        )
         assert result.value == "committed"
     with role_db.connect("resolver_runtime") as runtime:
         runtime.execute("SET search_path = resolver")
@@ -440,8 +445,12 @@ def test_runtime_role_opens_watches_and_records_late_evidence(role_db: RoleDatab
             lease.dispatch_id, Decision.CONFIRM_FAILED, f"op-{lease.dispatch_id}",
             lease.version, "vendor_says_no",
         )  # fmt: skip
-        principal = Principal("alice", now - 1_000, ("mfa",))
-        result = ManualResolutionService(runtime_store).decide(principal, decision, now_ms=now)
+        principal = Principal(
+            "alice", now - 1_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid"
+        )
+        result = ManualResolutionService(runtime_store, signer=TEST_SIGNER).decide(
+            principal, decision, now_ms=now
+        )
         assert result.value == "committed"
         watcher = LateEvidenceWatcher(
             runtime_store,

@@ -19,6 +19,7 @@ from resolver.human.auth import TokenVerifier
 from tests.helpers.api import auth, body
 from tests.helpers.database import SQL
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
+from tests.helpers.signing import TEST_SIGNER
 
 
 @pytest.fixture
@@ -26,7 +27,9 @@ def api(store: PostgresStore, jwks_file: Path, sql: SQL) -> Iterator[httpx.Clien
     sql.all("INSERT INTO recovery_projects VALUES ('proj-1', 1)")
     sql.all("INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)")
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
-    with Server(create_app(store, verifier, limiter=RateLimiter(per_minute=5))) as client:
+    with Server(
+        create_app(store, verifier, limiter=RateLimiter(per_minute=5), signer=TEST_SIGNER)
+    ) as client:
         yield client
 
 
@@ -207,7 +210,7 @@ def test_storage_failure_is_masked(jwks_file: Path, signing_key: rsa.RSAPrivateK
     dead.open()
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
     try:
-        with Server(create_app(dead, verifier)) as client:
+        with Server(create_app(dead, verifier, signer=TEST_SIGNER)) as client:
             response = client.get("/v1/manual-queue", headers=auth(token(signing_key)))
     finally:
         dead.close()

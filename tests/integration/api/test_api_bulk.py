@@ -19,6 +19,7 @@ from resolver.human.auth import TokenVerifier
 from tests.helpers.database import SQL, World, new_spec
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler
+from tests.helpers.signing import TEST_SIGNER
 
 PER_MINUTE = 5
 
@@ -29,7 +30,7 @@ def api(store: PostgresStore, jwks_file: Path, sql: SQL) -> Iterator[httpx.Clien
     sql.all("INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)")
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
     limiter = RateLimiter(per_minute=PER_MINUTE)
-    with Server(create_app(store, verifier, limiter=limiter)) as client:
+    with Server(create_app(store, verifier, limiter=limiter, signer=TEST_SIGNER)) as client:
         yield client
 
 

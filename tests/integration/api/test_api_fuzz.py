@@ -26,6 +26,7 @@ from resolver.human.api import MAX_BODY_BYTES, RateLimiter, create_app, openapi_
 from resolver.human.auth import TokenVerifier
 from tests.helpers.database import SQL
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
+from tests.helpers.signing import TEST_SIGNER
 
 DOCUMENT = openapi_document()
 # Operation templates as regexes on the decoded path the server routes on.
@@ -259,7 +260,9 @@ def fuzz_target(
         {"Authorization": "Basic YWxpY2U6cHc="},
         {},
     ]
-    with Server(create_app(store, verifier, limiter=RateLimiter(per_minute=100_000))) as client:
+    with Server(
+        create_app(store, verifier, limiter=RateLimiter(per_minute=100_000), signer=TEST_SIGNER)
+    ) as client:
         yield client, manual_item[0], headers
 
 

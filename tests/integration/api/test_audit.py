@@ -14,9 +14,12 @@ from resolver.db.repository import PostgresStore
 from resolver.human.audit import GENESIS_HASH, link_hash, verify_chain
 from resolver.human.manual import ManualResolutionService
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
+from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
 
 NOW = T0 + EXEC_LEASE_MS + 60_000
-ALICE = Principal("alice", auth_time_ms=NOW - 60_000, amr=("pwd", "mfa"))
+ALICE = Principal(
+    "alice", auth_time_ms=NOW - 60_000, amr=("pwd", "mfa"), issuer=TEST_ISSUER, token_kid="test-kid"
+)
 
 
 @pytest.fixture
@@ -24,7 +27,7 @@ def decided(world: World, store: PostgresStore, sql: SQL) -> list[str]:
     """Three manual decisions, one after the other."""
     sql.all("INSERT INTO recovery_projects VALUES ('proj-1', 1)")
     sql.all("INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)")
-    service = ManualResolutionService(store)
+    service = ManualResolutionService(store, signer=TEST_SIGNER)
     ids = []
     for n, lease in enumerate(world.crashed(3)):
         decision = ManualDecision(
@@ -124,7 +127,7 @@ def test_concurrent_decisions_form_one_unbroken_chain(
 
     def decide(i: int) -> None:
         stores[i].open()
-        service = ManualResolutionService(stores[i])
+        service = ManualResolutionService(stores[i], signer=TEST_SIGNER)
         start.wait()
         for lease in leases[i::4]:
             decision = ManualDecision(

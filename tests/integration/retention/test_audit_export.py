@@ -22,6 +22,7 @@ from resolver.human.manual import ManualResolutionService
 from resolver.retention import pruning as retention
 from tests.helpers.database import EXEC_LEASE_MS, SQL, World
 from tests.helpers.providers import ScriptedProvider, fixed
+from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
 
 DAY_MS = 86_400_000
 
@@ -32,8 +33,12 @@ def _decide(store: PostgresStore, world: World, at_ms: int, n: int) -> str:
     decision = ManualDecision(
         lease.dispatch_id, Decision.CONFIRM_FAILED, f"op-{n}", lease.version, "vendor_says_no"
     )
-    principal = Principal("alice", decided_at - 1_000, ("mfa",))
-    result = ManualResolutionService(store).decide(principal, decision, now_ms=decided_at)
+    principal = Principal(
+        "alice", decided_at - 1_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid"
+    )
+    result = ManualResolutionService(store, signer=TEST_SIGNER).decide(
+        principal, decision, now_ms=decided_at
+    )
     assert result is ManualResult.COMMITTED
     return lease.dispatch_id
 
