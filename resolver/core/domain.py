@@ -690,6 +690,20 @@ class AuditLink(msgspec.Struct, frozen=True):
     facts_content: str | None
 
 
+class PruneRunRecord(msgspec.Struct, frozen=True):
+    """The prune run that recorded an export: the range of audit links it removed (None for
+    a run before the range was recorded)."""
+
+    run_id: int
+    audit_first_seq: int | None
+    audit_last_seq: int | None
+
+    def covers(self, seq: int) -> bool:
+        if self.audit_first_seq is None or self.audit_last_seq is None:
+            return True
+        return self.audit_first_seq <= seq <= self.audit_last_seq
+
+
 def escalated(outcome: ItemOutcome, report: CommitReport) -> bool:
     """The page commit sent this item to the manual queue because its non-final finding
     outlasted its window (manual_reason evidence_window_elapsed), not for the finding itself."""

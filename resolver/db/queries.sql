@@ -305,7 +305,7 @@ SELECT h.seq, h.hash FROM recovery_audit_head AS h WHERE h.id = 1;
 -- name: audit_export_recorded
 -- `resolver audit verify --export`: the prune runs that recorded this export's sha256 (a run
 -- records it before deleting anything the export lists).
-SELECT r.run_id FROM recovery_prune_runs AS r
+SELECT r.run_id, r.audit_first_seq, r.audit_last_seq FROM recovery_prune_runs AS r
 WHERE r.export_digest = %(export_digest)s
 ORDER BY r.run_id
 LIMIT 1;

@@ -51,6 +51,7 @@ from resolver.core.domain import (
     Principal,
     ProposalAction,
     ProviderFailure,
+    PruneRunRecord,
     ResolutionSource,
     SignedFact,
 )
@@ -407,14 +408,19 @@ class PostgresStore:
         rows = self._all("audit_links_page", {"after_seq": after_seq, "limit": limit})
         return [AuditLink(**row) for row in rows]
 
-    def audit_head(self) -> tuple[int, str]:
+    def audit_head(self) -> tuple[int, str] | None:
+        """The head row, or None when it is gone (the verifier names that `head`)."""
         row = self._one("audit_head", {})
-        assert row is not None  # the migration inserts the one head row
-        return int(row["seq"]), str(row["hash"])
+        return None if row is None else (int(row["seq"]), str(row["hash"]))
 
     def audit_export_recorded(self, export_digest: str) -> bool:
         """Whether a prune run recorded an export with this sha256."""
-        return self._one("audit_export_recorded", {"export_digest": export_digest}) is not None
+        return self.audit_prune_run(export_digest) is not None
+
+    def audit_prune_run(self, export_digest: str) -> PruneRunRecord | None:
+        """The prune run that recorded an export with this sha256, with its audit range."""
+        row = self._one("audit_export_recorded", {"export_digest": export_digest})
+        return None if row is None else PruneRunRecord(**row)
 
     def audit_unlinked(self) -> tuple[str, str] | None:
         """The first manual resolution since the chain began without a link, if any."""
