@@ -275,9 +275,11 @@ def test_the_database_refuses_a_single_person_resolution_however_it_is_written(
         "SELECT * FROM resolver_settle_manual(%s, 'op-x', 'succeeded', NULL, 'r', %s,"
         " 'alice', %s, %s::json)"
     )
-    with psycopg.connect(database_url) as conn:
-        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="only through"):
-            conn.execute(settle, (lease.dispatch_id, lease.version, NOW, f"[{alice}]"))
+    with (
+        psycopg.connect(database_url) as conn,
+        pytest.raises(psycopg.errors.InsufficientPrivilege, match="only through"),
+    ):
+        conn.execute(settle, (lease.dispatch_id, lease.version, NOW, f"[{alice}]"))
     for second in (None, invented, unsigned):
         people = f"[{alice}]" if second is None else f"[{alice}, {second}]"
         with psycopg.connect(database_url) as conn:
