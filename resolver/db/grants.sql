@@ -73,7 +73,7 @@ GRANT SELECT ON approved_action_recovery_resolutions, recovery_authorizations
 -- Executors read a resolution that won the race against their completion (exact replay).
 GRANT SELECT ON approved_action_recovery_resolutions TO resolver_executor;
 
--- The automatic commit (resolver/db/schema/06_commits.sql): SECURITY DEFINER, the replicas'
+-- The automatic commit (resolver/db/schema/08_commits.sql): SECURITY DEFINER, the replicas'
 -- one way to settle, re-arm or escalate; resolver_commit_page is its former name.
 REVOKE EXECUTE ON FUNCTION resolver_commit_page(json, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_commit_page(json, bigint) TO resolver_runtime;

@@ -150,16 +150,28 @@ function setNav(view) {
   });
 }
 
+// Each render draws into a slot of its own: a slower, older render (the operator changed the
+// filter while a page was loading) then finishes into a detached slot instead of mixing its
+// rows into the view on screen. `aria-busy` tells assistive technology (and anyone waiting
+// for the page) that the view is being redrawn; `data-route` names the view that was drawn.
+let renders = 0;
+
 async function render() {
+  const generation = ++renders;
   const where = route();
   setNav(where.view);
   const main = document.getElementById("main");
-  main.replaceChildren();
+  const slot = el("div", { className: "view" });
+  main.setAttribute("aria-busy", "true");
+  main.replaceChildren(slot);
   say("");
   renderIdentity();
-  if (where.view === "case") await renderCase(main, where.id);
-  else await renderList(main, where.view, where.params);
-  const heading = main.querySelector("h2");
+  if (where.view === "case") await renderCase(slot, where.id);
+  else await renderList(slot, where.view, where.params);
+  if (generation !== renders) return;
+  main.dataset.route = window.location.hash;
+  main.setAttribute("aria-busy", "false");
+  const heading = slot.querySelector("h2");
   if (heading && document.activeElement === document.body) heading.focus();
 }
 

@@ -159,6 +159,7 @@ def test_sign_in_with_pkce_see_the_queue_open_a_case_and_decide(
     target = site.dispatch_ids[0]
     page.locator(f"#list a:text-is('{target}')").click()
     page.wait_for_url(re.compile(r"#/dispatch/"))
+    rendered(page)
     page.locator("#decide-form").wait_for()
     assert page.locator("#one-confirm_failed-says").text_content().startswith("Marks it failed")
     assert serious_violations(page, axe_source) == []
@@ -247,8 +248,10 @@ def test_a_pasted_deep_link_survives_sign_in_and_a_reload_keeps_the_page(
     page.goto(f"{site.url}#/dispatch/{target}")
     sign_in(page, "bob")
     page.wait_for_url(re.compile(re.escape(f"#/dispatch/{target}") + "$"))
+    rendered(page)
     page.locator("h2").filter(has_text=target).wait_for()
     page.reload()
+    rendered(page)
     page.locator("h2").filter(has_text=target).wait_for()
     assert page.locator("#who").is_visible()  # the tab kept its session
 
@@ -398,9 +401,22 @@ def signed_in_tab(browser: Any, site: Site, user: str) -> Any:
     return tab
 
 
+def rendered(page: Any) -> None:
+    """Waits until the console has drawn the view its address names.
+
+    The console marks `#main` busy while it redraws and names the drawn route when done: a
+    changed URL alone says nothing about what is on screen, and a loaded machine draws late.
+    """
+    page.wait_for_function(
+        "() => { const main = document.getElementById('main');"
+        " return main.getAttribute('aria-busy') === 'false'"
+        " && main.dataset.route === window.location.hash; }"
+    )
+
+
 def listed(page: Any) -> list[str]:
-    """The dispatch ids of the list as shown, top to bottom, once the list has loaded."""
-    page.locator("#counts").wait_for()
+    """The dispatch ids of the list as shown, top to bottom, once the list has been drawn."""
+    rendered(page)
     return page.locator("#list tbody tr td a.mono").all_text_contents()
 
 
@@ -414,6 +430,7 @@ def apply_filter(page: Any, **fields: str) -> None:
             control.fill(value)
     page.locator("#filters button[type=submit]").click()
     page.wait_for_function("before => window.location.href !== before", arg=before)
+    rendered(page)
 
 
 def test_the_waiting_view_filters_looks_up_counts_and_pages_oldest_first_across_a_reload(
@@ -452,13 +469,16 @@ def test_the_waiting_view_filters_looks_up_counts_and_pages_oldest_first_across_
 
     page.locator("#next-page").click()
     page.wait_for_url(re.compile(r"cursor="))
+    rendered(page)
     assert listed(page) == waiting[2:]
     assert page.locator("#counts").text_content().endswith("Showing rows 3 to 4, oldest first.")
     page.reload()  # the page, not just the filter, survives a reload
+    rendered(page)
     assert listed(page) == waiting[2:]
     assert page.locator("#counts").text_content().endswith("Showing rows 3 to 4, oldest first.")
     page.locator("#first-page").click()
     page.wait_for_url(re.compile(r"#/waiting\?limit=2$"))
+    rendered(page)
     assert listed(page) == waiting[:2]
 
     apply_filter(page, last_finding="still_running")
@@ -469,6 +489,7 @@ def test_the_waiting_view_filters_looks_up_counts_and_pages_oldest_first_across_
     assert page.locator("#counts").text_content().startswith("3 cases match the filter.")
     page.locator("#filters a.reset").click()
     page.wait_for_url(re.compile(r"#/waiting$"))
+    rendered(page)
     for lookup, expected in (
         (spec[3].idempotency_key, waiting[3]),
         (spec[1].approval_request_id, waiting[1]),
@@ -490,6 +511,7 @@ def test_the_waiting_view_filters_looks_up_counts_and_pages_oldest_first_across_
         page.fill("#find-q", pasted)
         page.locator("#find button").click()
         page.wait_for_url(re.compile(re.escape(f"#/dispatch/{opened}") + "$"))
+        rendered(page)
         page.locator("h2").filter(has_text=opened).wait_for()
     page.fill("#find-q", "no-such-dispatch")
     page.locator("#find button").click()
@@ -534,8 +556,10 @@ def test_the_decided_view_shows_who_decided_newest_first_filters_and_pages(
 
     page.locator("#next-page").click()
     page.wait_for_url(re.compile(r"cursor="))
+    rendered(page)
     assert listed(page) == [first]
     page.reload()
+    rendered(page)
     assert listed(page) == [first]
     assert page.locator("#counts").text_content() == (
         "3 decisions in this list. Showing rows 3 to 3, newest first."
@@ -552,12 +576,14 @@ def test_the_decided_view_shows_who_decided_newest_first_filters_and_pages(
     assert listed(page) == []
     assert page.locator("#empty").text_content() == "Nothing matches this filter."
     page.reload()
+    rendered(page)
     assert page.locator("#f-since").input_value() == tomorrow
 
     # The decided case opens from the list and shows who decided, with nothing left to decide.
     apply_filter(page, since="")
     page.locator(f"#list a:text-is('{third}')").click()
     page.wait_for_url(re.compile(re.escape(f"#/dispatch/{third}") + "$"))
+    rendered(page)
     page.locator("#timeline").wait_for()
     assert page.locator("#case-state").text_content().startswith("blocked")
     events = page.locator("#timeline li").all_text_contents()
@@ -596,12 +622,14 @@ def test_the_decided_view_filters_by_action_type_and_finding_looks_up_and_counts
     assert listed(page) == [shell, first]
     assert page.locator("#counts").text_content().startswith("2 decisions match the filter.")
     page.reload()  # the filter lives in the link
+    rendered(page)
     assert listed(page) == [shell, first]
     assert page.locator("#f-overridden_finding").input_value() == "unsupported"
     assert serious_violations(page, axe_source) == []
 
     page.locator("#filters a.reset").click()
     page.wait_for_url(re.compile(r"#/decided$"))
+    rendered(page)
     for lookup, expected in (
         (world.specs[shell].idempotency_key, shell),
         (world.specs[conflict].approval_request_id, conflict),
@@ -622,6 +650,7 @@ def test_the_decided_view_filters_by_action_type_and_finding_looks_up_and_counts
         page.fill("#find-q", pasted)
         page.locator("#find button").click()
         page.wait_for_url(re.compile(re.escape(f"#/dispatch/{opened}") + "$"))
+        rendered(page)
         page.locator("h2").filter(has_text=opened).wait_for()
         assert page.locator("#decide-form").count() == 0  # decided: nothing left to decide
 
@@ -632,7 +661,9 @@ def test_a_filtered_queue_page_survives_a_reload(site: Site, page: Any) -> None:
     page.locator("#nav a[data-view=queue]").click()
     apply_filter(page, action_type="test.action")
     page.wait_for_url(re.compile(r"#/queue\?action_type=test.action$"))
+    rendered(page)
     page.reload()
+    rendered(page)
     assert page.locator("#f-action_type").input_value() == "test.action"
     assert sorted(listed(page)) == sorted(site.dispatch_ids)
     assert page.locator("#counts").text_content().startswith("3 cases match the filter.")
@@ -833,6 +864,7 @@ def test_later_evidence_that_contradicts_a_decision_is_named_on_the_case_and_in_
     assert [r.contradicts for r in watcher.run_cycle().records] == [True]
 
     page.reload()
+    rendered(page)
     notice = page.locator("#contradiction")
     notice.wait_for()
     text = notice.text_content()
@@ -996,6 +1028,7 @@ def test_keyboard_only_opens_a_case_and_decides_at_200_percent_zoom_with_no_side
     assert ring == "solid 3px", ring
     tab.keyboard.press("Enter")
     tab.wait_for_url(re.compile(re.escape(f"#/dispatch/{first}") + "$"))
+    rendered(tab)
     tab.locator("#decide-form").wait_for()
     assert tab.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     assert serious_violations(tab, axe_source) == []
