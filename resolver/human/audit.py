@@ -306,11 +306,12 @@ def recorded_exports(
     links: dict[int, AuditLink] = {}
     problems: list[str] = []
     for path in paths:
+        carried = exported_links([path])  # an unreadable file is refused before anything
         run = reader.audit_prune_run(hashlib.sha256(path.read_bytes()).hexdigest())
         if run is None:
             problems.append(f"export {path}: its sha256 is no prune run's export_digest")
             continue
-        for seq, link in exported_links([path]).items():
+        for seq, link in carried.items():
             if not run.covers(seq):
                 problems.append(
                     f"export {path}: seq {seq} is outside the links prune run {run.run_id} removed"
