@@ -96,7 +96,7 @@ class ManualResolutionService:
     ) -> ManualResult:
         self._require_strong(principal)
         context = self._context(decision.dispatch_id, decision.mutation_id, now_ms)
-        grant = self._grant(context.project_id, principal)
+        grant = self._grant(decision.dispatch_id, context.project_id, principal)
         answer = self._store.commit_manual(
             principal,
             decision,
@@ -139,7 +139,7 @@ class ManualResolutionService:
             raise ValueError("reason_code must match [a-z0-9_.-]{1,64}")
         self._require_strong(principal)
         context = self._context(dispatch_id, mutation_id, now_ms)
-        grant = self._grant(context.project_id, principal)
+        grant = self._grant(dispatch_id, context.project_id, principal)
         answer = self._store.close_proposal(
             principal,
             dispatch_id,
@@ -191,10 +191,12 @@ class ManualResolutionService:
                 f"{sorted(self._strong_amr)}); sign in again with a second factor"
             )
 
-    def _grant(self, project_id: str, principal: Principal) -> Grant:
+    def _grant(self, dispatch_id: str, project_id: str, principal: Principal) -> Grant:
         grant = self._store.find_grant(project_id, principal.user_id)
         if grant is None:
-            raise PermissionDenied(f"{PERMISSION} is not granted on project {project_id!r}")
+            # Answered exactly like an unknown dispatch: a write tells nobody what exists in
+            # a project where they may not decide.
+            raise _unknown(dispatch_id)
         return grant
 
     def _stale_auth_message(self) -> str:
@@ -206,7 +208,7 @@ class ManualResolutionService:
     def _context(self, dispatch_id: str, mutation_id: str, now_ms: int | None) -> ManualContext:
         context = self._store.manual_context(dispatch_id, mutation_id, now_ms)
         if context is None:
-            raise NotFound(f"dispatch {dispatch_id!r} has no execution")
+            raise _unknown(dispatch_id)
         return context
 
     def _explain(
@@ -259,6 +261,13 @@ class ManualResolutionService:
             f"decision on {decision.dispatch_id!r} lost a concurrent update; retry",
             current=as_now,
         )
+
+
+def _unknown(dispatch_id: str) -> NotFound:
+    """The one answer to a dispatch that does not exist, has no execution, or lies in a
+    project where the caller may not decide."""
+    del dispatch_id  # not echoed: the body is the same whichever id was asked for
+    return NotFound("no such dispatch with an execution in a project where you may decide")
 
 
 def _auth_fresh(principal: Principal, now_ms: int, max_age_ms: int, leeway_ms: int) -> bool:

@@ -150,15 +150,20 @@ def test_weak_or_stale_authentication_is_refused(
     assert _unchanged(policy, lease.dispatch_id) == before
 
 
-def test_user_without_the_permission_is_denied(
+def test_user_without_the_permission_is_answered_as_for_an_unknown_dispatch(
     world: World, store: PostgresStore, policy: SQL
 ) -> None:
     (lease,) = world.crashed(1)
     mallory = Principal("mallory", NOW - 1_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid")
-    with pytest.raises(PermissionDenied, match=r"approval\.recover"):
+    with pytest.raises(NotFound, match="no such dispatch") as forbidden:
         ManualResolutionService(store, signer=TEST_SIGNER).decide(
             mallory, _decision(lease.version, lease.dispatch_id), now_ms=NOW
         )
+    with pytest.raises(NotFound) as unknown:
+        ManualResolutionService(store, signer=TEST_SIGNER).decide(
+            mallory, _decision(lease.version, "no-such-dispatch"), now_ms=NOW
+        )
+    assert str(forbidden.value) == str(unknown.value)
     assert policy.execution(lease.dispatch_id)["state"] == "executing"
 
 
