@@ -424,9 +424,22 @@ SELECT count(*) AS total FROM (
 -- forbidden dispatch answer alike: no row).
 WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms)
 SELECT d.dispatch_id, d.approval_request_id, d.project_id, d.action_type, d.action_digest,
-       d.idempotency_key, d.schema_version, d.supersedes_dispatch_id, d.created_at_ms,
+       d.idempotency_key, d.schema_version,
+       -- Supersession may cross projects (the executor protocol allows it): the case names
+       -- only the dispatches on either side the caller may read, so it reveals no other
+       -- project's ids.
+       CASE WHEN EXISTS (SELECT 1 FROM approved_action_dispatches AS o
+                         JOIN recovery_role_bindings AS b ON b.project_id = o.project_id
+                         WHERE o.dispatch_id = d.supersedes_dispatch_id
+                           AND b.user_id = %(user_id)s
+                           AND b.permission IN ('approval.recover', 'approval.recover.read'))
+            THEN d.supersedes_dispatch_id END AS supersedes_dispatch_id,
+       d.created_at_ms,
        ARRAY(SELECT s.dispatch_id FROM approved_action_dispatches AS s
              WHERE s.supersedes_dispatch_id = d.dispatch_id
+               AND EXISTS (SELECT 1 FROM recovery_role_bindings AS b
+                           WHERE b.project_id = s.project_id AND b.user_id = %(user_id)s
+                             AND b.permission IN ('approval.recover', 'approval.recover.read'))
              ORDER BY s.dispatch_id LIMIT 100) AS superseded_by,
        e.state, e.owner, e.attempt, e.version, e.started_at_ms, e.lease_expires_at_ms,
        e.finished_at_ms, e.result_code,
