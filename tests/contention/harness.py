@@ -487,6 +487,7 @@ def _run(run: Run, pg: Database, volume: hostile.WalVolume | None) -> Report:
             store,
             executor_history(workdir / "history", "operators"),
             random.Random(run.rng.random()),
+            forge_url=clean_url,
         )
         operators.start()
         faults = threading.Thread(
