@@ -286,6 +286,9 @@ DECLARE
     v_people bigint;
     v_needed bigint;
 BEGIN
+    IF resolver_importing_history(TG_RELID) THEN
+        RETURN NULL;  -- the owner's import of history recorded elsewhere
+    END IF;
     SELECT d.action_type, d.project_id INTO v_action_type, v_project_id
     FROM approved_action_dispatches AS d WHERE d.dispatch_id = NEW.dispatch_id;
     SELECT count(DISTINCT a.user_id) INTO v_people
