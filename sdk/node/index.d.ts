@@ -96,6 +96,28 @@ export function signReceipt(args: {
 /** `kid=hexsecret` as a signing key. */
 export function parseKey(text: string): ReceiptKey;
 
+export const MAX_RAW_RECEIPT_BYTES: 8192;
+/** What `verifyReceipt` accepted; integers are BigInt (a receipt may carry up to 2**63-1). */
+export interface VerifiedReceipt {
+  outcome: Outcome;
+  resultCode: string;
+  finishedAtMs: bigint;
+  kid: string;
+  /** sha256 of the canonical receipt: the evidence digest the resolver stores. */
+  evidenceDigest: string;
+  receipt: Receipt;
+}
+/**
+ * Verify receipt v1 as the resolver does: same checks, same order, the same `reason` on the
+ * `ReceiptError` it throws. `keys`: every key a verifier accepts.
+ */
+export function verifyReceipt(
+  raw: Uint8Array | string,
+  args: { identity: ReceiptIdentity; keys: ReceiptKey | ReceiptKey[] },
+): VerifiedReceipt;
+/** Strict JSON as the resolver reads a receipt: integers as BigInt; `ReceiptError` otherwise. */
+export function parseReceiptJson(text: string): JsonValue;
+
 /** A lease as the protocol functions return it; bigints stay strings: pass them back as they are. */
 export interface Lease {
   dispatch_id: string;
@@ -165,4 +187,48 @@ export class SideEffect {
   record(outcome: Outcome, resultCode: string, options?: { evidenceDigest?: string | null; mutationId?: string }): void;
   transaction<T>(fn: (client: pg.ClientBase) => Promise<T>, options?: { client?: pg.ClientBase }): Promise<T>;
   writeReceipt(client: pg.ClientBase, args: { outcome: Outcome; resultCode: string; receiptId: string }): Promise<string>;
+  /** Sign receipt v1 and PUT it to object storage (If-None-Match: *) while the lease surely outlasts the request. */
+  publishReceipt(publisher: ReceiptPublisher, args: { outcome: Outcome; resultCode: string; receiptId: string }): Promise<PublishedReceipt>;
+}
+
+/** The receipt could not be published; the subclass says what the store answered. */
+export class PublicationError extends Error {}
+/** The store holds a different object under this dispatch's key: nothing was written. */
+export class ReceiptAlreadyPublished extends PublicationError {}
+/** The store refused the PUT (or never got it) and nothing was written. */
+export class PublicationFailed extends PublicationError {}
+/** A PUT may have landed and nothing later told: never repeat the effect; recovery settles it. */
+export class PublicationUnknown extends PublicationError {}
+
+/** What an `S3Client` of `@aws-sdk/client-s3` offers the publisher (build it with `maxAttempts: 1`). */
+export interface S3ClientLike {
+  // `any`: the AWS client's send is generic and overloaded per command.
+  send(command: any, options?: { abortSignal?: AbortSignal }): Promise<any>;
+  config: { maxAttempts?: () => Promise<number> };
+}
+
+export interface PublishedReceipt {
+  key: string;
+  etag: string | null;
+  versionId: string | null;
+  /** sha256 of the published bytes: what the completion carries. */
+  evidenceDigest: string;
+}
+
+export function receiptKey(prefix: string, projectId: string, dispatchId: string): string;
+
+export class ReceiptPublisher {
+  constructor(options: {
+    client: S3ClientLike;
+    bucket: string;
+    prefix?: string;
+    requestTimeoutMs?: number;
+    marginMs?: number | null;
+    sleep?: (ms: number) => Promise<void>;
+  });
+  readonly bucket: string;
+  readonly prefix: string;
+  readonly requestTimeoutMs: number;
+  keyFor(projectId: string, dispatchId: string): string;
+  publish(key: string, body: string, lease: { leaseLeftMs: () => number; leaseMs: number }): Promise<PublishedReceipt>;
 }
