@@ -420,7 +420,7 @@ def test_api_role_commits_a_manual_decision_but_cannot_grant_itself(
 
 
 def test_audit_verify_runs_as_the_runtime_role_and_needs_no_other(
-    role_db: RoleDatabase,
+    role_db: RoleDatabase, tmp_path: Path
 ) -> None:
     """docs/manual-resolution.md: `resolver audit verify` reads RESOLVER_DATABASE_URL, and
     the replicas' runtime role is enough; a role without the chain cannot verify it."""
@@ -439,7 +439,7 @@ def test_audit_verify_runs_as_the_runtime_role_and_needs_no_other(
     now = AFTER + 60_000
     with (
         PostgresStore(role_db.urls["resolver_executor"]) as executor_store,
-        PostgresStore(role_db.urls["resolver_runtime"]) as runtime_store,
+        PostgresStore(role_db.urls["resolver_api"]) as api_store,
     ):
         (lease,) = crash(executor_store, 1)
         decision = ManualDecision(
@@ -449,11 +449,18 @@ def test_audit_verify_runs_as_the_runtime_role_and_needs_no_other(
             lease.version,
             "operator_unsure",
         )
-        principal = Principal("alice", now - 1_000, ("mfa",))
-        assert ManualResolutionService(runtime_store).decide(principal, decision, now_ms=now)
-    verified = resolver_cli(role_db.urls["resolver_runtime"], "audit", "verify")
-    assert verified.returncode == 0, verified.stderr
-    assert "audit chain verified" in verified.stdout
+        principal = Principal(
+            "alice", now - 1_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid"
+        )
+        service = ManualResolutionService(api_store, signer=TEST_SIGNER)
+        assert service.decide(principal, decision, now_ms=now)
+    # Either face may verify, the API's public keys in hand.
+    keys = write_public_keys(tmp_path / "audit-keys")
+    for role in ("resolver_runtime", "resolver_api"):
+        verified = resolver_cli(role_db.urls[role], "audit", "verify", "--public-keys", str(keys))
+        assert verified.returncode == 0, verified.stderr
+        assert "audit chain verified" in verified.stdout
+        assert "signatures verified" in verified.stdout
     refused = resolver_cli(role_db.urls["resolver_evidence_reader"], "audit", "verify")
     assert refused.returncode != 0
 
