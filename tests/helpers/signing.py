@@ -16,16 +16,15 @@ TEST_KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
 TEST_SIGNER = FactSigner(TEST_KEY, TEST_SIGNING_KID)
 
 
+TEST_KEY_PEM = TEST_KEY.private_bytes(
+    serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+).decode("ascii")
+
+
 def write_signing_key(directory: Path) -> Path:
     """TEST_KEY as the PEM file RESOLVER_AUDIT_SIGNING_KEY_FILE names."""
     path = directory / "audit-signing.pem"
-    path.write_bytes(
-        TEST_KEY.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
+    path.write_text(TEST_KEY_PEM, encoding="ascii")
     return path
 
 
