@@ -120,7 +120,7 @@ def migrate_cmd(offline: bool, revision: str, downgrade_to: str | None, with_gra
         migrations.downgrade(url, downgrade_to, policy)
     else:
         migrations.upgrade(url, revision, policy)
-    current = migrations.current_revision(url, settings.connect_timeout_seconds)
+    current = migrations.current_revision(url, settings.connect_timeout_seconds, policy.pooler)
     click.echo(f"schema at revision {current}")
     if with_grants:
         migrations.apply_grants(url, policy)
@@ -267,7 +267,11 @@ def audit_verify_cmd(
         anchored = read_anchor(anchor) if anchor is not None else None
     except ExportUnreadable as exc:
         raise click.BadParameter(str(exc), param_hint="--anchor") from None
-    ensure_schema(settings.require_database_url(), settings.connect_timeout_seconds)
+    ensure_schema(
+        settings.require_database_url(),
+        settings.connect_timeout_seconds,
+        settings.database_pooler,
+    )
     store = open_store(settings)
     try:
         try:
@@ -313,7 +317,11 @@ def audit_public_key_cmd() -> None:
 def status_cmd(as_json: bool) -> None:
     """The backlog as /metrics reports it: open controls by queue and action type, ages."""
     settings = settings_from_env()
-    ensure_schema(settings.require_database_url(), settings.connect_timeout_seconds)
+    ensure_schema(
+        settings.require_database_url(),
+        settings.connect_timeout_seconds,
+        settings.database_pooler,
+    )
     store = open_store(settings)
     try:
         snapshot = store.backlog_snapshot(DEFAULT_COUNT_CAP)

@@ -17,7 +17,7 @@
 SET search_path = resolver;
 
 -- What an earlier grants.sql gave the replicas' role, which the API pods used to log in as
--- too: writes on what a decision records. Revoked first (migration 0019 does the same), so
+-- too: writes on what a decision records. Revoked first (migration 0020_face_roles does the same), so
 -- the column grants below are all that is left; idempotent.
 REVOKE INSERT, UPDATE, DELETE, TRUNCATE
     ON approved_action_recovery_resolutions, recovery_authorizations, recovery_proposals,
@@ -37,7 +37,7 @@ REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON approved_action_dispatches FROM resol
 -- else; they settle, re-arm and escalate only through resolver_commit_automatic. Executors
 -- write them only through the protocol functions (migration 0004), so they get SELECT and no
 -- write privilege at all; upgrading from an older grants.sql revokes what it used to give
--- (migration 0019 revokes the replicas' former table-wide UPDATE).
+-- (migration 0020_face_roles revokes the replicas' former table-wide UPDATE).
 GRANT SELECT ON approved_action_executions TO resolver_runtime, resolver_api;
 GRANT SELECT ON approved_action_recovery_controls TO resolver_runtime, resolver_api;
 GRANT UPDATE (recovery_owner, recovery_token, recovery_version, recovery_lease_expires_at_ms,
@@ -74,7 +74,8 @@ GRANT SELECT ON approved_action_recovery_resolutions, recovery_authorizations
 GRANT SELECT ON approved_action_recovery_resolutions TO resolver_executor;
 
 -- The automatic commit (resolver/db/schema/08_commits.sql): SECURITY DEFINER, the replicas'
--- one way to settle, re-arm or escalate; resolver_commit_page is its former name.
+-- one way to settle, re-arm or escalate. resolver_commit_page is its name in release 0.1.0,
+-- whose replicas call it during a rolling upgrade.
 REVOKE EXECUTE ON FUNCTION resolver_commit_page(json, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_commit_page(json, bigint) TO resolver_runtime;
 REVOKE EXECUTE ON FUNCTION resolver_commit_automatic(json, bigint) FROM PUBLIC;
@@ -113,6 +114,9 @@ GRANT SELECT ON alembic_version TO resolver_runtime, resolver_api;
 -- roles that compare leases and due times.
 REVOKE EXECUTE ON FUNCTION resolver_now_ms(bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_now_ms(bigint) TO resolver_runtime, resolver_executor, resolver_api;
+-- The domain sets (resolver_terminal_states, resolver_finding_kinds, resolver_finding_outcome,
+-- resolver_decision_settles) stay executable by PUBLIC: constants that checks and trigger
+-- conditions read whoever writes the row.
 -- The one recovery-lease release (a pure function): the runtime role's commits and hand-backs
 -- run it; the protocol functions run it as the owner.
 REVOKE EXECUTE ON FUNCTION resolver_recovery_lease_released(bigint) FROM PUBLIC;

@@ -802,7 +802,7 @@ def test_migrate_with_grants_removes_the_old_grants_of_an_existing_installation(
     migrator = with_database(role_db.urls["resolver_migrator"], name)
     try:
         run_sql_file(admin_url, ROLES_SQL)
-        migrate.upgrade(migrator, "0018_late_expire_index")
+        migrate.upgrade(migrator, "0019_domain_sets")
         with psycopg.connect(migrator, autocommit=True) as conn:
             conn.execute("SET search_path = resolver")
             conn.execute(LEGACY_GRANTS)  # type: ignore[call-overload]

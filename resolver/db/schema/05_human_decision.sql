@@ -62,7 +62,7 @@ CREATE TRIGGER recovery_audit_head_definer_write AFTER INSERT OR UPDATE ON recov
 -- The canonical content of a manual decision's audit link: resolver_commit_manual writes it,
 -- `resolver audit verify` rebuilds it from the stored facts with the same functions, so the
 -- two agree only while the facts are unchanged. json, not jsonb: the text keeps this order.
--- A signed fact (migration 0019) adds who vouched for it: the token's issuer and key id and
+-- A signed fact (migration 0020_face_roles) adds who vouched for it: the token's issuer and key id and
 -- the API's Ed25519 signature with its key id, so the chain carries what verify checks; a
 -- fact recorded before signing began keeps its content as it was.
 CREATE FUNCTION resolver_audit_authorization(
@@ -116,7 +116,7 @@ CREATE TABLE recovery_two_person_rules (
     CONSTRAINT ck_recovery_two_person_rules_pattern_shape
         CHECK (action_type_pattern ~ '^([a-z][a-z0-9_.-]{0,63}[*]?|[*])$'),
     CONSTRAINT ck_recovery_two_person_rules_decision_known
-        CHECK (decision IN ('confirm_succeeded', 'confirm_failed', 'abandon_unknown'))
+        CHECK (resolver_decision_settles(decision) IS NOT NULL)
 );
 
 -- The one reading of the rules: does this decision on this action type need two people?
@@ -125,9 +125,7 @@ RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT EXISTS (
         SELECT 1 FROM recovery_two_person_rules AS r
-        WHERE r.decision = CASE p_outcome WHEN 'succeeded' THEN 'confirm_succeeded'
-                                          WHEN 'failed' THEN 'confirm_failed'
-                                          ELSE 'abandon_unknown' END
+        WHERE resolver_decision_settles(r.decision) = p_outcome
           AND (r.action_type_pattern IN (p_action_type, '*')
                OR (right(r.action_type_pattern, 1) = '*'
                    AND left(p_action_type, length(r.action_type_pattern) - 1)
@@ -172,7 +170,7 @@ CREATE TABLE recovery_proposals (
     CONSTRAINT fk_recovery_proposals_dispatch_id FOREIGN KEY (dispatch_id)
         REFERENCES approved_action_dispatches (dispatch_id) ON DELETE CASCADE,
     CONSTRAINT ck_recovery_proposals_outcome_known
-        CHECK (outcome IN ('succeeded', 'failed', 'blocked')),
+        CHECK (outcome = ANY (resolver_terminal_states())),
     CONSTRAINT ck_recovery_proposals_reason_code_shape
         CHECK (reason_code ~ '^[a-z0-9_.-]{1,64}$'),
     CONSTRAINT ck_recovery_proposals_evidence_digest_hex
@@ -194,7 +192,7 @@ CREATE TABLE recovery_proposals (
     CONSTRAINT ck_recovery_proposals_second_person
         CHECK ((closed_as <> 'withdrawn' OR closed_by = proposed_by)
                AND (closed_as NOT IN ('confirmed', 'rejected') OR closed_by <> proposed_by)),
-    -- The proposer's signed authorization fact (migration 0019), copied into
+    -- The proposer's signed authorization fact (migration 0020_face_roles), copied into
     -- recovery_authorizations by the confirmation.
     CONSTRAINT ck_recovery_proposals_signed_whole
         CHECK ((signature IS NULL) = (signing_kid IS NULL) AND (signature IS NULL) = (issuer IS NULL)

@@ -61,7 +61,7 @@ CREATE TABLE recovery_late_evidence (
     CONSTRAINT fk_recovery_late_evidence_dispatch_id FOREIGN KEY (dispatch_id)
         REFERENCES approved_action_recovery_resolutions (dispatch_id) ON DELETE CASCADE,
     CONSTRAINT ck_recovery_late_evidence_finding_verified
-        CHECK (finding IN ('verified_succeeded', 'verified_failed')),
+        CHECK (resolver_finding_outcome(finding) IS NOT NULL),
     CONSTRAINT ck_recovery_late_evidence_digest_hex CHECK (evidence_digest ~ '^[0-9a-f]{64}$'),
     CONSTRAINT ck_recovery_late_evidence_result_code_shape
         CHECK (result_code ~ '^[a-z0-9_.-]{1,64}$'),
@@ -98,7 +98,7 @@ CREATE TRIGGER approved_action_recovery_resolutions_late_watch
 -- provider can never tell); anything else schedules the next look. Answers each fenced
 -- dispatch id with the observation it took, whether it recorded evidence, and whether that
 -- evidence agrees. A watch named twice (a stale and a fresh claim) is fenced once, on the
--- token it holds. SECURITY DEFINER (migration 0019): the replicas hold no INSERT on late
+-- token it holds. SECURITY DEFINER (migration 0020_face_roles): the replicas hold no INSERT on late
 -- evidence, so this fenced record is their only way to write it.
 CREATE FUNCTION resolver_record_late_evidence(
     p_items json, p_owner text, p_window_ms bigint, p_now_ms bigint DEFAULT NULL)
@@ -125,7 +125,7 @@ LANGUAGE sql VOLATILE SECURITY DEFINER AS $$
         SELECT DISTINCT ON (l.dispatch_id)
                l.dispatch_id, l.decision_mutation_id, l.decided_outcome,
                i.finding, i.evidence_digest, i.result_code, i.observation_id, i.delay_ms,
-               i.finding IN ('verified_succeeded', 'verified_failed') AS verified,
+               resolver_finding_outcome(i.finding) IS NOT NULL AS verified,
                i.finding = 'verified_' || l.decided_outcome AS agrees
         FROM locked AS l
         JOIN item AS i ON i.dispatch_id = l.dispatch_id AND i.watch_token = l.watch_token

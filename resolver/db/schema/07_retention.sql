@@ -124,7 +124,7 @@ BEGIN
             JOIN approved_action_executions AS e USING (dispatch_id)
             JOIN approved_action_dispatches AS d USING (dispatch_id)
             WHERE c.status = 'resolved' AND c.closed_at_ms < r.cutoff_ms
-              AND e.state IN ('succeeded','failed','blocked') AND e.finished_at_ms < r.cutoff_ms
+              AND e.state = ANY (resolver_terminal_states()) AND e.finished_at_ms < r.cutoff_ms
             ORDER BY c.closed_at_ms, c.dispatch_id
             LIMIT p_limit
             FOR UPDATE OF e, c, d SKIP LOCKED) AS s;
@@ -136,7 +136,7 @@ BEGIN
             JOIN approved_action_dispatches AS d USING (dispatch_id)
             WHERE c.dispatch_id = ANY (p_dispatch_ids)
               AND c.status = 'resolved' AND c.closed_at_ms < r.cutoff_ms
-              AND e.state IN ('succeeded','failed','blocked') AND e.finished_at_ms < r.cutoff_ms
+              AND e.state = ANY (resolver_terminal_states()) AND e.finished_at_ms < r.cutoff_ms
             FOR UPDATE OF e, c, d SKIP LOCKED) AS s;
     END IF;
 
@@ -188,7 +188,7 @@ BEGIN
     WHERE a.mutation_id = res.mutation_id AND res.dispatch_id = ANY (v_audit);
     -- Their audit links go with them (migration 0015): the export carries each link, so
     -- `resolver audit verify --export` still walks the whole chain. The run records the range
-    -- of links it removed (migration 0019): a link is accepted as pruned only inside the
+    -- of links it removed (migration 0020_face_roles): a link is accepted as pruned only inside the
     -- range of the run whose export carries it.
     WITH removed AS (
         DELETE FROM recovery_audit_chain AS l
@@ -241,7 +241,7 @@ LANGUAGE sql STABLE SECURITY DEFINER AS $$
          JOIN approved_action_executions AS e USING (dispatch_id)
          WHERE c.dispatch_id > p_after
            AND c.status = 'resolved' AND c.closed_at_ms < p_cutoff_ms
-           AND e.state IN ('succeeded','failed','blocked') AND e.finished_at_ms < p_cutoff_ms
+           AND e.state = ANY (resolver_terminal_states()) AND e.finished_at_ms < p_cutoff_ms
          ORDER BY c.dispatch_id
          LIMIT least(p_limit, 10000))
         UNION ALL

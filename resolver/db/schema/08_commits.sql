@@ -18,7 +18,7 @@ CREATE FUNCTION resolver_finding_status(p_finding text)
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT CASE
-        WHEN p_finding IN ('verified_succeeded', 'verified_failed') THEN 'resolved'
+        WHEN resolver_finding_outcome(p_finding) IS NOT NULL THEN 'resolved'
         WHEN p_finding IN ('conflict', 'unsupported') THEN 'manual'
         ELSE 'armed'
     END
@@ -74,8 +74,8 @@ BEGIN
 END
 $$;
 
--- 1. The automatic commit of one claimed page (see queries.sql, recovery_commit_page).
--- SECURITY DEFINER (migration 0019): the replicas hold no write privilege on executions or
+-- 1. The automatic commit of one claimed page (see queries.sql, commit_automatic).
+-- SECURITY DEFINER (migration 0020_face_roles): the replicas hold no write privilege on executions or
 -- resolutions, so this fenced commit is their only way to settle a dispatch; it records no
 -- human decision (a manual resolution needs resolver_commit_manual on the call stack).
 CREATE FUNCTION resolver_commit_automatic(p_items json, p_now_ms bigint DEFAULT NULL)
@@ -109,7 +109,7 @@ BEGIN
     -- snapshot still saw it due found it claimed since, locked its new version to recheck it
     -- and, the recheck failing, holds that lock to the end of its statement. Left out, the
     -- item would wait a whole recovery lease; so the skipped rows are waited for, briefly
-    -- (migration 0016_perf), and only what is still held after that is left out.
+    -- (migration 0016_commit_waits_skipped), and only what is still held after that is left out.
     IF cardinality(locked_executions) < cardinality(verified_ids) THEN
         locked_executions := locked_executions || resolver_commit_wait_executions(
             ARRAY(SELECT v FROM unnest(verified_ids) AS v
@@ -171,7 +171,7 @@ BEGIN
     ),
     terminal AS (
         UPDATE approved_action_executions AS e
-        SET state = CASE f.finding WHEN 'verified_succeeded' THEN 'succeeded' ELSE 'failed' END,
+        SET state = resolver_finding_outcome(f.finding),
             version = e.version + 1,
             finished_at_ms = now_ms,
             result_code = f.result_code,
@@ -212,7 +212,7 @@ BEGIN
             dispatch_id, mutation_id, source, outcome, finding, evidence_digest, result_code,
             expected_execution_version, resolved_at_ms)
         SELECT f.dispatch_id, f.mutation_id, 'automatic',
-               CASE f.finding WHEN 'verified_succeeded' THEN 'succeeded' ELSE 'failed' END,
+               resolver_finding_outcome(f.finding),
                f.finding, f.evidence_digest, f.result_code, f.execution_version, now_ms
         FROM fenced AS f
         WHERE f.status = 'resolved'
@@ -228,7 +228,7 @@ $$;
 -- (lease expired on the database clock) and its control still open. No row: nothing applied
 -- (the caller explains why).
 --
--- SECURITY DEFINER (migration 0019), like the automatic commit: the API's role holds no
+-- SECURITY DEFINER (migration 0020_face_roles), like the automatic commit: the API's role holds no
 -- write privilege on what a decision records, and this function is the only writer of human
 -- decisions (a trigger on each fact table looks for it on the call stack). Each person's
 -- authorization fact arrives signed by the API (issuer and key id of the verified token, the
@@ -538,7 +538,7 @@ $$;
 -- by the commit. Answers 'withdrawn', 'rejected' or 'replayed' (this mutation id already
 -- did exactly that), else why not: 'stale_auth', 'no_proposal', 'not_proposer',
 -- 'own_proposal', 'mutation_used'. No row: the grant fence failed. SECURITY DEFINER
--- (migration 0019): the API's role holds no write privilege on proposals.
+-- (migration 0020_face_roles): the API's role holds no write privilege on proposals.
 CREATE FUNCTION resolver_proposal_close(
     p_dispatch_id text, p_mutation_id text, p_action text, p_reason_code text,
     p_user_id text, p_project_id text, p_project_version bigint,
@@ -717,7 +717,7 @@ BEGIN
         RETURN NEXT;
         RETURN;
     END IF;
-    IF seen.state IN ('succeeded', 'failed', 'blocked') THEN
+    IF seen.state = ANY (resolver_terminal_states()) THEN
         RAISE EXCEPTION 'dispatch % was already settled % by %; completion % (%) drifts from it',
             quote_literal(p_dispatch_id), seen.state,
             CASE seen.source WHEN 'automatic' THEN 'an automatic resolution'

@@ -1,9 +1,9 @@
 """Each face its own role: writes of decision facts through checking SECURITY DEFINER functions.
 
-The SQL is ../sql/0019_face_roles.up.sql and .down.sql, run as it is.
+The SQL is ../sql/0020_face_roles.up.sql and .down.sql, run as it is.
 
-Revision ID: 0019_face_roles
-Revises: 0018_late_expire_index
+Revision ID: 0020_face_roles
+Revises: 0019_domain_sets
 Create Date: 2026-12-03
 
 The replicas and the API logged in as one role that could INSERT resolutions, authorization
@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from resolver.db.schema_files import apply_migration
 
-revision = "0019_face_roles"
-down_revision = "0018_late_expire_index"
+revision = "0020_face_roles"
+down_revision = "0019_domain_sets"
 branch_labels = None
 depends_on = None
 
