@@ -71,3 +71,19 @@ ALTER ROLE resolver_policy_writer SET search_path = resolver;
 
 -- Belt and braces for the evidence reader: even a privilege granted by mistake cannot write.
 ALTER ROLE resolver_evidence_reader SET default_transaction_read_only = on;
+
+-- The API's own role: the manual-resolution API and console log in as resolver_api, never as
+-- the replicas' resolver_runtime, so neither face holds the other's writes (the replicas
+-- cannot record a human decision, the API cannot settle a dispatch automatically). It reads
+-- cases and records decisions only through resolver_commit_manual and
+-- resolver_proposal_close (resolver/db/grants.sql). Upgrading an installation that ran an
+-- earlier roles.sql: run this file again before `resolver migrate --grants`.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'resolver_api') THEN
+        CREATE ROLE resolver_api LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT;
+    END IF;
+END
+$$;
+GRANT USAGE ON SCHEMA resolver TO resolver_api;
+ALTER ROLE resolver_api SET search_path = resolver;

@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -232,21 +233,41 @@ def audit_group() -> None:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="An export of `resolver prune --include-audit` covering a pruned range (repeatable).",
 )
+@click.option(
+    "--public-keys",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="`kid=hex` lines of the API's fact-signing public keys, current and retired "
+    "(default: RESOLVER_AUDIT_PUBLIC_KEYS_FILE); without them signatures are not checked.",
+)
+@click.option(
+    "--anchor",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A head line an earlier verify printed, kept outside the database: the chain must "
+    "still hold it.",
+)
 @exit_codes()
-def audit_verify_cmd(exports: tuple[Path, ...]) -> None:
-    """Recompute the audit chain of manual decisions; exit 1 naming the first broken link."""
-    from resolver.human.audit import (
-        ExportUnreadable,
-        exported_links,
-        unrecorded_exports,
-        verify_chain,
-    )
+def audit_verify_cmd(
+    exports: tuple[Path, ...], public_keys: Path | None, anchor: Path | None
+) -> None:
+    """Recompute the audit chain of manual decisions; exit 1 naming the first broken link.
 
-    try:
-        exported = exported_links(exports)
-    except (ExportUnreadable, OSError) as exc:
-        raise click.BadParameter(str(exc), param_hint="--export") from None
+    On success the last line is the head as JSON: store it elsewhere (a log shipper, an
+    anchor file) and pass it back with --anchor."""
+    from resolver.human.audit import ExportUnreadable, read_anchor, recorded_exports, verify_chain
+    from resolver.human.signing import PublicKeysUnreadable, load_public_keys
+
     settings = settings_from_env()
+    keys_file = public_keys or settings.audit_public_keys_file
+    try:
+        keys = load_public_keys(keys_file) if keys_file is not None else None
+    except PublicKeysUnreadable as exc:
+        raise click.BadParameter(str(exc), param_hint="--public-keys") from None
+    try:
+        anchored = read_anchor(anchor) if anchor is not None else None
+    except ExportUnreadable as exc:
+        raise click.BadParameter(str(exc), param_hint="--anchor") from None
     ensure_schema(
         settings.require_database_url(),
         settings.connect_timeout_seconds,
@@ -254,20 +275,41 @@ def audit_verify_cmd(exports: tuple[Path, ...]) -> None:
     )
     store = open_store(settings)
     try:
-        report = verify_chain(store, exported=exported)
-        unrecorded = unrecorded_exports(store, exports)
+        try:
+            exported, problems = recorded_exports(store, exports)
+        except (ExportUnreadable, OSError) as exc:
+            raise click.BadParameter(str(exc), param_hint="--export") from None
+        report = verify_chain(store, exported=exported, public_keys=keys, anchor=anchored)
     finally:
         store.close()
     if report.broken is not None:
         click.echo(f"audit chain broken at {report.broken.describe()}", err=True)
-    for path in unrecorded:
-        click.echo(f"export {path}: its sha256 is no prune run's export_digest", err=True)
-    if report.broken is not None or unrecorded:
+    for problem in problems:
+        click.echo(problem, err=True)
+    if report.broken is not None or problems:
         sys.exit(EXIT_FAILED)
+    signatures = (
+        "signatures verified"
+        if report.signatures_checked
+        else "signatures NOT checked (no --public-keys)"
+    )
     click.echo(
-        f"audit chain verified: {report.links} links ({report.pruned} with pruned facts); "
+        f"audit chain verified: {report.links} links ({report.pruned} with pruned facts, "
+        f"{report.unsigned} recorded before facts were signed); {signatures}; "
         f"head seq {report.head_seq} hash {report.head_hash}"
     )
+    click.echo(report.head_line(int(time.time() * 1000)))
+
+
+@audit_group.command("public-key")
+@exit_codes()
+def audit_public_key_cmd() -> None:
+    """Print the `kid=hex` line of the API's fact-signing key (RESOLVER_AUDIT_SIGNING_KEY_FILE
+    and RESOLVER_AUDIT_SIGNING_KID) for the public-keys file `resolver audit verify` reads."""
+    from resolver.human.signing import FactSigner
+
+    settings = settings_from_env()
+    click.echo(FactSigner.from_file(*settings.require_audit_signing()).public_line())
 
 
 @main.command("status")

@@ -364,8 +364,10 @@ def build_api(
     # Imported here: `resolver run` never loads the web framework.
     from resolver.human.api import RateLimiter, create_app
     from resolver.human.manual import ManualResolutionService
+    from resolver.human.signing import FactSigner
 
     url = settings.require_database_url()
+    signer = FactSigner.from_file(*settings.require_audit_signing())
     console = settings.console()  # a bad console setting fails before anything is opened
     store = open_store(settings)
     registry = metrics_registry if metrics_registry is not None else CollectorRegistry()
@@ -379,7 +381,7 @@ def build_api(
         store,
         verifier,
         service=ManualResolutionService(
-            store, proposal_ttl_ms=settings.proposal_ttl_seconds * 1000
+            store, signer=signer, proposal_ttl_ms=settings.proposal_ttl_seconds * 1000
         ),
         limiter=RateLimiter(settings.api_decisions_per_minute),
         observer=ApiMetrics(registry),

@@ -73,6 +73,18 @@ class Settings(BaseSettings):
     oidc_jwks_url: str | None = Field(
         default=None, description="the issuer's jwks_uri (https), instead of a file"
     )
+    audit_signing_key_file: Path | None = Field(
+        default=None,
+        description="the API's Ed25519 private key (PEM) that signs each authorization fact",
+    )
+    audit_signing_kid: str | None = Field(
+        default=None, description="the key id recorded with each fact that key signs"
+    )
+    audit_public_keys_file: Path | None = Field(
+        default=None,
+        description="`kid=hex` lines of the API's current and retired public keys, for "
+        "`resolver audit verify`",
+    )
     console_oidc_client_id: str | None = Field(
         default=None, description="the console's OIDC public client id: enables its sign-in"
     )
@@ -229,6 +241,17 @@ class Settings(BaseSettings):
         keys: Path | str | None = self.oidc_jwks_file or self.oidc_jwks_url
         assert keys is not None
         return self.oidc_issuer, self.oidc_audience, keys
+
+    def require_audit_signing(self) -> tuple[Path, str]:
+        """The API's fact-signing key file and its key id: the API records no decision
+        without them."""
+        if not (self.audit_signing_key_file and self.audit_signing_kid):
+            raise ConfigError(
+                "the manual-resolution API signs each authorization fact and needs "
+                "RESOLVER_AUDIT_SIGNING_KEY_FILE (an Ed25519 private key in PEM, e.g. from "
+                "`openssl genpkey -algorithm ed25519`) and RESOLVER_AUDIT_SIGNING_KID"
+            )
+        return self.audit_signing_key_file, self.audit_signing_kid
 
     def console(self) -> ConsoleConfig:
         """What the operator console is told; a bad value is a `ConfigError` naming it."""

@@ -644,11 +644,24 @@ _TERMINAL_STATE = {
 
 
 class Principal(msgspec.Struct, frozen=True):
-    """A user as a verified token describes them: stable id, when and how they authenticated."""
+    """A user as a verified token describes them: stable id, when and how they authenticated,
+    and who vouched for it (the token's issuer and the key id it was verified with)."""
 
     user_id: str
     auth_time_ms: int
     amr: tuple[str, ...]
+    issuer: str
+    token_kid: str
+
+
+class SignedFact(msgspec.Struct, frozen=True):
+    """What a signed authorization fact adds (resolver.human.signing): the verified token's
+    issuer and key id, and the API's Ed25519 signature over the fact with its key id."""
+
+    issuer: str
+    token_kid: str
+    signing_kid: str
+    signature: str
 
 
 class ManualDecision(msgspec.Struct, frozen=True):
@@ -700,6 +713,20 @@ class AuditLink(msgspec.Struct, frozen=True):
     hash: str
     recorded_at_ms: int
     facts_content: str | None
+
+
+class PruneRunRecord(msgspec.Struct, frozen=True):
+    """The prune run that recorded an export: the range of audit links it removed (None for
+    a run before the range was recorded)."""
+
+    run_id: int
+    audit_first_seq: int | None
+    audit_last_seq: int | None
+
+    def covers(self, seq: int) -> bool:
+        if self.audit_first_seq is None or self.audit_last_seq is None:
+            return True
+        return self.audit_first_seq <= seq <= self.audit_last_seq
 
 
 def escalated(outcome: ItemOutcome, report: CommitReport) -> bool:

@@ -33,6 +33,8 @@ from resolver.core.domain import (
     OpenProposal,
     Principal,
     ProposalAction,
+    PruneRunRecord,
+    SignedFact,
 )
 
 
@@ -101,6 +103,7 @@ class ManualStore(Protocol):
         decision: ManualDecision,
         project_id: str,
         grant: Grant,
+        fact: SignedFact,
         *,
         max_auth_age_ms: int,
         clock_leeway_ms: int,
@@ -186,11 +189,13 @@ class AuditReader(Protocol):
 
     def audit_links(self, after_seq: int, limit: int) -> list[AuditLink]: ...
 
-    def audit_head(self) -> tuple[int, str]: ...
+    def audit_head(self) -> tuple[int, str] | None: ...
 
     def audit_unlinked(self) -> tuple[str, str] | None: ...
 
     def audit_export_recorded(self, export_digest: str) -> bool: ...
+
+    def audit_prune_run(self, export_digest: str) -> PruneRunRecord | None: ...
 
 
 class LateEvidenceStore(Protocol):

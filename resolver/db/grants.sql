@@ -6,23 +6,43 @@
 --     psql "$MIGRATOR_URL" -v ON_ERROR_STOP=1 -f resolver/db/grants.sql
 --
 -- Idempotent. A migration that adds a table must add its grants here in the same change.
--- Privileges are per table and per verb: the runtime role cannot UPDATE or DELETE facts,
--- cannot delete anything, and cannot run DDL (it owns nothing).
+-- Privileges are per table and per verb. Each face logs in as its own role: the replicas as
+-- resolver_runtime, the API as resolver_api. Neither holds INSERT, UPDATE or DELETE on what a
+-- decision records (resolutions, authorization facts, proposals, audit links, the head, late
+-- evidence, a control's escalation): each such write is a SECURITY DEFINER function that
+-- checks what it records, and a trigger on each of those tables refuses a write no such
+-- function made. The replicas' role cannot run the manual commit; the API's role cannot run
+-- the automatic one. Neither can run DDL (they own nothing).
 
 SET search_path = resolver;
 
+-- What an earlier grants.sql gave the replicas' role, which the API pods used to log in as
+-- too: writes on what a decision records. Revoked first (migration 0020_face_roles does the same), so
+-- the column grants below are all that is left; idempotent.
+REVOKE INSERT, UPDATE, DELETE, TRUNCATE
+    ON approved_action_recovery_resolutions, recovery_authorizations, recovery_proposals,
+       recovery_audit_chain, recovery_audit_head, recovery_late_evidence,
+       approved_action_executions, approved_action_recovery_controls, recovery_late_watches,
+       recovery_projects, recovery_role_bindings
+    FROM resolver_runtime, resolver_api;
+
 -- Dispatches are immutable identities: the resolver reads them. Executors create them only
 -- through resolver_dispatch_create (below) and read them.
-GRANT SELECT ON approved_action_dispatches TO resolver_runtime;
+GRANT SELECT ON approved_action_dispatches TO resolver_runtime, resolver_api;
 GRANT SELECT ON approved_action_dispatches TO resolver_executor;
 REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON approved_action_dispatches FROM resolver_executor;
 
--- Executions and recovery controls are versioned rows: the resolver claims and commits
--- (SELECT ... FOR UPDATE needs UPDATE). Executors write them only through the protocol
--- functions (migration 0004), so they get SELECT and no write privilege at all; upgrading from
--- an older grants.sql revokes what it used to give.
-GRANT SELECT, UPDATE ON approved_action_executions TO resolver_runtime;
-GRANT SELECT, UPDATE ON approved_action_recovery_controls TO resolver_runtime;
+-- Executions and recovery controls are versioned rows. The replicas claim a page and hand
+-- recovery leases back by writing the lease columns of a control (and its next scan), nothing
+-- else; they settle, re-arm and escalate only through resolver_commit_automatic. Executors
+-- write them only through the protocol functions (migration 0004), so they get SELECT and no
+-- write privilege at all; upgrading from an older grants.sql revokes what it used to give
+-- (migration 0020_face_roles revokes the replicas' former table-wide UPDATE).
+GRANT SELECT ON approved_action_executions TO resolver_runtime, resolver_api;
+GRANT SELECT ON approved_action_recovery_controls TO resolver_runtime, resolver_api;
+GRANT UPDATE (recovery_owner, recovery_token, recovery_version, recovery_lease_expires_at_ms,
+              next_scan_at_ms)
+    ON approved_action_recovery_controls TO resolver_runtime;
 GRANT SELECT ON approved_action_executions, approved_action_recovery_controls TO resolver_executor;
 REVOKE INSERT, UPDATE, DELETE, TRUNCATE
     ON approved_action_executions, approved_action_recovery_controls FROM resolver_executor;
@@ -47,16 +67,14 @@ BEGIN
 END
 $$;
 
--- Resolutions and authorization facts are insert-only (a trigger refuses UPDATE/DELETE as
--- well). The identity columns need no sequence privilege.
-GRANT SELECT, INSERT ON approved_action_recovery_resolutions TO resolver_runtime;
-GRANT SELECT, INSERT ON recovery_authorizations TO resolver_runtime;
+-- Resolutions and authorization facts: read by both faces, written only by the commits.
+GRANT SELECT ON approved_action_recovery_resolutions, recovery_authorizations
+    TO resolver_runtime, resolver_api;
 -- Executors read a resolution that won the race against their completion (exact replay).
 GRANT SELECT ON approved_action_recovery_resolutions TO resolver_executor;
 
--- The automatic (fenced page) and manual commits (resolver/db/schema/08_commits.sql):
--- SECURITY INVOKER, so they write with the runtime role's own table privileges above and
--- nobody else's. resolver_commit_page is the automatic commit's name in release 0.1.0,
+-- The automatic commit (resolver/db/schema/08_commits.sql): SECURITY DEFINER, the replicas'
+-- one way to settle, re-arm or escalate. resolver_commit_page is its name in release 0.1.0,
 -- whose replicas call it during a rolling upgrade.
 REVOKE EXECUTE ON FUNCTION resolver_commit_page(json, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_commit_page(json, bigint) TO resolver_runtime;
@@ -64,34 +82,38 @@ REVOKE EXECUTE ON FUNCTION resolver_commit_automatic(json, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_commit_automatic(json, bigint) TO resolver_runtime;
 REVOKE EXECUTE ON FUNCTION resolver_finding_status(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_finding_status(text) TO resolver_runtime;
-REVOKE EXECUTE ON FUNCTION resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint, bigint) TO resolver_runtime;
--- Two people where it matters (migration 0013): the runtime role reads the rules (only the
--- owner writes them), records and closes proposals (a trigger lets a proposal be closed
--- once, never edited), and runs the settle, the proposal close and the rule through the
--- manual commit, which is SECURITY INVOKER like the others.
-GRANT SELECT ON recovery_two_person_rules TO resolver_runtime;
-REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON recovery_two_person_rules FROM resolver_runtime;
-GRANT SELECT, INSERT, UPDATE ON recovery_proposals TO resolver_runtime;
-REVOKE EXECUTE ON FUNCTION resolver_settle_manual(text, text, text, text, text, bigint, text, bigint, json) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION resolver_settle_manual(text, text, text, text, text, bigint, text, bigint, json) TO resolver_runtime;
-REVOKE EXECUTE ON FUNCTION resolver_proposal_close(text, text, text, text, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION resolver_proposal_close(text, text, text, text, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint) TO resolver_runtime;
-REVOKE EXECUTE ON FUNCTION resolver_needs_two_people(text, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION resolver_needs_two_people(text, text) TO resolver_runtime;
--- The automatic commit's bounded second try at rows it skipped (migration 0016_commit_waits_skipped).
-REVOKE EXECUTE ON FUNCTION resolver_commit_wait_executions(text[]) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION resolver_commit_wait_executions(text[]) TO resolver_runtime;
-REVOKE EXECUTE ON FUNCTION resolver_commit_wait_controls(text[]) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION resolver_commit_wait_controls(text[]) TO resolver_runtime;
+-- The manual commit and the proposal close: SECURITY DEFINER, the API's one way to record a
+-- human decision (signed authorization facts, two people where the rules say so). The
+-- replicas' role may run neither.
+REVOKE EXECUTE ON FUNCTION resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], text, text, text, text, bigint, bigint, bigint, bigint) FROM PUBLIC, resolver_runtime;
+GRANT EXECUTE ON FUNCTION resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], text, text, text, text, bigint, bigint, bigint, bigint) TO resolver_api;
+REVOKE EXECUTE ON FUNCTION resolver_proposal_close(text, text, text, text, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint) FROM PUBLIC, resolver_runtime;
+GRANT EXECUTE ON FUNCTION resolver_proposal_close(text, text, text, text, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint) TO resolver_api;
+-- Run only inside the commits, as the owner: nobody else may call them.
+REVOKE EXECUTE ON FUNCTION
+    resolver_settle_manual(text, text, text, text, text, bigint, text, bigint, json),
+    resolver_commit_wait_executions(text[]),
+    resolver_commit_wait_controls(text[])
+    FROM PUBLIC, resolver_runtime, resolver_api;
+-- Two people where it matters (migration 0013): both faces read the rules (only the owner and
+-- the policy writer write them) and the proposals (only the manual commit, the proposal
+-- close and the void trigger write them).
+GRANT SELECT ON recovery_two_person_rules, recovery_proposals TO resolver_runtime, resolver_api;
+REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON recovery_two_person_rules, recovery_proposals
+    FROM resolver_runtime, resolver_api;
+REVOKE EXECUTE ON FUNCTION resolver_needs_two_people(text, text), resolver_strong_amr(text[])
+    FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION resolver_needs_two_people(text, text), resolver_strong_amr(text[])
+    TO resolver_api;
 
--- Readiness: `resolver run` refuses to start unless the schema is at the expected revision.
-GRANT SELECT ON alembic_version TO resolver_runtime;
+-- Readiness: `resolver run` and `resolver api` refuse to start unless the schema is at the
+-- expected revision.
+GRANT SELECT ON alembic_version TO resolver_runtime, resolver_api;
 
 -- The database clock. Functions are executable by PUBLIC by default; narrow it to the
 -- roles that compare leases and due times.
 REVOKE EXECUTE ON FUNCTION resolver_now_ms(bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION resolver_now_ms(bigint) TO resolver_runtime, resolver_executor;
+GRANT EXECUTE ON FUNCTION resolver_now_ms(bigint) TO resolver_runtime, resolver_executor, resolver_api;
 -- The domain sets (resolver_terminal_states, resolver_finding_kinds, resolver_finding_outcome,
 -- resolver_decision_settles) stay executable by PUBLIC: constants that checks and trigger
 -- conditions read whoever writes the row.
@@ -99,7 +121,7 @@ GRANT EXECUTE ON FUNCTION resolver_now_ms(bigint) TO resolver_runtime, resolver_
 -- run it; the protocol functions run it as the owner.
 REVOKE EXECUTE ON FUNCTION resolver_recovery_lease_released(bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_recovery_lease_released(bigint) TO resolver_runtime;
-REVOKE EXECUTE ON FUNCTION resolver_reject_mutation() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION resolver_reject_mutation(), resolver_guard_definer_write() FROM PUBLIC;
 
 -- Evidence of the built-in SQL providers (migration 0002): executors (and the platform's
 -- run service) write it in the same transaction as their side effect; providers only read.
@@ -113,8 +135,9 @@ GRANT SELECT ON action_receipts, run_origin_facts, package_install_records, pack
 -- The access-policy mirror of manual decisions (migration 0003). The platform's own role keeps
 -- it in step. A decision locks the grant FOR SHARE so a concurrent revocation cannot slip
 -- past it, and PostgreSQL requires an UPDATE privilege for that lock: the narrowest one is
--- UPDATE of the version column (bumping it can only invalidate decisions, never grant one).
-GRANT SELECT, UPDATE (version) ON recovery_projects, recovery_role_bindings TO resolver_runtime;
+-- UPDATE of the version column; the manual commit takes that lock as the owner now, so both
+-- faces only read the mirror.
+GRANT SELECT ON recovery_projects, recovery_role_bindings TO resolver_runtime, resolver_api;
 -- The platform that owns projects and role bindings writes the mirror (deploy/sql/roles.sql's
 -- resolver_policy_writer, or your platform's login granted it): every verb on these two tables,
 -- nothing on any other. Deleting a binding is how a grant is revoked. It also keeps the
@@ -139,30 +162,34 @@ GRANT EXECUTE ON FUNCTION
     resolver_prune_candidates(bigint, boolean, text, integer)
     TO resolver_retention;
 GRANT EXECUTE ON FUNCTION resolver_now_ms(bigint) TO resolver_retention;
--- The replicas' /metrics read the run history (resolver_pruned_dispatches_total).
-GRANT SELECT ON recovery_prune_runs TO resolver_runtime;
+-- The /metrics of both faces read the run history (resolver_pruned_dispatches_total), and
+-- `resolver audit verify` the range of audit links each run removed.
+GRANT SELECT ON recovery_prune_runs TO resolver_runtime, resolver_api;
 
--- The audit chain of manual decisions (migration 0012). A decision inserts its link and moves
--- the one-row head in the same statement; links are insert-only (a trigger refuses UPDATE
--- and DELETE, for the owner too). `resolver audit verify` reads both.
-GRANT SELECT, INSERT ON recovery_audit_chain TO resolver_runtime;
-GRANT SELECT, UPDATE ON recovery_audit_head TO resolver_runtime;
+-- The audit chain of manual decisions (migration 0008). The manual commit inserts a link and
+-- moves the one-row head in the same statement, as the owner; links are insert-only (a
+-- trigger refuses UPDATE and DELETE, for the owner too). `resolver audit verify` reads both,
+-- as either face.
+GRANT SELECT ON recovery_audit_chain, recovery_audit_head TO resolver_runtime, resolver_api;
 -- The canonical content of a link, built by the manual commit and by the verifier.
 REVOKE EXECUTE ON FUNCTION
-    resolver_audit_authorization(text, text, text, bigint, bigint, bigint, text[], bigint),
+    resolver_audit_authorization(text, text, text, bigint, bigint, bigint, text[], bigint,
+                                 text, text, text, text),
     resolver_audit_content(text, text, text, text, text, bigint, text, text, bigint, json)
     FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
-    resolver_audit_authorization(text, text, text, bigint, bigint, bigint, text[], bigint),
+    resolver_audit_authorization(text, text, text, bigint, bigint, bigint, text[], bigint,
+                                 text, text, text, text),
     resolver_audit_content(text, text, text, text, text, bigint, text, text, bigint, json)
-    TO resolver_runtime;
+    TO resolver_runtime, resolver_api;
 
 -- Late evidence after a human decision (migration 0014). A manual decision's own statement
--- opens its watch (a SECURITY DEFINER trigger, so the runtime role inserts no watch itself);
--- the replicas claim and close watches (UPDATE, never DELETE) and insert late evidence
--- through resolver_record_late_evidence (SECURITY INVOKER); late evidence is insert-only.
-GRANT SELECT, UPDATE ON recovery_late_watches TO resolver_runtime;
-GRANT SELECT, INSERT ON recovery_late_evidence TO resolver_runtime;
+-- opens its watch (a SECURITY DEFINER trigger); the replicas claim watches and close elapsed
+-- ones (the lease and closing columns, never DELETE) and record late evidence only through
+-- resolver_record_late_evidence (SECURITY DEFINER); late evidence is insert-only.
+GRANT SELECT ON recovery_late_watches, recovery_late_evidence TO resolver_runtime, resolver_api;
+GRANT UPDATE (watch_owner, watch_token, next_scan_at_ms, closed_at_ms, closed_reason)
+    ON recovery_late_watches TO resolver_runtime;
 REVOKE EXECUTE ON FUNCTION resolver_open_late_watch() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION resolver_record_late_evidence(json, text, bigint, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_record_late_evidence(json, text, bigint, bigint)

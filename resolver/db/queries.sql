@@ -221,6 +221,8 @@ FROM resolver_commit_manual(
     p_project_version => %(project_version)s,
     p_role_binding_version => %(role_binding_version)s,
     p_auth_time_ms => %(auth_time_ms)s, p_amr => %(amr)s::text[],
+    p_issuer => %(issuer)s, p_token_kid => %(token_kid)s, p_signing_kid => %(signing_kid)s,
+    p_signature => %(signature)s,
     p_max_auth_age_ms => %(max_auth_age_ms)s, p_clock_leeway_ms => %(clock_leeway_ms)s,
     p_now_ms => %(now_ms)s, p_proposal_ttl_ms => %(proposal_ttl_ms)s);
 
@@ -298,7 +300,8 @@ SELECT p.seq, p.mutation_id, p.dispatch_id, p.content, p.prev_hash, p.hash, p.re
                    (SELECT json_agg(resolver_audit_authorization(
                                a.user_id, a.permission, a.project_id, a.project_version,
                                a.role_binding_version, a.auth_time_ms, a.amr,
-                               a.authorized_at_ms)
+                               a.authorized_at_ms, a.issuer, a.token_kid, a.signing_kid,
+                               a.signature)
                            ORDER BY a.user_id)
                     FROM recovery_authorizations AS a WHERE a.mutation_id = r.mutation_id))
         FROM approved_action_recovery_resolutions AS r
@@ -312,7 +315,7 @@ SELECT h.seq, h.hash FROM recovery_audit_head AS h WHERE h.id = 1;
 -- name: audit_export_recorded
 -- `resolver audit verify --export`: the prune runs that recorded this export's sha256 (a run
 -- records it before deleting anything the export lists).
-SELECT r.run_id FROM recovery_prune_runs AS r
+SELECT r.run_id, r.audit_first_seq, r.audit_last_seq FROM recovery_prune_runs AS r
 WHERE r.export_digest = %(export_digest)s
 ORDER BY r.run_id
 LIMIT 1;
@@ -421,9 +424,22 @@ SELECT count(*) AS total FROM (
 -- forbidden dispatch answer alike: no row).
 WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms)
 SELECT d.dispatch_id, d.approval_request_id, d.project_id, d.action_type, d.action_digest,
-       d.idempotency_key, d.schema_version, d.supersedes_dispatch_id, d.created_at_ms,
+       d.idempotency_key, d.schema_version,
+       -- Supersession may cross projects (the executor protocol allows it): the case names
+       -- only the dispatches on either side the caller may read, so it reveals no other
+       -- project's ids.
+       CASE WHEN EXISTS (SELECT 1 FROM approved_action_dispatches AS o
+                         JOIN recovery_role_bindings AS b ON b.project_id = o.project_id
+                         WHERE o.dispatch_id = d.supersedes_dispatch_id
+                           AND b.user_id = %(user_id)s
+                           AND b.permission IN ('approval.recover', 'approval.recover.read'))
+            THEN d.supersedes_dispatch_id END AS supersedes_dispatch_id,
+       d.created_at_ms,
        ARRAY(SELECT s.dispatch_id FROM approved_action_dispatches AS s
              WHERE s.supersedes_dispatch_id = d.dispatch_id
+               AND EXISTS (SELECT 1 FROM recovery_role_bindings AS b
+                           WHERE b.project_id = s.project_id AND b.user_id = %(user_id)s
+                             AND b.permission IN ('approval.recover', 'approval.recover.read'))
              ORDER BY s.dispatch_id LIMIT 100) AS superseded_by,
        e.state, e.owner, e.attempt, e.version, e.started_at_ms, e.lease_expires_at_ms,
        e.finished_at_ms, e.result_code,

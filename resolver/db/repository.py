@@ -51,7 +51,9 @@ from resolver.core.domain import (
     Principal,
     ProposalAction,
     ProviderFailure,
+    PruneRunRecord,
     ResolutionSource,
+    SignedFact,
 )
 from resolver.core.errors import (
     ConstraintViolation,
@@ -289,6 +291,7 @@ class PostgresStore:
         decision: ManualDecision,
         project_id: str,
         grant: Grant,
+        fact: SignedFact,
         *,
         max_auth_age_ms: int,
         clock_leeway_ms: int,
@@ -297,6 +300,10 @@ class PostgresStore:
     ) -> str | None:
         params = {
             **_authorization(principal, project_id, grant, max_auth_age_ms, clock_leeway_ms),
+            "issuer": fact.issuer,
+            "token_kid": fact.token_kid,
+            "signing_kid": fact.signing_kid,
+            "signature": fact.signature,
             "dispatch_id": decision.dispatch_id,
             "outcome": decision.decision.terminal_state.value,
             "mutation_id": decision.mutation_id,
@@ -404,14 +411,19 @@ class PostgresStore:
         rows = self._all("audit_links_page", {"after_seq": after_seq, "limit": limit})
         return [AuditLink(**row) for row in rows]
 
-    def audit_head(self) -> tuple[int, str]:
+    def audit_head(self) -> tuple[int, str] | None:
+        """The head row, or None when it is gone (the verifier names that `head`)."""
         row = self._one("audit_head", {})
-        assert row is not None  # the migration inserts the one head row
-        return int(row["seq"]), str(row["hash"])
+        return None if row is None else (int(row["seq"]), str(row["hash"]))
 
     def audit_export_recorded(self, export_digest: str) -> bool:
         """Whether a prune run recorded an export with this sha256."""
-        return self._one("audit_export_recorded", {"export_digest": export_digest}) is not None
+        return self.audit_prune_run(export_digest) is not None
+
+    def audit_prune_run(self, export_digest: str) -> PruneRunRecord | None:
+        """The prune run that recorded an export with this sha256, with its audit range."""
+        row = self._one("audit_export_recorded", {"export_digest": export_digest})
+        return None if row is None else PruneRunRecord(**row)
 
     def audit_unlinked(self) -> tuple[str, str] | None:
         """The first manual resolution since the chain began without a link, if any."""

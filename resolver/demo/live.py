@@ -301,6 +301,25 @@ class LiveDemo:
 
     # -- console ----------------------------------------------------------------------------
 
+    def _audit_signing_env(self) -> dict[str, str]:
+        """A fresh Ed25519 key that signs the demo's authorization facts."""
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+        path = self.data_dir / "audit-signing.pem"
+        path.write_bytes(
+            Ed25519PrivateKey.generate().private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+        path.chmod(0o600)
+        return {
+            "RESOLVER_AUDIT_SIGNING_KEY_FILE": str(path),
+            "RESOLVER_AUDIT_SIGNING_KID": "demo-1",
+        }
+
     def start_console(self) -> None:
         from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -319,6 +338,7 @@ class LiveDemo:
             "RESOLVER_OIDC_AUDIENCE": DEMO_AUDIENCE,
             "RESOLVER_OIDC_JWKS_FILE": str(jwks),
             "RESOLVER_LOG_LEVEL": "INFO",
+            **self._audit_signing_env(),
         }
         with (self.data_dir / "logs" / "api.log").open("ab") as log:
             self._api = subprocess.Popen(

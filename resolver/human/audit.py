@@ -2,7 +2,7 @@
 
 Each manual decision's statement appends a link: its canonical content and
 `hash = sha256(prev_hash || content)`, the first link's `prev_hash` being 64 zeros. The
-verifier walks the chain in order and names the first link that breaks:
+verifier walks the chain in order and names the first link that breaks, by kind:
 
 - `seq_gap`: a link is missing (or the chain does not start at 1);
 - `prev_hash`: a link does not point at its predecessor's hash (a link removed or reordered);
@@ -10,22 +10,33 @@ verifier walks the chain in order and names the first link that breaks:
   edited);
 - `facts_changed`: the stored resolution or authorization facts no longer produce the
   content the link recorded (a fact edited after the decision);
-- `head`: the head row does not name the last link (links removed from the end);
-- `unlinked`: a manual resolution recorded since the chain began has no link.
-
-- `export`: a link the retention export carries differs from the one still stored.
+- `facts_missing`: a link's decision and authorization facts are gone, and no prune run
+  removed them (no recorded export carries the link);
+- `unsigned_fact`: an authorization fact without the API's signature, in a link after the
+  first signed one (facts recorded before signing began are counted, not refused);
+- `unknown_signing_key` / `bad_signature`: with the API's public keys, a fact signed by a key
+  the file does not hold, or whose signature does not verify (a fact written by hand);
+- `head`: the head row is missing, or does not name the last link (links removed from the end);
+- `anchor`: the chain no longer holds the head recorded earlier outside the database;
+- `unlinked`: a manual resolution recorded since the chain began has no link;
+- `export`: a link the retention export carries differs from the one still stored, or lies
+  outside the range of links the run that recorded the export removed.
 
 Retention (`resolver prune --include-audit`) deletes a decision's link with its facts and
-writes the link into its export first. `verify_chain` takes the exported links
-(`exported_links` reads them from export files) and walks the stored and the exported links
-as one chain, so a pruned range verifies by its hashes; without the export, the first pruned
-link is a `seq_gap`.
+writes the link into its export first; the run records the export's sha256 and the range of
+links it removed. `verify_chain` takes the exported links of recorded runs
+(`recorded_exports`) and walks the stored and the exported links as one chain; without the
+export, the first pruned link is a `seq_gap`.
 
 What it proves: no link, and no fact still stored, was changed, removed or inserted after
-the decision without also rewriting every later link and the head, in a way the hashes do
-not match. What it does not prove: that a role able to rewrite the whole chain and the head
-consistently (the table owner, with the triggers disabled) did not; keep the exports and a
-recent head hash (`resolver audit verify` prints it) outside the database to detect that.
+the decision without also rewriting every later link and the head in a way the hashes match;
+each decision's authorization facts were signed by the API's key (with the public keys),
+which no database role holds, so no database write, the owner's included, invents a person
+or a person's authentication. What it does not prove: that a role able to rewrite the whole
+chain and the head consistently (the table owner, with the triggers disabled) did not remove
+or replace a tail of decisions; keep the exports and the head line `resolver audit verify`
+prints outside the database (`--anchor`) to detect that. Nor that the API itself, with its
+signing key, signed only what a verified token said: the key is the trust anchor.
 """
 
 from __future__ import annotations
@@ -36,8 +47,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
 from resolver.core.domain import AuditLink
 from resolver.core.ports import AuditReader
+from resolver.human.signing import DecisionFacts, check_fact
 
 GENESIS_HASH = "0" * 64
 
@@ -72,6 +86,11 @@ class ChainWalk:
     links: int = 0
     pruned: int = 0
     exported: Mapping[int, AuditLink] | None = None
+    public_keys: Mapping[str, Ed25519PublicKey] | None = None
+    anchor: tuple[int, str] | None = None
+    unsigned: int = 0
+    signed_seen: bool = False
+    anchor_seen: bool = False
 
     def feed(self, links: Iterable[AuditLink]) -> AuditBreak | None:
         for link in links:
@@ -94,11 +113,51 @@ class ChainWalk:
         return None
 
     def _step(self, link: AuditLink) -> AuditBreak | None:
-        found = self._check(link)
+        found = self._check(link) or self._check_facts(link)
         if found is None:
             self.seq, self.hash = link.seq, link.hash
             self.links += 1
+            if self.anchor is not None and self.anchor[0] == link.seq:
+                if self.anchor[1] != link.hash:
+                    return AuditBreak(
+                        link.seq,
+                        link.mutation_id,
+                        "anchor: the anchored head's "
+                        "hash is not this link's: the chain was rewritten",
+                    )
+                self.anchor_seen = True
         return found
+
+    def _check_facts(self, link: AuditLink) -> AuditBreak | None:
+        """The authorization facts the link records: signed, and (with the API's public keys)
+        signed by the API."""
+        try:
+            content = json.loads(link.content)
+            decision = DecisionFacts(
+                dispatch_id=str(content["dispatch_id"]),
+                outcome=str(content["outcome"]),
+                expected_execution_version=int(content["expected_execution_version"]),
+                evidence_digest=content["evidence_digest"],
+            )
+            facts = list(content["authorizations"])
+        except (ValueError, KeyError, TypeError):
+            return AuditBreak(link.seq, link.mutation_id, "facts_changed: content unreadable")
+        signed = [isinstance(f, dict) and "signature" in f for f in facts]
+        if not all(signed):
+            if self.signed_seen or any(signed):
+                reason = "unsigned_fact: an authorization fact carries no signature"
+                return AuditBreak(link.seq, link.mutation_id, reason)
+            self.unsigned += 1  # recorded before the API signed facts
+            return None
+        self.signed_seen = True
+        if self.public_keys is None:
+            return None
+        for fact in facts:
+            why = check_fact(fact, decision, self.public_keys)
+            if why is not None:
+                user = fact.get("user_id")
+                return AuditBreak(link.seq, link.mutation_id, f"{why}: the fact of {user!r}")
+        return None
 
     def _check(self, link: AuditLink) -> AuditBreak | None:
         def broken(reason: str) -> AuditBreak:
@@ -111,14 +170,26 @@ class ChainWalk:
         if link.hash != link_hash(link.prev_hash, link.content):
             return broken("hash: not the hash of the previous hash and this content")
         if link.facts_content is None:
+            copy = (self.exported or {}).get(link.seq)
+            if copy is None:
+                return broken(
+                    "facts_missing: the decision and its authorization facts are gone and no "
+                    "recorded prune export carries this link"
+                )
             self.pruned += 1
         elif link.facts_content != link.content:
             return broken("facts_changed: the stored decision no longer matches its link")
         return None
 
-    def check_head(self, head_seq: int, head_hash: str) -> AuditBreak | None:
-        if (head_seq, head_hash) != (self.seq, self.hash):
-            return AuditBreak(head_seq, None, "head: the head does not name the last link")
+    def check_head(self, head: tuple[int, str] | None) -> AuditBreak | None:
+        if head is None:
+            return AuditBreak(None, None, "head: the head row is missing")
+        if head != (self.seq, self.hash):
+            return AuditBreak(head[0], None, "head: the head does not name the last link")
+        if self.anchor is not None and self.anchor[0] > 0 and not self.anchor_seen:
+            return AuditBreak(
+                self.anchor[0], None, "anchor: the chain no longer reaches the anchored head"
+            )
         return None
 
 
@@ -129,17 +200,49 @@ PAGE = 500
 class AuditReport:
     links: int
     pruned: int
-    head_seq: int
-    head_hash: str
+    head_seq: int | None
+    head_hash: str | None
     broken: AuditBreak | None
+    unsigned: int = 0
+    signatures_checked: bool = False
+
+    def head_line(self, at_ms: int) -> str:
+        """The head as one JSON line, for a log shipper or an anchor file (`--anchor`)."""
+        return json.dumps(
+            {
+                "kind": "resolver.audit.head",
+                "seq": self.head_seq,
+                "hash": self.head_hash,
+                "links": self.links,
+                "verified_at_ms": at_ms,
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+
+
+def read_anchor(path: Path) -> tuple[int, str]:
+    """The head a previous `resolver audit verify` printed: the file's last non-empty line."""
+    try:
+        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        document = json.loads(lines[-1])
+        seq, hash_ = int(document["seq"]), str(document["hash"])
+    except (OSError, ValueError, IndexError, KeyError, TypeError) as exc:
+        raise ExportUnreadable(f"{path}: not a head line ({type(exc).__name__})") from None
+    return seq, hash_
 
 
 def verify_chain(
-    reader: AuditReader, page: int = PAGE, exported: Mapping[int, AuditLink] | None = None
+    reader: AuditReader,
+    page: int = PAGE,
+    exported: Mapping[int, AuditLink] | None = None,
+    *,
+    public_keys: Mapping[str, Ed25519PublicKey] | None = None,
+    anchor: tuple[int, str] | None = None,
 ) -> AuditReport:
     """Walk the whole chain, page by page (bounded memory for the stored links), through the
     `exported` links of pruned ranges, then the head and stray decisions."""
-    walk = ChainWalk(exported=exported)
+    walk = ChainWalk(exported=exported, public_keys=public_keys, anchor=anchor)
     broken: AuditBreak | None = None
     after = 0
     while broken is None:
@@ -151,14 +254,23 @@ def verify_chain(
             break
     if broken is None:
         broken = walk.fill()  # a pruned range at the end of the stored chain
-    head_seq, head_hash = reader.audit_head()
+    head = reader.audit_head()
     if broken is None:
-        broken = walk.check_head(head_seq, head_hash)
+        broken = walk.check_head(head)
     if broken is None:
         stray = reader.audit_unlinked()
         if stray is not None:
             broken = AuditBreak(None, stray[0], f"unlinked: dispatch {stray[1]} has no link")
-    return AuditReport(walk.links, walk.pruned, head_seq, head_hash, broken)
+    head_seq, head_hash = head if head is not None else (None, None)
+    return AuditReport(
+        walk.links,
+        walk.pruned,
+        head_seq,
+        head_hash,
+        broken,
+        unsigned=walk.unsigned,
+        signatures_checked=public_keys is not None,
+    )
 
 
 def _stored(link: AuditLink) -> tuple[int, str, str, str, str, str, int]:
@@ -182,6 +294,33 @@ def unrecorded_exports(reader: AuditReader, paths: Iterable[Path]) -> list[Path]
         for path in paths
         if not reader.audit_export_recorded(hashlib.sha256(path.read_bytes()).hexdigest())
     ]
+
+
+def recorded_exports(
+    reader: AuditReader, paths: Iterable[Path]
+) -> tuple[dict[int, AuditLink], list[str]]:
+    """The exported links a prune run vouches for, and what is wrong with the rest: an export
+    whose sha256 no run recorded is not used at all, and a link outside the range of links
+    its run removed is refused (a link whose facts are missing verifies only against the run
+    that removed them)."""
+    links: dict[int, AuditLink] = {}
+    problems: list[str] = []
+    for path in paths:
+        carried = exported_links([path])  # an unreadable file is refused before anything
+        run = reader.audit_prune_run(hashlib.sha256(path.read_bytes()).hexdigest())
+        if run is None:
+            problems.append(f"export {path}: its sha256 is no prune run's export_digest")
+            continue
+        for seq, link in carried.items():
+            if not run.covers(seq):
+                problems.append(
+                    f"export {path}: seq {seq} is outside the links prune run {run.run_id} removed"
+                )
+                continue
+            seen = links.setdefault(seq, link)
+            if _stored(seen) != _stored(link):
+                raise ExportUnreadable(f"seq {seq} is exported twice, differently")
+    return links, problems
 
 
 class ExportUnreadable(ValueError):

@@ -213,15 +213,31 @@ class TokenVerifier:
             )
         except jwt.PyJWTError as exc:
             raise InvalidToken(type(exc).__name__, reason=_reason(exc)) from None
-        return _principal(claims)
+        return _principal(claims, str(header.get("kid")))
 
 
-def _principal(claims: Mapping[str, Any]) -> Principal:
+def _printable(value: str) -> bool:
+    """No control character (a NUL, a newline, ...): the claim is stored, logged and shown."""
+    return not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in value)
+
+
+def _principal(claims: Mapping[str, Any], kid: str) -> Principal:
     auth_time, amr, sub = claims.get("auth_time"), claims.get("amr", []), claims.get("sub")
+    issuer = claims.get("iss")
     if not isinstance(auth_time, int) or isinstance(auth_time, bool):
         raise InvalidToken("auth_time must be an integer", reason="claims")
-    if not isinstance(amr, list) or not all(isinstance(v, str) for v in amr):
-        raise InvalidToken("amr must be a list of strings", reason="claims")
-    if not isinstance(sub, str) or not 0 < len(sub) <= 128:
-        raise InvalidToken("sub must be a non-empty string", reason="claims")
-    return Principal(user_id=sub, auth_time_ms=auth_time * 1000, amr=tuple(amr))
+    if (
+        not isinstance(amr, list)
+        or not all(isinstance(v, str) and 0 < len(v) <= 64 and _printable(v) for v in amr)
+        or len(amr) > 16
+    ):
+        raise InvalidToken("amr must be a short list of printable strings", reason="claims")
+    if not isinstance(sub, str) or not 0 < len(sub) <= 128 or not _printable(sub):
+        raise InvalidToken("sub must be a non-empty printable string", reason="claims")
+    if not isinstance(issuer, str) or not 0 < len(issuer) <= 512 or not _printable(issuer):
+        raise InvalidToken("iss must be a printable string", reason="claims")
+    if not 0 < len(kid) <= 256 or not _printable(kid):
+        raise InvalidToken("kid must be a printable string", reason="claims")
+    return Principal(
+        user_id=sub, auth_time_ms=auth_time * 1000, amr=tuple(amr), issuer=issuer, token_kid=kid
+    )

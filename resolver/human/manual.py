@@ -22,6 +22,7 @@ from resolver.core.domain import (
     ProposalAction,
     ProposalResult,
     ResolutionSource,
+    SignedFact,
     check_mutation_id,
 )
 from resolver.core.errors import (
@@ -32,6 +33,7 @@ from resolver.core.errors import (
     StrongAuthRequired,
 )
 from resolver.core.ports import ManualStore
+from resolver.human.signing import DecisionFacts, FactSigner, PersonFacts
 
 PERMISSION = "approval.recover"
 MAX_AUTH_AGE_MS = 5 * 60 * 1000
@@ -76,12 +78,14 @@ class ManualResolutionService:
         self,
         store: ManualStore,
         *,
+        signer: FactSigner,
         max_auth_age_ms: int = MAX_AUTH_AGE_MS,
         strong_amr: frozenset[str] = STRONG_AMR,
         clock_leeway_ms: int = 30_000,
         proposal_ttl_ms: int = PROPOSAL_TTL_MS,
     ) -> None:
         self._store = store
+        self._signer = signer
         self._max_auth_age_ms = max_auth_age_ms
         self._strong_amr = strong_amr
         self._clock_leeway_ms = clock_leeway_ms
@@ -92,12 +96,13 @@ class ManualResolutionService:
     ) -> ManualResult:
         self._require_strong(principal)
         context = self._context(decision.dispatch_id, decision.mutation_id, now_ms)
-        grant = self._grant(context.project_id, principal)
+        grant = self._grant(decision.dispatch_id, context.project_id, principal)
         answer = self._store.commit_manual(
             principal,
             decision,
             context.project_id,
             grant,
+            self._sign(principal, decision, context.project_id, grant),
             max_auth_age_ms=self._max_auth_age_ms,
             clock_leeway_ms=self._clock_leeway_ms,
             proposal_ttl_ms=self._proposal_ttl_ms,
@@ -134,7 +139,7 @@ class ManualResolutionService:
             raise ValueError("reason_code must match [a-z0-9_.-]{1,64}")
         self._require_strong(principal)
         context = self._context(dispatch_id, mutation_id, now_ms)
-        grant = self._grant(context.project_id, principal)
+        grant = self._grant(dispatch_id, context.project_id, principal)
         answer = self._store.close_proposal(
             principal,
             dispatch_id,
@@ -157,6 +162,28 @@ class ManualResolutionService:
             raise ProposalConflict(code, title, current=_as_now(ctx))
         return ProposalResult(answer)
 
+    def _sign(
+        self, principal: Principal, decision: ManualDecision, project_id: str, grant: Grant
+    ) -> SignedFact:
+        """The authorization fact this decision records, signed with the API's key."""
+        person = PersonFacts(
+            user_id=principal.user_id,
+            issuer=principal.issuer,
+            token_kid=principal.token_kid,
+            auth_time_ms=principal.auth_time_ms,
+            amr=principal.amr,
+            project_id=project_id,
+            project_version=grant.project_version,
+            role_binding_version=grant.role_binding_version,
+        )
+        facts = DecisionFacts(
+            dispatch_id=decision.dispatch_id,
+            outcome=decision.decision.terminal_state.value,
+            expected_execution_version=decision.expected_execution_version,
+            evidence_digest=decision.evidence_digest,
+        )
+        return self._signer.sign(person, facts)
+
     def _require_strong(self, principal: Principal) -> None:
         if not self._strong_amr.intersection(principal.amr):
             raise StrongAuthRequired(
@@ -164,10 +191,12 @@ class ManualResolutionService:
                 f"{sorted(self._strong_amr)}); sign in again with a second factor"
             )
 
-    def _grant(self, project_id: str, principal: Principal) -> Grant:
+    def _grant(self, dispatch_id: str, project_id: str, principal: Principal) -> Grant:
         grant = self._store.find_grant(project_id, principal.user_id)
         if grant is None:
-            raise PermissionDenied(f"{PERMISSION} is not granted on project {project_id!r}")
+            # Answered exactly like an unknown dispatch: a write tells nobody what exists in
+            # a project where they may not decide.
+            raise _unknown(dispatch_id)
         return grant
 
     def _stale_auth_message(self) -> str:
@@ -179,7 +208,7 @@ class ManualResolutionService:
     def _context(self, dispatch_id: str, mutation_id: str, now_ms: int | None) -> ManualContext:
         context = self._store.manual_context(dispatch_id, mutation_id, now_ms)
         if context is None:
-            raise NotFound(f"dispatch {dispatch_id!r} has no execution")
+            raise _unknown(dispatch_id)
         return context
 
     def _explain(
@@ -232,6 +261,13 @@ class ManualResolutionService:
             f"decision on {decision.dispatch_id!r} lost a concurrent update; retry",
             current=as_now,
         )
+
+
+def _unknown(dispatch_id: str) -> NotFound:
+    """The one answer to a dispatch that does not exist, has no execution, or lies in a
+    project where the caller may not decide."""
+    del dispatch_id  # not echoed: the body is the same whichever id was asked for
+    return NotFound("no such dispatch with an execution in a project where you may decide")
 
 
 def _auth_fresh(principal: Principal, now_ms: int, max_age_ms: int, leeway_ms: int) -> bool:

@@ -28,8 +28,13 @@ SELECT d.dispatch_id, d.action_type, e.state, e.version, e.completion_mutation_i
        r.mutation_id AS res_mutation_id,
        (SELECT count(*) FROM approved_action_recovery_resolutions AS r2
          WHERE r2.dispatch_id = d.dispatch_id) AS resolutions,
+       -- People as the database's own rule counts them: signed facts of users still bound
+       -- at the versions the fact names.
        (SELECT count(DISTINCT a.user_id) FROM recovery_authorizations AS a
-         WHERE a.mutation_id = r.mutation_id) AS people,
+         JOIN recovery_role_bindings AS b
+           ON b.project_id = a.project_id AND b.user_id = a.user_id
+          AND b.permission = 'approval.recover' AND b.version = a.role_binding_version
+         WHERE a.mutation_id = r.mutation_id AND a.signature IS NOT NULL) AS people,
        (SELECT count(*) FROM recovery_proposals AS p
          WHERE p.dispatch_id = d.dispatch_id AND p.closed_as IS NULL) AS open_proposals
 FROM approved_action_dispatches AS d
@@ -188,6 +193,7 @@ def check(
     _check_terminal_counts(commits, execs, db, survived, verdict)
     _check_final_rows(db, plans, commits, verdict)
     _check_people(db, policy, verdict)
+    _check_forgeries(events, verdict)
     _check_late_evidence(events, late_rows, losses, verdict)
     return verdict
 
@@ -494,6 +500,19 @@ def _check_people(db: Mapping[str, Row], policy: HumanPolicy, verdict: Verdict) 
         terminal = row["state"] in ("succeeded", "failed", "blocked")
         if terminal and (row.get("open_proposals") or 0) > 0:
             verdict.add("two_people", dispatch_id, "settled, yet a proposal on it is still open")
+
+
+def _check_forgeries(events: list[Event], verdict: Verdict) -> None:
+    """Direct SQL attempts at a decision (tests/contention/forgery.py), by whatever role the
+    history names: a two-person case is settled by the manual commit or not at all, so no
+    attempt may ever commit."""
+    for e in events:
+        if e["f"] == "forge" and e["type"] == "ok":
+            verdict.add(
+                "two_people",
+                e["dispatch_id"],
+                f"a direct SQL write as {e['role']} committed a decision naming {e['user']}",
+            )
 
 
 def _check_row_consistency(dispatch_id: str, row: Row, verdict: Verdict) -> None:

@@ -561,6 +561,7 @@ def _run(
             store,
             executor_history(workdir / "history", "operators"),
             random.Random(run.rng.random()),
+            forge_url=clean_url,
         )
         operators.start()
         faults = threading.Thread(

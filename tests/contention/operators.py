@@ -22,8 +22,10 @@ from resolver.core.errors import ResolverError, StorageUnavailable
 from resolver.db.repository import PostgresStore
 from resolver.human.manual import ManualResolutionService
 from resolver_test_support.history import History
+from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
 
 from .checker import HumanPolicy
+from .forgery import forge_two_person
 from .workload import (
     ESCALATE_AFTER_SECONDS,
     ESCALATING_TYPE,
@@ -60,8 +62,14 @@ def grant_operators(conn: psycopg.Connection[Any]) -> None:
 class Operators:
     """A thread of people deciding the manual queue until stopped."""
 
-    def __init__(self, store: PostgresStore, history: History, rng: random.Random) -> None:
-        self._service = ManualResolutionService(store, proposal_ttl_ms=60_000)
+    def __init__(
+        self,
+        store: PostgresStore,
+        history: History,
+        rng: random.Random,
+        forge_url: str | None = None,
+    ) -> None:
+        self._service = ManualResolutionService(store, proposal_ttl_ms=60_000, signer=TEST_SIGNER)
         self._store = store
         self._history = history
         self._rng = rng
@@ -69,6 +77,9 @@ class Operators:
         self._seen: set[str] = set()
         self._thread = threading.Thread(target=self._loop, name="operators", daemon=True)
         self._calls = 0
+        # The schema owner's own URL: between a proposal and its confirmation, now and then a
+        # direct SQL attempt at the decision, with a real or an invented colleague.
+        self._forge_url = forge_url
 
     def start(self) -> None:
         self._thread.start()
@@ -98,9 +109,23 @@ class Operators:
             self._call("alice", item, Decision.CONFIRM_SUCCEEDED)
             if self._rng.random() < 0.3:
                 self._call("alice", item, Decision.CONFIRM_SUCCEEDED)  # twice: still one
+            if self._forge_url is not None and self._rng.random() < 0.3:
+                self._forge(item, self._rng.choice(["bob", "mallory"]))
             self._call("bob", item, Decision.CONFIRM_SUCCEEDED)
         else:
             self._call("alice", item, Decision.ABANDON_UNKNOWN)
+
+    def _forge(self, item: ManualQueueItem, colleague: str) -> None:
+        assert self._forge_url is not None
+        self._calls += 1
+        try:
+            with psycopg.connect(self._forge_url, autocommit=True, connect_timeout=3) as conn:
+                forge_two_person(
+                    conn, self._history, "owner", item.dispatch_id, "alice", colleague,
+                    f"forged-{item.dispatch_id}-{self._calls}",
+                )  # fmt: skip
+        except psycopg.OperationalError:  # cut off by the fault schedule: not an attempt
+            return
 
     def _call(self, user: str, item: ManualQueueItem, decision: Decision) -> None:
         self._calls += 1
@@ -112,7 +137,9 @@ class Operators:
             "contention_operator",
         )
         # Fresh strong authentication on the host clock (the database's, on one host).
-        principal = Principal(user, int(time.time() * 1000), ("mfa",))
+        principal = Principal(
+            user, int(time.time() * 1000), ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid"
+        )
         fields = {"dispatch_id": item.dispatch_id, "user": user, "decision": decision.value}
         self._history.record("invoke", "decide", **fields)
         try:

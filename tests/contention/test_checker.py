@@ -232,6 +232,18 @@ PEOPLE_CASES: dict[str, tuple[str, Row]] = {
 }
 
 
+def test_a_forged_decision_that_committed_is_caught_and_a_refused_one_is_not() -> None:
+    refused = [
+        ev(10, "forger", "invoke", "forge", dispatch_id=D, role="resolver_runtime", user="bob"),
+        ev(11, "forger", "fail", "forge", dispatch_id=D, role="resolver_runtime", user="bob",
+           error="InsufficientPrivilege"),
+    ]  # fmt: skip
+    assert check(refused, [TWO_PEOPLE], MANUAL_PLAN, policy=POLICY).violations == []
+    committed = [*refused[:1], {**refused[1], "type": "ok"}]
+    violations = check(committed, [TWO_PEOPLE], MANUAL_PLAN, policy=POLICY).violations
+    assert any(v.startswith("[two_people]") and "resolver_runtime" in v for v in violations)
+
+
 def test_a_clean_escalation_and_a_two_person_decision_pass() -> None:
     for row in (ESCALATED, TWO_PEOPLE):
         assert check([], [row], MANUAL_PLAN, policy=POLICY).violations == []

@@ -38,7 +38,7 @@ from resolver.core.domain import (
 )
 from resolver.core.errors import (
     FenceConflict,
-    PermissionDenied,
+    NotFound,
     ProposalConflict,
     ResolverError,
     StrongAuthRequired,
@@ -48,6 +48,10 @@ from resolver.executor.client import CompletionResult, ExecutionClient
 from resolver.human.manual import ManualResolutionService
 from tests.helpers.database import T0, new_spec
 from tests.helpers.postgres import DatabaseFactory
+from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
+
+from .checker import check
+from .forgery import forge_two_person
 
 pytestmark = pytest.mark.contention
 
@@ -132,6 +136,9 @@ class RecoveryMachine(RuleBasedStateMachine):
             )
             conn.execute("INSERT INTO recovery_two_person_rules VALUES (%s, %s)", TWO_PERSON)
             # Each example starts a fresh audit chain (migration 0012) with its mutation ids.
+            # Only a decision moves the head: the reset passes with the triggers off (the
+            # suite's own superuser), as an owner's DDL would.
+            conn.execute("SET session_replication_role = replica")
             conn.execute(
                 "UPDATE recovery_audit_head SET seq = 0, hash = repeat('0', 64),"
                 " prev_hash = repeat('0', 64)"
@@ -145,7 +152,9 @@ class RecoveryMachine(RuleBasedStateMachine):
         self.store = PostgresStore(self.url)
         self.store.open()
         self.client = ExecutionClient(self.store, owner="executor", lease_seconds=LEASE_MS / 1000)
-        self.operators = ManualResolutionService(self.store, proposal_ttl_ms=PROPOSAL_TTL_MS)
+        self.operators = ManualResolutionService(
+            self.store, proposal_ttl_ms=PROPOSAL_TTL_MS, signer=TEST_SIGNER
+        )
         self.decisions = 0
         self.now = T0
         self.executions: dict[str, MExecution] = {}
@@ -368,7 +377,13 @@ class RecoveryMachine(RuleBasedStateMachine):
         self.decisions += 1
         expected_version = m.version - 1 if stale else m.version
         user = who.removesuffix("-weak-auth")
-        principal = Principal(user, self.now, ("pwd",) if "weak" in who else ("mfa",))
+        principal = Principal(
+            user,
+            self.now,
+            ("pwd",) if "weak" in who else ("mfa",),
+            issuer=TEST_ISSUER,
+            token_kid="test-kid",
+        )
         request = ManualDecision(
             d, decision, f"m-{self.decisions}", expected_version, "operator_checked"
         )
@@ -387,7 +402,8 @@ class RecoveryMachine(RuleBasedStateMachine):
         except ResolverError as exc:
             answer = type(exc)
         if who not in DECIDERS:
-            assert answer in (PermissionDenied, StrongAuthRequired), answer
+            # Someone with no permission learns nothing: the answer to an unknown dispatch.
+            assert answer in (NotFound, StrongAuthRequired), answer
             return
         if expected is None:
             assert answer is FenceConflict, answer
@@ -438,6 +454,21 @@ class RecoveryMachine(RuleBasedStateMachine):
         c.token = c.lease_expires = None
         self.resolutions[d] = MResolution("manual", decision.terminal_state.value, None)
 
+    @precondition(lambda self: PAYMENT in self.controls)
+    @rule(colleague=st.sampled_from(["bob", "mallory"]))
+    def forge_by_hand(self, colleague: str) -> None:
+        """The two-person decision written by hand, as the schema owner (this suite's
+        superuser) with the triggers on: refused, whatever the model holds, and nothing moves
+        (the invariants compare every row with the model)."""
+        self.decisions += 1
+        history = _Recorded()
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            forged = forge_two_person(
+                conn, history, "owner", PAYMENT, "alice", colleague, f"forged-{self.decisions}"
+            )
+        assert not forged
+        assert check(history.events, [], {}).violations == []
+
     @precondition(lambda self: self.controls)
     @rule(
         data=st.data(),
@@ -453,7 +484,7 @@ class RecoveryMachine(RuleBasedStateMachine):
         choices = sorted(self.proposals) if aimed and self.proposals else sorted(self.controls)
         d = data.draw(st.sampled_from(choices))
         self.decisions += 1
-        principal = Principal(who, self.now, ("mfa",))
+        principal = Principal(who, self.now, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid")
         proposal = self._open_proposal(d)
         if proposal is None:
             expected: ProposalResult | str = "no_proposal"
@@ -589,3 +620,14 @@ def test_recovery_matches_the_model(machine_url: str) -> None:
         suppress_health_check=[HealthCheck.too_slow],
     )
     runner().runTest()
+
+
+class _Recorded:
+    """A history kept in memory, for the checker."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def record(self, kind: str, f: str, **value: Any) -> None:
+        self.events.append({"t": len(self.events), "process": "forger", "type": kind, "f": f,
+                            **value})  # fmt: skip

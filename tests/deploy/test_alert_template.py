@@ -165,6 +165,7 @@ def test_the_service_monitor_labels_series_as_the_rules_select_them() -> None:
         "api": {
             "enabled": True,
             "oidc": {"issuer": "https://idp.test", "audience": "a", "jwksConfigMap": "j"},
+            "auditSigning": {"kid": "audit-1"},
         },
     }
     monitor = one(render(values), "ServiceMonitor")

@@ -178,6 +178,10 @@ NOT_FROM_VALUES = {
     "console_oidc_resource",
     "console_links",
     "console_reason_codes",
+    # The API Deployment's (test_chart_api.py), and `resolver audit verify`'s own input.
+    "audit_signing_key_file",
+    "audit_signing_kid",
+    "audit_public_keys_file",
     # The migration Job's (checked by test_migration_runs_under_a_lock_timeout_with_retries).
     "migration_lock_timeout_ms",
     "migration_attempts",

@@ -23,7 +23,7 @@ from tests.helpers.k8s import (
 DB_PEER = {"ipBlock": {"cidr": "10.20.0.0/24"}}
 PROXY_PEER = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress"}}}
 OIDC = {"issuer": "https://idp.example", "audience": "resolver-api", "jwksConfigMap": "idp-jwks"}
-API = {"enabled": True, "oidc": OIDC}
+API = {"enabled": True, "oidc": OIDC, "auditSigning": {"kid": "audit-1"}}
 URL_OIDC = {**OIDC, "jwksConfigMap": "", "jwksUrl": "https://idp.example/.well-known/jwks.json"}
 IDP_EGRESS = {"to": [{"ipBlock": {"cidr": "203.0.113.0/24"}}], "ports": [{"port": 443}]}
 
@@ -143,10 +143,30 @@ def test_api_runs_resolver_api_with_its_settings_and_probes() -> None:
     assert literal["RESOLVER_OIDC_ISSUER"] == "https://idp.example"
     assert literal["RESOLVER_OIDC_AUDIENCE"] == "resolver-api"
     assert literal["RESOLVER_HTTP_PORT"] == "9464"
+    # The API's own role and Secret, never the replicas' runtime URL.
     url = env["RESOLVER_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
-    assert url == {"name": "rr-approved-action-resolver-database", "key": "url"}
+    assert url == {"name": "rr-approved-action-resolver-api-database", "key": "url"}
+    assert literal["RESOLVER_AUDIT_SIGNING_KID"] == "audit-1"
     # Nothing of the worker's: no provider config, no receipt keys.
     assert not {"RESOLVER_CONFIG", "RESOLVER_SECRETS_DIR"} & env.keys()
+
+
+def test_the_signing_key_comes_read_only_from_its_own_secret() -> None:
+    manifests = render(VALUE_SETS["api"])
+    main = api_container(manifests)
+    key_file = env_of(main)["RESOLVER_AUDIT_SIGNING_KEY_FILE"]["value"]
+    mount = next(m for m in main["volumeMounts"] if key_file.startswith(m["mountPath"] + "/"))
+    assert mount["readOnly"] is True
+    pod = component(manifests, "Deployment", "api")["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] == "rr-approved-action-resolver-audit-signing"
+    assert volume["secret"]["defaultMode"] == 0o400
+    (item,) = volume["secret"]["items"]
+    assert f"{mount['mountPath']}/{item['path']}" == key_file
+    # The replicas never get it.
+    worker = component(manifests, "Deployment", "worker")["spec"]["template"]["spec"]
+    assert all("secret" not in v or v["secret"]["secretName"] != volume["secret"]["secretName"]
+               for v in worker["volumes"])  # fmt: skip
 
 
 def test_jwks_comes_read_only_from_the_named_config_map_key() -> None:
@@ -203,6 +223,8 @@ API_SETTINGS = {
     "oidc_issuer",
     "oidc_audience",
     "oidc_jwks_file",
+    "audit_signing_key_file",
+    "audit_signing_kid",
     "http_port",
     "http_host",
     "connect_timeout_seconds",
@@ -310,6 +332,7 @@ def test_service_monitor_without_api_has_only_the_worker_endpoint() -> None:
     ("values", "message"),
     [
         ({"api": {"enabled": True}}, r"api\.enabled needs api\.oidc\.issuer"),
+        ({"api": {**API, "auditSigning": {"kid": ""}}}, r"api\.enabled needs api\.auditSigning"),
         (
             {"api": {"enabled": True, "oidc": {**OIDC, "audience": ""}}},
             r"api\.enabled needs api\.oidc\.audience",

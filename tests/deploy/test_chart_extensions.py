@@ -88,6 +88,7 @@ EVERYTHING: dict[str, Any] = {
             "audience": "resolver-api",
             "jwksUrl": "https://idp.example/jwks",
         },
+        "auditSigning": {"kid": "audit-1"},
         "networkPolicy": {"jwksEgress": [{"to": [{"ipBlock": {"cidr": "203.0.113.0/24"}}]}]},
     },
 }

@@ -32,6 +32,7 @@ from tests.helpers.database import SQL, World
 from tests.helpers.k8s import CHART, render, validate_strict
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, jwks_file, signing_key, token
 from tests.helpers.prometheus import RULES, Process, alert, http_json, query
+from tests.helpers.signing import signing_settings
 from tests.helpers.telemetry import crashed_ago, free_port, wait_for
 
 pytest.importorskip("grafana_foundation_sdk", reason="the test extra provides it")
@@ -201,7 +202,10 @@ def worker(database_url: str, tmp_path: Path, silent_port: int) -> Iterator[tupl
 def api(database_url: str, jwks_file: Path, sql: SQL) -> Iterator[ApiProcess]:
     grant_alice(sql)
     settings = load_settings(
-        database_url=database_url, http_host="127.0.0.1", http_port=free_port()
+        database_url=database_url,
+        http_host="127.0.0.1",
+        http_port=free_port(),
+        **signing_settings(jwks_file.parent),
     )
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
     process = build_api(settings, verifier)

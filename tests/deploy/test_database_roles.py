@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import json
 import random
+import uuid
+from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
-from psycopg import errors
+from psycopg import errors, sql
 from psycopg.types.json import Jsonb
 
 from resolver.core.domain import (
     Completion,
     DispatchIdentity,
+    ExecutionLease,
     Finding,
     FindingKind,
     Outcome,
@@ -28,6 +32,7 @@ from resolver.core.runtime import Runtime
 from resolver.db import migrate
 from resolver.db.repository import PostgresStore
 from resolver.executor.client import CompletionResult, ExecutionClient
+from resolver_test_support.postgres import with_database
 from tests.helpers.database import T0, new_spec
 from tests.helpers.providers import ScriptedProvider, fixed, registry
 from tests.helpers.roles import (
@@ -40,6 +45,7 @@ from tests.helpers.roles import (
     resolver_cli,
     run_sql_file,
 )
+from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER, write_public_keys
 
 # -- ownership ---------------------------------------------------------------------------------
 
@@ -291,11 +297,11 @@ def test_only_the_executor_role_executes_the_protocol(
 
 
 @pytest.mark.parametrize(
-    "role", ["resolver_executor", "resolver_evidence_reader", "resolver_retention"]
+    "role", ["resolver_executor", "resolver_evidence_reader", "resolver_retention", "resolver_api"]
 )
 def test_only_the_runtime_role_executes_the_page_commit(role_db: RoleDatabase, role: str) -> None:
-    # SECURITY INVOKER writes with the caller's own privileges, which these roles lack too;
-    # EXECUTE is refused first, before any table is touched.
+    # SECURITY DEFINER: EXECUTE is the whole door, refused before any table is touched. The
+    # API's role in particular can never write an automatic resolution.
     with role_db.connect(role) as conn, pytest.raises(errors.InsufficientPrivilege):
         conn.execute("SELECT * FROM resolver_commit_page('[]'::json, NULL)")
 
@@ -303,17 +309,13 @@ def test_only_the_runtime_role_executes_the_page_commit(role_db: RoleDatabase, r
 @pytest.mark.parametrize(
     "helper", ["resolver_commit_wait_executions", "resolver_commit_wait_controls"]
 )
-def test_only_the_runtime_role_executes_the_commits_second_try(
-    role_db: RoleDatabase, helper: str
-) -> None:
-    # The automatic commit (SECURITY INVOKER) calls these when a SKIP LOCKED pass skipped a
-    # row: without EXECUTE, the runtime role's commit would fail on exactly those pages.
+def test_no_pod_role_executes_the_commits_second_try(role_db: RoleDatabase, helper: str) -> None:
+    # The automatic commit (SECURITY DEFINER) calls these as the owner when a SKIP LOCKED pass
+    # skipped a row; no role locks executions on its own.
     statement = f"SELECT {helper}(ARRAY['nobody'])"
-    with role_db.connect("resolver_runtime") as conn:
-        row = conn.execute(statement).fetchone()  # type: ignore[call-overload]
-        assert row == {helper: []}  # nothing to lock, nothing locked
-    with role_db.connect("resolver_executor") as conn, pytest.raises(errors.InsufficientPrivilege):
-        conn.execute(statement)  # type: ignore[call-overload]
+    for role in ("resolver_runtime", "resolver_api", "resolver_executor"):
+        with role_db.connect(role) as conn, pytest.raises(errors.InsufficientPrivilege):
+            conn.execute(statement)  # type: ignore[call-overload]
 
 
 def test_executor_role_writes_a_receipt_only_through_the_fenced_function(
@@ -374,7 +376,7 @@ def test_evidence_reader_reads_evidence_only_in_read_only_transactions(
             conn.execute("INSERT INTO action_receipts VALUES ('x', '{}', 0)")
 
 
-def test_runtime_role_commits_a_manual_decision_but_cannot_grant_itself(
+def test_api_role_commits_a_manual_decision_but_cannot_grant_itself(
     role_db: RoleDatabase,
 ) -> None:
     from resolver.core.domain import Decision, ManualDecision, Principal
@@ -392,7 +394,7 @@ def test_runtime_role_commits_a_manual_decision_but_cannot_grant_itself(
     now = AFTER + 60_000
     with (
         PostgresStore(role_db.urls["resolver_executor"]) as executor_store,
-        PostgresStore(role_db.urls["resolver_runtime"]) as runtime_store,
+        PostgresStore(role_db.urls["resolver_api"]) as api_store,
     ):
         (lease,) = crash(executor_store, 1)
         decision = ManualDecision(
@@ -402,19 +404,23 @@ def test_runtime_role_commits_a_manual_decision_but_cannot_grant_itself(
             lease.version,
             "operator_unsure",
         )
-        principal = Principal("alice", now - 1_000, ("mfa",))
-        result = ManualResolutionService(runtime_store).decide(principal, decision, now_ms=now)
+        principal = Principal(
+            "alice", now - 1_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid"
+        )
+        result = ManualResolutionService(api_store, signer=TEST_SIGNER).decide(
+            principal, decision, now_ms=now
+        )
         assert result.value == "committed"
-    with role_db.connect("resolver_runtime") as runtime:
-        runtime.execute("SET search_path = resolver")
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            runtime.execute(
-                "INSERT INTO recovery_role_bindings VALUES ('proj-1', 'mallory', 'approval.recover', 1)"
+    for role in ("resolver_api", "resolver_runtime"):
+        with role_db.connect(role) as conn, pytest.raises(errors.InsufficientPrivilege):
+            conn.execute(
+                "INSERT INTO recovery_role_bindings"
+                " VALUES ('proj-1', 'mallory', 'approval.recover', 1)"
             )
 
 
 def test_audit_verify_runs_as_the_runtime_role_and_needs_no_other(
-    role_db: RoleDatabase,
+    role_db: RoleDatabase, tmp_path: Path
 ) -> None:
     """docs/manual-resolution.md: `resolver audit verify` reads RESOLVER_DATABASE_URL, and
     the replicas' runtime role is enough; a role without the chain cannot verify it."""
@@ -433,7 +439,7 @@ def test_audit_verify_runs_as_the_runtime_role_and_needs_no_other(
     now = AFTER + 60_000
     with (
         PostgresStore(role_db.urls["resolver_executor"]) as executor_store,
-        PostgresStore(role_db.urls["resolver_runtime"]) as runtime_store,
+        PostgresStore(role_db.urls["resolver_api"]) as api_store,
     ):
         (lease,) = crash(executor_store, 1)
         decision = ManualDecision(
@@ -443,17 +449,24 @@ def test_audit_verify_runs_as_the_runtime_role_and_needs_no_other(
             lease.version,
             "operator_unsure",
         )
-        principal = Principal("alice", now - 1_000, ("mfa",))
-        assert ManualResolutionService(runtime_store).decide(principal, decision, now_ms=now)
-    verified = resolver_cli(role_db.urls["resolver_runtime"], "audit", "verify")
-    assert verified.returncode == 0, verified.stderr
-    assert "audit chain verified" in verified.stdout
+        principal = Principal(
+            "alice", now - 1_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid"
+        )
+        service = ManualResolutionService(api_store, signer=TEST_SIGNER)
+        assert service.decide(principal, decision, now_ms=now)
+    # Either face may verify, the API's public keys in hand.
+    keys = write_public_keys(tmp_path / "audit-keys")
+    for role in ("resolver_runtime", "resolver_api"):
+        verified = resolver_cli(role_db.urls[role], "audit", "verify", "--public-keys", str(keys))
+        assert verified.returncode == 0, verified.stderr
+        assert "audit chain verified" in verified.stdout
+        assert "signatures verified" in verified.stdout
     refused = resolver_cli(role_db.urls["resolver_evidence_reader"], "audit", "verify")
     assert refused.returncode != 0
 
 
 def test_runtime_role_opens_watches_and_records_late_evidence(role_db: RoleDatabase) -> None:
-    """A decision as the runtime role opens its watch (the trigger runs as the owner); the
+    """A decision as the API role opens its watch (the trigger runs as the owner); the
     watcher claims and records as the runtime role, which can neither rewrite the fact nor
     delete a watch."""
     from resolver.core.domain import Decision, FindingKind, ManualDecision, Principal
@@ -473,14 +486,19 @@ def test_runtime_role_opens_watches_and_records_late_evidence(role_db: RoleDatab
     with (
         PostgresStore(role_db.urls["resolver_executor"]) as executor_store,
         PostgresStore(role_db.urls["resolver_runtime"]) as runtime_store,
+        PostgresStore(role_db.urls["resolver_api"]) as api_store,
     ):
         (lease,) = crash(executor_store, 1)
         decision = ManualDecision(
             lease.dispatch_id, Decision.CONFIRM_FAILED, f"op-{lease.dispatch_id}",
             lease.version, "vendor_says_no",
         )  # fmt: skip
-        principal = Principal("alice", now - 1_000, ("mfa",))
-        result = ManualResolutionService(runtime_store).decide(principal, decision, now_ms=now)
+        principal = Principal(
+            "alice", now - 1_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid"
+        )
+        result = ManualResolutionService(api_store, signer=TEST_SIGNER).decide(
+            principal, decision, now_ms=now
+        )
         assert result.value == "committed"
         watcher = LateEvidenceWatcher(
             runtime_store,
@@ -546,7 +564,7 @@ RETENTION_REFUSED = {
     "delete resolutions": "DELETE FROM approved_action_recovery_resolutions",
     "delete receipts": "DELETE FROM action_receipts",
     "truncate resolutions": "TRUNCATE approved_action_recovery_resolutions",
-    "forge the prune flag and delete": (
+    "set the former prune flag and delete": (
         "SET resolver.prune_active = 'on'; DELETE FROM approved_action_recovery_resolutions"
     ),
     "rewrite a prune run": "UPDATE recovery_prune_runs SET export_digest = NULL",
@@ -594,3 +612,217 @@ def test_retention_role_cannot_take_audit_facts_without_an_export_digest(
         pytest.raises(errors.InvalidParameterValue, match="sha256"),
     ):
         conn.execute("SELECT resolver_prune_begin(0, true, NULL, 'x')")
+
+
+# -- two people hold against what a pod holds ---------------------------------------------------
+
+POD_ROLES = (
+    "resolver_runtime",
+    "resolver_api",
+    "resolver_executor",
+    "resolver_evidence_reader",
+    "resolver_retention",
+    "resolver_policy_writer",
+)
+FAKE_SIGNATURE = "ab" * 64
+
+
+def _forge_two_person_commit(conn: psycopg.Connection[Any], dispatch_id: str, version: int) -> None:
+    """What a compromised pod tried: settle the dispatch by hand with a manual resolution, two
+    authorization facts (the real alice and a colleague she names), a link and the head."""
+    fact = (
+        "INSERT INTO recovery_authorizations (mutation_id, user_id, permission, project_id,"
+        " project_version, role_binding_version, auth_time_ms, amr, authorized_at_ms, issuer,"
+        " token_kid, signing_kid, signature)"
+        " VALUES ('forged', %s, 'approval.recover', 'proj-1', 1, 1, 0, '{mfa}', 0, 'i', 'k',"
+        " 's', %s)"
+    )
+    with conn.transaction():
+        conn.execute("SET LOCAL search_path = resolver")
+        conn.execute(
+            "UPDATE approved_action_recovery_controls SET status = 'resolved',"
+            " closed_by = 'manual', closed_at_ms = 0 WHERE dispatch_id = %s",
+            (dispatch_id,),
+        )
+        conn.execute(
+            "UPDATE approved_action_executions SET state = 'succeeded', version = version + 1,"
+            " finished_at_ms = 0 WHERE dispatch_id = %s",
+            (dispatch_id,),
+        )
+        conn.execute(
+            "INSERT INTO approved_action_recovery_resolutions (dispatch_id, mutation_id, source,"
+            " outcome, expected_execution_version, actor_user_id, reason_code, resolved_at_ms)"
+            " VALUES (%s, 'forged', 'manual', 'succeeded', %s, 'alice', 'forged', 0)",
+            (dispatch_id, version),
+        )
+        for user in ("alice", "bob"):
+            conn.execute(fact, (user, FAKE_SIGNATURE))
+        conn.execute(
+            "INSERT INTO recovery_audit_chain (seq, mutation_id, dispatch_id, content, prev_hash,"
+            " hash, recorded_at_ms) SELECT seq + 1, 'forged', %s, '{}', hash, repeat('f', 64), 0"
+            " FROM recovery_audit_head",
+            (dispatch_id,),
+        )
+        conn.execute("UPDATE recovery_audit_head SET seq = seq + 1, hash = repeat('f', 64)")
+
+
+def _two_person_world(role_db: RoleDatabase) -> ExecutionLease:
+    with psycopg.connect(role_db.urls["resolver_migrator"], autocommit=True) as owner:
+        owner.execute("SET search_path = resolver")
+        owner.execute("INSERT INTO recovery_projects VALUES ('proj-1', 1) ON CONFLICT DO NOTHING")
+        for user in ("alice", "bob"):
+            owner.execute(
+                "INSERT INTO recovery_role_bindings VALUES ('proj-1', %s, 'approval.recover', 1)"
+                " ON CONFLICT DO NOTHING",
+                (user,),
+            )
+        owner.execute("INSERT INTO recovery_two_person_rules VALUES ('*', 'confirm_succeeded')"
+                      " ON CONFLICT DO NOTHING")  # fmt: skip
+    with PostgresStore(role_db.urls["resolver_executor"]) as executor_store:
+        (lease,) = crash(executor_store, 1)
+    return lease
+
+
+def _still_unsettled(role_db: RoleDatabase, dispatch_id: str) -> None:
+    rows = role_db.admin_rows(
+        "SELECT e.state, (SELECT count(*) FROM approved_action_recovery_resolutions AS r"
+        f" WHERE r.dispatch_id = '{dispatch_id}') AS resolutions"
+        f" FROM approved_action_executions AS e WHERE e.dispatch_id = '{dispatch_id}'"
+    )
+    assert rows == [{"state": "executing", "resolutions": 0}]
+
+
+@pytest.mark.parametrize("role", POD_ROLES)
+def test_the_forged_two_person_commit_is_refused_for_every_pod_role(
+    role_db: RoleDatabase, role: str
+) -> None:
+    lease = _two_person_world(role_db)
+    refused = (errors.InsufficientPrivilege, errors.ReadOnlySqlTransaction)
+    with role_db.connect(role) as conn, pytest.raises(refused):
+        _forge_two_person_commit(conn, lease.dispatch_id, lease.version)
+    _still_unsettled(role_db, lease.dispatch_id)
+
+
+def test_the_forged_two_person_commit_is_refused_for_the_owner_too(
+    role_db: RoleDatabase,
+) -> None:
+    """The owner passes every privilege check; the write guards refuse its own statements,
+    since neither commit function is on their call stack."""
+    lease = _two_person_world(role_db)
+    with (
+        role_db.connect("resolver_migrator") as conn,
+        pytest.raises(errors.InsufficientPrivilege, match="only through resolver_commit"),
+    ):
+        _forge_two_person_commit(conn, lease.dispatch_id, lease.version)
+    _still_unsettled(role_db, lease.dispatch_id)
+
+
+MANUAL_COMMIT = (
+    "SELECT * FROM resolver_commit_manual(p_dispatch_id => %(d)s, p_mutation_id => %(m)s,"
+    " p_outcome => 'succeeded', p_evidence_digest => NULL, p_reason_code => 'forged',"
+    " p_expected_execution_version => %(v)s, p_user_id => %(u)s, p_project_id => 'proj-1',"
+    " p_project_version => 1, p_role_binding_version => 1,"
+    " p_auth_time_ms => %(t)s, p_amr => '{mfa}', p_issuer => 'i',"
+    " p_token_kid => 'k', p_signing_kid => %(kid)s, p_signature => %(sig)s,"
+    " p_max_auth_age_ms => 300000, p_clock_leeway_ms => 30000, p_now_ms => %(t)s)"
+)
+
+
+def test_the_runtime_role_cannot_record_a_human_decision(role_db: RoleDatabase) -> None:
+    lease = _two_person_world(role_db)
+    params = {"d": lease.dispatch_id, "m": "r-1", "v": lease.version, "u": "alice",
+              "t": lease.lease_expires_at_ms + 1_000}  # fmt: skip
+    with role_db.connect("resolver_runtime") as conn, pytest.raises(errors.InsufficientPrivilege):
+        conn.execute(MANUAL_COMMIT, {**params, "kid": "k", "sig": FAKE_SIGNATURE})
+    _still_unsettled(role_db, lease.dispatch_id)
+
+
+def test_an_api_role_inventing_a_second_person_is_refused_or_caught_by_verify(
+    role_db: RoleDatabase, tmp_path: Path
+) -> None:
+    """The API's own role calls the manual commit as alice, then as someone else, with facts
+    it signed itself. An invented person holds no binding: refused. A real colleague's name
+    commits (the database cannot check an Ed25519 signature), and `resolver audit verify`
+    names the fact whose signature the API's public key does not verify."""
+    lease = _two_person_world(role_db)
+    base = {"d": lease.dispatch_id, "v": lease.version, "kid": TEST_SIGNER.kid,
+            "t": lease.lease_expires_at_ms + 1_000}  # fmt: skip
+    with role_db.connect("resolver_api") as conn:
+        first = conn.execute(
+            MANUAL_COMMIT, {**base, "m": "f-1", "u": "alice", "sig": FAKE_SIGNATURE}
+        ).fetchall()
+        assert [r["result"] for r in first] == ["proposed"]
+        invented = conn.execute(
+            MANUAL_COMMIT, {**base, "m": "f-2", "u": "mallory", "sig": FAKE_SIGNATURE}
+        ).fetchall()
+        assert invented == []  # no binding: nothing written
+        colleague = conn.execute(
+            MANUAL_COMMIT, {**base, "m": "f-3", "u": "bob", "sig": FAKE_SIGNATURE}
+        ).fetchall()
+        assert [r["result"] for r in colleague] == ["committed"]
+    keys = write_public_keys(tmp_path / "audit-keys")
+    verify = resolver_cli(
+        role_db.urls["resolver_api"], "audit", "verify", "--public-keys", str(keys)
+    )
+    assert verify.returncode == 1, verify.stdout
+    assert "bad_signature" in verify.stderr
+
+
+# -- upgrading an installation: the old grants go -------------------------------------------------
+
+# What the previous grants.sql gave the replicas' role (which the API pods logged in as too).
+LEGACY_GRANTS = """
+GRANT SELECT, INSERT ON approved_action_recovery_resolutions, recovery_authorizations,
+    recovery_audit_chain, recovery_late_evidence TO resolver_runtime;
+GRANT SELECT, UPDATE ON recovery_audit_head, approved_action_executions,
+    approved_action_recovery_controls, recovery_late_watches TO resolver_runtime;
+GRANT SELECT, INSERT, UPDATE ON recovery_proposals TO resolver_runtime;
+GRANT SELECT, UPDATE (version) ON recovery_projects, recovery_role_bindings TO resolver_runtime;
+"""
+WRITES = [
+    ("approved_action_recovery_resolutions", "INSERT"),
+    ("recovery_authorizations", "INSERT"),
+    ("recovery_audit_chain", "INSERT"),
+    ("recovery_audit_head", "UPDATE"),
+    ("recovery_proposals", "INSERT"),
+    ("recovery_proposals", "UPDATE"),
+    ("recovery_late_evidence", "INSERT"),
+    ("approved_action_executions", "UPDATE"),
+    ("recovery_role_bindings", "UPDATE"),
+]
+
+
+def test_migrate_with_grants_removes_the_old_grants_of_an_existing_installation(
+    role_db: RoleDatabase,
+) -> None:
+    name = f"resolver_upgrade_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(role_db.admin, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    admin_url = with_database(role_db.admin, name)
+    migrator = with_database(role_db.urls["resolver_migrator"], name)
+    try:
+        run_sql_file(admin_url, ROLES_SQL)
+        migrate.upgrade(migrator, "0019_domain_sets")
+        with psycopg.connect(migrator, autocommit=True) as conn:
+            conn.execute("SET search_path = resolver")
+            conn.execute(LEGACY_GRANTS)  # type: ignore[call-overload]
+        upgraded = resolver_cli(migrator, "migrate", "--grants")
+        assert upgraded.returncode == 0, upgraded.stderr
+        with psycopg.connect(migrator, autocommit=True) as conn:
+            conn.execute("SET search_path = resolver")
+            held = [
+                (table, verb)
+                for table, verb in WRITES
+                for role in ("resolver_runtime", "resolver_api")
+                if conn.execute(
+                    "SELECT has_table_privilege(%s, %s, %s)"
+                    " OR has_any_column_privilege(%s, %s, %s)",
+                    (role, table, verb, role, table, verb),
+                ).fetchone()[0]  # type: ignore[index]
+            ]
+        assert held == []
+    finally:
+        with psycopg.connect(role_db.admin, autocommit=True) as admin:
+            admin.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )

@@ -20,6 +20,7 @@ RELEASE, NAMESPACE = "rr", "recovery"
 API = {
     "enabled": True,
     "oidc": {"issuer": "https://idp.test", "audience": "a", "jwksConfigMap": "j"},
+    "auditSigning": {"kid": "audit-1"},
 }
 
 

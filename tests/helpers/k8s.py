@@ -163,7 +163,10 @@ def env_of(container: Manifest) -> dict[str, Manifest]:
 
 SENSITIVE_ENV_WORDS = ("URL", "TOKEN", "PASSWORD", "SECRET", "KEY")
 # Names with such a word that hold no secret: a directory, the identity provider's public keys.
-PUBLIC_ENV = frozenset({"RESOLVER_SECRETS_DIR", "RESOLVER_OIDC_JWKS_URL"})
+# A path to a mounted Secret or a public URL: not a secret itself.
+PUBLIC_ENV = frozenset(
+    {"RESOLVER_SECRETS_DIR", "RESOLVER_OIDC_JWKS_URL", "RESOLVER_AUDIT_SIGNING_KEY_FILE"}
+)
 
 
 def assert_hardened(manifests: list[Manifest]) -> None:

@@ -36,6 +36,7 @@ ROLES = (
     "resolver_evidence_reader",
     "resolver_retention",
     "resolver_policy_writer",
+    "resolver_api",
 )
 AFTER = T0 + EXEC_LEASE_MS
 # Roles are cluster-wide: concurrent runs of this module on one server take turns.

@@ -92,6 +92,9 @@ app.kubernetes.io/component: api
 {{- if not (or $oidc.jwksUrl $oidc.jwksConfigMap) }}
 {{- fail "api.enabled needs the issuer's keys: api.oidc.jwksUrl (its jwks_uri, refetched on rotation) or api.oidc.jwksConfigMap (a JWKS in an existing ConfigMap, re-read when it changes)" }}
 {{- end }}
+{{- if not .Values.api.auditSigning.kid }}
+{{- fail "api.enabled needs api.auditSigning.kid: the API signs each authorization fact with its Ed25519 key (the Secret api.auditSigning.existingSecret) and records this key id with it" }}
+{{- end }}
 {{- end }}
 
 {{- define "resolver.serviceAccountName" -}}
@@ -112,6 +115,16 @@ app.kubernetes.io/component: api
 
 {{- define "resolver.databaseSecret" -}}
 {{- default (printf "%s-database" (include "resolver.fullname" .)) .Values.database.existingSecret }}
+{{- end }}
+
+{{/* The API pods' own database URL: the resolver_api role, never the replicas' runtime role. */}}
+{{- define "resolver.apiDatabaseSecret" -}}
+{{- default (printf "%s-api-database" (include "resolver.fullname" .)) .Values.api.database.existingSecret }}
+{{- end }}
+
+{{/* The API's fact-signing key (Ed25519, PEM): no database role ever sees it. */}}
+{{- define "resolver.auditSigningSecret" -}}
+{{- default (printf "%s-audit-signing" (include "resolver.fullname" .)) .Values.api.auditSigning.existingSecret }}
 {{- end }}
 
 {{- define "resolver.evidenceSecret" -}}

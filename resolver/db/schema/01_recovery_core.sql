@@ -177,8 +177,17 @@ CREATE TABLE recovery_authorizations (
     auth_time_ms BIGINT NOT NULL,
     amr TEXT[] NOT NULL,
     authorized_at_ms BIGINT NOT NULL,
+    issuer TEXT,
+    token_kid TEXT,
+    signing_kid TEXT,
+    signature TEXT,
     CONSTRAINT pk_recovery_authorizations PRIMARY KEY (authorization_id),
     CONSTRAINT ck_recovery_authorizations_permission_known CHECK (permission = 'approval.recover'),
+    CONSTRAINT ck_recovery_authorizations_signed_whole CHECK ((signature IS NULL) = (signing_kid IS NULL) AND (signature IS NULL) = (issuer IS NULL) AND (signature IS NULL) = (token_kid IS NULL)),
+    CONSTRAINT ck_recovery_authorizations_signature_hex CHECK (signature IS NULL OR signature ~ '^[0-9a-f]{128}$'),
+    CONSTRAINT ck_recovery_authorizations_signing_kid_shape CHECK (signing_kid IS NULL OR signing_kid ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$'),
+    CONSTRAINT ck_recovery_authorizations_issuer_printable CHECK (issuer IS NULL OR (length(issuer) BETWEEN 1 AND 512 AND issuer !~ '[[:cntrl:]]')),
+    CONSTRAINT ck_recovery_authorizations_token_kid_printable CHECK (token_kid IS NULL OR (length(token_kid) BETWEEN 1 AND 256 AND token_kid !~ '[[:cntrl:]]')),
     CONSTRAINT fk_recovery_authorizations_mutation_id FOREIGN KEY(mutation_id) REFERENCES approved_action_recovery_resolutions (mutation_id),
     CONSTRAINT uq_recovery_authorizations_mutation_id_user_id UNIQUE (mutation_id, user_id)
 );
@@ -224,22 +233,53 @@ $$;
 REVOKE EXECUTE ON FUNCTION resolver_recovery_lease_released(bigint) FROM PUBLIC;
 
 -- Facts are insert-only: the database itself refuses to rewrite history. A DELETE passes only
--- inside resolver_prune_batch (07_retention.sql): the transaction-local flag is on AND the
--- current user owns the table. Any role may set the flag, but only a SECURITY DEFINER function
--- owned by the owner runs as it. Inline in each trigger: a helper function would need EXECUTE
--- for every role that fires it.
+-- inside resolver_prune_batch (07_retention.sql): the function must be on the call stack of
+-- the statement, which no setting a session can change fakes. A table owner can still
+-- disable the trigger (DDL, in the server log): the audit chain's head kept outside the
+-- database is what notices that. Inline in each trigger: a helper function would need
+-- EXECUTE for every role that fires it.
 CREATE FUNCTION resolver_reject_mutation() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    stack text;
 BEGIN
     -- Nested, so an UPDATE never evaluates the check (plpgsql does not short-circuit AND).
     IF TG_OP = 'DELETE' THEN
-        IF coalesce(current_setting('resolver.prune_active', true), '') = 'on'
-           AND (SELECT relowner FROM pg_class WHERE oid = TG_RELID)
-               = (SELECT oid FROM pg_roles WHERE rolname = current_user) THEN
+        GET DIAGNOSTICS stack = PG_CONTEXT;
+        IF stack ~ ('(^|\n)PL/pgSQL function (' || TG_TABLE_SCHEMA
+                    || '\.)?resolver_prune_batch\(') THEN
             RETURN OLD;
         END IF;
     END IF;
     RAISE EXCEPTION '% is insert-only: % rejected', TG_TABLE_NAME, TG_OP
         USING ERRCODE = 'restrict_violation';
+END
+$$;
+
+-- The facts a decision records are written only by the SECURITY DEFINER functions that check
+-- them (TG_ARGV names them): no role holds INSERT or UPDATE on these tables, and the table
+-- owner's own hand-written statement is refused too, since the named function is not on its
+-- call stack. AFTER and per statement: the row's CHECK constraints answer first, and a page
+-- of 64 rows pays for one look at the stack. The owner's bulk import of history (a restore,
+-- a benchmark's seed: `resolver.import_history`, 04_executor_protocol.sql) may insert; it
+-- is the owner's own, explicit path, like the prune.
+CREATE FUNCTION resolver_guard_definer_write() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    stack text;
+BEGIN
+    IF TG_OP = 'INSERT' AND resolver_importing_history(TG_RELID) THEN
+        RETURN NULL;
+    END IF;
+    GET DIAGNOSTICS stack = PG_CONTEXT;
+    IF NOT EXISTS (
+        SELECT 1 FROM unnest(TG_ARGV) AS f
+        WHERE stack ~ ('(^|\n)(PL/pgSQL function (' || TG_TABLE_SCHEMA || '\.)?' || f
+                       || '\(|SQL function "' || f || '")')
+    ) THEN
+        RAISE EXCEPTION '% of % only through %', TG_OP, TG_TABLE_NAME,
+            array_to_string(TG_ARGV, ' or ')
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN NULL;
 END
 $$;
 
@@ -254,3 +294,14 @@ CREATE TRIGGER approved_action_recovery_resolutions_immutable
 CREATE TRIGGER recovery_authorizations_immutable
     BEFORE UPDATE OR DELETE ON recovery_authorizations
     FOR EACH ROW EXECUTE FUNCTION resolver_reject_mutation();
+
+CREATE TRIGGER approved_action_recovery_resolutions_definer_write
+    AFTER INSERT ON approved_action_recovery_resolutions
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION resolver_guard_definer_write('resolver_commit_automatic', 'resolver_commit_manual');
+
+CREATE TRIGGER recovery_authorizations_definer_write
+    AFTER INSERT ON recovery_authorizations
+    FOR EACH STATEMENT EXECUTE FUNCTION resolver_guard_definer_write('resolver_commit_manual');
+
+REVOKE EXECUTE ON FUNCTION resolver_guard_definer_write() FROM PUBLIC;

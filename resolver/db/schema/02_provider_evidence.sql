@@ -96,12 +96,14 @@ CREATE TRIGGER package_commit_markers_immutable
 
 -- A run's origin never changes and its state settles once: running -> succeeded/failed.
 CREATE FUNCTION resolver_guard_run_origin() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    stack text;
 BEGIN
     -- Inside resolver_prune_batch only (see resolver_reject_mutation).
     IF TG_OP = 'DELETE' THEN
-        IF coalesce(current_setting('resolver.prune_active', true), '') = 'on'
-           AND (SELECT relowner FROM pg_class WHERE oid = TG_RELID)
-               = (SELECT oid FROM pg_roles WHERE rolname = current_user) THEN
+        GET DIAGNOSTICS stack = PG_CONTEXT;
+        IF stack ~ ('(^|\n)PL/pgSQL function (' || TG_TABLE_SCHEMA
+                    || '\.)?resolver_prune_batch\(') THEN
             RETURN OLD;
         END IF;
     END IF;

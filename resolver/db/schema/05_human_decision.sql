@@ -36,6 +36,8 @@ CREATE TABLE recovery_audit_chain (
 );
 CREATE TRIGGER recovery_audit_chain_immutable BEFORE UPDATE OR DELETE ON recovery_audit_chain
     FOR EACH ROW EXECUTE FUNCTION resolver_reject_mutation();
+CREATE TRIGGER recovery_audit_chain_definer_write AFTER INSERT ON recovery_audit_chain
+    FOR EACH STATEMENT EXECUTE FUNCTION resolver_guard_definer_write('resolver_commit_manual');
 
 -- The chain's head: one row. Each decision updates it (seq + 1, the new hash; prev_hash keeps
 -- the old one, which RETURNING cannot see otherwise) before it inserts its link, so
@@ -53,20 +55,33 @@ CREATE TABLE recovery_audit_head (
 );
 INSERT INTO recovery_audit_head (id, seq, hash, prev_hash)
 VALUES (1, 0, repeat('0', 64), repeat('0', 64));
+-- Only a decision moves the head (after the one row above exists).
+CREATE TRIGGER recovery_audit_head_definer_write AFTER INSERT OR UPDATE ON recovery_audit_head
+    FOR EACH STATEMENT EXECUTE FUNCTION resolver_guard_definer_write('resolver_commit_manual');
 
 -- The canonical content of a manual decision's audit link: resolver_commit_manual writes it,
 -- `resolver audit verify` rebuilds it from the stored facts with the same functions, so the
 -- two agree only while the facts are unchanged. json, not jsonb: the text keeps this order.
+-- A signed fact (migration 0020_face_roles) adds who vouched for it: the token's issuer and key id and
+-- the API's Ed25519 signature with its key id, so the chain carries what verify checks; a
+-- fact recorded before signing began keeps its content as it was.
 CREATE FUNCTION resolver_audit_authorization(
     p_user_id text, p_permission text, p_project_id text, p_project_version bigint,
     p_role_binding_version bigint, p_auth_time_ms bigint, p_amr text[],
-    p_authorized_at_ms bigint)
+    p_authorized_at_ms bigint, p_issuer text, p_token_kid text, p_signing_kid text,
+    p_signature text)
 RETURNS json
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT json_build_object(
+    SELECT CASE WHEN p_signature IS NULL THEN json_build_object(
         'user_id', p_user_id, 'permission', p_permission, 'project_id', p_project_id,
         'project_version', p_project_version, 'role_binding_version', p_role_binding_version,
         'auth_time_ms', p_auth_time_ms, 'amr', p_amr, 'authorized_at_ms', p_authorized_at_ms)
+    ELSE json_build_object(
+        'user_id', p_user_id, 'permission', p_permission, 'project_id', p_project_id,
+        'project_version', p_project_version, 'role_binding_version', p_role_binding_version,
+        'auth_time_ms', p_auth_time_ms, 'amr', p_amr, 'authorized_at_ms', p_authorized_at_ms,
+        'issuer', p_issuer, 'token_kid', p_token_kid, 'signing_kid', p_signing_kid,
+        'signature', p_signature) END
 $$;
 
 CREATE FUNCTION resolver_audit_content(
@@ -85,7 +100,8 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 
 REVOKE EXECUTE ON FUNCTION
-    resolver_audit_authorization(text, text, text, bigint, bigint, bigint, text[], bigint),
+    resolver_audit_authorization(text, text, text, bigint, bigint, bigint, text[], bigint,
+                                 text, text, text, text),
     resolver_audit_content(text, text, text, text, text, bigint, text, text, bigint, json)
 FROM PUBLIC;
 
@@ -144,6 +160,10 @@ CREATE TABLE recovery_proposals (
     close_reason_code text,
     closed_auth_time_ms bigint,
     closed_amr text[],
+    issuer text,
+    token_kid text,
+    signing_kid text,
+    signature text,
     CONSTRAINT pk_recovery_proposals PRIMARY KEY (proposal_id),
     CONSTRAINT uq_recovery_proposals_mutation_id UNIQUE (mutation_id),
     CONSTRAINT uq_recovery_proposals_closed_mutation_id UNIQUE (closed_mutation_id),
@@ -171,7 +191,14 @@ CREATE TABLE recovery_proposals (
                    AND close_reason_code IS NOT NULL)),
     CONSTRAINT ck_recovery_proposals_second_person
         CHECK ((closed_as <> 'withdrawn' OR closed_by = proposed_by)
-               AND (closed_as NOT IN ('confirmed', 'rejected') OR closed_by <> proposed_by))
+               AND (closed_as NOT IN ('confirmed', 'rejected') OR closed_by <> proposed_by)),
+    -- The proposer's signed authorization fact (migration 0020_face_roles), copied into
+    -- recovery_authorizations by the confirmation.
+    CONSTRAINT ck_recovery_proposals_signed_whole
+        CHECK ((signature IS NULL) = (signing_kid IS NULL) AND (signature IS NULL) = (issuer IS NULL)
+               AND (signature IS NULL) = (token_kid IS NULL)),
+    CONSTRAINT ck_recovery_proposals_signature_hex
+        CHECK (signature IS NULL OR signature ~ '^[0-9a-f]{128}$')
 );
 -- The open proposal of a dispatch (at most one), and the void trigger's fast path.
 CREATE UNIQUE INDEX ix_recovery_proposals_open ON recovery_proposals (dispatch_id)
@@ -197,6 +224,9 @@ END
 $$;
 CREATE TRIGGER recovery_proposals_close_once BEFORE UPDATE ON recovery_proposals
     FOR EACH ROW EXECUTE FUNCTION resolver_proposal_close_once();
+CREATE TRIGGER recovery_proposals_definer_write AFTER INSERT OR UPDATE ON recovery_proposals
+    FOR EACH STATEMENT EXECUTE FUNCTION resolver_guard_definer_write(
+        'resolver_commit_manual', 'resolver_proposal_close', 'resolver_proposals_void');
 
 -- A new execution version (a renew, a completion, any resolution, a takeover) voids the
 -- open proposal fenced on the old one, in the same transaction: a confirmation can only
@@ -232,19 +262,47 @@ BEGIN
 END
 $$;
 
--- The rule in the schema, whatever wrote the rows: at commit, a manual resolution the rules
--- require two people for carries authorization facts of two different users. (Deferred: the
--- facts are inserted after the resolution, in the same statement.)
+-- Strong authentication: the `amr` values that count as a second factor. The Python side
+-- keeps the same set (resolver.human.manual.STRONG_AMR; a test compares the two).
+CREATE FUNCTION resolver_strong_amr(p_amr text[])
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce(p_amr && ARRAY['mfa', 'hwk', 'swk', 'otp', 'fido']::text[], false)
+$$;
+
+-- The rule in the schema, whatever wrote the rows: at commit, a manual resolution carries
+-- signed authorization facts of as many different people as the rules require (one, or two),
+-- each strongly authenticated and still bound to the permission on the dispatch's project at
+-- exactly the project and role-binding versions the fact names. (Deferred: the facts are
+-- inserted after the resolution, in the same statement.)
+-- SECURITY DEFINER: it fires at COMMIT as whoever commits, who reads none of these tables.
 CREATE FUNCTION resolver_two_people_present() RETURNS trigger
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER AS $$
+DECLARE
+    v_action_type text;
+    v_project_id text;
+    v_people bigint;
+    v_needed bigint;
 BEGIN
-    IF resolver_needs_two_people(
-           (SELECT d.action_type FROM approved_action_dispatches AS d
-            WHERE d.dispatch_id = NEW.dispatch_id), NEW.outcome)
-       AND (SELECT count(DISTINCT a.user_id) FROM recovery_authorizations AS a
-            WHERE a.mutation_id = NEW.mutation_id) < 2 THEN
-        RAISE EXCEPTION 'dispatch % needs two people for this decision: its resolution has fewer than two authorizations',
-            quote_literal(NEW.dispatch_id)
+    IF resolver_importing_history(TG_RELID) THEN
+        RETURN NULL;  -- the owner's import of history recorded elsewhere
+    END IF;
+    SELECT d.action_type, d.project_id INTO v_action_type, v_project_id
+    FROM approved_action_dispatches AS d WHERE d.dispatch_id = NEW.dispatch_id;
+    SELECT count(DISTINCT a.user_id) INTO v_people
+    FROM recovery_authorizations AS a
+    JOIN recovery_role_bindings AS b
+      ON b.project_id = a.project_id AND b.user_id = a.user_id
+     AND b.permission = 'approval.recover' AND b.version = a.role_binding_version
+    JOIN recovery_projects AS p
+      ON p.project_id = a.project_id AND p.version = a.project_version
+    WHERE a.mutation_id = NEW.mutation_id AND a.project_id = v_project_id
+      AND a.signature IS NOT NULL AND resolver_strong_amr(a.amr);
+    v_needed := CASE WHEN resolver_needs_two_people(v_action_type, NEW.outcome) THEN 2
+                     ELSE 1 END;
+    IF v_people < v_needed THEN
+        RAISE EXCEPTION 'dispatch % needs % people for this decision: its resolution has % signed authorizations of currently bound, strongly authenticated people',
+            quote_literal(NEW.dispatch_id), v_needed, v_people
             USING ERRCODE = 'check_violation',
                   CONSTRAINT = 'ck_recovery_resolutions_two_people';
     END IF;
@@ -257,5 +315,13 @@ CREATE CONSTRAINT TRIGGER approved_action_recovery_resolutions_two_people
     FOR EACH ROW WHEN (NEW.source = 'manual')
     EXECUTE FUNCTION resolver_two_people_present();
 
-REVOKE EXECUTE ON FUNCTION resolver_needs_two_people(text, text), resolver_two_people_present()
+REVOKE EXECUTE ON FUNCTION resolver_needs_two_people(text, text), resolver_two_people_present(),
+    resolver_strong_amr(text[])
 FROM PUBLIC;
+
+DO $$
+BEGIN
+    EXECUTE format('ALTER FUNCTION resolver_two_people_present() '
+                   'SET search_path = pg_catalog, %I, pg_temp', current_schema());
+END
+$$;

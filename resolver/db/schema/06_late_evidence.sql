@@ -98,11 +98,12 @@ CREATE TRIGGER approved_action_recovery_resolutions_late_watch
 -- provider can never tell); anything else schedules the next look. Answers each fenced
 -- dispatch id with the observation it took, whether it recorded evidence, and whether that
 -- evidence agrees. A watch named twice (a stale and a fresh claim) is fenced once, on the
--- token it holds.
+-- token it holds. SECURITY DEFINER (migration 0020_face_roles): the replicas hold no INSERT on late
+-- evidence, so this fenced record is their only way to write it.
 CREATE FUNCTION resolver_record_late_evidence(
     p_items json, p_owner text, p_window_ms bigint, p_now_ms bigint DEFAULT NULL)
 RETURNS TABLE (dispatch_id text, observation_id text, recorded boolean, agrees boolean)
-LANGUAGE sql VOLATILE AS $$
+LANGUAGE sql VOLATILE SECURITY DEFINER AS $$
     WITH now AS (SELECT resolver_now_ms(p_now_ms) AS ms),
     item AS (
         SELECT * FROM json_to_recordset(p_items) AS i(
@@ -155,6 +156,10 @@ LANGUAGE sql VOLATILE AS $$
     SELECT f.dispatch_id, f.observation_id, f.verified, CASE WHEN f.verified THEN f.agrees END
     FROM fenced AS f
 $$;
+
+CREATE TRIGGER recovery_late_evidence_definer_write AFTER INSERT ON recovery_late_evidence
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION resolver_guard_definer_write('resolver_record_late_evidence');
 
 REVOKE EXECUTE ON FUNCTION
     resolver_open_late_watch(),

@@ -1,6 +1,6 @@
 -- Current definitions: retention. resolver_prune_batch prunes settled dispatches (the only
--- way past the insert-only triggers: the flag `resolver.prune_active` set and the table owner
--- as current user), every run recorded in recovery_prune_runs.
+-- way past the insert-only triggers, which look for it on the call stack), every run recorded
+-- in recovery_prune_runs with the range of audit links it removed.
 -- Applied in file-name order onto an empty schema, these files build what the migrations build
 -- step by step (tests/integration/schema/test_schema_files.py compares the two catalogs). A schema
 -- change edits the definition here AND adds a migration under resolver/db/migrations/sql/.
@@ -19,10 +19,13 @@ CREATE TABLE recovery_prune_runs (
     evidence_pruned BIGINT DEFAULT 0 NOT NULL,
     db_user TEXT NOT NULL,
     actor TEXT,
+    audit_first_seq BIGINT,
+    audit_last_seq BIGINT,
     CONSTRAINT pk_recovery_prune_runs PRIMARY KEY (run_id),
     CONSTRAINT ck_recovery_prune_runs_export_digest_hex CHECK (export_digest IS NULL OR export_digest ~ '^[0-9a-f]{64}$'),
     CONSTRAINT ck_recovery_prune_runs_audit_needs_export CHECK (NOT include_audit OR export_digest IS NOT NULL),
-    CONSTRAINT ck_recovery_prune_runs_actor_bounded CHECK (length(actor) <= 128)
+    CONSTRAINT ck_recovery_prune_runs_actor_bounded CHECK (length(actor) <= 128),
+    CONSTRAINT ck_recovery_prune_runs_audit_range CHECK ((audit_first_seq IS NULL) = (audit_last_seq IS NULL) AND audit_first_seq <= audit_last_seq)
 );
 
 -- The prune scans settled controls oldest first, and deleting an identity makes the foreign
@@ -91,6 +94,8 @@ DECLARE
     v_audit text[];
     v_evidence bigint := 0;
     v_n bigint;
+    v_first_seq bigint;
+    v_last_seq bigint;
 BEGIN
     SELECT * INTO r FROM recovery_prune_runs WHERE run_id = p_run_id FOR NO KEY UPDATE;
     IF NOT FOUND OR r.finished_at_ms IS NOT NULL THEN
@@ -149,9 +154,8 @@ BEGIN
             FOR UPDATE OF d SKIP LOCKED) AS s;
     END IF;
 
-    -- Opens the fact triggers for this function's deletes only (they also require the owner
-    -- as current user); closed again below, and discarded with the transaction on any error.
-    PERFORM set_config('resolver.prune_active', 'on', true);
+    -- The fact triggers let these deletes through because this function is on their call
+    -- stack (resolver_reject_mutation); nothing a session sets opens them.
     DELETE FROM approved_action_recovery_controls WHERE dispatch_id = ANY (v_settled);
     DELETE FROM approved_action_executions WHERE dispatch_id = ANY (v_settled);
     DELETE FROM action_receipts WHERE dispatch_id = ANY (v_settled || v_remnants);
@@ -183,14 +187,19 @@ BEGIN
     USING approved_action_recovery_resolutions AS res
     WHERE a.mutation_id = res.mutation_id AND res.dispatch_id = ANY (v_audit);
     -- Their audit links go with them (migration 0015): the export carries each link, so
-    -- `resolver audit verify --export` still walks the whole chain.
-    DELETE FROM recovery_audit_chain AS l
-    USING approved_action_recovery_resolutions AS res
-    WHERE l.mutation_id = res.mutation_id AND res.dispatch_id = ANY (v_audit);
+    -- `resolver audit verify --export` still walks the whole chain. The run records the range
+    -- of links it removed (migration 0020_face_roles): a link is accepted as pruned only inside the
+    -- range of the run whose export carries it.
+    WITH removed AS (
+        DELETE FROM recovery_audit_chain AS l
+        USING approved_action_recovery_resolutions AS res
+        WHERE l.mutation_id = res.mutation_id AND res.dispatch_id = ANY (v_audit)
+        RETURNING l.seq
+    )
+    SELECT min(seq), max(seq) INTO v_first_seq, v_last_seq FROM removed;
     -- Late evidence and its watch go by ON DELETE CASCADE from the resolution.
     DELETE FROM approved_action_recovery_resolutions WHERE dispatch_id = ANY (v_audit);
     DELETE FROM approved_action_dispatches WHERE dispatch_id = ANY (v_rows);
-    PERFORM set_config('resolver.prune_active', 'off', true);
 
     dispatches := cardinality(v_settled);
     audit := cardinality(v_audit);
@@ -201,7 +210,9 @@ BEGIN
         dispatches_pruned = dispatches_pruned + dispatches,
         audit_pruned = audit_pruned + audit,
         evidence_pruned = evidence_pruned + evidence,
-        last_batch_at_ms = resolver_now_ms(NULL)
+        last_batch_at_ms = resolver_now_ms(NULL),
+        audit_first_seq = least(audit_first_seq, v_first_seq),
+        audit_last_seq = greatest(audit_last_seq, v_last_seq)
     WHERE run_id = p_run_id;
     RETURN NEXT;
 END

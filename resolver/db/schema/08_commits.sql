@@ -75,9 +75,12 @@ END
 $$;
 
 -- 1. The automatic commit of one claimed page (see queries.sql, commit_automatic).
+-- SECURITY DEFINER (migration 0020_face_roles): the replicas hold no write privilege on executions or
+-- resolutions, so this fenced commit is their only way to settle a dispatch; it records no
+-- human decision (a manual resolution needs resolver_commit_manual on the call stack).
 CREATE FUNCTION resolver_commit_automatic(p_items json, p_now_ms bigint DEFAULT NULL)
 RETURNS TABLE (dispatch_id text, status text)
-LANGUAGE plpgsql VOLATILE AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
 #variable_conflict use_column
 DECLARE
     ids text[];
@@ -223,7 +226,16 @@ $$;
 -- SHARE so a concurrent revocation waits or wins), authentication no older than the limit on
 -- the database clock, the expected execution version, the execution being recovery_required
 -- (lease expired on the database clock) and its control still open. No row: nothing applied
--- (the caller explains why). SECURITY INVOKER, like the automatic commit.
+-- (the caller explains why).
+--
+-- SECURITY DEFINER (migration 0020_face_roles), like the automatic commit: the API's role holds no
+-- write privilege on what a decision records, and this function is the only writer of human
+-- decisions (a trigger on each fact table looks for it on the call stack). Each person's
+-- authorization fact arrives signed by the API (issuer and key id of the verified token, the
+-- API's Ed25519 key id and signature over the fact, resolver.human.signing): the database
+-- cannot check an Ed25519 signature, but it refuses a fact without one, and `resolver audit
+-- verify` checks it against the API's public keys. Strong authentication is checked here too
+-- (resolver_strong_amr), whatever the caller checked before.
 --
 -- Two people (migration 0013): when a rule of recovery_two_person_rules names the action type
 -- and decision, or a proposal is already open on the dispatch, the decision does not settle
@@ -236,11 +248,12 @@ CREATE FUNCTION resolver_commit_manual(
     p_dispatch_id text, p_mutation_id text, p_outcome text, p_evidence_digest text,
     p_reason_code text, p_expected_execution_version bigint, p_user_id text, p_project_id text,
     p_project_version bigint, p_role_binding_version bigint, p_auth_time_ms bigint,
-    p_amr text[], p_max_auth_age_ms bigint, p_clock_leeway_ms bigint,
+    p_amr text[], p_issuer text, p_token_kid text, p_signing_kid text, p_signature text,
+    p_max_auth_age_ms bigint, p_clock_leeway_ms bigint,
     p_now_ms bigint DEFAULT NULL, p_proposal_ttl_ms bigint DEFAULT 3600000
 )
 RETURNS TABLE (dispatch_id text, version bigint, result text, proposal_id bigint)
-LANGUAGE plpgsql VOLATILE AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
 #variable_conflict use_column
 DECLARE
     now_ms bigint;
@@ -251,6 +264,17 @@ DECLARE
 BEGIN
     IF p_proposal_ttl_ms IS NULL OR p_proposal_ttl_ms NOT BETWEEN 1000 AND 86400000 THEN
         RAISE EXCEPTION 'p_proposal_ttl_ms must be 1 s to 24 h' USING ERRCODE = 'RS005';
+    END IF;
+    IF NOT resolver_strong_amr(p_amr) THEN
+        RAISE EXCEPTION 'p_amr must name a strong authentication method' USING ERRCODE = 'RS005';
+    END IF;
+    IF NOT coalesce(p_signature ~ '^[0-9a-f]{128}$'
+                    AND p_signing_kid ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$'
+                    AND length(p_issuer) BETWEEN 1 AND 512 AND p_issuer !~ '[[:cntrl:]]'
+                    AND length(p_token_kid) BETWEEN 1 AND 256
+                    AND p_token_kid !~ '[[:cntrl:]]', false) THEN
+        RAISE EXCEPTION 'a decision needs its signed authorization fact (p_issuer, p_token_kid, p_signing_kid, p_signature)'
+            USING ERRCODE = 'RS005';
     END IF;
     PERFORM 1
     FROM recovery_role_bindings AS b
@@ -314,7 +338,9 @@ BEGIN
                 'user_id', p_user_id, 'project_id', p_project_id,
                 'project_version', p_project_version,
                 'role_binding_version', p_role_binding_version,
-                'auth_time_ms', p_auth_time_ms, 'amr', p_amr, 'authorized_at_ms', now_ms)))
+                'auth_time_ms', p_auth_time_ms, 'amr', p_amr, 'authorized_at_ms', now_ms,
+                'issuer', p_issuer, 'token_kid', p_token_kid, 'signing_kid', p_signing_kid,
+                'signature', p_signature)))
             AS s;
         RETURN;
     END IF;
@@ -328,11 +354,12 @@ BEGIN
         INSERT INTO recovery_proposals AS rp (
             dispatch_id, mutation_id, outcome, expected_execution_version, reason_code,
             evidence_digest, proposed_by, project_id, project_version, role_binding_version,
-            auth_time_ms, amr, proposed_at_ms, expires_at_ms)
+            auth_time_ms, amr, proposed_at_ms, expires_at_ms, issuer, token_kid, signing_kid,
+            signature)
         VALUES (p_dispatch_id, p_mutation_id, p_outcome, p_expected_execution_version,
                 p_reason_code, p_evidence_digest, p_user_id, p_project_id, p_project_version,
                 p_role_binding_version, p_auth_time_ms, p_amr, now_ms,
-                now_ms + p_proposal_ttl_ms)
+                now_ms + p_proposal_ttl_ms, p_issuer, p_token_kid, p_signing_kid, p_signature)
         RETURNING rp.proposal_id INTO v_id;
         RETURN QUERY SELECT p_dispatch_id, v_version, 'proposed'::text, v_id;
         RETURN;
@@ -384,12 +411,16 @@ BEGIN
                 'project_version', prop.project_version,
                 'role_binding_version', prop.role_binding_version,
                 'auth_time_ms', prop.auth_time_ms, 'amr', prop.amr,
-                'authorized_at_ms', prop.proposed_at_ms),
+                'authorized_at_ms', prop.proposed_at_ms, 'issuer', prop.issuer,
+                'token_kid', prop.token_kid, 'signing_kid', prop.signing_kid,
+                'signature', prop.signature),
             json_build_object(
                 'user_id', p_user_id, 'project_id', p_project_id,
                 'project_version', p_project_version,
                 'role_binding_version', p_role_binding_version,
-                'auth_time_ms', p_auth_time_ms, 'amr', p_amr, 'authorized_at_ms', now_ms)))
+                'auth_time_ms', p_auth_time_ms, 'amr', p_amr, 'authorized_at_ms', now_ms,
+                'issuer', p_issuer, 'token_kid', p_token_kid, 'signing_kid', p_signing_kid,
+                'signature', p_signature)))
         AS s;
 END
 $$;
@@ -445,16 +476,20 @@ LANGUAGE sql VOLATILE AS $$
     authorization_fact AS (
         INSERT INTO recovery_authorizations (
             mutation_id, user_id, permission, project_id, project_version,
-            role_binding_version, auth_time_ms, amr, authorized_at_ms)
+            role_binding_version, auth_time_ms, amr, authorized_at_ms, issuer, token_kid,
+            signing_kid, signature)
         SELECT r.mutation_id, a.user_id, 'approval.recover', a.project_id, a.project_version,
-               a.role_binding_version, a.auth_time_ms, a.amr, a.authorized_at_ms
+               a.role_binding_version, a.auth_time_ms, a.amr, a.authorized_at_ms, a.issuer,
+               a.token_kid, a.signing_kid, a.signature
         FROM resolution AS r,
              json_to_recordset(p_authorizations) AS a(
                  user_id text, project_id text, project_version bigint,
                  role_binding_version bigint, auth_time_ms bigint, amr text[],
-                 authorized_at_ms bigint)
+                 authorized_at_ms bigint, issuer text, token_kid text, signing_kid text,
+                 signature text)
         RETURNING mutation_id, user_id, permission, project_id, project_version,
-                  role_binding_version, auth_time_ms, amr, authorized_at_ms
+                  role_binding_version, auth_time_ms, amr, authorized_at_ms, issuer, token_kid,
+                  signing_kid, signature
     ),
     -- The audit chain (migration 0008): the decision's canonical content, linked to the
     -- chain's head. Updating the one head row takes its lock, so concurrent decisions link
@@ -470,7 +505,8 @@ LANGUAGE sql VOLATILE AS $$
                    (SELECT json_agg(resolver_audit_authorization(
                                a.user_id, a.permission, a.project_id, a.project_version,
                                a.role_binding_version, a.auth_time_ms, a.amr,
-                               a.authorized_at_ms)
+                               a.authorized_at_ms, a.issuer, a.token_kid, a.signing_kid,
+                               a.signature)
                            ORDER BY a.user_id)
                     FROM authorization_fact AS a WHERE a.mutation_id = r.mutation_id))
                    AS content
@@ -501,7 +537,8 @@ $$;
 -- a decision (grant FOR SHARE, fresh authentication); the execution row is locked first, as
 -- by the commit. Answers 'withdrawn', 'rejected' or 'replayed' (this mutation id already
 -- did exactly that), else why not: 'stale_auth', 'no_proposal', 'not_proposer',
--- 'own_proposal', 'mutation_used'. No row: the grant fence failed.
+-- 'own_proposal', 'mutation_used'. No row: the grant fence failed. SECURITY DEFINER
+-- (migration 0020_face_roles): the API's role holds no write privilege on proposals.
 CREATE FUNCTION resolver_proposal_close(
     p_dispatch_id text, p_mutation_id text, p_action text, p_reason_code text,
     p_user_id text, p_project_id text, p_project_version bigint,
@@ -509,7 +546,7 @@ CREATE FUNCTION resolver_proposal_close(
     p_max_auth_age_ms bigint, p_clock_leeway_ms bigint, p_now_ms bigint DEFAULT NULL
 )
 RETURNS TABLE (dispatch_id text, result text)
-LANGUAGE plpgsql VOLATILE AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
 #variable_conflict use_column
 DECLARE
     now_ms bigint;
@@ -703,14 +740,16 @@ LANGUAGE sql VOLATILE AS $$
 $$;
 
 -- Executable by PUBLIC by default; resolver/db/grants.sql grants the routing rule and the
--- automatic and manual commits to the runtime role and the completion to the executor role.
+-- automatic commit to the runtime role, the manual commit and the proposal close to the API
+-- role, and the completion to the executor role; the settle, to nobody.
 REVOKE EXECUTE ON FUNCTION
     resolver_finding_status(text),
     resolver_commit_wait_executions(text[]),
     resolver_commit_wait_controls(text[]),
     resolver_commit_automatic(json, bigint),
     resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint,
-                           bigint, text[], bigint, bigint, bigint, bigint),
+                           bigint, text[], text, text, text, text, bigint, bigint, bigint,
+                           bigint),
     resolver_settle_manual(text, text, text, text, text, bigint, text, bigint, json),
     resolver_proposal_close(text, text, text, text, text, text, bigint, bigint, bigint, text[],
                             bigint, bigint, bigint),
@@ -728,7 +767,7 @@ BEGIN
         'resolver_commit_automatic(json, bigint)',
         'resolver_commit_wait_executions(text[])',
         'resolver_commit_wait_controls(text[])',
-        'resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint, bigint)',
+        'resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], text, text, text, text, bigint, bigint, bigint, bigint)',
         'resolver_settle_manual(text, text, text, text, text, bigint, text, bigint, json)',
         'resolver_proposal_close(text, text, text, text, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint)',
         'resolver_execution_complete(text, text, uuid, bigint, text, text, text, text, bigint)',

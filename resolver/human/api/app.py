@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi import FastAPI
 
 from resolver.core.domain import BIGINT_MAX
@@ -29,6 +30,7 @@ from resolver.human.api.routes import (
 from resolver.human.auth import TokenVerifier
 from resolver.human.console_config import ConsoleConfig
 from resolver.human.manual import ManualResolutionService
+from resolver.human.signing import FactSigner
 from resolver.telemetry.observer import ApiObserver, NullApiObserver
 
 
@@ -37,12 +39,14 @@ def create_app(
     verifier: TokenVerifier,
     *,
     service: ManualResolutionService | None = None,
+    signer: FactSigner | None = None,
     limiter: RateLimiter | None = None,
     observer: ApiObserver | None = None,
     readiness: Callable[[], Probe] | None = None,
     console: ConsoleConfig | None = None,
 ) -> FastAPI:
-    """The API app; `readiness` (the composition root's database and schema check) adds
+    """The API app; `service` records decisions (or one is built on `store` with `signer`,
+    the API's fact-signing key); `readiness` (the composition root's database and schema check) adds
     `/readyz`, `observer` receives the request, token, step-up and decision events, `console`
     is what the operator console is told (sign-in, link-outs, reason codes)."""
     events: ApiObserver = observer or NullApiObserver()
@@ -60,7 +64,7 @@ def create_app(
     install_manual_routes(
         app,
         bearer_principal(verifier, events),
-        service or ManualResolutionService(store),
+        service or ManualResolutionService(store, signer=_required(signer)),
         limiter or RateLimiter(),
         events,
     )
@@ -77,6 +81,12 @@ def create_app(
     return app
 
 
+def _required(signer: FactSigner | None) -> FactSigner:
+    if signer is None:
+        raise ValueError("create_app needs the manual-resolution service or its fact signer")
+    return signer
+
+
 class _NoKeys:
     """No issuer: the document is built, never served."""
 
@@ -87,7 +97,9 @@ class _NoKeys:
 def openapi_document() -> dict[str, Any]:
     """The published OpenAPI document (docs/openapi.json); the app serves none."""
     unused = TokenVerifier(issuer="", audience="", keys=_NoKeys())
-    document = create_app(cast(HumanStore, None), unused).openapi()
+    # A throwaway key: the document is built, no fact is ever signed.
+    signer = FactSigner(Ed25519PrivateKey.generate(), "unused")
+    document = create_app(cast(HumanStore, None), unused, signer=signer).openapi()
     # FastAPI's schema model holds bounds as floats: 2**63 - 1 would print as 2**63.
     schemas = document["components"]["schemas"]
     for fenced in ("DecisionRequest", "BulkItem"):

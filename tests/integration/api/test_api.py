@@ -19,6 +19,7 @@ from resolver.human.auth import TokenVerifier
 from tests.helpers.api import auth, body
 from tests.helpers.database import SQL
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
+from tests.helpers.signing import TEST_SIGNER
 
 
 @pytest.fixture
@@ -26,7 +27,9 @@ def api(store: PostgresStore, jwks_file: Path, sql: SQL) -> Iterator[httpx.Clien
     sql.all("INSERT INTO recovery_projects VALUES ('proj-1', 1)")
     sql.all("INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)")
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
-    with Server(create_app(store, verifier, limiter=RateLimiter(per_minute=5))) as client:
+    with Server(
+        create_app(store, verifier, limiter=RateLimiter(per_minute=5), signer=TEST_SIGNER)
+    ) as client:
         yield client
 
 
@@ -138,7 +141,7 @@ def test_es256_tokens_verify_too(tmp_path: Path, store: PostgresStore, sql: SQL)
     [
         ({"amr": ["pwd"]}, 401, "step_up_required"),
         ({"auth_time": int(time.time()) - 600}, 401, "step_up_required"),
-        ({"sub": "mallory"}, 403, "forbidden"),
+        ({"sub": "mallory"}, 404, "not_found"),
     ],
 )
 def test_step_up_and_permission(
@@ -207,7 +210,7 @@ def test_storage_failure_is_masked(jwks_file: Path, signing_key: rsa.RSAPrivateK
     dead.open()
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
     try:
-        with Server(create_app(dead, verifier)) as client:
+        with Server(create_app(dead, verifier, signer=TEST_SIGNER)) as client:
             response = client.get("/v1/manual-queue", headers=auth(token(signing_key)))
     finally:
         dead.close()
@@ -219,3 +222,92 @@ def test_storage_failure_is_masked(jwks_file: Path, signing_key: rsa.RSAPrivateK
         "code": "unavailable",
     }
     assert "hunter2" not in response.text and "127.0.0.1" not in response.text
+
+
+WRITE_ROUTES = {
+    "resolution": lambda d, v: (f"/v1/dispatches/{d}/resolution", body(v)),
+    "withdraw": lambda d, v: (
+        f"/v1/dispatches/{d}/proposal/withdraw",
+        {"mutation_id": "w-1", "reason_code": "changed_mind"},
+    ),
+    "reject": lambda d, v: (
+        f"/v1/dispatches/{d}/proposal/reject",
+        {"mutation_id": "r-1", "reason_code": "disagree"},
+    ),
+}
+
+
+@pytest.mark.parametrize("route", WRITE_ROUTES.values(), ids=WRITE_ROUTES.keys())
+def test_every_write_route_answers_a_forbidden_dispatch_like_an_unknown_one(
+    store: PostgresStore,
+    jwks_file: Path,
+    manual_item: tuple[str, int],
+    signing_key: rsa.RSAPrivateKey,
+    sql: SQL,
+    route: Any,
+) -> None:
+    """mallory holds no permission in the dispatch's project: what she gets for its id is
+    what she gets for an id that does not exist, to the byte."""
+    dispatch_id, version = manual_item
+    verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
+    app = create_app(store, verifier, limiter=RateLimiter(per_minute=100), signer=TEST_SIGNER)
+    mallory = auth(token(signing_key, sub="mallory"))
+    with Server(app) as client:
+        answers = []
+        for target in (dispatch_id, "no-such-dispatch"):
+            url, payload = route(target, version)
+            answers.append(client.post(url, json=payload, headers=mallory))
+        forbidden, unknown = answers
+        assert forbidden.status_code == unknown.status_code == 404
+        assert forbidden.content == unknown.content
+        assert forbidden.json()["code"] == "not_found"
+        bulk = client.post(
+            "/v1/resolutions/bulk",
+            json={
+                "decision": "confirm_failed",
+                "reason_code": "checked",
+                "items": [
+                    {
+                        "dispatch_id": target,
+                        "mutation_id": f"b-{n}",
+                        "expected_execution_version": version,
+                    }
+                    for n, target in enumerate((dispatch_id, "no-such-dispatch"))
+                ],
+            },
+            headers=mallory,
+        )
+        assert bulk.status_code == 200, bulk.text
+        results = [
+            {k: v for k, v in r.items() if k != "dispatch_id"} for r in bulk.json()["results"]
+        ]
+        assert results[0] == results[1] == {"result": "not_found", "code": "not_found"}
+    assert sql.execution(dispatch_id)["state"] == "executing"
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        {"sub": "al\x00ice"},
+        {"sub": "alice\n"},
+        {"iss": ISSUER + "\x00"},
+        {"amr": ["mfa\x00"]},
+        {"sub": "al\u0085ice"},
+    ],
+    ids=["nul-sub", "newline-sub", "nul-iss", "nul-amr", "c1-sub"],
+)
+def test_claims_with_control_characters_are_invalid_tokens(
+    api: httpx.Client,
+    manual_item: tuple[str, int],
+    signing_key: rsa.RSAPrivateKey,
+    claims: dict[str, Any],
+) -> None:
+    dispatch_id, version = manual_item
+    headers = auth(token(signing_key, **claims))
+    for answer in (
+        api.get("/v1/manual-queue", headers=headers),
+        api.get(f"/v1/dispatches/{dispatch_id}", headers=headers),
+        api.post(f"/v1/dispatches/{dispatch_id}/resolution", json=body(version), headers=headers),
+    ):
+        assert answer.status_code == 401, answer.text
+        assert answer.json()["code"] == "invalid_token"

@@ -23,6 +23,7 @@ from resolver.human.auth import TokenVerifier
 from tests.helpers.api import auth, body
 from tests.helpers.database import SQL
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
+from tests.helpers.signing import TEST_SIGNER, signing_env
 from tests.helpers.telemetry import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -33,7 +34,9 @@ def edge(store: PostgresStore, jwks_file: Path, sql: SQL) -> Iterator[httpx.Clie
     sql.all("INSERT INTO recovery_projects VALUES ('proj-1', 1)")
     sql.all("INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)")
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
-    with Server(create_app(store, verifier, limiter=RateLimiter(per_minute=1000))) as client:
+    with Server(
+        create_app(store, verifier, limiter=RateLimiter(per_minute=1000), signer=TEST_SIGNER)
+    ) as client:
         yield client
 
 
@@ -356,7 +359,7 @@ def test_unexpected_error_is_a_masked_500_and_the_connection_survives(
     store: PostgresStore, jwks_file: Path, signing_key: rsa.RSAPrivateKey
 ) -> None:
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
-    with Server(create_app(Exploding(store), verifier)) as client:  # type: ignore[arg-type]
+    with Server(create_app(Exploding(store), verifier, signer=TEST_SIGNER)) as client:  # type: ignore[arg-type]
         boom = client.get("/v1/manual-queue", headers=auth(token(signing_key)))
         after = client.get("/healthz")
         # The same TCP connection carried both: the 500 did not make the server hang up.
@@ -441,6 +444,7 @@ def test_resolver_api_logs_json_only_and_never_the_query_string(
         "RESOLVER_OIDC_ISSUER": ISSUER,
         "RESOLVER_OIDC_AUDIENCE": AUDIENCE,
         "RESOLVER_OIDC_JWKS_FILE": str(jwks_file),
+        **signing_env(jwks_file.parent),
     }
     proc = subprocess.Popen(
         [sys.executable, "-m", "resolver", "api"], env=env, stderr=subprocess.PIPE, text=True

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from resolver.human.api import MAX_BODY_BYTES, RateLimiter, create_app, openapi_
 from resolver.human.auth import TokenVerifier
 from tests.helpers.database import SQL
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
+from tests.helpers.signing import TEST_SIGNER
 
 DOCUMENT = openapi_document()
 # Operation templates as regexes on the decoded path the server routes on.
@@ -182,6 +184,14 @@ content_types = st.sampled_from(
 )
 
 
+CONTROL_CLAIMS: list[dict[str, Any]] = [
+    {"sub": "al\x00ice"},
+    {"sub": "alice\r\n"},
+    {"amr": ["mfa", "\x00"]},
+    {"iss": ISSUER + "\x00"},
+]
+
+
 @dataclass(frozen=True)
 class Call:
     method: str
@@ -193,7 +203,13 @@ class Call:
 
 
 anything = st.builds(
-    Call, st.sampled_from(METHODS), paths, queries, st.integers(0, 5), content_types, bodies
+    Call,
+    st.sampled_from(METHODS),
+    paths,
+    queries,
+    st.integers(0, 5 + len(CONTROL_CLAIMS)),
+    content_types,
+    bodies,
 )
 # Half the examples get past authentication and parsing to the decision, the proposal
 # routes and the queue read: where a value reaches SQL, a 500 would hide.
@@ -258,8 +274,13 @@ def fuzz_target(
         {"Authorization": "Bearer not.a.jwt"},
         {"Authorization": "Basic YWxpY2U6cHc="},
         {},
+        # Verified tokens whose claims carry control characters: 401, never a 500 from the
+        # database refusing a NUL.
+        *({"Authorization": f"Bearer {token(signing_key, **claims)}"} for claims in CONTROL_CLAIMS),
     ]
-    with Server(create_app(store, verifier, limiter=RateLimiter(per_minute=100_000))) as client:
+    with Server(
+        create_app(store, verifier, limiter=RateLimiter(per_minute=100_000), signer=TEST_SIGNER)
+    ) as client:
         yield client, manual_item[0], headers
 
 
@@ -336,3 +357,41 @@ def test_no_5xx_and_no_undocumented_status(
 
     request()
     assert {200, 401, 404, 405, 409, 422} <= seen, seen
+
+
+# Any text in the identity claims, control characters included: signed and verified, so
+# the claims reach the checks and (when they pass) the database.
+claim_text = st.text(
+    alphabet=st.characters(blacklist_categories=["Cs"]), min_size=0, max_size=12
+) | st.sampled_from(["\x00", "a\x00b", "\x7f", "\u0085", "alice", "\u2028"])
+
+
+@BOUNDED
+@given(sub=claim_text, amr=st.lists(claim_text, max_size=3))
+def _claims_never_5xx(
+    target: tuple[httpx.Client, str, list[dict[str, str]]],
+    key: rsa.RSAPrivateKey,
+    sub: str,
+    amr: list[str],
+) -> None:
+    client, item, _ = target
+    headers = {"Authorization": f"Bearer {token(key, sub=sub, amr=[*amr, 'mfa'])}"}
+    for method, path, body in (
+        ("GET", "/v1/manual-queue", None),
+        ("POST", f"/v1/dispatches/{item}/resolution", json.dumps(BASE).encode()),
+    ):
+        response = client.request(
+            method, path, headers={**headers, "Content-Type": "application/json"}, content=body
+        )
+        assert response.status_code < 500, (sub, amr, response.text)
+        controls = any(unicodedata.category(c) == "Cc" for c in sub + "".join(amr))
+        if controls:
+            assert response.status_code == 401, (sub, amr, response.status_code)
+            assert response.json()["code"] == "invalid_token"
+
+
+def test_claims_with_any_characters_answer_401_or_a_documented_status(
+    fuzz_target: tuple[httpx.Client, str, list[dict[str, str]]],
+    signing_key: rsa.RSAPrivateKey,
+) -> None:
+    _claims_never_5xx(fuzz_target, signing_key)

@@ -29,6 +29,7 @@ from resolver.telemetry.api_metrics import TOKEN_REJECTION_REASONS, ApiMetrics
 from tests.helpers.api import auth, body, grant_alice
 from tests.helpers.database import SECRET, SQL, with_password
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
+from tests.helpers.signing import TEST_SIGNER, signing_env, signing_settings
 from tests.helpers.telemetry import free_port
 
 DECIDE = "/v1/dispatches/{dispatch_id}/resolution"
@@ -60,6 +61,7 @@ def api_process(database_url: str, jwks_file: Path, sql: SQL) -> Iterator[ApiPro
         http_host="127.0.0.1",
         http_port=free_port(),
         api_decisions_per_minute=100,
+        **signing_settings(jwks_file.parent),
     )
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
     process = build_api(settings, verifier)
@@ -135,7 +137,9 @@ def test_composed_api_serves_probes_and_counts_on_its_metrics_port(
 
 
 def test_api_without_http_port_serves_no_metrics_port(database_url: str, jwks_file: Path) -> None:
-    settings = load_settings(database_url=database_url, http_port=0)
+    settings = load_settings(
+        database_url=database_url, http_port=0, **signing_settings(jwks_file.parent)
+    )
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
     process = build_api(settings, verifier)
     try:
@@ -149,7 +153,9 @@ def test_readyz_is_503_with_a_status_word_when_the_schema_is_behind(
 ) -> None:
     migrate.downgrade(database_url, "base")
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
-    app = create_app(store, verifier, readiness=readiness_check(store, database_url))
+    app = create_app(
+        store, verifier, readiness=readiness_check(store, database_url), signer=TEST_SIGNER
+    )
     with Server(app) as client:
         ready, health = client.get("/readyz"), client.get("/healthz")
     assert (ready.status_code, ready.json()) == (503, {"status": "not_ready"})
@@ -163,7 +169,7 @@ def test_worker_and_api_stay_ready_on_a_newer_releases_schema(
     sql.all("UPDATE alembic_version SET version_num = '9999_from_a_newer_release'")
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
     readiness = readiness_check(store, database_url)
-    with Server(create_app(store, verifier, readiness=readiness)) as client:
+    with Server(create_app(store, verifier, readiness=readiness, signer=TEST_SIGNER)) as client:
         ready = client.get("/readyz")
     assert (ready.status_code, ready.json()) == (200, {"status": "ready"})
     assert readiness().detail == {
@@ -184,7 +190,11 @@ def test_readyz_hides_an_unreachable_database(jwks_file: Path) -> None:
     registry = CollectorRegistry()
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
     app = create_app(
-        dead, verifier, observer=ApiMetrics(registry), readiness=readiness_check(dead, url)
+        dead,
+        verifier,
+        observer=ApiMetrics(registry),
+        readiness=readiness_check(dead, url),
+        signer=TEST_SIGNER,
     )
     try:
         with Server(app) as client:
@@ -209,7 +219,9 @@ def test_storage_failure_counts_as_a_5xx(jwks_file: Path, signing_key: rsa.RSAPr
     registry = CollectorRegistry()
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
     try:
-        with Server(create_app(dead, verifier, observer=ApiMetrics(registry))) as client:
+        with Server(
+            create_app(dead, verifier, observer=ApiMetrics(registry), signer=TEST_SIGNER)
+        ) as client:
             response = client.get("/v1/manual-queue", headers=auth(token(signing_key)))
     finally:
         dead.close()
@@ -263,7 +275,9 @@ def bad_tokens(key: rsa.RSAPrivateKey) -> dict[str, tuple[str, str]]:
 def observed(store: PostgresStore, jwks_file: Path) -> Iterator[tuple[httpx.Client, Any]]:
     registry = CollectorRegistry()
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
-    with Server(create_app(store, verifier, observer=ApiMetrics(registry))) as client:
+    with Server(
+        create_app(store, verifier, observer=ApiMetrics(registry), signer=TEST_SIGNER)
+    ) as client:
         yield client, registry
 
 
@@ -309,6 +323,7 @@ def test_resolver_api_command_serves_probes_and_metrics(database_url: str, jwks_
         "RESOLVER_OIDC_ISSUER": ISSUER,
         "RESOLVER_OIDC_AUDIENCE": AUDIENCE,
         "RESOLVER_OIDC_JWKS_FILE": str(jwks_file),
+        **signing_env(jwks_file.parent),
     }
     proc = subprocess.Popen(
         [sys.executable, "-m", "resolver", "api"], env=env, stderr=subprocess.PIPE, text=True

@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
+import json
 import threading
+from collections.abc import Callable
+from pathlib import Path
 
 import psycopg
 import pytest
 from click.testing import CliRunner
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from resolver.app.cli import main
 from resolver.core.domain import Decision, ManualDecision, ManualResult, Principal
 from resolver.db.repository import PostgresStore
 from resolver.human.audit import GENESIS_HASH, link_hash, verify_chain
 from resolver.human.manual import ManualResolutionService
+from resolver.human.signing import FactSigner
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
+from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER, write_public_keys
 
 NOW = T0 + EXEC_LEASE_MS + 60_000
-ALICE = Principal("alice", auth_time_ms=NOW - 60_000, amr=("pwd", "mfa"))
+ALICE = Principal(
+    "alice", auth_time_ms=NOW - 60_000, amr=("pwd", "mfa"), issuer=TEST_ISSUER, token_kid="test-kid"
+)
 
 
 @pytest.fixture
@@ -24,7 +32,7 @@ def decided(world: World, store: PostgresStore, sql: SQL) -> list[str]:
     """Three manual decisions, one after the other."""
     sql.all("INSERT INTO recovery_projects VALUES ('proj-1', 1)")
     sql.all("INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)")
-    service = ManualResolutionService(store)
+    service = ManualResolutionService(store, signer=TEST_SIGNER)
     ids = []
     for n, lease in enumerate(world.crashed(3)):
         decision = ManualDecision(
@@ -124,7 +132,7 @@ def test_concurrent_decisions_form_one_unbroken_chain(
 
     def decide(i: int) -> None:
         stores[i].open()
-        service = ManualResolutionService(stores[i])
+        service = ManualResolutionService(stores[i], signer=TEST_SIGNER)
         start.wait()
         for lease in leases[i::4]:
             decision = ManualDecision(
@@ -162,3 +170,136 @@ def test_resolver_audit_verify_exits_1_naming_the_broken_link(
     broken = CliRunner().invoke(main, ["audit", "verify"])
     assert broken.exit_code == 1
     assert "seq 3 (mutation op-2): facts_changed" in broken.output
+
+
+# -- what verify names: every removal, every fact a database write invented ---------------------
+
+
+def test_a_middle_decision_deleted_with_its_facts_is_facts_missing(
+    decided: list[str], store: PostgresStore, database_url: str, sql: SQL
+) -> None:
+    # The prune flag a session could once set opens nothing: the guard wants the prune
+    # function on the call stack.
+    with pytest.raises(psycopg.errors.RestrictViolation, match="insert-only"):
+        sql.all(
+            "SET resolver.prune_active = 'on';"
+            " DELETE FROM recovery_authorizations WHERE mutation_id = 'op-1'"
+        )
+    _tamper(
+        database_url,
+        "DELETE FROM recovery_authorizations WHERE mutation_id = 'op-1';"
+        " DELETE FROM approved_action_recovery_resolutions WHERE mutation_id = 'op-1'",
+    )
+    broken = verify_chain(store).broken
+    assert broken is not None and (broken.seq, broken.mutation_id) == (2, "op-1")
+    assert broken.reason.startswith("facts_missing")
+
+
+def test_a_link_appended_by_hand_is_named_even_with_the_head_moved(
+    decided: list[str], store: PostgresStore, database_url: str, sql: SQL
+) -> None:
+    (head,) = sql.all("SELECT seq, hash FROM recovery_audit_head")
+    content = '{"v":1}'
+    forged = link_hash(head["hash"], content)
+    append = (
+        "INSERT INTO recovery_audit_chain (seq, mutation_id, dispatch_id, content, prev_hash,"
+        f" hash, recorded_at_ms) VALUES (4, 'op-x', 'd-x', '{content}', '{head['hash']}',"
+        f" '{forged}', 0)"
+    )
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="only through"):
+        sql.all(append)  # the owner's own statement, triggers on
+    _tamper(database_url, append)
+    _tamper(database_url, f"UPDATE recovery_audit_head SET seq = 4, hash = '{forged}'")
+    broken = verify_chain(store).broken
+    assert broken is not None and (broken.seq, broken.mutation_id) == (4, "op-x")
+    assert broken.reason.startswith("facts_missing")
+
+
+def test_a_missing_head_is_named_head(
+    decided: list[str], store: PostgresStore, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _tamper(database_url, "DELETE FROM recovery_audit_head")
+    broken = verify_chain(store).broken
+    assert broken is not None and broken.reason.startswith("head: the head row is missing")
+    monkeypatch.setenv("RESOLVER_DATABASE_URL", database_url)
+    result = CliRunner().invoke(main, ["audit", "verify"])
+    assert result.exit_code == 1
+    assert "head: the head row is missing" in result.output
+
+
+def test_signatures_verify_with_the_public_keys_and_a_forged_one_is_named(
+    decided: list[str], database_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    keys = write_public_keys(tmp_path / "keys")
+    monkeypatch.setenv("RESOLVER_DATABASE_URL", database_url)
+    ok = CliRunner().invoke(main, ["audit", "verify", "--public-keys", str(keys)])
+    assert ok.exit_code == 0, ok.output
+    assert "signatures verified" in ok.output
+    # Another key's public half: every signature names an unknown key.
+    other = FactSigner(Ed25519PrivateKey.generate(), "other-1")
+    wrong = write_public_keys(tmp_path / "other", other)
+    unknown = CliRunner().invoke(main, ["audit", "verify", "--public-keys", str(wrong)])
+    assert unknown.exit_code == 1 and "unknown_signing_key" in unknown.output
+    # A fact rewritten, its link's content and every later hash rewritten to match, by the
+    # owner with the triggers off: the hashes hold, the signature does not.
+    _tamper(
+        database_url,
+        "UPDATE recovery_authorizations SET user_id = 'mallory' WHERE mutation_id = 'op-2';"
+        " UPDATE approved_action_recovery_resolutions SET actor_user_id = 'mallory'"
+        " WHERE mutation_id = 'op-2'",
+    )
+    _rehash_from(database_url, 3, lambda content: content.replace('"alice"', '"mallory"'))
+    forged = CliRunner().invoke(main, ["audit", "verify", "--public-keys", str(keys)])
+    assert forged.exit_code == 1, forged.output
+    assert "seq 3 (mutation op-2): bad_signature: the fact of 'mallory'" in forged.output
+
+
+def _rehash_from(database_url: str, seq: int, edit: Callable[[str], str]) -> None:
+    """Rewrite one link's content and every hash from it on, and the head, consistently."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("SET session_replication_role = replica")
+        links = conn.execute(
+            "SELECT seq, content, prev_hash FROM recovery_audit_chain WHERE seq >= %s ORDER BY seq",
+            (seq - 1,),
+        ).fetchall()
+        prev = links[0][2] if links[0][0] == seq else None
+        for link_seq, content, prev_hash in links:
+            if link_seq < seq:
+                prev = conn.execute(
+                    "SELECT hash FROM recovery_audit_chain WHERE seq = %s", (link_seq,)
+                ).fetchone()[0]  # type: ignore[index]
+                continue
+            prev = prev if prev is not None else prev_hash
+            new_content = edit(content) if link_seq == seq else content
+            new_hash = link_hash(prev, new_content)
+            conn.execute(
+                "UPDATE recovery_audit_chain SET content = %s, prev_hash = %s, hash = %s"
+                " WHERE seq = %s",
+                (new_content, prev, new_hash, link_seq),
+            )
+            prev = new_hash
+        conn.execute("UPDATE recovery_audit_head SET hash = %s", (prev,))
+
+
+def test_verify_prints_the_head_line_and_holds_it_as_an_anchor(
+    decided: list[str], database_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("RESOLVER_DATABASE_URL", database_url)
+    ok = CliRunner().invoke(main, ["audit", "verify"])
+    assert ok.exit_code == 0, ok.output
+    line = json.loads(ok.output.strip().splitlines()[-1])
+    assert (line["kind"], line["seq"], line["links"]) == ("resolver.audit.head", 3, 3)
+    anchor = tmp_path / "anchor"
+    anchor.write_text(ok.output.strip().splitlines()[-1] + "\n")
+    again = CliRunner().invoke(main, ["audit", "verify", "--anchor", str(anchor)])
+    assert again.exit_code == 0, again.output
+    # The owner rewrites the tail and the head together: only the anchor notices.
+    _rehash_from(database_url, 3, lambda content: content.replace("checked", "changed"))
+    _tamper(
+        database_url,
+        "UPDATE approved_action_recovery_resolutions SET reason_code = 'changed'"
+        " WHERE mutation_id = 'op-2'",
+    )
+    rewritten = CliRunner().invoke(main, ["audit", "verify", "--anchor", str(anchor)])
+    assert rewritten.exit_code == 1, rewritten.output
+    assert "anchor" in rewritten.output

@@ -112,7 +112,8 @@ def test_a_reader_sees_the_case_and_the_queue_but_cannot_decide(
     assert [i["dispatch_id"] for i in queue["items"]] == [dispatch_id]
     url = f"/v1/dispatches/{dispatch_id}/resolution"
     refused = api.post(url, json=body(version), headers=auth(token(signing_key, sub=reader)))
-    assert refused.status_code == 403
+    # A write answers a dispatch the caller may not decide like an unknown one.
+    assert refused.status_code == 404
     assert sql.execution(dispatch_id)["state"] == "executing"
 
 
@@ -127,6 +128,22 @@ def test_supersession_is_shown_both_ways(
     new = get(api, signing_key, f"/v1/dispatches/{again.dispatch_id}").json()
     assert new["identity"]["supersedes_dispatch_id"] == dispatch_id
     assert new["execution"] is None  # never leased yet
+
+
+def test_supersession_across_projects_names_only_what_the_caller_may_read(
+    api: httpx.Client, manual_item: tuple[str, int], signing_key: rsa.RSAPrivateKey, world: World
+) -> None:
+    dispatch_id, _ = manual_item
+    elsewhere = new_spec(project_id="proj-other", supersedes_dispatch_id=dispatch_id)
+    world.store.create_dispatch(elsewhere)
+    old = get(api, signing_key, f"/v1/dispatches/{dispatch_id}").json()
+    assert old["identity"]["superseded_by"] == []
+    hidden = new_spec(project_id="proj-other")
+    world.store.create_dispatch(hidden)
+    mine = new_spec(project_id="proj-1", supersedes_dispatch_id=hidden.dispatch_id)
+    world.store.create_dispatch(mine)
+    new = get(api, signing_key, f"/v1/dispatches/{mine.dispatch_id}").json()
+    assert new["identity"]["supersedes_dispatch_id"] is None
 
 
 def test_queue_items_carry_lookup_fields_and_filters_narrow_them(

@@ -35,6 +35,7 @@ from tests.helpers.console import (
 from tests.helpers.database import SQL, World, new_spec
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler
+from tests.helpers.signing import TEST_SIGNER
 
 playwright = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
@@ -89,7 +90,9 @@ def site(store: PostgresStore, sql: SQL, world: World, provider: Provider) -> It
         JwksUrl(provider.jwks_uri), issuer=provider.issuer, audience=AUDIENCE
     )
     console = console_config(client_id=CLIENT_ID, issuer=provider.issuer, links=LINKS)
-    with Server(create_app(store, verifier, console=console), port=provider.console_port):
+    with Server(
+        create_app(store, verifier, console=console, signer=TEST_SIGNER), port=provider.console_port
+    ):
         yield Site(provider.console_url, [x.dispatch_id for x in leases], provider)
 
 
@@ -911,7 +914,7 @@ def test_an_identity_proxy_forwarding_the_token_needs_no_sign_in(
     lease = world.started(now_ms=1_000_000)
     reconciler(store, ScriptedProvider(fixed(FindingKind.CONFLICT))).run_cycle()
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
-    with Server(create_app(store, verifier)) as client:
+    with Server(create_app(store, verifier, signer=TEST_SIGNER)) as client:
         # What the proxy does: every request reaches the API with the user's token.
         context = browser.new_context(
             extra_http_headers={"Authorization": f"Bearer {token(signing_key)}"}
@@ -938,7 +941,7 @@ def test_a_link_with_a_token_in_its_fragment_signs_in_and_forgets_the_fragment(
     lease = world.started(now_ms=1_000_000)
     reconciler(store, ScriptedProvider(fixed(FindingKind.CONFLICT))).run_cycle()
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
-    with Server(create_app(store, verifier)) as client:
+    with Server(create_app(store, verifier, signer=TEST_SIGNER)) as client:
         requested: list[str] = []
         page.on("request", lambda request: requested.append(request.url))
         page.goto(f"{client.base_url}/console#token={token(signing_key)}")
@@ -963,7 +966,7 @@ def test_data_from_the_server_is_placed_as_text_never_as_markup(
     reconciler(store, ScriptedProvider(fixed(FindingKind.CONFLICT))).run_cycle()
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
     as_hostile = {"Authorization": f"Bearer {token(signing_key, sub=hostile)}"}
-    with Server(create_app(store, verifier)) as client:
+    with Server(create_app(store, verifier, signer=TEST_SIGNER)) as client:
         decided = client.post(
             f"/v1/dispatches/{lease.dispatch_id}/resolution",
             json=body(sql.execution(lease.dispatch_id)["version"]),
@@ -988,7 +991,7 @@ def test_console_is_served_with_a_strict_content_security_policy(
 ) -> None:
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
     console = console_config(client_id=CLIENT_ID, issuer="https://idp.example/realm")
-    with Server(create_app(store, verifier, console=console)) as client:
+    with Server(create_app(store, verifier, console=console, signer=TEST_SIGNER)) as client:
         response = client.get("/console")
         assert response.status_code == 200
         policy = response.headers["content-security-policy"]

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,6 +30,7 @@ from resolver.db.repository import PostgresStore
 from resolver.human.api import create_app
 from resolver.human.auth import JwksFile, JwksUrl, TokenVerifier
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
+from tests.helpers.signing import TEST_SIGNER, signing_env
 from tests.helpers.telemetry import free_port
 
 QUEUE = "/v1/manual-queue"
@@ -105,6 +107,7 @@ class ResolverApi:
 
     def __init__(self, database_url: str, **settings: str) -> None:
         self.port = free_port()
+        self._keys = tempfile.TemporaryDirectory()
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("RESOLVER_")},
             "RESOLVER_DATABASE_URL": database_url,
@@ -112,6 +115,7 @@ class ResolverApi:
             "RESOLVER_API_PORT": str(self.port),
             "RESOLVER_OIDC_ISSUER": ISSUER,
             "RESOLVER_OIDC_AUDIENCE": AUDIENCE,
+            **signing_env(Path(self._keys.name)),
             **settings,
         }
         self.proc = subprocess.Popen(
@@ -135,6 +139,7 @@ class ResolverApi:
         self.client.close()
         self.proc.terminate()
         self.proc.wait(timeout=15)
+        self._keys.cleanup()
 
 
 def test_resolver_api_follows_a_rotation_at_the_jwks_url(
@@ -190,7 +195,7 @@ def test_forged_kids_refetch_at_most_once_per_interval_and_an_outage_keeps_the_k
     source = JwksUrl(idp.url, cache_seconds=300, refetch_min_seconds=30, clock=clock)
     verifier = TokenVerifier.from_jwks_url(source, issuer=ISSUER, audience=AUDIENCE)
     assert idp.fetches == 1  # at start-up
-    with Server(create_app(store, verifier)) as client:
+    with Server(create_app(store, verifier, signer=TEST_SIGNER)) as client:
         for n in range(20):
             assert status_with(client, token(new_key, kid=f"forged-{n}")) == 401
         assert idp.fetches == 1, "no refetch within 30 s of the last one"

@@ -21,9 +21,12 @@ from resolver.executor.client import CompletionResult
 from resolver.human.manual import ManualResolutionService
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler, verified
+from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
 
 NOW = T0 + EXEC_LEASE_MS + 60_000
-ALICE = Principal("alice", auth_time_ms=NOW - 60_000, amr=("pwd", "mfa"))
+ALICE = Principal(
+    "alice", auth_time_ms=NOW - 60_000, amr=("pwd", "mfa"), issuer=TEST_ISSUER, token_kid="test-kid"
+)
 
 
 @pytest.fixture
@@ -56,7 +59,7 @@ def test_confirm_commits_authorization_resolution_and_terminal_state(
     world: World, store: PostgresStore, policy: SQL
 ) -> None:
     (lease,) = world.crashed(1)
-    service = ManualResolutionService(store)
+    service = ManualResolutionService(store, signer=TEST_SIGNER)
     result = service.decide(ALICE, _decision(lease.version, lease.dispatch_id), now_ms=NOW)
     assert result is ManualResult.COMMITTED
     assert policy.execution(lease.dispatch_id)["state"] == "succeeded"
@@ -82,7 +85,7 @@ def test_confirm_commits_authorization_resolution_and_terminal_state(
 
 def test_abandon_unknown_blocks(world: World, store: PostgresStore, policy: SQL) -> None:
     (lease,) = world.crashed(1)
-    ManualResolutionService(store).decide(
+    ManualResolutionService(store, signer=TEST_SIGNER).decide(
         ALICE, _decision(lease.version, lease.dispatch_id, Decision.ABANDON_UNKNOWN), now_ms=NOW
     )
     assert policy.execution(lease.dispatch_id)["state"] == "blocked"
@@ -100,7 +103,7 @@ def test_exact_replay_is_idempotent_and_reuse_with_other_fields_conflicts(
     world: World, store: PostgresStore, policy: SQL
 ) -> None:
     (lease,) = world.crashed(1)
-    service = ManualResolutionService(store)
+    service = ManualResolutionService(store, signer=TEST_SIGNER)
     decision = _decision(lease.version, lease.dispatch_id)
     service.decide(ALICE, decision, now_ms=NOW)
     assert service.decide(ALICE, decision, now_ms=NOW + 1) is ManualResult.REPLAYED
@@ -117,9 +120,22 @@ def test_exact_replay_is_idempotent_and_reuse_with_other_fields_conflicts(
 @pytest.mark.parametrize(
     ("principal", "error"),
     [
-        (Principal("alice", NOW - 1_000, ("pwd",)), "strong authentication"),
-        (Principal("alice", NOW - 5 * 60_000 - 1, ("mfa",)), "older than 5 minutes"),
-        (Principal("alice", NOW + 10 * 60_000, ("mfa",)), "older than 5 minutes"),
+        (
+            Principal("alice", NOW - 1_000, ("pwd",), issuer=TEST_ISSUER, token_kid="test-kid"),
+            "strong authentication",
+        ),
+        (
+            Principal(
+                "alice", NOW - 5 * 60_000 - 1, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid"
+            ),
+            "older than 5 minutes",
+        ),
+        (
+            Principal(
+                "alice", NOW + 10 * 60_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid"
+            ),
+            "older than 5 minutes",
+        ),
     ],
 )
 def test_weak_or_stale_authentication_is_refused(
@@ -128,21 +144,26 @@ def test_weak_or_stale_authentication_is_refused(
     (lease,) = world.crashed(1)
     before = _unchanged(policy, lease.dispatch_id)
     with pytest.raises(StrongAuthRequired, match=error):
-        ManualResolutionService(store).decide(
+        ManualResolutionService(store, signer=TEST_SIGNER).decide(
             principal, _decision(lease.version, lease.dispatch_id), now_ms=NOW
         )
     assert _unchanged(policy, lease.dispatch_id) == before
 
 
-def test_user_without_the_permission_is_denied(
+def test_user_without_the_permission_is_answered_as_for_an_unknown_dispatch(
     world: World, store: PostgresStore, policy: SQL
 ) -> None:
     (lease,) = world.crashed(1)
-    mallory = Principal("mallory", NOW - 1_000, ("mfa",))
-    with pytest.raises(PermissionDenied, match=r"approval\.recover"):
-        ManualResolutionService(store).decide(
+    mallory = Principal("mallory", NOW - 1_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid")
+    with pytest.raises(NotFound, match="no such dispatch") as forbidden:
+        ManualResolutionService(store, signer=TEST_SIGNER).decide(
             mallory, _decision(lease.version, lease.dispatch_id), now_ms=NOW
         )
+    with pytest.raises(NotFound) as unknown:
+        ManualResolutionService(store, signer=TEST_SIGNER).decide(
+            mallory, _decision(lease.version, "no-such-dispatch"), now_ms=NOW
+        )
+    assert str(forbidden.value) == str(unknown.value)
     assert policy.execution(lease.dispatch_id)["state"] == "executing"
 
 
@@ -166,7 +187,7 @@ def test_role_binding_changed_before_commit_is_denied(
 ) -> None:
     (lease,) = world.crashed(1)
     before = _unchanged(policy, lease.dispatch_id)
-    service = ManualResolutionService(_RevokingStore(store, policy))  # type: ignore[arg-type]
+    service = ManualResolutionService(_RevokingStore(store, policy), signer=TEST_SIGNER)  # type: ignore[arg-type]
     with pytest.raises(PermissionDenied, match="changed"):
         service.decide(ALICE, _decision(lease.version, lease.dispatch_id), now_ms=NOW)
     assert _unchanged(policy, lease.dispatch_id) == before
@@ -175,7 +196,7 @@ def test_role_binding_changed_before_commit_is_denied(
 def test_wrong_expected_version_conflicts(world: World, store: PostgresStore, policy: SQL) -> None:
     (lease,) = world.crashed(1)
     with pytest.raises(FenceConflict, match="reload and decide again"):
-        ManualResolutionService(store).decide(
+        ManualResolutionService(store, signer=TEST_SIGNER).decide(
             ALICE, _decision(lease.version - 1, lease.dispatch_id), now_ms=NOW
         )
 
@@ -183,14 +204,16 @@ def test_wrong_expected_version_conflicts(world: World, store: PostgresStore, po
 def test_live_execution_cannot_be_decided(world: World, store: PostgresStore, policy: SQL) -> None:
     lease = world.started(now_ms=NOW)
     with pytest.raises(FenceConflict, match="live execution lease"):
-        ManualResolutionService(store).decide(
+        ManualResolutionService(store, signer=TEST_SIGNER).decide(
             ALICE, _decision(lease.version, lease.dispatch_id), now_ms=NOW + 1
         )
 
 
 def test_unknown_dispatch_is_not_found(store: PostgresStore, policy: SQL) -> None:
     with pytest.raises(NotFound):
-        ManualResolutionService(store).decide(ALICE, _decision(2, "d-nope"), now_ms=NOW)
+        ManualResolutionService(store, signer=TEST_SIGNER).decide(
+            ALICE, _decision(2, "d-nope"), now_ms=NOW
+        )
 
 
 def test_automatic_resolution_first_makes_the_decision_conflict(
@@ -199,7 +222,7 @@ def test_automatic_resolution_first_makes_the_decision_conflict(
     (lease,) = world.crashed(1)
     reconciler(store, ScriptedProvider(verified)).run_cycle(now_ms=T0 + EXEC_LEASE_MS)
     with pytest.raises(FenceConflict, match="already succeeded"):
-        ManualResolutionService(store).decide(
+        ManualResolutionService(store, signer=TEST_SIGNER).decide(
             ALICE, _decision(lease.version, lease.dispatch_id), now_ms=NOW
         )
     assert len(policy.resolutions(lease.dispatch_id)) == 1
@@ -210,7 +233,7 @@ def test_decision_revokes_a_recovery_lease_in_flight(
 ) -> None:
     (lease,) = world.crashed(1)
     (item,) = store.claim_due_page("r", 16, 120_000, now_ms=NOW - 1)
-    ManualResolutionService(store).decide(
+    ManualResolutionService(store, signer=TEST_SIGNER).decide(
         ALICE, _decision(lease.version, lease.dispatch_id), now_ms=NOW
     )
     from resolver.core.domain import ItemOutcome
@@ -226,7 +249,7 @@ def test_late_completion_after_a_manual_decision(
     world: World, store: PostgresStore, policy: SQL
 ) -> None:
     (lease,) = world.crashed(1)
-    ManualResolutionService(store).decide(
+    ManualResolutionService(store, signer=TEST_SIGNER).decide(
         ALICE, _decision(lease.version, lease.dispatch_id), now_ms=NOW
     )
     same = Completion(Outcome.SUCCEEDED, "ok", "exec-m", "c" * 64)

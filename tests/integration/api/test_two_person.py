@@ -38,11 +38,18 @@ from tests.helpers.api import auth
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler, verified
+from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
 
 NOW = T0 + EXEC_LEASE_MS + 60_000
-ALICE = Principal("alice", auth_time_ms=NOW - 60_000, amr=("pwd", "mfa"))
-BOB = Principal("bob", auth_time_ms=NOW - 60_000, amr=("pwd", "hwk"))
-CAROL = Principal("carol", auth_time_ms=NOW - 60_000, amr=("otp",))
+ALICE = Principal(
+    "alice", auth_time_ms=NOW - 60_000, amr=("pwd", "mfa"), issuer=TEST_ISSUER, token_kid="test-kid"
+)
+BOB = Principal(
+    "bob", auth_time_ms=NOW - 60_000, amr=("pwd", "hwk"), issuer=TEST_ISSUER, token_kid="test-kid"
+)
+CAROL = Principal(
+    "carol", auth_time_ms=NOW - 60_000, amr=("otp",), issuer=TEST_ISSUER, token_kid="test-kid"
+)
 PAYMENT = "payments.charge"
 TTL_MS = 10 * 60_000
 
@@ -61,7 +68,7 @@ def policy(sql: SQL) -> SQL:
 
 @pytest.fixture
 def service(store: PostgresStore) -> ManualResolutionService:
-    return ManualResolutionService(store, proposal_ttl_ms=TTL_MS)
+    return ManualResolutionService(store, proposal_ttl_ms=TTL_MS, signer=TEST_SIGNER)
 
 
 def _decision(
@@ -226,7 +233,9 @@ def test_an_expired_proposal_cannot_be_confirmed(
     (lease,) = world.crashed(1, PAYMENT)
     service.decide(ALICE, _decision(lease, "op-a"), now_ms=NOW)
     late = NOW + TTL_MS
-    bob = Principal("bob", auth_time_ms=late - 1000, amr=("mfa",))
+    bob = Principal(
+        "bob", auth_time_ms=late - 1000, amr=("mfa",), issuer=TEST_ISSUER, token_kid="test-kid"
+    )
     assert service.open_proposal(lease.dispatch_id, now_ms=late) is None
     # Bob's same decision after the TTL starts a proposal of his own.
     assert service.decide(bob, _decision(lease, "op-b"), now_ms=late) is ManualResult.PROPOSED
@@ -250,23 +259,45 @@ def test_decisions_the_rules_do_not_name_need_one_person(
 def test_the_database_refuses_a_single_person_resolution_however_it_is_written(
     world: World, policy: SQL, database_url: str
 ) -> None:
-    """The settle function called directly (around resolver_commit_manual) with one person."""
+    """The settle function called directly (around resolver_commit_manual), even by the owner:
+    refused by the write guard; with the guards disabled (DDL only the owner can run), the
+    rule at commit still refuses a second person who is not bound or whose fact is unsigned."""
     (lease,) = world.crashed(1, PAYMENT)
-    one = (
-        '[{"user_id": "alice", "project_id": "proj-1", "project_version": 1,'
-        ' "role_binding_version": 1, "auth_time_ms": 1, "amr": ["mfa"],'
-        f' "authorized_at_ms": {NOW}}}]'
+    signed = f'"issuer": "i", "token_kid": "k", "signing_kid": "s", "signature": "{"ab" * 64}"'
+    alice = (
+        '{"user_id": "alice", "project_id": "proj-1", "project_version": 1,'
+        f' "role_binding_version": 1, "auth_time_ms": 1, "amr": ["mfa"],'
+        f' "authorized_at_ms": {NOW}, {signed}}}'
     )
-    with psycopg.connect(database_url) as conn:
-        conn.execute(
-            "SELECT * FROM resolver_settle_manual(%s, 'op-x', 'succeeded', NULL, 'r', %s,"
-            " 'alice', %s, %s::json)",
-            (lease.dispatch_id, lease.version, NOW, one),
-        )
-        # Deferred to the commit: the authorization facts come after the resolution.
-        with pytest.raises(psycopg.errors.CheckViolation):
-            conn.commit()
+    invented = alice.replace('"alice"', '"mallory"')
+    unsigned = alice.replace('"alice"', '"bob"').replace(f", {signed}", "")
+    settle = (
+        "SELECT * FROM resolver_settle_manual(%s, 'op-x', 'succeeded', NULL, 'r', %s,"
+        " 'alice', %s, %s::json)"
+    )
+    with (
+        psycopg.connect(database_url) as conn,
+        pytest.raises(psycopg.errors.InsufficientPrivilege, match="only through"),
+    ):
+        conn.execute(settle, (lease.dispatch_id, lease.version, NOW, f"[{alice}]"))
+    for second in (None, invented, unsigned):
+        people = f"[{alice}]" if second is None else f"[{alice}, {second}]"
+        with psycopg.connect(database_url) as conn:
+            for table, trigger in GUARDS:
+                conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER {trigger}")
+            conn.execute(settle, (lease.dispatch_id, lease.version, NOW, people))
+            # Deferred to the commit: the authorization facts come after the resolution.
+            with pytest.raises(psycopg.errors.CheckViolation, match="needs 2 people"):
+                conn.commit()
     _untouched(policy, lease)
+
+
+GUARDS = [
+    ("approved_action_recovery_resolutions", "approved_action_recovery_resolutions_definer_write"),
+    ("recovery_authorizations", "recovery_authorizations_definer_write"),
+    ("recovery_audit_chain", "recovery_audit_chain_definer_write"),
+    ("recovery_audit_head", "recovery_audit_head_definer_write"),
+]
 
 
 def test_a_proposal_is_closed_once_and_never_edited(
@@ -329,7 +360,7 @@ def test_two_confirmers_and_a_completion_race_and_exactly_one_transition_wins(
     world: World, policy: SQL, store: PostgresStore, round_: int
 ) -> None:
     (lease,) = world.crashed(1, PAYMENT)
-    service = ManualResolutionService(store, proposal_ttl_ms=TTL_MS)
+    service = ManualResolutionService(store, proposal_ttl_ms=TTL_MS, signer=TEST_SIGNER)
     service.decide(ALICE, _decision(lease, "op-a"), now_ms=NOW)
     history = _race(
         {
@@ -356,7 +387,7 @@ def test_a_confirmation_racing_a_renew_commits_only_on_the_version_it_saw(
     world: World, policy: SQL, store: PostgresStore, round_: int
 ) -> None:
     (lease,) = world.crashed(1, PAYMENT)
-    service = ManualResolutionService(store, proposal_ttl_ms=TTL_MS)
+    service = ManualResolutionService(store, proposal_ttl_ms=TTL_MS, signer=TEST_SIGNER)
     service.decide(ALICE, _decision(lease, "op-a"), now_ms=NOW)
     history = _race(
         {
@@ -380,7 +411,7 @@ def test_a_withdrawal_racing_a_confirmation_has_one_winner(
     world: World, policy: SQL, store: PostgresStore, round_: int
 ) -> None:
     (lease,) = world.crashed(1, PAYMENT)
-    service = ManualResolutionService(store, proposal_ttl_ms=TTL_MS)
+    service = ManualResolutionService(store, proposal_ttl_ms=TTL_MS, signer=TEST_SIGNER)
     service.decide(ALICE, _decision(lease, "op-a"), now_ms=NOW)
     withdraw = ProposalAction.WITHDRAW
     history = _race(
@@ -419,7 +450,7 @@ def test_a_withdrawal_racing_a_confirmation_has_one_winner(
 @pytest.fixture
 def api(store: PostgresStore, jwks_file: Any, policy: SQL) -> Any:
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
-    service = ManualResolutionService(store, proposal_ttl_ms=TTL_MS)
+    service = ManualResolutionService(store, proposal_ttl_ms=TTL_MS, signer=TEST_SIGNER)
     app = create_app(store, verifier, service=service, limiter=RateLimiter(per_minute=50))
     with Server(app) as client:
         yield client
@@ -534,8 +565,11 @@ def test_retention_exports_both_people_in_one_line_and_prunes_the_proposals(
     old = int(policy.one("SELECT resolver_now_ms(NULL) AS ms")["ms"]) - 40 * day
     lease = world.started(PAYMENT, now_ms=old)
     at = old + EXEC_LEASE_MS + 60_000
-    service = ManualResolutionService(store, proposal_ttl_ms=TTL_MS)
-    alice, bob = (Principal(u, at - 1_000, ("mfa",)) for u in ("alice", "bob"))
+    service = ManualResolutionService(store, proposal_ttl_ms=TTL_MS, signer=TEST_SIGNER)
+    alice, bob = (
+        Principal(u, at - 1_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid")
+        for u in ("alice", "bob")
+    )
     service.decide(alice, _decision(lease, "op-w"), now_ms=at)
     service.close_proposal(alice, lease.dispatch_id, ProposalAction.WITHDRAW, "w", "x", now_ms=at)
     service.decide(alice, _decision(lease, "op-a"), now_ms=at + 1)

@@ -21,6 +21,7 @@ from psycopg import sql as pgsql
 
 from resolver.db import migrate
 from tests.helpers.cli import RESOLVER
+from tests.helpers.signing import TEST_KEY_PEM, signing_env
 from tests.helpers.telemetry import free_port, wait_for
 
 PASSWORD = "hunter2-pw"
@@ -167,6 +168,8 @@ CASES = [
             "RESOLVER_OIDC_ISSUER": "i",
             "RESOLVER_OIDC_AUDIENCE": "a",
             "RESOLVER_OIDC_JWKS_FILE": "{tmp}/jwks.json",
+            "RESOLVER_AUDIT_SIGNING_KEY_FILE": "{tmp}/signing.pem",
+            "RESOLVER_AUDIT_SIGNING_KID": "audit-1",
             "RESOLVER_STARTUP_TIMEOUT_SECONDS": "0",
             "RESOLVER_API_HOST": "127.0.0.1",
             "RESOLVER_API_PORT": str(free_port()),
@@ -175,7 +178,40 @@ CASES = [
         3,
         "database error: schema is at revision none",
         migrated=False,
+        files={
+            "jwks.json": '{"keys": [{"kty": "oct", "kid": "k", "k": "AA"}]}',
+            "signing.pem": TEST_KEY_PEM,
+        },
+    ),
+    Case(
+        "api without its fact-signing key",
+        {
+            "RESOLVER_OIDC_ISSUER": "i",
+            "RESOLVER_OIDC_AUDIENCE": "a",
+            "RESOLVER_OIDC_JWKS_FILE": "{tmp}/jwks.json",
+        },
+        ("api",),
+        2,
+        "configuration error: the manual-resolution API signs each authorization fact and needs"
+        " RESOLVER_AUDIT_SIGNING_KEY_FILE",
         files={"jwks.json": '{"keys": [{"kty": "oct", "kid": "k", "k": "AA"}]}'},
+    ),
+    Case(
+        "api with a signing key that is not Ed25519",
+        {
+            "RESOLVER_OIDC_ISSUER": "i",
+            "RESOLVER_OIDC_AUDIENCE": "a",
+            "RESOLVER_OIDC_JWKS_FILE": "{tmp}/jwks.json",
+            "RESOLVER_AUDIT_SIGNING_KEY_FILE": "{tmp}/signing.pem",
+            "RESOLVER_AUDIT_SIGNING_KID": "audit-1",
+        },
+        ("api",),
+        2,
+        "configuration error: RESOLVER_AUDIT_SIGNING_KEY_FILE:",
+        files={
+            "jwks.json": '{"keys": [{"kty": "oct", "kid": "k", "k": "AA"}]}',
+            "signing.pem": "not a key",
+        },
     ),
     Case(
         "api without oidc",
@@ -478,6 +514,7 @@ def api_env(tmp_path: Path, database_url: str, port: int, limit: str) -> dict[st
         "RESOLVER_OIDC_ISSUER": "i",
         "RESOLVER_OIDC_AUDIENCE": "a",
         "RESOLVER_OIDC_JWKS_FILE": str(tmp_path / "jwks.json"),
+        **signing_env(tmp_path),
         "RESOLVER_STORAGE_RETRY_MAX_SECONDS": "0.5",
         "RESOLVER_STARTUP_TIMEOUT_SECONDS": limit,
         "RESOLVER_CONNECT_TIMEOUT_SECONDS": "1",

@@ -30,6 +30,7 @@ from tests.helpers.protocol import (
     started,
 )
 from tests.helpers.providers import ScriptedProvider, reconciler, verified
+from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
 
 AFTER = T0 + EXEC_LEASE_MS
 
@@ -167,14 +168,18 @@ def test_a_receipt_committing_after_its_lease_rolls_back_beside_a_human_decision
     decision = ManualDecision(
         lease.dispatch_id, Decision.CONFIRM_FAILED, "op-race", lease.version, "vendor_says_no"
     )
-    alice = Principal("alice", decided_at - 1_000, ("mfa",))
+    alice = Principal(
+        "alice", decided_at - 1_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid"
+    )
     outcome: list[ManualResult | BaseException] = []
 
     def human() -> None:
         with PostgresStore(database_url) as own:
             try:
                 outcome.append(
-                    ManualResolutionService(own).decide(alice, decision, now_ms=decided_at)
+                    ManualResolutionService(own, signer=TEST_SIGNER).decide(
+                        alice, decision, now_ms=decided_at
+                    )
                 )
             except BaseException as exc:  # reported below, never swallowed
                 outcome.append(exc)

@@ -41,6 +41,7 @@ from resolver.human.manual import ManualResolutionService
 from tests.helpers.api import auth
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
+from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
 
 LOCK_TIMEOUT_MS = 300
 SKIP_LOCK_TIMEOUT_MS = 20_000
@@ -102,7 +103,7 @@ def decision(dispatch_id: str, version: int) -> ManualDecision:
     )
 
 
-ALICE = Principal("alice", NOW, ("mfa",))
+ALICE = Principal("alice", NOW, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid")
 
 
 @pytest.mark.usefixtures("granted")
@@ -110,7 +111,7 @@ def test_a_locked_execution_fails_the_manual_decision_fast_and_typed(
     world: World, impatient: PostgresStore, database_url: str, sql: SQL
 ) -> None:
     lease = world.started()
-    service = ManualResolutionService(impatient)
+    service = ManualResolutionService(impatient, signer=TEST_SIGNER)
     with operator_holds(database_url, (EXECUTIONS, lease.dispatch_id)):
         started = time.monotonic()
         with pytest.raises(LockTimeout):
@@ -183,7 +184,7 @@ def test_a_statement_timeout_inside_the_manual_commit_writes_nothing(
     world: World, impatient: PostgresStore, database_url: str, sql: SQL
 ) -> None:
     lease = world.started()
-    service = ManualResolutionService(impatient)
+    service = ManualResolutionService(impatient, signer=TEST_SIGNER)
     request = decision(lease.dispatch_id, lease.version)
     with (
         sleeping_trigger(database_url, "recovery_authorizations", 2.0),
@@ -256,7 +257,9 @@ def test_exhausted_connections_make_the_api_answer_503_problems_and_not_ready(
     url = crowded_server.url
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
     with PostgresStore(url, connect_timeout_seconds=1, application_name="resolver:api") as store:
-        app = create_app(store, verifier, readiness=readiness_check(store, url, 1))
+        app = create_app(
+            store, verifier, readiness=readiness_check(store, url, 1), signer=TEST_SIGNER
+        )
         with Server(app) as client:
             assert client.get("/readyz").status_code == 200
             with every_slot_taken(url, "resolver%"):

@@ -35,19 +35,22 @@ from resolver.telemetry.metrics import ResolverMetrics
 from tests.contention.checker import LATE_SNAPSHOT_SQL, check
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
 from tests.helpers.providers import ScriptedProvider, fixed
+from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
 
 NOW = T0 + EXEC_LEASE_MS + 60_000
 WINDOW_MS = 3_600_000
 CADENCE_MS = 60_000
 LEASE_MS = 30_000
-ALICE = Principal("alice", auth_time_ms=NOW - 60_000, amr=("pwd", "mfa"))
+ALICE = Principal(
+    "alice", auth_time_ms=NOW - 60_000, amr=("pwd", "mfa"), issuer=TEST_ISSUER, token_kid="test-kid"
+)
 
 
 @pytest.fixture
 def decide(store: PostgresStore, sql: SQL) -> Callable[[str, int, Decision], None]:
     sql.all("INSERT INTO recovery_projects VALUES ('proj-1', 1)")
     sql.all("INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)")
-    service = ManualResolutionService(store)
+    service = ManualResolutionService(store, signer=TEST_SIGNER)
 
     def decide(dispatch_id: str, version: int, decision: Decision) -> None:
         manual = ManualDecision(dispatch_id, decision, f"op-{dispatch_id}", version, "checked")
@@ -377,9 +380,18 @@ def test_the_replica_loop_runs_the_watcher_between_cycles(
     # On the real database clock, as a running replica sees it: a lease that expired long
     # ago, decided now.
     lease = world.started(now_ms=1_000_000)
-    now = Principal("alice", auth_time_ms=int(time.time() * 1000), amr=("mfa",))
+    now = Principal(
+        "alice",
+        auth_time_ms=int(time.time() * 1000),
+        amr=("mfa",),
+        issuer=TEST_ISSUER,
+        token_kid="test-kid",
+    )
     manual = ManualDecision(lease.dispatch_id, Decision.CONFIRM_FAILED, "op-1", lease.version, "x")
-    assert ManualResolutionService(store).decide(now, manual) is ManualResult.COMMITTED
+    assert (
+        ManualResolutionService(store, signer=TEST_SIGNER).decide(now, manual)
+        is ManualResult.COMMITTED
+    )
     provider = ScriptedProvider(fixed(FindingKind.VERIFIED_FAILED))
     runtime = Runtime()
     replica = Replica(

@@ -17,11 +17,12 @@ from resolver.core.late_evidence import LateEvidenceSettings, LateEvidenceWatche
 from resolver.core.provider import ProviderRegistry
 from resolver.db.repository import PostgresStore
 from resolver.db.retention import PostgresRetention
-from resolver.human.audit import exported_links, link_hash, verify_chain
+from resolver.human.audit import exported_links, link_hash, recorded_exports, verify_chain
 from resolver.human.manual import ManualResolutionService
 from resolver.retention import pruning as retention
 from tests.helpers.database import EXEC_LEASE_MS, SQL, World
 from tests.helpers.providers import ScriptedProvider, fixed
+from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
 
 DAY_MS = 86_400_000
 
@@ -32,8 +33,12 @@ def _decide(store: PostgresStore, world: World, at_ms: int, n: int) -> str:
     decision = ManualDecision(
         lease.dispatch_id, Decision.CONFIRM_FAILED, f"op-{n}", lease.version, "vendor_says_no"
     )
-    principal = Principal("alice", decided_at - 1_000, ("mfa",))
-    result = ManualResolutionService(store).decide(principal, decision, now_ms=decided_at)
+    principal = Principal(
+        "alice", decided_at - 1_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid"
+    )
+    result = ManualResolutionService(store, signer=TEST_SIGNER).decide(
+        principal, decision, now_ms=decided_at
+    )
     assert result is ManualResult.COMMITTED
     return lease.dispatch_id
 
@@ -101,6 +106,20 @@ def test_the_export_carries_each_pruned_decision_link_and_its_late_evidence(
     )
 
 
+def test_the_prune_run_records_the_range_of_links_it_removed(
+    pruned: Path, store: PostgresStore, sql: SQL
+) -> None:
+    (run,) = sql.all("SELECT audit_first_seq, audit_last_seq FROM recovery_prune_runs")
+    assert (run["audit_first_seq"], run["audit_last_seq"]) == (1, 3)
+    exported, problems = recorded_exports(store, [pruned])
+    assert (sorted(exported), problems) == ([1, 2, 3], [])
+    # A run that removed only seq 1..2 does not vouch for seq 3, whatever its export says.
+    sql.all("UPDATE recovery_prune_runs SET audit_last_seq = 2")
+    exported, problems = recorded_exports(store, [pruned])
+    assert sorted(exported) == [1, 2]
+    assert problems == [f"export {pruned}: seq 3 is outside the links prune run 1 removed"]
+
+
 def test_a_pruned_range_verifies_from_the_export_and_not_without_it(
     pruned: Path, store: PostgresStore
 ) -> None:
@@ -164,13 +183,14 @@ def test_resolver_audit_verify_takes_the_export(pruned: Path, cli_env: None) -> 
     assert "seq 4 (mutation op-3): seq_gap" in alone.output
     ok = CliRunner().invoke(main, ["audit", "verify", "--export", str(pruned)])
     assert ok.exit_code == 0, ok.output
-    assert "audit chain verified: 5 links (3 with pruned facts)" in ok.output
-    # Links intact, but the file is not the one the prune run recorded (a line reordered).
+    assert "audit chain verified: 5 links (3 with pruned facts" in ok.output
+    # Links intact, but the file is not the one the prune run recorded (a line reordered):
+    # its links are not used, so the pruned range is a gap again.
     lines = pruned.read_text().splitlines(keepends=True)
     pruned.write_text("".join(reversed(lines)))
     edited = CliRunner().invoke(main, ["audit", "verify", "--export", str(pruned)])
     assert edited.exit_code == 1
-    assert "audit chain broken" not in edited.output
+    assert "seq 4 (mutation op-3): seq_gap" in edited.output
     assert f"export {pruned}: its sha256 is no prune run's export_digest" in edited.output
     pruned.write_text("not json\n")
     bad = CliRunner().invoke(main, ["audit", "verify", "--export", str(pruned)])

@@ -41,6 +41,7 @@ from tests.helpers.cli import RESOLVER
 from tests.helpers.database import EXEC_LEASE_MS, SQL, new_spec
 from tests.helpers.harnesses import CONTENT, insert_run_fact, plant_install
 from tests.helpers.providers import ScriptedProvider, fixed, registry
+from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
 
 DAY_MS = 86_400_000
 
@@ -191,8 +192,12 @@ class Population:
         decision = ManualDecision(
             dispatch_id, Decision.CONFIRM_FAILED, f"op-{dispatch_id}", version, "vendor_says_no"
         )
-        principal = Principal("alice", at_ms - 1_000, ("mfa",))
-        ManualResolutionService(self.store).decide(principal, decision, now_ms=at_ms)
+        principal = Principal(
+            "alice", at_ms - 1_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid"
+        )
+        ManualResolutionService(self.store, signer=TEST_SIGNER).decide(
+            principal, decision, now_ms=at_ms
+        )
 
 
 def db_now(sql: SQL) -> int:

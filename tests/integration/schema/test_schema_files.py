@@ -226,3 +226,20 @@ def test_the_catalog_diff_fails_on_a_planted_difference(
     diff = catalog_diff(catalog(from_files), catalog(empty), ("schema files", "planted"))
     changed = {line[1:].split(":")[0] for line in diff.splitlines() if line[:1] in "+-"}
     assert entry in changed, diff
+
+
+def test_python_and_the_database_agree_on_strong_authentication(from_files: str) -> None:
+    """resolver_strong_amr (the manual commit and the rule at commit) and the API's STRONG_AMR
+    name the same second factors."""
+    from resolver.human.manual import STRONG_AMR
+
+    candidates = sorted(STRONG_AMR | {"pwd", "kba", "sms", "MFA", "", "mfa "})
+    with psycopg.connect(from_files) as conn:
+        strong = {
+            amr
+            for amr in candidates
+            if conn.execute("SELECT resolver_strong_amr(ARRAY[%s]::text[])", (amr,)).fetchone()
+            == (True,)
+        }
+        assert conn.execute("SELECT resolver_strong_amr('{}'::text[])").fetchone() == (False,)
+    assert strong == STRONG_AMR
