@@ -32,8 +32,8 @@ from resolver.core.runtime import Runtime
 from resolver.db import migrate
 from resolver.db.repository import PostgresStore
 from resolver.executor.client import CompletionResult, ExecutionClient
-from resolver_test_support.postgres import with_database
 from tests.helpers.database import T0, new_spec
+from tests.helpers.postgres import with_database
 from tests.helpers.providers import ScriptedProvider, fixed, registry
 from tests.helpers.roles import (
     AFTER,
