@@ -69,6 +69,9 @@ dispatches = Table(
         nullable=True,
     ),
     Column("created_at_ms", BigInteger, nullable=False, server_default=NOW_MS),
+    # What was approved, for people (migration 0020): the executor's optional, bounded,
+    # low-sensitivity summary; shape-checked by resolver_action_summary_problem, read by no rule.
+    Column("action_summary", JSONB, nullable=True),
     CheckConstraint(_hex64("action_digest"), name="action_digest_hex"),
     CheckConstraint("schema_version >= 1", name="schema_version_positive"),
     CheckConstraint(
@@ -79,6 +82,9 @@ dispatches = Table(
     ),
     CheckConstraint("supersedes_dispatch_id <> dispatch_id", name="no_self_supersede"),
     UniqueConstraint("idempotency_key"),
+    CheckConstraint(
+        "resolver_action_summary_problem(action_summary) IS NULL", name="action_summary_shape"
+    ),
 )
 
 executions = Table(
@@ -153,6 +159,10 @@ recovery_controls = Table(
     Column("last_failure_class", Text, nullable=True),
     Column("last_evidence_digest", Text, nullable=True),
     Column("manual_reason", Text, nullable=True),
+    # Why the evidence says what it says (migration 0020): the last inspection's bounded
+    # reason code and the count of each (at most 16 codes by name, the rest as `other`).
+    Column("last_reason", Text, nullable=True),
+    Column("reason_counts", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     CheckConstraint("status IN ('armed','manual','resolved')", name="status_known"),
     CheckConstraint(f"last_finding IS NULL OR last_finding IN ({_FINDINGS})", name="finding_known"),
     CheckConstraint(
@@ -182,6 +192,12 @@ recovery_controls = Table(
     CheckConstraint(
         f"manual_reason IS NULL OR {_code('manual_reason')}", name="manual_reason_shape"
     ),
+    CheckConstraint(
+        "last_reason IS NULL OR (length(last_reason) BETWEEN 1 AND 32"
+        " AND last_reason !~ '[^a-z0-9_]')",
+        name="last_reason_shape",
+    ),
+    CheckConstraint("jsonb_typeof(reason_counts) = 'object'", name="reason_counts_object"),
 )
 
 Index(

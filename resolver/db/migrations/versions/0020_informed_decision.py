@@ -1,0 +1,30 @@
+"""The informed decision: what was approved, and why the evidence says what it says.
+
+The SQL is ../sql/0020_informed_decision.up.sql and .down.sql, run as it is.
+
+Revision ID: 0020_informed_decision
+Revises: 0018_late_expire_index
+Create Date: 2026-12-03
+
+A dispatch may carry a bounded, low-sensitivity summary of the approved action for people
+(a new optional last argument of resolver_dispatch_create; executors that do not pass it keep
+working), shape-checked in the database. A control keeps the provider's reason code of its
+last inspection and a bounded count of each. Downgrade drops both (their content is lost).
+"""
+
+from __future__ import annotations
+
+from resolver.db.schema_files import apply_migration
+
+revision = "0020_informed_decision"
+down_revision = "0018_late_expire_index"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    apply_migration(revision, "up")
+
+
+def downgrade() -> None:
+    apply_migration(revision, "down")
