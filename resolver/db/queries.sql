@@ -19,7 +19,8 @@ FROM resolver_dispatch_create(
     p_dispatch_id => %(dispatch_id)s, p_approval_request_id => %(approval_request_id)s,
     p_project_id => %(project_id)s, p_action_type => %(action_type)s,
     p_action_digest => %(action_digest)s, p_idempotency_key => %(idempotency_key)s,
-    p_schema_version => %(schema_version)s, p_supersedes_dispatch_id => %(supersedes_dispatch_id)s);
+    p_schema_version => %(schema_version)s, p_supersedes_dispatch_id => %(supersedes_dispatch_id)s,
+    p_action_summary => %(action_summary)s::jsonb);
 
 -- name: execution_lease
 SELECT dispatch_id, owner, token::text, version, attempt, lease_expires_at_ms, state
@@ -265,6 +266,10 @@ EXISTS (SELECT 1 FROM recovery_role_bindings AS b
 (%(project_id)s::text IS NULL OR d.project_id = %(project_id)s::text)
 AND (%(action_type)s::text IS NULL OR d.action_type = %(action_type)s::text)
 AND (%(last_finding)s::text IS NULL OR c.last_finding = %(last_finding)s::text)
+-- Words of what was approved (the summary's title and facts), case-insensitive: the open
+-- lists are bounded by their partial indexes, so a substring test costs a bounded scan.
+AND (%(summary)s::text IS NULL
+     OR strpos(lower(d.action_summary::text), lower(%(summary)s::text)) > 0)
 AND
     -- include: dispatch_lookup
 
@@ -329,7 +334,8 @@ SELECT c.dispatch_id, d.project_id, d.action_type, c.last_finding, c.finding_cou
        pr.outcome AS proposal_outcome, pr.proposed_by, pr.proposed_at_ms,
        pr.expires_at_ms AS proposal_expires_at_ms, pr.reason_code AS proposal_reason_code,
        pr.evidence_digest AS proposal_evidence_digest,
-       pr.expected_execution_version AS proposal_expected_version
+       pr.expected_execution_version AS proposal_expected_version,
+       d.action_summary, c.last_reason
 FROM approved_action_recovery_controls AS c
 JOIN approved_action_dispatches AS d USING (dispatch_id)
 JOIN approved_action_executions AS e USING (dispatch_id)
@@ -374,7 +380,8 @@ SELECT c.dispatch_id, d.project_id, d.action_type, c.last_finding, c.finding_cou
        pr.outcome AS proposal_outcome, pr.proposed_by, pr.proposed_at_ms,
        pr.expires_at_ms AS proposal_expires_at_ms, pr.reason_code AS proposal_reason_code,
        pr.evidence_digest AS proposal_evidence_digest,
-       pr.expected_execution_version AS proposal_expected_version
+       pr.expected_execution_version AS proposal_expected_version,
+       d.action_summary, c.last_reason
 FROM approved_action_recovery_controls AS c
 JOIN approved_action_dispatches AS d USING (dispatch_id)
 JOIN approved_action_executions AS e USING (dispatch_id)
@@ -422,7 +429,8 @@ SELECT d.dispatch_id, d.approval_request_id, d.project_id, d.action_type, d.acti
        c.status AS control_status, c.armed_at_ms, c.finding_count, c.finding_counts,
        c.first_inspected_at_ms, c.last_inspected_at_ms, c.last_finding,
        c.last_failure_class, c.last_evidence_digest, c.next_scan_at_ms, c.manual_at_ms,
-       c.manual_reason, c.closed_by, c.closed_at_ms,
+       c.manual_reason, c.closed_by, c.closed_at_ms, c.last_reason, c.reason_counts,
+       d.action_summary,
        r.source AS resolution_source, r.outcome AS resolution_outcome,
        r.reason_code AS resolution_reason_code, r.actor_user_id AS resolution_actor_user_id,
        r.evidence_digest AS resolution_evidence_digest, r.resolved_at_ms,

@@ -15,6 +15,7 @@ from psycopg.types.json import Jsonb
 
 from resolver.core.domain import (
     NO_FILTER,
+    ActionSummary,
     AuditLink,
     BacklogSnapshot,
     Case,
@@ -37,6 +38,7 @@ from resolver.core.domain import (
     ExecutionLease,
     ExecutionState,
     ExecutionView,
+    Finding,
     FindingKind,
     Grant,
     ItemOutcome,
@@ -157,6 +159,7 @@ class PostgresStore:
             "idempotency_key": spec.idempotency_key,
             "schema_version": spec.schema_version,
             "supersedes_dispatch_id": spec.supersedes_dispatch_id,
+            "action_summary": spec.action_summary.json() if spec.action_summary else None,
         }
         row = self._one("dispatch_create", params)
         assert row is not None  # the function answers one row or raises
@@ -584,7 +587,8 @@ def _queue_item(row: Row) -> ManualQueueItem:
     proposal = _proposal(row)
     for column in PROPOSAL_COLUMNS:
         del row[column]
-    return ManualQueueItem(**row, proposal=proposal)
+    summary = ActionSummary.from_stored(row.pop("action_summary"))
+    return ManualQueueItem(**row, proposal=proposal, action_summary=summary)
 
 
 # The open-proposal columns of the case and list statements (queries.sql, proposal_open).
@@ -635,6 +639,7 @@ def _case_filter(user_id: str, filters: CaseFilter, now_ms: int | None) -> dict[
         "project_id": filters.project_id,
         "action_type": filters.action_type,
         "last_finding": filters.last_finding.value if filters.last_finding else None,
+        "summary": filters.summary,
         "q": filters.q,
         "min_age_ms": filters.min_age_ms,
         "now_ms": now_ms,
@@ -667,6 +672,7 @@ def _case(row: Row, authorizations: Sequence[Row], late: Sequence[Row] = ()) -> 
         supersedes_dispatch_id=row["supersedes_dispatch_id"],
         superseded_by=tuple(row["superseded_by"]),
         created_at_ms=row["created_at_ms"],
+        action_summary=ActionSummary.from_stored(row["action_summary"]),
     )
     execution = None
     if row["state"] is not None:
@@ -699,6 +705,8 @@ def _case(row: Row, authorizations: Sequence[Row], late: Sequence[Row] = ()) -> 
             manual_reason=row["manual_reason"],
             closed_by=row["closed_by"],
             closed_at_ms=row["closed_at_ms"],
+            last_reason=row["last_reason"],
+            reason_counts=dict(row["reason_counts"]),
         )
     resolution = None
     if row["resolution_source"] is not None:
@@ -820,10 +828,19 @@ def page_items(outcomes: Sequence[ItemOutcome]) -> str:
                 "delay_ms": o.retry_delay_ms,
                 "failure": o.finding.failure.value if o.finding.failure is not None else None,
                 "escalate_after_ms": o.escalate_after_ms,
+                "reason": _reason(o.finding),
             }
             for o in outcomes
         ]
     ).decode("utf-8")
+
+
+def _reason(finding: Finding) -> str | None:
+    """The inspection's reason code for the control: the provider's cause, else the failure
+    class of an unavailable source (`timeout`, `outage`)."""
+    if finding.cause is not None:
+        return finding.cause
+    return finding.failure.value if finding.failure is not None else None
 
 
 # msgspec's encoder: the page as one compact JSON text in C, several times faster than the

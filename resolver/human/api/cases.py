@@ -19,6 +19,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from resolver.core.domain import (
     ID_PATTERN,
+    ActionSummary,
     Case,
     CaseFilter,
     CaseList,
@@ -72,6 +73,36 @@ Lookup = Annotated[
 ]
 TimeMs = Annotated[int | None, Query(ge=0, le=BIGINT_MAX), BeforeValidator(_digits(19))]
 UserId = Annotated[str | None, Query(min_length=1, max_length=128)]
+SummaryWords = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=100,
+        pattern=r"^[^\x00-\x1f\x7f]+$",
+        description="words of what was approved (the summary's title or facts), any case",
+    ),
+]
+
+
+class SummaryFactOut(BaseModel):
+    label: str
+    value: str
+
+
+class ActionSummaryOut(BaseModel):
+    """What was approved, as the executor summarised it for people (text, never markup)."""
+
+    title: str
+    facts: list[SummaryFactOut]
+
+    @classmethod
+    def of(cls, summary: ActionSummary | None) -> "ActionSummaryOut | None":
+        if summary is None:
+            return None
+        return cls(
+            title=summary.title,
+            facts=[SummaryFactOut(label=f.label, value=f.value) for f in summary.facts],
+        )
 
 
 class QueueEntry(BaseModel):
@@ -99,6 +130,10 @@ class QueueEntry(BaseModel):
     attempt: int
     proposal: Proposal | None = None
     """The open two-person proposal, if one waits for a second person."""
+    action_summary: ActionSummaryOut | None = None
+    """What was approved, if the executor said (a title and labelled facts)."""
+    last_reason: str | None = None
+    """Why the last finding is what it is (`unknown_kid`, `http_404`), if its provider said."""
 
     @classmethod
     def of(cls, item: ManualQueueItem) -> "QueueEntry":
@@ -119,6 +154,8 @@ class QueueEntry(BaseModel):
             started_at_ms=item.started_at_ms,
             attempt=item.attempt,
             proposal=Proposal.of(item.proposal),
+            action_summary=ActionSummaryOut.of(item.action_summary),
+            last_reason=item.last_reason,
         )
 
 
@@ -140,6 +177,8 @@ class CaseIdentityOut(BaseModel):
     supersedes_dispatch_id: str | None
     superseded_by: list[str]
     created_at_ms: int
+    action_summary: ActionSummaryOut | None = None
+    """What was approved, if the executor said: shown to people, read by no rule."""
 
 
 class CaseExecutionOut(BaseModel):
@@ -169,6 +208,10 @@ class CaseControlOut(BaseModel):
     manual_reason: str | None
     closed_by: str | None
     closed_at_ms: int | None
+    last_reason: str | None = None
+    """The last inspection's reason code (`unknown_kid`, `http_404`), if its provider gave one."""
+    reason_counts: dict[str, int] = {}
+    """How often each reason code was seen (at most 16 by name, the rest as `other`)."""
 
 
 class CaseResolutionOut(BaseModel):
@@ -212,7 +255,7 @@ class CaseOut(BaseModel):
     @classmethod
     def of(cls, case: Case) -> "CaseOut":
         return cls(
-            identity=CaseIdentityOut(**_fields(case.identity)),
+            identity=_identity(case),
             execution=CaseExecutionOut(**_fields(case.execution)) if case.execution else None,
             control=CaseControlOut(**_fields(case.control)) if case.control else None,
             proposal=Proposal.of(case.proposal),
@@ -256,6 +299,12 @@ class DecisionPage(BaseModel):
     """Decisions matching the filter, counted up to 10,000 (a total at 10,000 means at least)."""
 
 
+def _identity(case: Case) -> CaseIdentityOut:
+    fields = _fields(case.identity)
+    fields["action_summary"] = ActionSummaryOut.of(case.identity.action_summary)
+    return CaseIdentityOut(**fields)
+
+
 def _fields(value: msgspec.Struct) -> dict[str, Any]:
     """A domain value as a dict of its fields (tuples as lists)."""
     return {
@@ -283,10 +332,13 @@ def install_case_routes(
             last_finding: LastFinding = None,
             min_age_seconds: MinAge = 0,
             q: Lookup = None,
+            summary: SummaryWords = None,
             limit: Limit = 50,
             cursor: Cursor = None,
         ) -> QueuePage:
-            filters = CaseFilter(project_id, action_type, last_finding, min_age_seconds * 1000, q)
+            filters = CaseFilter(
+                project_id, action_type, last_finding, min_age_seconds * 1000, q, summary
+            )
             after = _decode_case_cursor(cursor, bad_cursor)
             items = store.list_cases(user.user_id, which, limit, after, filters)
             total = store.count_cases(user.user_id, which, filters, TOTAL_CAP)
