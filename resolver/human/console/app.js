@@ -24,19 +24,50 @@ const DECISIONS = {
       "already have happened once.",
   },
 };
-const LIST_FILTERS = ["project_id", "action_type", "last_finding", "min_age_seconds", "q"];
+// Why the evidence says what it says: each reason code a provider gives, in plain words.
+const REASONS = {
+  unknown_kid: "the receipt is signed with a key this installation does not know",
+  bad_signature: "the receipt's signature does not verify: it was altered or not signed by the executor",
+  digest_mismatch: "the receipt is for a different action than the one approved",
+  identity_mismatch: "the evidence names another dispatch, project or attempt",
+  fence_mismatch: "the receipt was written under a lease that no longer held",
+  version_mismatch: "the receipt has a format version this installation does not read",
+  too_large: "the receipt is larger than any valid receipt",
+  not_json: "the receipt is not valid JSON", not_object: "the receipt is not a JSON object",
+  duplicate_field: "the receipt repeats a field", float: "the receipt carries a fractional number",
+  missing_field: "the receipt lacks a required field", unknown_field: "the receipt carries an unknown field",
+  bad_type: "a receipt field has the wrong type", bad_value: "a receipt field has an invalid value",
+  half_published: "the package is only partly published",
+  failed_but_published: "the install reports failure, yet something was published",
+  several_runs: "more than one run claims this dispatch",
+  manual_only: "no provider can check this action type: a person must",
+  http_404: "the receipt service has no receipt for it", no_receipt: "no receipt was found",
+  no_run: "no run was found", no_install_facts: "no install record was found",
+  timeout: "the evidence source did not answer in time", outage: "the evidence source is down",
+  configuration: "the evidence source is misconfigured", error: "the evidence source failed",
+  sqlstate_42501: "the evidence source refused access (permission denied)",
+};
+// Conflicts whose reason suggests the evidence itself was forged or tampered with: confirming
+// such a case as succeeded needs its own, separate acknowledgement.
+const TAMPERING = new Set(["unknown_kid", "bad_signature", "digest_mismatch", "identity_mismatch"]);
+const FINDING_WORDS = {
+  conflict: "Evidence conflicts", unsupported: "No provider can check it", missing: "No evidence found yet",
+  still_running: "The action still looks in progress", unavailable: "The evidence source could not be read",
+  verified_succeeded: "Verified: succeeded", verified_failed: "Verified: failed",
+};
+const LIST_FILTERS = ["project_id", "action_type", "last_finding", "min_age_seconds", "summary", "q"];
 const VIEWS = {
   queue: {
     title: "Manual queue", path: "/v1/manual-queue", filters: LIST_FILTERS, bulk: true, noun: ["case", "cases"],
     lede: "Evidence could not settle these executions. Each decision is final and audited.",
     empty: "Nothing waits for a decision.",
-    columns: ["Dispatch", "Project", "Action type", "Last finding", "Why here", "In queue since", "Proposal"],
+    columns: ["Dispatch", "What was approved", "Project", "Action type", "Last finding", "Why here", "In queue since", "Proposal"],
   },
   waiting: {
     title: "Waiting for evidence", path: "/v1/waiting", filters: LIST_FILTERS, bulk: false, noun: ["case", "cases"],
     lede: "Recovery required, inspected at least once, not settled: providers keep looking.",
     empty: "Nothing is waiting for evidence.",
-    columns: ["Dispatch", "Project", "Action type", "Last finding", "Last failure", "Waiting since", "Proposal"],
+    columns: ["Dispatch", "What was approved", "Project", "Action type", "Last finding", "Last failure", "Waiting since", "Proposal"],
   },
   decided: {
     title: "Decided", path: "/v1/decisions", bulk: false, noun: ["decision", "decisions"],
@@ -235,6 +266,7 @@ function filterForm(view, params) {
   spec.filters.forEach((name) => {
     if (name === "q") form.append(field(name, "Dispatch id, idempotency key or approval id", input(name, { className: "wide", autocomplete: "off" })));
     else if (name === "project_id") form.append(field(name, "Project", input(name)));
+    else if (name === "summary") form.append(field(name, "What was approved (words)", input(name, { autocomplete: "off", maxlength: 100 })));
     else if (name === "action_type") form.append(field(name, "Action type", input(name)));
     else if (name === "user_id") form.append(field(name, "Decided by", input(name)));
     else if (name === "last_finding") form.append(field(name, "Finding", select(name, [["", "any finding"], ...FINDINGS.map((f) => [f, f])])));
@@ -385,6 +417,7 @@ function listRow(view, item) {
     cell(box);
   }
   cell(caseLink(item.dispatch_id));
+  if (view !== "decided") cell(item.action_summary ? summaryLine(item.action_summary) : el("span", { className: "hint", text: "not given" }));
   cell(item.project_id);
   cell(item.action_type);
   if (view === "decided") {
@@ -396,11 +429,34 @@ function listRow(view, item) {
     cell(item.contradicted === true ? el("strong", { className: "error", text: "contradicted: check it" }) : item.contradicted === false ? "agrees" : "—");
     return row;
   }
-  cell((item.last_finding || "—") + `, ${item.finding_count} inspection${item.finding_count === 1 ? "" : "s"}`);
-  cell(view === "queue" ? item.manual_reason || item.last_finding || "—" : item.last_failure_class || "—");
+  cell((item.last_finding || "—") + (item.last_reason ? ` (${item.last_reason})` : "") +
+    `, ${item.finding_count} inspection${item.finding_count === 1 ? "" : "s"}`);
+  cell(view === "queue" ? whyHere(item) : item.last_failure_class || "—");
   cell(when(sinceMs(view, item)));
   cell(proposalText(item.proposal));
   return row;
+}
+
+// A summary in one line for a list row: the title, then its facts.
+function summaryLine(summary) {
+  const facts = (summary.facts || []).map((f) => `${f.label}: ${f.value}`).join(" · ");
+  return el("span", { className: "summary" }, el("strong", { text: summary.title }), facts ? el("br") : null, facts ? el("span", { className: "hint", text: facts }) : null);
+}
+
+// Why a case is in the manual queue, said once and in words (the finding has its own column).
+function whyHere(item) {
+  if (item.manual_reason === "evidence_window_elapsed") return "escalated: no settling evidence in time";
+  if (item.manual_reason === "conflict") return "the evidence conflicts";
+  if (item.manual_reason === "unsupported") return "no provider can check it";
+  return item.manual_reason || "—";
+}
+
+function reasonWords(code) {
+  return code ? REASONS[code] || `the provider reported ${code}` : null;
+}
+
+function suggestsTampering(c) {
+  return Boolean(c.control && c.control.last_finding === "conflict" && TAMPERING.has(c.control.last_reason));
 }
 
 // What a list is ordered by and what its age filter measures: entering the queue for the
@@ -643,9 +699,12 @@ function timeline(c) {
     if (k.first_inspected_at_ms) events.push([k.first_inspected_at_ms, "First inspection"]);
     if (k.last_inspected_at_ms) {
       const counts = Object.entries(k.finding_counts || {}).map(([kind, n]) => `${kind} ×${n}`).join(", ");
-      events.push([k.last_inspected_at_ms, `Last inspection: ${k.last_finding || "—"} (${k.finding_count} in all${counts ? ": " + counts : ""})`]);
+      const reasons = Object.entries(k.reason_counts || {}).map(([code, n]) => `${code} ×${n}`).join(", ");
+      events.push([k.last_inspected_at_ms, `Last inspection: ${k.last_finding || "—"}` + (k.last_reason ? ` because ${k.last_reason} (${reasonWords(k.last_reason)})` : "") +
+        ` (${k.finding_count} in all${counts ? ": " + counts : ""}${reasons ? "; reasons: " + reasons : ""})`]);
     }
-    if (k.manual_at_ms) events.push([k.manual_at_ms, `Reached the manual queue: ${k.manual_reason || k.last_finding || "no reason recorded"}`]);
+    if (k.manual_at_ms) events.push([k.manual_at_ms, `Reached the manual queue: ${k.manual_reason || k.last_finding || "no reason recorded"}` + (k.last_reason ? ` (${k.last_reason})` : "")]);
+    if (k.status === "armed" && k.next_scan_at_ms) events.push([k.next_scan_at_ms, "Next look for evidence"]);
     if (k.closed_at_ms) events.push([k.closed_at_ms, `Recovery closed by ${k.closed_by}`]);
   }
   if (c.proposal) {
@@ -669,8 +728,9 @@ function renderCaseBody(main, c) {
   const id = c.identity;
   const x = c.execution;
   known.set(id.dispatch_id, { ...known.get(id.dispatch_id), execution_version: x.version });
-  main.append(el("p", { id: "case-state", className: "state" },
-    `${x.state}` + (x.recovery_required ? " · recovery required" : "") + (c.control ? ` · control ${c.control.status}` : "")));
+  main.append(el("p", { id: "case-state", className: "state" }, stateName(c)),
+    el("p", { id: "headline", className: "headline" + (suggestsTampering(c) ? " alarm" : "") }, ...headline(c)),
+    approvedCard(c));
   const contradicting = (c.late_evidence || []).filter((e) => !e.agrees);
   if (c.resolution && contradicting.length) {
     // The decision stands (it is final); the person who reads this has to act outside it.
@@ -704,8 +764,64 @@ function renderCaseBody(main, c) {
     main.append(el("section", { className: "card", "aria-label": "Authorizations" }, el("h3", { text: "Authorizations" }), list));
   }
   if (x.recovery_required && !c.resolution) {
-    main.append(decidePanel({ dispatch_id: id.dispatch_id, version: x.version, proposal: c.proposal }));
+    main.append(decidePanel({ dispatch_id: id.dispatch_id, version: x.version, proposal: c.proposal,
+      tampering: suggestsTampering(c) ? c.control.last_reason : null }));
   }
+}
+
+// The state in words a tired person cannot misread: what is known about the outcome, and who
+// (or what) acts next. The machine names stay in the Execution card below.
+function stateName(c) {
+  const x = c.execution;
+  const k = c.control;
+  const r = c.resolution;
+  const outcome = (s) => s.charAt(0).toUpperCase() + s.slice(1);
+  if (!x) return "Not started: no executor has taken it";
+  if (["succeeded", "failed", "blocked"].includes(x.state)) {
+    const what = x.state === "blocked" ? "Blocked, outcome unknown" : outcome(x.state);
+    if (r && r.source === "manual") return `${what}: decided by ${decidedBy(c)}`;
+    if (r && r.source === "automatic") return `${what}: settled from verified evidence`;
+    return `${what}: reported by its executor`;
+  }
+  if (x.state === "leased") return "Not started: leased, the action has not begun";
+  if (!x.recovery_required) return "Running: its executor holds a live lease";
+  if (k && k.status === "manual") return c.proposal ? "Outcome unknown: waits for a second person" : "Outcome unknown: needs a person's decision";
+  return "Outcome unknown: still looking for evidence";
+}
+
+function decidedBy(c) {
+  const people = (c.authorizations || []).map((a) => a.user_id);
+  const actor = c.resolution.actor_user_id;
+  const others = people.filter((p) => p !== actor);
+  return others.length ? `${actor}, confirmed by ${others.join(", ")}` : actor;
+}
+
+// One plain sentence on why the case is where it is; for a waiting case, when it is looked at
+// next.
+function headline(c) {
+  const k = c.control;
+  if (!k || !k.last_finding) return [c.resolution || !k ? "" : "Not inspected yet."];
+  const why = reasonWords(k.last_reason);
+  const words = FINDING_WORDS[k.last_finding] || k.last_finding;
+  const parts = [el("strong", { text: words + (why ? ": " + why : "") + "." })];
+  if (k.status === "armed") parts.push(" Next look ", when(k.next_scan_at_ms), ".");
+  if (k.status === "manual" && k.manual_reason === "evidence_window_elapsed") parts.push(" Escalated: no settling evidence within its window.");
+  return parts;
+}
+
+// What was approved, at the top: the executor's own summary, always as text.
+function approvedCard(c) {
+  const s = c.identity.action_summary;
+  const section = el("section", { id: "approved", className: "card", "aria-labelledby": "approved-title" },
+    el("h3", { id: "approved-title", text: "What was approved" }));
+  if (!s) {
+    section.append(el("p", { className: "hint", text: "The executor gave no summary of this action: check the approval it names (" + c.identity.approval_request_id + ") before you decide." }));
+    return section;
+  }
+  const list = el("dl", { className: "facts" });
+  (s.facts || []).forEach((f) => list.append(el("dt", { text: f.label }), el("dd", { text: f.value })));
+  section.append(el("p", { id: "approved-title-text", className: "summary-title", text: s.title }), list);
+  return section;
 }
 
 function decidePanel(target) {
@@ -721,7 +837,9 @@ function decidePanel(target) {
     section.append(el("h4", { text: "Answers" }), answers);
     return section;
   }
-  form.append(decisionChoices("one"), ...reasonFields("one"),
+  const choices = decisionChoices("one");
+  const ack = target.tampering ? tamperWarning(choices, target.tampering) : null;
+  form.append(choices, ...reasonFields("one"),
     el("div", { className: "field" }, el("input", { type: "checkbox", id: "verified", name: "verified", required: true }),
       el("label", { for: "verified", text: "I checked the outcome outside the system" })),
     el("button", { type: "submit", id: "decide-submit", text: "Record decision" }));
@@ -730,6 +848,11 @@ function decidePanel(target) {
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const data = new FormData(form);
+    if (ack && data.get("decision") === "confirm_succeeded" && !ack.checked) {
+      say("Acknowledge the warning on possibly forged evidence before confirming it succeeded.", "error");
+      ack.focus();
+      return;
+    }
     const body = {
       decision: data.get("decision"), reason_code: data.get("reason_code"), mutation_id: mutationId,
       expected_execution_version: target.version,
@@ -739,6 +862,24 @@ function decidePanel(target) {
   });
   section.append(form, el("h4", { text: "Answers" }), answers);
   return section;
+}
+
+// Beside "Confirm succeeded", when the conflict's reason suggests forged or tampered evidence:
+// a warning and an acknowledgement of its own, required only for that decision.
+function tamperWarning(choices, reason) {
+  const ack = el("input", { type: "checkbox", id: "tamper-ack", name: "tamper_ack" });
+  const box = el("div", { id: "tamper-warning", className: "notice alarm" },
+    el("p", {}, el("strong", { text: "The evidence may be forged. " }),
+      `The conflict's reason is ${reason}: ${REASONS[reason]}. A receipt like this is what a forged or ` +
+      "tampered success looks like; it proves nothing. Confirm succeeded only if the downstream system itself shows the action happened."),
+    el("div", { className: "field" }, ack,
+      el("label", { for: "tamper-ack", text: "I know this evidence may be forged, and I checked the downstream system myself" })));
+  const succeeded = choices.querySelector("#one-confirm_succeeded").closest(".choice");
+  succeeded.append(box);
+  choices.querySelectorAll("input[name=decision]").forEach((radio) => radio.addEventListener("change", () => {
+    ack.required = radio.checked && radio.value === "confirm_succeeded";
+  }));
+  return ack;
 }
 
 // The open proposal: who proposed what and until when, and what this person may do about it
