@@ -399,7 +399,7 @@ def _ratio_target(
 
 
 def targets(report: Report) -> list[tuple[str, str, bool | None]]:
-    """(target, measured, met?) for every target of issue 23 (and the earlier ones kept);
+    """(target, measured, met?) for every target the benchmark holds the resolver to;
     None when not measured. Ratios are within this one run."""
     out: list[tuple[str, str, bool | None]] = []
     base = report.pgbench_mean

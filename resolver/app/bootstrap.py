@@ -1,7 +1,7 @@
 """The first import of the `resolver` command (resolver.app.cli): its import phase runs without
 garbage-collector passes.
 
-Start-up is mostly imports, paid again by every replica that starts (issue 13). They
+Start-up is mostly imports, paid again by every replica that starts. They
 allocate some 50,000 objects that live until exit (modules, classes, functions); the
 collector's passes over them while they are made find a few hundred unreachable ones and
 cost 20 to 50 ms of CPU per process here (a full pass whenever the heap has grown by a

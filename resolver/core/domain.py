@@ -90,7 +90,7 @@ class FindingKind(StrEnum):
 _VERIFIED_KINDS = frozenset({FindingKind.VERIFIED_SUCCEEDED, FindingKind.VERIFIED_FAILED})
 
 
-# The manual reason of a control whose non-final finding outlasted its window (ADR-0033 §4).
+# The manual reason of a control whose non-final finding outlasted its escalation window.
 ESCALATION_REASON = "evidence_window_elapsed"
 # The findings that can escalate: neither verified nor already waiting for a human.
 ESCALATABLE = frozenset({FindingKind.STILL_RUNNING, FindingKind.MISSING, FindingKind.UNAVAILABLE})

@@ -1,12 +1,12 @@
-"""Escalation (ADR-0033 §4, "when evidence is missing"): how long a non-final finding may last.
+"""Escalation, when evidence is missing: how long a non-final finding may last.
 
 Per action type, in the provider config (`escalate_after_seconds`), a window per non-final
 finding kind, counted from the case's first inspection. When the window of the finding just
 observed has elapsed, the page commit moves the control to the manual queue with the reason
 `evidence_window_elapsed`, on the database clock and under the same fences as any outcome.
-The defaults follow the ADR's table: a package install and an external API call whose
-evidence is still `missing` need a human ("人工核验"); an internal mutation and a run creation
-stay recovery-required (still decidable by a human at any time); no default ceiling for
+The defaults: a package install and an external API call whose evidence is still `missing`
+after the window need a person to verify them; an internal mutation and a run creation stay
+recovery-required (still decidable by a human at any time); no default ceiling for
 `still_running` or `unavailable`.
 """
 
@@ -25,7 +25,7 @@ CONFIG_KEY = "escalate_after_seconds"
 # (the provider keeps looking, with backoff, all that time), short enough that an on-call
 # person still finds the trail warm.
 DEFAULT_MISSING_WINDOW_SECONDS = 3600
-# By provider name: the built-ins whose missing evidence needs a human per ADR-0033 §4.
+# By provider name: the built-ins whose missing evidence needs a human after the window.
 DEFAULT_WINDOWS_SECONDS: Mapping[str, Mapping[FindingKind, float]] = {
     "package_install": {FindingKind.MISSING: DEFAULT_MISSING_WINDOW_SECONDS},
     "http_receipt": {FindingKind.MISSING: DEFAULT_MISSING_WINDOW_SECONDS},

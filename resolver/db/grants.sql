@@ -58,7 +58,7 @@ GRANT SELECT ON approved_action_recovery_resolutions TO resolver_executor;
 -- role's own table privileges above and nobody else's.
 REVOKE EXECUTE ON FUNCTION resolver_commit_page(json, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_commit_page(json, bigint) TO resolver_runtime;
--- The automatic and manual commits (resolver/db/schema/06_commits.sql, migration 0007), also
+-- The automatic and manual commits (resolver/db/schema/08_commits.sql, migration 0007), also
 -- SECURITY INVOKER; resolver_commit_page above is the automatic commit's former name.
 REVOKE EXECUTE ON FUNCTION resolver_commit_automatic(json, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_commit_automatic(json, bigint) TO resolver_runtime;
@@ -79,7 +79,7 @@ REVOKE EXECUTE ON FUNCTION resolver_proposal_close(text, text, text, text, text,
 GRANT EXECUTE ON FUNCTION resolver_proposal_close(text, text, text, text, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint) TO resolver_runtime;
 REVOKE EXECUTE ON FUNCTION resolver_needs_two_people(text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_needs_two_people(text, text) TO resolver_runtime;
--- The automatic commit's bounded second try at rows it skipped (migration 0016_perf).
+-- The automatic commit's bounded second try at rows it skipped (migration 0016_commit_waits_skipped).
 REVOKE EXECUTE ON FUNCTION resolver_commit_wait_executions(text[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_commit_wait_executions(text[]) TO resolver_runtime;
 REVOKE EXECUTE ON FUNCTION resolver_commit_wait_controls(text[]) FROM PUBLIC;
@@ -139,7 +139,7 @@ GRANT EXECUTE ON FUNCTION resolver_now_ms(bigint) TO resolver_retention;
 -- The replicas' /metrics read the run history (resolver_pruned_dispatches_total).
 GRANT SELECT ON recovery_prune_runs TO resolver_runtime;
 
--- The audit chain of manual decisions (migration 0008). A decision inserts its link and moves
+-- The audit chain of manual decisions (migration 0012). A decision inserts its link and moves
 -- the one-row head in the same statement; links are insert-only (a trigger refuses UPDATE
 -- and DELETE, for the owner too). `resolver audit verify` reads both.
 GRANT SELECT, INSERT ON recovery_audit_chain TO resolver_runtime;

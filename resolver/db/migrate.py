@@ -6,6 +6,11 @@ checks the revision with one psycopg query and reads the revision graph from the
 files' own `revision` / `down_revision` lines, which keeps a third of a second of imports
 (and their CPU, times every replica that starts at once) out of its start-up.
 
+Revision ids follow the files: `NNNN_what_it_changes`, numbered in the order they apply.
+A database stamped with an id an earlier release used (`RENAMED_REVISIONS`) is moved to
+today's id by `resolver migrate` in the same transaction, before Alembic reads it; the
+start-up and readiness checks read either.
+
 Migrations and grants run under a `lock_timeout`: DDL that cannot get its lock gives up
 quickly instead of queueing, because every later statement on that table (the replicas'
 claims and commits) would queue behind it and stall. The whole attempt rolls back and is
@@ -15,9 +20,10 @@ retried after a pause, until `MigrationPolicy.attempts` are spent.
 from __future__ import annotations
 
 import io
+import json
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from enum import StrEnum
 from functools import cache
@@ -51,6 +57,20 @@ _DOWN_REVISION = re.compile(
 # in the package so the migration Job applies exactly the grants of the schema it migrated.
 GRANTS_FILE = Path(__file__).with_name("grants.sql")
 DEFAULT_CONNECT_TIMEOUT_SECONDS = 5.0
+
+# Old revision id -> today's, for the revisions renamed when the chain was renumbered to its
+# order of application and each named for what it changes. The schema each id stands for is
+# unchanged. Never reuse an old id: a database stamped with it would be moved.
+RENAMED_REVISIONS: Mapping[str, str] = {
+    "0007_each_rule_once": "0007_sibling_commits",
+    "0009_perf": "0008_hot_fillfactor",
+    "0010_adoption_fixes": "0009_protocol_fences",
+    "0011_one_id_shape": "0010_id_shape_function",
+    "0012_commit_skip_locked": "0011_commit_skip_locked",
+    "0008_human_decision": "0012_human_decision",
+    "0016_perf": "0016_commit_waits_skipped",
+    "0017_check_cost": "0017_check_char_classes",
+}
 
 log = structlog.get_logger("resolver.migrate")
 
@@ -138,10 +158,16 @@ def schema_status(
     return classify(current), current
 
 
+def today_revision(revision: str) -> str:
+    """`revision` under today's id: an id an earlier release used maps to its new name."""
+    return RENAMED_REVISIONS.get(revision, revision)
+
+
 def classify(current: str | None) -> SchemaStatus:
     """Where `current` (a database's revision) stands relative to this code's head."""
     if current is None:
         return SchemaStatus.MISSING
+    current = today_revision(current)
     if current == head_revision():
         return SchemaStatus.CURRENT
     return SchemaStatus.BEHIND if current in revision_graph() else SchemaStatus.AHEAD
@@ -196,7 +222,7 @@ def upgrade_sql(revision: str = "head") -> str:
     out = io.StringIO()
     cfg = alembic_config("postgresql://offline", out)
     with _revision_errors():
-        command.upgrade(cfg, revision, sql=True)
+        command.upgrade(cfg, today_revision(revision), sql=True)
     return out.getvalue()
 
 
@@ -251,11 +277,28 @@ def _alembic(conn: sa.Connection, database_url: str, revision: str, *, down: boo
 
     cfg = alembic_config(database_url)
     cfg.attributes["connection"] = conn
+    _rename_revision(conn)
     with _revision_errors():
         if down:
-            command.downgrade(cfg, revision)
+            command.downgrade(cfg, today_revision(revision))
         else:
-            command.upgrade(cfg, revision)
+            command.upgrade(cfg, today_revision(revision))
+
+
+def _rename_revision(conn: sa.Connection) -> None:
+    """Move a revision id an earlier release wrote to today's id, in the migration's transaction."""
+    exists = conn.exec_driver_sql("SELECT to_regclass('alembic_version') IS NOT NULL").scalar()
+    if not exists:
+        return
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(
+            statement("schema_revision_rename"), {"renamed": json.dumps(dict(RENAMED_REVISIONS))}
+        )
+        for old, new in cursor.fetchall():
+            log.info("schema_revision_renamed", old=old, new=new)
+    finally:
+        cursor.close()
 
 
 def _retrying(

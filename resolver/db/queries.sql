@@ -8,6 +8,16 @@
 -- The Alembic revision the schema is at (start-up and readiness checks).
 SELECT version_num FROM alembic_version;
 
+-- name: schema_revision_rename
+-- `resolver migrate`, before Alembic reads the revision: a database stamped with a revision
+-- id this release renamed is moved to the new id (`renamed` maps old id -> new id, as JSON).
+-- The schema under it is the same; only the name of the revision changed.
+UPDATE alembic_version AS v
+SET version_num = r.value
+FROM json_each_text(%(renamed)s::json) AS r
+WHERE v.version_num = r.key
+RETURNING r.key, r.value;
+
 -- name: ping
 SELECT 1;
 
@@ -133,7 +143,7 @@ RETURNING c.dispatch_id, c.recovery_token::text, c.recovery_version, c.execution
           now.ms AS claimed_at_ms;
 
 -- name: recovery_commit_page
--- The fenced page commit (resolver_commit_automatic, resolver/db/schema/06_commits.sql): locks
+-- The fenced page commit (resolver_commit_automatic, resolver/db/schema/08_commits.sql): locks
 -- the verified items' executions, then every control of the page, in key order; writes only
 -- the items whose recovery lease, open control, execution version and expired execution lease
 -- still hold; answers their dispatch ids with the status each control took (the routing
@@ -197,7 +207,7 @@ LEFT JOIN recovery_proposals AS mp
 WHERE d.dispatch_id = %(dispatch_id)s;
 
 -- name: manual_commit
--- A human decision (resolver_commit_manual, resolver/db/schema/06_commits.sql): authorization
+-- A human decision (resolver_commit_manual, resolver/db/schema/08_commits.sql): authorization
 -- fact, resolution and terminal state in one transaction, fenced on the grant's versions,
 -- authentication age, expected execution version, recovery_required and an open control.
 -- `result`: committed, or for a two-person case proposed, second_person_required, rejected,
@@ -217,7 +227,7 @@ FROM resolver_commit_manual(
 
 -- name: proposal_close
 -- Withdraw (the proposer) or reject (someone else) the open proposal of a dispatch
--- (resolver_proposal_close, 06_commits.sql). No row: the grant fence failed.
+-- (resolver_proposal_close, 08_commits.sql). No row: the grant fence failed.
 SELECT dispatch_id, result
 FROM resolver_proposal_close(
     p_dispatch_id => %(dispatch_id)s, p_mutation_id => %(mutation_id)s,
@@ -314,7 +324,7 @@ LIMIT 1;
 
 -- name: audit_unlinked
 -- The first manual resolution recorded since the chain began that has no link (a decision
--- written around the chain). Decisions recorded before migration 0008 precede the first link.
+-- written around the chain). Decisions recorded before migration 0012 precede the first link.
 SELECT r.mutation_id, r.dispatch_id
 FROM approved_action_recovery_resolutions AS r
 WHERE r.source = 'manual'
@@ -619,7 +629,7 @@ WHERE pid = %(pid)s AND backend_start = %(backend_start)s;
 SELECT receipt->>'sig' AS sig FROM action_receipts WHERE dispatch_id = %(dispatch_id)s;
 
 -- name: late_watch_claim
--- Late evidence (resolver/db/schema/05_late_evidence.sql): one page of open watches that are
+-- Late evidence (resolver/db/schema/06_late_evidence.sql): one page of open watches that are
 -- due and still inside the window, with the identity their provider needs. Like the
 -- control claim: the partial index of open watches only, SKIP LOCKED, a fresh token that
 -- fences the record, and next_scan_at_ms moved to the lease expiry (a dead holder's watch

@@ -131,7 +131,7 @@ class RecoveryMachine(RuleBasedStateMachine):
                 " recovery_audit_chain, recovery_proposals, recovery_two_person_rules CASCADE"
             )
             conn.execute("INSERT INTO recovery_two_person_rules VALUES (%s, %s)", TWO_PERSON)
-            # Each example starts a fresh audit chain (migration 0008) with its mutation ids.
+            # Each example starts a fresh audit chain (migration 0012) with its mutation ids.
             conn.execute(
                 "UPDATE recovery_audit_head SET seq = 0, hash = repeat('0', 64),"
                 " prev_hash = repeat('0', 64)"

@@ -244,7 +244,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         }
     },
     "service-monitor": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
-    # Issue 11 (alerts, dashboard): every monitoring option on.
+    # Alerts and dashboard: every monitoring option on.
     "monitoring-everything": {
         "serviceMonitor": {"enabled": True},
         "prometheusRule": {"enabled": True, "labels": {"release": "prom"}},

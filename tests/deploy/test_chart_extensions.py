@@ -75,7 +75,7 @@ EVERYTHING: dict[str, Any] = {
         EXTRA_OBJECT,
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-extra-text\n",
     ],
-    # Alerts, dashboard, ServiceMonitor and PrometheusRule with every option (issue 11a's set).
+    # Alerts, dashboard, ServiceMonitor and PrometheusRule with every option (the monitoring-everything set).
     **CHART_VALUE_SETS["monitoring-everything"],
     "networkPolicy": {"enabled": True, "database": {"to": [DB_PEER]}},
     "autoscaling": {

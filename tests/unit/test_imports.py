@@ -129,7 +129,7 @@ def test_the_layers_hold(edges: Edges, rule: Forbidden) -> None:
 def test_the_graph_sees_what_the_rules_forbid(edges: Edges) -> None:
     # Without this a rule could pass only because the graph never showed the package at all.
     assert {"psycopg", "sqlalchemy"} <= edges["resolver.db.repository"] | edges[
-        "resolver.db.tables"
+        "resolver.db.migrate"
     ]
     assert "fastapi" in edges["resolver.human.api.app"]
     assert any(_under(m, ("providers",)) for m in edges)

@@ -1,4 +1,4 @@
-"""What `resolver run` imports before its first claim: only what it uses (issue 13)."""
+"""What `resolver run` imports before its first claim: only what it uses (each replica pays them at start)."""
 
 from __future__ import annotations
 

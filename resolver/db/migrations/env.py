@@ -1,11 +1,14 @@
-"""Alembic environment: runs migrations on the connection `resolver.db.migrate` hands over."""
+"""Alembic environment: runs migrations on the connection `resolver.db.migrate` hands over.
+
+Alembic only orders and applies the numbered SQL files here: the schema is defined by
+resolver/db/schema/*.sql, so there is no SQLAlchemy model to compare against
+(`target_metadata` is None, and autogenerate has nothing to generate from).
+"""
 
 from __future__ import annotations
 
 from alembic import context
 from sqlalchemy import engine_from_config, pool
-
-from resolver.db.tables import metadata
 
 config = context.config
 
@@ -13,7 +16,7 @@ config = context.config
 def run_offline() -> None:
     context.configure(
         url=config.get_main_option("sqlalchemy.url"),
-        target_metadata=metadata,
+        target_metadata=None,
         literal_binds=True,
         dialect_opts={"paramstyle": "named"},
         transaction_per_migration=True,
@@ -25,7 +28,7 @@ def run_offline() -> None:
 def run_online() -> None:
     connection = config.attributes.get("connection")
     if connection is not None:
-        context.configure(connection=connection, target_metadata=metadata)
+        context.configure(connection=connection, target_metadata=None)
         with context.begin_transaction():
             context.run_migrations()
         return
@@ -35,7 +38,7 @@ def run_online() -> None:
         poolclass=pool.NullPool,
     )
     with engine.connect() as conn:
-        context.configure(connection=conn, target_metadata=metadata)
+        context.configure(connection=conn, target_metadata=None)
         with context.begin_transaction():
             context.run_migrations()
 

@@ -5,7 +5,7 @@
 -- change edits the definition here AND adds a migration under resolver/db/migrations/sql/.
 -- Digests and codes are checked as a length and a negated character class, never as a
 -- bounded repetition ('^[0-9a-f]{64}$'): the same strings pass, and the check costs about a
--- tenth (PostgreSQL's regex engine unrolls the count; migration 0017_check_cost).
+-- tenth (PostgreSQL's regex engine unrolls the count; migration 0017_check_char_classes).
 
 -- What was approved, for people (migration 0020): the optional summary an executor gives at
 -- dispatch creation, {"title": ..., "facts": [{"label": ..., "value": ...}]}. Bounded and
@@ -121,7 +121,7 @@ CREATE TABLE approved_action_executions (
     CONSTRAINT fk_approved_action_executions_dispatch_id FOREIGN KEY(dispatch_id) REFERENCES approved_action_dispatches (dispatch_id)
 )
 -- Room for HOT updates: start, renewals and the terminal update change no indexed column
--- (migration 0009_perf).
+-- (migration 0008_hot_fillfactor).
 WITH (fillfactor = 85);
 
 CREATE TABLE approved_action_recovery_controls (
@@ -163,14 +163,14 @@ CREATE TABLE approved_action_recovery_controls (
     CONSTRAINT ck_approved_action_recovery_controls_last_reason_shape CHECK (last_reason IS NULL OR (length(last_reason) BETWEEN 1 AND 32 AND last_reason !~ '[^a-z0-9_]')),
     CONSTRAINT ck_approved_action_recovery_controls_reason_counts_object CHECK (jsonb_typeof(reason_counts) = 'object')
 )
--- Room for a control's next version on its own page (migration 0009_perf).
+-- Room for a control's next version on its own page (migration 0008_hot_fillfactor).
 WITH (fillfactor = 90);
 
 CREATE INDEX ix_recovery_controls_due ON approved_action_recovery_controls (next_scan_at_ms, dispatch_id) WHERE status = 'armed';
 
 CREATE INDEX ix_recovery_controls_manual ON approved_action_recovery_controls (manual_at_ms, dispatch_id) WHERE status = 'manual';
 
--- The API's waiting list: armed controls inspected at least once (migration 0008).
+-- The API's waiting list: armed controls inspected at least once (migration 0012).
 CREATE INDEX ix_recovery_controls_waiting ON approved_action_recovery_controls (first_inspected_at_ms, dispatch_id) WHERE status = 'armed' AND first_inspected_at_ms IS NOT NULL;
 
 CREATE TABLE approved_action_recovery_resolutions (
@@ -257,7 +257,7 @@ $$;
 REVOKE EXECUTE ON FUNCTION resolver_recovery_lease_released(bigint) FROM PUBLIC;
 
 -- Facts are insert-only: the database itself refuses to rewrite history. A DELETE passes only
--- inside resolver_prune_batch (05_retention.sql): the transaction-local flag is on AND the
+-- inside resolver_prune_batch (07_retention.sql): the transaction-local flag is on AND the
 -- current user owns the table. Any role may set the flag, but only a SECURITY DEFINER function
 -- owned by the owner runs as it. Inline in each trigger: a helper function would need EXECUTE
 -- for every role that fires it.

@@ -103,7 +103,7 @@ $$;
 -- inside the database on the database clock, and refuses with SQLSTATE RS001 fence conflict,
 -- RS002 lease lost, RS003 not leasable, RS004 not found, RS005 invalid input (RS006: a
 -- state-machine trigger refused a write). The completion, resolver_execution_complete, is one
--- of the three commits and lives beside the other two in 06_commits.sql.
+-- of the three commits and lives beside the other two in 08_commits.sql.
 CREATE FUNCTION resolver_dispatch_create(
     p_dispatch_id text, p_approval_request_id text, p_project_id text, p_action_type text,
     p_action_digest text, p_idempotency_key text, p_schema_version integer DEFAULT 1,

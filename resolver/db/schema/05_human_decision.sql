@@ -1,6 +1,6 @@
 -- Current definitions: what the human decision needs beyond the core tables (migration
--- 0008): the lookups of the API and the audit chain over manual decisions. Before
--- 06_commits.sql, whose manual commit writes the chain.
+-- 0012): the lookups of the API and the audit chain over manual decisions. Before
+-- 08_commits.sql, whose manual commit writes the chain.
 -- Applied in file-name order onto an empty schema, these files build what the migrations build
 -- step by step (tests/integration/test_schema_files.py compares the two catalogs). A schema
 -- change edits the definition here AND adds a migration under resolver/db/migrations/sql/.

@@ -1,4 +1,4 @@
-"""Defects an outside adopter found in the executor protocol (migration 0010_adoption_fixes).
+"""Defects an outside adopter found in the executor protocol (migration 0009_protocol_fences).
 
 Each test drives the SQL functions (or a human decision) on real PostgreSQL and checks the
 SQLSTATE and the message the docs promise.
@@ -150,7 +150,7 @@ def _wait_until_blocked(admin: psycopg.Connection[Any]) -> None:
 def test_a_receipt_committing_after_its_lease_rolls_back_beside_a_human_decision(
     store: PostgresStore, sql: SQL, database_url: str
 ) -> None:
-    """The race of issue 22: the executor wrote its mutation and receipt while its lease was
+    """The late-receipt race: the executor wrote its mutation and receipt while its lease was
     live, but commits only after it expired; meanwhile a human decided `confirm_failed` and
     waits on the receipt's FOR SHARE lock. The receipt (and the mutation) must roll back, so
     the recorded failure never stands beside a valid success receipt."""

@@ -1,4 +1,4 @@
-"""Escalation (ADR-0033 §4) and the bounded finding statistics, in the real page commit."""
+"""Escalation of missing evidence after its window, and the bounded finding statistics, in the real page commit."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The core tables' digest and code checks (migration 0017_check_cost) accept exactly the strings
+"""The core tables' digest and code checks (migration 0017_check_char_classes) accept exactly the strings
 the regular expressions they replaced accepted, and the database still refuses the rest."""
 
 from __future__ import annotations

@@ -16,8 +16,14 @@ import pytest
 
 from resolver.core.domain import ID_PATTERN, ID_REGEX
 from resolver.db import migrate
-from resolver.db.schema_files import schema_files, schema_script
-from resolver_test_support.catalog import Catalog, catalog, catalog_diff, metadata_diff
+from resolver.db.migrate import MIGRATIONS_DIR
+from resolver.db.schema_files import (
+    MIGRATIONS_SQL_DIR,
+    migration_file,
+    schema_files,
+    schema_script,
+)
+from resolver_test_support.catalog import Catalog, catalog, catalog_diff
 from resolver_test_support.postgres import DatabaseFactory
 
 
@@ -63,8 +69,31 @@ def test_migrating_step_by_step_builds_what_the_current_files_define(
     assert diff == "", f"resolver/db/schema/ and the migrations disagree:\n{diff}"
 
 
-def test_the_sqlalchemy_tables_declare_what_the_files_define(from_files: str) -> None:
-    assert metadata_diff(from_files) == []
+def test_a_database_stamped_with_renamed_revision_ids_migrates_cleanly(
+    from_files: str, empty: str
+) -> None:
+    # A database an earlier release migrated carries that release's revision ids: at every
+    # renamed revision the stamp goes back to the old id, and `resolver migrate` carries on.
+    old_id = {new: old for old, new in migrate.RENAMED_REVISIONS.items()}
+    stamped: list[str] = []
+    for revision in _revisions():
+        migrate.upgrade(empty, revision)
+        assert migrate.current_revision(empty) == revision
+        if revision in old_id:
+            with psycopg.connect(empty) as conn:
+                conn.execute("UPDATE alembic_version SET version_num = %s", [old_id[revision]])
+            stamped.append(old_id[revision])
+            assert migrate.classify(old_id[revision]) is migrate.SchemaStatus.BEHIND
+    assert sorted(stamped) == sorted(migrate.RENAMED_REVISIONS)
+    migrate.upgrade(empty)
+    assert migrate.current_revision(empty) == migrate.head_revision()
+    diff = catalog_diff(catalog(from_files), catalog(empty), ("schema files", "migrations"))
+    assert diff == "", diff
+    # An old id is a valid target too, and lands on the same revision under its new id.
+    migrate.downgrade(empty, "0009_perf")
+    assert migrate.current_revision(empty) == "0008_hot_fillfactor"
+    migrate.upgrade(empty, "0012_commit_skip_locked")
+    assert migrate.current_revision(empty) == "0011_commit_skip_locked"
 
 
 def test_every_downgrade_undoes_its_upgrade_exactly(empty: str) -> None:
@@ -85,7 +114,39 @@ def test_every_downgrade_undoes_its_upgrade_exactly(empty: str) -> None:
 def test_the_files_are_one_per_concern_and_hold_no_migration_bookkeeping() -> None:
     names = [path.name for path in schema_files()]
     assert names == sorted(names) and len(names) >= 6
+    # Numbered uniquely: the load order is the numbers, never the alphabet after them.
+    assert [name[:3] for name in names] == [f"{n:02d}_" for n in range(1, len(names) + 1)]
     assert "alembic_version" not in schema_script()
+
+
+def test_the_chain_applies_in_numeric_order_and_each_file_is_its_revision() -> None:
+    revisions = _revisions()
+    assert [rev[:5] for rev in revisions] == [f"{n:04d}_" for n in range(1, len(revisions) + 1)]
+    for revision in revisions:
+        assert (MIGRATIONS_DIR / "versions" / f"{revision}.py").is_file(), revision
+        for direction in ("up", "down"):
+            assert migration_file(revision, direction).is_file(), (revision, direction)
+    sql_files = {path.name for path in MIGRATIONS_SQL_DIR.glob("*.sql")}
+    assert sql_files == {f"{rev}.{d}.sql" for rev in revisions for d in ("up", "down")}
+
+
+# Words that name a round of work rather than what a migration changes.
+HISTORY_WORDS = ("perf", "fix", "once", "round", "misc", "cleanup", "tweak")
+
+
+def test_revisions_are_named_for_what_they_change() -> None:
+    named_after_history = [
+        rev for rev in _revisions() if any(word in rev.split("_")[1:] for word in HISTORY_WORDS)
+    ]
+    assert named_after_history == []
+
+
+def test_renamed_revision_ids_map_to_known_ids_and_are_never_reused() -> None:
+    graph = migrate.revision_graph()
+    assert set(migrate.RENAMED_REVISIONS.values()) <= set(graph)
+    assert not set(migrate.RENAMED_REVISIONS) & set(graph)
+    for old in migrate.RENAMED_REVISIONS:
+        assert migrate.classify(old) is migrate.SchemaStatus.BEHIND
 
 
 # Edges of the identifier shape: length, first character, the allowed punctuation, and what a

@@ -66,6 +66,7 @@ DUMMY = {
     "proposal_ttl_ms": 60_000,
     "action": "withdraw",
     "window_ms": 1,
+    "renamed": "{}",
 }
 
 

@@ -126,21 +126,3 @@ def catalog_diff(expected: Catalog, actual: Catalog, labels: tuple[str, str]) ->
 
 def _lines(entries: Catalog) -> list[str]:
     return [f"{key}: {line}\n" for key in sorted(entries) for line in entries[key].splitlines()]
-
-
-def metadata_diff(database_url: str) -> list[object]:
-    """What Alembic's autogenerate finds between resolver/db/tables.py and the database."""
-    import sqlalchemy as sa
-    from alembic.autogenerate import compare_metadata
-    from alembic.migration import MigrationContext
-
-    from resolver.db.dsn import sqlalchemy_url
-    from resolver.db.tables import metadata
-
-    engine = sa.create_engine(sqlalchemy_url(database_url), poolclass=sa.pool.NullPool)
-    try:
-        with engine.connect() as conn:
-            ctx = MigrationContext.configure(conn, opts={"compare_type": True})
-            return list(compare_metadata(ctx, metadata))
-    finally:
-        engine.dispose()

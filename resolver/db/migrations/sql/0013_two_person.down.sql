@@ -1,4 +1,4 @@
--- Undo 0013: the single-person manual commit of 0008, no proposals, no rules, one
+-- Undo 0013: the single-person manual commit of 0012, no proposals, no rules, one
 -- authorization fact per mutation (a database holding confirmed two-person decisions cannot
 -- go back: their second facts break the old unique constraint, and the downgrade stops).
 

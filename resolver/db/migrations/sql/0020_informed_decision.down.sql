@@ -66,7 +66,7 @@ BEGIN
     fenced AS (
         SELECT i.*,
                CASE
-                   -- Escalation (ADR-0033 §4, "when evidence is missing"): a finding that
+                   -- Escalation, when evidence is missing: a finding that
                    -- would re-arm goes to a human once its action type's window, counted from
                    -- the case's first inspection, has elapsed. From the first inspection, not
                    -- from when this kind began, so alternating findings never restart it.

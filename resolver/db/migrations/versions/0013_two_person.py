@@ -3,7 +3,7 @@
 The SQL is ../sql/0013_two_person.up.sql and .down.sql, run as it is.
 
 Revision ID: 0013_two_person
-Revises: 0008_human_decision
+Revises: 0012_human_decision
 Create Date: 2026-12-02
 
 `recovery_two_person_rules` names the action types (exact, a `prefix*` or `*`) and
@@ -13,7 +13,7 @@ TTL); a different user's same decision confirms it and settles with both authori
 facts (now unique per mutation and user). A new execution version voids an open proposal
 (trigger); a deferred trigger refuses a manual resolution the rules require two people for
 with fewer than two. resolver_proposal_close withdraws or rejects one. Downgrade restores
-the 0008 commit and drops the rest.
+the 0012 commit and drops the rest.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 from resolver.db.schema_files import apply_migration
 
 revision = "0013_two_person"
-down_revision = "0008_human_decision"
+down_revision = "0012_human_decision"
 branch_labels = None
 depends_on = None
 

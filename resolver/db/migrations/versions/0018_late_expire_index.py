@@ -3,7 +3,7 @@
 The SQL is ../sql/0018_late_expire_index.up.sql and .down.sql, run as it is.
 
 Revision ID: 0018_late_expire_index
-Revises: 0017_check_cost
+Revises: 0017_check_char_classes
 Create Date: 2026-12-02
 
 late_watch_expire filtered open watches on decided_at_ms, which no index held: each watcher
@@ -16,7 +16,7 @@ from __future__ import annotations
 from resolver.db.schema_files import apply_migration
 
 revision = "0018_late_expire_index"
-down_revision = "0017_check_cost"
+down_revision = "0017_check_char_classes"
 branch_labels = None
 depends_on = None
 

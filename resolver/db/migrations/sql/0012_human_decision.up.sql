@@ -1,4 +1,4 @@
--- Migration 0008_human_decision (up): what a human needs to decide with confidence, and the audit of it.
+-- Migration 0012_human_decision (up): what a human needs to decide with confidence, and the audit of it.
 --
 -- * bounded finding statistics on the control (counts per kind, first and last inspection,
 --   last failure class, last evidence digest, why it is manual), written by the page commit:
@@ -173,7 +173,7 @@ BEGIN
     fenced AS (
         SELECT i.*,
                CASE
-                   -- Escalation (ADR-0033 §4, "when evidence is missing"): a finding that
+                   -- Escalation, when evidence is missing: a finding that
                    -- would re-arm goes to a human once its action type's window, counted from
                    -- the case's first inspection, has elapsed. From the first inspection, not
                    -- from when this kind began, so alternating findings never restart it.

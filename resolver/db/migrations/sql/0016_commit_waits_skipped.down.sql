@@ -1,4 +1,4 @@
--- Migration 0016_perf (down): the automatic commit as 0008_human_decision left it (a row its
+-- Migration 0016_commit_waits_skipped (down): the automatic commit as 0012_human_decision left it (a row its
 -- SKIP LOCKED passes skip is left out at once), without the two helpers.
 
 CREATE OR REPLACE FUNCTION resolver_commit_automatic(p_items json, p_now_ms bigint DEFAULT NULL)
@@ -52,7 +52,7 @@ BEGIN
     fenced AS (
         SELECT i.*,
                CASE
-                   -- Escalation (ADR-0033 §4, "when evidence is missing"): a finding that
+                   -- Escalation, when evidence is missing: a finding that
                    -- would re-arm goes to a human once its action type's window, counted from
                    -- the case's first inspection, has elapsed. From the first inspection, not
                    -- from when this kind began, so alternating findings never restart it.

@@ -1,11 +1,11 @@
--- Migration 0007_each_rule_once (up): each rule of the commits written once. The recovery lease
+-- Migration 0007_sibling_commits (up): each rule of the commits written once. The recovery lease
 -- is released by one function, resolver_recovery_lease_released. The three commits become
--- siblings (resolver/db/schema/06_commits.sql): the page commit is resolver_commit_automatic
+-- siblings (resolver/db/schema/08_commits.sql): the page commit is resolver_commit_automatic
 -- (resolver_commit_page stays, calling it, for replicas of the previous release), and the
 -- manual commit, until now a statement of queries.sql, is resolver_commit_manual. The routing
 -- of a finding to its control's status is one function, resolver_finding_status, and the
 -- automatic commit answers the status it set.
--- Applied as it is by versions/0007_each_rule_once.py; never edited once released (the current
+-- Applied as it is by versions/0007_sibling_commits.py; never edited once released (the current
 -- definitions live in resolver/db/schema/).
 
 -- The one release of a recovery lease: a new recovery_version (the fence every holder of the

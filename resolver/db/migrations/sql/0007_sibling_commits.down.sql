@@ -1,4 +1,4 @@
--- Migration 0007_each_rule_once (down): undoes 0007_each_rule_once.up.sql, newest object first.
+-- Migration 0007_sibling_commits (down): undoes 0007_sibling_commits.up.sql, newest object first.
 
 CREATE OR REPLACE FUNCTION resolver_commit_page(p_items json, p_now_ms bigint DEFAULT NULL)
 RETURNS SETOF text LANGUAGE plpgsql VOLATILE AS $$

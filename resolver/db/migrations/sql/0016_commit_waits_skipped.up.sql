@@ -1,15 +1,15 @@
--- Migration 0016_perf (up): the automatic commit waits, briefly, for the rows its SKIP LOCKED
+-- Migration 0016_commit_waits_skipped (up): the automatic commit waits, briefly, for the rows its SKIP LOCKED
 -- passes skipped. A concurrent claim whose snapshot still saw a control due locks that
 -- control's new version to recheck it and keeps the lock to its statement's end; a page commit
 -- arriving in that instant skipped the whole page it had just claimed, which then waited a
 -- full recovery lease (a drain's last rows waited 60 s). Now each skipped row is waited for at
 -- most 50 ms, in the same lock order; only what is still held after that is left out, as
 -- before. Same signature, same answers.
--- Applied as it is by versions/0016_perf.py; never edited once released (the current
+-- Applied as it is by versions/0016_commit_waits_skipped.py; never edited once released (the current
 -- definitions live in resolver/db/schema/).
 
 -- The automatic commit's second try at rows its SKIP LOCKED pass skipped (migration
--- 0016_perf): each waits at most 50 ms for any one of those rows, in key order, and answers the ones it
+-- 0016_commit_waits_skipped): each waits at most 50 ms for any one of those rows, in key order, and answers the ones it
 -- locked; a row still held after that (an operator's open transaction, say) makes it answer
 -- none of them, and its locks go with its subtransaction. A deadlock cannot outlive the
 -- bound either (lock_timeout fires before deadlock_timeout). Only called when a row was
@@ -128,7 +128,7 @@ BEGIN
     fenced AS (
         SELECT i.*,
                CASE
-                   -- Escalation (ADR-0033 §4, "when evidence is missing"): a finding that
+                   -- Escalation, when evidence is missing: a finding that
                    -- would re-arm goes to a human once its action type's window, counted from
                    -- the case's first inspection, has elapsed. From the first inspection, not
                    -- from when this kind began, so alternating findings never restart it.

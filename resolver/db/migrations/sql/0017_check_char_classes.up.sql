@@ -1,4 +1,4 @@
--- Migration 0017_check_cost (up): the same CHECK constraints on the four core tables, spelled
+-- Migration 0017_check_char_classes (up): the same CHECK constraints on the four core tables, spelled
 -- so PostgreSQL evaluates them in a fraction of the time. A bounded repetition in a regular
 -- expression ('^[0-9a-f]{64}$', '^[a-z0-9_.-]{1,64}$') made each evaluation cost 5 to 20 us
 -- (the engine unrolls the count); a page commit evaluates five per resolution, a fifth of
@@ -6,7 +6,7 @@
 -- class ('[^...]', one state). Exactly the strings the old patterns accepted are accepted
 -- (tests/integration/schema/test_check_spelling.py). Same names; each table is scanned once
 -- to validate (ACCESS EXCLUSIVE for that scan, as for any ADD CONSTRAINT CHECK).
--- Applied as it is by versions/0017_check_cost.py; never edited once released (the current
+-- Applied as it is by versions/0017_check_char_classes.py; never edited once released (the current
 -- definitions live in resolver/db/schema/).
 
 ALTER TABLE approved_action_dispatches

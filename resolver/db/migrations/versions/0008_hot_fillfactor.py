@@ -1,10 +1,10 @@
 """Room on each page of the two versioned hot tables, so their updates can stay HOT.
 
-The SQL is ../sql/0009_perf.up.sql and .down.sql, run as it is. Write both files, and
+The SQL is ../sql/0008_hot_fillfactor.up.sql and .down.sql, run as it is. Write both files, and
 change the current definition in resolver/db/schema/ to match (test_schema_files.py diffs them).
 
-Revision ID: 0009_perf
-Revises: 0007_each_rule_once
+Revision ID: 0008_hot_fillfactor
+Revises: 0007_sibling_commits
 Create Date: 2026-12-01
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from resolver.db.schema_files import apply_migration
 
-revision = "0009_perf"
-down_revision = "0007_each_rule_once"
+revision = "0008_hot_fillfactor"
+down_revision = "0007_sibling_commits"
 branch_labels = None
 depends_on = None
 

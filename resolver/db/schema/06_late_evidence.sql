@@ -1,5 +1,5 @@
 -- Current definitions: late evidence after a human decision (migration 0014); before
--- 05_retention.sql, whose export carries it. For a bounded
+-- 07_retention.sql, whose export carries it. For a bounded
 -- window after a manual decision the automatic provider of the action type keeps looking,
 -- read-only, at a low cadence; a verified finding is recorded as a fact of its own beside the
 -- decision (agreeing or contradicting it). The terminal state never changes.

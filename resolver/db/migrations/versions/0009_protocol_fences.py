@@ -1,9 +1,9 @@
 """Adoption fixes in the executor protocol: receipts fenced on the live lease, exact refusals.
 
-The SQL is ../sql/0010_adoption_fixes.up.sql and .down.sql, run as it is.
+The SQL is ../sql/0009_protocol_fences.up.sql and .down.sql, run as it is.
 
-Revision ID: 0010_adoption_fixes
-Revises: 0009_perf
+Revision ID: 0009_protocol_fences
+Revises: 0008_hot_fillfactor
 Create Date: 2026-12-01
 
 What an outside adopter found: a lease on a settled dispatch answered 23001 instead of RS003;
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from resolver.db.schema_files import apply_migration
 
-revision = "0010_adoption_fixes"
-down_revision = "0009_perf"
+revision = "0009_protocol_fences"
+down_revision = "0008_hot_fillfactor"
 branch_labels = None
 depends_on = None
 

@@ -1,5 +1,5 @@
--- Migration 0010_adoption_fixes (down): undoes 0010_adoption_fixes.up.sql, newest object first,
--- and restores the previous (0004, 0005, 0007_each_rule_once) definitions of the functions it replaced.
+-- Migration 0009_protocol_fences (down): undoes 0009_protocol_fences.up.sql, newest object first,
+-- and restores the previous (0004, 0005, 0007_sibling_commits) definitions of the functions it replaced.
 
 DROP TRIGGER IF EXISTS approved_action_recovery_controls_born_armed ON approved_action_recovery_controls;
 

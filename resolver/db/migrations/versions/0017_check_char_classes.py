@@ -1,9 +1,9 @@
 """Performance: the core tables' CHECK constraints without bounded regex repetitions.
 
-The SQL is ../sql/0017_check_cost.up.sql and .down.sql, run as it is.
+The SQL is ../sql/0017_check_char_classes.up.sql and .down.sql, run as it is.
 
-Revision ID: 0017_check_cost
-Revises: 0016_perf
+Revision ID: 0017_check_char_classes
+Revises: 0016_commit_waits_skipped
 Create Date: 2026-12-02
 
 '^[0-9a-f]{64}$' and '^[a-z0-9_.-]{1,64}$' cost 5 to 20 us per evaluation, five of them per
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from resolver.db.schema_files import apply_migration
 
-revision = "0017_check_cost"
-down_revision = "0016_perf"
+revision = "0017_check_char_classes"
+down_revision = "0016_commit_waits_skipped"
 branch_labels = None
 depends_on = None
 

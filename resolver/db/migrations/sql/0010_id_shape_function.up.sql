@@ -1,8 +1,8 @@
--- Migration 0011_one_id_shape (up): one identifier shape. resolver_is_id holds the pattern the
+-- Migration 0010_id_shape_function (up): one identifier shape. resolver_is_id holds the pattern the
 -- dispatch's ids and a completion's mutation id must match (the Python side checks the same
 -- text, resolver.core.domain.ID_REGEX); resolver_dispatch_create and
 -- resolver_execution_complete check through it instead of each spelling the pattern.
--- Applied as it is by versions/0011_one_id_shape.py; never edited once released (the current
+-- Applied as it is by versions/0010_id_shape_function.py; never edited once released (the current
 -- definitions live in resolver/db/schema/).
 
 -- The one shape of an identifier (dispatch, approval request, project, idempotency key,

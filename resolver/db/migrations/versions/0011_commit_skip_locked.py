@@ -1,9 +1,9 @@
 """The automatic commit skips rows another transaction holds instead of waiting for them.
 
-The SQL is ../sql/0012_commit_skip_locked.up.sql and .down.sql, run as it is.
+The SQL is ../sql/0011_commit_skip_locked.up.sql and .down.sql, run as it is.
 
-Revision ID: 0012_commit_skip_locked
-Revises: 0011_one_id_shape
+Revision ID: 0011_commit_skip_locked
+Revises: 0010_id_shape_function
 Create Date: 2026-12-01
 
 An operator's open `SELECT ... FOR UPDATE` on one execution made every page that carried it
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from resolver.db.schema_files import apply_migration
 
-revision = "0012_commit_skip_locked"
-down_revision = "0011_one_id_shape"
+revision = "0011_commit_skip_locked"
+down_revision = "0010_id_shape_function"
 branch_labels = None
 depends_on = None
 

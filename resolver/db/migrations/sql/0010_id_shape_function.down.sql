@@ -1,4 +1,4 @@
--- Migration 0011_one_id_shape (down): undoes 0011_one_id_shape.up.sql, newest object first.
+-- Migration 0010_id_shape_function (down): undoes 0010_id_shape_function.up.sql, newest object first.
 
 CREATE OR REPLACE FUNCTION resolver_execution_complete(
     p_dispatch_id text, p_owner text, p_token uuid, p_version bigint, p_outcome text,

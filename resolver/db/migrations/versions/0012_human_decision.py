@@ -1,9 +1,9 @@
 """The human decision: bounded finding statistics, escalation in the page commit, the audit chain.
 
-The SQL is ../sql/0008_human_decision.up.sql and .down.sql, run as it is.
+The SQL is ../sql/0012_human_decision.up.sql and .down.sql, run as it is.
 
-Revision ID: 0008_human_decision
-Revises: 0012_commit_skip_locked
+Revision ID: 0012_human_decision
+Revises: 0011_commit_skip_locked
 Create Date: 2026-12-01
 
 Controls gain bounded finding statistics (counts per kind, first and last inspection, last
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from resolver.db.schema_files import apply_migration
 
-revision = "0008_human_decision"
-down_revision = "0012_commit_skip_locked"
+revision = "0012_human_decision"
+down_revision = "0011_commit_skip_locked"
 branch_labels = None
 depends_on = None
 

@@ -1,10 +1,5 @@
--- Migration 0012_commit_skip_locked (up): the automatic commit locks with SKIP LOCKED. A row another
--- transaction holds (an operator's forgotten SELECT ... FOR UPDATE in psql) leaves its item
--- out of the commit as a lost fence, claimed again when its recovery lease lapses, instead of
--- making the whole page wait and fail on lock_timeout, page after page, behind one held row.
--- Same signature, same answers for every row nobody else holds.
--- Applied as it is by versions/0012_commit_skip_locked.py; never edited once released (the current
--- definitions live in resolver/db/schema/).
+-- Migration 0011_commit_skip_locked (down): the automatic commit as 0010_id_shape_function left it (it waits
+-- for held rows).
 
 CREATE OR REPLACE FUNCTION resolver_commit_automatic(p_items json, p_now_ms bigint DEFAULT NULL)
 RETURNS TABLE (dispatch_id text, status text)
@@ -13,8 +8,6 @@ LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     ids text[];
     verified_ids text[];
-    locked_executions text[];
-    locked_controls text[];
     now_ms bigint;
 BEGIN
     SELECT array_agg(i.dispatch_id ORDER BY i.dispatch_id),
@@ -23,26 +16,21 @@ BEGIN
     INTO ids, verified_ids
     FROM json_to_recordset(p_items) AS i(dispatch_id text, finding text);
     -- Lock order, the same for every writer: executions (of verified items), then every
-    -- control of the page, each in key order; then the fenced writes. SKIP LOCKED: a row
-    -- another transaction holds (an operator's open SELECT ... FOR UPDATE, an executor's
-    -- completion in flight) leaves its item out of this commit, as a lost fence; it is
-    -- claimed again once its recovery lease lapses. The rest of the page commits at once
-    -- instead of waiting (and failing whole on lock_timeout) behind one held row.
-    SELECT coalesce(array_agg(e.dispatch_id), '{}') INTO locked_executions
-    FROM (SELECT e.dispatch_id FROM approved_action_executions AS e
-          WHERE e.dispatch_id = ANY(coalesce(verified_ids, '{}'))
-          ORDER BY e.dispatch_id
-          FOR UPDATE SKIP LOCKED) AS e;
-    SELECT coalesce(array_agg(c.dispatch_id), '{}') INTO locked_controls
-    FROM (SELECT c.dispatch_id FROM approved_action_recovery_controls AS c
-          WHERE c.dispatch_id = ANY(ids)
-          ORDER BY c.dispatch_id
-          FOR UPDATE SKIP LOCKED) AS c;
+    -- control of the page, each in key order; then the fenced writes.
+    IF verified_ids IS NOT NULL THEN
+        PERFORM 1 FROM approved_action_executions AS e
+        WHERE e.dispatch_id = ANY(verified_ids)
+        ORDER BY e.dispatch_id
+        FOR UPDATE;
+    END IF;
+    PERFORM 1 FROM approved_action_recovery_controls AS c
+    WHERE c.dispatch_id = ANY(ids)
+    ORDER BY c.dispatch_id
+    FOR UPDATE;
     -- The database clock once the rows are ours: an execution lease is judged expired at
     -- the moment of the write, not before a lock wait.
     now_ms := resolver_now_ms(p_now_ms);
-    -- With the rows locked (an item whose rows another transaction holds is left out),
-    -- `fenced` is exactly the set whose recovery lease, open control,
+    -- With the rows locked, `fenced` is exactly the set whose recovery lease, open control,
     -- execution version and expired execution lease still hold; every write below applies
     -- to that set only, so each dispatch commits all-or-nothing and a stale item writes
     -- nothing. The answer: each fenced dispatch id and the status its control took.
@@ -58,10 +46,7 @@ BEGIN
         SELECT i.*, resolver_finding_status(i.finding) AS status
         FROM item AS i
         JOIN approved_action_recovery_controls AS c
-          ON i.dispatch_id = ANY(locked_controls)
-         AND (resolver_finding_status(i.finding) <> 'resolved'
-              OR i.dispatch_id = ANY(locked_executions))
-         AND c.dispatch_id = i.dispatch_id AND c.status = 'armed'
+          ON c.dispatch_id = i.dispatch_id AND c.status = 'armed'
          AND c.recovery_token = i.recovery_token AND c.recovery_version = i.recovery_version
          AND c.execution_version = i.execution_version
         JOIN approved_action_executions AS e

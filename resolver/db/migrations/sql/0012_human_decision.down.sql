@@ -1,5 +1,5 @@
--- Migration 0008_human_decision (down): undoes 0008_human_decision.up.sql: the commits as
--- 0007 and 0012 defined them, then the audit functions, tables, indexes and columns.
+-- Migration 0012_human_decision (down): undoes 0012_human_decision.up.sql: the commits as
+-- 0007 and 0011 defined them, then the audit functions, tables, indexes and columns.
 CREATE OR REPLACE FUNCTION resolver_commit_automatic(p_items json, p_now_ms bigint DEFAULT NULL)
 RETURNS TABLE (dispatch_id text, status text)
 LANGUAGE plpgsql VOLATILE AS $$

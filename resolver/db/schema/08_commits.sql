@@ -1,4 +1,4 @@
--- Current definitions: the three commits, siblings (with migration 0008: escalation and
+-- Current definitions: the three commits, siblings (with migration 0012: escalation and
 -- the bounded finding statistics in the automatic one, the audit chain in the manual one). Each settles a dispatch (terminal
 -- execution, closed control, a resolution where one is due) in one statement under the same
 -- lock order (execution row, then control row, then inserts) and the same fences:
@@ -25,7 +25,7 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 
 -- The automatic commit's second try at rows its SKIP LOCKED pass skipped (migration
--- 0016_perf): each waits at most 50 ms for any one of those rows, in key order, and answers the ones it
+-- 0016_commit_waits_skipped): each waits at most 50 ms for any one of those rows, in key order, and answers the ones it
 -- locked; a row still held after that (an operator's open transaction, say) makes it answer
 -- none of them, and its locks go with its subtransaction. A deadlock cannot outlive the
 -- bound either (lock_timeout fires before deadlock_timeout). Only called when a row was
@@ -141,7 +141,7 @@ BEGIN
     fenced AS (
         SELECT i.*,
                CASE
-                   -- Escalation (ADR-0033 §4, "when evidence is missing"): a finding that
+                   -- Escalation, when evidence is missing: a finding that
                    -- would re-arm goes to a human once its action type's window, counted from
                    -- the case's first inspection, has elapsed. From the first inspection, not
                    -- from when this kind began, so alternating findings never restart it.

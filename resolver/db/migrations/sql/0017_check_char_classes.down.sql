@@ -1,4 +1,4 @@
--- Migration 0017_check_cost (down): the constraints as the regular expressions with bounded
+-- Migration 0017_check_char_classes (down): the constraints as the regular expressions with bounded
 -- repetitions 0001 wrote (the same strings accepted, slower to evaluate).
 
 ALTER TABLE approved_action_dispatches

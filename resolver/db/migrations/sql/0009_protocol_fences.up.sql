@@ -1,4 +1,4 @@
--- Migration 0010_adoption_fixes (up): defects an adopter found in the executor protocol.
+-- Migration 0009_protocol_fences (up): defects an adopter found in the executor protocol.
 --
 -- * resolver_execution_lease on a dispatch settled by a resolution answered 23001 "its
 --   execution was pruned" although the execution exists: the settled-identity trigger now
