@@ -556,6 +556,22 @@ class ManualQueueItem(msgspec.Struct, frozen=True):
     """The last inspection's reason code (`unknown_kid`, `http_404`), if its provider gave one."""
 
 
+class FoundDispatch(msgspec.Struct, frozen=True):
+    """One dispatch a lookup found: enough to open its case and to tell several apart."""
+
+    dispatch_id: str
+    project_id: str
+    action_type: str
+    created_at_ms: int
+    matched_by: str
+    """Which id matched: `dispatch_id`, `idempotency_key` or `approval_request_id`."""
+    state: str | None
+    """The execution's state; None when it was never leased."""
+    control_status: str | None
+    closed_by: str | None
+    action_summary: ActionSummary | None = None
+
+
 class CaseList(StrEnum):
     """The lists of open cases: the manual queue, and those still waiting for evidence."""
 

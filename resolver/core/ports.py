@@ -22,6 +22,7 @@ from resolver.core.domain import (
     DispatchSpec,
     ExecutionLease,
     ExecutionView,
+    FoundDispatch,
     Grant,
     ItemOutcome,
     LateObservation,
@@ -167,6 +168,8 @@ class CaseReader(Protocol):
     ) -> list[DecisionRecord]: ...
 
     def count_decisions(self, user_id: str, filters: DecisionFilter, count_cap: int) -> int: ...
+
+    def find_dispatches(self, user_id: str, q: str) -> list[FoundDispatch]: ...
 
 
 class BacklogReader(Protocol):

@@ -464,6 +464,27 @@ WHERE d.dispatch_id = %(dispatch_id)s
       -- include: case_readable
 ;
 
+-- name: dispatch_find
+-- Find: every dispatch the caller may read whose dispatch id, idempotency key or approval
+-- request id is exactly `q` (each has its own index), whatever its state: open, waiting,
+-- settled by its executor or automatically, decided, superseded. Newest first, at most 20
+-- (an approval request dispatched again under new ids has several).
+SELECT d.dispatch_id, d.project_id, d.action_type, d.created_at_ms, d.action_summary,
+       CASE WHEN d.dispatch_id = %(q)s::text THEN 'dispatch_id'
+            WHEN d.approval_request_id = %(q)s::text THEN 'approval_request_id'
+            ELSE 'idempotency_key' END AS matched_by,
+       e.state, c.status AS control_status, c.closed_by
+FROM approved_action_dispatches AS d
+LEFT JOIN approved_action_executions AS e ON e.dispatch_id = d.dispatch_id
+LEFT JOIN approved_action_recovery_controls AS c ON c.dispatch_id = d.dispatch_id
+WHERE %(q)s::text IS NOT NULL
+  AND
+      -- include: dispatch_lookup
+  AND
+      -- include: case_readable
+ORDER BY d.created_at_ms DESC, d.dispatch_id
+LIMIT 20;
+
 -- name: case_authorizations
 -- The authorization facts of a resolution (a manual one has one per person who decided).
 SELECT a.user_id, a.permission, a.amr, a.auth_time_ms

@@ -40,6 +40,7 @@ from resolver.core.domain import (
     ExecutionView,
     Finding,
     FindingKind,
+    FoundDispatch,
     Grant,
     ItemOutcome,
     LateEvidence,
@@ -398,6 +399,16 @@ class PostgresStore:
                 statement("case_late_evidence"), {"dispatch_id": dispatch_id}
             ).fetchall()
         return _case(row, authorizations, late)
+
+    def find_dispatches(self, user_id: str, q: str) -> list[FoundDispatch]:
+        """Every readable dispatch whose dispatch id, idempotency key or approval id is `q`."""
+        rows = self._all("dispatch_find", {"user_id": user_id, "q": q})
+        return [
+            FoundDispatch(
+                **{**row, "action_summary": ActionSummary.from_stored(row["action_summary"])}
+            )
+            for row in rows
+        ]
 
     def audit_links(self, after_seq: int, limit: int) -> list[AuditLink]:
         """One page of the audit chain in order, each link with its facts' content."""

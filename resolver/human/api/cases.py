@@ -26,6 +26,7 @@ from resolver.core.domain import (
     DecisionFilter,
     DecisionRecord,
     FindingKind,
+    FoundDispatch,
     ManualQueueItem,
     Principal,
 )
@@ -292,6 +293,35 @@ class DecisionEntry(BaseModel):
         return cls(**fields)
 
 
+class FoundEntry(BaseModel):
+    """One dispatch a lookup found, whatever its state."""
+
+    dispatch_id: str
+    project_id: str
+    action_type: str
+    created_at_ms: int
+    matched_by: str
+    """Which id matched: `dispatch_id`, `idempotency_key` or `approval_request_id`."""
+    state: str | None
+    """The execution's state (`executing`, `succeeded`...); null when never leased."""
+    control_status: str | None
+    closed_by: str | None
+    """How recovery closed: `completion` (its executor), `automatic` (verified evidence) or
+    `manual` (a person); null while open or never armed."""
+    action_summary: ActionSummaryOut | None = None
+
+    @classmethod
+    def of(cls, found: FoundDispatch) -> "FoundEntry":
+        fields = _fields(found)
+        fields["action_summary"] = ActionSummaryOut.of(found.action_summary)
+        return cls(**fields)
+
+
+class FindPage(BaseModel):
+    items: list[FoundEntry]
+    """Newest first, at most 20; empty when nothing you may read matches."""
+
+
 class DecisionPage(BaseModel):
     items: list[DecisionEntry]
     next_cursor: str | None
@@ -417,7 +447,27 @@ def install_case_routes(
             items=[DecisionEntry.of(r) for r in records], next_cursor=next_cursor, total=total
         )
 
-    del get_case, decisions  # registered on the app
+    @app.get(
+        "/v1/find",
+        response_model=FindPage,
+        responses=problems(401, 422),
+        summary="Find dispatches by exact dispatch id, idempotency key or approval id",
+    )
+    def find(
+        user: User,
+        q: Annotated[
+            str,
+            Query(
+                pattern=ID_REGEX, description="exact dispatch id, idempotency key or approval id"
+            ),
+        ],
+    ) -> FindPage:
+        """Every dispatch you may read that the id names, whatever its state: open, waiting,
+        settled by its executor or automatically, decided, superseded. A dispatch pruned by
+        retention is in the export, not here."""
+        return FindPage(items=[FoundEntry.of(f) for f in store.find_dispatches(user.user_id, q)])
+
+    del get_case, decisions, find  # registered on the app
 
 
 def _encode(raw: str) -> str:

@@ -166,6 +166,7 @@ function route() {
   if (match) return { view: "case", id: decodeURIComponent(match[1]) };
   const [path, query] = hash.split("?");
   const view = path.replace(/^\//, "");
+  if (view === "find") return { view: "find", params: new URLSearchParams(query || "") };
   return { view: VIEWS[view] ? view : "queue", params: new URLSearchParams(query || "") };
 }
 
@@ -197,9 +198,12 @@ async function render() {
   main.replaceChildren(slot);
   say("");
   renderIdentity();
+  let moved = false;
   if (where.view === "case") await renderCase(slot, where.id);
+  else if (where.view === "find") moved = await renderFind(slot, where.params.get("q") || "");
   else await renderList(slot, where.view, where.params);
-  if (generation !== renders) return;
+  // A find that names one dispatch moved on to its case: that render marks the page drawn.
+  if (generation !== renders || moved) return;
   main.dataset.route = window.location.hash;
   main.setAttribute("aria-busy", "false");
   const heading = slot.querySelector("h2");
@@ -995,22 +999,78 @@ async function resume(result) {
 
 const ID_SHAPE = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
 
-// A dispatch id opens its case whatever its state; an idempotency key or approval id is looked
-// up with each list's own lookup (`q`): the open lists first, then the decisions.
-async function find(q) {
+// Find is a view of its own (#/find?q=...): whatever was on screen before is replaced, so a
+// previous case never stays under a "nothing found". One match opens its case; several are
+// listed; none says so.
+function find(q) {
   if (!ID_SHAPE.test(q)) {
     say("Paste a dispatch id, an idempotency key or an approval request id (letters, digits and _ . : - only).", "error");
     return;
   }
-  const open = (id) => { window.location.hash = "#/dispatch/" + encodeURIComponent(id); };
+  const target = "#/find?q=" + encodeURIComponent(q);
+  if (window.location.hash === target) render();
+  else window.location.hash = target;
+}
+
+const FOUND_STATE = {
+  completion: "settled by its executor", automatic: "settled automatically from verified evidence", manual: "decided by a person",
+};
+
+function foundState(item) {
+  if (!item.state) return "created, never started";
+  if (item.closed_by) return `${item.state}, ${FOUND_STATE[item.closed_by] || item.closed_by}`;
+  if (item.control_status === "manual") return "outcome unknown, in the manual queue";
+  if (item.control_status === "armed") return "outcome unknown, waiting for evidence";
+  return item.state;
+}
+
+async function renderFind(main, q) {
+  document.title = `Find ${q} · approved-action resolver`;
+  main.append(el("h2", { tabindex: "-1" }, "Find ", el("span", { className: "mono", text: q })),
+    el("p", { className: "lede", text: "Every dispatch you may read whose dispatch id, idempotency key or approval id is exactly this, in any state." }));
+  if (!ID_SHAPE.test(q)) {
+    main.append(el("p", { id: "found-none", className: "error", text: "Not an id: letters, digits and _ . : - only." }));
+    return false;
+  }
+  const answer = await auth.api("GET", "/v1/find?q=" + encodeURIComponent(q));
+  if (answer.status === 401) { needSignIn(main); return false; }
+  let items;
+  if (answer.ok) items = answer.body.items;
+  else if (answer.status === 404) items = await findWithOlderApi(q);
+  else {
+    main.append(el("p", { className: "error", role: "alert", text: problemText(answer) }));
+    return false;
+  }
+  if (items.length === 1) {
+    window.location.replace("#/dispatch/" + encodeURIComponent(items[0].dispatch_id));
+    return true;
+  }
+  if (items.length === 0) {
+    main.append(el("p", { id: "found-none", text: `Nothing found for “${q}”: no dispatch, idempotency key or approval id you may read matches it.` }));
+    say(`Nothing found for “${q}”.`, "error");
+    return false;
+  }
+  const body = el("tbody");
+  items.forEach((item) => body.append(el("tr", { "data-dispatch-id": item.dispatch_id },
+    el("td", {}, caseLink(item.dispatch_id)), el("td", { text: item.action_summary ? item.action_summary.title : "—" }),
+    el("td", { text: item.project_id }), el("td", { text: item.action_type }),
+    el("td", { text: (item.matched_by || "").replace(/_/g, " ") }), el("td", { text: foundState(item) }), el("td", {}, when(item.created_at_ms)))));
+  main.append(el("p", { id: "found-count", text: `${items.length} dispatches match, newest first.` }),
+    el("table", { id: "found" }, el("caption", { className: "visually-hidden", text: "Dispatches found" }),
+      el("thead", {}, el("tr", {}, ...["Dispatch", "What was approved", "Project", "Action type", "Matched by", "State", "Created"].map((t) => el("th", { scope: "col", text: t })))),
+      body));
+  return false;
+}
+
+// An API without /v1/find: the case by its id, then each list's own lookup (`q`).
+async function findWithOlderApi(q) {
   const direct = await auth.api("GET", "/v1/dispatches/" + encodeURIComponent(q));
-  if (direct.status === 401) { render(); return; }
-  if (direct.ok) { open(q); return; }
+  if (direct.ok) return [{ dispatch_id: q }];
   for (const view of ["queue", "waiting", "decided"]) {
     const answer = await auth.api("GET", VIEWS[view].path + "?limit=2&q=" + encodeURIComponent(q));
-    if (answer.ok && answer.body.items.length === 1) { open(answer.body.items[0].dispatch_id); return; }
+    if (answer.ok && answer.body.items.length === 1) return [answer.body.items[0]];
   }
-  say(`Nothing found for “${q}”: no dispatch, idempotency key or approval id you may read matches it.`, "error");
+  return [];
 }
 
 // -- start --------------------------------------------------------------------------------------

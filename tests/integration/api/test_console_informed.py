@@ -14,7 +14,7 @@ from resolver.db.repository import PostgresStore
 from resolver.evidence.receipts import KeyRing, encode_receipt, receipt_finding, sign_receipt
 from resolver.executor import ExecutionClient
 from tests.helpers.database import SQL, World, new_spec
-from tests.helpers.providers import ScriptedProvider, reconciler
+from tests.helpers.providers import ScriptedProvider, reconciler, verified
 from tests.integration.api.test_console import (  # noqa: F401 - fixtures
     Site,
     browser,
@@ -152,3 +152,41 @@ def test_the_queue_finds_cases_by_words_of_what_was_approved(
     page.goto(site.url + "#/queue?summary=18.50")
     rendered(page)
     expect(page.locator("#empty")).to_have_text("Nothing matches this filter.")
+
+
+def test_find_opens_an_automatically_settled_dispatch_by_its_idempotency_key_and_clears_the_last(
+    site: Site,  # noqa: F811 - the fixtures of test_console
+    page: Any,  # noqa: F811
+    store: PostgresStore,
+    world: World,
+    axe_source: str,
+) -> None:
+    executor = ExecutionClient(store, owner="executor-1", lease_seconds=0.001)
+    spec = executor.create_dispatch(new_spec())
+    started_ms = int(time.time() * 1000) + 1
+    executor.start(executor.lease(spec.dispatch_id, now_ms=started_ms), now_ms=started_ms)
+    reconciler(store, ScriptedProvider(verified)).run_cycle(now_ms=started_ms + 10)
+    assert store.find_dispatches("mallory", spec.idempotency_key) == []  # no project, no answer
+    (found,) = store.find_dispatches("alice", spec.idempotency_key)
+    assert (found.matched_by, found.closed_by) == ("idempotency_key", "automatic")
+
+    previous = site.dispatch_ids[0]
+    page.goto(f"{site.url}#/dispatch/{previous}")
+    sign_in(page, "alice")
+    rendered(page)
+    expect(page.locator("#decide-form")).to_be_visible()
+    page.fill("#find-q", spec.idempotency_key)
+    page.locator("#find button").click()
+    main = page.locator("#main")
+    expect(main).to_have_attribute("data-route", f"#/dispatch/{spec.dispatch_id}")
+    expect(main).to_have_attribute("aria-busy", "false")
+    expect(page.locator("#case-state")).to_have_text("Succeeded: settled from verified evidence")
+    assert serious_violations(page, axe_source) == []
+    # Nothing found: said in a view of its own, the case before it gone from the screen.
+    page.fill("#find-q", "no-such-dispatch")
+    page.locator("#find button").click()
+    expect(main).to_have_attribute("data-route", "#/find?q=no-such-dispatch")
+    expect(main).to_have_attribute("aria-busy", "false")
+    expect(page.locator("#found-none")).to_contain_text("Nothing found for “no-such-dispatch”")
+    expect(page.locator("#case-state")).to_have_count(0)
+    expect(page.locator("#decide-form")).to_have_count(0)

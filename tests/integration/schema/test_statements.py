@@ -46,6 +46,7 @@ DUMMY = {
     "last_finding": None,
     "overridden_finding": None,
     "q": None,
+    "summary": None,
     "actor_user_id": None,
     "since_ms": 0,
     "until_ms": 1,
