@@ -84,7 +84,18 @@ const SELECT_ALL_CAP = 1000;
 
 let config = { oidc: null, links: [], reason_codes: [] };
 const known = new Map(); // dispatch_id -> the last list item seen for it
+// The bulk selection belongs to one list and filter: another filter (or list) clears it, so a
+// decision can never reach a case the filter on screen leaves out. Another page of the same
+// filter keeps it, counted as "selected outside this page" with a way to see them.
 const selected = new Set();
+let selectionKey = null;
+
+function filterKey(view, params) {
+  const p = new URLSearchParams(params);
+  ["cursor", "from", "limit"].forEach((name) => p.delete(name));
+  p.sort();
+  return view + "?" + p.toString();
+}
 
 // -- small DOM helpers ------------------------------------------------------------------------
 
@@ -346,6 +357,11 @@ function countsText(view, params, page) {
 
 async function renderList(main, view, params) {
   const spec = VIEWS[view];
+  if (spec.bulk && selectionKey !== filterKey(view, params)) {
+    if (selected.size) say(`Selection cleared: the ${selected.size} selected under the previous filter were not kept.`, "");
+    selected.clear();
+    selectionKey = filterKey(view, params);
+  }
   document.title = `${spec.title} · approved-action resolver`;
   main.append(el("h2", { tabindex: "-1", text: spec.title }), el("p", { className: "lede", text: spec.lede }), filterForm(view, params));
   const answer = await auth.api("GET", apiQuery(view, params, params.get("cursor"), pageSize(params)));
@@ -370,7 +386,10 @@ async function renderList(main, view, params) {
     main.append(listTable(view, page.items));
   }
   main.append(pager(view, params, page.next_cursor, page.items.length));
-  if (spec.bulk && page.items.length) main.append(bulkPanel(view, params, page));
+  if (spec.bulk && page.items.length) {
+    main.append(bulkPanel(view, params, page));
+    updateBulkCount();
+  }
 }
 
 function pager(view, params, nextCursor, shown) {
@@ -475,7 +494,14 @@ function updateBulkCount() {
   const count = document.getElementById("bulk-count");
   if (count) count.textContent = `${selected.size} selected`;
   const button = document.getElementById("bulk-submit");
-  if (button) button.textContent = `Decide ${selected.size} selected`;
+  if (button) button.textContent = `Review ${selected.size} selected`;
+  const outside = Array.from(selected).filter((id) => !document.querySelector(`#list tr[data-dispatch-id="${CSS.escape(id)}"]`));
+  const note = document.getElementById("bulk-outside");
+  if (note) {
+    note.hidden = outside.length === 0;
+    note.querySelector("summary").textContent = `${outside.length} selected outside this page (same filter): show them`;
+    note.querySelector("ul").replaceChildren(...outside.map((id) => el("li", {}, caseLink(id))));
+  }
 }
 
 function decisionChoices(prefix) {
@@ -522,24 +548,58 @@ function bulkPanel(view, params, page) {
     el("h3", { id: "bulk-title", text: "Decide the selection" }),
     el("p", { text: "One decision and reason for every selected dispatch; each is still its own fenced decision and two-person rules apply per item." }),
     el("p", {}, allOnPage, " ", allMatching, " ", none, " ", el("span", { id: "bulk-count", role: "status", text: `${selected.size} selected` })),
+    el("details", { id: "bulk-outside", hidden: true }, el("summary", { text: "" }), el("ul")),
     decisionChoices("bulk"), ...reasonFields("bulk"),
     el("div", { className: "field" }, el("input", { type: "checkbox", id: "bulk-verified", required: true }),
       el("label", { for: "bulk-verified", text: "I checked these outcomes outside the system" })),
-    el("button", { type: "submit", id: "bulk-submit", text: `Decide ${selected.size} selected` }),
-    el("div", { id: "bulk-progress" }), el("div", { id: "bulk-results" }));
+    el("button", { type: "submit", id: "bulk-submit", text: `Review ${selected.size} selected` }),
+    el("div", { id: "bulk-review" }), el("div", { id: "bulk-progress" }), el("div", { id: "bulk-results" }));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const data = new FormData(form);
-    const items = Array.from(selected).filter((id) => known.has(id)).map((id) => ({
+    // Only what this filter can contain: the page re-checks each item against the filter on
+    // screen (the server checks each item's fence, not the operator's view).
+    const ids = Array.from(selected).filter((id) => known.has(id) && matchesFilter(view, known.get(id), params));
+    const items = ids.map((id) => ({
       // One mutation id per item, made once: a resend after a lost answer replays, never doubles.
       dispatch_id: id, expected_execution_version: known.get(id).execution_version, mutation_id: crypto.randomUUID(),
     }));
     if (items.length === 0) { say("Select at least one dispatch.", "error"); return; }
     const request = { decision: data.get("decision"), reason_code: data.get("reason_code"), items };
     if (data.get("evidence_digest")) request.evidence_digest = data.get("evidence_digest");
-    runBulk(request);
+    review(request);
   });
   return form;
+}
+
+// Before anything is written: how many, by project, action type and finding, the decision and
+// what it does. Only "Confirm" sends it.
+function review(request) {
+  const tally = (field) => {
+    const counts = new Map();
+    request.items.forEach((item) => {
+      const value = known.get(item.dispatch_id)[field] || "—";
+      counts.set(value, (counts.get(value) || 0) + 1);
+    });
+    return Array.from(counts, ([value, n]) => `${value}: ${n}`).join(", ");
+  };
+  const spec = DECISIONS[request.decision];
+  const n = request.items.length;
+  const confirm = el("button", { type: "button", id: "bulk-commit", text: `Confirm: ${spec.label.toLowerCase()} for ${n} ${n === 1 ? "case" : "cases"}` });
+  const back = el("button", { type: "button", id: "bulk-back", className: "secondary", text: "Back: change the selection" });
+  const box = el("section", { id: "bulk-summary", className: "notice", "aria-labelledby": "bulk-summary-title" },
+    el("h4", { id: "bulk-summary-title", tabindex: "-1", text: `Review: ${n} ${n === 1 ? "case" : "cases"}, nothing written yet` }),
+    el("dl", { className: "facts" },
+      el("dt", { text: "Decision" }), el("dd", { text: `${spec.label} (reason ${request.reason_code})` }),
+      el("dt", { text: "What it does" }), el("dd", { text: spec.consequence }),
+      el("dt", { text: "By project" }), el("dd", { id: "bulk-by-project", text: tally("project_id") }),
+      el("dt", { text: "By action type" }), el("dd", { id: "bulk-by-type", text: tally("action_type") }),
+      el("dt", { text: "By finding" }), el("dd", { id: "bulk-by-finding", text: tally("last_finding") })),
+    el("p", {}, confirm, " ", back));
+  confirm.addEventListener("click", () => { box.remove(); runBulk(request); });
+  back.addEventListener("click", () => { box.remove(); document.getElementById("bulk-submit").focus(); });
+  document.getElementById("bulk-review").replaceChildren(box);
+  box.querySelector("h4").focus();
 }
 
 // The filter checked in the page too: an older API ignores filter parameters, and a bulk

@@ -316,6 +316,7 @@ def test_bulk_decision_shows_progress_and_a_mixed_per_item_result(
     page.fill("#bulk-reason", "vendor_declined")
     page.locator("#bulk-verified").check()
     page.locator("#bulk-submit").click()
+    page.locator("#bulk-commit").click()  # after the review of what it decides
     page.locator("#bulk-done").filter(has_text="3 of 3 decided").wait_for()
     rows = page.locator("#bulk-table tbody tr")
     results = {
@@ -356,6 +357,7 @@ def test_a_bulk_decision_on_a_stale_sign_in_steps_up_and_then_decides_every_item
     page.fill("#bulk-reason", "node_lost_outcome_unknown")
     page.locator("#bulk-verified").check()
     page.locator("#bulk-submit").click()
+    page.locator("#bulk-commit").click()  # after the review of what it decides
     # Nothing was written before the step-up; afterwards the same items (same mutation ids)
     # are sent once more.
     sign_in_at_provider(page, "alice", second_factor=True)
@@ -811,6 +813,7 @@ def test_a_bulk_decision_under_a_two_person_rule_confirms_one_and_proposes_the_r
     page.fill("#bulk-reason", "vendor_declined")
     page.locator("#bulk-verified").check()
     page.locator("#bulk-submit").click()
+    page.locator("#bulk-commit").click()  # after the review of what it decides
     page.locator("#bulk-done").filter(has_text="3 of 3 decided").wait_for()
     rows = page.locator("#bulk-table tbody tr")
     results = {

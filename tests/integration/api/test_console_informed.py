@@ -9,14 +9,15 @@ from typing import Any
 
 import pytest
 
-from resolver.core.domain import ActionSummary, DispatchIdentity, Finding, Outcome
+from resolver.core.domain import ActionSummary, DispatchIdentity, Finding, FindingKind, Outcome
 from resolver.db.repository import PostgresStore
 from resolver.evidence.receipts import KeyRing, encode_receipt, receipt_finding, sign_receipt
 from resolver.executor import ExecutionClient
 from tests.helpers.database import SQL, World, new_spec
-from tests.helpers.providers import ScriptedProvider, reconciler, verified
+from tests.helpers.providers import ScriptedProvider, fixed, reconciler, verified
 from tests.integration.api.test_console import (  # noqa: F401 - fixtures
     Site,
+    apply_filter,
     browser,
     page,
     rendered,
@@ -190,3 +191,85 @@ def test_find_opens_an_automatically_settled_dispatch_by_its_idempotency_key_and
     expect(page.locator("#found-none")).to_contain_text("Nothing found for “no-such-dispatch”")
     expect(page.locator("#case-state")).to_have_count(0)
     expect(page.locator("#decide-form")).to_have_count(0)
+
+
+def lost_in(store: PostgresStore, world: World, project_id: str, count: int) -> list[str]:
+    """Cases of another project whose executor was lost, inspected once: in the manual queue."""
+    executor = ExecutionClient(store, owner="node-7", lease_seconds=0.001)
+    ids = []
+    for _ in range(count):
+        spec = executor.create_dispatch(new_spec(project_id=project_id))
+        world.specs[spec.dispatch_id] = spec
+        started_ms = int(time.time() * 1000) + 1
+        executor.start(executor.lease(spec.dispatch_id, now_ms=started_ms), now_ms=started_ms)
+        ids.append(spec.dispatch_id)
+    reconciler(store, ScriptedProvider(fixed(FindingKind.UNSUPPORTED))).run_cycle(
+        now_ms=int(time.time() * 1000) + 20
+    )
+    return ids
+
+
+def test_a_selection_hidden_by_a_new_filter_is_cleared_and_nothing_outside_the_view_is_decided(
+    site: Site,  # noqa: F811 - the fixtures of test_console
+    page: Any,  # noqa: F811
+    store: PostgresStore,
+    sql: SQL,
+    world: World,
+    axe_source: str,
+) -> None:
+    sql.all("INSERT INTO recovery_projects VALUES ('proj-2', 1)")
+    sql.all("INSERT INTO recovery_role_bindings VALUES ('proj-2', 'alice', 'approval.recover', 1)")
+    other = lost_in(store, world, "proj-2", 2)
+    page.goto(f"{site.url}#/queue?project_id=proj-1")
+    sign_in(page, "alice")
+    rendered(page)
+    # Project 1: two rows ticked.
+    for dispatch_id in site.dispatch_ids[:2]:
+        page.locator(f"#list tr[data-dispatch-id='{dispatch_id}'] .pick").check()
+    expect(page.locator("#bulk-count")).to_have_text("2 selected")
+    # Another filter: the selection does not follow into a view that cannot show it.
+    apply_filter(page, project_id="proj-2")
+    expect(page.locator("#list tbody tr")).to_have_count(2)
+    expect(page.locator("#bulk-count")).to_have_text("0 selected")
+    expect(page.locator("#status")).to_contain_text("Selection cleared")
+    expect(page.locator("#bulk-outside")).to_be_hidden()
+    page.locator("#select-page").click()
+    expect(page.locator("#bulk-count")).to_have_text("2 selected")
+    page.locator("#bulk-confirm_failed").check()
+    page.fill("#bulk-reason", "node_lost_not_run")
+    page.locator("#bulk-verified").check()
+    page.locator("#bulk-submit").click()
+    # The review before anything is written: how many, where, what, and what it does.
+    summary = page.locator("#bulk-summary")
+    expect(summary.locator("h4")).to_have_text("Review: 2 cases, nothing written yet")
+    expect(page.locator("#bulk-by-project")).to_have_text("proj-2: 2")
+    expect(page.locator("#bulk-by-type")).to_have_text("test.action: 2")
+    expect(page.locator("#bulk-by-finding")).to_have_text("unsupported: 2")
+    expect(summary).to_contain_text("Marks it failed")
+    assert [sql.execution(d)["state"] for d in other] == ["executing", "executing"]
+    assert serious_violations(page, axe_source) == []
+    page.locator("#bulk-commit").click()
+    expect(page.locator("#bulk-done")).to_have_text("2 of 2 decided")
+    assert [sql.execution(d)["state"] for d in other] == ["failed", "failed"]
+    # Nothing of project 1, ticked before and hidden since, was decided.
+    assert [sql.execution(d)["state"] for d in site.dispatch_ids] == ["executing"] * 3
+
+
+def test_a_selection_on_another_page_of_the_same_filter_is_counted_and_shown(
+    site: Site,  # noqa: F811 - the fixtures of test_console
+    page: Any,  # noqa: F811
+) -> None:
+    page.goto(f"{site.url}#/queue?limit=2")
+    sign_in(page, "alice")
+    rendered(page)
+    first = page.locator("#list tbody tr").first.get_attribute("data-dispatch-id")
+    page.locator("#list tbody tr .pick").first.check()
+    page.locator("#next-page").click()
+    rendered(page)
+    expect(page.locator("#bulk-count")).to_have_text("1 selected")
+    outside = page.locator("#bulk-outside")
+    expect(outside.locator("summary")).to_have_text(
+        "1 selected outside this page (same filter): show them"
+    )
+    outside.locator("summary").click()
+    expect(outside.locator("a")).to_have_text(str(first))
