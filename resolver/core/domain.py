@@ -530,6 +530,21 @@ class OpenProposal(msgspec.Struct, frozen=True):
     expected_execution_version: int
 
 
+class ProposalRecord(msgspec.Struct, frozen=True):
+    """One two-person proposal in a case's history, open or closed."""
+
+    decision: Decision
+    reason_code: str
+    proposed_by: str
+    proposed_at_ms: int
+    expires_at_ms: int
+    closed_as: str | None
+    """`confirmed`, `rejected`, `withdrawn`, `expired` or `voided`; None while open."""
+    closed_at_ms: int | None
+    closed_by: str | None
+    close_reason_code: str | None
+
+
 class ManualQueueItem(msgspec.Struct, frozen=True):
     """One open case as the manual queue and the waiting list show it."""
 
@@ -671,6 +686,8 @@ class Case(msgspec.Struct, frozen=True):
     proposal: OpenProposal | None = None
     late_evidence: tuple[LateEvidence, ...] = ()
     """Verified findings observed after a manual decision (docs/manual-resolution.md)."""
+    proposals: tuple[ProposalRecord, ...] = ()
+    """Every two-person proposal of the case, open or closed, oldest first."""
 
 
 class DecisionFilter(msgspec.Struct, frozen=True):

@@ -708,6 +708,16 @@ SELECT r.dispatch_id, r.observation_id, r.recorded, r.agrees
 FROM resolver_record_late_evidence(
     %(items)s::json, %(owner)s, %(window_ms)s, %(now_ms)s) AS r;
 
+-- name: case_proposals
+-- Every two-person proposal of a case, open or closed (confirmed, rejected, withdrawn,
+-- expired, voided): who proposed what and when, and who closed it how. At most 50.
+SELECT p.outcome, p.reason_code, p.proposed_by, p.proposed_at_ms, p.expires_at_ms,
+       p.closed_as, p.closed_at_ms, p.closed_by, p.close_reason_code
+FROM recovery_proposals AS p
+WHERE p.dispatch_id = %(dispatch_id)s
+ORDER BY p.proposed_at_ms, p.proposal_id
+LIMIT 50;
+
 -- name: case_late_evidence
 -- The late evidence recorded beside a case's decision (at most one row today).
 SELECT l.finding, l.agrees, l.evidence_digest, l.observed_at_ms

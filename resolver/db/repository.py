@@ -53,6 +53,7 @@ from resolver.core.domain import (
     OpenProposal,
     Principal,
     ProposalAction,
+    ProposalRecord,
     ProviderFailure,
     ResolutionSource,
 )
@@ -398,7 +399,18 @@ class PostgresStore:
             late = conn.execute(
                 statement("case_late_evidence"), {"dispatch_id": dispatch_id}
             ).fetchall()
-        return _case(row, authorizations, late)
+            proposals = conn.execute(
+                statement("case_proposals"), {"dispatch_id": dispatch_id}
+            ).fetchall()
+        return msgspec.structs.replace(
+            _case(row, authorizations, late),
+            proposals=tuple(
+                ProposalRecord(
+                    **{**p, "decision": Decision.settling(ExecutionState(p.pop("outcome")))}
+                )
+                for p in proposals
+            ),
+        )
 
     def find_dispatches(self, user_id: str, q: str) -> list[FoundDispatch]:
         """Every readable dispatch whose dispatch id, idempotency key or approval id is `q`."""

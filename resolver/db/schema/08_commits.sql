@@ -434,7 +434,8 @@ LANGUAGE sql VOLATILE AS $$
             closed_by = 'manual',
             closed_at_ms = s.finished_at_ms,
             execution_version = s.version,
-            manual_at_ms = NULL,
+            -- manual_at_ms stays: when the case reached the queue is part of its history
+            -- (migration 0020); the queue itself reads open (status 'manual') controls only.
             (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
                 = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version))
         FROM settled AS s
@@ -654,7 +655,7 @@ BEGIN
             closed_at_ms = d.finished_at_ms,
             completion_mutation_id = p_mutation_id,
             execution_version = d.version,
-            manual_at_ms = NULL,
+            -- manual_at_ms stays, as in the manual settle (migration 0020).
             (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
                 = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version))
         FROM completed AS d

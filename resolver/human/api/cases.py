@@ -241,6 +241,21 @@ class LateEvidenceOut(BaseModel):
     observed_at_ms: int
 
 
+class ProposalHistoryOut(BaseModel):
+    """One two-person proposal of the case, open or closed."""
+
+    decision: str
+    reason_code: str
+    proposed_by: str
+    proposed_at_ms: int
+    expires_at_ms: int
+    closed_as: str | None
+    """`confirmed`, `rejected`, `withdrawn`, `expired` or `voided`; null while open."""
+    closed_at_ms: int | None
+    closed_by: str | None
+    close_reason_code: str | None
+
+
 class CaseOut(BaseModel):
     """The whole case of one dispatch, read-only."""
 
@@ -252,6 +267,8 @@ class CaseOut(BaseModel):
     resolution: CaseResolutionOut | None
     authorizations: list[CaseAuthorizationOut]
     late_evidence: list[LateEvidenceOut]
+    proposals: list[ProposalHistoryOut] = []
+    """Every two-person proposal of the case, open or closed, oldest first: the history."""
 
     @classmethod
     def of(cls, case: Case) -> "CaseOut":
@@ -263,6 +280,7 @@ class CaseOut(BaseModel):
             resolution=CaseResolutionOut(**_fields(case.resolution)) if case.resolution else None,
             authorizations=[CaseAuthorizationOut(**_fields(a)) for a in case.authorizations],
             late_evidence=[LateEvidenceOut(**_fields(e)) for e in case.late_evidence],
+            proposals=[ProposalHistoryOut(**_fields(p)) for p in case.proposals],
         )
 
 

@@ -771,13 +771,19 @@ function timeline(c) {
     if (k.status === "armed" && k.next_scan_at_ms) events.push([k.next_scan_at_ms, "Next look for evidence"]);
     if (k.closed_at_ms) events.push([k.closed_at_ms, `Recovery closed by ${k.closed_by}`]);
   }
-  if (c.proposal) {
-    events.push([c.proposal.proposed_at_ms, `${c.proposal.proposed_by} proposed ${c.proposal.decision} (${c.proposal.reason_code})`]);
-    events.push([c.proposal.expires_at_ms, "Proposal expires"]);
-  }
+  // Every proposal, open or closed, stays in the history (an older API sends the open one only).
+  const proposals = c.proposals || (c.proposal ? [{ ...c.proposal, closed_as: null }] : []);
+  proposals.forEach((p) => {
+    events.push([p.proposed_at_ms, `${p.proposed_by} proposed ${decisionLabel(p.decision)} (${p.reason_code}); a second person must confirm`]);
+    if (!p.closed_as) events.push([p.expires_at_ms, "Proposal expires unless confirmed"]);
+    else if (p.closed_as === "expired" || p.closed_as === "voided") events.push([p.closed_at_ms, `Proposal ${p.closed_as}`]);
+    else events.push([p.closed_at_ms, `${p.closed_by} ${p.closed_as} ${p.proposed_by}'s proposal (${p.close_reason_code})`]);
+  });
   if (c.resolution) {
     const r = c.resolution;
-    events.push([r.resolved_at_ms, `Resolved ${r.source}: ${r.outcome}` + (r.actor_user_id ? ` by ${r.actor_user_id} (${r.reason_code})` : "")]);
+    events.push([r.resolved_at_ms, r.source === "manual"
+      ? `Decided: ${r.outcome}, by ${decidedBy(c)} (${r.reason_code})`
+      : `Settled automatically from verified evidence: ${r.outcome}`]);
   }
   (c.late_evidence || []).forEach((e) => events.push([e.observed_at_ms,
     `Later evidence: ${e.finding}, ${e.agrees ? "agrees with the decision" : "CONTRADICTS the decision"}` +

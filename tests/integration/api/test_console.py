@@ -37,6 +37,7 @@ from tests.integration.console_rig import (
 )
 
 playwright = pytest.importorskip("playwright.sync_api")
+expect = playwright.expect
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
 LINKS = json.dumps(
     [
@@ -741,6 +742,16 @@ def test_two_signed_in_people_propose_and_confirm_a_decision(
     assert listed(bob) == [target]
     decided = bob.locator(f"#list tr[data-dispatch-id='{target}'] td").all_text_contents()
     assert decided[4] == "alice, confirmed by bob"
+    # The decided case names both people and keeps its whole history: queued and why, the
+    # proposal (who, when) and its confirmation (who, when).
+    bob.locator(f"#list a:text-is('{target}')").click()
+    rendered(bob)
+    expect(bob.locator("#case-state")).to_have_text("Failed: decided by alice, confirmed by bob")
+    events = bob.locator("#timeline li").all_text_contents()
+    assert any("Reached the manual queue: unsupported" in e for e in events), events
+    assert any("alice proposed Confirm failed (vendor_declined)" in e for e in events), events
+    assert any("bob confirmed alice's proposal (vendor_declined)" in e for e in events), events
+    assert any("Decided: failed, by alice, confirmed by bob" in e for e in events), events
     bob.context.close()
 
 

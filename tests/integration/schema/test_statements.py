@@ -47,6 +47,7 @@ DUMMY = {
     "overridden_finding": None,
     "q": None,
     "summary": None,
+    "action_summary": None,
     "actor_user_id": None,
     "since_ms": 0,
     "until_ms": 1,

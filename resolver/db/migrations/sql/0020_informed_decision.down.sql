@@ -152,6 +152,222 @@ BEGIN
 END
 $$;
 
+-- Closing a case clears manual_at_ms again.
+
+CREATE OR REPLACE FUNCTION resolver_settle_manual(
+    p_dispatch_id text, p_mutation_id text, p_outcome text, p_evidence_digest text,
+    p_reason_code text, p_expected_execution_version bigint, p_actor_user_id text,
+    p_now_ms bigint, p_authorizations json
+)
+RETURNS TABLE (dispatch_id text, version bigint)
+LANGUAGE sql VOLATILE AS $$
+    WITH settled AS (
+        UPDATE approved_action_executions AS e
+        SET state = p_outcome,
+            version = e.version + 1,
+            finished_at_ms = p_now_ms,
+            evidence_digest = p_evidence_digest
+        WHERE e.dispatch_id = p_dispatch_id AND e.version = p_expected_execution_version
+          AND e.state = 'executing'
+        RETURNING e.dispatch_id, e.version, e.finished_at_ms
+    ),
+    closed AS (
+        UPDATE approved_action_recovery_controls AS c
+        SET status = 'resolved',
+            closed_by = 'manual',
+            closed_at_ms = s.finished_at_ms,
+            execution_version = s.version,
+            manual_at_ms = NULL,
+            (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
+                = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version))
+        FROM settled AS s
+        WHERE c.dispatch_id = s.dispatch_id AND c.status <> 'resolved'
+        RETURNING c.dispatch_id
+    ),
+    resolution AS (
+        -- `finding` of a manual resolution: the finding it overrode (the control's last one,
+        -- read from the statement's snapshot, before `closed`).
+        INSERT INTO approved_action_recovery_resolutions (
+            dispatch_id, mutation_id, source, outcome, finding, evidence_digest,
+            expected_execution_version, actor_user_id, reason_code, resolved_at_ms)
+        SELECT s.dispatch_id, p_mutation_id, 'manual', p_outcome,
+               (SELECT oc.last_finding FROM approved_action_recovery_controls AS oc
+                WHERE oc.dispatch_id = s.dispatch_id),
+               p_evidence_digest, p_expected_execution_version, p_actor_user_id, p_reason_code,
+               s.finished_at_ms
+        FROM settled AS s
+        RETURNING dispatch_id, mutation_id, outcome, finding, evidence_digest,
+                  expected_execution_version, actor_user_id, reason_code, resolved_at_ms
+    ),
+    authorization_fact AS (
+        INSERT INTO recovery_authorizations (
+            mutation_id, user_id, permission, project_id, project_version,
+            role_binding_version, auth_time_ms, amr, authorized_at_ms)
+        SELECT r.mutation_id, a.user_id, 'approval.recover', a.project_id, a.project_version,
+               a.role_binding_version, a.auth_time_ms, a.amr, a.authorized_at_ms
+        FROM resolution AS r,
+             json_to_recordset(p_authorizations) AS a(
+                 user_id text, project_id text, project_version bigint,
+                 role_binding_version bigint, auth_time_ms bigint, amr text[],
+                 authorized_at_ms bigint)
+        RETURNING mutation_id, user_id, permission, project_id, project_version,
+                  role_binding_version, auth_time_ms, amr, authorized_at_ms
+    ),
+    -- The audit chain (migration 0008): the decision's canonical content, linked to the
+    -- chain's head. Updating the one head row takes its lock, so concurrent decisions link
+    -- one after another; after a wait, READ COMMITTED re-reads the head that committed first
+    -- and this link's hash is computed from it. The head is the last row locked: the lock
+    -- order (execution, control, inserts, head) is the same for every writer.
+    content AS (
+        SELECT r.mutation_id, r.dispatch_id, r.resolved_at_ms,
+               resolver_audit_content(
+                   r.dispatch_id, r.mutation_id, r.outcome, r.finding, r.evidence_digest,
+                   r.expected_execution_version, r.actor_user_id, r.reason_code,
+                   r.resolved_at_ms,
+                   (SELECT json_agg(resolver_audit_authorization(
+                               a.user_id, a.permission, a.project_id, a.project_version,
+                               a.role_binding_version, a.auth_time_ms, a.amr,
+                               a.authorized_at_ms)
+                           ORDER BY a.user_id)
+                    FROM authorization_fact AS a WHERE a.mutation_id = r.mutation_id))
+                   AS content
+        FROM resolution AS r
+    ),
+    head AS (
+        UPDATE recovery_audit_head AS h
+        SET seq = h.seq + 1,
+            prev_hash = h.hash,
+            hash = encode(sha256(convert_to(h.hash || c.content, 'UTF8')), 'hex')
+        FROM content AS c
+        WHERE h.id = 1
+        RETURNING h.seq, h.prev_hash, h.hash
+    ),
+    link AS (
+        INSERT INTO recovery_audit_chain (
+            seq, mutation_id, dispatch_id, content, prev_hash, hash, recorded_at_ms)
+        SELECT h.seq, c.mutation_id, c.dispatch_id, c.content, h.prev_hash, h.hash,
+               c.resolved_at_ms
+        FROM head AS h, content AS c
+        RETURNING seq
+    )
+    SELECT s.dispatch_id, s.version FROM settled AS s
+$$;
+
+CREATE OR REPLACE FUNCTION resolver_execution_complete(
+    p_dispatch_id text, p_owner text, p_token uuid, p_version bigint, p_outcome text,
+    p_result_code text, p_mutation_id text, p_evidence_digest text DEFAULT NULL,
+    p_now_ms bigint DEFAULT NULL
+)
+RETURNS TABLE (
+    dispatch_id text, result text, state text, version bigint
+)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
+#variable_conflict use_column
+DECLARE
+    now_ms bigint;
+    seen record;
+BEGIN
+    IF p_outcome IS NULL OR p_outcome NOT IN ('succeeded', 'failed') THEN
+        RAISE EXCEPTION 'p_outcome must be succeeded or failed' USING ERRCODE = 'RS005';
+    END IF;
+    IF NOT coalesce(p_result_code ~ '^[a-z0-9_.-]{1,64}$', false) THEN
+        RAISE EXCEPTION 'p_result_code must match [a-z0-9_.-]{1,64}' USING ERRCODE = 'RS005';
+    END IF;
+    IF NOT coalesce(resolver_is_id(p_mutation_id), false) THEN
+        RAISE EXCEPTION 'p_mutation_id must be 1-128 characters of [A-Za-z0-9_.:-]'
+            USING ERRCODE = 'RS005';
+    END IF;
+    IF p_evidence_digest IS NOT NULL AND p_evidence_digest !~ '^[0-9a-f]{64}$' THEN
+        RAISE EXCEPTION 'p_evidence_digest must be a lowercase hex sha256 or NULL'
+            USING ERRCODE = 'RS005';
+    END IF;
+    now_ms := resolver_protocol_now_ms(p_now_ms);
+    -- Terminal state fenced on owner/token/version; a late completion is accepted as
+    -- long as nobody replaced the fence (no resolution, no takeover).
+    -- One statement: the control closes with the terminal state (the settled-closed
+    -- trigger checks exactly that at the end of the statement).
+    WITH completed AS (
+        UPDATE approved_action_executions AS e
+        SET state = p_outcome,
+            version = e.version + 1,
+            finished_at_ms = now_ms,
+            result_code = p_result_code,
+            completion_mutation_id = p_mutation_id,
+            evidence_digest = p_evidence_digest
+        WHERE e.dispatch_id = p_dispatch_id AND e.owner = p_owner AND e.token = p_token
+          AND e.version = p_version AND e.state = 'executing'
+        RETURNING e.dispatch_id, e.state, e.version, e.finished_at_ms
+    ),
+    closed AS (
+        UPDATE approved_action_recovery_controls AS c
+        SET status = 'resolved',
+            closed_by = 'completion',
+            closed_at_ms = d.finished_at_ms,
+            completion_mutation_id = p_mutation_id,
+            execution_version = d.version,
+            manual_at_ms = NULL,
+            (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
+                = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version))
+        FROM completed AS d
+        WHERE c.dispatch_id = d.dispatch_id AND c.status <> 'resolved'
+        RETURNING c.dispatch_id
+    )
+    SELECT d.dispatch_id, d.state, d.version INTO dispatch_id, state, version
+    FROM completed AS d;
+    IF FOUND THEN
+        result := 'committed';
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    SELECT e.dispatch_id, e.state, e.version, e.result_code, e.completion_mutation_id,
+           e.evidence_digest, r.source, r.evidence_digest AS resolution_digest
+    INTO seen
+    FROM approved_action_executions AS e
+    LEFT JOIN approved_action_recovery_resolutions AS r USING (dispatch_id)
+    WHERE e.dispatch_id = p_dispatch_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'dispatch % has no execution', quote_literal(p_dispatch_id)
+            USING ERRCODE = 'RS004';
+    END IF;
+    -- Our own completion already landed: a replay repeats every semantic field. A
+    -- resolution won first: only the same outcome on the same evidence is the same fact.
+    IF seen.state = p_outcome AND (
+           (seen.source IS NULL
+            AND seen.completion_mutation_id IS NOT DISTINCT FROM p_mutation_id
+            AND seen.result_code IS NOT DISTINCT FROM p_result_code
+            AND seen.evidence_digest IS NOT DISTINCT FROM p_evidence_digest)
+        OR (seen.source IS NOT NULL AND p_evidence_digest IS NOT NULL
+            AND seen.resolution_digest = p_evidence_digest)) THEN
+        dispatch_id := seen.dispatch_id;
+        state := seen.state;
+        version := seen.version;
+        result := 'replayed';
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    IF seen.state IN ('succeeded', 'failed', 'blocked') THEN
+        RAISE EXCEPTION 'dispatch % was already settled % by %; completion % (%) drifts from it',
+            quote_literal(p_dispatch_id), seen.state,
+            CASE seen.source WHEN 'automatic' THEN 'an automatic resolution'
+                             WHEN 'manual' THEN 'a manual resolution'
+                             ELSE 'a completion' END,
+            quote_literal(p_mutation_id), p_outcome
+            USING ERRCODE = 'RS001';
+    END IF;
+    PERFORM resolver_protocol_refuse(
+        'complete', p_dispatch_id, p_owner, p_token, p_version, now_ms);
+END
+$$;
+
+DO $$
+BEGIN
+    EXECUTE format('ALTER FUNCTION resolver_settle_manual(text, text, text, text, text, bigint, text, bigint, json) '
+                   'SET search_path = pg_catalog, %I, pg_temp', current_schema());
+    EXECUTE format('ALTER FUNCTION resolver_execution_complete(text, text, uuid, bigint, text, text, text, text, bigint) '
+                   'SET search_path = pg_catalog, %I, pg_temp', current_schema());
+END
+$$;
+
 DROP FUNCTION resolver_dispatch_create(text, text, text, text, text, text, integer, text, jsonb);
 
 CREATE FUNCTION resolver_dispatch_create(

@@ -9,7 +9,9 @@ Create Date: 2026-12-03
 A dispatch may carry a bounded, low-sensitivity summary of the approved action for people
 (a new optional last argument of resolver_dispatch_create; executors that do not pass it keep
 working), shape-checked in the database. A control keeps the provider's reason code of its
-last inspection and a bounded count of each. Downgrade drops both (their content is lost).
+last inspection and a bounded count of each. A closed case keeps when it reached the manual
+queue (manual_at_ms is no longer cleared). Downgrade drops the columns (their content is lost)
+and clears manual_at_ms on close again.
 """
 
 from __future__ import annotations
