@@ -431,6 +431,9 @@ class BacklogSnapshot(msgspec.Struct, frozen=True):
     """Open dispatches by (queue, action_type)."""
     oldest_claimable_at_ms: int | None = None
     oldest_manual_at_ms: int | None = None
+    open_proposals: int = 0
+    """Two-person proposals waiting for a second person (neither closed nor expired)."""
+    oldest_open_proposal_at_ms: int | None = None
 
     def controls_by_status(self) -> dict[str, int]:
         """Open controls by stored status: armed (due or waiting) and manual."""
@@ -456,6 +459,10 @@ class BacklogSnapshot(msgspec.Struct, frozen=True):
     @property
     def oldest_manual_age_seconds(self) -> float:
         return _age_seconds(self.db_now_ms, self.oldest_manual_at_ms)
+
+    @property
+    def oldest_open_proposal_age_seconds(self) -> float:
+        return _age_seconds(self.db_now_ms, self.oldest_open_proposal_at_ms)
 
 
 def _age_seconds(now_ms: int, since_ms: int | None) -> float:
@@ -569,6 +576,8 @@ class ManualQueueItem(msgspec.Struct, frozen=True):
     action_summary: ActionSummary | None = None
     last_reason: str | None = None
     """The last inspection's reason code (`unknown_kid`, `http_404`), if its provider gave one."""
+    two_person_decisions: tuple[Decision, ...] = ()
+    """The decisions a two-person rule covers for this action type."""
 
 
 class FoundDispatch(msgspec.Struct, frozen=True):
@@ -605,6 +614,8 @@ class CaseFilter(msgspec.Struct, frozen=True):
     q: str | None = None
     summary: str | None = None
     """Words of what was approved (its summary's title or facts), case-insensitive."""
+    open_proposal: bool = False
+    """Only cases whose two-person proposal waits for a second person."""
 
 
 NO_FILTER = CaseFilter()
@@ -688,6 +699,8 @@ class Case(msgspec.Struct, frozen=True):
     """Verified findings observed after a manual decision (docs/manual-resolution.md)."""
     proposals: tuple[ProposalRecord, ...] = ()
     """Every two-person proposal of the case, open or closed, oldest first."""
+    two_person_decisions: tuple[Decision, ...] = ()
+    """The decisions a two-person rule covers for this action type."""
 
 
 class DecisionFilter(msgspec.Struct, frozen=True):

@@ -280,6 +280,11 @@ AND (%(last_finding)s::text IS NULL OR c.last_finding = %(last_finding)s::text)
 -- lists are bounded by their partial indexes, so a substring test costs a bounded scan.
 AND (%(summary)s::text IS NULL
      OR strpos(lower(d.action_summary::text), lower(%(summary)s::text)) > 0)
+-- Open two-person proposals only: the cases waiting for a second person.
+AND (NOT %(open_proposal)s::boolean
+     OR EXISTS (SELECT 1 FROM recovery_proposals AS op
+                WHERE op.dispatch_id = d.dispatch_id AND op.closed_as IS NULL
+                  AND op.expires_at_ms > (SELECT ms FROM now)))
 AND
     -- include: dispatch_lookup
 
@@ -345,7 +350,11 @@ SELECT c.dispatch_id, d.project_id, d.action_type, c.last_finding, c.finding_cou
        pr.expires_at_ms AS proposal_expires_at_ms, pr.reason_code AS proposal_reason_code,
        pr.evidence_digest AS proposal_evidence_digest,
        pr.expected_execution_version AS proposal_expected_version,
-       d.action_summary, c.last_reason
+       d.action_summary, c.last_reason,
+       -- The decisions a two-person rule covers for this action type (shown before anyone
+       -- decides).
+       ARRAY(SELECT o FROM unnest(ARRAY['succeeded', 'failed', 'blocked']) AS o
+             WHERE resolver_needs_two_people(d.action_type, o)) AS two_person_outcomes
 FROM approved_action_recovery_controls AS c
 JOIN approved_action_dispatches AS d USING (dispatch_id)
 JOIN approved_action_executions AS e USING (dispatch_id)
@@ -391,7 +400,11 @@ SELECT c.dispatch_id, d.project_id, d.action_type, c.last_finding, c.finding_cou
        pr.expires_at_ms AS proposal_expires_at_ms, pr.reason_code AS proposal_reason_code,
        pr.evidence_digest AS proposal_evidence_digest,
        pr.expected_execution_version AS proposal_expected_version,
-       d.action_summary, c.last_reason
+       d.action_summary, c.last_reason,
+       -- The decisions a two-person rule covers for this action type (shown before anyone
+       -- decides).
+       ARRAY(SELECT o FROM unnest(ARRAY['succeeded', 'failed', 'blocked']) AS o
+             WHERE resolver_needs_two_people(d.action_type, o)) AS two_person_outcomes
 FROM approved_action_recovery_controls AS c
 JOIN approved_action_dispatches AS d USING (dispatch_id)
 JOIN approved_action_executions AS e USING (dispatch_id)
@@ -441,6 +454,8 @@ SELECT d.dispatch_id, d.approval_request_id, d.project_id, d.action_type, d.acti
        c.last_failure_class, c.last_evidence_digest, c.next_scan_at_ms, c.manual_at_ms,
        c.manual_reason, c.closed_by, c.closed_at_ms, c.last_reason, c.reason_counts,
        d.action_summary,
+       ARRAY(SELECT o FROM unnest(ARRAY['succeeded', 'failed', 'blocked']) AS o
+             WHERE resolver_needs_two_people(d.action_type, o)) AS two_person_outcomes,
        r.source AS resolution_source, r.outcome AS resolution_outcome,
        r.reason_code AS resolution_reason_code, r.actor_user_id AS resolution_actor_user_id,
        r.evidence_digest AS resolution_evidence_digest, r.resolved_at_ms,
@@ -561,6 +576,21 @@ SELECT (SELECT ms FROM now) AS db_now_ms,
         WHERE m.status = 'manual' AND m.manual_at_ms IS NOT NULL
         ORDER BY m.manual_at_ms, m.dispatch_id
         LIMIT 1) AS oldest_manual_at_ms;
+
+-- name: backlog_proposals
+-- Part 3: open two-person proposals (neither closed nor expired), counted up to
+-- %(count_cap)s, and when the oldest was made. Only open proposals are read (a partial
+-- unique index holds them, one per dispatch at most).
+WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms),
+open AS (
+    SELECT pr.proposed_at_ms
+    FROM recovery_proposals AS pr
+    WHERE
+        -- include: proposal_open
+    LIMIT %(count_cap)s
+)
+SELECT count(*) AS open_proposals, min(proposed_at_ms) AS oldest_open_proposal_at_ms
+FROM open;
 
 -- name: backlog_counts
 -- Part 2: open controls by queue (due = claimable now, waiting = armed but not claimable

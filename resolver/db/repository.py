@@ -254,13 +254,18 @@ class PostgresStore:
             counts = conn.execute(
                 statement("backlog_counts"), {"now_ms": now_ms, "count_cap": count_cap}
             ).fetchall()
-        assert oldest is not None
+            proposals = conn.execute(
+                statement("backlog_proposals"), {"now_ms": now_ms, "count_cap": count_cap}
+            ).fetchone()
+        assert oldest is not None and proposals is not None
         return BacklogSnapshot(
             db_now_ms=oldest["db_now_ms"],
             count_cap=count_cap,
             dispatches={(r["queue"], r["action_type"]): r["dispatches"] for r in counts},
             oldest_claimable_at_ms=oldest["oldest_claimable_at_ms"],
             oldest_manual_at_ms=oldest["oldest_manual_at_ms"],
+            open_proposals=proposals["open_proposals"],
+            oldest_open_proposal_at_ms=proposals["oldest_open_proposal_at_ms"],
         )
 
     def prune_summary(self) -> PruneSummary:
@@ -404,6 +409,7 @@ class PostgresStore:
             ).fetchall()
         return msgspec.structs.replace(
             _case(row, authorizations, late),
+            two_person_decisions=_two_person(row["two_person_outcomes"]),
             proposals=tuple(
                 ProposalRecord(
                     **{**p, "decision": Decision.settling(ExecutionState(p.pop("outcome")))}
@@ -611,7 +617,14 @@ def _queue_item(row: Row) -> ManualQueueItem:
     for column in PROPOSAL_COLUMNS:
         del row[column]
     summary = ActionSummary.from_stored(row.pop("action_summary"))
-    return ManualQueueItem(**row, proposal=proposal, action_summary=summary)
+    two = _two_person(row.pop("two_person_outcomes"))
+    return ManualQueueItem(
+        **row, proposal=proposal, action_summary=summary, two_person_decisions=two
+    )
+
+
+def _two_person(outcomes: Sequence[str]) -> tuple[Decision, ...]:
+    return tuple(Decision.settling(ExecutionState(o)) for o in outcomes)
 
 
 # The open-proposal columns of the case and list statements (queries.sql, proposal_open).
@@ -663,6 +676,7 @@ def _case_filter(user_id: str, filters: CaseFilter, now_ms: int | None) -> dict[
         "action_type": filters.action_type,
         "last_finding": filters.last_finding.value if filters.last_finding else None,
         "summary": filters.summary,
+        "open_proposal": filters.open_proposal,
         "q": filters.q,
         "min_age_ms": filters.min_age_ms,
         "now_ms": now_ms,

@@ -135,6 +135,8 @@ class QueueEntry(BaseModel):
     """What was approved, if the executor said (a title and labelled facts)."""
     last_reason: str | None = None
     """Why the last finding is what it is (`unknown_kid`, `http_404`), if its provider said."""
+    two_person_decisions: list[str] = []
+    """The decisions that need two people on this action type (a rule names them)."""
 
     @classmethod
     def of(cls, item: ManualQueueItem) -> "QueueEntry":
@@ -157,6 +159,7 @@ class QueueEntry(BaseModel):
             proposal=Proposal.of(item.proposal),
             action_summary=ActionSummaryOut.of(item.action_summary),
             last_reason=item.last_reason,
+            two_person_decisions=[d.value for d in item.two_person_decisions],
         )
 
 
@@ -269,6 +272,8 @@ class CaseOut(BaseModel):
     late_evidence: list[LateEvidenceOut]
     proposals: list[ProposalHistoryOut] = []
     """Every two-person proposal of the case, open or closed, oldest first: the history."""
+    two_person_decisions: list[str] = []
+    """The decisions that need two people on this action type (a rule names them)."""
 
     @classmethod
     def of(cls, case: Case) -> "CaseOut":
@@ -281,6 +286,7 @@ class CaseOut(BaseModel):
             authorizations=[CaseAuthorizationOut(**_fields(a)) for a in case.authorizations],
             late_evidence=[LateEvidenceOut(**_fields(e)) for e in case.late_evidence],
             proposals=[ProposalHistoryOut(**_fields(p)) for p in case.proposals],
+            two_person_decisions=[d.value for d in case.two_person_decisions],
         )
 
 
@@ -381,11 +387,20 @@ def install_case_routes(
             min_age_seconds: MinAge = 0,
             q: Lookup = None,
             summary: SummaryWords = None,
+            open_proposal: Annotated[
+                bool, Query(description="only cases whose proposal waits for a second person")
+            ] = False,
             limit: Limit = 50,
             cursor: Cursor = None,
         ) -> QueuePage:
             filters = CaseFilter(
-                project_id, action_type, last_finding, min_age_seconds * 1000, q, summary
+                project_id,
+                action_type,
+                last_finding,
+                min_age_seconds * 1000,
+                q,
+                summary,
+                open_proposal,
             )
             after = _decode_case_cursor(cursor, bad_cursor)
             items = store.list_cases(user.user_id, which, limit, after, filters)

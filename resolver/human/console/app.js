@@ -69,6 +69,12 @@ const VIEWS = {
     empty: "Nothing is waiting for evidence.",
     columns: ["Dispatch", "What was approved", "Project", "Action type", "Last finding", "Last failure", "Waiting since", "Proposal"],
   },
+  proposals: {
+    title: "Waiting for a second person", path: "/v1/manual-queue", fixed: { open_proposal: "true" }, filters: LIST_FILTERS, bulk: false, noun: ["case", "cases"],
+    lede: "Two-person cases: one person proposed a decision; a different person with the same permission must confirm or reject it before it expires.",
+    empty: "No proposal waits for a second person.",
+    columns: ["Dispatch", "What was approved", "Project", "Action type", "Last finding", "Why here", "In queue since", "Proposal"],
+  },
   decided: {
     title: "Decided", path: "/v1/decisions", bulk: false, noun: ["decision", "decisions"],
     filters: ["project_id", "action_type", "overridden_finding", "user_id", "since", "until", "q"],
@@ -177,7 +183,7 @@ function route() {
   if (match) return { view: "case", id: decodeURIComponent(match[1]) };
   const [path, query] = hash.split("?");
   const view = path.replace(/^\//, "");
-  if (view === "find") return { view: "find", params: new URLSearchParams(query || "") };
+  if (view === "find" || view === "oldest") return { view, params: new URLSearchParams(query || "") };
   return { view: VIEWS[view] ? view : "queue", params: new URLSearchParams(query || "") };
 }
 
@@ -212,6 +218,7 @@ async function render() {
   let moved = false;
   if (where.view === "case") await renderCase(slot, where.id);
   else if (where.view === "find") moved = await renderFind(slot, where.params.get("q") || "");
+  else if (where.view === "oldest") moved = await renderOldest(slot, where.params);
   else await renderList(slot, where.view, where.params);
   // A find that names one dispatch moved on to its case: that render marks the page drawn.
   if (generation !== renders || moved) return;
@@ -312,7 +319,7 @@ function filterForm(view, params) {
 }
 
 function apiQuery(view, params, cursor, limit) {
-  const query = new URLSearchParams({ limit: String(limit || 50) });
+  const query = new URLSearchParams({ limit: String(limit || 50), ...(VIEWS[view].fixed || {}) });
   VIEWS[view].filters.forEach((name) => {
     const value = params.get(name);
     if (!value) return;
@@ -439,7 +446,7 @@ function listRow(view, item) {
     });
     cell(box);
   }
-  cell(caseLink(item.dispatch_id));
+  cell(caseLink(item.dispatch_id), twoPeopleMark(item.two_person_decisions));
   if (view !== "decided") cell(item.action_summary ? summaryLine(item.action_summary) : el("span", { className: "hint", text: "not given" }));
   cell(item.project_id);
   cell(item.action_type);
@@ -454,10 +461,16 @@ function listRow(view, item) {
   }
   cell((item.last_finding || "—") + (item.last_reason ? ` (${item.last_reason})` : "") +
     `, ${item.finding_count} inspection${item.finding_count === 1 ? "" : "s"}`);
-  cell(view === "queue" ? whyHere(item) : item.last_failure_class || "—");
+  cell(view === "waiting" ? item.last_failure_class || "—" : whyHere(item));
   cell(when(sinceMs(view, item)));
   cell(proposalText(item.proposal));
   return row;
+}
+
+// "Needs two people", before anyone decides: which decisions a rule covers on this action type.
+function twoPeopleMark(decisions) {
+  if (!decisions || !decisions.length) return null;
+  return [" ", el("span", { className: "badge two-people", text: "needs two people: " + decisions.map(decisionLabel).join(", ").toLowerCase() })];
 }
 
 // A summary in one line for a list row: the title, then its facts.
@@ -485,7 +498,7 @@ function suggestsTampering(c) {
 // What a list is ordered by and what its age filter measures: entering the queue for the
 // manual queue, the first inspection for the waiting list (the API's own keyset).
 function sinceMs(view, item) {
-  return view === "queue" ? item.manual_at_ms : item.first_inspected_at_ms;
+  return view === "waiting" ? item.first_inspected_at_ms : item.manual_at_ms;
 }
 
 // -- bulk ---------------------------------------------------------------------------------------
@@ -801,6 +814,11 @@ function renderCaseBody(main, c) {
   main.append(el("p", { id: "case-state", className: "state" }, stateName(c)),
     el("p", { id: "headline", className: "headline" + (suggestsTampering(c) ? " alarm" : "") }, ...headline(c)),
     approvedCard(c));
+  if (!c.resolution && (c.two_person_decisions || []).length) {
+    main.append(el("p", { id: "two-people", className: "notice" },
+      el("strong", { text: "Needs two people" }),
+      ` for ${c.two_person_decisions.map(decisionLabel).join(", ")}: that decision becomes a proposal, and a second person with the same permission must confirm it before anything is settled.`));
+  }
   const contradicting = (c.late_evidence || []).filter((e) => !e.agrees);
   if (c.resolution && contradicting.length) {
     // The decision stands (it is final); the person who reads this has to act outside it.
@@ -912,7 +930,7 @@ function decidePanel(target) {
   form.append(choices, ...reasonFields("one"),
     el("div", { className: "field" }, el("input", { type: "checkbox", id: "verified", name: "verified", required: true }),
       el("label", { for: "verified", text: "I checked the outcome outside the system" })),
-    el("button", { type: "submit", id: "decide-submit", text: "Record decision" }));
+    el("button", { type: "submit", id: "decide-submit", text: target.proposal ? "Record this decision instead" : "Record decision" }));
   // One mutation id per form: a resubmission after a lost answer replays, never doubles.
   const mutationId = crypto.randomUUID();
   form.addEventListener("submit", async (event) => {
@@ -930,7 +948,12 @@ function decidePanel(target) {
     if (data.get("evidence_digest")) body.evidence_digest = data.get("evidence_digest");
     await send(answers, "POST", "/v1/dispatches/" + encodeURIComponent(target.dispatch_id) + "/resolution", body);
   });
-  section.append(form, el("h4", { text: "Answers" }), answers);
+  // The second person's view leads with the proposal and its one confirm step; deciding
+  // differently (which rejects the proposal) is there, folded away.
+  const body = target.proposal
+    ? el("details", { id: "decide-other" }, el("summary", { text: "Decide differently (this rejects the proposal, nothing is settled)" }), form)
+    : form;
+  section.append(body, el("h4", { text: "Answers" }), answers);
   return section;
 }
 
@@ -982,16 +1005,35 @@ function proposalBox(target, form, answers, mine) {
     send(answers, "POST", path + (mine ? "withdraw" : "reject"), { mutation_id: closeId, reason_code: reason });
   });
   if (!mine) {
-    box.append(el("p", {}, el("button", { type: "button", id: "confirm-proposal", text: `Confirm ${p.proposed_by}'s proposal (${decisionLabel(p.decision)})`, onclick: () => {
-      // The confirmation is the same decision with the same evidence digest; the reason is
-      // the confirmer's own if typed, else the proposer's. The attestation stays theirs to tick.
+    // One confirm step, its attestation beside it: the same decision with the same evidence
+    // digest; the reason is the confirmer's own if typed below, else the proposer's.
+    const attest = el("input", { type: "checkbox", id: "confirm-verified" });
+    box.append(el("div", { className: "field" }, attest,
+      el("label", { for: "confirm-verified", text: "I checked the outcome outside the system myself" })),
+    el("p", {}, el("button", { type: "button", id: "confirm-proposal", text: `Confirm ${p.proposed_by}'s proposal (${decisionLabel(p.decision)})`, onclick: () => {
+      if (!attest.checked) {
+        say("Tick “I checked the outcome outside the system myself” to confirm.", "error");
+        attest.focus();
+        return;
+      }
       const choice = form.querySelector(`input[name=decision][value="${p.decision}"]`);
       if (choice) choice.checked = true;
+      choice.dispatchEvent(new Event("change"));
       form.querySelector("[name=reason_code]").value ||= p.reason_code;
       form.querySelector("[name=evidence_digest]").value = p.evidence_digest || "";
+      form.querySelector("#verified").checked = true;
+      if (!form.checkValidity()) {
+        // Something only the form shows still needs an answer (a forged-evidence warning).
+        form.closest("details").open = true;
+        form.reportValidity();
+        return;
+      }
       form.requestSubmit();
-    } }), " ", el("span", { className: "hint", text: "(tick “I checked the outcome” below first)" })));
+    } })));
   }
+  const link = window.location.origin + window.location.pathname + "#/dispatch/" + encodeURIComponent(target.dispatch_id);
+  box.append(el("p", { className: "hint" }, mine ? "Hand this link to the person who should confirm: " : "Link to this case: ",
+    el("span", { id: "reviewer-link", className: "mono", text: link }), " ", copyButton("link for the reviewer", link)));
   box.append(closeForm);
   return box;
 }
@@ -1076,6 +1118,31 @@ function find(q) {
   const target = "#/find?q=" + encodeURIComponent(q);
   if (window.location.hash === target) render();
   else window.location.hash = target;
+}
+
+// The alert's console link: #/oldest?min_age_seconds=N opens the oldest case of the manual
+// queue older than the alert's threshold (the alert carries no dispatch id: its series has none).
+async function renderOldest(main, params) {
+  const minAge = params.get("min_age_seconds") || "";
+  document.title = "Oldest case · approved-action resolver";
+  main.append(el("h2", { tabindex: "-1", text: "Oldest case in the manual queue" }));
+  const query = new URLSearchParams({ limit: "1" });
+  if (/^\d{1,12}$/.test(minAge)) query.set("min_age_seconds", minAge);
+  const answer = await auth.api("GET", "/v1/manual-queue?" + query.toString());
+  if (answer.status === 401) { needSignIn(main); return false; }
+  if (!answer.ok) {
+    main.append(el("p", { className: "error", role: "alert", text: problemText(answer) }));
+    return false;
+  }
+  const [oldest] = answer.body.items;
+  if (oldest) {
+    known.set(oldest.dispatch_id, oldest);
+    window.location.replace("#/dispatch/" + encodeURIComponent(oldest.dispatch_id));
+    return true;
+  }
+  main.append(el("p", { id: "found-none", text: "Nothing in the manual queue is that old any more: someone decided it, or evidence settled it." }),
+    el("p", {}, el("a", { href: "#/queue", text: "Open the manual queue" })));
+  return false;
 }
 
 const FOUND_STATE = {

@@ -695,7 +695,13 @@ def test_two_signed_in_people_propose_and_confirm_a_decision(
     target = site.dispatch_ids[0]
     page.goto(site.url)
     sign_in(page, "alice")
+    # Before anyone decides, the row and the case say that this decision needs two people.
+    rendered(page)
+    expect(page.locator(f"#list tr[data-dispatch-id='{target}'] .two-people")).to_have_text(
+        "needs two people: confirm failed"
+    )
     open_case(page, site, target)
+    expect(page.locator("#two-people")).to_contain_text("Needs two people for Confirm failed")
     decide_here(page, "confirm_failed", "vendor_declined")
     text = last_answer(page, "202 proposed")
     assert text.startswith("202 proposed: waiting for a second person until 20"), text
@@ -709,6 +715,8 @@ def test_two_signed_in_people_propose_and_confirm_a_decision(
     assert "UTC (in 60 min)" in expires, expires
     assert page.locator("#withdraw").is_visible()
     assert page.locator("#decide-form, #reject, #confirm-proposal").count() == 0
+    # The link alice hands to the reviewer opens this case.
+    assert page.locator("#reviewer-link").text_content() == f"{site.url}#/dispatch/{target}"
     assert serious_violations(page, axe_source) == []
 
     bob = signed_in_tab(browser, site, "bob")
@@ -723,9 +731,11 @@ def test_two_signed_in_people_propose_and_confirm_a_decision(
         "Confirm alice's proposal (Confirm failed)"
     )
     assert bob.locator("#reject").is_visible()
+    # The second person's view leads with the proposal; deciding otherwise is folded away.
+    expect(bob.locator("#decide-form")).to_be_hidden()
     assert serious_violations(bob, axe_source) == []
     shoot(bob, "console-proposal.png")
-    bob.locator("#verified").check()
+    bob.locator("#confirm-verified").check()  # the attestation, inline with the one step
     bob.locator("#confirm-proposal").click()
     assert last_answer(bob, "200") == f"200 committed: {target} is now failed."
     assert sql.execution(target)["state"] == "failed"
@@ -796,6 +806,7 @@ def test_a_second_person_rejects_a_proposal_and_the_proposer_withdraws_another(
     decide_here(page, "confirm_succeeded", "vendor_confirmed")
     last_answer(page, "202 proposed")
     open_case(bob, site, second)
+    bob.locator("#decide-other summary").click()  # the proposal leads; the rest is folded
     decide_here(bob, "abandon_unknown", "node_lost_outcome_unknown")
     text = last_answer(bob, "409")
     assert text.startswith("409 proposal_rejected: a different decision rejected"), text

@@ -47,6 +47,7 @@ DUMMY = {
     "overridden_finding": None,
     "q": None,
     "summary": None,
+    "open_proposal": False,
     "action_summary": None,
     "actor_user_id": None,
     "since_ms": 0,
