@@ -410,12 +410,7 @@ class PostgresStore:
         return msgspec.structs.replace(
             _case(row, authorizations, late),
             two_person_decisions=_two_person(row["two_person_outcomes"]),
-            proposals=tuple(
-                ProposalRecord(
-                    **{**p, "decision": Decision.settling(ExecutionState(p.pop("outcome")))}
-                )
-                for p in proposals
-            ),
+            proposals=tuple(_proposal_record(p) for p in proposals),
         )
 
     def find_dispatches(self, user_id: str, q: str) -> list[FoundDispatch]:
@@ -621,6 +616,11 @@ def _queue_item(row: Row) -> ManualQueueItem:
     return ManualQueueItem(
         **row, proposal=proposal, action_summary=summary, two_person_decisions=two
     )
+
+
+def _proposal_record(row: Row) -> ProposalRecord:
+    outcome = ExecutionState(row.pop("outcome"))
+    return ProposalRecord(**row, decision=Decision.settling(outcome))
 
 
 def _two_person(outcomes: Sequence[str]) -> tuple[Decision, ...]:
