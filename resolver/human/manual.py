@@ -82,6 +82,8 @@ class ManualResolutionService:
         proposal_ttl_ms: int = PROPOSAL_TTL_MS,
     ) -> None:
         self._store = store
+        self.max_auth_age_ms = max_auth_age_ms
+        """How recent a decision's strong authentication must be (the console shows it)."""
         self._max_auth_age_ms = max_auth_age_ms
         self._strong_amr = strong_amr
         self._clock_leeway_ms = clock_leeway_ms

@@ -205,15 +205,19 @@ function setNav(view) {
 // for the page) that the view is being redrawn; `data-route` names the view that was drawn.
 let renders = 0;
 
-async function render() {
+// `quiet`: a refresh of the list on screen (polling). The new rows are drawn off screen and
+// swapped in at once, keeping the scroll position, the focused control and the selection.
+async function render(quiet) {
   const generation = ++renders;
   const where = route();
   setNav(where.view);
   const main = document.getElementById("main");
   const slot = el("div", { className: "view" });
-  main.setAttribute("aria-busy", "true");
-  main.replaceChildren(slot);
-  say("");
+  if (!quiet) {
+    main.setAttribute("aria-busy", "true");
+    main.replaceChildren(slot);
+    say("");
+  }
   renderIdentity();
   let moved = false;
   if (where.view === "case") await renderCase(slot, where.id);
@@ -222,6 +226,15 @@ async function render() {
   else await renderList(slot, where.view, where.params);
   // A find that names one dispatch moved on to its case: that render marks the page drawn.
   if (generation !== renders || moved) return;
+  if (quiet) {
+    const focused = document.activeElement && document.activeElement.id;
+    const [x, y] = [window.scrollX, window.scrollY];
+    main.replaceChildren(slot);
+    updateBulkCount();
+    window.scrollTo(x, y);
+    if (focused && document.getElementById(focused)) document.getElementById(focused).focus({ preventScroll: true });
+    return;
+  }
   main.dataset.route = window.location.hash;
   main.setAttribute("aria-busy", "false");
   const heading = slot.querySelector("h2");
@@ -234,13 +247,50 @@ function renderIdentity() {
   const box = document.getElementById("identity");
   const claims = auth.tokenClaims();
   const parts = [];
-  if (claims && claims.sub) {
+  if (claims && claims.sub && sessionLeft(claims) <= 0) {
+    // An expired token is not a signed-in session, whatever name it carries.
+    parts.push(el("span", { id: "who", className: "error", text: `Your sign-in as ${claims.sub} has expired` }));
+    if (auth.signInAvailable()) parts.push(el("button", { type: "button", id: "sign-in", text: "Sign in again", onclick: () => startSignIn() }));
+  } else if (claims && claims.sub) {
     parts.push(el("span", { id: "who", text: `Signed in as ${claims.sub}` + (claims.amr ? ` (${[].concat(claims.amr).join(", ")})` : "") }));
     parts.push(el("button", { type: "button", id: "sign-out", text: "Sign out", onclick: () => { auth.signOut(); render(); } }));
+    parts.push(el("span", { id: "session", role: "status", className: "hint" }));
   } else if (auth.signInAvailable()) {
     parts.push(el("button", { type: "button", id: "sign-in", text: "Sign in", onclick: () => startSignIn() }));
   }
   box.replaceChildren(...parts);
+  updateSession();
+}
+
+// -- the session: when the token and the strong sign-in run out, said before it matters ------
+
+const WARN_BEFORE_MS = 2 * 60 * 1000;
+
+function sessionLeft(claims) {
+  return claims && claims.exp ? claims.exp * 1000 - Date.now() : Infinity;
+}
+
+function strongLeft(claims) {
+  if (!claims || !claims.auth_time || !config.strong_auth_seconds) return Infinity;
+  return (claims.auth_time + config.strong_auth_seconds) * 1000 - Date.now();
+}
+
+function updateSession() {
+  const line = document.getElementById("session");
+  const claims = auth.tokenClaims();
+  if (!claims) return;
+  if (sessionLeft(claims) <= 0 && line) { renderIdentity(); return; }
+  if (!line) return;
+  const parts = [];
+  if (claims.exp) parts.push(`session until ${utc(claims.exp * 1000).slice(11)} (${age(claims.exp * 1000)})`);
+  const strong = strongLeft(claims);
+  if (strong !== Infinity) {
+    parts.push(strong > 0 ? `decisions without signing in again until ${utc(Date.now() + strong).slice(11)} (${age(Date.now() + strong)})`
+      : "a decision will ask you to sign in again");
+  }
+  line.textContent = parts.join("; ");
+  const soon = Math.min(sessionLeft(claims), strong) < WARN_BEFORE_MS;
+  line.className = soon ? "warn" : "hint";
 }
 
 async function startSignIn(stepUp, retry) {
@@ -681,6 +731,9 @@ async function runBulk(request) {
     if (answer.status === 401 && answer.body.code === "step_up_required") {
       return stepUp(answer, { kind: "bulk", request: { ...request, items: request.items.slice(start) }, back: window.location.hash });
     }
+    if (answer.status === 401 && ["invalid_token", "unauthenticated"].includes(answer.body.code) && auth.signInAvailable()) {
+      return signInAgain({ kind: "bulk", request: { ...request, items: request.items.slice(start) }, back: window.location.hash });
+    }
     const results = answer.ok ? answer.body.results
       : chunk.items.map((item) => ({ dispatch_id: item.dispatch_id, result: "not_sent", code: answer.body.code || "http_" + answer.status }));
     results.forEach((r) => {
@@ -1045,6 +1098,9 @@ async function send(answers, method, path, body, afterStepUp) {
   if (answer.status === 401 && answer.body.code === "step_up_required" && !afterStepUp && auth.signInAvailable()) {
     return stepUp(answer, { kind: "request", method, path, body, back: window.location.hash });
   }
+  if (answer.status === 401 && ["invalid_token", "unauthenticated"].includes(answer.body.code) && !afterStepUp && auth.signInAvailable()) {
+    return signInAgain({ kind: "request", method, path, body, back: window.location.hash });
+  }
   showAnswer(answers, answer, afterStepUp);
   // The case changed (or was not as this page showed it): show it as it is now, with this
   // answer on top.
@@ -1089,6 +1145,13 @@ function answersArea() {
 async function stepUp(answer, retry) {
   say("The API asks for a recent sign-in with a second factor: signing in again…", "");
   await startSignIn(auth.stepUpParameters(answer.headers) || { max_age: "300", acr_values: null }, { id: crypto.randomUUID(), ...retry });
+}
+
+// An expired (or revoked) token is treated like a step-up: sign in again, then the same request
+// (the same mutation id: a replay if the first one did land) is sent once more.
+async function signInAgain(retry) {
+  say("Your sign-in has expired: signing in again, then this decision is sent once more…", "");
+  await startSignIn(null, { id: crypto.randomUUID(), ...retry });
 }
 
 async function resume(result) {
@@ -1238,4 +1301,22 @@ document.addEventListener("DOMContentLoaded", async () => {
   window.addEventListener("hashchange", () => render());
   if (result && result.retry) await resume(result);
   else await render();
+  window.setInterval(updateSession, 15000);
+  window.setInterval(refreshList, REFRESH_MS);
 });
+
+// Lists refresh on their own; never while the operator is filling a form on them (the typed
+// reason and chosen decision would be lost), nor in a hidden tab.
+const REFRESH_MS = 30000;
+
+function refreshList() {
+  const where = route();
+  const main = document.getElementById("main");
+  if (!VIEWS[where.view] || document.visibilityState !== "visible" || main.getAttribute("aria-busy") === "true") return;
+  if (main.dataset.route !== window.location.hash) return;
+  const form = document.getElementById("bulk-form");
+  if (form && (form.querySelector("input[name=decision]:checked") || form.querySelector("#bulk-reason").value ||
+    document.getElementById("bulk-summary") || document.getElementById("bulk-bar"))) return;
+  if (document.activeElement && document.activeElement.closest("#filters")) return;
+  render(true);
+}

@@ -4,6 +4,7 @@ acknowledgement a possibly forged success needs. Waits only for rendered state."
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -26,6 +27,7 @@ from tests.integration.api.test_console import (  # noqa: F401 - fixtures
     sign_in,
     site,
 )
+from tests.integration.console_rig import sign_in_at_provider
 
 playwright = pytest.importorskip("playwright.sync_api")
 expect = playwright.expect
@@ -273,3 +275,45 @@ def test_a_selection_on_another_page_of_the_same_filter_is_counted_and_shown(
     )
     outside.locator("summary").click()
     expect(outside.locator("a")).to_have_text(str(first))
+
+
+def test_an_expired_token_signs_in_again_and_resends_the_same_decision(
+    site: Site,  # noqa: F811 - the fixtures of test_console
+    page: Any,  # noqa: F811
+    sql: SQL,
+) -> None:
+    target = site.dispatch_ids[1]
+    sent: list[dict[str, Any]] = []
+    page.on(
+        "request",
+        lambda r: (
+            sent.append(json.loads(r.post_data or "{}"))
+            if r.method == "POST" and r.url.endswith("/resolution")
+            else None
+        ),
+    )
+    page.goto(f"{site.url}#/dispatch/{target}")
+    sign_in(page, "alice")
+    rendered(page)
+    expect(page.locator("#session")).to_contain_text("session until ")
+    expect(page.locator("#session")).to_contain_text("decisions without signing in again until ")
+    page.locator("#one-confirm_failed").check()
+    page.fill("#one-reason", "vendor_declined")
+    page.locator("#verified").check()
+    # The token goes bad while the form is filled (expired or revoked: the API answers both
+    # with 401 invalid_token).
+    page.evaluate(
+        "sessionStorage.setItem('resolver.token',"
+        " sessionStorage.getItem('resolver.token').slice(0, -6) + 'AAAAAA')"
+    )
+    page.locator("#decide-submit").click()
+    # Sign in again (the provider may still know the browser and skip its form).
+    answer = page.locator("#answers li").first
+    expect(page.locator("#answers li, #login").first).to_be_visible()
+    if page.locator("#login").is_visible():
+        sign_in_at_provider(page, "alice", second_factor=True)
+    expect(answer).to_have_text(f"After signing in again: 200 committed: {target} is now failed.")
+    assert len(sent) == 2 and sent[0] == sent[1]  # the same decision, the same mutation id
+    (resolution,) = sql.resolutions(target)
+    assert resolution["mutation_id"] == sent[0]["mutation_id"]
+    expect(page.locator("#who")).to_have_text("Signed in as alice (pwd, otp, mfa)")
