@@ -578,6 +578,8 @@ class ManualQueueItem(msgspec.Struct, frozen=True):
     """The last inspection's reason code (`unknown_kid`, `http_404`), if its provider gave one."""
     two_person_decisions: tuple[Decision, ...] = ()
     """The decisions a two-person rule covers for this action type."""
+    owner: str = ""
+    """The executor that held the lease (its owner name: a host, a pod)."""
 
 
 class FoundDispatch(msgspec.Struct, frozen=True):
@@ -616,6 +618,10 @@ class CaseFilter(msgspec.Struct, frozen=True):
     """Words of what was approved (its summary's title or facts), case-insensitive."""
     open_proposal: bool = False
     """Only cases whose two-person proposal waits for a second person."""
+    owner: str | None = None
+    """The executor that held the lease (its owner name: a host, a pod)."""
+    last_reason: str | None = None
+    """The last inspection's reason code."""
 
 
 NO_FILTER = CaseFilter()

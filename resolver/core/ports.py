@@ -171,6 +171,15 @@ class CaseReader(Protocol):
 
     def find_dispatches(self, user_id: str, q: str) -> list[FoundDispatch]: ...
 
+    def case_counts(
+        self,
+        user_id: str,
+        which: CaseList,
+        filters: CaseFilter,
+        count_cap: int,
+        now_ms: int | None = None,
+    ) -> dict[str, dict[str, int]]: ...
+
 
 class BacklogReader(Protocol):
     """What the metrics and readiness endpoints need from storage: bounded reads only."""

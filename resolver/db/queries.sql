@@ -276,6 +276,10 @@ EXISTS (SELECT 1 FROM recovery_role_bindings AS b
 (%(project_id)s::text IS NULL OR d.project_id = %(project_id)s::text)
 AND (%(action_type)s::text IS NULL OR d.action_type = %(action_type)s::text)
 AND (%(last_finding)s::text IS NULL OR c.last_finding = %(last_finding)s::text)
+-- The executor that held the lease (its owner name, e.g. a host or pod), `e`.
+AND (%(owner)s::text IS NULL OR e.owner = %(owner)s::text)
+-- The last inspection's reason code (`unknown_kid`, `http_404`).
+AND (%(last_reason)s::text IS NULL OR c.last_reason = %(last_reason)s::text)
 -- Words of what was approved (the summary's title and facts), case-insensitive: the open
 -- lists are bounded by their partial indexes, so a substring test costs a bounded scan.
 AND (%(summary)s::text IS NULL
@@ -350,7 +354,7 @@ SELECT c.dispatch_id, d.project_id, d.action_type, c.last_finding, c.finding_cou
        pr.expires_at_ms AS proposal_expires_at_ms, pr.reason_code AS proposal_reason_code,
        pr.evidence_digest AS proposal_evidence_digest,
        pr.expected_execution_version AS proposal_expected_version,
-       d.action_summary, c.last_reason,
+       d.action_summary, c.last_reason, e.owner,
        -- The decisions a two-person rule covers for this action type (shown before anyone
        -- decides).
        ARRAY(SELECT o FROM unnest(ARRAY['succeeded', 'failed', 'blocked']) AS o
@@ -380,6 +384,7 @@ SELECT count(*) AS total FROM (
     SELECT 1
     FROM approved_action_recovery_controls AS c
     JOIN approved_action_dispatches AS d USING (dispatch_id)
+    JOIN approved_action_executions AS e USING (dispatch_id)
     WHERE c.status = 'manual'
       AND (%(min_age_ms)s = 0 OR c.manual_at_ms <= (SELECT ms FROM now) - %(min_age_ms)s)
       AND
@@ -400,7 +405,7 @@ SELECT c.dispatch_id, d.project_id, d.action_type, c.last_finding, c.finding_cou
        pr.expires_at_ms AS proposal_expires_at_ms, pr.reason_code AS proposal_reason_code,
        pr.evidence_digest AS proposal_evidence_digest,
        pr.expected_execution_version AS proposal_expected_version,
-       d.action_summary, c.last_reason,
+       d.action_summary, c.last_reason, e.owner,
        -- The decisions a two-person rule covers for this action type (shown before anyone
        -- decides).
        ARRAY(SELECT o FROM unnest(ARRAY['succeeded', 'failed', 'blocked']) AS o
@@ -422,12 +427,69 @@ WHERE c.status = 'armed' AND c.first_inspected_at_ms IS NOT NULL
 ORDER BY c.first_inspected_at_ms, c.dispatch_id
 LIMIT %(limit)s;
 
+-- name: manual_queue_counts
+-- Triage: the matching manual cases counted by action type, reason (the last reason code, or
+-- the finding when the provider gave none), project and executor owner, over at most
+-- %(count_cap)s cases (a count at the cap means "at least").
+WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms),
+matching AS (
+    SELECT d.action_type, d.project_id, e.owner,
+           coalesce(c.last_reason, c.last_finding, 'not_inspected') AS reason
+    FROM approved_action_recovery_controls AS c
+    JOIN approved_action_dispatches AS d USING (dispatch_id)
+    JOIN approved_action_executions AS e USING (dispatch_id)
+    WHERE c.status = 'manual'
+      AND (%(min_age_ms)s = 0 OR c.manual_at_ms <= (SELECT ms FROM now) - %(min_age_ms)s)
+      AND
+          -- include: case_filter
+      AND
+          -- include: case_readable
+    LIMIT %(count_cap)s
+)
+SELECT 'action_type' AS dimension, action_type AS value, count(*) AS cases
+FROM matching GROUP BY action_type
+UNION ALL
+SELECT 'reason', reason, count(*) FROM matching GROUP BY reason
+UNION ALL
+SELECT 'project_id', project_id, count(*) FROM matching GROUP BY project_id
+UNION ALL
+SELECT 'owner', owner, count(*) FROM matching GROUP BY owner
+ORDER BY 1, 3 DESC, 2;
+
+-- name: waiting_counts
+-- The same for the waiting list.
+WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms),
+matching AS (
+    SELECT d.action_type, d.project_id, e.owner,
+           coalesce(c.last_reason, c.last_finding, 'not_inspected') AS reason
+    FROM approved_action_recovery_controls AS c
+    JOIN approved_action_dispatches AS d USING (dispatch_id)
+    JOIN approved_action_executions AS e USING (dispatch_id)
+    WHERE c.status = 'armed' AND c.first_inspected_at_ms IS NOT NULL
+      AND (%(min_age_ms)s = 0 OR c.first_inspected_at_ms <= (SELECT ms FROM now) - %(min_age_ms)s)
+      AND
+          -- include: case_filter
+      AND
+          -- include: case_readable
+    LIMIT %(count_cap)s
+)
+SELECT 'action_type' AS dimension, action_type AS value, count(*) AS cases
+FROM matching GROUP BY action_type
+UNION ALL
+SELECT 'reason', reason, count(*) FROM matching GROUP BY reason
+UNION ALL
+SELECT 'project_id', project_id, count(*) FROM matching GROUP BY project_id
+UNION ALL
+SELECT 'owner', owner, count(*) FROM matching GROUP BY owner
+ORDER BY 1, 3 DESC, 2;
+
 -- name: waiting_total
 WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms)
 SELECT count(*) AS total FROM (
     SELECT 1
     FROM approved_action_recovery_controls AS c
     JOIN approved_action_dispatches AS d USING (dispatch_id)
+    JOIN approved_action_executions AS e USING (dispatch_id)
     WHERE c.status = 'armed' AND c.first_inspected_at_ms IS NOT NULL
       AND (%(min_age_ms)s = 0 OR c.first_inspected_at_ms <= (SELECT ms FROM now) - %(min_age_ms)s)
       AND

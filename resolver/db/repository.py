@@ -386,6 +386,27 @@ class PostgresStore:
         assert row is not None  # an aggregate answers one row
         return int(row["total"])
 
+    def case_counts(
+        self,
+        user_id: str,
+        which: CaseList,
+        filters: CaseFilter,
+        count_cap: int,
+        now_ms: int | None = None,
+    ) -> dict[str, dict[str, int]]:
+        """The matching open cases counted by action type, reason, project and owner."""
+        params = {**_case_filter(user_id, filters, now_ms), "count_cap": count_cap}
+        name = "manual_queue_counts" if which is CaseList.MANUAL else "waiting_counts"
+        counts: dict[str, dict[str, int]] = {
+            "action_type": {},
+            "reason": {},
+            "project_id": {},
+            "owner": {},
+        }
+        for row in self._all(name, params):
+            counts[row["dimension"]][row["value"]] = int(row["cases"])
+        return counts
+
     def get_case(self, user_id: str, dispatch_id: str, now_ms: int | None = None) -> Case | None:
         """The whole case, or None when it is unknown or the user may not read its project."""
         params = {"user_id": user_id, "dispatch_id": dispatch_id, "now_ms": now_ms}
@@ -677,6 +698,8 @@ def _case_filter(user_id: str, filters: CaseFilter, now_ms: int | None) -> dict[
         "last_finding": filters.last_finding.value if filters.last_finding else None,
         "summary": filters.summary,
         "open_proposal": filters.open_proposal,
+        "owner": filters.owner,
+        "last_reason": filters.last_reason,
         "q": filters.q,
         "min_age_ms": filters.min_age_ms,
         "now_ms": now_ms,

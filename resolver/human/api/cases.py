@@ -137,6 +137,8 @@ class QueueEntry(BaseModel):
     """Why the last finding is what it is (`unknown_kid`, `http_404`), if its provider said."""
     two_person_decisions: list[str] = []
     """The decisions that need two people on this action type (a rule names them)."""
+    owner: str = ""
+    """The executor that held the lease (its owner name: a host, a pod)."""
 
     @classmethod
     def of(cls, item: ManualQueueItem) -> "QueueEntry":
@@ -160,7 +162,21 @@ class QueueEntry(BaseModel):
             action_summary=ActionSummaryOut.of(item.action_summary),
             last_reason=item.last_reason,
             two_person_decisions=[d.value for d in item.two_person_decisions],
+            owner=item.owner,
         )
+
+
+class CaseCounts(BaseModel):
+    """The matching cases counted by each triage dimension (each value is also a filter)."""
+
+    action_type: dict[str, int]
+    reason: dict[str, int]
+    """By the last reason code, or the last finding when the provider gave no reason."""
+    project_id: dict[str, int]
+    owner: dict[str, int]
+    """By the executor that held the lease."""
+    cap: int
+    """At most this many cases are counted: sums at the cap mean "at least"."""
 
 
 class QueuePage(BaseModel):
@@ -378,30 +394,53 @@ def install_case_routes(
     """The read routes, behind the same edge and token check as the decisions."""
     User = Annotated[Principal, Depends(principal)]
 
+    def case_filter(
+        project_id: ProjectId = None,
+        action_type: ActionType = None,
+        last_finding: LastFinding = None,
+        min_age_seconds: MinAge = 0,
+        q: Lookup = None,
+        summary: SummaryWords = None,
+        open_proposal: Annotated[
+            bool, Query(description="only cases whose proposal waits for a second person")
+        ] = False,
+        owner: Annotated[
+            str | None,
+            Query(min_length=1, max_length=128, description="the executor that held the lease"),
+        ] = None,
+        last_reason: Annotated[
+            str | None,
+            Query(pattern=r"^[a-z0-9_]{1,32}$", description="the last inspection's reason code"),
+        ] = None,
+    ) -> CaseFilter:
+        return CaseFilter(
+            project_id,
+            action_type,
+            last_finding,
+            min_age_seconds * 1000,
+            q,
+            summary,
+            open_proposal,
+            owner,
+            last_reason,
+        )
+
+    Filters = Annotated[CaseFilter, Depends(case_filter)]
+
+    def case_counts(which: CaseList) -> Callable[..., CaseCounts]:
+        def route(user: User, filters: Filters) -> CaseCounts:
+            counts = store.case_counts(user.user_id, which, filters, TOTAL_CAP)
+            return CaseCounts(**counts, cap=TOTAL_CAP)
+
+        return route
+
     def case_list(which: CaseList) -> Callable[..., QueuePage]:
         def route(
             user: User,
-            project_id: ProjectId = None,
-            action_type: ActionType = None,
-            last_finding: LastFinding = None,
-            min_age_seconds: MinAge = 0,
-            q: Lookup = None,
-            summary: SummaryWords = None,
-            open_proposal: Annotated[
-                bool, Query(description="only cases whose proposal waits for a second person")
-            ] = False,
+            filters: Filters,
             limit: Limit = 50,
             cursor: Cursor = None,
         ) -> QueuePage:
-            filters = CaseFilter(
-                project_id,
-                action_type,
-                last_finding,
-                min_age_seconds * 1000,
-                q,
-                summary,
-                open_proposal,
-            )
             after = _decode_case_cursor(cursor, bad_cursor)
             items = store.list_cases(user.user_id, which, limit, after, filters)
             total = store.count_cases(user.user_id, which, filters, TOTAL_CAP)
@@ -423,6 +462,20 @@ def install_case_routes(
         summary="The manual queue, oldest first, filtered",
         name="manual_queue",
     )(case_list(CaseList.MANUAL))
+    app.get(
+        "/v1/manual-queue/counts",
+        response_model=CaseCounts,
+        responses=problems(401, 422),
+        summary="The matching manual cases by action type, reason, project and executor",
+        name="manual_queue_counts",
+    )(case_counts(CaseList.MANUAL))
+    app.get(
+        "/v1/waiting/counts",
+        response_model=CaseCounts,
+        responses=problems(401, 422),
+        summary="The matching waiting cases by action type, reason, project and executor",
+        name="waiting_counts",
+    )(case_counts(CaseList.WAITING))
     app.get(
         "/v1/waiting",
         response_model=QueuePage,

@@ -4,7 +4,8 @@
 import * as auth from "./auth.js";
 
 const FINDINGS = ["conflict", "unsupported", "missing", "still_running", "unavailable"];
-const AGES = [["", "any age"], ["300", "over 5 minutes"], ["3600", "over 1 hour"], ["86400", "over 1 day"]];
+// "over 4 hours" is the manual-queue alert's threshold (ResolverManualQueueAgeing).
+const AGES = [["", "any age"], ["300", "over 5 minutes"], ["3600", "over 1 hour"], ["14400", "over 4 hours (the alert's threshold)"], ["86400", "over 1 day"]];
 const DECISIONS = {
   confirm_succeeded: {
     label: "Confirm succeeded",
@@ -55,25 +56,27 @@ const FINDING_WORDS = {
   still_running: "The action still looks in progress", unavailable: "The evidence source could not be read",
   verified_succeeded: "Verified: succeeded", verified_failed: "Verified: failed",
 };
-const LIST_FILTERS = ["project_id", "action_type", "last_finding", "min_age_seconds", "summary", "q"];
+const LIST_FILTERS = ["project_id", "action_type", "owner", "last_finding", "last_reason", "min_age_seconds", "summary", "q"];
+// The triage counts above a list, each value a filter (and a suggestion in its filter field).
+const TRIAGE = [["action_type", "By action type"], ["reason", "By reason"], ["project_id", "By project"], ["owner", "By executor"]];
 const VIEWS = {
   queue: {
     title: "Manual queue", path: "/v1/manual-queue", filters: LIST_FILTERS, bulk: true, noun: ["case", "cases"],
     lede: "Evidence could not settle these executions. Each decision is final and audited.",
     empty: "Nothing waits for a decision.",
-    columns: ["Dispatch", "What was approved", "Project", "Action type", "Last finding", "Why here", "In queue since", "Proposal"],
+    columns: ["Dispatch", "What was approved", "Project", "Action type", "Executor", "Last finding", "Why here", "In queue since", "Proposal"],
   },
   waiting: {
     title: "Waiting for evidence", path: "/v1/waiting", filters: LIST_FILTERS, bulk: false, noun: ["case", "cases"],
     lede: "Recovery required, inspected at least once, not settled: providers keep looking.",
     empty: "Nothing is waiting for evidence.",
-    columns: ["Dispatch", "What was approved", "Project", "Action type", "Last finding", "Last failure", "Waiting since", "Proposal"],
+    columns: ["Dispatch", "What was approved", "Project", "Action type", "Executor", "Last finding", "Last failure", "Waiting since", "Proposal"],
   },
   proposals: {
     title: "Waiting for a second person", path: "/v1/manual-queue", fixed: { open_proposal: "true" }, filters: LIST_FILTERS, bulk: false, noun: ["case", "cases"],
     lede: "Two-person cases: one person proposed a decision; a different person with the same permission must confirm or reject it before it expires.",
     empty: "No proposal waits for a second person.",
-    columns: ["Dispatch", "What was approved", "Project", "Action type", "Last finding", "Why here", "In queue since", "Proposal"],
+    columns: ["Dispatch", "What was approved", "Project", "Action type", "Executor", "Last finding", "Why here", "In queue since", "Proposal"],
   },
   decided: {
     title: "Decided", path: "/v1/decisions", bulk: false, noun: ["decision", "decisions"],
@@ -337,9 +340,11 @@ function filterForm(view, params) {
   };
   spec.filters.forEach((name) => {
     if (name === "q") form.append(field(name, "Dispatch id, idempotency key or approval id", input(name, { className: "wide", autocomplete: "off" })));
-    else if (name === "project_id") form.append(field(name, "Project", input(name)));
+    else if (name === "project_id") form.append(field(name, "Project", input(name, { list: "dl-project_id", autocomplete: "off" })));
+    else if (name === "owner") form.append(field(name, "Executor", input(name, { list: "dl-owner", autocomplete: "off" })));
+    else if (name === "last_reason") form.append(field(name, "Reason", input(name, { list: "dl-reason", autocomplete: "off" })));
     else if (name === "summary") form.append(field(name, "What was approved (words)", input(name, { autocomplete: "off", maxlength: 100 })));
-    else if (name === "action_type") form.append(field(name, "Action type", input(name)));
+    else if (name === "action_type") form.append(field(name, "Action type", input(name, { list: "dl-action_type", autocomplete: "off" })));
     else if (name === "user_id") form.append(field(name, "Decided by", input(name)));
     else if (name === "last_finding") form.append(field(name, "Finding", select(name, [["", "any finding"], ...FINDINGS.map((f) => [f, f])])));
     else if (name === "overridden_finding") form.append(field(name, "Finding overridden", select(name, [["", "any finding"], ...FINDINGS.map((f) => [f, f])])));
@@ -436,6 +441,7 @@ async function renderList(main, view, params) {
   const page = answer.body;
   if (typeof page.total !== "number") page.items = page.items.filter((item) => matchesFilter(view, item, params));
   page.items.forEach((item) => known.set(item.dispatch_id, item));
+  if (view !== "decided") main.append(await triage(view, params));
   main.append(el("p", { id: "counts", text: countsText(view, params, page) }));
   if (page.items.length === 0) {
     main.append(el("p", { id: "empty", text: isFiltered(view, params) ? "Nothing matches this filter." : spec.empty }));
@@ -447,6 +453,30 @@ async function renderList(main, view, params) {
     main.append(bulkPanel(view, params, page));
     updateBulkCount();
   }
+}
+
+// Above the list: the matching cases by action type, reason, project and executor, each count
+// a link that adds its filter; the values also become the filter fields' suggestions.
+async function triage(view, params) {
+  const section = el("section", { id: "triage", "aria-label": "Counts by type, reason, project and executor" });
+  const answer = await auth.api("GET", apiQuery(view, params, null, 1).replace("?", "/counts?"));
+  if (!answer.ok) return section;
+  TRIAGE.forEach(([dimension, title]) => {
+    const counts = answer.body[dimension] || {};
+    const list = el("ul", { className: "chips", id: "triage-" + dimension });
+    Object.entries(counts).forEach(([value, n]) => {
+      const next = new URLSearchParams(params);
+      ["cursor", "from"].forEach((p) => next.delete(p));
+      const name = dimension === "reason" ? (FINDINGS.includes(value) ? "last_finding" : "last_reason") : dimension;
+      next.set(name, value);
+      const words = dimension === "reason" && REASONS[value] ? ` (${REASONS[value]})` : "";
+      list.append(el("li", {}, el("a", { href: listHash(view, next), title: value + words, text: `${value}: ${n}` })));
+    });
+    const datalist = document.getElementById("dl-" + dimension) || document.body.appendChild(el("datalist", { id: "dl-" + dimension }));
+    datalist.replaceChildren(...Object.keys(counts).map((value) => el("option", { value })));
+    if (list.children.length) section.append(el("div", { className: "triage" }, el("h3", { text: title }), list));
+  });
+  return section;
 }
 
 function pager(view, params, nextCursor, shown) {
@@ -500,6 +530,7 @@ function listRow(view, item) {
   if (view !== "decided") cell(item.action_summary ? summaryLine(item.action_summary) : el("span", { className: "hint", text: "not given" }));
   cell(item.project_id);
   cell(item.action_type);
+  if (view !== "decided") cell(item.owner || "—");
   if (view === "decided") {
     cell(`${item.decision} → ${item.outcome}`);
     cell(item.actor_user_id + (item.confirmed_by ? `, confirmed by ${item.confirmed_by}` : ""));

@@ -317,3 +317,59 @@ def test_an_expired_token_signs_in_again_and_resends_the_same_decision(
     (resolution,) = sql.resolutions(target)
     assert resolution["mutation_id"] == sent[0]["mutation_id"]
     expect(page.locator("#who")).to_have_text("Signed in as alice (pwd, otp, mfa)")
+
+
+def test_the_list_refreshes_on_its_own_and_keeps_the_selection(
+    site: Site,  # noqa: F811 - the fixtures of test_console
+    page: Any,  # noqa: F811
+    store: PostgresStore,
+    world: World,
+) -> None:
+    page.clock.install()  # the page's timers run when the test moves its clock
+    page.goto(f"{site.url}#/queue")
+    sign_in(page, "alice")
+    rendered(page)
+    rows = page.locator("#list tbody tr")
+    expect(rows).to_have_count(3)
+    first = rows.first.get_attribute("data-dispatch-id")
+    rows.first.locator(".pick").check()
+    (newcomer,) = lost_in(store, world, "proj-1", 1)  # a new case while the list is open
+    page.clock.run_for(31_000)
+    expect(rows).to_have_count(4)
+    expect(page.locator(f"#list tr[data-dispatch-id='{newcomer}']")).to_be_visible()
+    expect(page.locator(f"#list tr[data-dispatch-id='{first}'] .pick")).to_be_checked()
+    expect(page.locator("#bulk-count")).to_have_text("1 selected")
+    expect(page.locator("#main")).to_have_attribute("data-route", "#/queue")
+
+
+def test_triage_counts_by_type_reason_and_executor_each_a_filter(
+    site: Site,  # noqa: F811 - the fixtures of test_console
+    page: Any,  # noqa: F811
+    store: PostgresStore,
+    world: World,
+    axe_source: str,
+) -> None:
+    target = forged_case(store, world)
+    page.goto(f"{site.url}#/queue")
+    sign_in(page, "alice")
+    rendered(page)
+    expect(page.locator("#triage-action_type a")).to_have_text(["test.action: 3", "pay.charge: 1"])
+    expect(page.locator("#triage-reason a")).to_have_text(["unsupported: 3", "unknown_kid: 1"])
+    expect(page.locator("#triage-owner a")).to_have_text(["executor-1: 3", "pay-worker-3: 1"])
+    row = page.locator(f"#list tr[data-dispatch-id='{target}']")
+    expect(row.locator("td[data-label='Executor']")).to_have_text("pay-worker-3")
+    # Known values are suggested in the filter fields.
+    suggested = page.locator("#dl-owner option").evaluate_all("os => os.map(o => o.value)")
+    assert sorted(suggested) == ["executor-1", "pay-worker-3"]
+    assert serious_violations(page, axe_source) == []
+    page.locator("#triage-reason a", has_text="unknown_kid").click()
+    rendered(page)
+    expect(page.locator("#list tbody tr")).to_have_count(1)
+    expect(page.locator("#f-last_reason")).to_have_value("unknown_kid")
+    page.locator("#triage-owner a", has_text="pay-worker-3").click()
+    rendered(page)
+    expect(page.locator("#list tbody tr")).to_have_count(1)
+    expect(page.locator("#f-owner")).to_have_value("pay-worker-3")
+    # The age filter offers the manual-queue alert's own threshold.
+    options = page.locator("#f-min_age_seconds option").evaluate_all("os => os.map(o => o.value)")
+    assert "14400" in options

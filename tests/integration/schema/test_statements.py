@@ -48,6 +48,8 @@ DUMMY = {
     "q": None,
     "summary": None,
     "open_proposal": False,
+    "owner": None,
+    "last_reason": None,
     "action_summary": None,
     "actor_user_id": None,
     "since_ms": 0,
