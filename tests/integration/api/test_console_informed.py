@@ -373,3 +373,50 @@ def test_triage_counts_by_type_reason_and_executor_each_a_filter(
     # The age filter offers the manual-queue alert's own threshold.
     options = page.locator("#f-min_age_seconds option").evaluate_all("os => os.map(o => o.value)")
     assert "14400" in options
+
+
+def test_from_the_alert_s_console_link_to_a_correct_decision_in_four_interactions(
+    site: Site,  # noqa: F811 - the fixtures of test_console
+    page: Any,  # noqa: F811
+    store: PostgresStore,
+    sql: SQL,
+    world: World,
+) -> None:
+    # The oldest case: a payment whose executor was lost five hours ago, in the queue since.
+    executor = ExecutionClient(store, owner="pay-worker-3", lease_seconds=0.001)
+    summary = ActionSummary.of("Charge 18.50 EUR", {"Amount": "18.50 EUR", "Order": "ord-112"})
+    spec = executor.create_dispatch(new_spec("pay.charge", action_summary=summary))
+    long_ago = int(time.time() * 1000) - 5 * 3600 * 1000
+    executor.start(executor.lease(spec.dispatch_id, now_ms=long_ago), now_ms=long_ago)
+    reconciler(
+        store, ScriptedProvider(fixed(FindingKind.UNSUPPORTED)), action_type="pay.charge"
+    ).run_cycle(now_ms=long_ago + 10)
+    # The alert's console_url (alerts.consoleUrl + the rule's view), the operator signed in.
+    alert_link = f"{site.url}#/oldest?min_age_seconds=14400"
+    page.goto(f"{site.url}#/queue")
+    sign_in(page, "alice")
+    rendered(page)
+    interactions = 0
+
+    def act(step: Any) -> None:
+        nonlocal interactions
+        interactions += 1
+        step()
+
+    act(lambda: page.goto(alert_link))  # 1. open the alert's link: the oldest case, drawn
+    expect(page.locator("#main")).to_have_attribute("data-route", f"#/dispatch/{spec.dispatch_id}")
+    expect(page.locator("#approved-title-text")).to_have_text("Charge 18.50 EUR")
+    # The operator checks the payment system (outside the console): the charge never happened.
+    act(lambda: page.locator("#one-confirm_failed").check())  # 2. the decision
+    expect(page.locator("#one-reason")).to_have_value("checked_downstream_not_done")
+    act(lambda: page.locator("#verified").check())  # 3. the attestation
+    act(lambda: page.locator("#decide-submit").click())  # 4. record it
+    expect(page.locator("#answers li").first).to_have_text(
+        f"200 committed: {spec.dispatch_id} is now failed."
+    )
+    assert interactions <= 4, interactions
+    (resolution,) = sql.resolutions(spec.dispatch_id)
+    assert (resolution["outcome"], resolution["reason_code"]) == (
+        "failed",
+        "checked_downstream_not_done",
+    )
