@@ -48,7 +48,6 @@ DUMMY = {
     "q": None,
     "summary": None,
     "open_proposal": False,
-    "owner": None,
     "last_reason": None,
     "action_summary": None,
     "actor_user_id": None,
