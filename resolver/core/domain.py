@@ -580,6 +580,8 @@ class ManualQueueItem(msgspec.Struct, frozen=True):
     """The decisions a two-person rule covers for this action type."""
     owner: str = ""
     """The executor that held the lease (its owner name: a host, a pod)."""
+    sort_key: str = ""
+    """The row's value of the list's sort column (the keyset's first part)."""
 
 
 class FoundDispatch(msgspec.Struct, frozen=True):
@@ -596,6 +598,15 @@ class FoundDispatch(msgspec.Struct, frozen=True):
     control_status: str | None
     closed_by: str | None
     action_summary: ActionSummary | None = None
+
+
+class CaseSort(StrEnum):
+    """The order of an open list: oldest first, or grouped by a column (oldest first within)."""
+
+    AGE = "age"
+    ACTION_TYPE = "action_type"
+    PROJECT_ID = "project_id"
+    LAST_FINDING = "last_finding"
 
 
 class CaseList(StrEnum):

@@ -14,6 +14,7 @@ from resolver.core.domain import (
     Case,
     CaseFilter,
     CaseList,
+    CaseSort,
     ClaimedItem,
     CommitReport,
     Completion,
@@ -148,6 +149,8 @@ class CaseReader(Protocol):
         after: tuple[int, str] | None = None,
         filters: CaseFilter = ...,
         now_ms: int | None = None,
+        sort: CaseSort = ...,
+        after_key: str = "",
     ) -> list[ManualQueueItem]: ...
 
     def count_cases(

@@ -355,6 +355,8 @@ SELECT c.dispatch_id, d.project_id, d.action_type, c.last_finding, c.finding_cou
        pr.evidence_digest AS proposal_evidence_digest,
        pr.expected_execution_version AS proposal_expected_version,
        d.action_summary, c.last_reason, e.owner,
+       CASE %(sort)s::text WHEN 'action_type' THEN d.action_type WHEN 'project_id' THEN d.project_id
+                     WHEN 'last_finding' THEN coalesce(c.last_finding, '') ELSE '' END AS sort_key,
        -- The decisions a two-person rule covers for this action type (shown before anyone
        -- decides).
        ARRAY(SELECT o FROM unnest(ARRAY['succeeded', 'failed', 'blocked']) AS o
@@ -367,13 +369,22 @@ LEFT JOIN recovery_proposals AS pr
  AND
      -- include: proposal_open
 WHERE c.status = 'manual'
-  AND (c.manual_at_ms, c.dispatch_id) > (%(after_since_ms)s, %(after_dispatch_id)s)
+  -- Oldest first (the manual index's own order), or grouped by another column first
+  -- (`sort`): the keyset then leads with that column. A constant sort folds away.
+  AND CASE WHEN %(sort)s::text = 'age'
+           THEN (c.manual_at_ms, c.dispatch_id) > (%(after_since_ms)s, %(after_dispatch_id)s)
+           ELSE (CASE %(sort)s::text WHEN 'action_type' THEN d.action_type WHEN 'project_id' THEN d.project_id
+                          WHEN 'last_finding' THEN coalesce(c.last_finding, '') ELSE '' END,
+                 c.manual_at_ms, c.dispatch_id)
+                > (%(after_key)s::text, %(after_since_ms)s, %(after_dispatch_id)s) END
   AND (%(min_age_ms)s = 0 OR c.manual_at_ms <= (SELECT ms FROM now) - %(min_age_ms)s)
   AND
       -- include: case_filter
   AND
       -- include: case_readable
-ORDER BY c.manual_at_ms, c.dispatch_id
+ORDER BY CASE %(sort)s::text WHEN 'action_type' THEN d.action_type WHEN 'project_id' THEN d.project_id
+                     WHEN 'last_finding' THEN coalesce(c.last_finding, '') ELSE '' END,
+         c.manual_at_ms, c.dispatch_id
 LIMIT %(limit)s;
 
 -- name: manual_queue_total
@@ -406,6 +417,8 @@ SELECT c.dispatch_id, d.project_id, d.action_type, c.last_finding, c.finding_cou
        pr.evidence_digest AS proposal_evidence_digest,
        pr.expected_execution_version AS proposal_expected_version,
        d.action_summary, c.last_reason, e.owner,
+       CASE %(sort)s::text WHEN 'action_type' THEN d.action_type WHEN 'project_id' THEN d.project_id
+                     WHEN 'last_finding' THEN coalesce(c.last_finding, '') ELSE '' END AS sort_key,
        -- The decisions a two-person rule covers for this action type (shown before anyone
        -- decides).
        ARRAY(SELECT o FROM unnest(ARRAY['succeeded', 'failed', 'blocked']) AS o
@@ -418,13 +431,21 @@ LEFT JOIN recovery_proposals AS pr
  AND
      -- include: proposal_open
 WHERE c.status = 'armed' AND c.first_inspected_at_ms IS NOT NULL
-  AND (c.first_inspected_at_ms, c.dispatch_id) > (%(after_since_ms)s, %(after_dispatch_id)s)
+  AND CASE WHEN %(sort)s::text = 'age'
+           THEN (c.first_inspected_at_ms, c.dispatch_id)
+                > (%(after_since_ms)s, %(after_dispatch_id)s)
+           ELSE (CASE %(sort)s::text WHEN 'action_type' THEN d.action_type WHEN 'project_id' THEN d.project_id
+                          WHEN 'last_finding' THEN coalesce(c.last_finding, '') ELSE '' END,
+                 c.first_inspected_at_ms, c.dispatch_id)
+                > (%(after_key)s::text, %(after_since_ms)s, %(after_dispatch_id)s) END
   AND (%(min_age_ms)s = 0 OR c.first_inspected_at_ms <= (SELECT ms FROM now) - %(min_age_ms)s)
   AND
       -- include: case_filter
   AND
       -- include: case_readable
-ORDER BY c.first_inspected_at_ms, c.dispatch_id
+ORDER BY CASE %(sort)s::text WHEN 'action_type' THEN d.action_type WHEN 'project_id' THEN d.project_id
+                     WHEN 'last_finding' THEN coalesce(c.last_finding, '') ELSE '' END,
+         c.first_inspected_at_ms, c.dispatch_id
 LIMIT %(limit)s;
 
 -- name: manual_queue_counts

@@ -26,6 +26,7 @@ from resolver.core.domain import (
     CaseIdentity,
     CaseList,
     CaseResolution,
+    CaseSort,
     ClaimedItem,
     CommitReport,
     Completion,
@@ -359,14 +360,20 @@ class PostgresStore:
         after: tuple[int, str] | None = None,
         filters: CaseFilter = NO_FILTER,
         now_ms: int | None = None,
+        sort: CaseSort = CaseSort.AGE,
+        after_key: str = "",
     ) -> list[ManualQueueItem]:
-        """One keyset page of the manual queue or the waiting list, oldest first."""
+        """One keyset page of the manual queue or the waiting list: oldest first, or grouped
+        by `sort` first (then oldest first within each value); `after_key` is the sort value
+        of the last row of the page before."""
         after_ms, after_id = after if after is not None else (-1, "")
         params = {
             **_case_filter(user_id, filters, now_ms),
             "limit": limit,
             "after_since_ms": after_ms,
             "after_dispatch_id": after_id,
+            "sort": sort.value,
+            "after_key": after_key,
         }
         name = "manual_queue_page" if which is CaseList.MANUAL else "waiting_page"
         return [_queue_item(row) for row in self._all(name, params)]

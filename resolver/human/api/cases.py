@@ -23,6 +23,7 @@ from resolver.core.domain import (
     Case,
     CaseFilter,
     CaseList,
+    CaseSort,
     DecisionFilter,
     DecisionRecord,
     FindingKind,
@@ -438,17 +439,21 @@ def install_case_routes(
         def route(
             user: User,
             filters: Filters,
+            sort: Annotated[
+                CaseSort,
+                Query(
+                    description="oldest first (`age`), or grouped by a column, oldest first within"
+                ),
+            ] = CaseSort.AGE,
             limit: Limit = 50,
             cursor: Cursor = None,
         ) -> QueuePage:
-            after = _decode_case_cursor(cursor, bad_cursor)
-            items = store.list_cases(user.user_id, which, limit, after, filters)
-            total = store.count_cases(user.user_id, which, filters, TOTAL_CAP)
-            next_cursor = (
-                _encode(f"{items[-1].since_ms}:{items[-1].dispatch_id}")
-                if len(items) == limit
-                else None
+            after, after_key = _decode_sorted_cursor(cursor, sort, bad_cursor)
+            items = store.list_cases(
+                user.user_id, which, limit, after, filters, sort=sort, after_key=after_key
             )
+            total = store.count_cases(user.user_id, which, filters, TOTAL_CAP)
+            next_cursor = _encode(_sorted_cursor(items[-1], sort)) if len(items) == limit else None
             return QueuePage(
                 items=[QueueEntry.of(i) for i in items], next_cursor=next_cursor, total=total
             )
@@ -581,6 +586,30 @@ def _decode_case_cursor(
     if not ID_PATTERN.match(dispatch_id):
         raise bad_cursor()
     return at, dispatch_id
+
+
+def _sorted_cursor(item: ManualQueueItem, sort: CaseSort) -> str:
+    """`since:dispatch_id`, or `since:key/dispatch_id` when grouped by a column (no key, id
+    or code contains `/`)."""
+    if sort is CaseSort.AGE:
+        return f"{item.since_ms}:{item.dispatch_id}"
+    return f"{item.since_ms}:{item.sort_key}/{item.dispatch_id}"
+
+
+def _decode_sorted_cursor(
+    cursor: str | None, sort: CaseSort, bad_cursor: Callable[[], Exception]
+) -> tuple[tuple[int, str] | None, str]:
+    if cursor is None:
+        return None, ""
+    if sort is CaseSort.AGE:
+        return _decode_case_cursor(cursor, bad_cursor), ""
+    at, rest = _decode(cursor, bad_cursor)
+    key, slash, dispatch_id = rest.partition("/")
+    if not slash or len(key) > 128 or not ID_PATTERN.match(dispatch_id):
+        raise bad_cursor()
+    if key and not ID_PATTERN.match(key):
+        raise bad_cursor()
+    return (at, dispatch_id), key
 
 
 def _decode_decision_cursor(

@@ -56,7 +56,8 @@ const FINDING_WORDS = {
   still_running: "The action still looks in progress", unavailable: "The evidence source could not be read",
   verified_succeeded: "Verified: succeeded", verified_failed: "Verified: failed",
 };
-const LIST_FILTERS = ["project_id", "action_type", "owner", "last_finding", "last_reason", "min_age_seconds", "summary", "q"];
+const LIST_FILTERS = ["project_id", "action_type", "owner", "last_finding", "last_reason", "min_age_seconds", "summary", "q", "sort"];
+const SORTS = [["", "oldest first"], ["action_type", "by action type"], ["project_id", "by project"], ["last_finding", "by last finding"]];
 // The triage counts above a list, each value a filter (and a suggestion in its filter field).
 const TRIAGE = [["action_type", "By action type"], ["reason", "By reason"], ["project_id", "By project"], ["owner", "By executor"]];
 const VIEWS = {
@@ -135,7 +136,7 @@ function decisionLabel(decision) {
 }
 
 function isFiltered(view, params) {
-  return VIEWS[view].filters.some((name) => params.get(name));
+  return VIEWS[view].filters.some((name) => name !== "sort" && params.get(name));
 }
 
 function pad(n) {
@@ -349,6 +350,7 @@ function filterForm(view, params) {
     else if (name === "last_finding") form.append(field(name, "Finding", select(name, [["", "any finding"], ...FINDINGS.map((f) => [f, f])])));
     else if (name === "overridden_finding") form.append(field(name, "Finding overridden", select(name, [["", "any finding"], ...FINDINGS.map((f) => [f, f])])));
     else if (name === "min_age_seconds") form.append(field(name, "Age", select(name, AGES)));
+    else if (name === "sort") form.append(field(name, "Order", select(name, SORTS)));
     // Plain YYYY-MM-DD text, not a date picker: a picker shows the browser's locale order,
     // and an on-call engineer must never wonder whether 03/04 is March or April.
     else if (name === "since" || name === "until") {
@@ -401,7 +403,8 @@ function firstRow(params) {
 function countsText(view, params, page) {
   const filtered = isFiltered(view, params);
   const first = firstRow(params);
-  const order = view === "decided" ? "newest first" : "oldest first";
+  const sorted = SORTS.find(([value]) => value && value === params.get("sort"));
+  const order = view === "decided" ? "newest first" : sorted ? `${sorted[1]}, oldest first within` : "oldest first";
   const shown = page.items.length ? ` Showing rows ${first} to ${first + page.items.length - 1}, ${order}.` : "";
   if (typeof page.total === "number") {
     const [one, several] = VIEWS[view].noun;

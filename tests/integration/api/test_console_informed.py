@@ -420,3 +420,27 @@ def test_from_the_alert_s_console_link_to_a_correct_decision_in_four_interaction
         "failed",
         "checked_downstream_not_done",
     )
+
+
+def test_an_open_list_sorted_by_action_type_pages_without_repeating_a_row(
+    site: Site,  # noqa: F811 - the fixtures of test_console
+    page: Any,  # noqa: F811
+    store: PostgresStore,
+    world: World,
+) -> None:
+    target = forged_case(store, world)
+    page.goto(f"{site.url}#/queue?sort=action_type&limit=2")
+    sign_in(page, "alice")
+    rendered(page)
+    first = page.locator("#list tbody tr")
+    expect(first).to_have_count(2)
+    expect(first.first).to_have_attribute("data-dispatch-id", target)  # pay.charge < test.action
+    expect(page.locator("#counts")).to_contain_text("by action type, oldest first within")
+    expect(page.locator("#f-sort")).to_have_value("action_type")
+    seen = first.evaluate_all("rows => rows.map(r => r.dataset.dispatchId)")
+    page.locator("#next-page").click()
+    rendered(page)
+    rest = page.locator("#list tbody tr").evaluate_all(
+        "rows => rows.map(r => r.dataset.dispatchId)"
+    )
+    assert sorted(seen + rest) == sorted([target, *site.dispatch_ids])

@@ -48,6 +48,8 @@ DUMMY = {
     "q": None,
     "summary": None,
     "open_proposal": False,
+    "sort": "age",
+    "after_key": "",
     "last_reason": None,
     "action_summary": None,
     "actor_user_id": None,
