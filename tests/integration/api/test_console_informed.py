@@ -444,3 +444,46 @@ def test_an_open_list_sorted_by_action_type_pages_without_repeating_a_row(
         "rows => rows.map(r => r.dataset.dispatchId)"
     )
     assert sorted(seen + rest) == sorted([target, *site.dispatch_ids])
+
+
+@pytest.mark.parametrize(
+    ("width", "height"), [(800, 600), (640, 400)], ids=["800px-wide", "200pct-zoom"]
+)
+def test_every_view_has_no_serious_accessibility_violation_when_narrow_or_zoomed(
+    site: Site,  # noqa: F811 - the fixtures of test_console
+    browser: Any,  # noqa: F811
+    store: PostgresStore,
+    world: World,
+    axe_source: str,
+    width: int,
+    height: int,
+) -> None:
+    target = forged_case(store, world)
+    context = browser.new_context(viewport={"width": width, "height": height})
+    tab = context.new_page()
+    tab.goto(f"{site.url}#/queue")
+    sign_in(tab, "alice")
+    views = [
+        "#/queue",
+        "#/waiting",
+        "#/proposals",
+        "#/decided",
+        f"#/dispatch/{target}",
+        "#/find?q=no-such-dispatch",
+    ]
+    for view in views:
+        tab.goto(f"{site.url}{view}")
+        rendered(tab)
+        assert tab.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), view
+        assert serious_violations(tab, axe_source) == [], view
+    # The bulk review too.
+    tab.goto(f"{site.url}#/queue")
+    rendered(tab)
+    tab.locator("#select-page").click()
+    tab.locator("#bulk-abandon_unknown").check()
+    tab.fill("#bulk-reason", "cannot_verify")
+    tab.locator("#bulk-verified").check()
+    tab.locator("#bulk-submit").click()
+    expect(tab.locator("#bulk-summary")).to_be_visible()
+    assert serious_violations(tab, axe_source) == []
+    context.close()
