@@ -97,7 +97,7 @@ def test_a_forged_receipt_conflict_names_its_reason_and_demands_a_separate_ackno
         "conflict (unknown_kid), 1 inspection"
     )
     expect(row.locator("td[data-label='Why here']")).to_have_text("the evidence conflicts")
-    shoot(page, "console-queue.png")
+    shoot(page, "console-queue-informed.png")
 
     row.locator("a.mono").click()
     rendered(page)
