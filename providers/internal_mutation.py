@@ -20,6 +20,7 @@ from typing import Any, LiteralString
 import msgspec
 
 from providers._sql import SqlPageProvider, SqlSourceSettings
+from resolver._deprecated import forward
 from resolver.core.domain import DispatchIdentity, Finding, FindingKind
 from resolver.core.provider import parse_provider_settings
 from resolver.db.readonly import ReadOnlyDatabase
@@ -73,3 +74,12 @@ def create(settings: Mapping[str, Any]) -> InternalMutationProvider:
     keys = KeyRing.from_environment()
     keys.require_keys(NAME)
     return InternalMutationProvider(parsed.open_database(NAME), keys, parsed.timeout_seconds)
+
+
+# The previous release exported the executor's receipt writer from here; it is the executor
+# SDK's now (`resolver.executor`), and these names warn for one release.
+_forward = forward(__name__, "resolver.executor.receipts", ("WrittenReceipt", "write_receipt"))
+
+
+def __getattr__(name: str) -> Any:
+    return _forward(name)

@@ -128,6 +128,40 @@ def transport_case(base: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def escapes_case(base: dict[str, Any]) -> dict[str, Any]:
+    """Escapes in either hex case mean their character: the canonical form has none."""
+    raw = base["receipt"].replace('"vec-k1"', '"vec\\u002Dk1"').replace(
+        '"charged"', '"\\u0063h\\u0061rged"'
+    )
+    raw = raw.replace('"ar-77"', '"ar\\u002d77"')
+    return {
+        "name": "escape-forms",
+        "note": "\\u escapes with upper- and lowercase hex digits: the canonical receipt and "
+        "digest of 'succeeded-basic' (a verifier parses, then encodes; it never compares bytes)",
+        "identity": base["identity"],
+        "raw": raw,
+        "receipt": base["receipt"],
+        "evidence_digest": base["evidence_digest"],
+    }
+
+
+def negative_zero_case() -> dict[str, Any]:
+    """`-0` is the integer 0: its canonical form is `0`, and the signature covers that."""
+    identity = {**IDENTITY, "started_at_ms": 0}
+    body = body_for(identity, finished_at_ms=0)
+    receipt = signed(body)
+    wire = canonical(receipt)
+    raw = wire.decode("utf-8").replace('"finished_at_ms":0', '"finished_at_ms":-0')
+    return {
+        "name": "negative-zero",
+        "note": "-0 on the wire is the integer 0; the canonical form (signed, digested) has 0",
+        "identity": identity,
+        "raw": raw,
+        "receipt": wire.decode("utf-8"),
+        "evidence_digest": hashlib.sha256(wire).hexdigest(),
+    }
+
+
 def rejected(
     name: str, reason: str, note: str, raw: str | dict[str, Any], identity: dict[str, Any]
 ) -> dict[str, Any]:
@@ -193,6 +227,27 @@ def rejected_cases() -> list[dict[str, Any]]:
             other_project,
         ),
         rejected(
+            "byte-order-mark",
+            "not_json",
+            "a UTF-8 BOM before the object: JSON text starts with the object, so not JSON",
+            "\ufeff" + canonical(good).decode("utf-8"),
+            IDENTITY,
+        ),
+        rejected(
+            "uppercase-signature",
+            "bad_value",
+            "the signature in uppercase hex: sig is lowercase hex, so the form is wrong",
+            {**good, "sig": good["sig"].upper()},
+            IDENTITY,
+        ),
+        rejected(
+            "exponent-attempt",
+            "float",
+            "1e0 is a number with an exponent, never an integer, whatever its value",
+            canonical(good).decode("utf-8").replace('"attempt":1,', '"attempt":1e0,'),
+            IDENTITY,
+        ),
+        rejected(
             "integer-as-string",
             "bad_type",
             "started_at_ms as a string (what drivers return for bigint): must be a JSON integer",
@@ -208,6 +263,18 @@ CANONICAL_VALUES: list[Any] = [
     {"\uffff": "U+FFFF", "\U0001f600": "U+1F600 sorts after U+FFFF (code point order)"},
     {"controls": 'tab\tnewline\nquote"backslash\\bell\u0007del\u007f', "ls": "\u2028\u2029"},
     {"big": 2**63 - 1, "neg": -(2**53) - 1, "zero": 0},
+    # Escaped are U+0000-U+001F only, as \b \t \n \f \r or \u00XX in lowercase hex; U+007F
+    # (DEL) and everything above stays as it is, in UTF-8.
+    {
+        "nul": "\u0000",
+        "unit_separator": "\u001f",
+        "escape": "\u001b",
+        "del": "\u007f",
+        "nbsp": "\u00a0",
+    },
+    # Keys that look like integers sort as text, by code point: "1" < "10" < "9" < "a"
+    # (a JavaScript object would list them as 1, 9, 10 before "a").
+    {"9": "nine", "10": "ten", "1": "one", "a": "letter", "-1": "minus one"},
 ]
 
 
@@ -221,7 +288,7 @@ def canonical_cases() -> list[dict[str, Any]]:
 def vectors() -> dict[str, Any]:
     basic = accepted("succeeded-basic", "the common case, signed with vec-k1", IDENTITY, "pay_0001")
     return {
-        "format": "receipt v1 test vectors (see docs/executor-protocol.md)",
+        "format": "receipt v1 test vectors (the format: docs/receipts.md)",
         "generator": "tools/receipt_vectors.py",
         "keys": [{"kid": kid, "secret_hex": secret} for kid, secret in KEYS.items()],
         "accepted": [
@@ -250,7 +317,7 @@ def vectors() -> dict[str, Any]:
                 result_code="a" * 64,
             ),
         ],
-        "transport": [transport_case(basic)],
+        "transport": [transport_case(basic), escapes_case(basic), negative_zero_case()],
         "rejected": rejected_cases(),
         "canonical_json": canonical_cases(),
     }

@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 
 from resolver.db.dsn import libpq_dsn
+from resolver.db.protocol import protocol_error
 from resolver.db.statements import statement
 
 Connection = psycopg.Connection[Any]
@@ -73,13 +74,20 @@ def begin(conn: Connection) -> SessionMark:
 def commit(conn: Connection) -> bool:
     """COMMIT. True when the server answered; False when the reply was lost (outcome unknown).
 
-    A refusal the server did answer (a deferred constraint, a serialization failure) means
-    the transaction rolled back: it propagates as the driver's error.
+    A refusal the server did answer means the transaction rolled back. A protocol refusal
+    (the receipt's lease checked again at COMMIT: `LeaseLost` when it ended after the receipt
+    was written) is raised typed, like the same refusal from a protocol function; any other
+    (a serialization failure) propagates as the driver's error.
     """
     try:
         conn.commit()
     except (psycopg.OperationalError, psycopg.InterfaceError):
         return False
+    except psycopg.Error as exc:
+        typed = protocol_error(exc)
+        if typed is None:
+            raise
+        raise typed from exc
     return True
 
 

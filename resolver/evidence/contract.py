@@ -34,6 +34,21 @@ from resolver.core.provider import Capability, EvidenceProvider, PageEvidencePro
 from resolver.evidence.receipt_server import ReceiptServer, running_receipt_server
 from resolver.evidence.receipts import KeyRing
 
+__all__ = [
+    "EXPECTED",
+    "REJECTIONS",
+    "REQUIRED",
+    "NotApplicable",
+    "ProviderContract",
+    "ProviderHarness",
+    "ReceiptServer",
+    "Scenario",
+    "expected_kind",
+    "planted",
+    "receipt_keys",
+    "receipt_server",
+]
+
 
 class Scenario(StrEnum):
     """Evidence a harness can plant for an identity."""

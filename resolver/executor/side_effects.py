@@ -152,7 +152,16 @@ class SideEffect:
             if self._receipt is None:
                 mutation.rollback_quietly(conn)
                 raise RuntimeError("write_receipt was not called: the mutation was rolled back")
-            if not mutation.commit(conn):
+            try:
+                answered = mutation.commit(conn)
+            except FenceConflict as exc:
+                # Refused at COMMIT (the lease ended after write_receipt): nothing was written,
+                # so there is nothing to complete, and the effect is told its lease is gone.
+                self._receipt = None
+                self._recorded = None
+                self.lose(f"{type(exc).__name__}: {exc}")
+                raise
+            if not answered:
                 self._judge_lost_commit(session)
         finally:
             if own:

@@ -96,6 +96,28 @@ export function signReceipt(args: {
 /** `kid=hexsecret` as a signing key. */
 export function parseKey(text: string): ReceiptKey;
 
+export const MAX_RAW_RECEIPT_BYTES: 8192;
+/** What `verifyReceipt` accepted; integers are BigInt (a receipt may carry up to 2**63-1). */
+export interface VerifiedReceipt {
+  outcome: Outcome;
+  resultCode: string;
+  finishedAtMs: bigint;
+  kid: string;
+  /** sha256 of the canonical receipt: the evidence digest the resolver stores. */
+  evidenceDigest: string;
+  receipt: Receipt;
+}
+/**
+ * Verify receipt v1 as the resolver does: same checks, same order, the same `reason` on the
+ * `ReceiptError` it throws. `keys`: every key a verifier accepts.
+ */
+export function verifyReceipt(
+  raw: Uint8Array | string,
+  args: { identity: ReceiptIdentity; keys: ReceiptKey | ReceiptKey[] },
+): VerifiedReceipt;
+/** Strict JSON as the resolver reads a receipt: integers as BigInt; `ReceiptError` otherwise. */
+export function parseReceiptJson(text: string): JsonValue;
+
 /** A lease as the protocol functions return it; bigints stay strings: pass them back as they are. */
 export interface Lease {
   dispatch_id: string;

@@ -79,6 +79,7 @@ const MAX_INT = 2n ** 63n - 1n;
 export const RECEIPT_VERSION = 1;
 export const MAX_RECEIPT_BYTES = 4096;
 
+// canonical-json:begin (docs/receipts.md shows this region verbatim; a test compares them)
 const utf8 = (text) => Buffer.from(text, "utf8");
 const byCodePoint = (a, b) => Buffer.compare(utf8(a), utf8(b)); // UTF-8 order is code point order
 
@@ -100,9 +101,12 @@ export function canonicalJson(value) {
       return String(value);
     case "string":
       if (!value.isWellFormed()) throw new ReceiptError("a lone surrogate is not UTF-8", "not_json");
+      // For one string JSON.stringify escapes exactly `"`, `\` and U+0000-U+001F (\b \t \n
+      // \f \r, the others as \u00xx in lowercase hex), and nothing else: the canonical set.
       return JSON.stringify(value);
     case "object":
       if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+      // Never an object's own key order: engines list integer-like keys first.
       return `{${Object.keys(value)
         .sort(byCodePoint)
         .map((k) => `${canonicalJson(k)}:${canonicalJson(value[k])}`)
@@ -111,6 +115,7 @@ export function canonicalJson(value) {
       throw new ReceiptError(`canonical JSON cannot hold a ${typeof value}`, "bad_type");
   }
 }
+// canonical-json:end
 
 export const sha256Hex = (data) => crypto.createHash("sha256").update(data).digest("hex");
 
@@ -192,6 +197,230 @@ export function parseKey(text) {
   if (at < 1 || !KID.test(key.kid)) throw new ReceiptError("write the key as kid=hexsecret", "bad_value");
   secretBytes(key);
   return key;
+}
+
+// -- receipt verification ---------------------------------------------------------------------
+
+export const MAX_RAW_RECEIPT_BYTES = 8192;
+const INT_FIELDS = ["v", "attempt", "started_at_ms", "finished_at_ms"];
+const PATTERN_FIELDS = [
+  ["dispatch_id", ID],
+  ["approval_request_id", ID],
+  ["project_id", ID],
+  ["idempotency_key", ID],
+  ["action_type", ACTION_TYPE],
+  ["action_digest", HEX64],
+  ["receipt_identity_digest", HEX64],
+  ["result_code", RESULT_CODE],
+  ["kid", KID],
+  ["sig", HEX64],
+];
+const RECEIPT_FIELDS = new Set([...INT_FIELDS, ...PATTERN_FIELDS.map(([name]) => name), "outcome"]);
+const IDENTITY_FIELDS = ["dispatch_id", "approval_request_id", "project_id", "action_type", "idempotency_key"];
+// Python's int() refuses more digits than this; a receipt that long is not JSON to the resolver.
+const MAX_INTEGER_DIGITS = 4300;
+
+const notJson = () => new ReceiptError("receipt is not valid JSON", "not_json");
+const isObject = (value) => typeof value === "object" && value !== null && !Array.isArray(value);
+
+/**
+ * Strict JSON as the resolver reads a receipt (docs/receipts.md): JSON whitespace only, no BOM,
+ * integers as BigInt (any fraction or exponent, NaN or Infinity is `float`), a repeated key in
+ * one object is `duplicate_field` (checked when the object closes), anything else `not_json`.
+ */
+export function parseReceiptJson(text) {
+  let i = 0;
+  const ws = () => {
+    while (i < text.length && " \t\n\r".includes(text[i])) i += 1;
+  };
+  const NUMBER = /-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?/y;
+  const float = () => new ReceiptError("receipt holds a non-integer number", "float");
+
+  function string() {
+    i += 1; // the opening quote
+    let out = "";
+    for (;;) {
+      const c = text[i];
+      if (c === undefined || c < " ") throw notJson(); // unterminated, or a raw control character
+      i += 1;
+      if (c === '"') return out;
+      if (c !== "\\") {
+        out += c;
+        continue;
+      }
+      const e = text[i];
+      i += 1;
+      const simple = { '"': '"', "\\": "\\", "/": "/", b: "\b", f: "\f", n: "\n", r: "\r", t: "\t" }[e];
+      if (simple !== undefined) out += simple;
+      else if (e === "u" && /^[0-9a-fA-F]{4}$/.test(text.slice(i, i + 4))) {
+        // UTF-16 code units: an escaped pair joins into one character, a lone half stays
+        // lone and is refused below (it is not UTF-8 text).
+        out += String.fromCharCode(parseInt(text.slice(i, i + 4), 16));
+        i += 4;
+      } else throw notJson();
+    }
+  }
+
+  function value() {
+    ws();
+    const c = text[i];
+    if (c === "{") {
+      i += 1;
+      const pairs = [];
+      ws();
+      if (text[i] === "}") i += 1;
+      else
+        for (;;) {
+          ws();
+          if (text[i] !== '"') throw notJson();
+          const key = string();
+          ws();
+          if (text[i] !== ":") throw notJson();
+          i += 1;
+          pairs.push([key, value()]);
+          ws();
+          if (text[i] === ",") i += 1;
+          else if (text[i] === "}") {
+            i += 1;
+            break;
+          } else throw notJson();
+        }
+      const object = Object.create(null); // "__proto__" is a key like any other
+      for (const [key, v] of pairs) {
+        if (Object.hasOwn(object, key)) throw new ReceiptError("receipt repeats a field", "duplicate_field");
+        object[key] = v;
+      }
+      return object;
+    }
+    if (c === "[") {
+      i += 1;
+      const items = [];
+      ws();
+      if (text[i] === "]") i += 1;
+      else
+        for (;;) {
+          items.push(value());
+          ws();
+          if (text[i] === ",") i += 1;
+          else if (text[i] === "]") {
+            i += 1;
+            break;
+          } else throw notJson();
+        }
+      return items;
+    }
+    if (c === '"') return string();
+    for (const [word, v] of [["null", null], ["true", true], ["false", false]]) {
+      if (text.startsWith(word, i)) {
+        i += word.length;
+        return v;
+      }
+    }
+    NUMBER.lastIndex = i;
+    const m = NUMBER.exec(text);
+    if (m) {
+      i = NUMBER.lastIndex;
+      if (m[1] !== undefined || m[2] !== undefined) throw float();
+      if (m[0].replace("-", "").length > MAX_INTEGER_DIGITS) throw notJson();
+      return BigInt(m[0]); // "-0" is the integer 0
+    }
+    if (["NaN", "Infinity", "-Infinity"].some((word) => text.startsWith(word, i))) throw float();
+    throw notJson();
+  }
+
+  const parsed = value();
+  ws();
+  if (i !== text.length) throw notJson();
+  return parsed;
+}
+
+function keyRing(keys) {
+  const ring = new Map();
+  for (const key of Array.isArray(keys) ? keys : [keys]) ring.set(key.kid, secretBytes(key));
+  return ring;
+}
+
+/**
+ * Verify receipt v1 `raw` (a Buffer of UTF-8 bytes, or a string) for `identity` (the
+ * dispatch's, snake_case; integers as BigInt, number or decimal string) against `keys` (one
+ * key or an array: every kid a verifier accepts). Returns `{ outcome, resultCode,
+ * finishedAtMs, kid, evidenceDigest, receipt }`; a receipt the resolver would refuse throws a
+ * `ReceiptError` with the same `reason`, checked in the same order (docs/receipts.md).
+ */
+export function verifyReceipt(raw, { identity, keys }) {
+  const bytes = typeof raw === "string" ? Buffer.byteLength(raw, "utf8") : raw?.length;
+  if (typeof bytes !== "number") throw new TypeError("verifyReceipt takes a Buffer or a string");
+  if (bytes > MAX_RAW_RECEIPT_BYTES) throw new ReceiptError(`receipt is over ${MAX_RAW_RECEIPT_BYTES} bytes`, "too_large");
+  let text = raw;
+  if (typeof raw === "string") {
+    if (!raw.isWellFormed()) throw notJson();
+  } else {
+    try {
+      // fatal: bad UTF-8 is refused; ignoreBOM: a BOM is kept, and then is not JSON.
+      text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(raw);
+    } catch {
+      throw notJson();
+    }
+  }
+  const receipt = parseReceiptJson(text);
+  if (!isObject(receipt)) throw new ReceiptError("receipt is not a JSON object", "not_object");
+  const canonical = canonicalJson(receipt);
+  if (utf8(canonical).length > MAX_RECEIPT_BYTES) {
+    throw new ReceiptError(`receipt is over ${MAX_RECEIPT_BYTES} bytes`, "too_large");
+  }
+  checkShape(receipt);
+  const secret = keyRing(keys).get(receipt.kid);
+  if (!secret) throw new ReceiptError("the receipt's kid is not in the key ring", "unknown_kid");
+  const { sig, ...body } = receipt;
+  const expected = crypto.createHmac("sha256", secret).update(utf8(canonicalJson(body))).digest();
+  if (!crypto.timingSafeEqual(expected, Buffer.from(sig, "hex"))) {
+    throw new ReceiptError("the receipt's signature does not verify", "bad_signature");
+  }
+  checkBinding(receipt, identity);
+  return {
+    outcome: receipt.outcome,
+    resultCode: receipt.result_code,
+    finishedAtMs: receipt.finished_at_ms,
+    kid: receipt.kid,
+    evidenceDigest: sha256Hex(utf8(canonical)),
+    receipt: { ...receipt },
+  };
+}
+
+function checkShape(receipt) {
+  const present = Object.keys(receipt);
+  if (present.some((name) => !RECEIPT_FIELDS.has(name))) {
+    throw new ReceiptError("receipt holds a field v1 does not define", "unknown_field");
+  }
+  if (present.length !== RECEIPT_FIELDS.size) throw new ReceiptError("receipt lacks a field v1 requires", "missing_field");
+  for (const name of INT_FIELDS) {
+    if (typeof receipt[name] !== "bigint") throw new ReceiptError(`receipt field ${name} must be an integer`, "bad_type");
+    if (receipt[name] < 0n || receipt[name] > MAX_INT) throw new ReceiptError(`receipt field ${name} is out of range`, "bad_value");
+  }
+  for (const [name, pattern] of PATTERN_FIELDS) checked(receipt[name], pattern, name);
+  if (receipt.outcome !== "succeeded" && receipt.outcome !== "failed") {
+    throw new ReceiptError("receipt outcome must be succeeded or failed", "bad_value");
+  }
+  if (receipt.v !== BigInt(RECEIPT_VERSION)) throw new ReceiptError("receipt is not version 1", "version_mismatch");
+  if (receipt.attempt < 1n) throw new ReceiptError("receipt attempt must be at least 1", "bad_value");
+}
+
+function checkBinding(receipt, identity) {
+  if (exactInteger(identity.schema_version, "schema_version") !== receipt.v) {
+    throw new ReceiptError("receipt version differs from the dispatch's", "version_mismatch");
+  }
+  for (const name of IDENTITY_FIELDS) {
+    if (receipt[name] !== identity[name]) throw new ReceiptError(`receipt ${name} differs from dispatch`, "identity_mismatch");
+  }
+  if (receipt.action_digest !== identity.action_digest) {
+    throw new ReceiptError("receipt action_digest differs from dispatch", "digest_mismatch");
+  }
+  if (
+    receipt.attempt !== exactInteger(identity.attempt, "attempt") ||
+    receipt.started_at_ms !== exactInteger(identity.started_at_ms, "started_at_ms")
+  ) {
+    throw new ReceiptError("receipt attempt or start differs from dispatch", "fence_mismatch");
+  }
 }
 
 // -- the executor -----------------------------------------------------------------------------
@@ -367,20 +596,22 @@ export class SideEffect {
     conn.on("error", swallow);
     let broken = false;
     try {
-      await conn.query("BEGIN");
-      const mark = (await conn.query(SESSION_MARK)).rows[0];
+      await call(conn, "BEGIN");
+      const mark = await call(conn, SESSION_MARK);
       let value;
       try {
         value = await fn(conn);
         if (!this.#receipt) throw new Error("writeReceipt was not called: the mutation was rolled back");
       } catch (err) {
         await conn.query("ROLLBACK").catch(() => {});
-        throw err;
+        throw protocolError(err) ?? err;
       }
       try {
         await conn.query("COMMIT");
       } catch (err) {
-        if (serverAnswered(err)) throw err; // the server refused the COMMIT: rolled back
+        // The server refused the COMMIT: it rolled back. A deferred check answers here, e.g.
+        // RS002 when the lease ended after writeReceipt; it is typed like any other refusal.
+        if (serverAnswered(err)) throw this.#refusedCommit(err);
         broken = true;
         if (own) conn.release(true);
         await this.#judgeLostCommit(mark);
@@ -458,6 +689,15 @@ export class SideEffect {
       if (err instanceof FenceConflict || err instanceof NotFound) this.#lose(err);
       throw err;
     }
+  }
+
+  #refusedCommit(err) {
+    const typed = protocolError(err) ?? err;
+    // Nothing was written: no receipt to complete with, and a lost fence cancels the effect.
+    this.#receipt = null;
+    this._completion = null;
+    if (typed instanceof FenceConflict) this.#lose(typed);
+    return typed;
   }
 
   async #judgeLostCommit(mark) {

@@ -413,6 +413,45 @@ def test_runtime_role_commits_a_manual_decision_but_cannot_grant_itself(
             )
 
 
+def test_audit_verify_runs_as_the_runtime_role_and_needs_no_other(
+    role_db: RoleDatabase,
+) -> None:
+    """docs/manual-resolution.md: `resolver audit verify` reads RESOLVER_DATABASE_URL, and
+    the replicas' runtime role is enough; a role without the chain cannot verify it."""
+    from resolver.core.domain import Decision, ManualDecision, Principal
+    from resolver.human.manual import ManualResolutionService
+
+    with psycopg.connect(role_db.urls["resolver_migrator"], autocommit=True) as platform:
+        platform.execute("SET search_path = resolver")
+        platform.execute(
+            "INSERT INTO recovery_projects VALUES ('proj-1', 1) ON CONFLICT DO NOTHING"
+        )
+        platform.execute(
+            "INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)"
+            " ON CONFLICT DO NOTHING"
+        )
+    now = AFTER + 60_000
+    with (
+        PostgresStore(role_db.urls["resolver_executor"]) as executor_store,
+        PostgresStore(role_db.urls["resolver_runtime"]) as runtime_store,
+    ):
+        (lease,) = crash(executor_store, 1)
+        decision = ManualDecision(
+            lease.dispatch_id,
+            Decision.ABANDON_UNKNOWN,
+            f"op-v-{lease.dispatch_id}",
+            lease.version,
+            "operator_unsure",
+        )
+        principal = Principal("alice", now - 1_000, ("mfa",))
+        assert ManualResolutionService(runtime_store).decide(principal, decision, now_ms=now)
+    verified = resolver_cli(role_db.urls["resolver_runtime"], "audit", "verify")
+    assert verified.returncode == 0, verified.stderr
+    assert "audit chain verified" in verified.stdout
+    refused = resolver_cli(role_db.urls["resolver_evidence_reader"], "audit", "verify")
+    assert refused.returncode != 0
+
+
 def test_runtime_role_opens_watches_and_records_late_evidence(role_db: RoleDatabase) -> None:
     """A decision as the runtime role opens its watch (the trigger runs as the owner); the
     watcher claims and records as the runtime role, which can neither rewrite the fact nor

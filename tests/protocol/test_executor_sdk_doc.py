@@ -70,3 +70,26 @@ def test_the_node_example_runs(node_sdk: Path, database_url: str, sql: SQL) -> N
     )
     assert sql.execution("doc-d-42")["evidence_digest"] == result["evidenceDigest"]
     assert sql.one("SELECT balance FROM accounts WHERE id = 42")["balance"] == 90
+
+
+def test_what_the_page_says_of_a_crashed_uncommitted_mutation_holds() -> None:
+    # "never reaches the manual queue by itself": internal_mutation has no default window,
+    # and the page's way to be alerted (a window, then ResolverEscalations) exists as named.
+    import yaml
+
+    from resolver.core.domain import FindingKind
+    from resolver.core.escalation import CONFIG_KEY, DEFAULT_WINDOWS_SECONDS, escalation_policy
+
+    text = DOC.read_text(encoding="utf-8")
+    assert "never reaches the manual queue by itself" in text
+    assert "internal_mutation" not in DEFAULT_WINDOWS_SECONDS
+    assert escalation_policy("internal_mutation", None).after_ms(FindingKind.MISSING) is None
+    assert f"`{CONFIG_KEY}: {{missing: 3600}}`" in text
+    assert (
+        escalation_policy("internal_mutation", {"missing": 3600}).after_ms(FindingKind.MISSING)
+        == 3_600_000
+    )
+    alerts = yaml.safe_load((ROOT / "deploy" / "prometheus" / "resolver-alerts.yml").read_text())
+    names = {rule.get("alert") for group in alerts["groups"] for rule in group["rules"]}
+    for alert in ("ResolverEscalations", "ResolverManualQueueAgeing"):
+        assert f"`{alert}`" in text and alert in names

@@ -26,6 +26,7 @@ def test_the_node_sdk_suite_passes_against_postgresql(node_sdk: Path, database_u
         "DATABASE_URL": database_url,
         "RESOLVER_PYTHON": sys.executable,
         "RECEIPT_VECTORS": str(VECTORS),
+        "RECEIPTS_SPEC": str(ROOT / "docs" / "receipts.md"),
     }
     done = subprocess.run(
         ["node", "--test", *TEST_FILES],

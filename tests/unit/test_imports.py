@@ -16,6 +16,15 @@ Edges = Mapping[str, set[str]]
 
 DRIVERS = ("psycopg", "psycopg_pool", "sqlalchemy", "alembic")
 WEB_STACK = ("fastapi", "starlette", "uvicorn")
+# The previous release's import paths (resolver/_deprecated.py), kept for one release.
+DEPRECATED_STUBS = (
+    "resolver.domain",
+    "resolver.errors",
+    "resolver.receipts",
+    "resolver.readonly_http",
+    "resolver.execution",
+    "resolver.testing",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +56,12 @@ RULES = (
         "the product imports no built-in provider (it finds them by entry point)",
         importers=("resolver",),
         targets=("providers",),
+    ),
+    Forbidden(
+        "nothing imports the previous release's paths (stubs kept for adopters only)",
+        importers=PACKAGES,
+        targets=DEPRECATED_STUBS,
+        exempt=DEPRECATED_STUBS,
     ),
 )
 
@@ -143,6 +158,7 @@ PLANTED = [
     (RULES[1], "providers.internal_mutation", "psycopg", None),
     (RULES[1], "resolver.executor.receipts", "psycopg.pq", None),
     (RULES[2], "resolver.demo.simple", "providers.internal_mutation", None),
+    (RULES[3], "providers.http_receipt", "resolver.receipts", None),
 ]
 
 

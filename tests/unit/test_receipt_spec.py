@@ -69,3 +69,32 @@ def test_the_worked_example_is_what_the_resolver_signs_and_verifies() -> None:
     )
     verified = verify_receipt(encode_receipt(receipt), identity, keys)
     assert (verified.outcome.value, verified.evidence_digest) == (body["outcome"], digest)
+
+
+def test_the_javascript_canonical_form_is_the_node_sdk_s_own_code() -> None:
+    # The page shows the SDK's function verbatim; sdk/node/test/vectors.test.mjs runs the
+    # page's block on every vector.
+    (shown,) = [b for b in blocks("## Canonical form") if "function canonicalJson" in b]
+    source = (DOC.parents[1] / "sdk" / "node" / "index.js").read_text(encoding="utf-8")
+    region = re.search(r"// canonical-json:begin[^\n]*\n(.*?)\n// canonical-json:end", source, re.S)
+    assert region is not None
+    assert shown == region.group(1).strip()
+
+
+def test_the_page_states_each_rule_a_second_implementation_needs() -> None:
+    rules = section("## Canonical form")
+    for rule in (
+        "U+0000-U+001F",
+        "lowercase",
+        "U+007F",
+        "code point",
+        "2^63-1",
+        "byte-order mark",
+        "`not_json`",
+        "`duplicate_field`",
+        "`-0`",
+        "exponent",
+        "integer-like",
+    ):
+        assert rule in rules, rule
+    assert "inserted in\nsorted order" not in DOC.read_text(encoding="utf-8")  # the old wrong hint

@@ -22,6 +22,7 @@ import {
   NotFound,
   NotLeasable,
   ProtocolError,
+  SQLSTATE_ERRORS,
   sha256Hex,
 } from "../index.js";
 
@@ -213,6 +214,60 @@ function commitProxy() {
     }),
   );
 }
+
+test("a lease that ends after writeReceipt and before COMMIT is refused at COMMIT as LeaseLost", { skip }, async () => {
+  const ex = executor({ leaseMs: 1_000 });
+  const id = await newDispatch(ex);
+  let effect;
+  const refused = await ex
+    .run(id, async (e) => {
+      effect = e;
+      await e.transaction(async (client) => {
+        await charge(e, client);
+        // The commit-time check reads the database clock: wait on that clock, not a timer,
+        // until the lease the receipt was written under is over.
+        const expires = e.lease.lease_expires_at_ms;
+        await waitFor(
+          async () => (await row("SELECT resolver_now_ms(NULL) > $1::bigint AS over", [expires])).over,
+          "the database clock to pass the lease",
+        );
+      });
+    })
+    .then(
+      () => assert.fail("the COMMIT was not refused"),
+      (err) => err,
+    );
+  // The deferred refusal is typed like every other: not a raw driver error.
+  assert.ok(refused instanceof LeaseLost, `${refused?.constructor?.name}: ${refused?.message}`);
+  assert.ok(refused instanceof FenceConflict && refused instanceof ProtocolError);
+  assert.equal(refused.sqlstate, "RS002");
+  assert.ok(refused.cause instanceof pg.DatabaseError);
+  assert.equal(effect.signal.reason, refused); // the effect is told its lease is gone
+  // Rolled back whole: no mutation, no receipt, nothing completed.
+  assert.equal(await balance(id), 100);
+  assert.equal(await receiptCount(id), 0);
+  assert.equal((await execution(id)).state, "executing");
+});
+
+test("a refusal inside the transaction body arrives typed", { skip }, async () => {
+  const ex = executor();
+  const id = await newDispatch(ex);
+  const refused = await ex
+    .run(id, (e) =>
+      e.transaction(async (client) => {
+        // A hand-written write to a protocol table: the state machine refuses it (RS006).
+        await client.query("UPDATE approved_action_executions SET state = 'leased', version = version + 1 WHERE dispatch_id = $1", [id]);
+      }),
+    )
+    .then(
+      () => assert.fail("the write was not refused"),
+      (err) => err,
+    );
+  assert.ok(refused instanceof ProtocolError, `${refused?.constructor?.name}: ${refused?.message}`);
+  assert.equal(refused.sqlstate, "RS006");
+  assert.equal(refused.constructor, SQLSTATE_ERRORS.RS006);
+  assert.equal(await balance(id), 100);
+});
 
 test("a lost COMMIT reply is settled by re-reading the receipt, never repeated", { skip }, async () => {
   const proxy = await commitProxy();

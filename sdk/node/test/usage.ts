@@ -4,9 +4,11 @@ import pg from "pg";
 import {
   type Lease,
   type RunResult,
+  type VerifiedReceipt,
   Executor,
   FenceConflict,
   LeaseLost,
+  MAX_RAW_RECEIPT_BYTES,
   ProtocolError,
   ReceiptError,
   SQLSTATE_ERRORS,
@@ -14,7 +16,9 @@ import {
   exactInteger,
   parseKey,
   sha256Hex,
+  parseReceiptJson,
   signReceipt,
+  verifyReceipt,
 } from "approved-action-executor";
 
 export async function usage(pool: pg.Pool): Promise<RunResult> {
@@ -74,5 +78,12 @@ export function receipts(): string {
     key: { kid: "k1", secretHex: "ab".repeat(32) },
   });
   const big: bigint = exactInteger(signed.receipt.finished_at_ms, "finished_at_ms");
-  return canonicalJson({ big, json: signed.json, digest: signed.evidenceDigest });
+  const verified: VerifiedReceipt = verifyReceipt(Buffer.from(signed.json, "utf8"), {
+    identity: { ...signed.receipt, schema_version: 1n },
+    keys: [{ kid: "k1", secretHex: "ab".repeat(32) }],
+  });
+  const finished: bigint = verified.finishedAtMs;
+  const parsed = parseReceiptJson(signed.json);
+  void parsed;
+  return canonicalJson({ big, finished, json: signed.json, digest: verified.evidenceDigest, max: MAX_RAW_RECEIPT_BYTES });
 }

@@ -5,7 +5,16 @@ import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 
-import { canonicalJson, exactInteger, parseKey, ReceiptError, sha256Hex, signReceipt } from "../index.js";
+import {
+  canonicalJson,
+  exactInteger,
+  parseKey,
+  parseReceiptJson,
+  ReceiptError,
+  sha256Hex,
+  signReceipt,
+  verifyReceipt,
+} from "../index.js";
 
 const path = process.env.RECEIPT_VECTORS ?? fileURLToPath(new URL("../../../docs/receipt-v1-vectors.json", import.meta.url));
 
@@ -41,6 +50,8 @@ function parseExact(text) {
 }
 
 const vectors = parseExact(readFileSync(path, "utf8"));
+// docs/receipts.md, whose JavaScript block (the SDK's canonicalJson) is run on the vectors too.
+const specPath = process.env.RECEIPTS_SPEC ?? fileURLToPath(new URL("../../../docs/receipts.md", import.meta.url));
 const keys = Object.fromEntries(vectors.keys.map((k) => [k.kid, { kid: k.kid, secretHex: k.secret_hex }]));
 const hex = (text) => Buffer.from(text, "utf8").toString("hex");
 
@@ -135,4 +146,83 @@ test("exactInteger and parseKey", () => {
   assert.throws(() => exactInteger("007", "x"), ReceiptError);
   assert.deepEqual(parseKey(`vec-k1=${vectors.keys[0].secret_hex}`), keys["vec-k1"]);
   assert.throws(() => parseKey("no-secret"), ReceiptError);
+});
+
+// -- verification: the same verdict, digest and reason as the resolver ------------------------
+
+const ring = Object.values(keys);
+const reason = (fn) => {
+  try {
+    fn();
+  } catch (err) {
+    assert.ok(err instanceof ReceiptError, String(err));
+    return err.reason;
+  }
+  return "accepted";
+};
+
+for (const c of vectors.accepted) {
+  test(`verifyReceipt accepts ${c.name} with its evidence digest`, () => {
+    for (const raw of [c.receipt, Buffer.from(c.receipt_hex, "hex")]) {
+      const out = verifyReceipt(raw, { identity: c.identity, keys: ring });
+      assert.equal(out.evidenceDigest, c.evidence_digest);
+      assert.equal(out.outcome, c.body.outcome);
+      assert.equal(out.resultCode, c.body.result_code);
+      assert.equal(out.finishedAtMs, c.body.finished_at_ms);
+    }
+  });
+}
+
+for (const t of vectors.transport) {
+  test(`verifyReceipt: transport form ${t.name} verifies to the canonical digest`, () => {
+    assert.notEqual(t.raw, t.receipt);
+    const out = verifyReceipt(Buffer.from(t.raw, "utf8"), { identity: t.identity, keys: ring });
+    assert.equal(out.evidenceDigest, t.evidence_digest);
+    assert.equal(canonicalJson(parseReceiptJson(t.raw)), t.receipt);
+  });
+}
+
+for (const r of vectors.rejected) {
+  test(`verifyReceipt refuses ${r.name} as ${r.reason}`, () => {
+    assert.equal(reason(() => verifyReceipt(r.raw, { identity: r.identity, keys: ring })), r.reason);
+    assert.equal(reason(() => verifyReceipt(Buffer.from(r.raw, "utf8"), { identity: r.identity, keys: ring })), r.reason);
+  });
+}
+
+test("verifyReceipt: binding, size, key ring and JSON edge cases name the resolver's reasons", () => {
+  const c = vectors.accepted[0];
+  const verify = (raw, identity = c.identity, keyList = ring) => reason(() => verifyReceipt(raw, { identity, keys: keyList }));
+  assert.equal(verify(c.receipt, { ...c.identity, attempt: "2" }), "fence_mismatch");
+  assert.equal(verify(c.receipt, { ...c.identity, action_digest: "0".repeat(64) }), "digest_mismatch");
+  assert.equal(verify(c.receipt, { ...c.identity, schema_version: 2 }), "version_mismatch");
+  assert.equal(verify(c.receipt, c.identity, [keys["vec-k2"]]), "unknown_kid");
+  assert.equal(verify(" ".repeat(8193)), "too_large");
+  assert.equal(verify(Buffer.from([0xff, 0x7b, 0x7d])), "not_json"); // not UTF-8
+  assert.equal(verify(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(c.receipt)])), "not_json"); // BOM
+  assert.equal(verify("[1]"), "not_object");
+  assert.equal(verify('{"a":1,"a":2}'), "duplicate_field");
+  assert.equal(verify('{"a":NaN}'), "float");
+  assert.equal(verify('{"a":1E+2}'), "float");
+  assert.equal(verify('{"a":01}'), "not_json");
+  assert.equal(verify('{"a":"\\ud800"}'), "not_json"); // an escaped lone surrogate is not text
+  assert.equal(verify('{"a":"raw\ttab"}'), "not_json"); // a raw control character in a string
+  assert.equal(verify('{"a":1,}'), "not_json");
+  assert.equal(verify('{"__proto__":1}'), "unknown_field");
+});
+
+test("the canonical form code shown in docs/receipts.md passes every vector", () => {
+  const blocks = [...readFileSync(specPath, "utf8").matchAll(/```js\n(.*?)```/gs)].map((m) => m[1]);
+  const shown = blocks.find((b) => b.includes("function canonicalJson"));
+  assert.ok(shown, "receipts.md shows no canonicalJson");
+  const run = new Function("ReceiptError", `${shown.replace("export function", "function")}\nreturn canonicalJson;`);
+  const docCanonical = run(ReceiptError);
+  for (const c of vectors.canonical_json) assert.equal(docCanonical(c.value), c.canonical);
+  for (const c of vectors.accepted) {
+    assert.equal(docCanonical(c.body), c.canonical);
+    assert.equal(docCanonical({ ...c.body, sig: c.sig }), c.receipt);
+  }
+  // The hint it replaced fails the code-point vector: sort() compares UTF-16 code units.
+  const naive = (v) => JSON.stringify(Object.fromEntries(Object.keys(v).sort().map((k) => [k, v[k]])));
+  const astral = vectors.canonical_json.find((c) => Object.keys(c.value).some((k) => k.codePointAt(0) > 0xffff));
+  assert.notEqual(naive(astral.value), astral.canonical);
 });

@@ -123,6 +123,38 @@ def test_a_lost_lease_cancels_the_effect_and_nothing_commits(
     assert sql.one("SELECT balance FROM sdk_accounts WHERE id = 42")["balance"] == 100
 
 
+@pytest.mark.usefixtures("accounts")
+def test_a_lease_that_ends_before_commit_is_refused_at_commit_as_lease_lost(
+    store: PostgresStore, database_url: str, sql: SQL
+) -> None:
+    """The receipt's lease is checked again at COMMIT: written under a live lease, committed
+    after it ended, the transaction rolls back and the refusal arrives typed."""
+    dispatch_id = dispatch(store)
+    seen: list[SideEffect] = []
+
+    def write_then_outlive_the_lease(effect: SideEffect) -> None:
+        seen.append(effect)
+        with effect.transaction() as conn:
+            charge(effect, conn)
+            expires = effect.lease.lease_expires_at_ms
+            # The check reads the database clock: wait on that clock until the lease is over.
+            wait_until(
+                lambda: sql.one("SELECT resolver_now_ms(NULL) > %s AS over", expires)["over"],
+                "the database clock to pass the lease",
+            )
+
+    with pytest.raises(LeaseLost) as refused:
+        runner(store, database_url, lease_seconds=1.0).run_once(
+            dispatch_id, write_then_outlive_the_lease
+        )
+    assert isinstance(refused.value.__cause__, psycopg.Error)
+    assert refused.value.__cause__.sqlstate == "RS002"
+    assert seen[0].cancelled.is_set() and seen[0].recorded() is None
+    assert sql.execution(dispatch_id)["state"] == "executing"
+    assert sql.all("SELECT 1 FROM action_receipts WHERE dispatch_id = %s", dispatch_id) == []
+    assert sql.one("SELECT balance FROM sdk_accounts WHERE id = 42")["balance"] == 100
+
+
 @pytest.fixture
 def proxy(database_url: str) -> Iterator[tuple[CommitProxy, str]]:
     params = conninfo_to_dict(database_url)

@@ -1,0 +1,488 @@
+"""The import surface per audience, as the docs state it: every name the docs' own code blocks
+import resolves without a warning, the docs list each surface in full, and the previous
+release's paths still import for one release, with a warning naming the new path."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import pytest
+
+import resolver.evidence
+import resolver.evidence.contract
+import resolver.executor
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ("providers.md", "executor-sdk.md", "receipts.md", "executor-protocol.md")
+SURFACES = {
+    "resolver.evidence": resolver.evidence,
+    "resolver.executor": resolver.executor,
+    "resolver.evidence.contract": resolver.evidence.contract,
+}
+
+
+def python_blocks(text: str) -> list[str]:
+    return [textwrap.dedent(b) for b in re.findall(r"```python\n(.*?)```", text, re.S)]
+
+
+def doc_imports(doc: str) -> list[tuple[str, str]]:
+    """Every `from resolver… import name` (and `providers…`) of the doc's python blocks."""
+    found = []
+    for block in python_blocks((ROOT / "docs" / doc).read_text(encoding="utf-8")):
+        for node in ast.walk(ast.parse(block)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                ("resolver", "providers")
+            ):
+                found += [(str(node.module), alias.name) for alias in node.names]
+    return found
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_every_name_the_docs_import_resolves_without_a_warning(doc: str) -> None:
+    imports = doc_imports(doc)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for module, name in imports:
+            assert hasattr(importlib.import_module(module), name), f"{doc}: {module}.{name}"
+            # The docs teach the public surfaces only, never a module behind them.
+            assert module in SURFACES, f"{doc} imports {name} from {module}, not a public surface"
+
+
+def test_the_docs_import_from_each_surface() -> None:
+    # The check above is live: the docs really show imports from the surfaces.
+    modules = {m for doc in DOCS for m, _ in doc_imports(doc)}
+    assert set(SURFACES) <= modules
+
+
+def documented_table(doc: str, heading: str) -> set[str]:
+    """The backticked names of the first column of the table after `heading`."""
+    text = (ROOT / "docs" / doc).read_text(encoding="utf-8")
+    section = text[text.index(heading) :]
+    table = re.search(r"\n *\|---\|---\|\n((?: *\|.*\n)+)", section)
+    assert table, heading
+    names: set[str] = set()
+    for row in table.group(1).splitlines():
+        names |= set(re.findall(r"`(\w+)`", row.strip().split("|")[1]))
+    return names
+
+
+@pytest.mark.parametrize(
+    ("doc", "heading", "surface"),
+    [
+        ("providers.md", "## The provider API, in full", "resolver.evidence"),
+        ("executor-sdk.md", "**The Python API, in full.**", "resolver.executor"),
+        ("providers.md", "**The kit's names, in full**", "resolver.evidence.contract"),
+    ],
+)
+def test_the_docs_list_each_surface_in_full(doc: str, heading: str, surface: str) -> None:
+    assert documented_table(doc, heading) == set(SURFACES[surface].__all__)
+
+
+@pytest.mark.parametrize("surface", sorted(SURFACES))
+def test_every_public_name_resolves_without_a_warning(surface: str) -> None:
+    module = SURFACES[surface]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for name in module.__all__:
+            assert getattr(module, name) is not None, name
+    assert sorted(module.__all__) == sorted(set(module.__all__))
+
+
+def test_the_provider_api_is_one_surface_for_the_type_checker_and_the_runtime() -> None:
+    # resolver.evidence loads its names on first use: what mypy sees (the TYPE_CHECKING
+    # imports), what __getattr__ loads (_HOMES) and __all__ must be the same table.
+    tree = ast.parse(Path(resolver.evidence.__file__).read_text(encoding="utf-8"))
+    guarded = next(
+        n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"
+    )
+    typed = {
+        alias.name: node.module
+        for node in guarded.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    homes = resolver.evidence._HOMES
+    assert typed == homes
+    assert set(homes) == set(resolver.evidence.__all__)
+    for name, home in homes.items():
+        assert getattr(resolver.evidence, name) is getattr(importlib.import_module(home), name)
+
+
+# -- the previous release's paths ------------------------------------------------------------
+
+# (0.1.0 import, name, where it is imported from now): every path the previous release's docs
+# taught provider and executor authors, and the names they reached through it.
+MOVED = [
+    *[
+        ("resolver.domain", name, "resolver.evidence")
+        for name in (
+            "DispatchIdentity",
+            "Finding",
+            "FindingKind",
+            "ProviderFailure",
+            "Outcome",
+            "canonical_json",
+            "sha256_hex",
+        )
+    ],
+    *[
+        ("resolver.domain", name, "resolver.executor")
+        for name in ("DispatchSpec", "ExecutionLease", "Completion", "action_digest")
+    ],
+    *[
+        ("resolver.errors", name, "resolver.evidence")
+        for name in (
+            "ResolverError",
+            "ConfigError",
+            "StorageUnavailable",
+            "SourceMisconfigured",
+            "ReceiptRejected",
+        )
+    ],
+    *[
+        ("resolver.errors", name, "resolver.executor")
+        for name in (
+            "FenceConflict",
+            "LeaseLost",
+            "NotLeasable",
+            "NotFound",
+            "InvalidDispatch",
+            "MutationNotCommitted",
+            "CommitUnknown",
+        )
+    ],
+    *[
+        ("resolver.evidence", name, "resolver.core.provider")
+        for name in (
+            "ProviderRegistry",
+            "build_registry",
+            "discover_factories",
+            "installed_entry_points",
+            "ENTRY_POINT_GROUP",
+            "SettingsModel",
+        )
+    ],
+    *[
+        ("resolver.receipts", name, "resolver.evidence")
+        for name in ("KeyRing", "receipt_finding", "verify_receipt", "MAX_RAW_RECEIPT_BYTES")
+    ],
+    ("resolver.receipts", "sign_receipt", "resolver.evidence.receipts"),
+    *[
+        ("resolver.readonly_http", name, "resolver.evidence")
+        for name in ("ReadOnlyHttpClient", "TlsSettings", "HttpReply", "HttpUnavailable")
+    ],
+    *[
+        ("resolver.execution", name, "resolver.executor")
+        for name in ("ExecutionClient", "CompletionResult")
+    ],
+    ("resolver.testing.receipt_server", "ReceiptServer", "resolver.evidence.contract"),
+    *[
+        ("providers.internal_mutation", name, "resolver.executor")
+        for name in ("write_receipt", "WrittenReceipt")
+    ],
+]
+
+# Names that kept their 0.1.0 path: resolver.evidence was the provider protocol's module.
+KEPT = [
+    ("resolver.evidence", name)
+    for name in (
+        "Capability",
+        "EvidenceProvider",
+        "PageEvidenceProvider",
+        "ProviderFactory",
+        "parse_provider_settings",
+    )
+]
+
+
+@pytest.mark.parametrize(("old", "name", "new"), MOVED, ids=lambda v: v)
+def test_a_previous_release_path_still_imports_with_a_warning_naming_the_new_one(
+    old: str, name: str, new: str
+) -> None:
+    with pytest.warns(
+        DeprecationWarning,
+        match=rf"{re.escape(old)}\.{name} .*import {name} from {re.escape(new)}\b",
+    ):
+        value = getattr(importlib.import_module(old), name)
+    assert value is getattr(importlib.import_module(new), name)
+
+
+@pytest.mark.parametrize(("old", "name"), KEPT, ids=lambda v: v)
+def test_a_kept_path_imports_without_a_warning(old: str, name: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert getattr(importlib.import_module(old), name) is getattr(
+            importlib.import_module("resolver.core.provider"), name
+        )
+
+
+def test_an_unknown_name_on_a_stub_is_still_an_attribute_error() -> None:
+    import resolver.domain
+
+    with pytest.raises(AttributeError, match=r"resolver\.domain"):
+        resolver.domain.NoSuchName  # noqa: B018
+
+
+def run_pytest(tmp_path: Path, conftest: str, test: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "conftest.py").write_text(conftest)
+    (tmp_path / "test_kit.py").write_text(test)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-W",
+            "default",
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+KIT_TEST = """
+from resolver.testing.contract import ProviderContract, Scenario
+
+def test_fixtures(receipt_keys, receipt_server):
+    assert receipt_keys and receipt_server and Scenario.SUCCEEDED and ProviderContract
+"""
+
+
+def test_the_previous_release_plugin_name_still_gives_the_fixtures(tmp_path: Path) -> None:
+    done = run_pytest(tmp_path, 'pytest_plugins = ["resolver.testing.contract"]\n', KIT_TEST)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+    assert "resolver.testing.contract is deprecated" in done.stdout
+
+
+# -- the changelog's upgrade section, followed alone ------------------------------------------
+
+# A provider module and its contract test as the 0.1.0 docs taught them (docs/providers.md of
+# that release): these imports and plugin name, nothing else.
+OLD_PROVIDER = """
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel
+
+from resolver.db.readonly import ReadOnlyDatabase
+from resolver.domain import DispatchIdentity, Finding, FindingKind, Outcome, ProviderFailure
+from resolver.errors import ConfigError, SourceMisconfigured, StorageUnavailable
+from resolver.evidence import Capability, parse_provider_settings
+from resolver.readonly_http import ReadOnlyHttpClient
+from resolver.receipts import KeyRing, receipt_finding
+
+NAMES = (ReadOnlyDatabase, DispatchIdentity, Finding, FindingKind, Outcome, ProviderFailure,
+         ConfigError, SourceMisconfigured, StorageUnavailable, Capability,
+         parse_provider_settings, ReadOnlyHttpClient, KeyRing, receipt_finding)
+
+
+class Settings(BaseModel):
+    answer: str = "missing"
+
+
+class Provider:
+    capability = Capability.MANUAL_ONLY
+    timeout_seconds = 1.0
+
+    def inspect(self, identity: DispatchIdentity) -> Finding:
+        return Finding(FindingKind.UNSUPPORTED)
+
+
+def create(settings: Mapping[str, Any]) -> Provider:
+    parse_provider_settings(Settings, settings, "old_provider")
+    return Provider()
+"""
+
+OLD_CONFTEST = 'pytest_plugins = ["resolver.testing.contract"]\n'
+OLD_TEST = """
+from resolver.testing.contract import NotApplicable, ProviderContract, Scenario
+from resolver.testing.receipt_server import ReceiptServer
+from old_provider import create
+
+def test_it(receipt_keys, receipt_server):
+    assert isinstance(receipt_server, ReceiptServer) and NotApplicable and Scenario
+    assert create({}).inspect is not None
+"""
+
+
+def upgrade_rules(audience: str) -> list[tuple[str, str]]:
+    """The `| 0.1.0 | now |` rows of CHANGELOG.md's Upgrading table for `audience`."""
+    text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    section = text[text.index(f"**{audience}**") :]
+    table = re.search(r"\| 0\.1\.0 \| now \|\n\|---\|---\|\n((?:\|.*\n)+)", section)
+    assert table, audience
+    rules = re.findall(r"^\| `(.+?)` \| `(.+?)` \|$", table.group(1), re.M)
+    # "from x import …" rewrites the module of an import line, whatever it imports.
+    return [(old.removesuffix("…"), new.removesuffix("…")) for old, new in rules]
+
+
+def upgrade(source: str, rules: list[tuple[str, str]]) -> str:
+    lines = []
+    for line in source.splitlines():
+        for old, new in rules:
+            if line.startswith(old):
+                line = new + line[len(old) :]
+                break
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def test_the_old_provider_works_today_with_warnings(tmp_path: Path) -> None:
+    (tmp_path / "old_provider.py").write_text(OLD_PROVIDER)
+    done = run_pytest(tmp_path, OLD_CONFTEST, OLD_TEST)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "DeprecationWarning" in done.stdout
+
+
+def test_following_the_changelog_alone_upgrades_the_old_provider(tmp_path: Path) -> None:
+    rules = upgrade_rules("Provider authors")
+    (tmp_path / "old_provider.py").write_text(upgrade(OLD_PROVIDER, rules))
+    (tmp_path / "conftest.py").write_text(upgrade(OLD_CONFTEST, rules))
+    (tmp_path / "test_kit.py").write_text(upgrade(OLD_TEST, rules))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-W",
+            "error::DeprecationWarning",
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+    assert "resolver.testing" not in (tmp_path / "test_kit.py").read_text()
+
+
+def test_the_changelog_covers_every_moved_module() -> None:
+    olds = {old for old, _ in upgrade_rules("Provider authors") + upgrade_rules("Executor authors")}
+    for module, name, _ in MOVED:
+        if module == "providers.internal_mutation":
+            assert f"from {module} import {name}" in olds or name != "write_receipt"
+        elif module != "resolver.evidence":
+            assert f"from {module} import " in olds, module
+
+
+def test_the_changelog_table_of_moves_says_which_old_paths_still_import() -> None:
+    text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    table = text[text.index("| 0.1.0 module | now | |") :]
+    rows = re.findall(r"^\| `([\w.]+)`[^|]*\| [^|]+ \| ([^|]*)\|$", table.split("\n\n")[0], re.M)
+    assert len(rows) >= 15
+    for old, mark in rows:
+        module = old if not old.startswith("providers.") else old.rsplit(".", 1)[0]
+        if mark.strip().startswith(("stub", "kept")):
+            with warnings.catch_warnings():
+                # resolver.testing.contract warns on import (checked above, in its own process)
+                warnings.simplefilter("ignore", DeprecationWarning)
+                importlib.import_module(module)
+        elif module not in ("resolver.demo", "resolver.retention"):  # packages by those names now
+            with pytest.raises(ModuleNotFoundError):
+                importlib.import_module(module)
+
+
+# -- the surfaces type-check as the docs use them ---------------------------------------------
+
+
+def mypy(files: list[Path], cache: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--cache-dir",
+            str(cache),
+            "--config-file",
+            str(cache / "none.ini"),
+            *map(str, files),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=ROOT,
+    )
+
+
+def test_the_complete_examples_type_check_strictly_against_the_surfaces(tmp_path: Path) -> None:
+    # The whole provider of providers.md and the executor of executor-sdk.md, under
+    # `mypy --strict`: the surfaces export typed names (no implicit re-export needed).
+    (provider,) = [
+        b
+        for b in python_blocks((ROOT / "docs" / "providers.md").read_text())
+        if "class RefundProvider" in b
+    ]
+    (executor,) = python_blocks((ROOT / "docs" / "executor-sdk.md").read_text())
+    (tmp_path / "none.ini").write_text("[mypy]\n")
+    files = [tmp_path / "provider_example.py", tmp_path / "executor_example.py"]
+    files[0].write_text(provider)
+    files[1].write_text(executor)
+    checked = mypy(files, tmp_path)
+    assert checked.returncode == 0, checked.stdout
+    # The check is live: a name that is not on the surface is an error.
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "from resolver.evidence import ClaimedItem\nfrom resolver.executor import Finding\n"
+    )
+    refused = mypy([planted], tmp_path)
+    assert refused.returncode == 1
+    assert 'Module "resolver.evidence" has no attribute "ClaimedItem"' in refused.stdout
+    assert '"resolver.executor" has no attribute "Finding"' in refused.stdout
+
+
+# An executor module as the 0.1.0 docs taught it (the protocol client and the receipt writer).
+OLD_EXECUTOR = """
+from providers.internal_mutation import write_receipt
+from resolver.db.repository import PostgresStore
+from resolver.domain import DispatchSpec, Outcome, action_digest
+from resolver.errors import FenceConflict, LeaseLost
+from resolver.execution import ExecutionClient
+from resolver.receipts import KeyRing
+
+NAMES = (write_receipt, PostgresStore, DispatchSpec, Outcome, action_digest, FenceConflict,
+         LeaseLost, ExecutionClient, KeyRing)
+"""
+
+
+def test_following_the_changelog_alone_upgrades_an_old_executor(tmp_path: Path) -> None:
+    upgraded = upgrade(OLD_EXECUTOR, upgrade_rules("Executor authors"))
+    assert "resolver.executor import" in upgraded
+    script = tmp_path / "old_executor.py"
+    script.write_text(upgraded)
+    done = subprocess.run(
+        [sys.executable, "-W", "error::DeprecationWarning", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    # And unchanged, it still runs, warning.
+    script.write_text(OLD_EXECUTOR)
+    old = subprocess.run(
+        [sys.executable, "-W", "default", str(script)], capture_output=True, text=True, timeout=120
+    )
+    assert old.returncode == 0, old.stderr
+    assert "DeprecationWarning" in old.stderr
