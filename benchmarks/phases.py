@@ -331,9 +331,7 @@ def _sample(
     return _Sample(int(row["n"]) if row else 0, process, server)
 
 
-def _flag(
-    monitor: psycopg.Connection[dict[str, Any]], query: Any, params: Any = None
-) -> bool:
+def _flag(monitor: psycopg.Connection[dict[str, Any]], query: Any, params: Any = None) -> bool:
     row = monitor.execute(query, params).fetchone()
     return bool(row and row["yes"])
 

@@ -322,6 +322,14 @@ def status_cmd(as_json: bool) -> None:
     help="(--live) Stop by itself after this many seconds instead of waiting for Ctrl-C.",
 )
 @click.option("--seed", type=int, default=None, help="(--live) Seed of the executor's stories.")
+@click.option(
+    "--object-store",
+    default=None,
+    metavar="URL",
+    help="Also settle an action type from receipt objects in this S3-compatible store "
+    "(needs the s3 extra; credentials from AWS_* variables or a profile).",
+)
+@click.option("--object-bucket", default="receipts", show_default=True)
 @exit_codes()
 def demo_cmd(
     count: int,
@@ -335,14 +343,24 @@ def demo_cmd(
     no_console: bool,
     stop_after: float | None,
     seed: int | None,
+    object_store: str | None,
+    object_bucket: str,
 ) -> None:
     """Seed crashed executions, resolve them, and show what happened (or watch it live)."""
     if not verbose:
         configure_logging("WARNING")  # the demo's own summary is the output
+    if live and object_store is not None:
+        raise click.UsageError("--object-store goes with the demo without --live")
     if not live:
         from resolver.demo import simple as demo
 
-        demo.run(count=count, data_dir=data_dir.resolve(), echo=click.echo)
+        demo.run(
+            count=count,
+            data_dir=data_dir.resolve(),
+            echo=click.echo,
+            object_store=object_store,
+            object_bucket=object_bucket,
+        )
         return
     from resolver.demo.live import LiveOptions
 

@@ -4,10 +4,10 @@ Per action type, in the provider config (`escalate_after_seconds`), a window per
 finding kind, counted from the case's first inspection. When the window of the finding just
 observed has elapsed, the page commit moves the control to the manual queue with the reason
 `evidence_window_elapsed`, on the database clock and under the same fences as any outcome.
-The defaults: a package install and an external API call whose evidence is still `missing`
-after the window need a person to verify them; an internal mutation and a run creation stay
-recovery-required (still decidable by a human at any time); no default ceiling for
-`still_running` or `unavailable`.
+The defaults: a package install, an external API call and a side effect whose receipt object
+is still `missing` after the window need a person to verify them; an internal mutation and a
+run creation stay recovery-required (still decidable by a human at any time); no default
+ceiling for `still_running` or `unavailable`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ DEFAULT_MISSING_WINDOW_SECONDS = 3600
 DEFAULT_WINDOWS_SECONDS: Mapping[str, Mapping[FindingKind, float]] = {
     "package_install": {FindingKind.MISSING: DEFAULT_MISSING_WINDOW_SECONDS},
     "http_receipt": {FindingKind.MISSING: DEFAULT_MISSING_WINDOW_SECONDS},
+    # A side effect outside PostgreSQL whose receipt object never came: like an external call.
+    "object_receipt": {FindingKind.MISSING: DEFAULT_MISSING_WINDOW_SECONDS},
 }
 # A window longer than a year is a typo, not a policy.
 MAX_WINDOW_SECONDS = 366 * 86_400

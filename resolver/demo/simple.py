@@ -34,7 +34,14 @@ INTERNAL, SHELL, UNMAPPED = "demo.internal", "demo.shell", "demo.unmapped"
 CRASHED_LEASE_SECONDS = 0.2
 
 
-def run(*, count: int, data_dir: Path, echo: Callable[[str], None]) -> None:
+def run(
+    *,
+    count: int,
+    data_dir: Path,
+    echo: Callable[[str], None],
+    object_store: str | None = None,
+    object_bucket: str = "receipts",
+) -> None:
     url = os.environ.get("RESOLVER_DATABASE_URL")
     cluster = None
     if not url:
@@ -51,14 +58,24 @@ def run(*, count: int, data_dir: Path, echo: Callable[[str], None]) -> None:
             "or RESOLVER_SECRETS_DIR"
         )
         settings = load_settings(database_url=url, cadence_seconds=0.1, backoff_base_seconds=1)
-        replica = build_replica(settings, demo_registry(url, keys))
+        objects = None if object_store is None else (object_store, object_bucket)
+        if objects is not None:
+            from resolver.demo import objects as object_demo
+
+            object_demo.ensure_bucket(*objects)
+            echo(f"receipt objects go to {object_store}, bucket {object_bucket}")
+        replica = build_replica(settings, demo_registry(url, keys, objects))
         try:
             client = ExecutionClient(
                 replica.store, owner="demo-executor", lease_seconds=CRASHED_LEASE_SECONDS
             )
             expected = seed(client, url, keys, count)
+            if objects is not None:
+                expected |= object_demo.seed(replica.store, url, keys, count, *objects)
             echo(f"seeded {len(expected)} executions that crashed after the start barrier")
             time.sleep(CRASHED_LEASE_SECONDS * 2)  # let the crashed executors' leases lapse
+            if objects is not None:
+                object_demo.wait_for_leases()
             findings: Counter[str] = Counter()
             while True:
                 report = replica.reconciler.run_cycle()
@@ -77,7 +94,9 @@ def run(*, count: int, data_dir: Path, echo: Callable[[str], None]) -> None:
             cluster.stop()
 
 
-def demo_registry(url: str, keys: KeyRing) -> ProviderRegistry:
+def demo_registry(
+    url: str, keys: KeyRing, objects: tuple[str, str] | None = None
+) -> ProviderRegistry:
     """The built-in providers as `resolver run` finds them, through the entry-point registry:
     they read the evidence database URL and the receipt keys from the environment, so the
     demo's own (possibly private) database and ephemeral key are exported while they start."""
@@ -85,6 +104,10 @@ def demo_registry(url: str, keys: KeyRing) -> ProviderRegistry:
         INTERNAL: {"provider": "internal_mutation", "timeout_seconds": 5.0},
         SHELL: {"provider": "manual_only"},
     }
+    if objects is not None:
+        from resolver.demo import objects as object_demo
+
+        action_types.update(object_demo.action_types(*objects))
     secrets = ",".join(f"{kid}={secret.hex()}" for kid, secret in keys.keys.items())
     with _exported({"RESOLVER_DATABASE_URL": url, KEYS_ENV: secrets}):
         return build_registry(action_types)

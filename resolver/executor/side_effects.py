@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from resolver.core.domain import Completion, ExecutionLease, Outcome
+from resolver.core.domain import Completion, DispatchIdentity, ExecutionLease, Outcome
 from resolver.core.errors import (
     CommitUnknown,
     FenceConflict,
@@ -42,8 +42,10 @@ from resolver.core.errors import (
 )
 from resolver.core.ports import ExecutionStore
 from resolver.db import mutation
-from resolver.evidence.receipts import KeyRing
+from resolver.db.repository import receipt_identity
+from resolver.evidence.receipts import KeyRing, encode_receipt, sign_receipt
 from resolver.executor.client import CompletionResult, ExecutionClient
+from resolver.executor.object_receipts import PublishedReceipt, ReceiptPublisher
 from resolver.executor.receipts import write_receipt
 
 log = structlog.get_logger("resolver.side_effects")
@@ -186,6 +188,51 @@ class SideEffect:
         self.record(outcome, result_code, evidence_digest=digest)
         return digest
 
+    def publish_receipt(
+        self,
+        publisher: ReceiptPublisher,
+        outcome: Outcome,
+        result_code: str,
+        *,
+        receipt_id: str,
+    ) -> PublishedReceipt:
+        """Sign receipt v1 and publish it to object storage, for a side effect outside
+        PostgreSQL; the block's end completes with its digest.
+
+        The heartbeat stops first and the lease is renewed once in the foreground, so the
+        PUT has the longest window; the identity and the finish time are read fenced on the
+        lease (`FenceConflict`/`LeaseLost`: nothing is published). The PUT is sent only while
+        the lease surely outlasts it (`resolver.executor.object_receipts`).
+        """
+        if self._transaction_used:
+            raise RuntimeError("one side effect has one receipt")
+        self._transaction_used = True
+        self.stop_heartbeat()
+        self.check()
+        runner = self._runner
+        try:
+            runner.renew(self._lease)
+            identity, now_ms = _fenced_identity(runner, self.lease)
+        except (FenceConflict, NotFound) as exc:
+            self.lose(f"{type(exc).__name__}: {exc}")
+            raise
+        receipt = sign_receipt(
+            identity,
+            outcome=outcome,
+            result_code=result_code,
+            finished_at_ms=now_ms,
+            receipt_id=receipt_id,
+            keys=runner.keys,
+        )
+        published = publisher.publish(
+            publisher.key_for(identity.project_id, identity.dispatch_id),
+            encode_receipt(receipt),
+            lease_left=lambda: self._lease.remaining(runner.clock()),
+            lease_seconds=runner.lease_seconds,
+        )
+        self.record(outcome, result_code, evidence_digest=published.evidence_digest)
+        return published
+
     # -- internals ----------------------------------------------------------------------
 
     def start_heartbeat(self) -> None:
@@ -263,6 +310,21 @@ class SideEffect:
 
     def recorded(self) -> Completion | None:
         return self._recorded
+
+
+def _fenced_identity(
+    runner: SideEffectRunner, lease: ExecutionLease
+) -> tuple[DispatchIdentity, int]:
+    """The receipt's identity and the database clock, read under the live lease."""
+    conn = mutation.connect(runner.database_url, connect_timeout_seconds=runner.connect_timeout)
+    try:
+        mutation.begin(conn)
+        row = dict(receipt_identity(conn, lease))
+    finally:
+        mutation.rollback_quietly(conn)
+        conn.close()
+    now_ms = row.pop("db_now_ms")
+    return DispatchIdentity(**row), now_ms
 
 
 class SideEffectRunner:

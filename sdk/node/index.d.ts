@@ -195,4 +195,48 @@ export class SideEffect {
   record(outcome: Outcome, resultCode: string, options?: { evidenceDigest?: string | null; mutationId?: string }): void;
   transaction<T>(fn: (client: pg.ClientBase) => Promise<T>, options?: { client?: pg.ClientBase }): Promise<T>;
   writeReceipt(client: pg.ClientBase, args: { outcome: Outcome; resultCode: string; receiptId: string }): Promise<string>;
+  /** Sign receipt v1 and PUT it to object storage (If-None-Match: *) while the lease surely outlasts the request. */
+  publishReceipt(publisher: ReceiptPublisher, args: { outcome: Outcome; resultCode: string; receiptId: string }): Promise<PublishedReceipt>;
+}
+
+/** The receipt could not be published; the subclass says what the store answered. */
+export class PublicationError extends Error {}
+/** The store holds a different object under this dispatch's key: nothing was written. */
+export class ReceiptAlreadyPublished extends PublicationError {}
+/** The store refused the PUT (or never got it) and nothing was written. */
+export class PublicationFailed extends PublicationError {}
+/** A PUT may have landed and nothing later told: never repeat the effect; recovery settles it. */
+export class PublicationUnknown extends PublicationError {}
+
+/** What an `S3Client` of `@aws-sdk/client-s3` offers the publisher (build it with `maxAttempts: 1`). */
+export interface S3ClientLike {
+  // `any`: the AWS client's send is generic and overloaded per command.
+  send(command: any, options?: { abortSignal?: AbortSignal }): Promise<any>;
+  config: { maxAttempts?: () => Promise<number> };
+}
+
+export interface PublishedReceipt {
+  key: string;
+  etag: string | null;
+  versionId: string | null;
+  /** sha256 of the published bytes: what the completion carries. */
+  evidenceDigest: string;
+}
+
+export function receiptKey(prefix: string, projectId: string, dispatchId: string): string;
+
+export class ReceiptPublisher {
+  constructor(options: {
+    client: S3ClientLike;
+    bucket: string;
+    prefix?: string;
+    requestTimeoutMs?: number;
+    marginMs?: number | null;
+    sleep?: (ms: number) => Promise<void>;
+  });
+  readonly bucket: string;
+  readonly prefix: string;
+  readonly requestTimeoutMs: number;
+  keyFor(projectId: string, dispatchId: string): string;
+  publish(key: string, body: string, lease: { leaseLeftMs: () => number; leaseMs: number }): Promise<PublishedReceipt>;
 }

@@ -635,6 +635,38 @@ export class SideEffect {
     return signed.evidenceDigest;
   }
 
+  /**
+   * Sign receipt v1 and publish it to object storage (a side effect outside PostgreSQL) with
+   * a conditional PUT that refuses to overwrite; the run completes with its digest. The
+   * heartbeat stops, the lease is renewed once, the identity is read fenced on it (a lost
+   * lease publishes nothing), and the PUT leaves only while the lease surely outlasts it.
+   */
+  async publishReceipt(publisher, { outcome, resultCode, receiptId }) {
+    const key = this.#executor.key;
+    if (!key) throw new ReceiptError("the Executor has no receipt key", "unknown_kid");
+    if (!(publisher instanceof ReceiptPublisher)) throw new TypeError("publishReceipt needs a ReceiptPublisher");
+    if (this.#transactionUsed) throw new Error("one side effect has one receipt");
+    this.#transactionUsed = true;
+    await this._stopHeartbeat();
+    this.throwIfCancelled();
+    let identity;
+    try {
+      await this.#renew();
+      identity = await call(this.#executor.pool, "SELECT * FROM resolver_receipt_identity($1, $2, $3, $4)", fence(this.lease));
+    } catch (err) {
+      if (err instanceof FenceConflict || err instanceof NotFound) this.#lose(err);
+      throw err;
+    }
+    const signed = signReceipt({ identity, outcome, resultCode, finishedAtMs: identity.db_now_ms, receiptId, key });
+    const published = await publisher.publish(publisher.keyFor(identity.project_id, identity.dispatch_id), signed.json, {
+      leaseLeftMs: () => this.remainingMs(),
+      leaseMs: this.#executor.leaseMs,
+    });
+    this.#receipt = signed;
+    this.record(outcome, resultCode, { evidenceDigest: signed.evidenceDigest });
+    return { ...published, evidenceDigest: signed.evidenceDigest };
+  }
+
   // -- internals ------------------------------------------------------------------------------
 
   _startHeartbeat() {
@@ -747,4 +779,129 @@ async function judge(conn, mark, dispatchId, sig, timeoutMs) {
   }
   const row = (await conn.query("SELECT receipt->>'sig' AS sig FROM action_receipts WHERE dispatch_id = $1", [dispatchId])).rows[0];
   return row?.sig === sig ? "committed" : "not_committed";
+}
+
+// -- receipts in object storage -----------------------------------------------------------------
+//
+// For side effects outside PostgreSQL: receipt v1 as an object under a key derived from the
+// dispatch's identity, `{prefix}{project_id}/{dispatch_id}.receipt.json`, PUT once with
+// `If-None-Match: *`. The client is the user's `S3Client` from `@aws-sdk/client-s3` (an
+// optional peer dependency: only executors that publish install it), so credentials come from
+// its standard chain (IRSA / workload identity included) and SigV4 is AWS's own.
+
+/** The receipt could not be published; the subclass says what the store answered. */
+export class PublicationError extends Error {
+  constructor(message, options) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+/** The store holds a different object under this dispatch's key: nothing was written. */
+export class ReceiptAlreadyPublished extends PublicationError {}
+/** The store refused the PUT (or never got it) and nothing was written. */
+export class PublicationFailed extends PublicationError {}
+/** A PUT may have landed and nothing later told: never repeat the effect; recovery settles it. */
+export class PublicationUnknown extends PublicationError {}
+
+const PREFIX = /^(?:[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\/){0,8}$/;
+const RETRY_NAMES = new Set(["SlowDown", "Throttling", "ConditionalRequestConflict", "RequestTimeout"]);
+const BACKOFF_MS = [50, 100, 200, 400, 800];
+const NOT_SENT = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH"]);
+
+/** Where the receipt of `dispatchId` (in `projectId`) lives in the bucket. */
+export const receiptKey = (prefix, projectId, dispatchId) => `${prefix}${projectId}/${dispatchId}.receipt.json`;
+
+/**
+ * Publishes receipt objects. `client`: an `S3Client` built with `maxAttempts: 1` (the
+ * publisher retries itself, only while the lease allows). `requestTimeoutMs` bounds one whole
+ * PUT; `marginMs` is what must be left of the lease beyond it (default: a quarter of the lease).
+ */
+export class ReceiptPublisher {
+  #client;
+  #sdk = null;
+
+  constructor({ client, bucket, prefix = "receipts/", requestTimeoutMs = 5_000, marginMs = null, sleep }) {
+    if (!client || typeof client.send !== "function") throw new TypeError("ReceiptPublisher needs an S3Client");
+    if (typeof bucket !== "string" || !/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket)) {
+      throw new TypeError("bucket must be an S3 bucket name");
+    }
+    if (typeof prefix !== "string" || !PREFIX.test(prefix)) throw new TypeError("prefix must be path segments each ending with '/'");
+    if (!(requestTimeoutMs > 0)) throw new RangeError("requestTimeoutMs must be positive");
+    if (marginMs !== null && !(marginMs >= 0)) throw new RangeError("marginMs must not be negative");
+    this.#client = client;
+    this.bucket = bucket;
+    this.prefix = prefix;
+    this.requestTimeoutMs = requestTimeoutMs;
+    this.marginMs = marginMs;
+    this.sleep = sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+  }
+
+  keyFor(projectId, dispatchId) {
+    return receiptKey(this.prefix, projectId, dispatchId);
+  }
+
+  /** PUT `body` at `key` unless it exists; `leaseLeftMs()` is the lease's sure remainder. */
+  async publish(key, body, { leaseLeftMs, leaseMs }) {
+    const sdk = await this.#load();
+    const attempts = await this.#client.config.maxAttempts?.();
+    if (attempts !== undefined && attempts !== 1) {
+      throw new TypeError("build the S3Client with maxAttempts: 1: a retry must not outlive the lease");
+    }
+    const margin = this.marginMs ?? leaseMs / 4;
+    const bytes = Buffer.from(body, "utf8");
+    const evidenceDigest = sha256Hex(bytes);
+    let maybeLanded = false;
+    for (let attempt = 0; attempt <= BACKOFF_MS.length; attempt += 1) {
+      if (attempt > 0) await this.sleep(BACKOFF_MS[attempt - 1]);
+      if (leaseLeftMs() < this.requestTimeoutMs + margin) {
+        // The fence: no PUT leaves once it could land after the lease ran out.
+        if (maybeLanded) throw new PublicationUnknown("a PUT of the receipt may have landed and the lease leaves no time to ask again");
+        throw new LeaseLost("too little of the lease is left to publish the receipt before it runs out: nothing was published", "RS002");
+      }
+      try {
+        const reply = await this.#client.send(
+          new sdk.PutObjectCommand({ Bucket: this.bucket, Key: key, Body: bytes, IfNoneMatch: "*", ContentType: "application/json" }),
+          { abortSignal: AbortSignal.timeout(this.requestTimeoutMs) },
+        );
+        return { key, etag: reply.ETag, versionId: reply.VersionId ?? null, evidenceDigest };
+      } catch (err) {
+        const status = err?.$metadata?.httpStatusCode ?? 0;
+        if (status === 412) {
+          if (maybeLanded && (await this.#storedEquals(sdk, key, bytes))) return { key, etag: null, versionId: null, evidenceDigest };
+          throw new ReceiptAlreadyPublished(`a receipt is already published at ${key}: the store refused to overwrite it`, { cause: err });
+        }
+        if (status === 0) {
+          // No answer: refused before sending, or sent and unanswered (it may have landed).
+          if (!NOT_SENT.has(err?.code)) maybeLanded = true;
+          continue;
+        }
+        if (RETRY_NAMES.has(err?.name) || status >= 500 || status === 429) continue;
+        throw new PublicationFailed(`the store refused the receipt's PUT: HTTP ${status} ${err?.name ?? ""}`.trim(), { cause: err });
+      }
+    }
+    if (maybeLanded) throw new PublicationUnknown("the store did not confirm the receipt's PUT");
+    throw new PublicationFailed("the store kept refusing the receipt's PUT (throttled or down)");
+  }
+
+  async #storedEquals(sdk, key, bytes) {
+    try {
+      const reply = await this.#client.send(new sdk.GetObjectCommand({ Bucket: this.bucket, Key: key }), {
+        abortSignal: AbortSignal.timeout(this.requestTimeoutMs),
+      });
+      return Buffer.from(await reply.Body.transformToByteArray()).equals(bytes);
+    } catch {
+      return false;
+    }
+  }
+
+  async #load() {
+    if (!this.#sdk) {
+      try {
+        this.#sdk = await import("@aws-sdk/client-s3");
+      } catch (err) {
+        throw new PublicationFailed("publishing to object storage needs @aws-sdk/client-s3: npm install @aws-sdk/client-s3", { cause: err });
+      }
+    }
+    return this.#sdk;
+  }
 }

@@ -13,6 +13,7 @@ import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from psycopg.rows import dict_row
 from resolver.db import migrate
 from resolver.db.repository import PostgresStore
 from resolver.demo import localpg
+from tests.helpers.s3 import BUCKET, PREFIX, S3Server, running_s3_server
 
 from . import hostile
 from .checker import (
@@ -38,12 +40,14 @@ from .operators import HUMAN_POLICY, Operators, grant_operators
 from .proxy import FaultProxy
 from .replication import ReplicatedPostgres
 from .workload import (
+    OBJECT_TYPE,
     Kind,
     LiveExecutor,
     Plan,
     executor_history,
     make_plans,
     provider_config,
+    publish_object_receipt,
     receipt_key_env,
     seed_crashed,
     write_scripts,
@@ -79,6 +83,9 @@ class Profile:
     hostile_rounds: int = 0
     """Rounds of hostile-database faults (row locks, every connection slot taken, WAL volume
     full), with a session idle in a transaction for the whole run."""
+    object_ratio: float = 0.0
+    """Share of dispatches of OBJECT_TYPE, settled from receipt objects in an S3-compatible
+    server the run starts (moto's, tests/helpers/s3.py), throttled now and then."""
 
 
 QUICK = Profile(
@@ -93,6 +100,7 @@ QUICK = Profile(
     fault_gap_seconds=(1.0, 3.0),
     pg_restarts=1,
     settle_timeout_seconds=90,
+    object_ratio=0.06,
 )
 SOAK = Profile(
     name="soak",
@@ -322,9 +330,16 @@ class Proxies:
 class ReplicaSet:
     """`resolver run` processes configured by RESOLVER_* variables; restarted after kills."""
 
-    def __init__(self, profile: Profile, database_url: str, workdir: Path) -> None:
+    def __init__(
+        self,
+        profile: Profile,
+        database_url: str,
+        workdir: Path,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
         self._profile = profile
         self._url = database_url
+        self._extra_env = extra_env or {}
         self._workdir = workdir
         self._generation = [0] * profile.replicas
         self._procs: list[subprocess.Popen[bytes] | None] = [None] * profile.replicas
@@ -335,7 +350,11 @@ class ReplicaSet:
 
     def env(self, replica_id: str) -> dict[str, str]:
         return replica_env(
-            self._url, replica_id, self._workdir, RESOLVER_PAGE_SIZE=str(self._profile.page_size)
+            self._url,
+            replica_id,
+            self._workdir,
+            RESOLVER_PAGE_SIZE=str(self._profile.page_size),
+            **self._extra_env,
         )
 
     def start(self, index: int) -> None:
@@ -450,7 +469,9 @@ def run_profile(profile: Profile, seed: int, *, keep: bool = False) -> Report:
         else ReplicatedPostgres(workdir / "pg", synchronous=profile.replication == "sync")
     )
     try:
-        report = _run(Run(profile, seed, workdir), pg, volume)
+        with ExitStack() as stack:
+            s3 = stack.enter_context(running_s3_server()) if profile.object_ratio else None
+            report = _run(Run(profile, seed, workdir), pg, volume, s3)
     finally:
         pg.stop()
         if volume is not None:
@@ -460,16 +481,21 @@ def run_profile(profile: Profile, seed: int, *, keep: bool = False) -> Report:
     return report
 
 
-def _run(run: Run, pg: Database, volume: hostile.WalVolume | None) -> Report:
+def _run(
+    run: Run, pg: Database, volume: hostile.WalVolume | None, s3: S3Server | None = None
+) -> Report:
     profile, workdir = run.profile, run.workdir
     migrate.upgrade(pg.cluster.url)
-    (workdir / "providers.yaml").write_text(yaml.safe_dump(provider_config()))
+    objects = None if s3 is None else {**s3.settings(), "timeout_seconds": 1}
+    (workdir / "providers.yaml").write_text(yaml.safe_dump(provider_config(objects)))
     proxies = Proxies(pg.ports)
     clean_url = proxies.url(clean=True)
     with pg.admin() as conn:
         write_scripts(conn, [])  # the script table exists before any replica inspects
         grant_operators(conn)
-    replicas = ReplicaSet(profile, proxies.url(clean=False), workdir)
+    replicas = ReplicaSet(
+        profile, proxies.url(clean=False), workdir, None if s3 is None else s3.reader.env()
+    )
     store = PostgresStore(
         clean_url, max_connections=profile.executor_threads + profile.seeder_threads
     )
@@ -482,7 +508,7 @@ def _run(run: Run, pg: Database, volume: hostile.WalVolume | None) -> Report:
         idle.ensure()
     try:
         replicas.start_all()
-        live = _Workload(run, store, clean_url)
+        live = _Workload(run, store, clean_url, s3)
         operators = Operators(
             store,
             executor_history(workdir / "history", "operators"),
@@ -523,6 +549,8 @@ def _run(run: Run, pg: Database, volume: hostile.WalVolume | None) -> Report:
     events = read_histories(sorted((workdir / "history").glob("*.jsonl")))
     verdict = check(events, rows, run.plans, losses, policy=HUMAN_POLICY, late_rows=late_rows)
     run.notes.append(_operator_line(events, rows))
+    if s3 is not None:
+        run.notes.append(_object_line(rows, s3))
     for reason, n in replicas.exits.items():
         if reason not in EXPECTED_EXITS:
             verdict.violations.append(f"[replica_lifecycle] {n} replica(s): {reason}")
@@ -541,6 +569,21 @@ def _run(run: Run, pg: Database, volume: hostile.WalVolume | None) -> Report:
         workdir,
         _failover_lines(pg, profile),
         run.notes,
+    )
+
+
+def _object_line(rows: list[dict[str, Any]], s3: S3Server) -> str:
+    """How the object-storage action type ended, and what its store saw."""
+    ends = Counter(
+        f"{r['status']}/{r['closed_by'] or r['state']}"
+        for r in rows
+        if r["action_type"] == OBJECT_TYPE
+    )
+    methods = Counter(method for method, _ in s3.recorder.requests)
+    return (
+        f"object storage ({OBJECT_TYPE}): {dict(sorted(ends.items()))}; the store answered "
+        f"{dict(sorted(methods.items()))} through the proxy, {s3.recorder.throttled} of them "
+        "503 SlowDown"
     )
 
 
@@ -573,8 +616,13 @@ def _failover_lines(pg: Database, profile: Profile) -> list[str]:
 class _Workload:
     """Seeds crashed executions in waves and runs live executors alongside."""
 
-    def __init__(self, run: Run, store: PostgresStore, admin_url: str) -> None:
+    def __init__(
+        self, run: Run, store: PostgresStore, admin_url: str, s3: S3Server | None = None
+    ) -> None:
         self._run = run
+        self._s3 = s3
+        # Past the proxy: the throttling is for the replicas' reads, not the seeding.
+        self._s3_writer = None if s3 is None else s3.client(s3.writer, direct=True)
         self._store = store
         self._admin_url = admin_url
         history_dir = run.workdir / "history"
@@ -590,7 +638,13 @@ class _Workload:
         for wave in range(p.waves):
             wave_started = time.monotonic()
             plans = make_plans(
-                self._run.rng, per_wave, self._db_now(), p.horizon_ms, wave, p.live_ratio
+                self._run.rng,
+                per_wave,
+                self._db_now(),
+                p.horizon_ms,
+                wave,
+                p.live_ratio,
+                p.object_ratio,
             )
             # Plans first: a failover re-writes the scripts of every plan known by then.
             self._run.plans.update((pl.spec.dispatch_id, pl) for pl in plans)
@@ -609,18 +663,21 @@ class _Workload:
                         EXECUTOR_LEASE_SECONDS,
                     )
                     self._live_futures.append(self._executors.submit(executor.run, pl))
-            list(
-                self._seeders.map(
-                    lambda pl: seed_crashed(
-                        self._store, pl, self._seed_history, CRASHED_LEASE_SECONDS
-                    ),
-                    crashed,
-                )
-            )
+            if self._s3 is not None:
+                # The store throttles a burst of the replicas' reads each wave.
+                self._s3.recorder.slow_down = 25
+            list(self._seeders.map(self._seed, crashed))
             # Pace the waves so faults land while work is arriving, not only after.
             remaining = p.wave_interval_seconds - (time.monotonic() - wave_started)
             if wave < p.waves - 1 and remaining > 0:
                 time.sleep(remaining)
+
+    def _seed(self, plan: Plan) -> None:
+        seed_crashed(self._store, plan, self._seed_history, CRASHED_LEASE_SECONDS)
+        if plan.spec.action_type == OBJECT_TYPE and self._s3 is not None:
+            self._with_admin(
+                lambda c: publish_object_receipt(c, plan, self._s3_writer, BUCKET, PREFIX)
+            )
 
     def wait_executors(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

@@ -329,6 +329,8 @@ def test_a_case_whose_evidence_stayed_missing_must_escalate_or_be_decided() -> N
     wrong = {**escalated, "manual_reason": "conflict"}
     violations = check([], [wrong], escalating, policy=policy).violations
     assert any(v.startswith("[escalation_window]") for v in violations), violations
+
+
 # -- late evidence after a manual decision --------------------------------------------------
 
 M = "w0-000002"

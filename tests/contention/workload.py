@@ -13,10 +13,19 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from resolver.core.domain import Completion, DispatchSpec, ExecutionLease, FindingKind, Outcome
+from resolver.core.domain import (
+    Completion,
+    DispatchIdentity,
+    DispatchSpec,
+    ExecutionLease,
+    FindingKind,
+    Outcome,
+)
 from resolver.core.domain import action_digest as digest_of
 from resolver.core.errors import FenceConflict, NotFound, NotLeasable, StorageUnavailable
 from resolver.db.repository import PostgresStore
+from resolver.evidence.object_store import receipt_key
+from resolver.evidence.receipts import KeyRing, encode_receipt, sign_receipt
 from resolver.executor.client import ExecutionClient
 from resolver_test_support.history import FileHistory, History
 from resolver_test_support.scripted import SCRIPT_TABLE_DDL, Script, evidence_digest
@@ -54,7 +63,12 @@ RECEIPT_KEYS = {"k1": "6b" * 32}
 """A test-only HMAC key (RESOLVER_RECEIPT_KEYS), never a real secret."""
 
 
-def provider_config() -> dict[str, Any]:
+OBJECT_TYPE = "obj.push"
+"""Settled by `object_receipt` from signed receipt objects in S3-compatible storage (a run
+with object storage only, `provider_config(object_settings=...)`)."""
+
+
+def provider_config(object_settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """The YAML document every replica loads (RESOLVER_CONFIG)."""
     scripted = {t: {"provider": "scripted", "timeout_seconds": 1} for t in SCRIPTED_TYPES}
     scripted[ESCALATING_TYPE] = {
@@ -66,6 +80,8 @@ def provider_config() -> dict[str, Any]:
         MANUAL_ONLY_TYPE: {"provider": "manual_only"},
         RECEIPT_TYPE: {"provider": "internal_mutation", "timeout_seconds": 1},
     }
+    if object_settings is not None:
+        builtin[OBJECT_TYPE] = {"provider": "object_receipt", **object_settings}
     return {"action_types": {**scripted, **builtin}}
 
 
@@ -110,7 +126,7 @@ class Plan:
     @property
     def provable_outcome(self) -> Outcome | None:
         """The outcome evidence bound to this identity can prove (None: it can prove none)."""
-        if self.spec.action_type == RECEIPT_TYPE:
+        if self.spec.action_type in (RECEIPT_TYPE, OBJECT_TYPE):
             return self.receipt_outcome
         if self.script is None or self.tampered or self.spec.action_type not in SCRIPTED_TYPES:
             return None
@@ -123,11 +139,20 @@ class Plan:
 
 
 def make_plans(
-    rng: random.Random, count: int, base_ms: int, horizon_ms: int, wave: int, live_ratio: float
+    rng: random.Random,
+    count: int,
+    base_ms: int,
+    horizon_ms: int,
+    wave: int,
+    live_ratio: float,
+    object_ratio: float = 0.0,
 ) -> list[Plan]:
     plans = []
     for n in range(count):
         dispatch_id = f"w{wave}-{n:06d}"
+        if rng.random() < object_ratio:
+            plans.append(_object_plan(rng, dispatch_id))
+            continue
         roll = rng.random()
         if roll < live_ratio:
             plans.append(_live_plan(rng, dispatch_id, base_ms, horizon_ms))
@@ -155,6 +180,55 @@ def make_plans(
             spec = _spec(dispatch_id, rng.choice(SCRIPTED_TYPES))
             plans.append(Plan(spec, Kind.CRASHED_VERIFIED, script))
     return plans
+
+
+def _object_plan(rng: random.Random, dispatch_id: str) -> Plan:
+    """A crashed executor that published its receipt object (either outcome), or one whose
+    object is bound to another attempt or tampered with (conflict: a person decides)."""
+    spec = _spec(dispatch_id, OBJECT_TYPE)
+    if rng.random() < 0.15:
+        return Plan(spec, Kind.CRASHED_MANUAL, None, tampered=True)
+    outcome = Outcome.SUCCEEDED if rng.random() < 0.7 else Outcome.FAILED
+    return Plan(spec, Kind.CRASHED_VERIFIED, None, receipt_outcome=outcome)
+
+
+def publish_object_receipt(
+    conn: psycopg.Connection[Any], plan: Plan, client: Any, bucket: str, prefix: str
+) -> None:
+    """What the crashed executor left in the store: its receipt object, published once."""
+    row = conn.execute(
+        "SELECT attempt, started_at_ms FROM approved_action_executions WHERE dispatch_id = %s",
+        (plan.spec.dispatch_id,),
+    ).fetchone()
+    if row is None or row["started_at_ms"] is None:
+        return  # never crossed the barrier (a lost write): nothing was published
+    s = plan.spec
+    identity = DispatchIdentity(
+        schema_version=1,
+        dispatch_id=s.dispatch_id,
+        approval_request_id=s.approval_request_id,
+        project_id=s.project_id,
+        action_type=s.action_type,
+        action_digest=s.action_digest,
+        attempt=row["attempt"] + (1 if plan.tampered else 0),  # tampered: another attempt's
+        started_at_ms=row["started_at_ms"],
+        idempotency_key=s.idempotency_key,
+    )
+    body = encode_receipt(
+        sign_receipt(
+            identity,
+            outcome=plan.receipt_outcome or Outcome.SUCCEEDED,
+            result_code="ok",
+            finished_at_ms=row["started_at_ms"] + 1,
+            receipt_id=f"obj-{s.dispatch_id}",
+            keys=KeyRing(
+                {k: bytes.fromhex(v) for k, v in RECEIPT_KEYS.items()},
+                signing_kid=next(iter(RECEIPT_KEYS)),
+            ),
+        )
+    )
+    key = receipt_key(prefix, s.project_id, s.dispatch_id)
+    client.put_object(Bucket=bucket, Key=key, Body=body, IfNoneMatch="*")
 
 
 def _live_plan(rng: random.Random, dispatch_id: str, base_ms: int, horizon_ms: int) -> Plan:

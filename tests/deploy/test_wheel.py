@@ -1,4 +1,4 @@
-"""The wheel holds the product only: the five built-in providers, no test rig."""
+"""The wheel holds the product only: the built-in providers, no test rig."""
 
 from __future__ import annotations
 
@@ -14,15 +14,24 @@ import pytest
 
 from tests.deploy.k8s import ROOT
 
-BUILT_INS = {"manual_only", "internal_mutation", "run_create", "package_install", "http_receipt"}
+BUILT_INS = {
+    "manual_only",
+    "internal_mutation",
+    "run_create",
+    "package_install",
+    "http_receipt",
+    "object_receipt",
+}
 # Modules of the test rig, wherever they might land by mistake.
 TEST_ONLY_NAMES = {"scripted", "bench_providers", "history", "crash", "postgres"}
 # What resolver/evidence may ship: the providers' toolkit (receipts, the read-only HTTP client
-# and its engine), the provider contract kit and the receipt service it plays.
+# and its engine, the object-store key layout and client), the provider contract kit and the
+# receipt service it plays.
 SHIPPED_KIT = {
     "__init__.py",
     "receipts.py",
     "readonly_http.py",
+    "object_store.py",
     "http_exchange.py",
     "contract.py",
     "receipt_server.py",
@@ -57,7 +66,7 @@ def entry_points(wheel: zipfile.ZipFile) -> configparser.ConfigParser:
     return parser
 
 
-def test_the_wheel_registers_exactly_the_five_built_in_providers(wheel: zipfile.ZipFile) -> None:
+def test_the_wheel_registers_exactly_the_built_in_providers(wheel: zipfile.ZipFile) -> None:
     groups = entry_points(wheel)
     assert set(groups["resolver.providers"]) == BUILT_INS
     for target in groups["resolver.providers"].values():

@@ -54,7 +54,8 @@ def node_sdk() -> Path:
         shutil.copy(SDK / name, workdir / name)
     shutil.rmtree(workdir / "test", ignore_errors=True)
     shutil.copytree(SDK / "test", workdir / "test")
-    if not (workdir / "node_modules" / "pg").is_dir():
+    # pg, and the optional @aws-sdk/client-s3 the object-storage tests publish with.
+    if not all((workdir / "node_modules" / m).is_dir() for m in ("pg", "@aws-sdk/client-s3")):
         npm_install(workdir)
     return workdir
 

@@ -10,7 +10,11 @@ import {
   LeaseLost,
   MAX_RAW_RECEIPT_BYTES,
   ProtocolError,
+  ReceiptAlreadyPublished,
   ReceiptError,
+  ReceiptPublisher,
+  PublicationUnknown,
+  type S3ClientLike,
   SQLSTATE_ERRORS,
   canonicalJson,
   exactInteger,
@@ -86,4 +90,21 @@ export function receipts(): string {
   const parsed = parseReceiptJson(signed.json);
   void parsed;
   return canonicalJson({ big, finished, json: signed.json, digest: verified.evidenceDigest, max: MAX_RAW_RECEIPT_BYTES });
+}
+
+export async function publishing(pool: pg.Pool, s3: S3ClientLike): Promise<RunResult> {
+  const executor = new Executor({ pool, owner: "pusher-1", key: parseKey("k1=" + "ab".repeat(32)) });
+  const publisher = new ReceiptPublisher({ client: s3, bucket: "receipts", prefix: "receipts/", requestTimeoutMs: 2_000 });
+  const key: string = publisher.keyFor("p-1", "d-3");
+  void key;
+  return executor.run("d-3", async (effect) => {
+    try {
+      const published = await effect.publishReceipt(publisher, { outcome: "succeeded", resultCode: "pushed", receiptId: "a-1" });
+      const digest: string = published.evidenceDigest;
+      void digest;
+    } catch (err) {
+      if (err instanceof ReceiptAlreadyPublished || err instanceof PublicationUnknown) throw err;
+      throw err;
+    }
+  });
 }
