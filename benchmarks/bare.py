@@ -1,7 +1,7 @@
 """The bare loop: the resolver's claim and page-commit statements, nothing else.
 
 It is the ceiling any resolver can reach on this database: the product's own SQL (the claim,
-`resolver_commit_page` with every item verified), no providers, no metrics, no per-item
+`resolver_commit_automatic` with every item verified), no providers, no metrics, no per-item
 Python beyond one dict per item. Run as a process by benchmarks.run.
 """
 
@@ -33,7 +33,7 @@ def drain(url: str, page_size: int, owner: str) -> ProcessStats:
     stats = ProcessStats()
     claim = claim_statement(page_size)
     claim_params = {"owner": owner, "lease_ms": LEASE_MS, "now_ms": None}
-    commit = statement("recovery_commit_page")
+    commit = statement("commit_automatic")
     with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
         await_go()
         while True:
@@ -51,7 +51,7 @@ def drain(url: str, page_size: int, owner: str) -> ProcessStats:
 
 
 def verified_items(rows: list[dict[str, Any]]) -> str:
-    """The claimed page as `resolver_commit_page` items, every one verified succeeded."""
+    """The claimed page as `resolver_commit_automatic` items, every one verified succeeded."""
     return json.dumps(
         [
             {

@@ -129,7 +129,7 @@ def _time_stages(replica: Any, stages: collections.defaultdict[str, float]) -> N
 
 
 def bare_loop(url: str, page_size: int) -> tuple[int, float]:
-    claim, commit = claim_statement(page_size), statement("recovery_commit_page")
+    claim, commit = claim_statement(page_size), statement("commit_automatic")
     params = {"owner": "bare", "lease_ms": bare.LEASE_MS, "now_ms": None}
     resolved = 0
     with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:

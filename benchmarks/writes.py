@@ -2,7 +2,7 @@
 
 On a private cluster (or `--database-url`), `-K` due controls are resolved twice: by the
 resolver's own store (`claim_due_page`, then `commit_outcomes` with verified findings, i.e.
-`resolver_commit_page`), and by the bare loop (the claim and the page commit with no
+`resolver_commit_automatic`), and by the bare loop (the claim and the page commit with no
 Python between them). For each it reports
 per resolution, from the server's own counters: heap tuples inserted and updated (HOT or
 not) and the indexes of each table (a non-HOT update or an insert adds an entry to each
@@ -124,7 +124,7 @@ def resolve_bare(url: str, page_size: int) -> int:
     """Every due control through the bare loop: the claim and the page commit, no Python."""
     resolved = 0
     claim = claim_statement(page_size)
-    commit = statement("recovery_commit_page")
+    commit = statement("commit_automatic")
     with _connect(url) as conn:
         while rows := conn.execute(
             claim, {"owner": "bare", "lease_ms": LEASE_MS, "now_ms": None}
@@ -196,10 +196,10 @@ def explain_one_page(url: str, count: int, page_size: int) -> None:
                     for n, i in enumerate(items)
                 ]
                 if explained:
-                    print(f"\n== explain: resolver_commit_page, one page of {len(items)}")
+                    print(f"\n== explain: resolver_commit_automatic, one page of {len(items)}")
                     conn.execute("SET auto_explain.log_min_duration = 0")
                 conn.execute(
-                    statement("recovery_commit_page"),
+                    statement("commit_automatic"),
                     {"items": page_items(outcomes), "now_ms": None},
                 ).fetchall()
 

@@ -13,6 +13,7 @@ from resolver.core.domain import DispatchIdentity, Finding, FindingKind, Provide
 from resolver.core.errors import ConfigError, SourceMisconfigured, StorageUnavailable
 from resolver.core.provider import Capability
 from resolver.db import dsn
+from resolver.db.connect import Pooler, pooler_from_env
 from resolver.db.readonly import ReadOnlyDatabase, Row
 
 DEFAULT_URL_ENV = "RESOLVER_DATABASE_URL"
@@ -45,6 +46,10 @@ class SqlSourceSettings(BaseModel):
     max_connections: int = Field(
         default=2, ge=1, le=16, description="use 1..16 connections per provider"
     )
+    pooler: Pooler | None = Field(
+        default=None,
+        description="use transaction, session or none (unset: RESOLVER_DATABASE_POOLER)",
+    )
 
     def resolve_url(self, environ: Mapping[str, str] | None = None) -> str:
         env = os.environ if environ is None else environ
@@ -73,6 +78,7 @@ class SqlSourceSettings(BaseModel):
             timeout_seconds=self.timeout_seconds,
             max_connections=self.max_connections,
             application_name=f"resolver-provider:{provider}",
+            pooler=pooler_from_env() if self.pooler is None else self.pooler,
         )
         database.open()
         return database

@@ -1,7 +1,8 @@
 -- Least-privilege roles of the approved-action resolver: step 1 of 2.
 --
--- Run as an administrator (a superuser, or a role with CREATEROLE that may create schemas)
--- connected to the application database, once, BEFORE the first `resolver migrate`:
+-- Run as an administrator (a superuser, or a role with CREATEROLE that may create schemas in
+-- the database, such as its owner: what managed services give) connected to the application
+-- database, once, BEFORE the first `resolver migrate`:
 --
 --     psql "$ADMIN_URL" -v ON_ERROR_STOP=1 -f deploy/sql/roles.sql
 --
@@ -43,6 +44,11 @@ BEGIN
     END IF;
 END
 $$;
+
+-- Creating a schema for another role takes membership in it. A superuser has it; an
+-- administrator with CREATEROLE only (what managed services give) grants it to itself here
+-- (PostgreSQL 16 and later already gave it when the role was created).
+GRANT resolver_migrator TO CURRENT_USER;
 
 -- A schema of its own: nobody else can create objects in it, and the roles below need no
 -- privilege on `public`.

@@ -119,7 +119,7 @@ def migrate_cmd(offline: bool, revision: str, downgrade_to: str | None, with_gra
         migrations.downgrade(url, downgrade_to, policy)
     else:
         migrations.upgrade(url, revision, policy)
-    current = migrations.current_revision(url, settings.connect_timeout_seconds)
+    current = migrations.current_revision(url, settings.connect_timeout_seconds, policy.pooler)
     click.echo(f"schema at revision {current}")
     if with_grants:
         migrations.apply_grants(url, policy)
@@ -246,7 +246,11 @@ def audit_verify_cmd(exports: tuple[Path, ...]) -> None:
     except (ExportUnreadable, OSError) as exc:
         raise click.BadParameter(str(exc), param_hint="--export") from None
     settings = settings_from_env()
-    ensure_schema(settings.require_database_url(), settings.connect_timeout_seconds)
+    ensure_schema(
+        settings.require_database_url(),
+        settings.connect_timeout_seconds,
+        settings.database_pooler,
+    )
     store = open_store(settings)
     try:
         report = verify_chain(store, exported=exported)
@@ -271,7 +275,11 @@ def audit_verify_cmd(exports: tuple[Path, ...]) -> None:
 def status_cmd(as_json: bool) -> None:
     """The backlog as /metrics reports it: open controls by queue and action type, ages."""
     settings = settings_from_env()
-    ensure_schema(settings.require_database_url(), settings.connect_timeout_seconds)
+    ensure_schema(
+        settings.require_database_url(),
+        settings.connect_timeout_seconds,
+        settings.database_pooler,
+    )
     store = open_store(settings)
     try:
         snapshot = store.backlog_snapshot(DEFAULT_COUNT_CAP)

@@ -25,6 +25,7 @@ from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.replica import LoopSettings, Replica
 from resolver.core.runtime import Runtime
 from resolver.db import migrate
+from resolver.db.connect import Pooler
 from resolver.db.repository import PostgresStore
 from resolver.db.retention import PostgresRetention
 from resolver.telemetry import jsonlogs
@@ -63,6 +64,7 @@ def migration_policy(settings: Settings) -> migrate.MigrationPolicy:
         lock_timeout_ms=settings.migration_lock_timeout_ms,
         attempts=settings.migration_attempts,
         retry_delay_seconds=settings.migration_retry_delay_seconds,
+        pooler=settings.database_pooler,
     )
 
 
@@ -74,6 +76,7 @@ def open_store(settings: Settings) -> PostgresStore:
         statement_timeout_ms=settings.statement_timeout_ms,
         lock_timeout_ms=settings.lock_timeout_ms,
         application_name=f"resolver:{settings.replica_id}"[:63],
+        pooler=settings.database_pooler,
     )
     store.open()
     return store
@@ -84,6 +87,7 @@ def open_retention(settings: Settings) -> PostgresRetention:
     return PostgresRetention(
         settings.require_database_url(),
         connect_timeout_seconds=settings.connect_timeout_seconds,
+        pooler=settings.database_pooler,
     )
 
 
@@ -211,6 +215,7 @@ def serve_endpoints(replica: ReplicaService, settings: Settings) -> Observabilit
         settings.require_database_url(),
         settings.connect_timeout_seconds,
         providers=replica.runtime.provider_health.report,
+        pooler=settings.database_pooler,
     )
     server = _listen(settings, registry, replica.health, readiness).start()
     replica.add_resource(server.stop)
@@ -223,6 +228,7 @@ def readiness_check(
     connect_timeout_seconds: float = migrate.DEFAULT_CONNECT_TIMEOUT_SECONDS,
     *,
     providers: Callable[[], dict[str, dict[str, Any]]] | None = None,
+    pooler: Pooler = Pooler.NONE,
 ) -> ReadinessCheck:
     """Database reachable and schema usable by this code: one check for worker and API.
 
@@ -233,7 +239,7 @@ def readiness_check(
     """
     return ReadinessCheck(
         store.ping,
-        lambda: migrate.current_revision(url, connect_timeout_seconds),
+        lambda: migrate.current_revision(url, connect_timeout_seconds, pooler),
         migrate.head_revision(),
         usable=lambda revision: migrate.classify(revision) is migrate.SchemaStatus.AHEAD,
         providers=providers,
@@ -311,7 +317,9 @@ def build_api(
     _process_metrics(registry)
     # Not resolver_build_info: the worker alerts read that one as "a replica is up".
     register_build_info(registry, migrate.head_revision(), name="api_build")
-    readiness = readiness_check(store, url, settings.connect_timeout_seconds)
+    readiness = readiness_check(
+        store, url, settings.connect_timeout_seconds, pooler=settings.database_pooler
+    )
     app = create_app(
         store,
         verifier,

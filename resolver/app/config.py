@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from resolver.core.domain import PAGE_SIZE_HARD_CAP
 from resolver.core.errors import ConfigError
 from resolver.db import dsn
+from resolver.db.connect import Pooler
 
 if TYPE_CHECKING:
     from resolver.human.console_config import ConsoleConfig
@@ -49,6 +50,10 @@ class Settings(BaseSettings):
     database_url: str | None = Field(
         default=None,
         description="PostgreSQL URL or key=value string, e.g. postgresql://resolver@db:5432/app",
+    )
+    database_pooler: Pooler = Field(
+        default=Pooler.NONE,
+        description="transaction, session or none: what sits between the resolver and PostgreSQL",
     )
     config: Path | None = Field(default=None, description="YAML provider config file")
     api_host: str = Field(default="127.0.0.1", description="manual-resolution API bind address")

@@ -24,6 +24,7 @@ from resolver.app.config import Settings
 from resolver.core.errors import ResolverError, SchemaNotReady, StorageUnavailable
 from resolver.core.replica import Replica
 from resolver.db import migrate as migrations
+from resolver.db.connect import Pooler
 from resolver.telemetry.health import Heartbeat
 
 log = structlog.get_logger("resolver.cli")
@@ -64,8 +65,8 @@ def wait_until_ready(
             return True
 
 
-def ensure_schema(url: str, connect_timeout_seconds: float) -> None:
-    status, current = migrations.schema_status(url, connect_timeout_seconds)
+def ensure_schema(url: str, connect_timeout_seconds: float, pooler: Pooler = Pooler.NONE) -> None:
+    status, current = migrations.schema_status(url, connect_timeout_seconds, pooler)
     if status in (migrations.SchemaStatus.MISSING, migrations.SchemaStatus.BEHIND):
         raise SchemaNotReady(
             f"schema is at revision {current or 'none'}, this resolver needs "
@@ -104,7 +105,7 @@ def _await_database(
         )
 
     return wait_until_ready(
-        lambda: ensure_schema(url, settings.connect_timeout_seconds),
+        lambda: ensure_schema(url, settings.connect_timeout_seconds, settings.database_pooler),
         limit_seconds=settings.startup_timeout_seconds,
         max_delay_seconds=settings.storage_retry_max_seconds,
         sleep=sleep,

@@ -20,19 +20,24 @@ import json
 import re
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal, get_args
 
 import msgspec
 
 from resolver.core.errors import InvalidDispatch
 
-# The one shape of an identifier, in the same text as the database's resolver_is_id
-# (resolver/db/schema/01_recovery_core.sql); request models validate with it as it is. In
-# Python it ends in `\Z`, not `$`: `$` also matches before a trailing newline, which
-# PostgreSQL's check would then refuse at commit time.
+# The domain's sets and shapes, each spelled once in Python here and once in the database
+# (resolver/db/schema/01_recovery_core.sql); tests/integration/schema/test_domain_sets.py
+# compares the two, and the console's copies (resolver/human/console/app.js) with these.
+
+# The one shape of an identifier, in the same text as the database's resolver_is_id; request
+# models validate with it as it is. In Python it ends in `\Z`, not `$`: `$` also matches
+# before a trailing newline, which PostgreSQL's check would then refuse at commit time.
 ID_REGEX = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 ID_PATTERN = re.compile(ID_REGEX.removesuffix("$") + r"\Z")
-ACTION_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_.\-]{0,63}\Z")
+# The shape of an action type, in the same text as resolver_dispatch_create's check.
+ACTION_TYPE_REGEX = r"^[a-z][a-z0-9_.-]{0,63}$"
+ACTION_TYPE_PATTERN = re.compile(ACTION_TYPE_REGEX.removesuffix("$") + r"\Z")
 RESULT_CODE_PATTERN = re.compile(r"^[a-z0-9_.\-]{1,64}\Z")
 REASON_CODE_PATTERN = RESULT_CODE_PATTERN
 HEX64_PATTERN = re.compile(r"^[0-9a-f]{64}\Z")
@@ -67,6 +72,11 @@ class ExecutionState(StrEnum):
     BLOCKED = "blocked"
 
 
+# The states an execution never leaves (the database's resolver_terminal_states()).
+TerminalState = Literal["succeeded", "failed", "blocked"]
+TERMINAL_STATES: frozenset[ExecutionState] = frozenset(map(ExecutionState, get_args(TerminalState)))
+
+
 class ControlStatus(StrEnum):
     ARMED = "armed"
     MANUAL = "manual"
@@ -87,13 +97,28 @@ class FindingKind(StrEnum):
         return self in _VERIFIED_KINDS
 
 
-_VERIFIED_KINDS = frozenset({FindingKind.VERIFIED_SUCCEEDED, FindingKind.VERIFIED_FAILED})
+# The status each finding sends its control to: the database's routing rule
+# (resolver_finding_status), which the page commit applies; Python reads it from here only to
+# validate configuration and to name what a commit did, never to route.
+FINDING_ROUTE: Mapping[FindingKind, ControlStatus] = {
+    FindingKind.VERIFIED_SUCCEEDED: ControlStatus.RESOLVED,
+    FindingKind.VERIFIED_FAILED: ControlStatus.RESOLVED,
+    FindingKind.STILL_RUNNING: ControlStatus.ARMED,
+    FindingKind.MISSING: ControlStatus.ARMED,
+    FindingKind.CONFLICT: ControlStatus.MANUAL,
+    FindingKind.UNSUPPORTED: ControlStatus.MANUAL,
+    FindingKind.UNAVAILABLE: ControlStatus.ARMED,
+}
+_VERIFIED_KINDS = frozenset(
+    k for k, route in FINDING_ROUTE.items() if route is ControlStatus.RESOLVED
+)
 
 
 # The manual reason of a control whose non-final finding outlasted its escalation window.
 ESCALATION_REASON = "evidence_window_elapsed"
-# The findings that can escalate: neither verified nor already waiting for a human.
-ESCALATABLE = frozenset({FindingKind.STILL_RUNNING, FindingKind.MISSING, FindingKind.UNAVAILABLE})
+# The findings that can escalate: those the routing re-arms (neither verified nor already
+# waiting for a human).
+ESCALATABLE = frozenset(k for k, route in FINDING_ROUTE.items() if route is ControlStatus.ARMED)
 
 
 class ProviderFailure(StrEnum):

@@ -11,7 +11,9 @@ import psycopg_pool
 from resolver.core.errors import (
     ConstraintViolation,
     LockTimeout,
+    MigrationFailed,
     ResolverError,
+    RetentionRefused,
     SourceMisconfigured,
     StatementTimeout,
     StorageUnavailable,
@@ -24,6 +26,11 @@ _UNREACHABLE = (psycopg.OperationalError, psycopg.InterfaceError, psycopg_pool.P
 def unavailable(url: str, exc: BaseException) -> StorageUnavailable:
     """PostgreSQL could not be reached, or the connection broke; `url` is already redacted."""
     return StorageUnavailable(f"PostgreSQL at {url} is unavailable: {exc}")
+
+
+def unreachable(url: str, exc: BaseException) -> StorageUnavailable:
+    """A command's one connection (migrate, status) could not be made or broke."""
+    return StorageUnavailable(f"cannot reach {url}: {exc}")
 
 
 def storage_error(
@@ -54,6 +61,42 @@ def storage_error(
         # The executor protocol's own refusals (SQLSTATE class RS) become typed errors.
         return protocol_error(exc)
     return None
+
+
+# SQLSTATEs the prune functions raise for a request they refuse (nothing was deleted).
+_PRUNE_REFUSALS = frozenset({"22023", "P0002"})
+
+
+def retention_error(exc: BaseException, url: str) -> ResolverError | None:
+    """The typed error for a failure of `resolver prune`'s session, or None (re-raise).
+
+    A cancelled statement stays StorageUnavailable: a prune run is retried as a whole.
+    """
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return RetentionRefused(
+            f"this role may not prune: {exc.diag.message_primary}; connect as the "
+            "retention role (deploy/sql/roles.sql)"
+        )
+    if isinstance(exc, psycopg.errors.UndefinedFunction):
+        return RetentionRefused("the prune functions are missing: run `resolver migrate` first")
+    if isinstance(exc, psycopg.Error) and exc.sqlstate in _PRUNE_REFUSALS:
+        return RetentionRefused(str(exc.diag.message_primary))
+    if isinstance(exc, _UNREACHABLE):
+        return storage_error(exc, url, statement_timeout_typed=False)
+    return None
+
+
+def migration_error(step: str, url: str, exc: BaseException | None) -> ResolverError:
+    """The typed error for a failed `resolver migrate` step (nothing was changed: one
+    transaction); `url` is already redacted."""
+    if isinstance(exc, _UNREACHABLE):
+        return unreachable(url, exc)
+    return MigrationFailed(f"{step}: PostgreSQL refused it, nothing was changed: {first_line(exc)}")
+
+
+def first_line(exc: BaseException | None) -> str:
+    # psycopg's message carries the server's DETAIL/HINT lines; the first says what failed.
+    return str(exc).splitlines()[0] if exc is not None and str(exc) else "unknown error"
 
 
 # SQLSTATE classes of failures that heal by themselves: connection exceptions (08),

@@ -54,12 +54,12 @@ GRANT SELECT, INSERT ON recovery_authorizations TO resolver_runtime;
 -- Executors read a resolution that won the race against their completion (exact replay).
 GRANT SELECT ON approved_action_recovery_resolutions TO resolver_executor;
 
--- The fenced page commit (migration 0006): SECURITY INVOKER, so it writes with the runtime
--- role's own table privileges above and nobody else's.
+-- The automatic (fenced page) and manual commits (resolver/db/schema/08_commits.sql):
+-- SECURITY INVOKER, so they write with the runtime role's own table privileges above and
+-- nobody else's. resolver_commit_page is the automatic commit's name in release 0.1.0,
+-- whose replicas call it during a rolling upgrade.
 REVOKE EXECUTE ON FUNCTION resolver_commit_page(json, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_commit_page(json, bigint) TO resolver_runtime;
--- The automatic and manual commits (resolver/db/schema/08_commits.sql, migration 0007), also
--- SECURITY INVOKER; resolver_commit_page above is the automatic commit's former name.
 REVOKE EXECUTE ON FUNCTION resolver_commit_automatic(json, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_commit_automatic(json, bigint) TO resolver_runtime;
 REVOKE EXECUTE ON FUNCTION resolver_finding_status(text) FROM PUBLIC;
@@ -92,6 +92,9 @@ GRANT SELECT ON alembic_version TO resolver_runtime;
 -- roles that compare leases and due times.
 REVOKE EXECUTE ON FUNCTION resolver_now_ms(bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_now_ms(bigint) TO resolver_runtime, resolver_executor;
+-- The domain sets (resolver_terminal_states, resolver_finding_kinds, resolver_finding_outcome,
+-- resolver_decision_settles) stay executable by PUBLIC: constants that checks and trigger
+-- conditions read whoever writes the row.
 -- The one recovery-lease release (a pure function): the runtime role's commits and hand-backs
 -- run it; the protocol functions run it as the owner.
 REVOKE EXECUTE ON FUNCTION resolver_recovery_lease_released(bigint) FROM PUBLIC;

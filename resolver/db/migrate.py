@@ -36,11 +36,11 @@ import structlog
 
 from resolver.core.errors import (
     ConfigError,
-    MigrationFailed,
     MigrationLockTimeout,
-    StorageUnavailable,
 )
-from resolver.db.dsn import libpq_dsn, redact, sqlalchemy_url
+from resolver.db.connect import Pooler, Profile, connect
+from resolver.db.dsn import redact, sqlalchemy_url
+from resolver.db.errors import migration_error, unreachable
 from resolver.db.statements import statement
 
 if TYPE_CHECKING:
@@ -83,6 +83,14 @@ class MigrationPolicy(msgspec.Struct, frozen=True):
     attempts: int = 10
     retry_delay_seconds: float = 2.0
     retry_delay_max_seconds: float = 30.0
+    pooler: Pooler = Pooler.NONE
+
+    def profile(self) -> Profile:
+        return Profile(
+            application_name="resolver-migrate",
+            connect_timeout_seconds=self.connect_timeout_seconds,
+            pooler=self.pooler,
+        )
 
     def delay_after(self, attempt: int) -> float:
         """Doubling pauses, capped: a long worker transaction gets room to finish."""
@@ -147,14 +155,16 @@ class SchemaStatus(StrEnum):
 
 
 def schema_status(
-    database_url: str, connect_timeout_seconds: float = DEFAULT_CONNECT_TIMEOUT_SECONDS
+    database_url: str,
+    connect_timeout_seconds: float = DEFAULT_CONNECT_TIMEOUT_SECONDS,
+    pooler: Pooler = Pooler.NONE,
 ) -> tuple[SchemaStatus, str | None]:
     """Where the database stands relative to this code's migrations.
 
     Migrations are additive (expand before contract), so code may run on a schema one
     release ahead of it: that is what lets old pods keep working during a rolling upgrade.
     """
-    current = current_revision(database_url, connect_timeout_seconds)
+    current = current_revision(database_url, connect_timeout_seconds, pooler)
     return classify(current), current
 
 
@@ -201,7 +211,9 @@ def grants_sql() -> str:
 
 def apply_grants(database_url: str, policy: MigrationPolicy = DEFAULT_POLICY) -> None:
     """Run grants.sql (idempotent) in one transaction, as the schema owner."""
-    script = grants_sql()
+    # The file sets search_path for the session (so it also runs by hand with psql); the
+    # reset in the same transaction leaves nothing behind on a pooler's server connection.
+    script = grants_sql() + "\nRESET search_path;\n"
     _retrying(database_url, policy, "grants", lambda conn: _run_script(conn, script))
 
 
@@ -239,34 +251,35 @@ def _revision_errors() -> Iterator[None]:
 
 
 def current_revision(
-    database_url: str, connect_timeout_seconds: float = DEFAULT_CONNECT_TIMEOUT_SECONDS
+    database_url: str,
+    connect_timeout_seconds: float = DEFAULT_CONNECT_TIMEOUT_SECONDS,
+    pooler: Pooler = Pooler.NONE,
 ) -> str | None:
     """The database's Alembic revision (None before the first migration), one query."""
+    profile = Profile(
+        application_name="resolver-schema-check",
+        connect_timeout_seconds=connect_timeout_seconds,
+        # The check is one short query; its timeout also proves the settings arrive.
+        settings={"statement_timeout": max(1, round(connect_timeout_seconds * 1000))},
+        pooler=pooler,
+    )
     try:
-        with psycopg.connect(
-            libpq_dsn(database_url),
-            autocommit=True,
-            # libpq takes whole seconds, and 0 would mean "wait forever".
-            connect_timeout=max(1, round(connect_timeout_seconds)),
-        ) as conn:
+        with connect(database_url, profile, autocommit=True) as conn:
             try:
                 row = conn.execute(statement("schema_revision")).fetchone()
             except psycopg.errors.UndefinedTable:
                 return None
     except psycopg.OperationalError as exc:
-        raise StorageUnavailable(f"cannot reach {redact(database_url)}: {exc}") from exc
+        raise unreachable(redact(database_url), exc) from exc
     return None if row is None else str(row[0])
 
 
-def _engine(
-    database_url: str, connect_timeout_seconds: float, lock_timeout_ms: int | None = None
-) -> sa.Engine:
+def _engine(database_url: str, policy: MigrationPolicy) -> sa.Engine:
     import sqlalchemy as sa
 
-    # libpq takes whole seconds, and 0 would mean "wait forever".
-    connect_args: dict[str, object] = {"connect_timeout": max(1, round(connect_timeout_seconds))}
-    if lock_timeout_ms is not None:
-        connect_args["options"] = f"-c lock_timeout={lock_timeout_ms}"
+    # The lock timeout is not a startup option: it is `SET LOCAL` in the migration's one
+    # transaction (`_retrying`), which a transaction pooler keeps and a startup option not.
+    connect_args = {k: v for k, v in policy.profile().connect_kwargs().items() if k != "options"}
     return sa.create_engine(
         sqlalchemy_url(database_url), poolclass=sa.pool.NullPool, connect_args=connect_args
     )
@@ -310,18 +323,22 @@ def _retrying(
     """`action` in one transaction; a lock timeout rolls it all back and retries it."""
     import sqlalchemy as sa
 
-    engine = _engine(database_url, policy.connect_timeout_seconds, policy.lock_timeout_ms)
+    engine = _engine(database_url, policy)
     try:
         for attempt in range(1, policy.attempts + 1):
             try:
                 with engine.begin() as conn:
+                    conn.exec_driver_sql(
+                        "SELECT set_config('lock_timeout', %s, true)",
+                        (f"{policy.lock_timeout_ms}ms",),
+                    )
                     action(conn)
                 return
             except (sa.exc.DBAPIError, psycopg.Error) as exc:
                 # SQLAlchemy wraps what went through it; the grants script's cursor does not.
                 error = exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc
                 if not isinstance(error, psycopg.errors.LockNotAvailable):
-                    raise _classified(step, database_url, error) from exc
+                    raise migration_error(step, redact(database_url), error) from exc
                 if attempt == policy.attempts:
                     raise MigrationLockTimeout(
                         f"{step}: a lock stayed taken through {policy.attempts} attempts of "
@@ -341,16 +358,3 @@ def _retrying(
                 time.sleep(delay)  # a pause between whole attempts, not a lease
     finally:
         engine.dispose()
-
-
-def _classified(step: str, database_url: str, error: BaseException | None) -> Exception:
-    if isinstance(error, psycopg.OperationalError):
-        return StorageUnavailable(f"cannot reach {redact(database_url)}: {error}")
-    return MigrationFailed(
-        f"{step}: PostgreSQL refused it, nothing was changed: {_first_line(error)}"
-    )
-
-
-def _first_line(error: BaseException | None) -> str:
-    # psycopg's message carries the server's DETAIL/HINT lines; the first says what failed.
-    return str(error).splitlines()[0] if error is not None and str(error) else "unknown error"

@@ -16,19 +16,13 @@ from typing import Any
 
 import psycopg
 
-from resolver.db.dsn import libpq_dsn
+from resolver.db.connect import Pooler, Profile, pooler_from_env
+from resolver.db.connect import connect as _connect
 from resolver.db.protocol import protocol_error
 from resolver.db.statements import statement
 
 Connection = psycopg.Connection[Any]
 
-_KEEPALIVES: dict[str, Any] = {
-    # A peer that silently vanishes must fail the call within seconds (repository.py).
-    "keepalives": 1,
-    "keepalives_idle": 10,
-    "keepalives_interval": 5,
-    "keepalives_count": 3,
-}
 _POLL_SECONDS = 0.05
 
 
@@ -48,15 +42,22 @@ class SessionMark:
         self.backend_start = backend_start
 
 
-def connect(database_url: str, *, connect_timeout_seconds: float) -> Connection:
-    """A connection with autocommit off: its first statement opens the mutation's transaction."""
-    return psycopg.connect(
-        libpq_dsn(database_url),
-        autocommit=False,
-        connect_timeout=max(1, int(connect_timeout_seconds)),
-        application_name="approved-action-executor",
-        **_KEEPALIVES,
+def profile(
+    connect_timeout_seconds: float, pooler: Pooler | None = None, *, judge: bool = False
+) -> Profile:
+    """The executor's connections; the pooler defaults to RESOLVER_DATABASE_POOLER."""
+    return Profile(
+        application_name="approved-action-executor" + (":judge" if judge else ""),
+        connect_timeout_seconds=connect_timeout_seconds,
+        pooler=pooler_from_env() if pooler is None else pooler,
     )
+
+
+def connect(
+    database_url: str, *, connect_timeout_seconds: float, pooler: Pooler | None = None
+) -> Connection:
+    """A connection with autocommit off: its first statement opens the mutation's transaction."""
+    return _connect(database_url, profile(connect_timeout_seconds, pooler), autocommit=False)
 
 
 def begin(conn: Connection) -> SessionMark:
@@ -108,12 +109,7 @@ def judge_lost_commit(
     """Whether the transaction of `session` committed its receipt (and so its mutation)."""
     deadline = time.monotonic() + timeout_seconds
     try:
-        with psycopg.connect(
-            libpq_dsn(database_url),
-            autocommit=True,
-            connect_timeout=max(1, int(timeout_seconds)),
-            **_KEEPALIVES,
-        ) as conn:
+        with _connect(database_url, profile(timeout_seconds, judge=True), autocommit=True) as conn:
             if not _session_gone(conn, session, deadline):
                 return CommitVerdict.UNKNOWN
             row = conn.execute(

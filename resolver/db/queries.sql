@@ -142,7 +142,7 @@ RETURNING c.dispatch_id, c.recovery_token::text, c.recovery_version, c.execution
           d.action_type, d.action_digest, d.idempotency_key, e.attempt, e.started_at_ms,
           now.ms AS claimed_at_ms;
 
--- name: recovery_commit_page
+-- name: commit_automatic
 -- The fenced page commit (resolver_commit_automatic, resolver/db/schema/08_commits.sql): locks
 -- the verified items' executions, then every control of the page, in key order; writes only
 -- the items whose recovery lease, open control, execution version and expired execution lease

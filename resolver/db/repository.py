@@ -61,9 +61,9 @@ from resolver.core.domain import (
 from resolver.core.errors import (
     ConstraintViolation,
 )
+from resolver.db.connect import Pooler, Profile, build_pool, transaction
 from resolver.db.dsn import redact
 from resolver.db.errors import storage_error
-from resolver.db.pooling import build_pool
 from resolver.db.protocol import protocol_error
 from resolver.db.retention import prune_summary
 from resolver.db.statements import claim_statement, statement
@@ -85,23 +85,26 @@ class PostgresStore:
         statement_timeout_ms: int = 10_000,
         lock_timeout_ms: int = 2_000,
         application_name: str = "approved-action-resolver",
+        pooler: Pooler = Pooler.NONE,
     ) -> None:
         self._url = redact(database_url)
-        self._pool = build_pool(
-            database_url,
-            min_size=min_connections,
-            max_size=max_connections,
-            timeout_seconds=connect_timeout_seconds,
+        self._profile = Profile(
             application_name=application_name,
+            connect_timeout_seconds=connect_timeout_seconds,
             # A row lock held elsewhere (an operator's open transaction) fails the call fast
             # and typed (LockTimeout) instead of holding a pool connection until the
             # statement timeout.
             settings={"statement_timeout": statement_timeout_ms, "lock_timeout": lock_timeout_ms},
-            # A peer that silently vanishes (a cut network, not a refused connection) must
-            # fail the call within seconds, not after the kernel's TCP timeouts.
-            keepalives_idle_seconds=10,
-            keepalives_interval_seconds=5,
-            tcp_user_timeout_ms=30_000,
+            pooler=pooler,
+        )
+        # Behind a transaction pooler a lone statement still needs its transaction: the
+        # settings are `SET LOCAL` in it.
+        self._single_statements = not self._profile.per_transaction
+        self._pool = build_pool(
+            database_url,
+            self._profile,
+            min_size=min_connections,
+            max_size=max_connections,
             # Transactions are explicit (`_transaction`); a lone statement is its own.
             autocommit=True,
         )
@@ -128,10 +131,10 @@ class PostgresStore:
         autocommit connections it is a transaction of its own."""
         try:
             with self._pool.connection() as conn:
-                if single_statement:
+                if single_statement and self._single_statements:
                     yield conn
                 else:
-                    with conn.transaction():
+                    with transaction(conn, self._profile):
                         yield conn
         except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
             typed = storage_error(exc, self._url)
@@ -228,7 +231,7 @@ class PostgresStore:
         params = {"items": page_items(outcomes), "now_ms": now_ms}
         # One statement: the function locks and writes in one transaction of its own.
         with self._transaction(single_statement=True) as conn:
-            rows = conn.execute(statement("recovery_commit_page"), params).fetchall()
+            rows = conn.execute(statement("commit_automatic"), params).fetchall()
         routed = {row["dispatch_id"]: ControlStatus(row["status"]) for row in rows}
         return CommitReport(
             routed, frozenset(o.item.identity.dispatch_id for o in outcomes) - routed.keys()
@@ -876,7 +879,7 @@ def _enums(row: Row, **columns: Callable[[str], StrEnum]) -> None:
 
 
 def page_items(outcomes: Sequence[ItemOutcome]) -> str:
-    """A page's outcomes as the JSON array `resolver_commit_page` reads, one object per item.
+    """A page's outcomes as the JSON array `resolver_commit_automatic` reads, one object per item.
 
     One C-level encode of the whole page: adapting nine parallel arrays element by element
     cost the replica more CPU than the rest of the commit.

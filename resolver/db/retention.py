@@ -11,18 +11,15 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
 
 from resolver.core.errors import RetentionRefused
-from resolver.db.dsn import libpq_dsn, redact
-from resolver.db.errors import storage_error, unavailable
+from resolver.db.connect import Pooler, Profile, connect, transaction
+from resolver.db.dsn import redact
+from resolver.db.errors import retention_error, unavailable
 from resolver.db.statements import statement
 from resolver.retention.pruning import BatchResult, PruneCandidate, PruneSummary, RunTotals
 
 Row = dict[str, Any]
-
-# SQLSTATEs the prune functions raise for a request they refuse (nothing was deleted).
-_REFUSALS = frozenset({"22023", "P0002"})
 
 
 class PostgresRetention:
@@ -35,16 +32,18 @@ class PostgresRetention:
         connect_timeout_seconds: float = 5.0,
         statement_timeout_ms: int = 60_000,
         application_name: str = "resolver-prune",
+        pooler: Pooler = Pooler.NONE,
     ) -> None:
         self._url = redact(database_url)
+        self._profile = Profile(
+            application_name=application_name,
+            connect_timeout_seconds=connect_timeout_seconds,
+            settings={"statement_timeout": statement_timeout_ms},
+            pooler=pooler,
+        )
         try:
-            self._conn: psycopg.Connection[Row] = psycopg.connect(
-                libpq_dsn(database_url),
-                autocommit=True,
-                row_factory=dict_row,
-                connect_timeout=max(1, int(connect_timeout_seconds)),
-                application_name=application_name,
-                options=f"-c statement_timeout={statement_timeout_ms}",
+            self._conn: psycopg.Connection[Row] = connect(
+                database_url, self._profile, autocommit=True, dict_rows=True
             )
         except psycopg.OperationalError as exc:
             raise unavailable(self._url, exc) from exc
@@ -61,30 +60,17 @@ class PostgresRetention:
     @contextmanager
     def _transaction(self, lock_timeout_ms: int | None = None) -> Iterator[psycopg.Connection[Row]]:
         try:
-            with self._conn.transaction():
+            with transaction(self._conn, self._profile):
                 if lock_timeout_ms is not None:
                     self._conn.execute(
                         statement("prune_lock_timeout"), {"lock_timeout": f"{lock_timeout_ms}ms"}
                     )
                 yield self._conn
-        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-            # A statement timeout stays StorageUnavailable here: the run is retried whole.
-            typed = storage_error(exc, self._url, statement_timeout_typed=False)
-            assert typed is not None  # every OperationalError/InterfaceError has a rule
-            raise typed from exc
-        except psycopg.errors.InsufficientPrivilege as exc:
-            raise RetentionRefused(
-                f"this role may not prune: {exc.diag.message_primary}; connect as the "
-                "retention role (deploy/sql/roles.sql)"
-            ) from exc
-        except psycopg.errors.UndefinedFunction as exc:
-            raise RetentionRefused(
-                "the prune functions are missing: run `resolver migrate` first"
-            ) from exc
         except psycopg.Error as exc:
-            if exc.sqlstate in _REFUSALS:
-                raise RetentionRefused(str(exc.diag.message_primary)) from exc
-            raise
+            typed = retention_error(exc, self._url)
+            if typed is None:
+                raise
+            raise typed from exc
 
     def db_now_ms(self) -> int:
         with self._transaction() as conn:

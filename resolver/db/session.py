@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from resolver.db.dsn import libpq_dsn
+from resolver.db.connect import Profile, connect, pooler_from_env
 
 # What an executor hands to `resolver.executor.write_receipt`: its own psycopg connection.
 Connection = psycopg.Connection[Any]
@@ -21,9 +21,9 @@ Connection = psycopg.Connection[Any]
 def connection(
     url: str, *, application_name: str, autocommit: bool = False
 ) -> Iterator[Connection]:
-    with psycopg.connect(
-        libpq_dsn(url), autocommit=autocommit, application_name=application_name
-    ) as conn:
+    """A connection made by the one builder; the pooler comes from RESOLVER_DATABASE_POOLER."""
+    profile = Profile(application_name=application_name, pooler=pooler_from_env())
+    with connect(url, profile, autocommit=autocommit) as conn:
         yield conn
 
 

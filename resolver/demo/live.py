@@ -28,6 +28,7 @@ from typing import Any
 from resolver.core.domain import BacklogSnapshot
 from resolver.db import migrate as migrations
 from resolver.db import session
+from resolver.db.connect import pooler_from_env
 from resolver.db.repository import PostgresStore
 from resolver.demo import localpg
 from resolver.demo.executor import INTERNAL, PROJECT, SHELL, ExecutorSimulator, SimulatorCounts
@@ -190,7 +191,9 @@ class LiveDemo:
         self.console_url: str | None = None
         self._rng = random.Random(options.seed)
         self._keys = KeyRing.ephemeral(f"demo-{uuid.uuid4().hex[:8]}")
-        self._store = PostgresStore(url, max_connections=4, application_name="resolver-demo")
+        self._store = PostgresStore(
+            url, max_connections=4, application_name="resolver-demo", pooler=pooler_from_env()
+        )
         self._replicas: list[ReplicaProcess] = []
         self._api: subprocess.Popen[bytes] | None = None
         self._signing_key: Any = None
@@ -410,7 +413,7 @@ def run_live(
         cluster = localpg.start(data_dir / "pg")
         url = cluster.url
     try:
-        migrations.upgrade(url)
+        migrations.upgrade(url, policy=migrations.MigrationPolicy(pooler=pooler_from_env()))
         demo = LiveDemo(options, data_dir, url)
         if cluster is not None:
             demo.event(f"private PostgreSQL in {data_dir / 'pg'} ({cluster.bin_dir})")

@@ -23,6 +23,7 @@ from resolver.core.ports import ExecutionStore
 from resolver.core.provider import ProviderRegistry, build_registry
 from resolver.db import migrate as migrations
 from resolver.db import session
+from resolver.db.connect import pooler_from_env
 from resolver.demo import localpg
 from resolver.evidence.receipts import KEYS_ENV, KeyRing
 from resolver.executor.client import ExecutionClient
@@ -31,7 +32,9 @@ from resolver.executor.receipts import write_receipt
 # `demo.internal` has internal receipts, `demo.shell` is manual-only, `demo.unmapped` has no
 # provider at all.
 INTERNAL, SHELL, UNMAPPED = "demo.internal", "demo.shell", "demo.unmapped"
-CRASHED_LEASE_SECONDS = 0.2
+# Long enough for a lease and the start after it on a loaded host or through a pooler (a
+# shorter one lapsed between the two), short enough to keep the demo quick.
+CRASHED_LEASE_SECONDS = 0.6
 
 
 def run(
@@ -50,7 +53,7 @@ def run(
         echo(f"  server binaries: {cluster.bin_dir}")
         url = cluster.url
     try:
-        migrations.upgrade(url)
+        migrations.upgrade(url, policy=migrations.MigrationPolicy(pooler=pooler_from_env()))
         keys = KeyRing.ephemeral(f"demo-{uuid.uuid4().hex[:8]}")
         echo(
             f"receipts are signed with an ephemeral HMAC key generated for this run "

@@ -23,8 +23,10 @@ import yaml
 from psycopg.rows import dict_row
 
 from resolver.db import migrate
+from resolver.db.connect import Pooler
 from resolver.db.repository import PostgresStore
 from resolver.demo import localpg
+from tests.helpers.pgbouncer import pgbouncer
 from tests.helpers.s3 import BUCKET, PREFIX, S3Server, running_s3_server
 
 from . import hostile
@@ -37,6 +39,7 @@ from .checker import (
     read_histories,
 )
 from .operators import HUMAN_POLICY, Operators, grant_operators
+from .patroni import PatroniCluster
 from .proxy import FaultProxy
 from .replication import ReplicatedPostgres
 from .workload import (
@@ -83,6 +86,9 @@ class Profile:
     hostile_rounds: int = 0
     """Rounds of hostile-database faults (row locks, every connection slot taken, WAL volume
     full), with a session idle in a transaction for the whole run."""
+    pooler: str = "none"
+    """`transaction` or `session`: replicas and executors reach PostgreSQL through a real
+    PgBouncer in that pool mode, which reaches it through the fault proxies."""
     object_ratio: float = 0.0
     """Share of dispatches of OBJECT_TYPE, settled from receipt objects in an S3-compatible
     server the run starts (moto's, tests/helpers/s3.py), throttled now and then."""
@@ -149,6 +155,20 @@ FAILOVER_ASYNC = Profile(
     failovers=2,
 )
 FAILOVER_SYNC = replace(FAILOVER_ASYNC, name="failover-sync", replication="sync")
+# Three Patroni members on etcd, reached with a multi-host URL (target_session_attrs=read-write);
+# Patroni itself fails over: a switchover, the leader SIGKILLed, the leader cut off from etcd.
+PATRONI_FAILOVER = replace(
+    FAILOVER_ASYNC,
+    name="patroni-failover",
+    replicas=8,
+    controls=1_500,
+    waves=4,
+    wave_interval_seconds=12,
+    fault_seconds=130,
+    settle_timeout_seconds=150,
+    replication="patroni-sync",
+    failovers=3,
+)
 FAILOVER_SOAK_ASYNC = replace(
     SOAK,
     name="failover-soak-async",
@@ -162,6 +182,7 @@ FAILOVER_SOAK_ASYNC = replace(
     failovers=2,
 )
 FAILOVER_SOAK_SYNC = replace(FAILOVER_SOAK_ASYNC, name="failover-soak-sync", replication="sync")
+QUICK_PGBOUNCER = replace(QUICK, name="quick-pgbouncer", pooler="transaction")
 HOSTILE = replace(QUICK, name="hostile", pg_restarts=0, fault_seconds=60, hostile_rounds=1)
 HOSTILE_SOAK = replace(SOAK, name="hostile-soak", pg_restarts=0, hostile_rounds=3)
 PROFILES = {
@@ -169,9 +190,11 @@ PROFILES = {
     for p in (
         SMOKE,
         QUICK,
+        QUICK_PGBOUNCER,
         SOAK,
         FAILOVER_ASYNC,
         FAILOVER_SYNC,
+        PATRONI_FAILOVER,
         FAILOVER_SOAK_ASYNC,
         FAILOVER_SOAK_SYNC,
         HOSTILE,
@@ -275,7 +298,7 @@ class PrivatePostgres:
         self.cluster.stop()
 
 
-Database = PrivatePostgres | ReplicatedPostgres
+Database = PrivatePostgres | ReplicatedPostgres | PatroniCluster
 
 
 def terminate_resolver_backends(pg: Database, rng: random.Random) -> int:
@@ -338,6 +361,9 @@ class ReplicaSet:
         extra_env: dict[str, str] | None = None,
     ) -> None:
         self._profile = profile
+        self._pooler = (
+            {} if profile.pooler == "none" else {"RESOLVER_DATABASE_POOLER": profile.pooler}
+        )
         self._url = database_url
         self._extra_env = extra_env or {}
         self._workdir = workdir
@@ -354,6 +380,7 @@ class ReplicaSet:
             replica_id,
             self._workdir,
             RESOLVER_PAGE_SIZE=str(self._profile.page_size),
+            **self._pooler,
             **self._extra_env,
         )
 
@@ -410,6 +437,11 @@ def replica_env(url: str, replica_id: str, workdir: Path, **extra: str) -> dict[
     env = {k: v for k, v in os.environ.items() if not k.startswith("RESOLVER_")}
     env.update(
         RESOLVER_DATABASE_URL=url,
+        # Read-only evidence sessions follow the primary with `primary`: `read-write` refuses
+        # every read-only session (docs/deployment.md, URL attributes per role).
+        RESOLVER_EVIDENCE_DATABASE_URL=url.replace(
+            "target_session_attrs=read-write", "target_session_attrs=primary"
+        ),
         RESOLVER_REPLICA_ID=replica_id,
         RESOLVER_CONFIG=str(workdir / "providers.yaml"),
         RESOLVER_TEST_HISTORY_FILE=str(workdir / "history" / f"{replica_id}.jsonl"),
@@ -463,11 +495,14 @@ def run_profile(profile: Profile, seed: int, *, keep: bool = False) -> Report:
         if not hostile.WalVolume.available():
             raise RuntimeError("hostile profiles mount a tmpfs for pg_wal: run as root")
         volume = hostile.WalVolume(workdir / "pg", workdir / "walfs")
-    pg: Database = (
-        PrivatePostgres(workdir / "pg")
-        if profile.replication == "none"
-        else ReplicatedPostgres(workdir / "pg", synchronous=profile.replication == "sync")
-    )
+    pg: Database
+    if profile.replication.startswith("patroni"):
+        workdir.chmod(0o755)  # Patroni runs as the postgres account under it
+        pg = PatroniCluster(workdir / "pg", synchronous=profile.replication == "patroni-sync")
+    elif profile.replication == "none":
+        pg = PrivatePostgres(workdir / "pg")
+    else:
+        pg = ReplicatedPostgres(workdir / "pg", synchronous=profile.replication == "sync")
     try:
         with ExitStack() as stack:
             s3 = stack.enter_context(running_s3_server()) if profile.object_ratio else None
@@ -493,11 +528,24 @@ def _run(
     with pg.admin() as conn:
         write_scripts(conn, [])  # the script table exists before any replica inspects
         grant_operators(conn)
-    replicas = ReplicaSet(
-        profile, proxies.url(clean=False), workdir, None if s3 is None else s3.reader.env()
-    )
+    pooled = ExitStack()
+    faulty_url, store_url = proxies.url(clean=False), clean_url
+    if profile.pooler != "none":
+        bouncer = pooled.enter_context(
+            pgbouncer(
+                pg.cluster.url,
+                profile.pooler,
+                users=["postgres"],
+                aliases={"faulty": proxies.faulty[0].port, "clean": proxies.clean[0].port},
+            )
+        )
+        faulty_url = f"postgresql://postgres@127.0.0.1:{bouncer.port}/faulty"
+        store_url = f"postgresql://postgres@127.0.0.1:{bouncer.port}/clean"
+    replicas = ReplicaSet(profile, faulty_url, workdir, None if s3 is None else s3.reader.env())
     store = PostgresStore(
-        clean_url, max_connections=profile.executor_threads + profile.seeder_threads
+        store_url,
+        max_connections=profile.executor_threads + profile.seeder_threads,
+        pooler=Pooler(profile.pooler),
     )
     store.open()
     started = time.monotonic()
@@ -535,6 +583,7 @@ def _run(
         stop_faults.set()
         replicas.stop_all()
         store.close()
+        pooled.close()
         proxies.close()
     if idle is not None:
         run.notes.append(
@@ -603,6 +652,12 @@ def _operator_line(events: list[dict[str, Any]], rows: list[dict[str, Any]]) -> 
 
 
 def _failover_lines(pg: Database, profile: Profile) -> list[str]:
+    if isinstance(pg, PatroniCluster):
+        return [
+            f"patroni {f.kind}: {f.old_leader} -> {f.new_leader}, new leader writable in "
+            f"{f.seconds_to_promote:.1f}s, three members streaming {f.seconds_to_rejoin:.1f}s later"
+            for f in pg.failovers
+        ]
     if not isinstance(pg, ReplicatedPostgres):
         return []
     return [
@@ -746,7 +801,7 @@ def _inject_faults(
             continue
         if failover_at and elapsed >= failover_at[0]:
             failover_at.pop(0)
-            assert isinstance(pg, ReplicatedPostgres)
+            assert isinstance(pg, ReplicatedPostgres | PatroniCluster)
             record = pg.failover()
             # Asynchronous replication may lose what the old primary acknowledged last.
             losses.append(LossPoint(record.killed_at_ns, acknowledged=not pg.synchronous))

@@ -13,7 +13,8 @@ import random
 
 import pytest
 
-from .harness import FAILOVER_ASYNC, FAILOVER_SYNC, Profile, run_profile
+from . import patroni
+from .harness import FAILOVER_ASYNC, FAILOVER_SYNC, PATRONI_FAILOVER, Profile, run_profile
 
 pytestmark = pytest.mark.contention
 
@@ -34,3 +35,24 @@ def test_failovers_converge_without_violations(
     if profile.replication == "sync":
         assert not report.verdict.lost, "synchronous replication lost an acknowledged write"
     assert report.verdict.operations["inspect"] >= profile.controls // 2
+
+
+@pytest.mark.skipif(
+    not os.environ.get("RESOLVER_TEST_PATRONI"),
+    reason="opt-in (several minutes, 8 replicas and a Patroni cluster): RESOLVER_TEST_PATRONI=1",
+)
+def test_patroni_failovers_lose_no_acknowledged_write(capsys: pytest.CaptureFixture[str]) -> None:
+    """Patroni's own failovers on etcd (switchover, leader SIGKILLed, leader cut off from
+    etcd) with synchronous_mode on, reached through a multi-host URL."""
+    missing = patroni.available()
+    if missing:
+        pytest.skip(missing)
+    seed = int(
+        os.environ.get("RESOLVER_TEST_CONTENTION_SEED") or random.SystemRandom().randrange(2**31)
+    )
+    report = run_profile(PATRONI_FAILOVER, seed)
+    with capsys.disabled():
+        print("\n" + report.render())
+    assert report.ok, report.render()
+    assert report.faults["failover"] == PATRONI_FAILOVER.failovers
+    assert not report.verdict.lost, "synchronous_mode lost an acknowledged write"

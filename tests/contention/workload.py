@@ -57,6 +57,7 @@ MANUAL_SHAPES: tuple[tuple[FindingKind, ...], ...] = (
 )
 
 
+EVIDENCE_URL_ENV = "RESOLVER_EVIDENCE_DATABASE_URL"
 RECEIPT_TYPE = "db.receipt"
 """Settled by the built-in `internal_mutation` provider from signed receipts."""
 RECEIPT_KEYS = {"k1": "6b" * 32}
@@ -70,10 +71,11 @@ with object storage only, `provider_config(object_settings=...)`)."""
 
 def provider_config(object_settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """The YAML document every replica loads (RESOLVER_CONFIG)."""
-    scripted = {t: {"provider": "scripted", "timeout_seconds": 1} for t in SCRIPTED_TYPES}
+    # Evidence is read as a deployment reads it: through the evidence URL (replica_env).
+    source = {"provider": "scripted", "timeout_seconds": 1, "database_url_env": EVIDENCE_URL_ENV}
+    scripted = {t: dict(source) for t in SCRIPTED_TYPES}
     scripted[ESCALATING_TYPE] = {
-        "provider": "scripted",
-        "timeout_seconds": 1,
+        **source,
         "escalate_after_seconds": {"missing": ESCALATE_AFTER_SECONDS},
     }
     builtin = {

@@ -123,8 +123,12 @@ def crash(store: PostgresStore, count: int, now_ms: int | None = None) -> list[E
 
 
 @contextmanager
-def role_database(pg_server: str) -> Iterator[RoleDatabase]:
-    """A fresh database with every role; the roles this run created are dropped after."""
+def role_database(pg_server: str, *, managed: bool = False) -> Iterator[RoleDatabase]:
+    """A fresh database with every role; the roles this run created are dropped after.
+
+    `managed`: as on a managed service, an administrator with CREATEROLE and CREATEDB only
+    (no superuser) creates the database and runs roles.sql; `admin` is then its URL.
+    """
     with psycopg.connect(pg_server, autocommit=True) as lock:
         lock.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))
         existing = {
@@ -134,14 +138,24 @@ def role_database(pg_server: str) -> Iterator[RoleDatabase]:
             )
         }
         name = f"resolver_roles_{uuid.uuid4().hex[:8]}"
-        lock.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        admin = with_database(pg_server, name)
+        admin_role = f"{name}_admin" if managed else None
+        creator = pg_server
+        if admin_role is not None:
+            password = secrets.token_urlsafe(16)
+            lock.execute(
+                sql.SQL("CREATE ROLE {} LOGIN CREATEROLE CREATEDB PASSWORD {}").format(
+                    sql.Identifier(admin_role), sql.Literal(password)
+                )
+            )
+            creator = as_role(pg_server, admin_role, password)
         try:
-            yield _set_up(admin, existing)
+            with psycopg.connect(creator, autocommit=True) as conn:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            yield _set_up(with_database(creator, name), existing)
         finally:
             lock.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
-            for role in set(ROLES) - existing:
+            for role in [*(set(ROLES) - existing), *([admin_role] if admin_role else [])]:
                 lock.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
             lock.execute("SELECT pg_advisory_unlock(%s)", (LOCK_KEY,))

@@ -276,3 +276,24 @@ def test_only_unavailable_findings_name_a_failure() -> None:
     assert Finding(FindingKind.CONFLICT, cause="unknown_kid").cause == "unknown_kid"
     with pytest.raises(ValueError, match="a cause goes with a failure or an unverified"):
         Finding(FindingKind.VERIFIED_SUCCEEDED, "a" * 64, "ok", cause="unknown_kid")
+
+
+
+@pytest.mark.parametrize("attrs", ["read-write", "primary"])
+def test_a_read_write_target_is_a_configuration_error_and_primary_reads(
+    database_url: str, attrs: str
+) -> None:
+    """`target_session_attrs=read-write` can never open a read-only session; `primary`
+    follows the primary through a failover and reads."""
+    db = _database(f"{database_url}?target_session_attrs={attrs}")
+    try:
+        if attrs == "primary":
+            assert db.fetch("SELECT 1 AS one", {}) == [{"one": 1}]
+            return
+        with pytest.raises(SourceMisconfigured):
+            db.fetch("SELECT 1", {})
+        finding = InternalMutationProvider(db, KEYS, 2).inspect(new_identity(None))
+        assert _classified(finding) == (FindingKind.UNAVAILABLE, ProviderFailure.CONFIGURATION)
+        assert finding.cause == "target_session_attrs_read_write"
+    finally:
+        db.close()

@@ -180,6 +180,8 @@ holds numbers as float64 and would print 1000000 as 1e+06, which the resolver re
 */}}
 {{- define "resolver.settingsEnv" -}}
 {{- $r := .Values.resolver -}}
+- name: RESOLVER_DATABASE_POOLER
+  value: {{ .Values.database.pooler | quote }}
 - name: RESOLVER_PAGE_SIZE
   value: {{ $r.pageSize | int64 | quote }}
 - name: RESOLVER_CADENCE_SECONDS

@@ -7,6 +7,49 @@
 -- bounded repetition ('^[0-9a-f]{64}$'): the same strings pass, and the check costs about a
 -- tenth (PostgreSQL's regex engine unrolls the count; migration 0017_check_char_classes).
 
+-- The domain's sets, each spelled once here and once in resolver/core/domain.py
+-- (tests/integration/schema/test_domain_sets.py compares the two). Every check, trigger
+-- condition and function reads them from these functions. All are IMMUTABLE: the planner
+-- folds a set (no arguments) to its value once per statement, and inlines a mapping (SQL,
+-- one expression) into the expression that calls it, so a check or a trigger's WHEN costs
+-- per row what the spelled-out list cost. The sets are plpgsql because the planner folds
+-- them by calling them: a plpgsql function is compiled once per session, where a SQL one is
+-- parsed and planned again at every fold (once per statement and check).
+
+-- The states an execution never leaves once it reaches one.
+CREATE FUNCTION resolver_terminal_states() RETURNS text[]
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+    RETURN ARRAY['succeeded', 'failed', 'blocked'];
+END
+$$;
+
+-- Every finding kind a provider may report.
+CREATE FUNCTION resolver_finding_kinds() RETURNS text[]
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+    RETURN ARRAY['verified_succeeded', 'verified_failed', 'still_running', 'missing',
+                 'conflict', 'unsupported', 'unavailable'];
+END
+$$;
+
+-- The terminal state verified evidence settles an execution as; NULL for a finding that
+-- verifies nothing.
+CREATE FUNCTION resolver_finding_outcome(p_finding text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE p_finding WHEN 'verified_succeeded' THEN 'succeeded'
+                          WHEN 'verified_failed' THEN 'failed' END
+$$;
+
+-- The terminal state each human decision settles an execution as; NULL for anything that is
+-- not a decision.
+CREATE FUNCTION resolver_decision_settles(p_decision text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE p_decision WHEN 'confirm_succeeded' THEN 'succeeded'
+                           WHEN 'confirm_failed' THEN 'failed'
+                           WHEN 'abandon_unknown' THEN 'blocked' END
+$$;
+
 -- What was approved, for people (migration 0020): the optional summary an executor gives at
 -- dispatch creation, {"title": ..., "facts": [{"label": ..., "value": ...}]}. Bounded and
 -- low-sensitivity by rule: at most 2048 bytes as JSON, a 1-120 character title, at most 8
@@ -112,10 +155,10 @@ CREATE TABLE approved_action_executions (
     completion_mutation_id TEXT,
     evidence_digest TEXT,
     CONSTRAINT pk_approved_action_executions PRIMARY KEY (dispatch_id),
-    CONSTRAINT ck_approved_action_executions_state_known CHECK (state IN ('leased','executing','succeeded','failed','blocked')),
+    CONSTRAINT ck_approved_action_executions_state_known CHECK (state IN ('leased','executing') OR state = ANY (resolver_terminal_states())),
     CONSTRAINT ck_approved_action_executions_counters_positive CHECK (version >= 1 AND attempt >= 1),
     CONSTRAINT ck_approved_action_executions_started_after_barrier CHECK (state = 'leased' OR started_at_ms IS NOT NULL),
-    CONSTRAINT ck_approved_action_executions_finished_iff_terminal CHECK ((state IN ('succeeded','failed','blocked')) = (finished_at_ms IS NOT NULL)),
+    CONSTRAINT ck_approved_action_executions_finished_iff_terminal CHECK ((state = ANY (resolver_terminal_states())) = (finished_at_ms IS NOT NULL)),
     CONSTRAINT ck_approved_action_executions_result_code_shape CHECK (result_code IS NULL OR (length(result_code) BETWEEN 1 AND 64 AND result_code !~ '[^a-z0-9_.-]')),
     CONSTRAINT ck_approved_action_executions_evidence_digest_hex CHECK (evidence_digest IS NULL OR (length(evidence_digest) = 64 AND evidence_digest !~ '[^0-9a-f]')),
     CONSTRAINT fk_approved_action_executions_dispatch_id FOREIGN KEY(dispatch_id) REFERENCES approved_action_dispatches (dispatch_id)
@@ -150,7 +193,7 @@ CREATE TABLE approved_action_recovery_controls (
     reason_counts JSONB DEFAULT '{}'::jsonb NOT NULL,
     CONSTRAINT pk_approved_action_recovery_controls PRIMARY KEY (dispatch_id),
     CONSTRAINT ck_approved_action_recovery_controls_status_known CHECK (status IN ('armed','manual','resolved')),
-    CONSTRAINT ck_approved_action_recovery_controls_finding_known CHECK (last_finding IS NULL OR last_finding IN ('verified_succeeded','verified_failed','still_running','missing','conflict','unsupported','unavailable')),
+    CONSTRAINT ck_approved_action_recovery_controls_finding_known CHECK (last_finding IS NULL OR last_finding = ANY (resolver_finding_kinds())),
     CONSTRAINT ck_approved_action_recovery_controls_closed_by_known CHECK (closed_by IS NULL OR closed_by IN ('completion','automatic','manual')),
     CONSTRAINT ck_approved_action_recovery_controls_closed_iff_resolved CHECK ((status = 'resolved') = (closed_by IS NOT NULL AND closed_at_ms IS NOT NULL)),
     CONSTRAINT ck_approved_action_recovery_controls_recovery_lease_whole CHECK ((recovery_token IS NULL) = (recovery_lease_expires_at_ms IS NULL) AND (recovery_token IS NULL) = (recovery_owner IS NULL)),
@@ -188,11 +231,11 @@ CREATE TABLE approved_action_recovery_resolutions (
     resolved_at_ms BIGINT NOT NULL,
     CONSTRAINT pk_approved_action_recovery_resolutions PRIMARY KEY (resolution_id),
     CONSTRAINT ck_approved_action_recovery_resolutions_source_known CHECK (source IN ('automatic','manual')),
-    CONSTRAINT ck_approved_action_recovery_resolutions_outcome_known CHECK (outcome IN ('succeeded','failed','blocked')),
+    CONSTRAINT ck_approved_action_recovery_resolutions_outcome_known CHECK (outcome = ANY (resolver_terminal_states())),
     CONSTRAINT ck_approved_action_recovery_resolutions_evidence_digest_hex CHECK (evidence_digest IS NULL OR (length(evidence_digest) = 64 AND evidence_digest !~ '[^0-9a-f]')),
     CONSTRAINT ck_approved_action_recovery_resolutions_result_code_shape CHECK (result_code IS NULL OR (length(result_code) BETWEEN 1 AND 64 AND result_code !~ '[^a-z0-9_.-]')),
     CONSTRAINT ck_approved_action_recovery_resolutions_reason_code_shape CHECK (reason_code IS NULL OR (length(reason_code) BETWEEN 1 AND 64 AND reason_code !~ '[^a-z0-9_.-]')),
-    CONSTRAINT ck_approved_action_recovery_resolutions_automatic_is_verified CHECK (source <> 'automatic' OR (finding IN ('verified_succeeded','verified_failed') AND evidence_digest IS NOT NULL AND result_code IS NOT NULL AND actor_user_id IS NULL AND outcome <> 'blocked')),
+    CONSTRAINT ck_approved_action_recovery_resolutions_automatic_is_verified CHECK (source <> 'automatic' OR (resolver_finding_outcome(finding) IS NOT NULL AND evidence_digest IS NOT NULL AND result_code IS NOT NULL AND actor_user_id IS NULL AND outcome <> 'blocked')),
     CONSTRAINT ck_approved_action_recovery_resolutions_manual_has_actor CHECK (source <> 'manual' OR (actor_user_id IS NOT NULL AND reason_code IS NOT NULL)),
     CONSTRAINT fk_approved_action_recovery_resolutions_dispatch_id FOREIGN KEY(dispatch_id) REFERENCES approved_action_dispatches (dispatch_id),
     CONSTRAINT uq_approved_action_recovery_resolutions_dispatch_id UNIQUE (dispatch_id),

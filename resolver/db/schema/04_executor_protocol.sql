@@ -486,12 +486,12 @@ DECLARE
     rule text;
 BEGIN
     rule := CASE
-        WHEN OLD.state IN ('succeeded', 'failed', 'blocked') THEN 'a terminal execution never changes'
+        WHEN OLD.state = ANY (resolver_terminal_states()) THEN 'a terminal execution never changes'
         WHEN NEW.dispatch_id <> OLD.dispatch_id THEN 'an execution keeps its dispatch_id'
         WHEN OLD.state = 'executing' AND NEW.state = 'leased'
             THEN 'executing never returns to leased'
         WHEN NOT (NEW.state = OLD.state OR (OLD.state = 'leased' AND NEW.state = 'executing')
-                  OR (OLD.state = 'executing' AND NEW.state IN ('succeeded', 'failed', 'blocked')))
+                  OR (OLD.state = 'executing' AND NEW.state = ANY (resolver_terminal_states())))
             THEN 'only leased -> executing -> terminal (the start barrier cannot be skipped)'
         WHEN NEW.version < OLD.version OR NEW.attempt < OLD.attempt
             THEN 'version and attempt never decrease'
@@ -562,7 +562,7 @@ BEGIN
     SELECT c.dispatch_id INTO left_open
     FROM approved_action_recovery_controls AS c
     WHERE c.dispatch_id = ANY ((SELECT array_agg(n.dispatch_id) FROM settled AS n
-                                WHERE n.state IN ('succeeded', 'failed', 'blocked'))::text[])
+                                WHERE n.state = ANY (resolver_terminal_states()))::text[])
       AND c.status <> 'resolved'
     LIMIT 1;
     IF FOUND THEN
@@ -628,11 +628,11 @@ $$;
 -- event would be queued, at no extra cost, and its error aborts the statement alike.
 CREATE TRIGGER approved_action_executions_state_machine
     AFTER UPDATE ON approved_action_executions FOR EACH ROW WHEN (
-    OLD.state IN ('succeeded', 'failed', 'blocked')
+    OLD.state = ANY (resolver_terminal_states())
     OR NEW.dispatch_id <> OLD.dispatch_id
     OR NOT (NEW.state = OLD.state
             OR (OLD.state = 'leased' AND NEW.state = 'executing')
-            OR (OLD.state = 'executing' AND NEW.state IN ('succeeded', 'failed', 'blocked')))
+            OR (OLD.state = 'executing' AND NEW.state = ANY (resolver_terminal_states())))
     OR NEW.version < OLD.version
     OR NEW.attempt < OLD.attempt
     OR (NEW.version = OLD.version
@@ -655,7 +655,7 @@ CREATE TRIGGER approved_action_recovery_controls_state_machine
 CREATE CONSTRAINT TRIGGER approved_action_executions_control_in_step
     AFTER UPDATE OF version ON approved_action_executions
     DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
-    WHEN (NEW.version <> OLD.version AND NEW.state NOT IN ('succeeded', 'failed', 'blocked'))
+    WHEN (NEW.version <> OLD.version AND NEW.state <> ALL (resolver_terminal_states()))
     EXECUTE FUNCTION resolver_check_control_in_step();
 
 CREATE TRIGGER approved_action_executions_settled_closed

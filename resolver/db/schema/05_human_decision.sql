@@ -100,7 +100,7 @@ CREATE TABLE recovery_two_person_rules (
     CONSTRAINT ck_recovery_two_person_rules_pattern_shape
         CHECK (action_type_pattern ~ '^([a-z][a-z0-9_.-]{0,63}[*]?|[*])$'),
     CONSTRAINT ck_recovery_two_person_rules_decision_known
-        CHECK (decision IN ('confirm_succeeded', 'confirm_failed', 'abandon_unknown'))
+        CHECK (resolver_decision_settles(decision) IS NOT NULL)
 );
 
 -- The one reading of the rules: does this decision on this action type need two people?
@@ -109,9 +109,7 @@ RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT EXISTS (
         SELECT 1 FROM recovery_two_person_rules AS r
-        WHERE r.decision = CASE p_outcome WHEN 'succeeded' THEN 'confirm_succeeded'
-                                          WHEN 'failed' THEN 'confirm_failed'
-                                          ELSE 'abandon_unknown' END
+        WHERE resolver_decision_settles(r.decision) = p_outcome
           AND (r.action_type_pattern IN (p_action_type, '*')
                OR (right(r.action_type_pattern, 1) = '*'
                    AND left(p_action_type, length(r.action_type_pattern) - 1)
@@ -152,7 +150,7 @@ CREATE TABLE recovery_proposals (
     CONSTRAINT fk_recovery_proposals_dispatch_id FOREIGN KEY (dispatch_id)
         REFERENCES approved_action_dispatches (dispatch_id) ON DELETE CASCADE,
     CONSTRAINT ck_recovery_proposals_outcome_known
-        CHECK (outcome IN ('succeeded', 'failed', 'blocked')),
+        CHECK (outcome = ANY (resolver_terminal_states())),
     CONSTRAINT ck_recovery_proposals_reason_code_shape
         CHECK (reason_code ~ '^[a-z0-9_.-]{1,64}$'),
     CONSTRAINT ck_recovery_proposals_evidence_digest_hex

@@ -61,7 +61,7 @@ CREATE TABLE recovery_late_evidence (
     CONSTRAINT fk_recovery_late_evidence_dispatch_id FOREIGN KEY (dispatch_id)
         REFERENCES approved_action_recovery_resolutions (dispatch_id) ON DELETE CASCADE,
     CONSTRAINT ck_recovery_late_evidence_finding_verified
-        CHECK (finding IN ('verified_succeeded', 'verified_failed')),
+        CHECK (resolver_finding_outcome(finding) IS NOT NULL),
     CONSTRAINT ck_recovery_late_evidence_digest_hex CHECK (evidence_digest ~ '^[0-9a-f]{64}$'),
     CONSTRAINT ck_recovery_late_evidence_result_code_shape
         CHECK (result_code ~ '^[a-z0-9_.-]{1,64}$'),
@@ -124,7 +124,7 @@ LANGUAGE sql VOLATILE AS $$
         SELECT DISTINCT ON (l.dispatch_id)
                l.dispatch_id, l.decision_mutation_id, l.decided_outcome,
                i.finding, i.evidence_digest, i.result_code, i.observation_id, i.delay_ms,
-               i.finding IN ('verified_succeeded', 'verified_failed') AS verified,
+               resolver_finding_outcome(i.finding) IS NOT NULL AS verified,
                i.finding = 'verified_' || l.decided_outcome AS agrees
         FROM locked AS l
         JOIN item AS i ON i.dispatch_id = l.dispatch_id AND i.watch_token = l.watch_token

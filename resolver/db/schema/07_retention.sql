@@ -119,7 +119,7 @@ BEGIN
             JOIN approved_action_executions AS e USING (dispatch_id)
             JOIN approved_action_dispatches AS d USING (dispatch_id)
             WHERE c.status = 'resolved' AND c.closed_at_ms < r.cutoff_ms
-              AND e.state IN ('succeeded','failed','blocked') AND e.finished_at_ms < r.cutoff_ms
+              AND e.state = ANY (resolver_terminal_states()) AND e.finished_at_ms < r.cutoff_ms
             ORDER BY c.closed_at_ms, c.dispatch_id
             LIMIT p_limit
             FOR UPDATE OF e, c, d SKIP LOCKED) AS s;
@@ -131,7 +131,7 @@ BEGIN
             JOIN approved_action_dispatches AS d USING (dispatch_id)
             WHERE c.dispatch_id = ANY (p_dispatch_ids)
               AND c.status = 'resolved' AND c.closed_at_ms < r.cutoff_ms
-              AND e.state IN ('succeeded','failed','blocked') AND e.finished_at_ms < r.cutoff_ms
+              AND e.state = ANY (resolver_terminal_states()) AND e.finished_at_ms < r.cutoff_ms
             FOR UPDATE OF e, c, d SKIP LOCKED) AS s;
     END IF;
 
@@ -230,7 +230,7 @@ LANGUAGE sql STABLE SECURITY DEFINER AS $$
          JOIN approved_action_executions AS e USING (dispatch_id)
          WHERE c.dispatch_id > p_after
            AND c.status = 'resolved' AND c.closed_at_ms < p_cutoff_ms
-           AND e.state IN ('succeeded','failed','blocked') AND e.finished_at_ms < p_cutoff_ms
+           AND e.state = ANY (resolver_terminal_states()) AND e.finished_at_ms < p_cutoff_ms
          ORDER BY c.dispatch_id
          LIMIT least(p_limit, 10000))
         UNION ALL

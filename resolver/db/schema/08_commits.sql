@@ -18,7 +18,7 @@ CREATE FUNCTION resolver_finding_status(p_finding text)
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT CASE
-        WHEN p_finding IN ('verified_succeeded', 'verified_failed') THEN 'resolved'
+        WHEN resolver_finding_outcome(p_finding) IS NOT NULL THEN 'resolved'
         WHEN p_finding IN ('conflict', 'unsupported') THEN 'manual'
         ELSE 'armed'
     END
@@ -74,7 +74,7 @@ BEGIN
 END
 $$;
 
--- 1. The automatic commit of one claimed page (see queries.sql, recovery_commit_page).
+-- 1. The automatic commit of one claimed page (see queries.sql, commit_automatic).
 CREATE FUNCTION resolver_commit_automatic(p_items json, p_now_ms bigint DEFAULT NULL)
 RETURNS TABLE (dispatch_id text, status text)
 LANGUAGE plpgsql VOLATILE AS $$
@@ -106,7 +106,7 @@ BEGIN
     -- snapshot still saw it due found it claimed since, locked its new version to recheck it
     -- and, the recheck failing, holds that lock to the end of its statement. Left out, the
     -- item would wait a whole recovery lease; so the skipped rows are waited for, briefly
-    -- (migration 0016_perf), and only what is still held after that is left out.
+    -- (migration 0016_commit_waits_skipped), and only what is still held after that is left out.
     IF cardinality(locked_executions) < cardinality(verified_ids) THEN
         locked_executions := locked_executions || resolver_commit_wait_executions(
             ARRAY(SELECT v FROM unnest(verified_ids) AS v
@@ -169,7 +169,7 @@ BEGIN
     ),
     terminal AS (
         UPDATE approved_action_executions AS e
-        SET state = CASE f.finding WHEN 'verified_succeeded' THEN 'succeeded' ELSE 'failed' END,
+        SET state = resolver_finding_outcome(f.finding),
             version = e.version + 1,
             finished_at_ms = now_ms,
             result_code = f.result_code,
@@ -223,7 +223,7 @@ BEGIN
             dispatch_id, mutation_id, source, outcome, finding, evidence_digest, result_code,
             expected_execution_version, resolved_at_ms)
         SELECT f.dispatch_id, f.mutation_id, 'automatic',
-               CASE f.finding WHEN 'verified_succeeded' THEN 'succeeded' ELSE 'failed' END,
+               resolver_finding_outcome(f.finding),
                f.finding, f.evidence_digest, f.result_code, f.execution_version, now_ms
         FROM fenced AS f
         WHERE f.status = 'resolved'
@@ -695,7 +695,7 @@ BEGIN
         RETURN NEXT;
         RETURN;
     END IF;
-    IF seen.state IN ('succeeded', 'failed', 'blocked') THEN
+    IF seen.state = ANY (resolver_terminal_states()) THEN
         RAISE EXCEPTION 'dispatch % was already settled % by %; completion % (%) drifts from it',
             quote_literal(p_dispatch_id), seen.state,
             CASE seen.source WHEN 'automatic' THEN 'an automatic resolution'

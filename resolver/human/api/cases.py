@@ -18,7 +18,10 @@ from fastapi import Depends, FastAPI, Path, Query
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from resolver.core.domain import (
+    ACTION_TYPE_REGEX,
+    BIGINT_MAX,
     ID_PATTERN,
+    ID_REGEX,
     ActionSummary,
     Case,
     CaseFilter,
@@ -34,10 +37,6 @@ from resolver.core.domain import (
 from resolver.core.ports import CaseReader
 from resolver.human.api.models import Proposal
 
-# The same bounds as the API module's (kept here to avoid an import cycle: it imports this).
-BIGINT_MAX = 2**63 - 1
-ID_REGEX = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$"
-ACTION_TYPE_REGEX = r"^[a-z][a-z0-9_.\-]{0,63}$"
 MAX_LIMIT = 100
 MAX_CURSOR_LENGTH = 300
 # `total` counts at most this many matching cases: a runaway backlog costs a bounded read.

@@ -18,6 +18,7 @@ from resolver.core.domain import (
     REASON_CODE_REGEX,
     Decision,
     OpenProposal,
+    TerminalState,
 )
 
 MAX_CURSOR_LENGTH = 300
@@ -93,7 +94,7 @@ class Proposal(BaseModel):
 
 class DecisionResponse(BaseModel):
     dispatch_id: str
-    outcome: Literal["succeeded", "failed", "blocked"]
+    outcome: TerminalState
     result: Literal["committed", "replayed", "proposed"]
     """`proposed` (HTTP 202): a two-person case; a different person must confirm."""
     proposal: Proposal | None = None

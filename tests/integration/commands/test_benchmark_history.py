@@ -98,7 +98,7 @@ def test_the_late_window_is_what_manual_decisions_leave_and_no_claim_or_commit_r
     assert "recovery_late_watches" not in json.dumps(claim)
     # The automatic commit writes resolutions of verified findings only; the watch trigger's
     # WHEN clause (manual source) is false for each, so it never opens or reads a watch.
-    assert "recovery_late_watches" not in statement("recovery_commit_page")
+    assert "recovery_late_watches" not in statement("commit_automatic")
     # The watcher's claim walks the open watches' index in due order and stops at its page
     # (its join back to the claimed rows may hash a table this small; by key at scale).
     due = [n for n in _nodes(watch) if n.get("Index Name") == "ix_recovery_late_watches_open"]

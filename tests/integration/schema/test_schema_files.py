@@ -201,12 +201,12 @@ PLANTED = {
         "trigger approved_action_dispatches.approved_action_dispatches_immutable",
     ),
     "privilege": (
-        "GRANT EXECUTE ON FUNCTION resolver_commit_page(json, bigint) TO PUBLIC",
-        "function resolver_commit_page(json,bigint)",
+        "GRANT EXECUTE ON FUNCTION resolver_commit_automatic(json, bigint) TO PUBLIC",
+        "function resolver_commit_automatic(json,bigint)",
     ),
     "search_path pin": (
-        "ALTER FUNCTION resolver_commit_page(json, bigint) RESET search_path",
-        "function resolver_commit_page(json,bigint)",
+        "ALTER FUNCTION resolver_commit_automatic(json, bigint) RESET search_path",
+        "function resolver_commit_automatic(json,bigint)",
     ),
     "comment": (
         "COMMENT ON TABLE recovery_projects IS 'planted'",

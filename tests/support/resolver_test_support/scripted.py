@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
 
 from resolver.core.domain import (
     DispatchIdentity,
@@ -33,6 +32,7 @@ from resolver.core.domain import (
 )
 from resolver.core.errors import ConfigError
 from resolver.core.provider import Capability
+from resolver.db.connect import Profile, connect, pooler_from_env, transaction
 
 SCRIPT_TABLE_DDL = """
 CREATE TABLE IF NOT EXISTS scripted_evidence (
@@ -200,7 +200,7 @@ class TableScriptedProvider(ScriptedProvider):
     def _read(self, ids: list[str]) -> list[dict[str, Any]]:
         try:
             conn = self._connection()
-            with conn.transaction():
+            with transaction(conn, self._profile()):
                 return conn.execute(_READ, {"ids": ids}).fetchall()
         except psycopg.Error:
             # A dead connection is dropped; the reconciler turns the error into `unavailable`.
@@ -209,16 +209,21 @@ class TableScriptedProvider(ScriptedProvider):
 
     def _connection(self) -> psycopg.Connection[dict[str, Any]]:
         if self._conn is None or self._conn.closed:
-            conn = psycopg.connect(
-                self._url,
-                row_factory=dict_row,
-                connect_timeout=max(1, int(self.timeout_seconds)),
-                application_name="resolver-evidence:scripted",
-                options=f"-c statement_timeout={int(self.timeout_seconds * 1000)}",
-            )
+            conn = connect(self._url, self._profile(), dict_rows=True)
             conn.read_only = True  # the provider can read evidence, never write it
             self._conn = conn
         return self._conn
+
+    def _profile(self) -> Profile:
+        # The resolver's own builder: behind a pooler it prepares nothing and sets the
+        # timeout per transaction, as the product's providers do.
+        return Profile(
+            application_name="resolver-evidence:scripted",
+            connect_timeout_seconds=self.timeout_seconds,
+            settings={"statement_timeout": int(self.timeout_seconds * 1000)},
+            pooler=pooler_from_env(),
+            read_only=True,
+        )
 
     def _drop(self) -> None:
         if self._conn is not None:

@@ -220,7 +220,7 @@ BEGIN
     -- snapshot still saw it due found it claimed since, locked its new version to recheck it
     -- and, the recheck failing, holds that lock to the end of its statement. Left out, the
     -- item would wait a whole recovery lease; so the skipped rows are waited for, briefly
-    -- (migration 0016_perf), and only what is still held after that is left out.
+    -- (migration 0016_commit_waits_skipped), and only what is still held after that is left out.
     IF cardinality(locked_executions) < cardinality(verified_ids) THEN
         locked_executions := locked_executions || resolver_commit_wait_executions(
             ARRAY(SELECT v FROM unnest(verified_ids) AS v
@@ -283,7 +283,7 @@ BEGIN
     ),
     terminal AS (
         UPDATE approved_action_executions AS e
-        SET state = CASE f.finding WHEN 'verified_succeeded' THEN 'succeeded' ELSE 'failed' END,
+        SET state = resolver_finding_outcome(f.finding),
             version = e.version + 1,
             finished_at_ms = now_ms,
             result_code = f.result_code,
@@ -337,7 +337,7 @@ BEGIN
             dispatch_id, mutation_id, source, outcome, finding, evidence_digest, result_code,
             expected_execution_version, resolved_at_ms)
         SELECT f.dispatch_id, f.mutation_id, 'automatic',
-               CASE f.finding WHEN 'verified_succeeded' THEN 'succeeded' ELSE 'failed' END,
+               resolver_finding_outcome(f.finding),
                f.finding, f.evidence_digest, f.result_code, f.execution_version, now_ms
         FROM fenced AS f
         WHERE f.status = 'resolved'
@@ -549,7 +549,7 @@ BEGIN
         RETURN NEXT;
         RETURN;
     END IF;
-    IF seen.state IN ('succeeded', 'failed', 'blocked') THEN
+    IF seen.state = ANY (resolver_terminal_states()) THEN
         RAISE EXCEPTION 'dispatch % was already settled % by %; completion % (%) drifts from it',
             quote_literal(p_dispatch_id), seen.state,
             CASE seen.source WHEN 'automatic' THEN 'an automatic resolution'

@@ -3,7 +3,7 @@
 The SQL is ../sql/0020_informed_decision.up.sql and .down.sql, run as it is.
 
 Revision ID: 0020_informed_decision
-Revises: 0018_late_expire_index
+Revises: 0019_domain_sets
 Create Date: 2026-12-03
 
 A dispatch may carry a bounded, low-sensitivity summary of the approved action for people
@@ -19,7 +19,7 @@ from __future__ import annotations
 from resolver.db.schema_files import apply_migration
 
 revision = "0020_informed_decision"
-down_revision = "0018_late_expire_index"
+down_revision = "0019_domain_sets"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,148 @@
+"""Each domain set is spelled once in the database and once in Python, and the two agree.
+
+The database reads its sets from resolver_terminal_states(), resolver_finding_kinds(),
+resolver_finding_outcome(), resolver_decision_settles() and the routing rule
+resolver_finding_status(); Python from resolver.core.domain. The console's copies of the
+shapes are compared with Python's too.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from resolver.core.domain import (
+    ACTION_TYPE_PATTERN,
+    ACTION_TYPE_REGEX,
+    BIGINT_MAX,
+    FINDING_ROUTE,
+    ID_REGEX,
+    REASON_CODE_REGEX,
+    TERMINAL_STATES,
+    Decision,
+    ExecutionState,
+    Finding,
+    FindingKind,
+    Outcome,
+)
+from resolver.db.schema_files import schema_script
+
+ROOT = Path(__file__).resolve().parents[3]
+CONSOLE = ROOT / "resolver" / "human" / "console" / "app.js"
+
+
+def _one(url: str, query: str, *params: object) -> object:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(query, params or None).fetchone()  # type: ignore[arg-type]
+    assert row is not None
+    return row[0]
+
+
+def test_the_terminal_states_are_one_set(database_url: str) -> None:
+    in_sql = _one(database_url, "SELECT resolver_terminal_states()")
+    assert set(in_sql) == {state.value for state in TERMINAL_STATES}  # type: ignore[call-overload]
+    assert set(ExecutionState) > TERMINAL_STATES
+
+
+def test_the_finding_kinds_and_their_routing_are_one_rule(database_url: str) -> None:
+    kinds = [kind.value for kind in FindingKind]
+    assert set(_one(database_url, "SELECT resolver_finding_kinds()")) == set(kinds)  # type: ignore[call-overload]
+    routes = _one(
+        database_url,
+        "SELECT json_object_agg(k, resolver_finding_status(k)) FROM unnest(%s::text[]) AS k",
+        kinds,
+    )
+    assert routes == {kind.value: status.value for kind, status in FINDING_ROUTE.items()}
+    assert set(FINDING_ROUTE) == set(FindingKind)
+
+
+def test_what_verified_evidence_settles_is_one_mapping(database_url: str) -> None:
+    settles = _one(
+        database_url,
+        "SELECT json_object_agg(k, resolver_finding_outcome(k)) FROM unnest(%s::text[]) AS k",
+        [kind.value for kind in FindingKind],
+    )
+    in_python: dict[str, str | None] = {kind.value: None for kind in FindingKind}
+    for outcome in Outcome:
+        finding = Finding.verified(outcome, "0" * 64, "ok")
+        in_python[finding.kind.value] = finding.outcome.value if finding.outcome else None
+    assert settles == in_python
+
+
+def test_what_each_decision_settles_is_one_mapping(database_url: str) -> None:
+    names = [decision.value for decision in Decision] + ["not_a_decision"]
+    settles = _one(
+        database_url,
+        "SELECT json_object_agg(d, resolver_decision_settles(d)) FROM unnest(%s::text[]) AS d",
+        names,
+    )
+    assert settles == {
+        **{decision.value: decision.terminal_state.value for decision in Decision},
+        "not_a_decision": None,
+    }
+    # Every decision settles a terminal state, and each terminal state has its decision.
+    assert {decision.terminal_state for decision in Decision} == TERMINAL_STATES
+
+
+ACTION_TYPES = [
+    *["a", "z" * 64, "z" * 65, "", "a.b_c-d", "a0", "pkg.install", "A", "0a", "_a", ".a"],
+    *["a b", "a\n", "a/b", "a:b", "aé", "a*", "a" + "-" * 63],
+]
+
+
+def test_python_and_the_database_check_one_action_type_shape(database_url: str) -> None:
+    assert f"p_action_type ~ '{ACTION_TYPE_REGEX}'" in schema_script()
+    verdicts = _one(
+        database_url,
+        "SELECT json_object_agg(v, v ~ %s) FROM unnest(%s::text[]) AS v",
+        ACTION_TYPE_REGEX,
+        ACTION_TYPES,
+    )
+    assert verdicts == {v: ACTION_TYPE_PATTERN.match(v) is not None for v in ACTION_TYPES}
+
+
+def test_the_bigint_bound_is_the_databases(database_url: str) -> None:
+    assert _one(database_url, "SELECT %s::numeric::bigint", BIGINT_MAX) == BIGINT_MAX
+    with pytest.raises(psycopg.errors.NumericValueOutOfRange):
+        _one(database_url, "SELECT %s::numeric::bigint", BIGINT_MAX + 1)
+
+
+# Each set as an inline list, in either quoting: where the grep of the spelled-out set looks.
+TERMINAL_LIST = re.compile(r"""(['"])succeeded\1,\s*(['"])failed\2,\s*(['"])blocked\3""")
+
+
+def _spellings(paths: list[Path]) -> list[str]:
+    return [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in paths
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if TERMINAL_LIST.search(line)
+    ]
+
+
+def test_the_terminal_set_is_spelled_once_in_sql_and_once_in_python() -> None:
+    resolver = ROOT / "resolver"
+    migrations = resolver / "db" / "migrations"
+    sql = [p for p in resolver.rglob("*.sql") if migrations not in p.parents]
+    python = list(resolver.rglob("*.py"))
+    assert [s.split(":")[0] for s in _spellings(sql)] == ["resolver/db/schema/01_recovery_core.sql"]
+    assert [s.split(":")[0] for s in _spellings(python)] == ["resolver/core/domain.py"]
+
+
+def _js_regex(name: str) -> str:
+    match = re.search(rf"const {name} = /(.+)/;", CONSOLE.read_text(encoding="utf-8"))
+    assert match, f"{name} not found in {CONSOLE.name}"
+    return match.group(1)
+
+
+def test_the_consoles_shapes_are_pythons() -> None:
+    assert _js_regex("ID_SHAPE") == ID_REGEX
+    # The reason code as an HTML `pattern` attribute: anchored by the browser, escaped once
+    # more inside the JavaScript string.
+    source = CONSOLE.read_text(encoding="utf-8")
+    attributes = set(re.findall(r'name: "reason_code"[^}]*pattern: "([^"]+)"', source))
+    unescaped = {a.replace("\\\\", "\\") for a in attributes}
+    assert unescaped == {REASON_CODE_REGEX.removeprefix("^").removesuffix("$")}
