@@ -359,7 +359,7 @@ SELECT c.dispatch_id, d.project_id, d.action_type, c.last_finding, c.finding_cou
                      WHEN 'last_finding' THEN coalesce(c.last_finding, '') ELSE '' END AS sort_key,
        -- The decisions a two-person rule covers for this action type (shown before anyone
        -- decides).
-       ARRAY(SELECT o FROM unnest(ARRAY['succeeded', 'failed', 'blocked']) AS o
+       ARRAY(SELECT o FROM unnest(resolver_terminal_states()) AS o
              WHERE resolver_needs_two_people(d.action_type, o)) AS two_person_outcomes
 FROM approved_action_recovery_controls AS c
 JOIN approved_action_dispatches AS d USING (dispatch_id)
@@ -421,7 +421,7 @@ SELECT c.dispatch_id, d.project_id, d.action_type, c.last_finding, c.finding_cou
                      WHEN 'last_finding' THEN coalesce(c.last_finding, '') ELSE '' END AS sort_key,
        -- The decisions a two-person rule covers for this action type (shown before anyone
        -- decides).
-       ARRAY(SELECT o FROM unnest(ARRAY['succeeded', 'failed', 'blocked']) AS o
+       ARRAY(SELECT o FROM unnest(resolver_terminal_states()) AS o
              WHERE resolver_needs_two_people(d.action_type, o)) AS two_person_outcomes
 FROM approved_action_recovery_controls AS c
 JOIN approved_action_dispatches AS d USING (dispatch_id)
@@ -537,7 +537,7 @@ SELECT d.dispatch_id, d.approval_request_id, d.project_id, d.action_type, d.acti
        c.last_failure_class, c.last_evidence_digest, c.next_scan_at_ms, c.manual_at_ms,
        c.manual_reason, c.closed_by, c.closed_at_ms, c.last_reason, c.reason_counts,
        d.action_summary,
-       ARRAY(SELECT o FROM unnest(ARRAY['succeeded', 'failed', 'blocked']) AS o
+       ARRAY(SELECT o FROM unnest(resolver_terminal_states()) AS o
              WHERE resolver_needs_two_people(d.action_type, o)) AS two_person_outcomes,
        r.source AS resolution_source, r.outcome AS resolution_outcome,
        r.reason_code AS resolution_reason_code, r.actor_user_id AS resolution_actor_user_id,
