@@ -9,13 +9,13 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg import sql
 
 from resolver.db import migrate
 from resolver.demo import localpg
-from resolver_test_support.postgres import with_database
 
 # Settings of the private cluster. pg_stat_statements counts statements per resolution.
 PRIVATE_SETTINGS = {
@@ -39,7 +39,8 @@ class Server:
     has_pg_stat_statements: bool
 
     def database(self, name: str) -> str:
-        return with_database(self.url, name)
+        parts = urlsplit(self.url)
+        return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
 
 
 @contextlib.contextmanager

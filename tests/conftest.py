@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import psycopg
 import pytest
@@ -11,11 +11,60 @@ from psycopg.rows import dict_row
 from resolver.db.readonly import ReadOnlyDatabase
 from resolver.db.repository import PostgresStore
 from resolver.executor.client import ExecutionClient
-from resolver_test_support.postgres import DatabaseFactory, test_server
 from tests.helpers.database import EXEC_LEASE_MS, SQL, World
+from tests.helpers.postgres import DatabaseFactory, test_server
 
 # The provider contract kit, used the way a provider author would: as a pytest plugin.
 pytest_plugins = ["resolver.evidence.contract"]
+
+# Fixtures whose state outlives a worker's own databases (cluster-wide roles, a directory the
+# Node.js tests share): every test that uses one runs on the same worker, one after another.
+SHARED_STATE_GROUPS = {
+    "role_db": "database-roles",
+    "node_sdk": "node-sdk",
+}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_cmdline_main(config: pytest.Config) -> Generator[None, object, object]:
+    """`python -m pytest` alone runs in parallel: one worker per core, tests handed out one at
+    a time except the groups below. `-n0` or `-p no:xdist` run everything in this process."""
+    xdist = config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput")
+    if xdist and config.option.numprocesses is None and config.option.dist == "no":
+        config.option.numprocesses = "auto"
+        config.option.dist = "loadgroup"
+    return (yield)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Keep together on one worker what must not be split (pytest-xdist's `loadgroup`): a
+    module whose fixtures live longer than a test (built once, not once per worker or every
+    time tests of another module came in between), and tests sharing state beyond a database.
+
+    Runs before xdist reads the marks; without xdist the marks change nothing.
+    """
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        group = next(
+            (SHARED_STATE_GROUPS[f] for f in item.fixturenames if f in SHARED_STATE_GROUPS), None
+        )
+        if group is None and _has_fixture_beyond_a_test(item):
+            group = item.nodeid.split("::", 1)[0]
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _has_fixture_beyond_a_test(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(
+        defs[-1].scope in ("class", "module", "package")
+        for defs in info.name2fixturedefs.values()
+        if defs
+    )
 
 
 @pytest.fixture(scope="session")

@@ -168,7 +168,7 @@ def sql_surface(database_url: str) -> Surface:
 
 @contextmanager
 def migrated_database(server_url: str | None) -> Iterator[str]:
-    from resolver_test_support.postgres import DatabaseFactory, test_server
+    from tests.helpers.postgres import DatabaseFactory, test_server
 
     @contextmanager
     def server() -> Iterator[str]:

@@ -29,6 +29,7 @@ from resolver.app.composition import (
     build_replica,
     build_verifier,
     configure_logging,
+    demo_replica,
     migration_policy,
     open_store,
     serve_endpoints,
@@ -366,6 +367,7 @@ def demo_cmd(
             count=count,
             data_dir=data_dir.resolve(),
             echo=click.echo,
+            build_replica=demo_replica,
             object_store=object_store,
             object_bucket=object_bucket,
         )

@@ -1,5 +1,6 @@
 """Composition root: settings in, a wired replica (store, registry, runtime bundle,
-reconciler, lifecycle) or API process out."""
+reconciler, lifecycle) or API process out. Telemetry (logs, metrics, traces, the providers'
+health) joins the algorithm here, as cycle-event subscribers: `resolver.core` builds none."""
 
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ from prometheus_client import (
     disable_created_metrics,
 )
 
-from resolver.app.config import Settings, load_provider_config
+from resolver.app.config import Settings, load_provider_config, load_settings
 from resolver.core.errors import ConfigError
 from resolver.core.events import CycleEvents
 from resolver.core.late_evidence import LateEvidenceSettings, LateEvidenceWatcher
+from resolver.core.liveness import Probe, liveness_bound_seconds
 from resolver.core.provider import ProviderRegistry, build_registry, installed_entry_points
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.replica import LoopSettings, Replica
@@ -30,7 +32,8 @@ from resolver.db.repository import PostgresStore
 from resolver.db.retention import PostgresRetention
 from resolver.telemetry import jsonlogs
 from resolver.telemetry.api_metrics import ApiMetrics
-from resolver.telemetry.health import Probe, ReadinessCheck, liveness_bound_seconds
+from resolver.telemetry.health import ProviderHealth, ReadinessCheck
+from resolver.telemetry.logs import CycleLog
 from resolver.telemetry.metrics import (
     BacklogCollector,
     ResolverMetrics,
@@ -43,6 +46,7 @@ from resolver.telemetry.tracing import tracing_from_env
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
+    from opentelemetry.trace import Tracer
 
     from resolver.human.auth import TokenVerifier
 
@@ -97,7 +101,47 @@ def load_registry(settings: Settings) -> ProviderRegistry:
     return registry
 
 
-ReplicaService = Replica[PostgresStore]
+@dataclass(frozen=True)
+class Telemetry:
+    """The subscribers telemetry hangs on the cycle events, in order: the providers' health
+    (for readiness), logs, metrics (when given), traces (when the tracer records)."""
+
+    provider_health: ProviderHealth
+    metrics: ResolverMetrics | None
+    subscribers: tuple[CycleEvents, ...]
+
+
+def build_telemetry(
+    logger: Any = None, *, metrics: ResolverMetrics | None = None, tracer: Tracer | None = None
+) -> Telemetry:
+    """Logs go to `logger` (the runtime's; by default the "resolver" logger). No tracer (or
+    one that records nothing): no tracing subscriber, and the OpenTelemetry API is not even
+    imported."""
+    health = ProviderHealth()
+    logs = CycleLog(logger if logger is not None else structlog.get_logger("resolver"))
+    subscribers: list[CycleEvents] = [health, logs]
+    if metrics is not None:
+        subscribers.append(metrics)
+    if tracer is not None and _records(tracer):
+        from resolver.telemetry.cycle_trace import CycleTrace
+
+        subscribers.append(CycleTrace(tracer))
+    return Telemetry(health, metrics, tuple(subscribers))
+
+
+def _records(tracer: Tracer) -> bool:
+    # Imported only with a tracer given, which the caller has imported the API to make.
+    from opentelemetry.trace import NoOpTracer
+
+    return not isinstance(tracer, NoOpTracer)
+
+
+class ReplicaService(Replica[PostgresStore]):
+    """A replica as `resolver run` wires it: the loop, and the telemetry its endpoints read."""
+
+    def __init__(self, *args: Any, telemetry: Telemetry, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.telemetry = telemetry
 
 
 def _process_metrics(registry: CollectorRegistry) -> None:
@@ -154,10 +198,13 @@ def build_replica(
     tracing = tracing_from_env(settings.replica_id)
     store = open_store(settings)
     metrics_registry = metrics_registry if metrics_registry is not None else CollectorRegistry()
+    logger = structlog.get_logger("resolver")
+    telemetry = build_telemetry(
+        logger, metrics=build_metrics(settings, store, metrics_registry), tracer=tracing.tracer
+    )
     runtime = Runtime(
-        tracer=tracing.tracer,
-        metrics=build_metrics(settings, store, metrics_registry),
-        subscribers=(*installed_subscribers(settings), *subscribers),
+        logger=logger,
+        subscribers=(*telemetry.subscribers, *installed_subscribers(settings), *subscribers),
     )
     reconciler = Reconciler(
         store,
@@ -187,7 +234,7 @@ def build_replica(
         ),
         runtime,
     )
-    return Replica(
+    return ReplicaService(
         reconciler,
         LoopSettings(
             cadence_seconds=settings.cadence_seconds,
@@ -200,7 +247,15 @@ def build_replica(
         # Provider pools, then spans still queued for export, then the store.
         resources=(registry.close, tracing.shutdown, store.close),
         late_evidence=late_evidence,
+        telemetry=telemetry,
     )
+
+
+def demo_replica(database_url: str, registry: ProviderRegistry) -> ReplicaService:
+    """`resolver demo`'s replica: a short cadence and backoff, so the seeded crashes settle in
+    seconds."""
+    settings = load_settings(database_url=database_url, cadence_seconds=0.1, backoff_base_seconds=1)
+    return build_replica(settings, registry)
 
 
 def serve_endpoints(replica: ReplicaService, settings: Settings) -> ObservabilityServer | None:
@@ -208,13 +263,13 @@ def serve_endpoints(replica: ReplicaService, settings: Settings) -> Observabilit
     stop when the replica closes."""
     if settings.http_port == 0:
         return None
-    metrics = replica.runtime.metrics
+    metrics = replica.telemetry.metrics
     registry = metrics.registry if metrics is not None else CollectorRegistry()
     readiness = readiness_check(
         replica.store,
         settings.require_database_url(),
         settings.connect_timeout_seconds,
-        providers=replica.runtime.provider_health.report,
+        providers=replica.telemetry.provider_health.report,
         pooler=settings.database_pooler,
     )
     server = _listen(settings, registry, replica.health, readiness).start()

@@ -22,10 +22,10 @@ import structlog
 
 from resolver.app.config import Settings
 from resolver.core.errors import ResolverError, SchemaNotReady, StorageUnavailable
+from resolver.core.liveness import Heartbeat
 from resolver.core.replica import Replica
 from resolver.db import migrate as migrations
 from resolver.db.connect import Pooler
-from resolver.telemetry.health import Heartbeat
 
 log = structlog.get_logger("resolver.cli")
 

@@ -20,9 +20,9 @@ import msgspec
 
 from resolver.core.errors import StorageUnavailable
 from resolver.core.late_evidence import LateEvidenceWatcher
+from resolver.core.liveness import LivenessCheck, Probe
 from resolver.core.reconciler import Reconciler
 from resolver.core.runtime import Runtime
-from resolver.telemetry.health import LivenessCheck, Probe
 
 StoreT = TypeVar("StoreT")
 

@@ -10,8 +10,6 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from resolver.app.composition import build_replica
-from resolver.app.config import load_settings
 from resolver.core.domain import (
     DispatchSpec,
     ExecutionLease,
@@ -21,9 +19,11 @@ from resolver.core.domain import (
 )
 from resolver.core.ports import ExecutionStore
 from resolver.core.provider import ProviderRegistry, build_registry
+from resolver.core.replica import Replica
 from resolver.db import migrate as migrations
 from resolver.db import session
 from resolver.db.connect import pooler_from_env
+from resolver.db.repository import PostgresStore
 from resolver.demo import localpg
 from resolver.evidence.receipts import KEYS_ENV, KeyRing
 from resolver.executor.client import ExecutionClient
@@ -32,9 +32,14 @@ from resolver.executor.receipts import write_receipt
 # `demo.internal` has internal receipts, `demo.shell` is manual-only, `demo.unmapped` has no
 # provider at all.
 INTERNAL, SHELL, UNMAPPED = "demo.internal", "demo.shell", "demo.unmapped"
-# Long enough for a lease and the start after it on a loaded host or through a pooler (a
-# shorter one lapsed between the two), short enough to keep the demo quick.
-CRASHED_LEASE_SECONDS = 0.6
+# Long enough for a lease, the start after it and the receipt written under it on a loaded
+# host or through a pooler (0.2 s lapsed in between); the demo waits twice this for the
+# leases to lapse.
+CRASHED_LEASE_SECONDS = 1.0
+
+# A replica on the given database and providers, not started: the composition root's to
+# build (`resolver.app.composition.demo_replica`), so the demo never imports the app shell.
+ReplicaFactory = Callable[[str, ProviderRegistry], Replica[PostgresStore]]
 
 
 def run(
@@ -42,6 +47,7 @@ def run(
     count: int,
     data_dir: Path,
     echo: Callable[[str], None],
+    build_replica: ReplicaFactory,
     object_store: str | None = None,
     object_bucket: str = "receipts",
 ) -> None:
@@ -60,14 +66,13 @@ def run(
             f"(kid {keys.current_kid}); real deployments load keys from RESOLVER_RECEIPT_KEYS "
             "or RESOLVER_SECRETS_DIR"
         )
-        settings = load_settings(database_url=url, cadence_seconds=0.1, backoff_base_seconds=1)
         objects = None if object_store is None else (object_store, object_bucket)
         if objects is not None:
             from resolver.demo import objects as object_demo
 
             object_demo.ensure_bucket(*objects)
             echo(f"receipt objects go to {object_store}, bucket {object_bucket}")
-        replica = build_replica(settings, demo_registry(url, keys, objects))
+        replica = build_replica(url, demo_registry(url, keys, objects))
         try:
             client = ExecutionClient(
                 replica.store, owner="demo-executor", lease_seconds=CRASHED_LEASE_SECONDS

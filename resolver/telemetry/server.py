@@ -13,7 +13,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
-from resolver.telemetry.health import Probe
+from resolver.core.liveness import Probe
 
 log = structlog.get_logger("resolver.telemetry")
 

@@ -26,6 +26,7 @@ from resolver.db import migrate
 from resolver.db.connect import Pooler
 from resolver.db.repository import PostgresStore
 from resolver.demo import localpg
+from tests.helpers.fault_proxy import FaultProxy
 from tests.helpers.pgbouncer import pgbouncer
 from tests.helpers.s3 import BUCKET, PREFIX, S3Server, running_s3_server
 
@@ -40,7 +41,6 @@ from .checker import (
 )
 from .operators import HUMAN_POLICY, Operators, grant_operators
 from .patroni import PatroniCluster
-from .proxy import FaultProxy
 from .replication import ReplicatedPostgres
 from .workload import (
     OBJECT_TYPE,

@@ -27,7 +27,8 @@ import psycopg
 import yaml
 from psycopg.rows import dict_row
 
-from .proxy import FaultProxy
+from tests.helpers.fault_proxy import FaultProxy
+
 from .replication import _children, _kill
 
 MEMBERS = 3

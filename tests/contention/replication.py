@@ -24,8 +24,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from resolver.demo import localpg
-
-from .proxy import FaultProxy
+from tests.helpers.fault_proxy import FaultProxy
 
 STREAM_LATENCY_SECONDS = 0.02
 """Each chunk of the replication stream waits this long in its proxy: a standby in another

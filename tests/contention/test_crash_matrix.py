@@ -46,7 +46,13 @@ from .workload import (
 
 pytestmark = pytest.mark.contention
 
-DEADLINE_SECONDS = 30.0
+# A bound on waiting, never a pause: generous, since a loaded machine (CI beside other jobs,
+# the suite's own parallel workers) may take many seconds to start a replica process.
+DEADLINE_SECONDS = 90.0
+# The crashed executor's lease: long enough that its own steps (lease, start, the receipt
+# written under the lease) finish inside it on a loaded machine, where 50 ms did not; the
+# replica started next takes about as long to start as the lease takes to lapse.
+EXECUTOR_LEASE_SECONDS = 1.0
 FINDINGS = {
     "internal_mutation": (Kind.CRASHED_VERIFIED, "resolved", "succeeded"),
     "verified_succeeded": (Kind.CRASHED_VERIFIED, "resolved", "succeeded"),
@@ -141,7 +147,7 @@ def test_resolver_killed_at_a_boundary_converges(
         # The executor wrote its signed receipt with the mutation, then died: the built-in
         # provider verifies the receipt.
         d = "d-crash"
-        run_executor(database_url, d, ExecutorCrash.AFTER_EFFECT, 0.05, finding)
+        run_executor(database_url, d, ExecutorCrash.AFTER_EFFECT, EXECUTOR_LEASE_SECONDS, finding)
         plan = Plan(
             _spec(d, RECEIPT_TYPE), Kind.CRASHED_VERIFIED, None, receipt_outcome=Outcome.SUCCEEDED
         )
@@ -150,7 +156,7 @@ def test_resolver_killed_at_a_boundary_converges(
         write_scripts(db, [plan])
         with PostgresStore(database_url) as store:
             history = FileHistory(workdir / "history" / "seeder.jsonl", "seeder")
-            seed_crashed(store, plan, history, 0.05)
+            seed_crashed(store, plan, history, EXECUTOR_LEASE_SECONDS)
         d = plan.spec.dispatch_id
 
     doomed = run_replica(database_url, workdir, "doomed", RESOLVER_TEST_CRASH_AT=point.value)

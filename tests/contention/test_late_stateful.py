@@ -33,8 +33,8 @@ from resolver.core.domain import (
 from resolver.db.repository import PostgresStore
 from resolver.executor.client import ExecutionClient
 from resolver.human.manual import ManualResolutionService
-from resolver_test_support.postgres import DatabaseFactory
 from tests.helpers.database import T0, new_spec
+from tests.helpers.postgres import DatabaseFactory
 
 LEASE_MS = 1_000
 WINDOW_MS = 6_000

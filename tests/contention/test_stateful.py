@@ -46,8 +46,8 @@ from resolver.core.errors import (
 from resolver.db.repository import PostgresStore
 from resolver.executor.client import CompletionResult, ExecutionClient
 from resolver.human.manual import ManualResolutionService
-from resolver_test_support.postgres import DatabaseFactory
 from tests.helpers.database import T0, new_spec
+from tests.helpers.postgres import DatabaseFactory
 
 pytestmark = pytest.mark.contention
 

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from deploy.prometheus import render_alerts
-from tests.deploy.k8s import CHART, helm, one, render
+from tests.helpers.k8s import CHART, helm, one, render
 from tests.helpers.prometheus import RULES
 
 SOURCE = CHART / "files" / "alerts.yml"

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from resolver.app.config import Settings, load_provider_config
-from tests.deploy.k8s import (
+from tests.helpers.k8s import (
     CHART,
     DB_PEER,
     OPERATOR_KINDS,

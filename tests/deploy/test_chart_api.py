@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from resolver.app.config import Settings
-from tests.deploy.k8s import (
+from tests.helpers.k8s import (
     Manifest,
     assert_hardened,
     assert_lints_clean,

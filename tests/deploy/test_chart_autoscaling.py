@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from resolver.db.repository import PostgresStore
 from resolver.telemetry.metrics import BacklogCollector
-from tests.deploy.k8s import (
+from tests.helpers.k8s import (
     Manifest,
     assert_lints_clean,
     assert_valid_kubernetes,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy.k8s import (
+from tests.helpers.k8s import (
     CHART,
     KUBE_VERSIONS,
     Manifest,
@@ -26,7 +26,7 @@ from tests.deploy.k8s import (
     render,
     render_error,
 )
-from tests.deploy.k8s import VALUE_SETS as CHART_VALUE_SETS
+from tests.helpers.k8s import VALUE_SETS as CHART_VALUE_SETS
 
 FULLNAME = "rr-approved-action-resolver"
 DB_PEER = {"ipBlock": {"cidr": "10.20.0.0/24"}}
@@ -265,7 +265,7 @@ def test_api_pre_stop_must_leave_time_for_requests() -> None:
 
 
 def test_the_image_keeps_the_sleep_binary_the_pre_stop_runs() -> None:
-    from tests.deploy.k8s import stages
+    from tests.helpers.k8s import stages
 
     removed = " ".join(args for name, args in stages()[-1] if name == "RUN")
     assert "sleep" not in removed

@@ -9,7 +9,7 @@ import click
 import pytest
 
 from resolver.app.prune_cli import prune_cmd
-from tests.deploy.k8s import (
+from tests.helpers.k8s import (
     CHART,
     Manifest,
     assert_container_hardened,

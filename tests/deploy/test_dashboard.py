@@ -27,9 +27,9 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from resolver.app.composition import ApiProcess, build_api
 from resolver.app.config import load_settings
 from resolver.human.auth import TokenVerifier
-from tests.deploy.k8s import CHART, render, validate_strict
 from tests.helpers.api import auth, grant_alice
 from tests.helpers.database import SQL, World
+from tests.helpers.k8s import CHART, render, validate_strict
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, jwks_file, signing_key, token
 from tests.helpers.prometheus import RULES, Process, alert, http_json, query
 from tests.helpers.telemetry import crashed_ago, free_port, wait_for

@@ -6,7 +6,7 @@ import json
 import re
 import tomllib
 
-from tests.deploy.k8s import DOCKERFILE, ROOT, instructions, render, stages
+from tests.helpers.k8s import DOCKERFILE, ROOT, instructions, render, stages
 
 DOCKERIGNORE = ROOT / ".dockerignore"
 

@@ -12,7 +12,7 @@ import yaml
 
 from providers._sql import DEFAULT_URL_ENV, EVIDENCE_URL_ENV, SqlSourceSettings
 from resolver.evidence import ConfigError
-from tests.deploy.k8s import env_of, one, render
+from tests.helpers.k8s import env_of, one, render
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"

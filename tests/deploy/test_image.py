@@ -22,9 +22,9 @@ from resolver.db.repository import PostgresStore
 from resolver.evidence.receipts import KeyRing
 from resolver.executor.client import ExecutionClient
 from resolver.executor.side_effects import SideEffect, SideEffectRunner
-from resolver_test_support.postgres import with_database
-from tests.deploy import image as img
+from tests.helpers import image as img
 from tests.helpers.database import new_spec
+from tests.helpers.postgres import with_database
 
 pytestmark = pytest.mark.skipif(img.missing_tools() is not None, reason=str(img.missing_tools()))
 

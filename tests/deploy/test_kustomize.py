@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from resolver.app.config import Settings, load_provider_config
-from tests.deploy.k8s import (
+from tests.helpers.k8s import (
     KUSTOMIZE_BASE,
     Manifest,
     assert_hardened,

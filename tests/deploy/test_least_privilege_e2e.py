@@ -30,8 +30,8 @@ from resolver.db.repository import PostgresStore
 from resolver.evidence.receipts import KeyRing
 from resolver.executor.client import ExecutionClient
 from resolver.executor.receipts import write_receipt
-from tests.deploy.k8s import KUSTOMIZE_BASE, Manifest, env_of, one, render
 from tests.helpers.database import new_spec
+from tests.helpers.k8s import KUSTOMIZE_BASE, Manifest, env_of, one, render
 from tests.helpers.roles import RoleDatabase
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from tests.deploy.k8s import ROOT, pod_specs, render
+from tests.helpers.k8s import ROOT, pod_specs, render
 
 DOC = ROOT / "docs" / "observability.md"
 RELEASE, NAMESPACE = "rr", "recovery"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy.k8s import ROOT
+from tests.helpers.k8s import ROOT
 
 BUILT_INS = {
     "manual_only",

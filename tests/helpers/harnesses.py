@@ -26,6 +26,10 @@ from resolver.evidence.receipt_server import ReceiptServer
 from resolver.evidence.receipts import MAX_RAW_RECEIPT_BYTES, KeyRing, sign_receipt
 
 DEAD_URL = "postgresql://postgres@127.0.0.1:1/nowhere"
+# The SQL providers' bounds (connect, statement, inspect): a healthy answer never waits for
+# them, and a loaded machine (CI beside other jobs, parallel workers) must not turn a slow
+# answer into an outage. A dead server (DEAD_URL) refuses at once whatever the bound.
+TIMEOUT_SECONDS = 5.0
 STARTED_AT_MS = 1_800_000_000_000
 TOKEN = "contract-test-token"
 OTHER_DIGEST = action_digest({"something": "else"})
@@ -104,7 +108,7 @@ class SqlHarness:
         self.conn.close()
 
     def database(self, url: str | None = None) -> ReadOnlyDatabase:
-        db = ReadOnlyDatabase(url or self.database_url, timeout_seconds=1.0)
+        db = ReadOnlyDatabase(url or self.database_url, timeout_seconds=TIMEOUT_SECONDS)
         db.open()
         return db
 
@@ -139,10 +143,12 @@ class InternalMutationHarness(SqlHarness):
         self.keys = keys
 
     def provider(self) -> EvidenceProvider:
-        return self.track(InternalMutationProvider(self.database(), self.keys, 2.0))
+        return self.track(InternalMutationProvider(self.database(), self.keys, TIMEOUT_SECONDS))
 
     def unavailable_provider(self) -> EvidenceProvider:
-        return self.track(InternalMutationProvider(self.database(DEAD_URL), self.keys, 2.0))
+        return self.track(
+            InternalMutationProvider(self.database(DEAD_URL), self.keys, TIMEOUT_SECONDS)
+        )
 
     def plant(self, scenario: Scenario, identity: DispatchIdentity) -> None:
         receipt = signed(identity, self.keys, scenario)
@@ -154,10 +160,10 @@ class InternalMutationHarness(SqlHarness):
 
 class RunCreateHarness(SqlHarness):
     def provider(self) -> EvidenceProvider:
-        return self.track(RunCreateProvider(self.database(), 2.0))
+        return self.track(RunCreateProvider(self.database(), TIMEOUT_SECONDS))
 
     def unavailable_provider(self) -> EvidenceProvider:
-        return self.track(RunCreateProvider(self.database(DEAD_URL), 2.0))
+        return self.track(RunCreateProvider(self.database(DEAD_URL), TIMEOUT_SECONDS))
 
     def plant(self, scenario: Scenario, identity: DispatchIdentity) -> None:
         if scenario in (Scenario.OVERSIZE, Scenario.EXTRA_FIELD):
@@ -193,10 +199,10 @@ def insert_run_fact(conn: psycopg.Connection[Any], fact: dict[str, Any]) -> None
 
 class PackageInstallHarness(SqlHarness):
     def provider(self) -> EvidenceProvider:
-        return self.track(PackageInstallProvider(self.database(), 2.0))
+        return self.track(PackageInstallProvider(self.database(), TIMEOUT_SECONDS))
 
     def unavailable_provider(self) -> EvidenceProvider:
-        return self.track(PackageInstallProvider(self.database(DEAD_URL), 2.0))
+        return self.track(PackageInstallProvider(self.database(DEAD_URL), TIMEOUT_SECONDS))
 
     def plant(self, scenario: Scenario, identity: DispatchIdentity) -> None:
         if scenario in (Scenario.OVERSIZE, Scenario.EXTRA_FIELD, Scenario.STILL_RUNNING):

@@ -23,8 +23,8 @@ from resolver.core.domain import ExecutionLease
 from resolver.db import migrate
 from resolver.db.repository import PostgresStore
 from resolver.executor.client import ExecutionClient
-from resolver_test_support.postgres import with_database
 from tests.helpers.database import EXEC_LEASE_MS, T0, new_spec
+from tests.helpers.postgres import with_database
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLES_SQL = ROOT / "deploy" / "sql" / "roles.sql"

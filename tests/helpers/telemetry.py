@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import os
+import random
 import socket
 import time
 from collections.abc import Callable
@@ -29,11 +32,27 @@ def crashed_ago(
     return [world.started(action_type, now_ms=started_at) for _ in range(count)]
 
 
+# Ports for servers that cannot report theirs, below Linux's ephemeral range (32768 and up),
+# where the kernel never hands one out to a client connection or a bind to port 0 between our
+# asking and the server binding it; each pytest-xdist worker has a slice of its own.
+PORTS_FROM, PORTS_PER_WORKER = 20_000, 1_000
+_next_port = itertools.count(random.randrange(PORTS_PER_WORKER))
+
+
 def free_port() -> int:
-    """A loopback port free at the time of asking (for servers that cannot report theirs)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port free at the time of asking, in this worker's slice; successive calls
+    walk the slice, so a port just released by a stopped server is not handed out again."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    base = PORTS_FROM + (int(worker) % 12) * PORTS_PER_WORKER if worker.isdigit() else PORTS_FROM
+    for _ in range(PORTS_PER_WORKER):
+        port = base + next(_next_port) % PORTS_PER_WORKER
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # taken (or lingering after a stop): the next one
+            return port
+    raise AssertionError(f"no free loopback port in {base}..{base + PORTS_PER_WORKER - 1}")
 
 
 def wait_for(

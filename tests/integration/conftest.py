@@ -4,10 +4,10 @@ import pytest
 
 from resolver.core.domain import FindingKind
 from resolver.db.repository import PostgresStore
+from tests.helpers.console import axe_source, npm_rig, provider
 from tests.helpers.database import World
 from tests.helpers.oidc import jwks_file, signing_key
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler
-from tests.integration.console_rig import axe_source, npm_rig, provider
 
 __all__ = ["axe_source", "jwks_file", "npm_rig", "provider", "signing_key"]
 

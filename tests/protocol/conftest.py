@@ -7,23 +7,17 @@ tests that need them are skipped and say why.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.cache import locked_cache_dir
+
 ROOT = Path(__file__).resolve().parents[2]
 SDK = ROOT / "sdk" / "node"
 SDK_FILES = ("package.json", "index.js", "index.d.ts", "README.md")
-
-
-def npm_cache_dir(name: str) -> Path:
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    workdir = cache / "approved-action-resolver-tests" / name
-    workdir.mkdir(parents=True, exist_ok=True)
-    return workdir
 
 
 def npm(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -49,14 +43,14 @@ def npm_install(workdir: Path, *packages: str) -> None:
 @pytest.fixture(scope="session")
 def node_sdk() -> Path:
     """sdk/node as a user's checkout: its files, its tests and `pg` in node_modules."""
-    workdir = npm_cache_dir("node-sdk")
-    for name in SDK_FILES:
-        shutil.copy(SDK / name, workdir / name)
-    shutil.rmtree(workdir / "test", ignore_errors=True)
-    shutil.copytree(SDK / "test", workdir / "test")
-    # pg, and the optional @aws-sdk/client-s3 the object-storage tests publish with.
-    if not all((workdir / "node_modules" / m).is_dir() for m in ("pg", "@aws-sdk/client-s3")):
-        npm_install(workdir)
+    with locked_cache_dir("node-sdk") as workdir:
+        for name in SDK_FILES:
+            shutil.copy(SDK / name, workdir / name)
+        shutil.rmtree(workdir / "test", ignore_errors=True)
+        shutil.copytree(SDK / "test", workdir / "test")
+        # pg, and the optional @aws-sdk/client-s3 the object-storage tests publish with.
+        if not all((workdir / "node_modules" / m).is_dir() for m in ("pg", "@aws-sdk/client-s3")):
+            npm_install(workdir)
     return workdir
 
 

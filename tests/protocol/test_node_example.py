@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.cache import locked_cache_dir
 from tests.helpers.database import SQL
-from tests.protocol.conftest import npm_cache_dir, npm_install
+from tests.protocol.conftest import npm_install
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "node"
 KID = "node-k1"
@@ -27,13 +28,13 @@ SECRET = "3c" * 32
 @pytest.fixture(scope="session")
 def node_example(sdk_tarball: Path) -> Path:
     """The example beside its node_modules, with the SDK installed from its `npm pack`."""
-    workdir = npm_cache_dir("node-example")
-    package = json.loads((EXAMPLE / "package.json").read_text())
-    # The example depends on the SDK by path in the repository; here on its packed tarball.
-    package["dependencies"]["approved-action-executor"] = f"file:{sdk_tarball}"
-    (workdir / "package.json").write_text(json.dumps(package, indent=2))
-    npm_install(workdir)
-    shutil.copy(EXAMPLE / "executor.mjs", workdir / "executor.mjs")
+    with locked_cache_dir("node-example") as workdir:
+        package = json.loads((EXAMPLE / "package.json").read_text())
+        # The example depends on the SDK by path in the repository; here on its packed tarball.
+        package["dependencies"]["approved-action-executor"] = f"file:{sdk_tarball}"
+        (workdir / "package.json").write_text(json.dumps(package, indent=2))
+        npm_install(workdir)
+        shutil.copy(EXAMPLE / "executor.mjs", workdir / "executor.mjs")
     return workdir
 
 

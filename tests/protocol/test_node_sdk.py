@@ -13,7 +13,8 @@ import sys
 import tarfile
 from pathlib import Path
 
-from tests.protocol.conftest import ROOT, SDK, npm_cache_dir, npm_install
+from tests.helpers.cache import locked_cache_dir
+from tests.protocol.conftest import ROOT, SDK, npm_install
 
 VECTORS = ROOT / "docs" / "receipt-v1-vectors.json"
 TEST_FILES = ("test/vectors.test.mjs", "test/executor.test.mjs")
@@ -80,39 +81,39 @@ def test_npm_pack_makes_an_installable_package(sdk_tarball: Path, tmp_path: Path
 
 def test_the_packed_types_describe_a_usable_api(sdk_tarball: Path) -> None:
     """`tsc --strict` type-checks test/usage.ts against the tarball's index.d.ts."""
-    workdir = npm_cache_dir("node-sdk-types")
-    package = {
-        "name": "types-check",
-        "private": True,
-        "type": "module",
-        "dependencies": {
-            "approved-action-executor": f"file:{sdk_tarball}",
-            "pg": "^8.11.0",
-            "@types/pg": "^8.11.0",
-            "typescript": "^5.4.0",
-        },
-    }
-    (workdir / "package.json").write_text(json.dumps(package, indent=2))
-    npm_install(workdir)
-    shutil.copy(SDK / "test" / "usage.ts", workdir / "usage.ts")
-    done = subprocess.run(
-        [
-            "node",
-            "node_modules/typescript/bin/tsc",
-            "--noEmit",
-            "--strict",
-            "--module",
-            "nodenext",
-            "--moduleResolution",
-            "nodenext",
-            "--target",
-            "es2022",
-            "usage.ts",
-        ],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    with locked_cache_dir("node-sdk-types") as workdir:
+        package = {
+            "name": "types-check",
+            "private": True,
+            "type": "module",
+            "dependencies": {
+                "approved-action-executor": f"file:{sdk_tarball}",
+                "pg": "^8.11.0",
+                "@types/pg": "^8.11.0",
+                "typescript": "^5.4.0",
+            },
+        }
+        (workdir / "package.json").write_text(json.dumps(package, indent=2))
+        npm_install(workdir)
+        shutil.copy(SDK / "test" / "usage.ts", workdir / "usage.ts")
+        done = subprocess.run(
+            [
+                "node",
+                "node_modules/typescript/bin/tsc",
+                "--noEmit",
+                "--strict",
+                "--module",
+                "nodenext",
+                "--moduleResolution",
+                "nodenext",
+                "--target",
+                "es2022",
+                "usage.ts",
+            ],
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -21,15 +21,17 @@ from structlog.testing import capture_logs
 
 from providers._sql import SqlPageProvider
 from providers.internal_mutation import InternalMutationProvider
+from resolver.app.composition import build_telemetry
 from resolver.core.domain import DispatchIdentity, Finding, FindingKind, ProviderFailure
 from resolver.core.errors import SourceMisconfigured, StorageUnavailable
 from resolver.core.events import InspectedPage, ProviderCall
+from resolver.core.liveness import Probe
 from resolver.core.provider import ProviderRegistry
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.runtime import Runtime
 from resolver.db.readonly import ReadOnlyDatabase, is_transient
 from resolver.evidence.receipts import KeyRing
-from resolver.telemetry.health import Probe, ProviderHealth, ReadinessCheck
+from resolver.telemetry.health import ProviderHealth, ReadinessCheck
 from resolver.telemetry.metrics import ResolverMetrics
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
 from tests.helpers.harnesses import new_identity
@@ -156,8 +158,9 @@ def test_a_misconfigured_provider_is_counted_logged_once_and_degrades_readiness(
 ) -> None:
     leases = world.crashed(3, action_type="db.mutation")
     registry = CollectorRegistry()
-    runtime = Runtime(rng=random.Random(1), metrics=ResolverMetrics(registry))
-    health = runtime.provider_health
+    telemetry = build_telemetry(metrics=ResolverMetrics(registry))
+    runtime = Runtime(rng=random.Random(1), subscribers=telemetry.subscribers)
+    health = telemetry.provider_health
     db = _database(ungranted_url)
     reconciler = Reconciler(
         world.store,
@@ -241,7 +244,8 @@ def test_readiness_recovers_when_the_provider_answers_again() -> None:
 
 
 def test_an_outage_is_logged_once_per_page_and_leaves_readiness_ready() -> None:
-    runtime = Runtime()
+    telemetry = build_telemetry()
+    runtime = Runtime(subscribers=telemetry.subscribers)
     outage = Finding(FindingKind.UNAVAILABLE, failure=ProviderFailure.OUTAGE)
     with capture_logs() as logs:
         runtime.events.inspected(_page(*[("http_receipt", "pay.charge", outage)] * 5))
@@ -249,7 +253,7 @@ def test_an_outage_is_logged_once_per_page_and_leaves_readiness_ready() -> None:
         ("provider_failed", "warning", 5)
     ]
     ready = ReadinessCheck(
-        lambda: None, lambda: "head", "head", providers=runtime.provider_health.report
+        lambda: None, lambda: "head", "head", providers=telemetry.provider_health.report
     )
     assert ready() == Probe(
         True,

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
+from resolver.app.composition import build_telemetry
 from resolver.core.domain import ClaimedItem
 from resolver.core.events import CycleEvents, CycleReport, Fanout, Stage
 from resolver.core.runtime import Runtime
@@ -51,9 +52,18 @@ def test_an_event_nobody_handles_has_no_handler_to_call() -> None:
     assert fanout._completed == () and len(fanout._claimed) == 1
 
 
-def test_the_default_runtime_has_no_tracing_or_metrics_subscriber() -> None:
-    names = {type(s).__name__ for s in Runtime().events.subscribers}
-    assert names == {"Heartbeat", "ProviderHealth", "CycleLog"}
+def test_the_algorithm_alone_builds_its_heartbeat_and_nothing_of_telemetry() -> None:
+    names = [type(s).__name__ for s in Runtime().events.subscribers]
+    assert names == ["Heartbeat"]
+
+
+def test_the_composition_root_adds_telemetry_after_the_heartbeat() -> None:
+    telemetry = build_telemetry()
+    names = [
+        type(s).__name__ for s in Runtime(subscribers=telemetry.subscribers).events.subscribers
+    ]
+    # No metrics given, no tracer: neither subscriber is built.
+    assert names == ["Heartbeat", "ProviderHealth", "CycleLog"]
 
 
 def test_the_reconciler_holds_the_algorithm_only() -> None:

@@ -86,8 +86,8 @@ def test_a_tracer_brings_the_span_subscriber_in() -> None:
     # load them: with OTEL_TRACES_EXPORTER set, the same start-up loads them.
     probe = "import os\nos.environ['OTEL_TRACES_EXPORTER'] = 'console'\n" + PROBE.replace(
         "tracing_from_env(settings.replica_id)",
-        "from resolver.core.runtime import Runtime\n"
-        "Runtime(tracer=tracing_from_env(settings.replica_id).tracer)",
+        "from resolver.app.composition import build_telemetry\n"
+        "build_telemetry(tracer=tracing_from_env(settings.replica_id).tracer)",
     )
     loaded = _loaded(probe)
     assert _under(loaded, "opentelemetry.sdk")

@@ -13,6 +13,7 @@ from typing import Any, cast
 from fastapi import FastAPI
 
 from resolver.core.domain import BIGINT_MAX
+from resolver.core.liveness import Probe
 from resolver.core.ports import HumanStore
 from resolver.human.api.cases import install_case_routes
 from resolver.human.api.edge import Edge
@@ -28,7 +29,6 @@ from resolver.human.api.routes import (
 from resolver.human.auth import TokenVerifier
 from resolver.human.console_config import ConsoleConfig
 from resolver.human.manual import ManualResolutionService
-from resolver.telemetry.health import Probe
 from resolver.telemetry.observer import ApiObserver, NullApiObserver
 
 

@@ -14,6 +14,7 @@ from fastapi import Depends, FastAPI, Header, Path, Response
 from fastapi.responses import JSONResponse
 
 from resolver.core.domain import ID_REGEX, ManualDecision, ManualResult, Principal, ProposalAction
+from resolver.core.liveness import Probe
 from resolver.human.api.bulk import BulkRequest, BulkResponse, bulk_cost, decide_each
 from resolver.human.api.limits import RateLimiter
 from resolver.human.api.models import (
@@ -27,7 +28,6 @@ from resolver.human.api.problems import ApiError, problem_responses
 from resolver.human.auth import InvalidToken, TokenVerifier
 from resolver.human.console_config import ConsoleConfig
 from resolver.human.manual import ManualResolutionService
-from resolver.telemetry.health import Probe
 from resolver.telemetry.observer import ApiObserver
 
 log = structlog.get_logger("resolver.api")

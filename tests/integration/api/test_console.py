@@ -24,10 +24,7 @@ from resolver.human.api import create_app
 from resolver.human.auth import JwksUrl, TokenVerifier
 from resolver.human.console_config import console_config
 from tests.helpers.api import body
-from tests.helpers.database import SQL, World, new_spec
-from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
-from tests.helpers.providers import ScriptedProvider, fixed, reconciler
-from tests.integration.console_rig import (
+from tests.helpers.console import (
     CHROMIUM,
     CHROMIUM_ARGS,
     CLIENT_ID,
@@ -35,6 +32,9 @@ from tests.integration.console_rig import (
     serious_violations,
     sign_in_at_provider,
 )
+from tests.helpers.database import SQL, World, new_spec
+from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
+from tests.helpers.providers import ScriptedProvider, fixed, reconciler
 
 playwright = pytest.importorskip("playwright.sync_api")
 expect = playwright.expect

@@ -22,7 +22,9 @@ def test_harness_runs_and_reports_self_consistent_figures(pg_server: str, tmp_pa
         page_sizes=(16,),
         pgbench_seconds=1,
         pgbench_scale=1,
-        idle_seconds=2,
+        # From the replica's spawn: on a loaded machine its start-up alone can take seconds,
+        # and the window must still hold a cycle.
+        idle_seconds=6,
         closed_small=100,
         closed_large=1_000,
         scan_due=50,

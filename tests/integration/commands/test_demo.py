@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from resolver.app.composition import demo_replica
 from resolver.demo import simple as demo
 from tests.helpers.database import SQL
 
@@ -15,7 +16,7 @@ def test_demo_resolves_receipts_and_queues_the_rest(
 ) -> None:
     monkeypatch.setenv("RESOLVER_DATABASE_URL", database_url)
     lines: list[str] = []
-    demo.run(count=4, data_dir=tmp_path, echo=lines.append)
+    demo.run(count=4, data_dir=tmp_path, echo=lines.append, build_replica=demo_replica)
     text = "\n".join(lines)
     assert "ephemeral HMAC key" in text
     states = {

@@ -18,9 +18,9 @@ from pathlib import Path
 import httpx
 
 from resolver.demo.executor import Story, story_of
+from tests.helpers.console import CHROMIUM, CHROMIUM_ARGS
 from tests.helpers.database import SQL
 from tests.helpers.telemetry import free_port
-from tests.integration.console_rig import CHROMIUM, CHROMIUM_ARGS
 
 try:
     import playwright.sync_api as _PLAYWRIGHT

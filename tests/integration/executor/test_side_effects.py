@@ -24,9 +24,9 @@ from resolver.db.repository import PostgresStore
 from resolver.evidence.receipts import KeyRing, encode_receipt
 from resolver.executor.client import CompletionResult, ExecutionClient
 from resolver.executor.side_effects import SideEffect, SideEffectRunner
-from tests.contention.proxy import FaultProxy
 from tests.helpers.commit_proxy import CommitProxy, Fault
 from tests.helpers.database import SQL, new_spec
+from tests.helpers.fault_proxy import FaultProxy
 
 KEYS = KeyRing({"sdk-k1": bytes.fromhex("6b" * 32)}, signing_kid="sdk-k1")
 WAIT_SECONDS = 20.0

@@ -27,13 +27,13 @@ from resolver.executor.client import ExecutionClient
 from resolver.executor.receipts import write_receipt
 from resolver.human.api import RateLimiter, create_app
 from resolver.human.auth import TokenVerifier
-from resolver_test_support.postgres import DatabaseFactory
 from tests.helpers.api import auth, body
 from tests.helpers.cli import RESOLVER
 from tests.helpers.cli import run as resolver_cli
 from tests.helpers.database import SQL, new_spec
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
 from tests.helpers.pgbouncer import Bouncer, pgbouncer
+from tests.helpers.postgres import DatabaseFactory
 from tests.helpers.telemetry import free_port, wait_for
 
 KID = "k-pool"

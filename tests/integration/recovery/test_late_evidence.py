@@ -10,6 +10,7 @@ from collections.abc import Callable
 import pytest
 from prometheus_client import CollectorRegistry
 
+from resolver.app.composition import build_telemetry
 from resolver.core.domain import (
     Decision,
     DecisionFilter,
@@ -69,7 +70,8 @@ def _watcher(
         owner=owner, window_ms=WINDOW_MS, cadence_ms=CADENCE_MS, lease_ms=LEASE_MS
     )
     registry = ProviderRegistry({"test.action": provider})
-    return LateEvidenceWatcher(store, registry, settings, Runtime(metrics=metrics))
+    runtime = Runtime(subscribers=build_telemetry(metrics=metrics).subscribers)
+    return LateEvidenceWatcher(store, registry, settings, runtime)
 
 
 def _metric(metrics: ResolverMetrics, name: str, **labels: str) -> float:

@@ -6,9 +6,9 @@ import psycopg
 import pytest
 
 from resolver.db import migrate
-from resolver_test_support.catalog import catalog, catalog_diff
-from resolver_test_support.postgres import DatabaseFactory
+from tests.helpers.catalog import catalog, catalog_diff
 from tests.helpers.database import SQL, new_spec
+from tests.helpers.postgres import DatabaseFactory
 
 # The facts: rows written once and never changed or deleted but by retention's prune.
 IMMUTABLE_TABLES: tuple[str, ...] = (

@@ -23,8 +23,8 @@ from resolver.db.schema_files import (
     schema_files,
     schema_script,
 )
-from resolver_test_support.catalog import Catalog, catalog, catalog_diff
-from resolver_test_support.postgres import DatabaseFactory
+from tests.helpers.catalog import Catalog, catalog, catalog_diff
+from tests.helpers.postgres import DatabaseFactory
 
 
 def _revisions() -> list[str]:

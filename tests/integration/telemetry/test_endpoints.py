@@ -16,16 +16,11 @@ from resolver.app.composition import ReplicaService as Replica
 from resolver.app.composition import build_replica, serve_endpoints
 from resolver.app.config import load_settings
 from resolver.core.errors import ConfigError
+from resolver.core.liveness import Heartbeat, LivenessCheck, Probe, liveness_bound_seconds
 from resolver.core.provider import ProviderRegistry
 from resolver.db import migrate
 from resolver.db.repository import PostgresStore
-from resolver.telemetry.health import (
-    Heartbeat,
-    LivenessCheck,
-    Probe,
-    ReadinessCheck,
-    liveness_bound_seconds,
-)
+from resolver.telemetry.health import ReadinessCheck
 from resolver.telemetry.server import ObservabilityServer
 from tests.helpers.database import SECRET, with_password
 from tests.helpers.telemetry import free_port

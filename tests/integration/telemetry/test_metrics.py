@@ -8,6 +8,7 @@ import threading
 import pytest
 from prometheus_client import CollectorRegistry
 
+from resolver.app.composition import build_telemetry
 from resolver.core.domain import BacklogSnapshot, DispatchIdentity, Finding, FindingKind
 from resolver.core.errors import StorageUnavailable
 from resolver.core.provider import ProviderRegistry, build_registry
@@ -48,7 +49,7 @@ def reconciler(
         store,
         ProviderRegistry(providers),  # type: ignore[arg-type]
         ReconcilerSettings(owner="replica-m", recovery_lease_ms=30_000, backoff_base_ms=1_000),
-        Runtime(rng=random.Random(3), metrics=metrics),
+        Runtime(rng=random.Random(3), subscribers=build_telemetry(metrics=metrics).subscribers),
     )
 
 
@@ -330,7 +331,7 @@ def test_the_provider_label_is_the_configured_provider_name(
         store,
         providers,
         ReconcilerSettings(owner="replica-m", recovery_lease_ms=30_000),
-        Runtime(metrics=metrics),
+        Runtime(subscribers=build_telemetry(metrics=metrics).subscribers),
     )
     try:
         rec.run_cycle(now_ms=AFTER)

@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NoOpTracer, StatusCode, Tracer
 
+from resolver.app.composition import Telemetry, build_telemetry
 from resolver.core.domain import FindingKind
 from resolver.core.errors import ConfigError, StorageUnavailable
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
@@ -45,7 +46,7 @@ def reconciler(store: PostgresStore, provider: object, tracer: Tracer) -> Reconc
         store,
         registry("test.action", provider),
         ReconcilerSettings(owner="replica-t", recovery_lease_ms=30_000),
-        Runtime(rng=random.Random(1), tracer=tracer),
+        Runtime(rng=random.Random(1), subscribers=build_telemetry(tracer=tracer).subscribers),
     )
 
 
@@ -173,18 +174,17 @@ def test_by_default_there_is_no_tracer(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
     tracing = tracing_from_env("r")
     assert tracing.tracer is None and not tracing.enabled
-    assert Runtime().tracer is None
 
 
 def test_neither_no_tracer_nor_the_no_op_one_adds_a_span_subscriber(tracer: Tracer) -> None:
     from resolver.telemetry.cycle_trace import CycleTrace
 
-    def traced(runtime: Runtime) -> bool:
-        return any(isinstance(s, CycleTrace) for s in runtime.events.subscribers)
+    def traced(telemetry: Telemetry) -> bool:
+        return any(isinstance(s, CycleTrace) for s in telemetry.subscribers)
 
-    assert not traced(Runtime())
-    assert not traced(Runtime(tracer=NoOpTracer()))
-    assert traced(Runtime(tracer=tracer))
+    assert not traced(build_telemetry())
+    assert not traced(build_telemetry(tracer=NoOpTracer()))
+    assert traced(build_telemetry(tracer=tracer))
 
 
 class Collector:

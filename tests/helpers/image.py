@@ -19,12 +19,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.helpers.cache import cache_root, locked_cache_dir
+
 ROOT = Path(__file__).resolve().parents[2]
-CACHE = (
-    Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    / "approved-action-resolver-tests"
-    / "image"
-)
+CACHE = cache_root() / "image"
 SUITE = "bookworm"
 MIRROR = os.environ.get("DEBOOTSTRAP_MIRROR", "http://deb.debian.org/debian")
 # What the Dockerfile needs of a base: Debian's python3 with venv (ensurepip), and CA
@@ -141,8 +139,9 @@ class BuiltImage:
 
 
 def build(tag: str) -> BuiltImage:
-    base = base_image()
-    wheels = wheelhouse()
+    with locked_cache_dir("image"):  # one debootstrap and one wheelhouse at a time
+        base = base_image()
+        wheels = wheelhouse()
     started = time.monotonic()
     run(
         [

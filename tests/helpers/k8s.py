@@ -26,7 +26,10 @@ KUBE_VERSIONS = ("1.27.0", _NEWEST if _NEWEST.count(".") == 2 else f"{_NEWEST}.0
 OPERATOR_KINDS = frozenset({"ServiceMonitor", "PrometheusRule"})
 # Custom resources validated against their CRD's schema, shipped in tests/deploy/crds/.
 CRDS = {
-    ("keda.sh/v1alpha1", "ScaledObject"): Path(__file__).with_name("crds")
+    ("keda.sh/v1alpha1", "ScaledObject"): ROOT
+    / "tests"
+    / "deploy"
+    / "crds"
     / "keda.sh_scaledobjects.yaml"
 }
 

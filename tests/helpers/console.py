@@ -5,7 +5,6 @@ into a cache directory; without node, npm or a reachable registry the tests skip
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.cache import locked_cache_dir
 from tests.helpers.oidc import AUDIENCE
 from tests.helpers.telemetry import free_port
 
@@ -50,27 +50,25 @@ def npm_rig() -> Path:
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         pytest.skip("node and npm are needed for the console's OpenID Provider and axe-core")
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    workdir = cache / "approved-action-resolver-tests" / "console-rig"
-    workdir.mkdir(parents=True, exist_ok=True)
-    lock = (RIG / "package-lock.json").read_bytes()
-    installed = workdir / "node_modules" / ".package-lock.json"
-    if not installed.is_file() or (workdir / "package-lock.json").read_bytes() != lock:
-        for name in ("package.json", "package-lock.json"):
-            shutil.copy(RIG / name, workdir / name)
-        done = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=workdir,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        if done.returncode != 0:
-            pytest.skip(
-                f"npm could not install the console rig (registry unreachable?): {done.stderr}"
+    with locked_cache_dir("console-rig") as workdir:
+        lock = (RIG / "package-lock.json").read_bytes()
+        installed = workdir / "node_modules" / ".package-lock.json"
+        if not installed.is_file() or (workdir / "package-lock.json").read_bytes() != lock:
+            for name in ("package.json", "package-lock.json"):
+                shutil.copy(RIG / name, workdir / name)
+            done = subprocess.run(
+                [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+                cwd=workdir,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
             )
-    shutil.copy(RIG / "op.mjs", workdir / "op.mjs")
+            if done.returncode != 0:
+                pytest.skip(
+                    f"npm could not install the console rig (registry unreachable?): {done.stderr}"
+                )
+        shutil.copy(RIG / "op.mjs", workdir / "op.mjs")
     return workdir
 
 
