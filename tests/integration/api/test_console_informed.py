@@ -14,6 +14,7 @@ from resolver.core.domain import ActionSummary, DispatchIdentity, Finding, Findi
 from resolver.db.repository import PostgresStore
 from resolver.evidence.receipts import KeyRing, encode_receipt, receipt_finding, sign_receipt
 from resolver.executor import ExecutionClient
+from tests.helpers.console import sign_in_at_provider
 from tests.helpers.database import SQL, World, new_spec
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler, verified
 from tests.integration.api.test_console import (  # noqa: F401 - fixtures
@@ -27,7 +28,6 @@ from tests.integration.api.test_console import (  # noqa: F401 - fixtures
     sign_in,
     site,
 )
-from tests.integration.console_rig import sign_in_at_provider
 
 playwright = pytest.importorskip("playwright.sync_api")
 expect = playwright.expect
