@@ -43,8 +43,9 @@ NAME = "http_receipt"
 log = structlog.get_logger("providers.http_receipt")
 
 _STILL_RUNNING = Finding(FindingKind.STILL_RUNNING)
-_MISSING = Finding(FindingKind.MISSING)
-_CONFLICT = Finding(FindingKind.CONFLICT)
+# Each with its reason code, kept on the control and shown to the operator.
+_MISSING = Finding(FindingKind.MISSING, cause="http_404")
+_CONFLICT = Finding(FindingKind.CONFLICT, cause="too_large")
 _OUTAGE = Finding(FindingKind.UNAVAILABLE, failure=ProviderFailure.OUTAGE)
 # Client errors that a later retry can cure: the server timed out, too early, rate limited.
 _TRANSIENT_4XX = frozenset({408, 425, 429})
@@ -165,7 +166,7 @@ class HttpReceiptProvider:
                 dispatch_id=identity.dispatch_id,
                 reason="too_large",
             )
-            return _CONFLICT
+            return _CONFLICT  # too_large
         return receipt_finding(reply.body, identity, self._keys, source=NAME)
 
     def close(self) -> None:

@@ -36,7 +36,7 @@ FROM action_receipts
 WHERE dispatch_id IN (SELECT json_array_elements_text(%(dispatch_ids)s::json))
 """
 
-_MISSING = Finding(FindingKind.MISSING)
+_MISSING = Finding(FindingKind.MISSING, cause="no_receipt")
 
 
 class InternalMutationSettings(SqlSourceSettings):

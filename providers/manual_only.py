@@ -23,4 +23,4 @@ class ManualOnlyProvider:
             )
 
     def inspect(self, identity: DispatchIdentity) -> Finding:  # noqa: ARG002 - by design
-        return Finding(FindingKind.UNSUPPORTED)
+        return Finding(FindingKind.UNSUPPORTED, cause="manual_only")

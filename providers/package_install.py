@@ -54,8 +54,11 @@ LEFT JOIN package_install_targets AS t ON t.dispatch_id = i.dispatch_id
 LEFT JOIN package_commit_markers AS m ON m.dispatch_id = i.dispatch_id
 """
 
-_MISSING = Finding(FindingKind.MISSING)
-_CONFLICT = Finding(FindingKind.CONFLICT)
+# Each conflict with its reason code, kept on the control and shown to the operator.
+_MISSING = Finding(FindingKind.MISSING, cause="no_install_facts")
+_UNBOUND = Finding(FindingKind.CONFLICT, cause="identity_mismatch")
+_PUBLISHED_FAILURE = Finding(FindingKind.CONFLICT, cause="failed_but_published")
+_HALF_PUBLISHED = Finding(FindingKind.CONFLICT, cause="half_published")
 
 
 class PackageInstallSettings(SqlSourceSettings):
@@ -80,14 +83,14 @@ def judge(identity: DispatchIdentity, facts: Row) -> Finding:
     if not (record or target or marker):
         return _MISSING
     if not record or not _bound(identity, facts):
-        return _CONFLICT
+        return _UNBOUND
     if facts["outcome"] == Outcome.FAILED:
         # A failed install must not have published anything.
         if marker:
-            return _CONFLICT
+            return _PUBLISHED_FAILURE
         return Finding.verified(Outcome.FAILED, evidence_digest(facts), facts["result_code"])
     if not (target and marker) or not _matching(facts):
-        return _CONFLICT
+        return _HALF_PUBLISHED
     return Finding.verified(Outcome.SUCCEEDED, evidence_digest(facts), facts["result_code"])
 
 

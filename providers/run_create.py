@@ -46,8 +46,10 @@ JOIN run_origin_facts AS f
 ORDER BY i.asked_dispatch_id, f.run_id
 """
 
-_MISSING = Finding(FindingKind.MISSING)
-_CONFLICT = Finding(FindingKind.CONFLICT)
+# Each conflict with its reason code, kept on the control and shown to the operator.
+_MISSING = Finding(FindingKind.MISSING, cause="no_run")
+_AMBIGUOUS = Finding(FindingKind.CONFLICT, cause="several_runs")
+_UNBOUND = Finding(FindingKind.CONFLICT, cause="identity_mismatch")
 _STILL_RUNNING = Finding(FindingKind.STILL_RUNNING)
 
 
@@ -77,7 +79,7 @@ def judge(identity: DispatchIdentity, facts: Sequence[Row]) -> Finding:
     if not facts:
         return _MISSING
     if len(facts) > 1:
-        return _CONFLICT
+        return _AMBIGUOUS
     (fact,) = facts
     bound = (
         fact["dispatch_id"] == identity.dispatch_id
@@ -87,7 +89,7 @@ def judge(identity: DispatchIdentity, facts: Sequence[Row]) -> Finding:
         and fact["attempt"] == identity.attempt
     )
     if not bound:
-        return _CONFLICT
+        return _UNBOUND
     if fact["state"] == "running":
         return _STILL_RUNNING
     return Finding.verified(Outcome(fact["state"]), evidence_digest(fact), fact["result_code"])

@@ -49,6 +49,20 @@ HEX64_REGEX = r"^[0-9a-f]{64}$"
 # PostgreSQL bigint: a larger number would fail in the database, so it is refused before.
 BIGINT_MAX = 2**63 - 1
 
+# What was approved, for people: the same rules as resolver_action_summary_problem
+# (resolver/db/schema/01_recovery_core.sql), checked here first for a clear error in the
+# executor's own process; the database checks them again.
+SUMMARY_MAX_BYTES = 2048
+SUMMARY_MAX_FACTS = 8
+_SUMMARY_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+_SUMMARY_SECRET_LABEL = re.compile(
+    r"(passw|secret|token|api.?key|private.?key|credential|authori[sz]ation|cookie)", re.I
+)
+_SUMMARY_SECRET_VALUE = re.compile(
+    r"(-----BEGIN|^(bearer|basic)\s|eyJ[A-Za-z0-9_-]+\.|://[^/@\s]*:[^/@\s]*@|[A-Za-z0-9+/=_]{32})",
+    re.I,
+)
+
 
 class ExecutionState(StrEnum):
     LEASED = "leased"
@@ -198,14 +212,23 @@ class Finding(msgspec.Struct, frozen=True):
     failure: ProviderFailure | None = None
     """Only on `unavailable`: why the source did not answer (counted, logged, in /readyz)."""
     cause: str | None = None
-    """Only with a failure: the source's refusal as a short code (`sqlstate_42501`,
-    `http_403`), logged on `provider_failed` and listed in /readyz; never message text."""
+    """Why the evidence says what it says, as a short code, never message text: with a
+    failure the source's refusal (`sqlstate_42501`, `http_403`, logged on `provider_failed`
+    and listed in /readyz); on a conflict, missing or unsupported finding the provider's
+    reason (`unknown_kid`, `digest_mismatch`, `http_404`). Kept on the control
+    (`last_reason`, `reason_counts`) and shown to the operator."""
 
     def __post_init__(self) -> None:
         if self.failure is not None and self.kind is not FindingKind.UNAVAILABLE:
             raise ValueError("only an unavailable finding names a provider failure")
-        if self.cause is not None and (self.failure is None or not CAUSE_PATTERN.match(self.cause)):
-            raise ValueError("a cause goes with a failure and matches [a-z0-9_]{1,32}")
+        if self.cause is not None:
+            if self.kind is FindingKind.UNAVAILABLE and self.failure is None:
+                raise ValueError("a cause goes with a failure on an unavailable finding")
+            if self.kind in _VERIFIED_KINDS or not CAUSE_PATTERN.match(self.cause):
+                raise ValueError(
+                    "a cause goes with a failure or an unverified finding and matches"
+                    " [a-z0-9_]{1,32}"
+                )
         if self.kind in _VERIFIED_KINDS:  # not the property: a Python call per finding
             if self.evidence_digest is None or not HEX64_PATTERN.match(self.evidence_digest):
                 raise ValueError("a verified finding needs a lowercase hex sha256 evidence digest")
@@ -234,6 +257,71 @@ class Finding(msgspec.Struct, frozen=True):
         return cls(kind, evidence_digest, result_code)
 
 
+class SummaryFact(msgspec.Struct, frozen=True):
+    """One labelled fact of an action summary: `Amount` / `2,490.00 EUR`."""
+
+    label: str
+    value: str
+
+
+class ActionSummary(msgspec.Struct, frozen=True):
+    """What was approved, for the person who decides on it: a title and a few labelled
+    facts (amount and order, command and host, package and version, target).
+
+    Low-sensitivity by rule: never a secret, tool arguments or a raw response. Bounded,
+    free of control and invisible characters, and refused when a label names a secret or a
+    value looks like one (docs/executor-protocol.md). No rule reads it; people read it.
+    """
+
+    title: str
+    facts: tuple[SummaryFact, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not 1 <= len(self.title) <= 120:
+            raise InvalidDispatch("action_summary title must be 1-120 characters")
+        if len(self.facts) > SUMMARY_MAX_FACTS:
+            raise InvalidDispatch("action_summary takes at most 8 facts")
+        for fact in self.facts:
+            if not (1 <= len(fact.label) <= 40 and 1 <= len(fact.value) <= 200):
+                raise InvalidDispatch(
+                    "each action_summary fact needs a 1-40 character label and a 1-200"
+                    " character value"
+                )
+            if _SUMMARY_SECRET_LABEL.search(fact.label):
+                raise InvalidDispatch(
+                    "an action_summary label names a secret: secrets never go in the summary"
+                )
+        for text in (self.title, *(t for f in self.facts for t in (f.label, f.value))):
+            if _SUMMARY_INVISIBLE.search(text):
+                raise InvalidDispatch(
+                    "action_summary takes no control, zero-width or direction-override character"
+                )
+            if _SUMMARY_SECRET_VALUE.search(text):
+                raise InvalidDispatch(
+                    "an action_summary value looks like a secret or a digest (a key, token,"
+                    " credential or 32+ character code): never put one in the summary"
+                )
+        if len(self.json()) > SUMMARY_MAX_BYTES:
+            raise InvalidDispatch("action_summary must be at most 2048 bytes as JSON")
+
+    @classmethod
+    def of(cls, title: str, facts: Mapping[str, str] | None = None) -> ActionSummary:
+        """`ActionSummary.of("Charge", {"Amount": "2,490.00 EUR", "Order": "ord-1"})`."""
+        return cls(title, tuple(SummaryFact(k, v) for k, v in (facts or {}).items()))
+
+    @classmethod
+    def from_stored(cls, value: Mapping[str, Any] | None) -> ActionSummary | None:
+        """A summary as the database keeps it (already checked there)."""
+        if value is None:
+            return None
+        facts = tuple(SummaryFact(f["label"], f["value"]) for f in value.get("facts", ()))
+        return cls(value["title"], facts)
+
+    def json(self) -> str:
+        """The stored JSON (compact, as PostgreSQL's jsonb counts it closely enough)."""
+        return msgspec.json.encode(self).decode("utf-8")
+
+
 class DispatchSpec(msgspec.Struct, frozen=True):
     """What an executor asks to record before anything runs; validated on construction."""
 
@@ -245,6 +333,8 @@ class DispatchSpec(msgspec.Struct, frozen=True):
     idempotency_key: str
     schema_version: int = 1
     supersedes_dispatch_id: str | None = None
+    action_summary: ActionSummary | None = None
+    """What was approved, for people (optional; shown to the operator, read by no rule)."""
 
     def __post_init__(self) -> None:
         for name in ("dispatch_id", "approval_request_id", "project_id", "idempotency_key"):
@@ -366,6 +456,9 @@ class BacklogSnapshot(msgspec.Struct, frozen=True):
     """Open dispatches by (queue, action_type)."""
     oldest_claimable_at_ms: int | None = None
     oldest_manual_at_ms: int | None = None
+    open_proposals: int = 0
+    """Two-person proposals waiting for a second person (neither closed nor expired)."""
+    oldest_open_proposal_at_ms: int | None = None
 
     def controls_by_status(self) -> dict[str, int]:
         """Open controls by stored status: armed (due or waiting) and manual."""
@@ -391,6 +484,10 @@ class BacklogSnapshot(msgspec.Struct, frozen=True):
     @property
     def oldest_manual_age_seconds(self) -> float:
         return _age_seconds(self.db_now_ms, self.oldest_manual_at_ms)
+
+    @property
+    def oldest_open_proposal_age_seconds(self) -> float:
+        return _age_seconds(self.db_now_ms, self.oldest_open_proposal_at_ms)
 
 
 def _age_seconds(now_ms: int, since_ms: int | None) -> float:
@@ -465,6 +562,21 @@ class OpenProposal(msgspec.Struct, frozen=True):
     expected_execution_version: int
 
 
+class ProposalRecord(msgspec.Struct, frozen=True):
+    """One two-person proposal in a case's history, open or closed."""
+
+    decision: Decision
+    reason_code: str
+    proposed_by: str
+    proposed_at_ms: int
+    expires_at_ms: int
+    closed_as: str | None
+    """`confirmed`, `rejected`, `withdrawn`, `expired` or `voided`; None while open."""
+    closed_at_ms: int | None
+    closed_by: str | None
+    close_reason_code: str | None
+
+
 class ManualQueueItem(msgspec.Struct, frozen=True):
     """One open case as the manual queue and the waiting list show it."""
 
@@ -486,6 +598,40 @@ class ManualQueueItem(msgspec.Struct, frozen=True):
     since_ms: int = 0
     """When the case entered its list (the keyset): manual_at_ms or first_inspected_at_ms."""
     proposal: OpenProposal | None = None
+    action_summary: ActionSummary | None = None
+    last_reason: str | None = None
+    """The last inspection's reason code (`unknown_kid`, `http_404`), if its provider gave one."""
+    two_person_decisions: tuple[Decision, ...] = ()
+    """The decisions a two-person rule covers for this action type."""
+    owner: str = ""
+    """The executor that held the lease (its owner name: a host, a pod)."""
+    sort_key: str = ""
+    """The row's value of the list's sort column (the keyset's first part)."""
+
+
+class FoundDispatch(msgspec.Struct, frozen=True):
+    """One dispatch a lookup found: enough to open its case and to tell several apart."""
+
+    dispatch_id: str
+    project_id: str
+    action_type: str
+    created_at_ms: int
+    matched_by: str
+    """Which id matched: `dispatch_id`, `idempotency_key` or `approval_request_id`."""
+    state: str | None
+    """The execution's state; None when it was never leased."""
+    control_status: str | None
+    closed_by: str | None
+    action_summary: ActionSummary | None = None
+
+
+class CaseSort(StrEnum):
+    """The order of an open list: oldest first, or grouped by a column (oldest first within)."""
+
+    AGE = "age"
+    ACTION_TYPE = "action_type"
+    PROJECT_ID = "project_id"
+    LAST_FINDING = "last_finding"
 
 
 class CaseList(StrEnum):
@@ -504,6 +650,14 @@ class CaseFilter(msgspec.Struct, frozen=True):
     last_finding: FindingKind | None = None
     min_age_ms: int = 0
     q: str | None = None
+    summary: str | None = None
+    """Words of what was approved (its summary's title or facts), case-insensitive."""
+    open_proposal: bool = False
+    """Only cases whose two-person proposal waits for a second person."""
+    owner: str | None = None
+    """The executor that held the lease (its owner name: a host, a pod)."""
+    last_reason: str | None = None
+    """The last inspection's reason code."""
 
 
 NO_FILTER = CaseFilter()
@@ -520,6 +674,7 @@ class CaseIdentity(msgspec.Struct, frozen=True):
     supersedes_dispatch_id: str | None
     superseded_by: tuple[str, ...]
     created_at_ms: int
+    action_summary: ActionSummary | None = None
 
 
 class CaseExecution(msgspec.Struct, frozen=True):
@@ -549,6 +704,8 @@ class CaseControl(msgspec.Struct, frozen=True):
     manual_reason: str | None
     closed_by: str | None
     closed_at_ms: int | None
+    last_reason: str | None = None
+    reason_counts: Mapping[str, int] = msgspec.field(default_factory=dict)
 
 
 class CaseResolution(msgspec.Struct, frozen=True):
@@ -582,6 +739,10 @@ class Case(msgspec.Struct, frozen=True):
     proposal: OpenProposal | None = None
     late_evidence: tuple[LateEvidence, ...] = ()
     """Verified findings observed after a manual decision (docs/manual-resolution.md)."""
+    proposals: tuple[ProposalRecord, ...] = ()
+    """Every two-person proposal of the case, open or closed, oldest first."""
+    two_person_decisions: tuple[Decision, ...] = ()
+    """The decisions a two-person rule covers for this action type."""
 
 
 class DecisionFilter(msgspec.Struct, frozen=True):

@@ -14,6 +14,7 @@ from resolver.core.domain import (
     Case,
     CaseFilter,
     CaseList,
+    CaseSort,
     ClaimedItem,
     CommitReport,
     Completion,
@@ -22,6 +23,7 @@ from resolver.core.domain import (
     DispatchSpec,
     ExecutionLease,
     ExecutionView,
+    FoundDispatch,
     Grant,
     ItemOutcome,
     LateObservation,
@@ -150,6 +152,8 @@ class CaseReader(Protocol):
         after: tuple[int, str] | None = None,
         filters: CaseFilter = ...,
         now_ms: int | None = None,
+        sort: CaseSort = ...,
+        after_key: str = "",
     ) -> list[ManualQueueItem]: ...
 
     def count_cases(
@@ -170,6 +174,17 @@ class CaseReader(Protocol):
     ) -> list[DecisionRecord]: ...
 
     def count_decisions(self, user_id: str, filters: DecisionFilter, count_cap: int) -> int: ...
+
+    def find_dispatches(self, user_id: str, q: str) -> list[FoundDispatch]: ...
+
+    def case_counts(
+        self,
+        user_id: str,
+        which: CaseList,
+        filters: CaseFilter,
+        count_cap: int,
+        now_ms: int | None = None,
+    ) -> dict[str, dict[str, int]]: ...
 
 
 class BacklogReader(Protocol):

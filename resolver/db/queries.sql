@@ -29,7 +29,8 @@ FROM resolver_dispatch_create(
     p_dispatch_id => %(dispatch_id)s, p_approval_request_id => %(approval_request_id)s,
     p_project_id => %(project_id)s, p_action_type => %(action_type)s,
     p_action_digest => %(action_digest)s, p_idempotency_key => %(idempotency_key)s,
-    p_schema_version => %(schema_version)s, p_supersedes_dispatch_id => %(supersedes_dispatch_id)s);
+    p_schema_version => %(schema_version)s, p_supersedes_dispatch_id => %(supersedes_dispatch_id)s,
+    p_action_summary => %(action_summary)s::jsonb);
 
 -- name: execution_lease
 SELECT dispatch_id, owner, token::text, version, attempt, lease_expires_at_ms, state
@@ -277,6 +278,19 @@ EXISTS (SELECT 1 FROM recovery_role_bindings AS b
 (%(project_id)s::text IS NULL OR d.project_id = %(project_id)s::text)
 AND (%(action_type)s::text IS NULL OR d.action_type = %(action_type)s::text)
 AND (%(last_finding)s::text IS NULL OR c.last_finding = %(last_finding)s::text)
+-- The executor that held the lease (its owner name, e.g. a host or pod), `e`.
+AND (%(owner)s::text IS NULL OR e.owner = %(owner)s::text)
+-- The last inspection's reason code (`unknown_kid`, `http_404`).
+AND (%(last_reason)s::text IS NULL OR c.last_reason = %(last_reason)s::text)
+-- Words of what was approved (the summary's title and facts), case-insensitive: the open
+-- lists are bounded by their partial indexes, so a substring test costs a bounded scan.
+AND (%(summary)s::text IS NULL
+     OR strpos(lower(d.action_summary::text), lower(%(summary)s::text)) > 0)
+-- Open two-person proposals only: the cases waiting for a second person.
+AND (NOT %(open_proposal)s::boolean
+     OR EXISTS (SELECT 1 FROM recovery_proposals AS op
+                WHERE op.dispatch_id = d.dispatch_id AND op.closed_as IS NULL
+                  AND op.expires_at_ms > (SELECT ms FROM now)))
 AND
     -- include: dispatch_lookup
 
@@ -342,7 +356,14 @@ SELECT c.dispatch_id, d.project_id, d.action_type, c.last_finding, c.finding_cou
        pr.outcome AS proposal_outcome, pr.proposed_by, pr.proposed_at_ms,
        pr.expires_at_ms AS proposal_expires_at_ms, pr.reason_code AS proposal_reason_code,
        pr.evidence_digest AS proposal_evidence_digest,
-       pr.expected_execution_version AS proposal_expected_version
+       pr.expected_execution_version AS proposal_expected_version,
+       d.action_summary, c.last_reason, e.owner,
+       CASE %(sort)s::text WHEN 'action_type' THEN d.action_type WHEN 'project_id' THEN d.project_id
+                     WHEN 'last_finding' THEN coalesce(c.last_finding, '') ELSE '' END AS sort_key,
+       -- The decisions a two-person rule covers for this action type (shown before anyone
+       -- decides).
+       ARRAY(SELECT o FROM unnest(resolver_terminal_states()) AS o
+             WHERE resolver_needs_two_people(d.action_type, o)) AS two_person_outcomes
 FROM approved_action_recovery_controls AS c
 JOIN approved_action_dispatches AS d USING (dispatch_id)
 JOIN approved_action_executions AS e USING (dispatch_id)
@@ -351,13 +372,22 @@ LEFT JOIN recovery_proposals AS pr
  AND
      -- include: proposal_open
 WHERE c.status = 'manual'
-  AND (c.manual_at_ms, c.dispatch_id) > (%(after_since_ms)s, %(after_dispatch_id)s)
+  -- Oldest first (the manual index's own order), or grouped by another column first
+  -- (`sort`): the keyset then leads with that column. A constant sort folds away.
+  AND CASE WHEN %(sort)s::text = 'age'
+           THEN (c.manual_at_ms, c.dispatch_id) > (%(after_since_ms)s, %(after_dispatch_id)s)
+           ELSE (CASE %(sort)s::text WHEN 'action_type' THEN d.action_type WHEN 'project_id' THEN d.project_id
+                          WHEN 'last_finding' THEN coalesce(c.last_finding, '') ELSE '' END,
+                 c.manual_at_ms, c.dispatch_id)
+                > (%(after_key)s::text, %(after_since_ms)s, %(after_dispatch_id)s) END
   AND (%(min_age_ms)s = 0 OR c.manual_at_ms <= (SELECT ms FROM now) - %(min_age_ms)s)
   AND
       -- include: case_filter
   AND
       -- include: case_readable
-ORDER BY c.manual_at_ms, c.dispatch_id
+ORDER BY CASE %(sort)s::text WHEN 'action_type' THEN d.action_type WHEN 'project_id' THEN d.project_id
+                     WHEN 'last_finding' THEN coalesce(c.last_finding, '') ELSE '' END,
+         c.manual_at_ms, c.dispatch_id
 LIMIT %(limit)s;
 
 -- name: manual_queue_total
@@ -368,6 +398,7 @@ SELECT count(*) AS total FROM (
     SELECT 1
     FROM approved_action_recovery_controls AS c
     JOIN approved_action_dispatches AS d USING (dispatch_id)
+    JOIN approved_action_executions AS e USING (dispatch_id)
     WHERE c.status = 'manual'
       AND (%(min_age_ms)s = 0 OR c.manual_at_ms <= (SELECT ms FROM now) - %(min_age_ms)s)
       AND
@@ -387,7 +418,14 @@ SELECT c.dispatch_id, d.project_id, d.action_type, c.last_finding, c.finding_cou
        pr.outcome AS proposal_outcome, pr.proposed_by, pr.proposed_at_ms,
        pr.expires_at_ms AS proposal_expires_at_ms, pr.reason_code AS proposal_reason_code,
        pr.evidence_digest AS proposal_evidence_digest,
-       pr.expected_execution_version AS proposal_expected_version
+       pr.expected_execution_version AS proposal_expected_version,
+       d.action_summary, c.last_reason, e.owner,
+       CASE %(sort)s::text WHEN 'action_type' THEN d.action_type WHEN 'project_id' THEN d.project_id
+                     WHEN 'last_finding' THEN coalesce(c.last_finding, '') ELSE '' END AS sort_key,
+       -- The decisions a two-person rule covers for this action type (shown before anyone
+       -- decides).
+       ARRAY(SELECT o FROM unnest(resolver_terminal_states()) AS o
+             WHERE resolver_needs_two_people(d.action_type, o)) AS two_person_outcomes
 FROM approved_action_recovery_controls AS c
 JOIN approved_action_dispatches AS d USING (dispatch_id)
 JOIN approved_action_executions AS e USING (dispatch_id)
@@ -396,14 +434,78 @@ LEFT JOIN recovery_proposals AS pr
  AND
      -- include: proposal_open
 WHERE c.status = 'armed' AND c.first_inspected_at_ms IS NOT NULL
-  AND (c.first_inspected_at_ms, c.dispatch_id) > (%(after_since_ms)s, %(after_dispatch_id)s)
+  AND CASE WHEN %(sort)s::text = 'age'
+           THEN (c.first_inspected_at_ms, c.dispatch_id)
+                > (%(after_since_ms)s, %(after_dispatch_id)s)
+           ELSE (CASE %(sort)s::text WHEN 'action_type' THEN d.action_type WHEN 'project_id' THEN d.project_id
+                          WHEN 'last_finding' THEN coalesce(c.last_finding, '') ELSE '' END,
+                 c.first_inspected_at_ms, c.dispatch_id)
+                > (%(after_key)s::text, %(after_since_ms)s, %(after_dispatch_id)s) END
   AND (%(min_age_ms)s = 0 OR c.first_inspected_at_ms <= (SELECT ms FROM now) - %(min_age_ms)s)
   AND
       -- include: case_filter
   AND
       -- include: case_readable
-ORDER BY c.first_inspected_at_ms, c.dispatch_id
+ORDER BY CASE %(sort)s::text WHEN 'action_type' THEN d.action_type WHEN 'project_id' THEN d.project_id
+                     WHEN 'last_finding' THEN coalesce(c.last_finding, '') ELSE '' END,
+         c.first_inspected_at_ms, c.dispatch_id
 LIMIT %(limit)s;
+
+-- name: manual_queue_counts
+-- Triage: the matching manual cases counted by action type, reason (the last reason code, or
+-- the finding when the provider gave none), project and executor owner, over at most
+-- %(count_cap)s cases (a count at the cap means "at least").
+WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms),
+matching AS (
+    SELECT d.action_type, d.project_id, e.owner,
+           coalesce(c.last_reason, c.last_finding, 'not_inspected') AS reason
+    FROM approved_action_recovery_controls AS c
+    JOIN approved_action_dispatches AS d USING (dispatch_id)
+    JOIN approved_action_executions AS e USING (dispatch_id)
+    WHERE c.status = 'manual'
+      AND (%(min_age_ms)s = 0 OR c.manual_at_ms <= (SELECT ms FROM now) - %(min_age_ms)s)
+      AND
+          -- include: case_filter
+      AND
+          -- include: case_readable
+    LIMIT %(count_cap)s
+)
+SELECT 'action_type' AS dimension, action_type AS value, count(*) AS cases
+FROM matching GROUP BY action_type
+UNION ALL
+SELECT 'reason', reason, count(*) FROM matching GROUP BY reason
+UNION ALL
+SELECT 'project_id', project_id, count(*) FROM matching GROUP BY project_id
+UNION ALL
+SELECT 'owner', owner, count(*) FROM matching GROUP BY owner
+ORDER BY 1, 3 DESC, 2;
+
+-- name: waiting_counts
+-- The same for the waiting list.
+WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms),
+matching AS (
+    SELECT d.action_type, d.project_id, e.owner,
+           coalesce(c.last_reason, c.last_finding, 'not_inspected') AS reason
+    FROM approved_action_recovery_controls AS c
+    JOIN approved_action_dispatches AS d USING (dispatch_id)
+    JOIN approved_action_executions AS e USING (dispatch_id)
+    WHERE c.status = 'armed' AND c.first_inspected_at_ms IS NOT NULL
+      AND (%(min_age_ms)s = 0 OR c.first_inspected_at_ms <= (SELECT ms FROM now) - %(min_age_ms)s)
+      AND
+          -- include: case_filter
+      AND
+          -- include: case_readable
+    LIMIT %(count_cap)s
+)
+SELECT 'action_type' AS dimension, action_type AS value, count(*) AS cases
+FROM matching GROUP BY action_type
+UNION ALL
+SELECT 'reason', reason, count(*) FROM matching GROUP BY reason
+UNION ALL
+SELECT 'project_id', project_id, count(*) FROM matching GROUP BY project_id
+UNION ALL
+SELECT 'owner', owner, count(*) FROM matching GROUP BY owner
+ORDER BY 1, 3 DESC, 2;
 
 -- name: waiting_total
 WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms)
@@ -411,6 +513,7 @@ SELECT count(*) AS total FROM (
     SELECT 1
     FROM approved_action_recovery_controls AS c
     JOIN approved_action_dispatches AS d USING (dispatch_id)
+    JOIN approved_action_executions AS e USING (dispatch_id)
     WHERE c.status = 'armed' AND c.first_inspected_at_ms IS NOT NULL
       AND (%(min_age_ms)s = 0 OR c.first_inspected_at_ms <= (SELECT ms FROM now) - %(min_age_ms)s)
       AND
@@ -448,7 +551,10 @@ SELECT d.dispatch_id, d.approval_request_id, d.project_id, d.action_type, d.acti
        c.status AS control_status, c.armed_at_ms, c.finding_count, c.finding_counts,
        c.first_inspected_at_ms, c.last_inspected_at_ms, c.last_finding,
        c.last_failure_class, c.last_evidence_digest, c.next_scan_at_ms, c.manual_at_ms,
-       c.manual_reason, c.closed_by, c.closed_at_ms,
+       c.manual_reason, c.closed_by, c.closed_at_ms, c.last_reason, c.reason_counts,
+       d.action_summary,
+       ARRAY(SELECT o FROM unnest(resolver_terminal_states()) AS o
+             WHERE resolver_needs_two_people(d.action_type, o)) AS two_person_outcomes,
        r.source AS resolution_source, r.outcome AS resolution_outcome,
        r.reason_code AS resolution_reason_code, r.actor_user_id AS resolution_actor_user_id,
        r.evidence_digest AS resolution_evidence_digest, r.resolved_at_ms,
@@ -471,6 +577,27 @@ WHERE d.dispatch_id = %(dispatch_id)s
   AND
       -- include: case_readable
 ;
+
+-- name: dispatch_find
+-- Find: every dispatch the caller may read whose dispatch id, idempotency key or approval
+-- request id is exactly `q` (each has its own index), whatever its state: open, waiting,
+-- settled by its executor or automatically, decided, superseded. Newest first, at most 20
+-- (an approval request dispatched again under new ids has several).
+SELECT d.dispatch_id, d.project_id, d.action_type, d.created_at_ms, d.action_summary,
+       CASE WHEN d.dispatch_id = %(q)s::text THEN 'dispatch_id'
+            WHEN d.approval_request_id = %(q)s::text THEN 'approval_request_id'
+            ELSE 'idempotency_key' END AS matched_by,
+       e.state, c.status AS control_status, c.closed_by
+FROM approved_action_dispatches AS d
+LEFT JOIN approved_action_executions AS e ON e.dispatch_id = d.dispatch_id
+LEFT JOIN approved_action_recovery_controls AS c ON c.dispatch_id = d.dispatch_id
+WHERE %(q)s::text IS NOT NULL
+  AND
+      -- include: dispatch_lookup
+  AND
+      -- include: case_readable
+ORDER BY d.created_at_ms DESC, d.dispatch_id
+LIMIT 20;
 
 -- name: case_authorizations
 -- The authorization facts of a resolution (a manual one has one per person who decided).
@@ -548,6 +675,21 @@ SELECT (SELECT ms FROM now) AS db_now_ms,
         WHERE m.status = 'manual' AND m.manual_at_ms IS NOT NULL
         ORDER BY m.manual_at_ms, m.dispatch_id
         LIMIT 1) AS oldest_manual_at_ms;
+
+-- name: backlog_proposals
+-- Part 3: open two-person proposals (neither closed nor expired), counted up to
+-- %(count_cap)s, and when the oldest was made. Only open proposals are read (a partial
+-- unique index holds them, one per dispatch at most).
+WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms),
+open AS (
+    SELECT pr.proposed_at_ms
+    FROM recovery_proposals AS pr
+    WHERE
+        -- include: proposal_open
+    LIMIT %(count_cap)s
+)
+SELECT count(*) AS open_proposals, min(proposed_at_ms) AS oldest_open_proposal_at_ms
+FROM open;
 
 -- name: backlog_counts
 -- Part 2: open controls by queue (due = claimable now, waiting = armed but not claimable
@@ -694,6 +836,16 @@ RETURNING w.dispatch_id;
 SELECT r.dispatch_id, r.observation_id, r.recorded, r.agrees
 FROM resolver_record_late_evidence(
     %(items)s::json, %(owner)s, %(window_ms)s, %(now_ms)s) AS r;
+
+-- name: case_proposals
+-- Every two-person proposal of a case, open or closed (confirmed, rejected, withdrawn,
+-- expired, voided): who proposed what and when, and who closed it how. At most 50.
+SELECT p.outcome, p.reason_code, p.proposed_by, p.proposed_at_ms, p.expires_at_ms,
+       p.closed_as, p.closed_at_ms, p.closed_by, p.close_reason_code
+FROM recovery_proposals AS p
+WHERE p.dispatch_id = %(dispatch_id)s
+ORDER BY p.proposed_at_ms, p.proposal_id
+LIMIT 50;
 
 -- name: case_late_evidence
 -- The late evidence recorded beside a case's decision (at most one row today).

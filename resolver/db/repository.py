@@ -15,6 +15,7 @@ from psycopg.types.json import Jsonb
 
 from resolver.core.domain import (
     NO_FILTER,
+    ActionSummary,
     AuditLink,
     BacklogSnapshot,
     Case,
@@ -25,6 +26,7 @@ from resolver.core.domain import (
     CaseIdentity,
     CaseList,
     CaseResolution,
+    CaseSort,
     ClaimedItem,
     CommitReport,
     Completion,
@@ -37,7 +39,9 @@ from resolver.core.domain import (
     ExecutionLease,
     ExecutionState,
     ExecutionView,
+    Finding,
     FindingKind,
+    FoundDispatch,
     Grant,
     ItemOutcome,
     LateEvidence,
@@ -50,6 +54,7 @@ from resolver.core.domain import (
     OpenProposal,
     Principal,
     ProposalAction,
+    ProposalRecord,
     ProviderFailure,
     PruneRunRecord,
     ResolutionSource,
@@ -162,6 +167,7 @@ class PostgresStore:
             "idempotency_key": spec.idempotency_key,
             "schema_version": spec.schema_version,
             "supersedes_dispatch_id": spec.supersedes_dispatch_id,
+            "action_summary": spec.action_summary.json() if spec.action_summary else None,
         }
         row = self._one("dispatch_create", params)
         assert row is not None  # the function answers one row or raises
@@ -254,13 +260,18 @@ class PostgresStore:
             counts = conn.execute(
                 statement("backlog_counts"), {"now_ms": now_ms, "count_cap": count_cap}
             ).fetchall()
-        assert oldest is not None
+            proposals = conn.execute(
+                statement("backlog_proposals"), {"now_ms": now_ms, "count_cap": count_cap}
+            ).fetchone()
+        assert oldest is not None and proposals is not None
         return BacklogSnapshot(
             db_now_ms=oldest["db_now_ms"],
             count_cap=count_cap,
             dispatches={(r["queue"], r["action_type"]): r["dispatches"] for r in counts},
             oldest_claimable_at_ms=oldest["oldest_claimable_at_ms"],
             oldest_manual_at_ms=oldest["oldest_manual_at_ms"],
+            open_proposals=proposals["open_proposals"],
+            oldest_open_proposal_at_ms=proposals["oldest_open_proposal_at_ms"],
         )
 
     def prune_summary(self) -> PruneSummary:
@@ -359,14 +370,20 @@ class PostgresStore:
         after: tuple[int, str] | None = None,
         filters: CaseFilter = NO_FILTER,
         now_ms: int | None = None,
+        sort: CaseSort = CaseSort.AGE,
+        after_key: str = "",
     ) -> list[ManualQueueItem]:
-        """One keyset page of the manual queue or the waiting list, oldest first."""
+        """One keyset page of the manual queue or the waiting list: oldest first, or grouped
+        by `sort` first (then oldest first within each value); `after_key` is the sort value
+        of the last row of the page before."""
         after_ms, after_id = after if after is not None else (-1, "")
         params = {
             **_case_filter(user_id, filters, now_ms),
             "limit": limit,
             "after_since_ms": after_ms,
             "after_dispatch_id": after_id,
+            "sort": sort.value,
+            "after_key": after_key,
         }
         name = "manual_queue_page" if which is CaseList.MANUAL else "waiting_page"
         return [_queue_item(row) for row in self._all(name, params)]
@@ -386,6 +403,27 @@ class PostgresStore:
         assert row is not None  # an aggregate answers one row
         return int(row["total"])
 
+    def case_counts(
+        self,
+        user_id: str,
+        which: CaseList,
+        filters: CaseFilter,
+        count_cap: int,
+        now_ms: int | None = None,
+    ) -> dict[str, dict[str, int]]:
+        """The matching open cases counted by action type, reason, project and owner."""
+        params = {**_case_filter(user_id, filters, now_ms), "count_cap": count_cap}
+        name = "manual_queue_counts" if which is CaseList.MANUAL else "waiting_counts"
+        counts: dict[str, dict[str, int]] = {
+            "action_type": {},
+            "reason": {},
+            "project_id": {},
+            "owner": {},
+        }
+        for row in self._all(name, params):
+            counts[row["dimension"]][row["value"]] = int(row["cases"])
+        return counts
+
     def get_case(self, user_id: str, dispatch_id: str, now_ms: int | None = None) -> Case | None:
         """The whole case, or None when it is unknown or the user may not read its project."""
         params = {"user_id": user_id, "dispatch_id": dispatch_id, "now_ms": now_ms}
@@ -404,7 +442,24 @@ class PostgresStore:
             late = conn.execute(
                 statement("case_late_evidence"), {"dispatch_id": dispatch_id}
             ).fetchall()
-        return _case(row, authorizations, late)
+            proposals = conn.execute(
+                statement("case_proposals"), {"dispatch_id": dispatch_id}
+            ).fetchall()
+        return msgspec.structs.replace(
+            _case(row, authorizations, late),
+            two_person_decisions=_two_person(row["two_person_outcomes"]),
+            proposals=tuple(_proposal_record(p) for p in proposals),
+        )
+
+    def find_dispatches(self, user_id: str, q: str) -> list[FoundDispatch]:
+        """Every readable dispatch whose dispatch id, idempotency key or approval id is `q`."""
+        rows = self._all("dispatch_find", {"user_id": user_id, "q": q})
+        return [
+            FoundDispatch(
+                **{**row, "action_summary": ActionSummary.from_stored(row["action_summary"])}
+            )
+            for row in rows
+        ]
 
     def audit_links(self, after_seq: int, limit: int) -> list[AuditLink]:
         """One page of the audit chain in order, each link with its facts' content."""
@@ -599,7 +654,20 @@ def _queue_item(row: Row) -> ManualQueueItem:
     proposal = _proposal(row)
     for column in PROPOSAL_COLUMNS:
         del row[column]
-    return ManualQueueItem(**row, proposal=proposal)
+    summary = ActionSummary.from_stored(row.pop("action_summary"))
+    two = _two_person(row.pop("two_person_outcomes"))
+    return ManualQueueItem(
+        **row, proposal=proposal, action_summary=summary, two_person_decisions=two
+    )
+
+
+def _proposal_record(row: Row) -> ProposalRecord:
+    outcome = ExecutionState(row.pop("outcome"))
+    return ProposalRecord(**row, decision=Decision.settling(outcome))
+
+
+def _two_person(outcomes: Sequence[str]) -> tuple[Decision, ...]:
+    return tuple(Decision.settling(ExecutionState(o)) for o in outcomes)
 
 
 # The open-proposal columns of the case and list statements (queries.sql, proposal_open).
@@ -650,6 +718,10 @@ def _case_filter(user_id: str, filters: CaseFilter, now_ms: int | None) -> dict[
         "project_id": filters.project_id,
         "action_type": filters.action_type,
         "last_finding": filters.last_finding.value if filters.last_finding else None,
+        "summary": filters.summary,
+        "open_proposal": filters.open_proposal,
+        "owner": filters.owner,
+        "last_reason": filters.last_reason,
         "q": filters.q,
         "min_age_ms": filters.min_age_ms,
         "now_ms": now_ms,
@@ -682,6 +754,7 @@ def _case(row: Row, authorizations: Sequence[Row], late: Sequence[Row] = ()) -> 
         supersedes_dispatch_id=row["supersedes_dispatch_id"],
         superseded_by=tuple(row["superseded_by"]),
         created_at_ms=row["created_at_ms"],
+        action_summary=ActionSummary.from_stored(row["action_summary"]),
     )
     execution = None
     if row["state"] is not None:
@@ -714,6 +787,8 @@ def _case(row: Row, authorizations: Sequence[Row], late: Sequence[Row] = ()) -> 
             manual_reason=row["manual_reason"],
             closed_by=row["closed_by"],
             closed_at_ms=row["closed_at_ms"],
+            last_reason=row["last_reason"],
+            reason_counts=dict(row["reason_counts"]),
         )
     resolution = None
     if row["resolution_source"] is not None:
@@ -835,10 +910,19 @@ def page_items(outcomes: Sequence[ItemOutcome]) -> str:
                 "delay_ms": o.retry_delay_ms,
                 "failure": o.finding.failure.value if o.finding.failure is not None else None,
                 "escalate_after_ms": o.escalate_after_ms,
+                "reason": _reason(o.finding),
             }
             for o in outcomes
         ]
     ).decode("utf-8")
+
+
+def _reason(finding: Finding) -> str | None:
+    """The inspection's reason code for the control: the provider's cause, else the failure
+    class of an unavailable source (`timeout`, `outage`)."""
+    if finding.cause is not None:
+        return finding.cause
+    return finding.failure.value if finding.failure is not None else None
 
 
 # msgspec's encoder: the page as one compact JSON text in C, several times faster than the

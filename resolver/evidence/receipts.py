@@ -531,7 +531,7 @@ def receipt_finding(
         log.warning(
             "receipt_rejected", source=source, dispatch_id=identity.dispatch_id, reason=exc.reason
         )
-        return Finding(FindingKind.CONFLICT)
+        return Finding(FindingKind.CONFLICT, cause=exc.reason)
 
 
 def parse_receipt_json(data: bytes) -> dict[str, Any]:

@@ -6,10 +6,12 @@
 """
 
 from resolver.core.domain import (
+    ActionSummary,
     Completion,
     DispatchSpec,
     ExecutionLease,
     Outcome,
+    SummaryFact,
     action_digest,
     sha256_hex,
 )
@@ -32,6 +34,7 @@ from resolver.executor.receipts import WrittenReceipt, write_receipt
 from resolver.executor.side_effects import RunResult, SideEffect, SideEffectRunner
 
 __all__ = [
+    "ActionSummary",
     "CommitUnknown",
     "Completion",
     "CompletionResult",
@@ -53,6 +56,7 @@ __all__ = [
     "SideEffect",
     "SideEffectRunner",
     "StorageUnavailable",
+    "SummaryFact",
     "WrittenReceipt",
     "action_digest",
     "sha256_hex",

@@ -86,6 +86,8 @@ class ManualResolutionService:
     ) -> None:
         self._store = store
         self._signer = signer
+        self.max_auth_age_ms = max_auth_age_ms
+        """How recent a decision's strong authentication must be (the console shows it)."""
         self._max_auth_age_ms = max_auth_age_ms
         self._strong_amr = strong_amr
         self._clock_leeway_ms = clock_leeway_ms

@@ -323,6 +323,15 @@ def _backlog_families(snapshot: BacklogSnapshot | None, cap: int) -> list[Metric
         f"{PREFIX}_oldest_manual_age_seconds",
         "How long the oldest control has waited in the manual queue; 0 when none.",
     )
+    proposals = GaugeMetricFamily(
+        f"{PREFIX}_open_proposals",
+        "Two-person proposals waiting for a second person (neither closed nor expired). "
+        "Database-wide; aggregate replicas with max.",
+    )
+    oldest_proposal = GaugeMetricFamily(
+        f"{PREFIX}_oldest_open_proposal_age_seconds",
+        "How long the oldest open two-person proposal has waited for a second person; 0 when none.",
+    )
     count_cap = GaugeMetricFamily(
         f"{PREFIX}_backlog_count_cap",
         "Backlog counts stop at this many controls per index: a count at the cap means more.",
@@ -335,4 +344,14 @@ def _backlog_families(snapshot: BacklogSnapshot | None, cap: int) -> list[Metric
             by_type.add_metric([queue, action_type], count)
         oldest_claimable.add_metric([], snapshot.oldest_claimable_age_seconds)
         oldest_manual.add_metric([], snapshot.oldest_manual_age_seconds)
-    return [by_queue, by_type, oldest_claimable, oldest_manual, count_cap]
+        proposals.add_metric([], snapshot.open_proposals)
+        oldest_proposal.add_metric([], snapshot.oldest_open_proposal_age_seconds)
+    return [
+        by_queue,
+        by_type,
+        oldest_claimable,
+        oldest_manual,
+        proposals,
+        oldest_proposal,
+        count_cap,
+    ]

@@ -139,6 +139,14 @@ export interface DispatchSpec {
   idempotencyKey: string;
   schemaVersion?: number;
   supersedesDispatchId?: string | null;
+  /** What was approved, for people (optional): a 1-120 character title and up to 8 facts of
+   * a 1-40 character label and a 1-200 character value. Never a secret, tool arguments or a
+   * raw response; a bad one is refused with InvalidInput. */
+  actionSummary?: ActionSummary | null;
+}
+export interface ActionSummary {
+  title: string;
+  facts?: { label: string; value: string }[];
 }
 export interface Completion {
   outcome: Outcome;

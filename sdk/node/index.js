@@ -455,9 +455,18 @@ export class Executor {
     this.completeAttempts = completeAttempts;
   }
 
-  /** Record the immutable dispatch; an exact re-create answers `created: false`. */
+  /**
+   * Record the immutable dispatch; an exact re-create answers `created: false`.
+   * `actionSummary` ({ title, facts: [{ label, value }] }) is what was approved, for people:
+   * optional, bounded, never a secret, tool arguments or a raw response; the database checks
+   * it and refuses a bad one with InvalidInput (RS005), naming the rule, never the content.
+   */
   createDispatch(d) {
-    return call(this.pool, "SELECT * FROM resolver_dispatch_create($1, $2, $3, $4, $5, $6, $7, $8)", [
+    const summary = d.actionSummary ?? null;
+    if (summary !== null && (typeof summary !== "object" || Array.isArray(summary))) {
+      throw new TypeError("actionSummary must be { title, facts: [{ label, value }] } or null");
+    }
+    return call(this.pool, "SELECT * FROM resolver_dispatch_create($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb)", [
       d.dispatchId,
       d.approvalRequestId,
       d.projectId,
@@ -466,6 +475,8 @@ export class Executor {
       d.idempotencyKey,
       d.schemaVersion ?? 1,
       d.supersedesDispatchId ?? null,
+      // Only the two known keys, in a fixed order: an exact re-create compares equal.
+      summary === null ? null : JSON.stringify({ title: summary.title, facts: (summary.facts ?? []).map((f) => ({ label: f.label, value: f.value })) }),
     ]);
   }
 

@@ -261,3 +261,21 @@ def test_two_releases_rules_in_one_prometheus_page_once_for_the_release_that_is_
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_a_console_url_puts_each_alert_s_console_view_into_its_annotations() -> None:
+    console = "https://resolver.corp.test/console"
+    rules = {r["alert"]: r for r in chart_rules({**ON, "alerts": {"consoleUrl": console + "/"}})}
+    annotations = {name: rule["annotations"].get("console_url") for name, rule in rules.items()}
+    # The oldest case past the alert's own threshold, ready to decide.
+    assert annotations["ResolverManualQueueAgeing"] == f"{console}#/oldest?min_age_seconds=14400"
+    assert annotations["ResolverProposalWaiting"] == f"{console}#/proposals"
+    assert annotations["ResolverEscalations"] == (
+        f"{console}#/queue?action_type={{{{ $labels.action_type }}}}"
+    )
+    assert annotations["ResolverDown"] is None  # no console view helps there
+    assert all("console" not in rule for rule in rules.values())  # not a rule field
+    # Without the value, no alert carries a link to nowhere.
+    assert all("console_url" not in r["annotations"] for r in chart_rules(ON))
+    with pytest.raises(helm.HelmError, match=r"alerts"):
+        render({**ON, "alerts": {"consoleUrl": "resolver.corp.test/console"}})

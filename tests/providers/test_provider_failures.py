@@ -268,7 +268,7 @@ def test_an_outage_is_logged_once_per_page_and_leaves_readiness_ready() -> None:
 def test_only_unavailable_findings_name_a_failure() -> None:
     with pytest.raises(ValueError, match="only an unavailable finding"):
         Finding(FindingKind.MISSING, failure=ProviderFailure.OUTAGE)
-    with pytest.raises(ValueError, match="a cause goes with a failure"):
+    with pytest.raises(ValueError, match="a cause goes with a failure on an unavailable"):
         Finding(FindingKind.UNAVAILABLE, cause="sqlstate_42501")
     with pytest.raises(ValueError, match="a cause goes with a failure"):
         Finding(
@@ -276,6 +276,11 @@ def test_only_unavailable_findings_name_a_failure() -> None:
             failure=ProviderFailure.CONFIGURATION,
             cause="Permission denied",
         )
+    # A conflict, missing or unsupported finding names its reason; verified evidence never.
+    assert Finding(FindingKind.CONFLICT, cause="unknown_kid").cause == "unknown_kid"
+    with pytest.raises(ValueError, match="a cause goes with a failure or an unverified"):
+        Finding(FindingKind.VERIFIED_SUCCEEDED, "a" * 64, "ok", cause="unknown_kid")
+
 
 
 @pytest.mark.parametrize("attrs", ["read-write", "primary"])

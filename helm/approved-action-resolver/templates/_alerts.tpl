@@ -25,7 +25,10 @@ deploy/prometheus/render_alerts.py renders the plain Prometheus file from this s
 {{- $expr := $rule.expr | replace "${worker}" $worker | replace "${api}" $api | replace "${by}" $by }}
 {{- $labels := merge (dict) $rule.labels ($a.ruleLabels | default dict) }}
 {{- $annotations := merge (dict "runbook_url" (printf "%s#%s" $runbook (lower $rule.alert))) $rule.annotations }}
-{{- $rules = append $rules (merge (dict "expr" $expr "labels" $labels "annotations" $annotations) (omit $rule "expr" "labels" "annotations")) }}
+{{- if and $a.consoleUrl $rule.console }}
+{{- $annotations = merge (dict "console_url" (printf "%s%s" (trimSuffix "/" $a.consoleUrl) $rule.console)) $annotations }}
+{{- end }}
+{{- $rules = append $rules (merge (dict "expr" $expr "labels" $labels "annotations" $annotations) (omit $rule "expr" "labels" "annotations" "console")) }}
 {{- end }}
 {{- end }}
 {{- $groups = append $groups (dict "name" $group.name "rules" $rules) }}

@@ -50,6 +50,76 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
                            WHEN 'abandon_unknown' THEN 'blocked' END
 $$;
 
+-- What was approved, for people (migration 0020): the optional summary an executor gives at
+-- dispatch creation, {"title": ..., "facts": [{"label": ..., "value": ...}]}. Bounded and
+-- low-sensitivity by rule: at most 2048 bytes as JSON, a 1-120 character title, at most 8
+-- facts of a 1-40 character label and a 1-200 character value; no control, zero-width or
+-- direction-override character; no label that names a secret and no value shaped like one
+-- (a PEM block, an HTTP credential, a JWT, credentials in a URL, or 32 and more characters
+-- of a key alphabet without a break: a token, a key or a digest; the action's digest has its
+-- own field). No rule reads it. The answer is why a summary is refused, NULL when it is not.
+CREATE FUNCTION resolver_action_summary_problem(p_summary jsonb)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    fact jsonb;
+    part text;
+BEGIN
+    IF p_summary IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF jsonb_typeof(p_summary) <> 'object' THEN
+        RETURN 'must be a JSON object';
+    END IF;
+    IF octet_length(p_summary::text) > 2048 THEN
+        RETURN 'must be at most 2048 bytes as JSON';
+    END IF;
+    IF EXISTS (SELECT 1 FROM jsonb_object_keys(p_summary) AS k WHERE k NOT IN ('title', 'facts')) THEN
+        RETURN 'takes the keys title and facts only';
+    END IF;
+    IF jsonb_typeof(p_summary -> 'title') IS DISTINCT FROM 'string'
+       OR char_length(p_summary ->> 'title') NOT BETWEEN 1 AND 120 THEN
+        RETURN 'title must be a string of 1-120 characters';
+    END IF;
+    IF p_summary ? 'facts' AND (jsonb_typeof(p_summary -> 'facts') <> 'array'
+                               OR jsonb_array_length(p_summary -> 'facts') > 8) THEN
+        RETURN 'facts must be an array of at most 8 facts';
+    END IF;
+    FOR fact IN SELECT f FROM jsonb_array_elements(coalesce(p_summary -> 'facts', '[]')) AS f LOOP
+        IF jsonb_typeof(fact) <> 'object' THEN
+            RETURN 'each fact must be an object {"label": ..., "value": ...}';
+        END IF;
+        IF (SELECT array_agg(k ORDER BY k) FROM jsonb_object_keys(fact) AS k)
+               IS DISTINCT FROM ARRAY['label', 'value']
+           OR jsonb_typeof(fact -> 'label') <> 'string' OR jsonb_typeof(fact -> 'value') <> 'string'
+           OR char_length(fact ->> 'label') NOT BETWEEN 1 AND 40
+           OR char_length(fact ->> 'value') NOT BETWEEN 1 AND 200 THEN
+            RETURN 'each fact must be {"label": 1-40 characters, "value": 1-200 characters}';
+        END IF;
+        IF (fact ->> 'label') ~* '(passw|secret|token|api.?key|private.?key|credential|authori[sz]ation|cookie)' THEN
+            RETURN 'a fact''s label names a secret: secrets never go in the summary';
+        END IF;
+    END LOOP;
+    FOR part IN
+        SELECT p_summary ->> 'title'
+        UNION ALL
+        SELECT x FROM jsonb_array_elements(coalesce(p_summary -> 'facts', '[]')) AS f,
+                      LATERAL (VALUES (f ->> 'label'), (f ->> 'value')) AS v(x)
+    LOOP
+        IF part ~ '[[:cntrl:]\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]' THEN
+            RETURN 'takes no control, zero-width or direction-override character';
+        END IF;
+        IF part ~* '(-----BEGIN|^(bearer|basic)\s|eyJ[A-Za-z0-9_-]+\.|://[^/@\s]*:[^/@\s]*@|[A-Za-z0-9+/=_]{32})' THEN
+            RETURN 'a value looks like a secret or a digest (a key, token, credential or 32+ character code): never put one in the summary';
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+
+-- EXECUTE stays with PUBLIC: it reads nothing, and the table's CHECK calls it as whoever
+-- inserts a dispatch.
+
 CREATE TABLE approved_action_dispatches (
     dispatch_id TEXT NOT NULL,
     approval_request_id TEXT NOT NULL,
@@ -60,13 +130,15 @@ CREATE TABLE approved_action_dispatches (
     schema_version SMALLINT NOT NULL,
     supersedes_dispatch_id TEXT,
     created_at_ms BIGINT DEFAULT (extract(epoch from clock_timestamp()) * 1000)::bigint NOT NULL,
+    action_summary JSONB,
     CONSTRAINT pk_approved_action_dispatches PRIMARY KEY (dispatch_id),
     CONSTRAINT ck_approved_action_dispatches_action_digest_hex CHECK (length(action_digest) = 64 AND action_digest !~ '[^0-9a-f]'),
     CONSTRAINT ck_approved_action_dispatches_schema_version_positive CHECK (schema_version >= 1),
     CONSTRAINT ck_approved_action_dispatches_bounded_ids CHECK (length(dispatch_id) <= 128 AND length(approval_request_id) <= 128 AND length(project_id) <= 128 AND length(idempotency_key) <= 128 AND length(action_type) <= 64),
     CONSTRAINT ck_approved_action_dispatches_no_self_supersede CHECK (supersedes_dispatch_id <> dispatch_id),
     CONSTRAINT fk_approved_action_dispatches_supersedes_dispatch_id FOREIGN KEY(supersedes_dispatch_id) REFERENCES approved_action_dispatches (dispatch_id),
-    CONSTRAINT uq_approved_action_dispatches_idempotency_key UNIQUE (idempotency_key)
+    CONSTRAINT uq_approved_action_dispatches_idempotency_key UNIQUE (idempotency_key),
+    CONSTRAINT ck_approved_action_dispatches_action_summary_shape CHECK (resolver_action_summary_problem(action_summary) IS NULL)
 );
 
 CREATE TABLE approved_action_executions (
@@ -117,6 +189,8 @@ CREATE TABLE approved_action_recovery_controls (
     last_failure_class TEXT,
     last_evidence_digest TEXT,
     manual_reason TEXT,
+    last_reason TEXT,
+    reason_counts JSONB DEFAULT '{}'::jsonb NOT NULL,
     CONSTRAINT pk_approved_action_recovery_controls PRIMARY KEY (dispatch_id),
     CONSTRAINT ck_approved_action_recovery_controls_status_known CHECK (status IN ('armed','manual','resolved')),
     CONSTRAINT ck_approved_action_recovery_controls_finding_known CHECK (last_finding IS NULL OR last_finding = ANY (resolver_finding_kinds())),
@@ -128,7 +202,9 @@ CREATE TABLE approved_action_recovery_controls (
     CONSTRAINT ck_approved_action_recovery_controls_failure_class_known CHECK (last_failure_class IS NULL OR last_failure_class IN ('outage','timeout','configuration','error')),
     CONSTRAINT ck_approved_action_recovery_controls_last_evidence_digest_hex CHECK (last_evidence_digest IS NULL OR (length(last_evidence_digest) = 64 AND last_evidence_digest !~ '[^0-9a-f]')),
     CONSTRAINT ck_approved_action_recovery_controls_manual_reason_shape CHECK (manual_reason IS NULL OR (length(manual_reason) BETWEEN 1 AND 64 AND manual_reason !~ '[^a-z0-9_.-]')),
-    CONSTRAINT fk_approved_action_recovery_controls_dispatch_id FOREIGN KEY(dispatch_id) REFERENCES approved_action_executions (dispatch_id)
+    CONSTRAINT fk_approved_action_recovery_controls_dispatch_id FOREIGN KEY(dispatch_id) REFERENCES approved_action_executions (dispatch_id),
+    CONSTRAINT ck_approved_action_recovery_controls_last_reason_shape CHECK (last_reason IS NULL OR (length(last_reason) BETWEEN 1 AND 32 AND last_reason !~ '[^a-z0-9_]')),
+    CONSTRAINT ck_approved_action_recovery_controls_reason_counts_object CHECK (jsonb_typeof(reason_counts) = 'object')
 )
 -- Room for a control's next version on its own page (migration 0008_hot_fillfactor).
 WITH (fillfactor = 90);

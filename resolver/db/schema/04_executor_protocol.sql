@@ -107,7 +107,7 @@ $$;
 CREATE FUNCTION resolver_dispatch_create(
     p_dispatch_id text, p_approval_request_id text, p_project_id text, p_action_type text,
     p_action_digest text, p_idempotency_key text, p_schema_version integer DEFAULT 1,
-    p_supersedes_dispatch_id text DEFAULT NULL
+    p_supersedes_dispatch_id text DEFAULT NULL, p_action_summary jsonb DEFAULT NULL
 )
 RETURNS TABLE (
     dispatch_id text, created boolean, created_at_ms bigint
@@ -117,6 +117,7 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
 DECLARE
     field text;
     existing approved_action_dispatches%ROWTYPE;
+    problem text;
 BEGIN
     FOREACH field IN ARRAY ARRAY['p_dispatch_id', 'p_approval_request_id',
                                  'p_project_id', 'p_idempotency_key'] LOOP
@@ -140,6 +141,14 @@ BEGIN
     IF p_schema_version IS NULL OR p_schema_version < 1 THEN
         RAISE EXCEPTION 'p_schema_version must be >= 1' USING ERRCODE = 'RS005';
     END IF;
+    -- What was approved, for people (migration 0020): optional; an executor that does not
+    -- pass it records none. Refused with the rule it breaks, never with its content.
+    problem := resolver_action_summary_problem(p_action_summary);
+    IF problem IS NOT NULL THEN
+        RAISE EXCEPTION 'p_action_summary %', problem
+            USING ERRCODE = 'RS005',
+                  HINT = 'a title and up to 8 labelled facts for people; never secrets, tool arguments or raw responses';
+    END IF;
     IF p_supersedes_dispatch_id IS NOT NULL AND (
            p_supersedes_dispatch_id = p_dispatch_id
            OR NOT EXISTS (SELECT 1 FROM approved_action_dispatches AS s
@@ -149,9 +158,10 @@ BEGIN
     END IF;
     INSERT INTO approved_action_dispatches AS d (
         dispatch_id, approval_request_id, project_id, action_type, action_digest,
-        idempotency_key, schema_version, supersedes_dispatch_id)
+        idempotency_key, schema_version, supersedes_dispatch_id, action_summary)
     VALUES (p_dispatch_id, p_approval_request_id, p_project_id, p_action_type,
-            p_action_digest, p_idempotency_key, p_schema_version, p_supersedes_dispatch_id)
+            p_action_digest, p_idempotency_key, p_schema_version, p_supersedes_dispatch_id,
+            p_action_summary)
     ON CONFLICT DO NOTHING
     RETURNING d.dispatch_id, true, d.created_at_ms INTO dispatch_id, created, created_at_ms;
     IF FOUND THEN
@@ -169,7 +179,8 @@ BEGIN
            IS NOT DISTINCT FROM
        (p_dispatch_id, p_approval_request_id, p_project_id, p_action_type,
         p_action_digest, p_idempotency_key, p_schema_version)
-       AND existing.supersedes_dispatch_id IS NOT DISTINCT FROM p_supersedes_dispatch_id THEN
+       AND existing.supersedes_dispatch_id IS NOT DISTINCT FROM p_supersedes_dispatch_id
+       AND existing.action_summary IS NOT DISTINCT FROM p_action_summary THEN
         dispatch_id := existing.dispatch_id;
         created := false;
         created_at_ms := existing.created_at_ms;
@@ -460,7 +471,7 @@ REVOKE EXECUTE ON FUNCTION
     resolver_protocol_now_ms(bigint),
     resolver_protocol_check_lease(text, bigint),
     resolver_protocol_refuse(text, text, text, uuid, bigint, bigint),
-    resolver_dispatch_create(text, text, text, text, text, text, integer, text),
+    resolver_dispatch_create(text, text, text, text, text, text, integer, text, jsonb),
     resolver_execution_lease(text, text, bigint, bigint),
     resolver_execution_start(text, text, uuid, bigint, bigint, bigint),
     resolver_execution_renew(text, text, uuid, bigint, bigint, bigint),
@@ -590,7 +601,7 @@ BEGIN
         'resolver_protocol_now_ms(bigint)',
         'resolver_protocol_check_lease(text, bigint)',
         'resolver_protocol_refuse(text, text, text, uuid, bigint, bigint)',
-        'resolver_dispatch_create(text, text, text, text, text, text, integer, text)',
+        'resolver_dispatch_create(text, text, text, text, text, text, integer, text, jsonb)',
         'resolver_execution_lease(text, text, bigint, bigint)',
         'resolver_execution_start(text, text, uuid, bigint, bigint, bigint)',
         'resolver_execution_renew(text, text, uuid, bigint, bigint, bigint)',

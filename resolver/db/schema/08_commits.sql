@@ -138,7 +138,8 @@ BEGIN
         SELECT * FROM json_to_recordset(p_items) AS i(
             dispatch_id text, recovery_token uuid, recovery_version bigint,
             execution_version bigint, finding text, result_code text, evidence_digest text,
-            mutation_id text, delay_ms bigint, failure text, escalate_after_ms bigint)
+            mutation_id text, delay_ms bigint, failure text, escalate_after_ms bigint,
+            reason text)
     ),
     fenced AS (
         SELECT i.*,
@@ -199,6 +200,19 @@ BEGIN
             first_inspected_at_ms = coalesce(c.first_inspected_at_ms, now_ms),
             last_inspected_at_ms = now_ms,
             last_failure_class = coalesce(f.failure, c.last_failure_class),
+            -- Why the evidence says what it says (migration 0020): the provider's bounded
+            -- reason code of this inspection (`unknown_kid`, `http_404`), counted like the
+            -- findings; at most 16 distinct codes are kept by name, the rest as `other`.
+            last_reason = f.reason,
+            reason_counts = CASE
+                WHEN f.reason IS NULL THEN c.reason_counts
+                WHEN c.reason_counts ? f.reason
+                     OR (SELECT count(*) FROM jsonb_object_keys(c.reason_counts)) < 16
+                THEN c.reason_counts || jsonb_build_object(
+                    f.reason, coalesce((c.reason_counts ->> f.reason)::bigint, 0) + 1)
+                ELSE c.reason_counts || jsonb_build_object(
+                    'other', coalesce((c.reason_counts ->> 'other')::bigint, 0) + 1)
+            END,
             last_evidence_digest = coalesce(f.evidence_digest, c.last_evidence_digest),
             next_scan_at_ms = CASE WHEN f.status = 'armed' THEN now_ms + f.delay_ms
                                    ELSE c.next_scan_at_ms END,
@@ -451,7 +465,8 @@ LANGUAGE sql VOLATILE AS $$
             closed_by = 'manual',
             closed_at_ms = s.finished_at_ms,
             execution_version = s.version,
-            manual_at_ms = NULL,
+            -- manual_at_ms stays: when the case reached the queue is part of its history
+            -- (migration 0020); the queue itself reads open (status 'manual') controls only.
             (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
                 = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version))
         FROM settled AS s
@@ -677,7 +692,7 @@ BEGIN
             closed_at_ms = d.finished_at_ms,
             completion_mutation_id = p_mutation_id,
             execution_version = d.version,
-            manual_at_ms = NULL,
+            -- manual_at_ms stays, as in the manual settle (migration 0020).
             (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
                 = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version))
         FROM completed AS d

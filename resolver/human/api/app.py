@@ -50,6 +50,7 @@ def create_app(
     `/readyz`, `observer` receives the request, token, step-up and decision events, `console`
     is what the operator console is told (sign-in, link-outs, reason codes)."""
     events: ApiObserver = observer or NullApiObserver()
+    service = service or ManualResolutionService(store, signer=_required(signer))
     # The schema is not served: it is published in docs/openapi.json (`resolver api
     # --openapi`), so the API port tells an unauthenticated caller nothing it need not know.
     app = FastAPI(
@@ -64,7 +65,7 @@ def create_app(
     install_manual_routes(
         app,
         bearer_principal(verifier, events),
-        service or ManualResolutionService(store, signer=_required(signer)),
+        service,
         limiter or RateLimiter(),
         events,
     )
@@ -77,7 +78,7 @@ def create_app(
         bad_cursor,
     )
     install_probes(app, readiness)
-    install_console(app, console or ConsoleConfig())
+    install_console(app, console or ConsoleConfig(), service.max_auth_age_ms // 1000)
     return app
 
 

@@ -22,12 +22,15 @@ from resolver.core.domain import (
     BIGINT_MAX,
     ID_PATTERN,
     ID_REGEX,
+    ActionSummary,
     Case,
     CaseFilter,
     CaseList,
+    CaseSort,
     DecisionFilter,
     DecisionRecord,
     FindingKind,
+    FoundDispatch,
     ManualQueueItem,
     Principal,
 )
@@ -71,6 +74,36 @@ Lookup = Annotated[
 ]
 TimeMs = Annotated[int | None, Query(ge=0, le=BIGINT_MAX), BeforeValidator(_digits(19))]
 UserId = Annotated[str | None, Query(min_length=1, max_length=128)]
+SummaryWords = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=100,
+        pattern=r"^[^\x00-\x1f\x7f]+$",
+        description="words of what was approved (the summary's title or facts), any case",
+    ),
+]
+
+
+class SummaryFactOut(BaseModel):
+    label: str
+    value: str
+
+
+class ActionSummaryOut(BaseModel):
+    """What was approved, as the executor summarised it for people (text, never markup)."""
+
+    title: str
+    facts: list[SummaryFactOut]
+
+    @classmethod
+    def of(cls, summary: ActionSummary | None) -> "ActionSummaryOut | None":
+        if summary is None:
+            return None
+        return cls(
+            title=summary.title,
+            facts=[SummaryFactOut(label=f.label, value=f.value) for f in summary.facts],
+        )
 
 
 class QueueEntry(BaseModel):
@@ -98,6 +131,14 @@ class QueueEntry(BaseModel):
     attempt: int
     proposal: Proposal | None = None
     """The open two-person proposal, if one waits for a second person."""
+    action_summary: ActionSummaryOut | None = None
+    """What was approved, if the executor said (a title and labelled facts)."""
+    last_reason: str | None = None
+    """Why the last finding is what it is (`unknown_kid`, `http_404`), if its provider said."""
+    two_person_decisions: list[str] = []
+    """The decisions that need two people on this action type (a rule names them)."""
+    owner: str = ""
+    """The executor that held the lease (its owner name: a host, a pod)."""
 
     @classmethod
     def of(cls, item: ManualQueueItem) -> "QueueEntry":
@@ -118,7 +159,24 @@ class QueueEntry(BaseModel):
             started_at_ms=item.started_at_ms,
             attempt=item.attempt,
             proposal=Proposal.of(item.proposal),
+            action_summary=ActionSummaryOut.of(item.action_summary),
+            last_reason=item.last_reason,
+            two_person_decisions=[d.value for d in item.two_person_decisions],
+            owner=item.owner,
         )
+
+
+class CaseCounts(BaseModel):
+    """The matching cases counted by each triage dimension (each value is also a filter)."""
+
+    action_type: dict[str, int]
+    reason: dict[str, int]
+    """By the last reason code, or the last finding when the provider gave no reason."""
+    project_id: dict[str, int]
+    owner: dict[str, int]
+    """By the executor that held the lease."""
+    cap: int
+    """At most this many cases are counted: sums at the cap mean "at least"."""
 
 
 class QueuePage(BaseModel):
@@ -139,6 +197,8 @@ class CaseIdentityOut(BaseModel):
     supersedes_dispatch_id: str | None
     superseded_by: list[str]
     created_at_ms: int
+    action_summary: ActionSummaryOut | None = None
+    """What was approved, if the executor said: shown to people, read by no rule."""
 
 
 class CaseExecutionOut(BaseModel):
@@ -168,6 +228,10 @@ class CaseControlOut(BaseModel):
     manual_reason: str | None
     closed_by: str | None
     closed_at_ms: int | None
+    last_reason: str | None = None
+    """The last inspection's reason code (`unknown_kid`, `http_404`), if its provider gave one."""
+    reason_counts: dict[str, int] = {}
+    """How often each reason code was seen (at most 16 by name, the rest as `other`)."""
 
 
 class CaseResolutionOut(BaseModel):
@@ -196,6 +260,21 @@ class LateEvidenceOut(BaseModel):
     observed_at_ms: int
 
 
+class ProposalHistoryOut(BaseModel):
+    """One two-person proposal of the case, open or closed."""
+
+    decision: str
+    reason_code: str
+    proposed_by: str
+    proposed_at_ms: int
+    expires_at_ms: int
+    closed_as: str | None
+    """`confirmed`, `rejected`, `withdrawn`, `expired` or `voided`; null while open."""
+    closed_at_ms: int | None
+    closed_by: str | None
+    close_reason_code: str | None
+
+
 class CaseOut(BaseModel):
     """The whole case of one dispatch, read-only."""
 
@@ -207,17 +286,23 @@ class CaseOut(BaseModel):
     resolution: CaseResolutionOut | None
     authorizations: list[CaseAuthorizationOut]
     late_evidence: list[LateEvidenceOut]
+    proposals: list[ProposalHistoryOut] = []
+    """Every two-person proposal of the case, open or closed, oldest first: the history."""
+    two_person_decisions: list[str] = []
+    """The decisions that need two people on this action type (a rule names them)."""
 
     @classmethod
     def of(cls, case: Case) -> "CaseOut":
         return cls(
-            identity=CaseIdentityOut(**_fields(case.identity)),
+            identity=_identity(case),
             execution=CaseExecutionOut(**_fields(case.execution)) if case.execution else None,
             control=CaseControlOut(**_fields(case.control)) if case.control else None,
             proposal=Proposal.of(case.proposal),
             resolution=CaseResolutionOut(**_fields(case.resolution)) if case.resolution else None,
             authorizations=[CaseAuthorizationOut(**_fields(a)) for a in case.authorizations],
             late_evidence=[LateEvidenceOut(**_fields(e)) for e in case.late_evidence],
+            proposals=[ProposalHistoryOut(**_fields(p)) for p in case.proposals],
+            two_person_decisions=[d.value for d in case.two_person_decisions],
         )
 
 
@@ -248,11 +333,46 @@ class DecisionEntry(BaseModel):
         return cls(**fields)
 
 
+class FoundEntry(BaseModel):
+    """One dispatch a lookup found, whatever its state."""
+
+    dispatch_id: str
+    project_id: str
+    action_type: str
+    created_at_ms: int
+    matched_by: str
+    """Which id matched: `dispatch_id`, `idempotency_key` or `approval_request_id`."""
+    state: str | None
+    """The execution's state (`executing`, `succeeded`...); null when never leased."""
+    control_status: str | None
+    closed_by: str | None
+    """How recovery closed: `completion` (its executor), `automatic` (verified evidence) or
+    `manual` (a person); null while open or never armed."""
+    action_summary: ActionSummaryOut | None = None
+
+    @classmethod
+    def of(cls, found: FoundDispatch) -> "FoundEntry":
+        fields = _fields(found)
+        fields["action_summary"] = ActionSummaryOut.of(found.action_summary)
+        return cls(**fields)
+
+
+class FindPage(BaseModel):
+    items: list[FoundEntry]
+    """Newest first, at most 20; empty when nothing you may read matches."""
+
+
 class DecisionPage(BaseModel):
     items: list[DecisionEntry]
     next_cursor: str | None
     total: int
     """Decisions matching the filter, counted up to 10,000 (a total at 10,000 means at least)."""
+
+
+def _identity(case: Case) -> CaseIdentityOut:
+    fields = _fields(case.identity)
+    fields["action_summary"] = ActionSummaryOut.of(case.identity.action_summary)
+    return CaseIdentityOut(**fields)
 
 
 def _fields(value: msgspec.Struct) -> dict[str, Any]:
@@ -274,26 +394,65 @@ def install_case_routes(
     """The read routes, behind the same edge and token check as the decisions."""
     User = Annotated[Principal, Depends(principal)]
 
+    def case_filter(
+        project_id: ProjectId = None,
+        action_type: ActionType = None,
+        last_finding: LastFinding = None,
+        min_age_seconds: MinAge = 0,
+        q: Lookup = None,
+        summary: SummaryWords = None,
+        open_proposal: Annotated[
+            bool, Query(description="only cases whose proposal waits for a second person")
+        ] = False,
+        owner: Annotated[
+            str | None,
+            Query(min_length=1, max_length=128, description="the executor that held the lease"),
+        ] = None,
+        last_reason: Annotated[
+            str | None,
+            Query(pattern=r"^[a-z0-9_]{1,32}$", description="the last inspection's reason code"),
+        ] = None,
+    ) -> CaseFilter:
+        return CaseFilter(
+            project_id,
+            action_type,
+            last_finding,
+            min_age_seconds * 1000,
+            q,
+            summary,
+            open_proposal,
+            owner,
+            last_reason,
+        )
+
+    Filters = Annotated[CaseFilter, Depends(case_filter)]
+
+    def case_counts(which: CaseList) -> Callable[..., CaseCounts]:
+        def route(user: User, filters: Filters) -> CaseCounts:
+            counts = store.case_counts(user.user_id, which, filters, TOTAL_CAP)
+            return CaseCounts(**counts, cap=TOTAL_CAP)
+
+        return route
+
     def case_list(which: CaseList) -> Callable[..., QueuePage]:
         def route(
             user: User,
-            project_id: ProjectId = None,
-            action_type: ActionType = None,
-            last_finding: LastFinding = None,
-            min_age_seconds: MinAge = 0,
-            q: Lookup = None,
+            filters: Filters,
+            sort: Annotated[
+                CaseSort,
+                Query(
+                    description="oldest first (`age`), or grouped by a column, oldest first within"
+                ),
+            ] = CaseSort.AGE,
             limit: Limit = 50,
             cursor: Cursor = None,
         ) -> QueuePage:
-            filters = CaseFilter(project_id, action_type, last_finding, min_age_seconds * 1000, q)
-            after = _decode_case_cursor(cursor, bad_cursor)
-            items = store.list_cases(user.user_id, which, limit, after, filters)
-            total = store.count_cases(user.user_id, which, filters, TOTAL_CAP)
-            next_cursor = (
-                _encode(f"{items[-1].since_ms}:{items[-1].dispatch_id}")
-                if len(items) == limit
-                else None
+            after, after_key = _decode_sorted_cursor(cursor, sort, bad_cursor)
+            items = store.list_cases(
+                user.user_id, which, limit, after, filters, sort=sort, after_key=after_key
             )
+            total = store.count_cases(user.user_id, which, filters, TOTAL_CAP)
+            next_cursor = _encode(_sorted_cursor(items[-1], sort)) if len(items) == limit else None
             return QueuePage(
                 items=[QueueEntry.of(i) for i in items], next_cursor=next_cursor, total=total
             )
@@ -307,6 +466,20 @@ def install_case_routes(
         summary="The manual queue, oldest first, filtered",
         name="manual_queue",
     )(case_list(CaseList.MANUAL))
+    app.get(
+        "/v1/manual-queue/counts",
+        response_model=CaseCounts,
+        responses=problems(401, 422),
+        summary="The matching manual cases by action type, reason, project and executor",
+        name="manual_queue_counts",
+    )(case_counts(CaseList.MANUAL))
+    app.get(
+        "/v1/waiting/counts",
+        response_model=CaseCounts,
+        responses=problems(401, 422),
+        summary="The matching waiting cases by action type, reason, project and executor",
+        name="waiting_counts",
+    )(case_counts(CaseList.WAITING))
     app.get(
         "/v1/waiting",
         response_model=QueuePage,
@@ -364,7 +537,27 @@ def install_case_routes(
             items=[DecisionEntry.of(r) for r in records], next_cursor=next_cursor, total=total
         )
 
-    del get_case, decisions  # registered on the app
+    @app.get(
+        "/v1/find",
+        response_model=FindPage,
+        responses=problems(401, 422),
+        summary="Find dispatches by exact dispatch id, idempotency key or approval id",
+    )
+    def find(
+        user: User,
+        q: Annotated[
+            str,
+            Query(
+                pattern=ID_REGEX, description="exact dispatch id, idempotency key or approval id"
+            ),
+        ],
+    ) -> FindPage:
+        """Every dispatch you may read that the id names, whatever its state: open, waiting,
+        settled by its executor or automatically, decided, superseded. A dispatch pruned by
+        retention is in the export, not here."""
+        return FindPage(items=[FoundEntry.of(f) for f in store.find_dispatches(user.user_id, q)])
+
+    del get_case, decisions, find  # registered on the app
 
 
 def _encode(raw: str) -> str:
@@ -392,6 +585,30 @@ def _decode_case_cursor(
     if not ID_PATTERN.match(dispatch_id):
         raise bad_cursor()
     return at, dispatch_id
+
+
+def _sorted_cursor(item: ManualQueueItem, sort: CaseSort) -> str:
+    """`since:dispatch_id`, or `since:key/dispatch_id` when grouped by a column (no key, id
+    or code contains `/`)."""
+    if sort is CaseSort.AGE:
+        return f"{item.since_ms}:{item.dispatch_id}"
+    return f"{item.since_ms}:{item.sort_key}/{item.dispatch_id}"
+
+
+def _decode_sorted_cursor(
+    cursor: str | None, sort: CaseSort, bad_cursor: Callable[[], Exception]
+) -> tuple[tuple[int, str] | None, str]:
+    if cursor is None:
+        return None, ""
+    if sort is CaseSort.AGE:
+        return _decode_case_cursor(cursor, bad_cursor), ""
+    at, rest = _decode(cursor, bad_cursor)
+    key, slash, dispatch_id = rest.partition("/")
+    if not slash or len(key) > 128 or not ID_PATTERN.match(dispatch_id):
+        raise bad_cursor()
+    if key and not ID_PATTERN.match(key):
+        raise bad_cursor()
+    return (at, dispatch_id), key
 
 
 def _decode_decision_cursor(

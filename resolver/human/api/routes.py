@@ -205,12 +205,14 @@ CONSOLE_FILES = {
 }
 
 
-def install_console(app: FastAPI, config: ConsoleConfig) -> None:
+def install_console(app: FastAPI, config: ConsoleConfig, strong_auth_seconds: int = 300) -> None:
     assets = resources.files("resolver.human") / "console"
     cached = {
         name: (assets / name).read_bytes() for name in CONSOLE_FILES if name != CONSOLE_CONFIG
     }
-    cached[CONSOLE_CONFIG] = json.dumps(config.public_document()).encode()
+    # How long a strong sign-in counts for a decision: the console says when it runs out.
+    document = {**config.public_document(), "strong_auth_seconds": strong_auth_seconds}
+    cached[CONSOLE_CONFIG] = json.dumps(document).encode()
     headers = {
         "Content-Security-Policy": config.content_security_policy(),
         "Referrer-Policy": "no-referrer",

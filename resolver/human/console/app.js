@@ -4,7 +4,8 @@
 import * as auth from "./auth.js";
 
 const FINDINGS = ["conflict", "unsupported", "missing", "still_running", "unavailable"];
-const AGES = [["", "any age"], ["300", "over 5 minutes"], ["3600", "over 1 hour"], ["86400", "over 1 day"]];
+// "over 4 hours" is the manual-queue alert's threshold (ResolverManualQueueAgeing).
+const AGES = [["", "any age"], ["300", "over 5 minutes"], ["3600", "over 1 hour"], ["14400", "over 4 hours (the alert's threshold)"], ["86400", "over 1 day"]];
 const DECISIONS = {
   confirm_succeeded: {
     label: "Confirm succeeded",
@@ -24,19 +25,59 @@ const DECISIONS = {
       "already have happened once.",
   },
 };
-const LIST_FILTERS = ["project_id", "action_type", "last_finding", "min_age_seconds", "q"];
+// Why the evidence says what it says: each reason code a provider gives, in plain words.
+const REASONS = {
+  unknown_kid: "the receipt is signed with a key this installation does not know",
+  bad_signature: "the receipt's signature does not verify: it was altered or not signed by the executor",
+  digest_mismatch: "the receipt is for a different action than the one approved",
+  identity_mismatch: "the evidence names another dispatch, project or attempt",
+  fence_mismatch: "the receipt was written under a lease that no longer held",
+  version_mismatch: "the receipt has a format version this installation does not read",
+  too_large: "the receipt is larger than any valid receipt",
+  not_json: "the receipt is not valid JSON", not_object: "the receipt is not a JSON object",
+  duplicate_field: "the receipt repeats a field", float: "the receipt carries a fractional number",
+  missing_field: "the receipt lacks a required field", unknown_field: "the receipt carries an unknown field",
+  bad_type: "a receipt field has the wrong type", bad_value: "a receipt field has an invalid value",
+  half_published: "the package is only partly published",
+  failed_but_published: "the install reports failure, yet something was published",
+  several_runs: "more than one run claims this dispatch",
+  manual_only: "no provider can check this action type: a person must",
+  http_404: "the receipt service has no receipt for it", no_receipt: "no receipt was found",
+  no_run: "no run was found", no_install_facts: "no install record was found",
+  timeout: "the evidence source did not answer in time", outage: "the evidence source is down",
+  configuration: "the evidence source is misconfigured", error: "the evidence source failed",
+  sqlstate_42501: "the evidence source refused access (permission denied)",
+};
+// Conflicts whose reason suggests the evidence itself was forged or tampered with: confirming
+// such a case as succeeded needs its own, separate acknowledgement.
+const TAMPERING = new Set(["unknown_kid", "bad_signature", "digest_mismatch", "identity_mismatch"]);
+const FINDING_WORDS = {
+  conflict: "Evidence conflicts", unsupported: "No provider can check it", missing: "No evidence found yet",
+  still_running: "The action still looks in progress", unavailable: "The evidence source could not be read",
+  verified_succeeded: "Verified: succeeded", verified_failed: "Verified: failed",
+};
+const LIST_FILTERS = ["project_id", "action_type", "owner", "last_finding", "last_reason", "min_age_seconds", "summary", "q", "sort"];
+const SORTS = [["", "oldest first"], ["action_type", "by action type"], ["project_id", "by project"], ["last_finding", "by last finding"]];
+// The triage counts above a list, each value a filter (and a suggestion in its filter field).
+const TRIAGE = [["action_type", "By action type"], ["reason", "By reason"], ["project_id", "By project"], ["owner", "By executor"]];
 const VIEWS = {
   queue: {
     title: "Manual queue", path: "/v1/manual-queue", filters: LIST_FILTERS, bulk: true, noun: ["case", "cases"],
     lede: "Evidence could not settle these executions. Each decision is final and audited.",
     empty: "Nothing waits for a decision.",
-    columns: ["Dispatch", "Project", "Action type", "Last finding", "Why here", "In queue since", "Proposal"],
+    columns: ["Dispatch", "What was approved", "Project", "Action type", "Executor", "Last finding", "Why here", "In queue since", "Proposal"],
   },
   waiting: {
     title: "Waiting for evidence", path: "/v1/waiting", filters: LIST_FILTERS, bulk: false, noun: ["case", "cases"],
     lede: "Recovery required, inspected at least once, not settled: providers keep looking.",
     empty: "Nothing is waiting for evidence.",
-    columns: ["Dispatch", "Project", "Action type", "Last finding", "Last failure", "Waiting since", "Proposal"],
+    columns: ["Dispatch", "What was approved", "Project", "Action type", "Executor", "Last finding", "Last failure", "Waiting since", "Proposal"],
+  },
+  proposals: {
+    title: "Waiting for a second person", path: "/v1/manual-queue", fixed: { open_proposal: "true" }, filters: LIST_FILTERS, bulk: false, noun: ["case", "cases"],
+    lede: "Two-person cases: one person proposed a decision; a different person with the same permission must confirm or reject it before it expires.",
+    empty: "No proposal waits for a second person.",
+    columns: ["Dispatch", "What was approved", "Project", "Action type", "Executor", "Last finding", "Why here", "In queue since", "Proposal"],
   },
   decided: {
     title: "Decided", path: "/v1/decisions", bulk: false, noun: ["decision", "decisions"],
@@ -53,7 +94,18 @@ const SELECT_ALL_CAP = 1000;
 
 let config = { oidc: null, links: [], reason_codes: [] };
 const known = new Map(); // dispatch_id -> the last list item seen for it
+// The bulk selection belongs to one list and filter: another filter (or list) clears it, so a
+// decision can never reach a case the filter on screen leaves out. Another page of the same
+// filter keeps it, counted as "selected outside this page" with a way to see them.
 const selected = new Set();
+let selectionKey = null;
+
+function filterKey(view, params) {
+  const p = new URLSearchParams(params);
+  ["cursor", "from", "limit"].forEach((name) => p.delete(name));
+  p.sort();
+  return view + "?" + p.toString();
+}
 
 // -- small DOM helpers ------------------------------------------------------------------------
 
@@ -84,7 +136,7 @@ function decisionLabel(decision) {
 }
 
 function isFiltered(view, params) {
-  return VIEWS[view].filters.some((name) => params.get(name));
+  return VIEWS[view].filters.some((name) => name !== "sort" && params.get(name));
 }
 
 function pad(n) {
@@ -135,6 +187,7 @@ function route() {
   if (match) return { view: "case", id: decodeURIComponent(match[1]) };
   const [path, query] = hash.split("?");
   const view = path.replace(/^\//, "");
+  if (view === "find" || view === "oldest") return { view, params: new URLSearchParams(query || "") };
   return { view: VIEWS[view] ? view : "queue", params: new URLSearchParams(query || "") };
 }
 
@@ -156,19 +209,36 @@ function setNav(view) {
 // for the page) that the view is being redrawn; `data-route` names the view that was drawn.
 let renders = 0;
 
-async function render() {
+// `quiet`: a refresh of the list on screen (polling). The new rows are drawn off screen and
+// swapped in at once, keeping the scroll position, the focused control and the selection.
+async function render(quiet) {
   const generation = ++renders;
   const where = route();
   setNav(where.view);
   const main = document.getElementById("main");
   const slot = el("div", { className: "view" });
-  main.setAttribute("aria-busy", "true");
-  main.replaceChildren(slot);
-  say("");
+  if (!quiet) {
+    main.setAttribute("aria-busy", "true");
+    main.replaceChildren(slot);
+    say("");
+  }
   renderIdentity();
+  let moved = false;
   if (where.view === "case") await renderCase(slot, where.id);
+  else if (where.view === "find") moved = await renderFind(slot, where.params.get("q") || "");
+  else if (where.view === "oldest") moved = await renderOldest(slot, where.params);
   else await renderList(slot, where.view, where.params);
-  if (generation !== renders) return;
+  // A find that names one dispatch moved on to its case: that render marks the page drawn.
+  if (generation !== renders || moved) return;
+  if (quiet) {
+    const focused = document.activeElement && document.activeElement.id;
+    const [x, y] = [window.scrollX, window.scrollY];
+    main.replaceChildren(slot);
+    updateBulkCount();
+    window.scrollTo(x, y);
+    if (focused && document.getElementById(focused)) document.getElementById(focused).focus({ preventScroll: true });
+    return;
+  }
   main.dataset.route = window.location.hash;
   main.setAttribute("aria-busy", "false");
   const heading = slot.querySelector("h2");
@@ -181,13 +251,50 @@ function renderIdentity() {
   const box = document.getElementById("identity");
   const claims = auth.tokenClaims();
   const parts = [];
-  if (claims && claims.sub) {
+  if (claims && claims.sub && sessionLeft(claims) <= 0) {
+    // An expired token is not a signed-in session, whatever name it carries.
+    parts.push(el("span", { id: "who", className: "error", text: `Your sign-in as ${claims.sub} has expired` }));
+    if (auth.signInAvailable()) parts.push(el("button", { type: "button", id: "sign-in", text: "Sign in again", onclick: () => startSignIn() }));
+  } else if (claims && claims.sub) {
     parts.push(el("span", { id: "who", text: `Signed in as ${claims.sub}` + (claims.amr ? ` (${[].concat(claims.amr).join(", ")})` : "") }));
     parts.push(el("button", { type: "button", id: "sign-out", text: "Sign out", onclick: () => { auth.signOut(); render(); } }));
+    parts.push(el("span", { id: "session", role: "status", className: "hint" }));
   } else if (auth.signInAvailable()) {
     parts.push(el("button", { type: "button", id: "sign-in", text: "Sign in", onclick: () => startSignIn() }));
   }
   box.replaceChildren(...parts);
+  updateSession();
+}
+
+// -- the session: when the token and the strong sign-in run out, said before it matters ------
+
+const WARN_BEFORE_MS = 2 * 60 * 1000;
+
+function sessionLeft(claims) {
+  return claims && claims.exp ? claims.exp * 1000 - Date.now() : Infinity;
+}
+
+function strongLeft(claims) {
+  if (!claims || !claims.auth_time || !config.strong_auth_seconds) return Infinity;
+  return (claims.auth_time + config.strong_auth_seconds) * 1000 - Date.now();
+}
+
+function updateSession() {
+  const line = document.getElementById("session");
+  const claims = auth.tokenClaims();
+  if (!claims) return;
+  if (sessionLeft(claims) <= 0 && line) { renderIdentity(); return; }
+  if (!line) return;
+  const parts = [];
+  if (claims.exp) parts.push(`session until ${utc(claims.exp * 1000).slice(11)} (${age(claims.exp * 1000)})`);
+  const strong = strongLeft(claims);
+  if (strong !== Infinity) {
+    parts.push(strong > 0 ? `decisions without signing in again until ${utc(Date.now() + strong).slice(11)} (${age(Date.now() + strong)})`
+      : "a decision will ask you to sign in again");
+  }
+  line.textContent = parts.join("; ");
+  const soon = Math.min(sessionLeft(claims), strong) < WARN_BEFORE_MS;
+  line.className = soon ? "warn" : "hint";
 }
 
 async function startSignIn(stepUp, retry) {
@@ -234,12 +341,16 @@ function filterForm(view, params) {
   };
   spec.filters.forEach((name) => {
     if (name === "q") form.append(field(name, "Dispatch id, idempotency key or approval id", input(name, { className: "wide", autocomplete: "off" })));
-    else if (name === "project_id") form.append(field(name, "Project", input(name)));
-    else if (name === "action_type") form.append(field(name, "Action type", input(name)));
+    else if (name === "project_id") form.append(field(name, "Project", input(name, { list: "dl-project_id", autocomplete: "off" })));
+    else if (name === "owner") form.append(field(name, "Executor", input(name, { list: "dl-owner", autocomplete: "off" })));
+    else if (name === "last_reason") form.append(field(name, "Reason", input(name, { list: "dl-reason", autocomplete: "off" })));
+    else if (name === "summary") form.append(field(name, "What was approved (words)", input(name, { autocomplete: "off", maxlength: 100 })));
+    else if (name === "action_type") form.append(field(name, "Action type", input(name, { list: "dl-action_type", autocomplete: "off" })));
     else if (name === "user_id") form.append(field(name, "Decided by", input(name)));
     else if (name === "last_finding") form.append(field(name, "Finding", select(name, [["", "any finding"], ...FINDINGS.map((f) => [f, f])])));
     else if (name === "overridden_finding") form.append(field(name, "Finding overridden", select(name, [["", "any finding"], ...FINDINGS.map((f) => [f, f])])));
     else if (name === "min_age_seconds") form.append(field(name, "Age", select(name, AGES)));
+    else if (name === "sort") form.append(field(name, "Order", select(name, SORTS)));
     // Plain YYYY-MM-DD text, not a date picker: a picker shows the browser's locale order,
     // and an on-call engineer must never wonder whether 03/04 is March or April.
     else if (name === "since" || name === "until") {
@@ -265,7 +376,7 @@ function filterForm(view, params) {
 }
 
 function apiQuery(view, params, cursor, limit) {
-  const query = new URLSearchParams({ limit: String(limit || 50) });
+  const query = new URLSearchParams({ limit: String(limit || 50), ...(VIEWS[view].fixed || {}) });
   VIEWS[view].filters.forEach((name) => {
     const value = params.get(name);
     if (!value) return;
@@ -292,7 +403,8 @@ function firstRow(params) {
 function countsText(view, params, page) {
   const filtered = isFiltered(view, params);
   const first = firstRow(params);
-  const order = view === "decided" ? "newest first" : "oldest first";
+  const sorted = SORTS.find(([value]) => value && value === params.get("sort"));
+  const order = view === "decided" ? "newest first" : sorted ? `${sorted[1]}, oldest first within` : "oldest first";
   const shown = page.items.length ? ` Showing rows ${first} to ${first + page.items.length - 1}, ${order}.` : "";
   if (typeof page.total === "number") {
     const [one, several] = VIEWS[view].noun;
@@ -310,6 +422,11 @@ function countsText(view, params, page) {
 
 async function renderList(main, view, params) {
   const spec = VIEWS[view];
+  if (spec.bulk && selectionKey !== filterKey(view, params)) {
+    if (selected.size) say(`Selection cleared: the ${selected.size} selected under the previous filter were not kept.`, "");
+    selected.clear();
+    selectionKey = filterKey(view, params);
+  }
   document.title = `${spec.title} · approved-action resolver`;
   main.append(el("h2", { tabindex: "-1", text: spec.title }), el("p", { className: "lede", text: spec.lede }), filterForm(view, params));
   const answer = await auth.api("GET", apiQuery(view, params, params.get("cursor"), pageSize(params)));
@@ -327,6 +444,7 @@ async function renderList(main, view, params) {
   const page = answer.body;
   if (typeof page.total !== "number") page.items = page.items.filter((item) => matchesFilter(view, item, params));
   page.items.forEach((item) => known.set(item.dispatch_id, item));
+  if (view !== "decided") main.append(await triage(view, params));
   main.append(el("p", { id: "counts", text: countsText(view, params, page) }));
   if (page.items.length === 0) {
     main.append(el("p", { id: "empty", text: isFiltered(view, params) ? "Nothing matches this filter." : spec.empty }));
@@ -334,7 +452,34 @@ async function renderList(main, view, params) {
     main.append(listTable(view, page.items));
   }
   main.append(pager(view, params, page.next_cursor, page.items.length));
-  if (spec.bulk && page.items.length) main.append(bulkPanel(view, params, page));
+  if (spec.bulk && page.items.length) {
+    main.append(bulkPanel(view, params, page));
+    updateBulkCount();
+  }
+}
+
+// Above the list: the matching cases by action type, reason, project and executor, each count
+// a link that adds its filter; the values also become the filter fields' suggestions.
+async function triage(view, params) {
+  const section = el("section", { id: "triage", "aria-label": "Counts by type, reason, project and executor" });
+  const answer = await auth.api("GET", apiQuery(view, params, null, 1).replace("?", "/counts?"));
+  if (!answer.ok) return section;
+  TRIAGE.forEach(([dimension, title]) => {
+    const counts = answer.body[dimension] || {};
+    const list = el("ul", { className: "chips", id: "triage-" + dimension });
+    Object.entries(counts).forEach(([value, n]) => {
+      const next = new URLSearchParams(params);
+      ["cursor", "from"].forEach((p) => next.delete(p));
+      const name = dimension === "reason" ? (FINDINGS.includes(value) ? "last_finding" : "last_reason") : dimension;
+      next.set(name, value);
+      const words = dimension === "reason" && REASONS[value] ? ` (${REASONS[value]})` : "";
+      list.append(el("li", {}, el("a", { href: listHash(view, next), title: value + words, text: `${value}: ${n}` })));
+    });
+    const datalist = document.getElementById("dl-" + dimension) || document.body.appendChild(el("datalist", { id: "dl-" + dimension }));
+    datalist.replaceChildren(...Object.keys(counts).map((value) => el("option", { value })));
+    if (list.children.length) section.append(el("div", { className: "triage" }, el("h3", { text: title }), list));
+  });
+  return section;
 }
 
 function pager(view, params, nextCursor, shown) {
@@ -384,9 +529,11 @@ function listRow(view, item) {
     });
     cell(box);
   }
-  cell(caseLink(item.dispatch_id));
+  cell(caseLink(item.dispatch_id), twoPeopleMark(item.two_person_decisions));
+  if (view !== "decided") cell(item.action_summary ? summaryLine(item.action_summary) : el("span", { className: "hint", text: "not given" }));
   cell(item.project_id);
   cell(item.action_type);
+  if (view !== "decided") cell(item.owner || "—");
   if (view === "decided") {
     cell(`${item.decision} → ${item.outcome}`);
     cell(item.actor_user_id + (item.confirmed_by ? `, confirmed by ${item.confirmed_by}` : ""));
@@ -396,17 +543,46 @@ function listRow(view, item) {
     cell(item.contradicted === true ? el("strong", { className: "error", text: "contradicted: check it" }) : item.contradicted === false ? "agrees" : "—");
     return row;
   }
-  cell((item.last_finding || "—") + `, ${item.finding_count} inspection${item.finding_count === 1 ? "" : "s"}`);
-  cell(view === "queue" ? item.manual_reason || item.last_finding || "—" : item.last_failure_class || "—");
+  cell((item.last_finding || "—") + (item.last_reason ? ` (${item.last_reason})` : "") +
+    `, ${item.finding_count} inspection${item.finding_count === 1 ? "" : "s"}`);
+  cell(view === "waiting" ? item.last_failure_class || "—" : whyHere(item));
   cell(when(sinceMs(view, item)));
   cell(proposalText(item.proposal));
   return row;
 }
 
+// "Needs two people", before anyone decides: which decisions a rule covers on this action type.
+function twoPeopleMark(decisions) {
+  if (!decisions || !decisions.length) return null;
+  return [" ", el("span", { className: "badge two-people", text: "needs two people: " + decisions.map(decisionLabel).join(", ").toLowerCase() })];
+}
+
+// A summary in one line for a list row: the title, then its facts.
+function summaryLine(summary) {
+  const facts = (summary.facts || []).map((f) => `${f.label}: ${f.value}`).join(" · ");
+  return el("span", { className: "summary" }, el("strong", { text: summary.title }), facts ? el("br") : null, facts ? el("span", { className: "hint", text: facts }) : null);
+}
+
+// Why a case is in the manual queue, said once and in words (the finding has its own column).
+function whyHere(item) {
+  if (item.manual_reason === "evidence_window_elapsed") return "escalated: no settling evidence in time";
+  if (item.manual_reason === "conflict") return "the evidence conflicts";
+  if (item.manual_reason === "unsupported") return "no provider can check it";
+  return item.manual_reason || "—";
+}
+
+function reasonWords(code) {
+  return code ? REASONS[code] || `the provider reported ${code}` : null;
+}
+
+function suggestsTampering(c) {
+  return Boolean(c.control && c.control.last_finding === "conflict" && TAMPERING.has(c.control.last_reason));
+}
+
 // What a list is ordered by and what its age filter measures: entering the queue for the
 // manual queue, the first inspection for the waiting list (the API's own keyset).
 function sinceMs(view, item) {
-  return view === "queue" ? item.manual_at_ms : item.first_inspected_at_ms;
+  return view === "waiting" ? item.first_inspected_at_ms : item.manual_at_ms;
 }
 
 // -- bulk ---------------------------------------------------------------------------------------
@@ -415,7 +591,14 @@ function updateBulkCount() {
   const count = document.getElementById("bulk-count");
   if (count) count.textContent = `${selected.size} selected`;
   const button = document.getElementById("bulk-submit");
-  if (button) button.textContent = `Decide ${selected.size} selected`;
+  if (button) button.textContent = `Review ${selected.size} selected`;
+  const outside = Array.from(selected).filter((id) => !document.querySelector(`#list tr[data-dispatch-id="${CSS.escape(id)}"]`));
+  const note = document.getElementById("bulk-outside");
+  if (note) {
+    note.hidden = outside.length === 0;
+    note.querySelector("summary").textContent = `${outside.length} selected outside this page (same filter): show them`;
+    note.querySelector("ul").replaceChildren(...outside.map((id) => el("li", {}, caseLink(id))));
+  }
 }
 
 function decisionChoices(prefix) {
@@ -462,24 +645,58 @@ function bulkPanel(view, params, page) {
     el("h3", { id: "bulk-title", text: "Decide the selection" }),
     el("p", { text: "One decision and reason for every selected dispatch; each is still its own fenced decision and two-person rules apply per item." }),
     el("p", {}, allOnPage, " ", allMatching, " ", none, " ", el("span", { id: "bulk-count", role: "status", text: `${selected.size} selected` })),
+    el("details", { id: "bulk-outside", hidden: true }, el("summary", { text: "" }), el("ul")),
     decisionChoices("bulk"), ...reasonFields("bulk"),
     el("div", { className: "field" }, el("input", { type: "checkbox", id: "bulk-verified", required: true }),
       el("label", { for: "bulk-verified", text: "I checked these outcomes outside the system" })),
-    el("button", { type: "submit", id: "bulk-submit", text: `Decide ${selected.size} selected` }),
-    el("div", { id: "bulk-progress" }), el("div", { id: "bulk-results" }));
+    el("button", { type: "submit", id: "bulk-submit", text: `Review ${selected.size} selected` }),
+    el("div", { id: "bulk-review" }), el("div", { id: "bulk-progress" }), el("div", { id: "bulk-results" }));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const data = new FormData(form);
-    const items = Array.from(selected).filter((id) => known.has(id)).map((id) => ({
+    // Only what this filter can contain: the page re-checks each item against the filter on
+    // screen (the server checks each item's fence, not the operator's view).
+    const ids = Array.from(selected).filter((id) => known.has(id) && matchesFilter(view, known.get(id), params));
+    const items = ids.map((id) => ({
       // One mutation id per item, made once: a resend after a lost answer replays, never doubles.
       dispatch_id: id, expected_execution_version: known.get(id).execution_version, mutation_id: crypto.randomUUID(),
     }));
     if (items.length === 0) { say("Select at least one dispatch.", "error"); return; }
     const request = { decision: data.get("decision"), reason_code: data.get("reason_code"), items };
     if (data.get("evidence_digest")) request.evidence_digest = data.get("evidence_digest");
-    runBulk(request);
+    review(request);
   });
   return form;
+}
+
+// Before anything is written: how many, by project, action type and finding, the decision and
+// what it does. Only "Confirm" sends it.
+function review(request) {
+  const tally = (field) => {
+    const counts = new Map();
+    request.items.forEach((item) => {
+      const value = known.get(item.dispatch_id)[field] || "—";
+      counts.set(value, (counts.get(value) || 0) + 1);
+    });
+    return Array.from(counts, ([value, n]) => `${value}: ${n}`).join(", ");
+  };
+  const spec = DECISIONS[request.decision];
+  const n = request.items.length;
+  const confirm = el("button", { type: "button", id: "bulk-commit", text: `Confirm: ${spec.label.toLowerCase()} for ${n} ${n === 1 ? "case" : "cases"}` });
+  const back = el("button", { type: "button", id: "bulk-back", className: "secondary", text: "Back: change the selection" });
+  const box = el("section", { id: "bulk-summary", className: "notice", "aria-labelledby": "bulk-summary-title" },
+    el("h4", { id: "bulk-summary-title", tabindex: "-1", text: `Review: ${n} ${n === 1 ? "case" : "cases"}, nothing written yet` }),
+    el("dl", { className: "facts" },
+      el("dt", { text: "Decision" }), el("dd", { text: `${spec.label} (reason ${request.reason_code})` }),
+      el("dt", { text: "What it does" }), el("dd", { text: spec.consequence }),
+      el("dt", { text: "By project" }), el("dd", { id: "bulk-by-project", text: tally("project_id") }),
+      el("dt", { text: "By action type" }), el("dd", { id: "bulk-by-type", text: tally("action_type") }),
+      el("dt", { text: "By finding" }), el("dd", { id: "bulk-by-finding", text: tally("last_finding") })),
+    el("p", {}, confirm, " ", back));
+  confirm.addEventListener("click", () => { box.remove(); runBulk(request); });
+  back.addEventListener("click", () => { box.remove(); document.getElementById("bulk-submit").focus(); });
+  document.getElementById("bulk-review").replaceChildren(box);
+  box.querySelector("h4").focus();
 }
 
 // The filter checked in the page too: an older API ignores filter parameters, and a bulk
@@ -547,6 +764,9 @@ async function runBulk(request) {
     const answer = await auth.api("POST", "/v1/resolutions/bulk", chunk);
     if (answer.status === 401 && answer.body.code === "step_up_required") {
       return stepUp(answer, { kind: "bulk", request: { ...request, items: request.items.slice(start) }, back: window.location.hash });
+    }
+    if (answer.status === 401 && ["invalid_token", "unauthenticated"].includes(answer.body.code) && auth.signInAvailable()) {
+      return signInAgain({ kind: "bulk", request: { ...request, items: request.items.slice(start) }, back: window.location.hash });
     }
     const results = answer.ok ? answer.body.results
       : chunk.items.map((item) => ({ dispatch_id: item.dispatch_id, result: "not_sent", code: answer.body.code || "http_" + answer.status }));
@@ -643,18 +863,27 @@ function timeline(c) {
     if (k.first_inspected_at_ms) events.push([k.first_inspected_at_ms, "First inspection"]);
     if (k.last_inspected_at_ms) {
       const counts = Object.entries(k.finding_counts || {}).map(([kind, n]) => `${kind} ×${n}`).join(", ");
-      events.push([k.last_inspected_at_ms, `Last inspection: ${k.last_finding || "—"} (${k.finding_count} in all${counts ? ": " + counts : ""})`]);
+      const reasons = Object.entries(k.reason_counts || {}).map(([code, n]) => `${code} ×${n}`).join(", ");
+      events.push([k.last_inspected_at_ms, `Last inspection: ${k.last_finding || "—"}` + (k.last_reason ? ` because ${k.last_reason} (${reasonWords(k.last_reason)})` : "") +
+        ` (${k.finding_count} in all${counts ? ": " + counts : ""}${reasons ? "; reasons: " + reasons : ""})`]);
     }
-    if (k.manual_at_ms) events.push([k.manual_at_ms, `Reached the manual queue: ${k.manual_reason || k.last_finding || "no reason recorded"}`]);
+    if (k.manual_at_ms) events.push([k.manual_at_ms, `Reached the manual queue: ${k.manual_reason || k.last_finding || "no reason recorded"}` + (k.last_reason ? ` (${k.last_reason})` : "")]);
+    if (k.status === "armed" && k.next_scan_at_ms) events.push([k.next_scan_at_ms, "Next look for evidence"]);
     if (k.closed_at_ms) events.push([k.closed_at_ms, `Recovery closed by ${k.closed_by}`]);
   }
-  if (c.proposal) {
-    events.push([c.proposal.proposed_at_ms, `${c.proposal.proposed_by} proposed ${c.proposal.decision} (${c.proposal.reason_code})`]);
-    events.push([c.proposal.expires_at_ms, "Proposal expires"]);
-  }
+  // Every proposal, open or closed, stays in the history (an older API sends the open one only).
+  const proposals = c.proposals || (c.proposal ? [{ ...c.proposal, closed_as: null }] : []);
+  proposals.forEach((p) => {
+    events.push([p.proposed_at_ms, `${p.proposed_by} proposed ${decisionLabel(p.decision)} (${p.reason_code}); a second person must confirm`]);
+    if (!p.closed_as) events.push([p.expires_at_ms, "Proposal expires unless confirmed"]);
+    else if (p.closed_as === "expired" || p.closed_as === "voided") events.push([p.closed_at_ms, `Proposal ${p.closed_as}`]);
+    else events.push([p.closed_at_ms, `${p.closed_by} ${p.closed_as} ${p.proposed_by}'s proposal (${p.close_reason_code})`]);
+  });
   if (c.resolution) {
     const r = c.resolution;
-    events.push([r.resolved_at_ms, `Resolved ${r.source}: ${r.outcome}` + (r.actor_user_id ? ` by ${r.actor_user_id} (${r.reason_code})` : "")]);
+    events.push([r.resolved_at_ms, r.source === "manual"
+      ? `Decided: ${r.outcome}, by ${decidedBy(c)} (${r.reason_code})`
+      : `Settled automatically from verified evidence: ${r.outcome}`]);
   }
   (c.late_evidence || []).forEach((e) => events.push([e.observed_at_ms,
     `Later evidence: ${e.finding}, ${e.agrees ? "agrees with the decision" : "CONTRADICTS the decision"}` +
@@ -669,8 +898,14 @@ function renderCaseBody(main, c) {
   const id = c.identity;
   const x = c.execution;
   known.set(id.dispatch_id, { ...known.get(id.dispatch_id), execution_version: x.version });
-  main.append(el("p", { id: "case-state", className: "state" },
-    `${x.state}` + (x.recovery_required ? " · recovery required" : "") + (c.control ? ` · control ${c.control.status}` : "")));
+  main.append(el("p", { id: "case-state", className: "state" }, stateName(c)),
+    el("p", { id: "headline", className: "headline" + (suggestsTampering(c) ? " alarm" : "") }, ...headline(c)),
+    approvedCard(c));
+  if (!c.resolution && (c.two_person_decisions || []).length) {
+    main.append(el("p", { id: "two-people", className: "notice" },
+      el("strong", { text: "Needs two people" }),
+      ` for ${c.two_person_decisions.map(decisionLabel).join(", ")}: that decision becomes a proposal, and a second person with the same permission must confirm it before anything is settled.`));
+  }
   const contradicting = (c.late_evidence || []).filter((e) => !e.agrees);
   if (c.resolution && contradicting.length) {
     // The decision stands (it is final); the person who reads this has to act outside it.
@@ -704,8 +939,64 @@ function renderCaseBody(main, c) {
     main.append(el("section", { className: "card", "aria-label": "Authorizations" }, el("h3", { text: "Authorizations" }), list));
   }
   if (x.recovery_required && !c.resolution) {
-    main.append(decidePanel({ dispatch_id: id.dispatch_id, version: x.version, proposal: c.proposal }));
+    main.append(decidePanel({ dispatch_id: id.dispatch_id, version: x.version, proposal: c.proposal,
+      tampering: suggestsTampering(c) ? c.control.last_reason : null }));
   }
+}
+
+// The state in words a tired person cannot misread: what is known about the outcome, and who
+// (or what) acts next. The machine names stay in the Execution card below.
+function stateName(c) {
+  const x = c.execution;
+  const k = c.control;
+  const r = c.resolution;
+  const outcome = (s) => s.charAt(0).toUpperCase() + s.slice(1);
+  if (!x) return "Not started: no executor has taken it";
+  if (["succeeded", "failed", "blocked"].includes(x.state)) {
+    const what = x.state === "blocked" ? "Blocked, outcome unknown" : outcome(x.state);
+    if (r && r.source === "manual") return `${what}: decided by ${decidedBy(c)}`;
+    if (r && r.source === "automatic") return `${what}: settled from verified evidence`;
+    return `${what}: reported by its executor`;
+  }
+  if (x.state === "leased") return "Not started: leased, the action has not begun";
+  if (!x.recovery_required) return "Running: its executor holds a live lease";
+  if (k && k.status === "manual") return c.proposal ? "Outcome unknown: waits for a second person" : "Outcome unknown: needs a person's decision";
+  return "Outcome unknown: still looking for evidence";
+}
+
+function decidedBy(c) {
+  const people = (c.authorizations || []).map((a) => a.user_id);
+  const actor = c.resolution.actor_user_id;
+  const others = people.filter((p) => p !== actor);
+  return others.length ? `${actor}, confirmed by ${others.join(", ")}` : actor;
+}
+
+// One plain sentence on why the case is where it is; for a waiting case, when it is looked at
+// next.
+function headline(c) {
+  const k = c.control;
+  if (!k || !k.last_finding) return [c.resolution || !k ? "" : "Not inspected yet."];
+  const why = reasonWords(k.last_reason);
+  const words = FINDING_WORDS[k.last_finding] || k.last_finding;
+  const parts = [el("strong", { text: words + (why ? ": " + why : "") + "." })];
+  if (k.status === "armed") parts.push(" Next look ", when(k.next_scan_at_ms), ".");
+  if (k.status === "manual" && k.manual_reason === "evidence_window_elapsed") parts.push(" Escalated: no settling evidence within its window.");
+  return parts;
+}
+
+// What was approved, at the top: the executor's own summary, always as text.
+function approvedCard(c) {
+  const s = c.identity.action_summary;
+  const section = el("section", { id: "approved", className: "card", "aria-labelledby": "approved-title" },
+    el("h3", { id: "approved-title", text: "What was approved" }));
+  if (!s) {
+    section.append(el("p", { className: "hint", text: "The executor gave no summary of this action: check the approval it names (" + c.identity.approval_request_id + ") before you decide." }));
+    return section;
+  }
+  const list = el("dl", { className: "facts" });
+  (s.facts || []).forEach((f) => list.append(el("dt", { text: f.label }), el("dd", { text: f.value })));
+  section.append(el("p", { id: "approved-title-text", className: "summary-title", text: s.title }), list);
+  return section;
 }
 
 function decidePanel(target) {
@@ -721,15 +1012,22 @@ function decidePanel(target) {
     section.append(el("h4", { text: "Answers" }), answers);
     return section;
   }
-  form.append(decisionChoices("one"), ...reasonFields("one"),
+  const choices = decisionChoices("one");
+  const ack = target.tampering ? tamperWarning(choices, target.tampering) : null;
+  form.append(choices, ...reasonFields("one"),
     el("div", { className: "field" }, el("input", { type: "checkbox", id: "verified", name: "verified", required: true }),
       el("label", { for: "verified", text: "I checked the outcome outside the system" })),
-    el("button", { type: "submit", id: "decide-submit", text: "Record decision" }));
+    el("button", { type: "submit", id: "decide-submit", text: target.proposal ? "Record this decision instead" : "Record decision" }));
   // One mutation id per form: a resubmission after a lost answer replays, never doubles.
   const mutationId = crypto.randomUUID();
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const data = new FormData(form);
+    if (ack && data.get("decision") === "confirm_succeeded" && !ack.checked) {
+      say("Acknowledge the warning on possibly forged evidence before confirming it succeeded.", "error");
+      ack.focus();
+      return;
+    }
     const body = {
       decision: data.get("decision"), reason_code: data.get("reason_code"), mutation_id: mutationId,
       expected_execution_version: target.version,
@@ -737,8 +1035,51 @@ function decidePanel(target) {
     if (data.get("evidence_digest")) body.evidence_digest = data.get("evidence_digest");
     await send(answers, "POST", "/v1/dispatches/" + encodeURIComponent(target.dispatch_id) + "/resolution", body);
   });
-  section.append(form, el("h4", { text: "Answers" }), answers);
+  suggestReason(form);
+  // The second person's view leads with the proposal and its one confirm step; deciding
+  // differently (which rejects the proposal) is there, folded away.
+  const body = target.proposal
+    ? el("details", { id: "decide-other" }, el("summary", { text: "Decide differently (this rejects the proposal, nothing is settled)" }), form)
+    : form;
+  section.append(body, el("h4", { text: "Answers" }), answers);
   return section;
+}
+
+// Choosing a decision suggests its usual reason code (when the installation offers it) into an
+// empty reason field; the operator may type another. One interaction fewer at night.
+const SUGGESTED_REASON = {
+  confirm_succeeded: "checked_downstream_succeeded", confirm_failed: "checked_downstream_not_done", abandon_unknown: "cannot_verify",
+};
+
+function suggestReason(form) {
+  const reason = form.querySelector("[name=reason_code]");
+  let suggested = "";
+  form.querySelectorAll("input[name=decision]").forEach((radio) => radio.addEventListener("change", () => {
+    const code = SUGGESTED_REASON[radio.value];
+    if (!radio.checked || !(config.reason_codes || []).includes(code)) return;
+    if (reason.value === "" || reason.value === suggested) {
+      reason.value = code;
+      suggested = code;
+    }
+  }));
+}
+
+// Beside "Confirm succeeded", when the conflict's reason suggests forged or tampered evidence:
+// a warning and an acknowledgement of its own, required only for that decision.
+function tamperWarning(choices, reason) {
+  const ack = el("input", { type: "checkbox", id: "tamper-ack", name: "tamper_ack" });
+  const box = el("div", { id: "tamper-warning", className: "notice alarm" },
+    el("p", {}, el("strong", { text: "The evidence may be forged. " }),
+      `The conflict's reason is ${reason}: ${REASONS[reason]}. A receipt like this is what a forged or ` +
+      "tampered success looks like; it proves nothing. Confirm succeeded only if the downstream system itself shows the action happened."),
+    el("div", { className: "field" }, ack,
+      el("label", { for: "tamper-ack", text: "I know this evidence may be forged, and I checked the downstream system myself" })));
+  const succeeded = choices.querySelector("#one-confirm_succeeded").closest(".choice");
+  succeeded.append(box);
+  choices.querySelectorAll("input[name=decision]").forEach((radio) => radio.addEventListener("change", () => {
+    ack.required = radio.checked && radio.value === "confirm_succeeded";
+  }));
+  return ack;
 }
 
 // The open proposal: who proposed what and until when, and what this person may do about it
@@ -771,16 +1112,35 @@ function proposalBox(target, form, answers, mine) {
     send(answers, "POST", path + (mine ? "withdraw" : "reject"), { mutation_id: closeId, reason_code: reason });
   });
   if (!mine) {
-    box.append(el("p", {}, el("button", { type: "button", id: "confirm-proposal", text: `Confirm ${p.proposed_by}'s proposal (${decisionLabel(p.decision)})`, onclick: () => {
-      // The confirmation is the same decision with the same evidence digest; the reason is
-      // the confirmer's own if typed, else the proposer's. The attestation stays theirs to tick.
-      const choice = form.querySelector(`input[name=decision][value="${p.decision}"]`);
-      if (choice) choice.checked = true;
+    // One confirm step, its attestation beside it: the same decision with the same evidence
+    // digest; the reason is the confirmer's own if typed below, else the proposer's.
+    const attest = el("input", { type: "checkbox", id: "confirm-verified" });
+    box.append(el("div", { className: "field" }, attest,
+      el("label", { for: "confirm-verified", text: "I checked the outcome outside the system myself" })),
+    el("p", {}, el("button", { type: "button", id: "confirm-proposal", text: `Confirm ${p.proposed_by}'s proposal (${decisionLabel(p.decision)})`, onclick: () => {
+      if (!attest.checked) {
+        say("Tick “I checked the outcome outside the system myself” to confirm.", "error");
+        attest.focus();
+        return;
+      }
       form.querySelector("[name=reason_code]").value ||= p.reason_code;
+      const choice = form.querySelector(`input[name=decision][value="${p.decision}"]`);
+      choice.checked = true;
+      choice.dispatchEvent(new Event("change"));
       form.querySelector("[name=evidence_digest]").value = p.evidence_digest || "";
+      form.querySelector("#verified").checked = true;
+      if (!form.checkValidity()) {
+        // Something only the form shows still needs an answer (a forged-evidence warning).
+        form.closest("details").open = true;
+        form.reportValidity();
+        return;
+      }
       form.requestSubmit();
-    } }), " ", el("span", { className: "hint", text: "(tick “I checked the outcome” below first)" })));
+    } })));
   }
+  const link = window.location.origin + window.location.pathname + "#/dispatch/" + encodeURIComponent(target.dispatch_id);
+  box.append(el("p", { className: "hint" }, mine ? "Hand this link to the person who should confirm: " : "Link to this case: ",
+    el("span", { id: "reviewer-link", className: "mono", text: link }), " ", copyButton("link for the reviewer", link)));
   box.append(closeForm);
   return box;
 }
@@ -791,6 +1151,9 @@ async function send(answers, method, path, body, afterStepUp) {
   const answer = await auth.api(method, path, body);
   if (answer.status === 401 && answer.body.code === "step_up_required" && !afterStepUp && auth.signInAvailable()) {
     return stepUp(answer, { kind: "request", method, path, body, back: window.location.hash });
+  }
+  if (answer.status === 401 && ["invalid_token", "unauthenticated"].includes(answer.body.code) && !afterStepUp && auth.signInAvailable()) {
+    return signInAgain({ kind: "request", method, path, body, back: window.location.hash });
   }
   showAnswer(answers, answer, afterStepUp);
   // The case changed (or was not as this page showed it): show it as it is now, with this
@@ -838,6 +1201,13 @@ async function stepUp(answer, retry) {
   await startSignIn(auth.stepUpParameters(answer.headers) || { max_age: "300", acr_values: null }, { id: crypto.randomUUID(), ...retry });
 }
 
+// An expired (or revoked) token is treated like a step-up: sign in again, then the same request
+// (the same mutation id: a replay if the first one did land) is sent once more.
+async function signInAgain(retry) {
+  say("Your sign-in has expired: signing in again, then this decision is sent once more…", "");
+  await startSignIn(null, { id: crypto.randomUUID(), ...retry });
+}
+
 async function resume(result) {
   if (!result || !result.retry) return;
   const retry = result.retry;
@@ -854,22 +1224,103 @@ async function resume(result) {
 
 const ID_SHAPE = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
 
-// A dispatch id opens its case whatever its state; an idempotency key or approval id is looked
-// up with each list's own lookup (`q`): the open lists first, then the decisions.
-async function find(q) {
+// Find is a view of its own (#/find?q=...): whatever was on screen before is replaced, so a
+// previous case never stays under a "nothing found". One match opens its case; several are
+// listed; none says so.
+function find(q) {
   if (!ID_SHAPE.test(q)) {
     say("Paste a dispatch id, an idempotency key or an approval request id (letters, digits and _ . : - only).", "error");
     return;
   }
-  const open = (id) => { window.location.hash = "#/dispatch/" + encodeURIComponent(id); };
+  const target = "#/find?q=" + encodeURIComponent(q);
+  if (window.location.hash === target) render();
+  else window.location.hash = target;
+}
+
+// The alert's console link: #/oldest?min_age_seconds=N opens the oldest case of the manual
+// queue older than the alert's threshold (the alert carries no dispatch id: its series has none).
+async function renderOldest(main, params) {
+  const minAge = params.get("min_age_seconds") || "";
+  document.title = "Oldest case · approved-action resolver";
+  main.append(el("h2", { tabindex: "-1", text: "Oldest case in the manual queue" }));
+  const query = new URLSearchParams({ limit: "1" });
+  if (/^\d{1,12}$/.test(minAge)) query.set("min_age_seconds", minAge);
+  const answer = await auth.api("GET", "/v1/manual-queue?" + query.toString());
+  if (answer.status === 401) { needSignIn(main); return false; }
+  if (!answer.ok) {
+    main.append(el("p", { className: "error", role: "alert", text: problemText(answer) }));
+    return false;
+  }
+  const [oldest] = answer.body.items;
+  if (oldest) {
+    known.set(oldest.dispatch_id, oldest);
+    window.location.replace("#/dispatch/" + encodeURIComponent(oldest.dispatch_id));
+    return true;
+  }
+  main.append(el("p", { id: "found-none", text: "Nothing in the manual queue is that old any more: someone decided it, or evidence settled it." }),
+    el("p", {}, el("a", { href: "#/queue", text: "Open the manual queue" })));
+  return false;
+}
+
+const FOUND_STATE = {
+  completion: "settled by its executor", automatic: "settled automatically from verified evidence", manual: "decided by a person",
+};
+
+function foundState(item) {
+  if (!item.state) return "created, never started";
+  if (item.closed_by) return `${item.state}, ${FOUND_STATE[item.closed_by] || item.closed_by}`;
+  if (item.control_status === "manual") return "outcome unknown, in the manual queue";
+  if (item.control_status === "armed") return "outcome unknown, waiting for evidence";
+  return item.state;
+}
+
+async function renderFind(main, q) {
+  document.title = `Find ${q} · approved-action resolver`;
+  main.append(el("h2", { tabindex: "-1" }, "Find ", el("span", { className: "mono", text: q })),
+    el("p", { className: "lede", text: "Every dispatch you may read whose dispatch id, idempotency key or approval id is exactly this, in any state." }));
+  if (!ID_SHAPE.test(q)) {
+    main.append(el("p", { id: "found-none", className: "error", text: "Not an id: letters, digits and _ . : - only." }));
+    return false;
+  }
+  const answer = await auth.api("GET", "/v1/find?q=" + encodeURIComponent(q));
+  if (answer.status === 401) { needSignIn(main); return false; }
+  let items;
+  if (answer.ok) items = answer.body.items;
+  else if (answer.status === 404) items = await findWithOlderApi(q);
+  else {
+    main.append(el("p", { className: "error", role: "alert", text: problemText(answer) }));
+    return false;
+  }
+  if (items.length === 1) {
+    window.location.replace("#/dispatch/" + encodeURIComponent(items[0].dispatch_id));
+    return true;
+  }
+  if (items.length === 0) {
+    main.append(el("p", { id: "found-none", text: `Nothing found for “${q}”: no dispatch, idempotency key or approval id you may read matches it.` }));
+    say(`Nothing found for “${q}”.`, "error");
+    return false;
+  }
+  const body = el("tbody");
+  items.forEach((item) => body.append(el("tr", { "data-dispatch-id": item.dispatch_id },
+    el("td", {}, caseLink(item.dispatch_id)), el("td", { text: item.action_summary ? item.action_summary.title : "—" }),
+    el("td", { text: item.project_id }), el("td", { text: item.action_type }),
+    el("td", { text: (item.matched_by || "").replace(/_/g, " ") }), el("td", { text: foundState(item) }), el("td", {}, when(item.created_at_ms)))));
+  main.append(el("p", { id: "found-count", text: `${items.length} dispatches match, newest first.` }),
+    el("table", { id: "found" }, el("caption", { className: "visually-hidden", text: "Dispatches found" }),
+      el("thead", {}, el("tr", {}, ...["Dispatch", "What was approved", "Project", "Action type", "Matched by", "State", "Created"].map((t) => el("th", { scope: "col", text: t })))),
+      body));
+  return false;
+}
+
+// An API without /v1/find: the case by its id, then each list's own lookup (`q`).
+async function findWithOlderApi(q) {
   const direct = await auth.api("GET", "/v1/dispatches/" + encodeURIComponent(q));
-  if (direct.status === 401) { render(); return; }
-  if (direct.ok) { open(q); return; }
+  if (direct.ok) return [{ dispatch_id: q }];
   for (const view of ["queue", "waiting", "decided"]) {
     const answer = await auth.api("GET", VIEWS[view].path + "?limit=2&q=" + encodeURIComponent(q));
-    if (answer.ok && answer.body.items.length === 1) { open(answer.body.items[0].dispatch_id); return; }
+    if (answer.ok && answer.body.items.length === 1) return [answer.body.items[0]];
   }
-  say(`Nothing found for “${q}”: no dispatch, idempotency key or approval id you may read matches it.`, "error");
+  return [];
 }
 
 // -- start --------------------------------------------------------------------------------------
@@ -904,4 +1355,22 @@ document.addEventListener("DOMContentLoaded", async () => {
   window.addEventListener("hashchange", () => render());
   if (result && result.retry) await resume(result);
   else await render();
+  window.setInterval(updateSession, 15000);
+  window.setInterval(refreshList, REFRESH_MS);
 });
+
+// Lists refresh on their own; never while the operator is filling a form on them (the typed
+// reason and chosen decision would be lost), nor in a hidden tab.
+const REFRESH_MS = 30000;
+
+function refreshList() {
+  const where = route();
+  const main = document.getElementById("main");
+  if (!VIEWS[where.view] || document.visibilityState !== "visible" || main.getAttribute("aria-busy") === "true") return;
+  if (main.dataset.route !== window.location.hash) return;
+  const form = document.getElementById("bulk-form");
+  if (form && (form.querySelector("input[name=decision]:checked") || form.querySelector("#bulk-reason").value ||
+    document.getElementById("bulk-summary") || document.getElementById("bulk-bar"))) return;
+  if (document.activeElement && document.activeElement.closest("#filters")) return;
+  render(true);
+}

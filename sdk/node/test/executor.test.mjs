@@ -76,6 +76,26 @@ async function waitFor(condition, what) {
   }
 }
 
+test("createDispatch records what was approved, and the database refuses a secret in it", { skip }, async () => {
+  const ex = executor();
+  const dispatchId = `node-sdk-summary-${process.pid}-${crypto.randomBytes(3).toString("hex")}`;
+  const spec = {
+    dispatchId,
+    approvalRequestId: `ar-${dispatchId}`,
+    projectId: "proj-node",
+    actionType: "pay.charge",
+    actionDigest: sha256Hex(`action:${dispatchId}`),
+    idempotencyKey: `idem-${dispatchId}`,
+    actionSummary: { title: "Charge 2,490.00 EUR", facts: [{ label: "Amount", value: "2,490.00 EUR" }, { label: "Order", value: "ord-7781" }] },
+  };
+  assert.equal((await ex.createDispatch(spec)).created, true);
+  assert.equal((await ex.createDispatch(spec)).created, false); // the exact re-create
+  const stored = await row("SELECT action_summary FROM approved_action_dispatches WHERE dispatch_id = $1", [dispatchId]);
+  assert.deepEqual(stored.action_summary, { title: "Charge 2,490.00 EUR", facts: [{ label: "Amount", value: "2,490.00 EUR" }, { label: "Order", value: "ord-7781" }] });
+  const secret = { ...spec, dispatchId: `${dispatchId}-2`, idempotencyKey: `idem-${dispatchId}-2`, actionSummary: { title: "Deploy", facts: [{ label: "API key", value: "k" }] } };
+  await assert.rejects(ex.createDispatch(secret), (e) => e instanceof InvalidInput && /names a secret/.test(e.message) && !/"k"/.test(e.message));
+});
+
 test("run: lease, barrier, mutation and receipt in one transaction, completion", { skip }, async () => {
   const ex = executor();
   const id = await newDispatch(ex);

@@ -54,6 +54,7 @@ def test_case_shows_identity_execution_control_and_then_the_resolution(
         "supersedes_dispatch_id": None,
         "superseded_by": [],
         "created_at_ms": stored["created_at_ms"],
+        "action_summary": None,  # this executor gave none: it is optional
     }
     assert doc["execution"]["state"] == "executing"
     assert doc["execution"]["recovery_required"] is True
@@ -76,6 +77,8 @@ def test_case_shows_identity_execution_control_and_then_the_resolution(
     assert settled["execution"]["state"] == "failed"
     assert settled["execution"]["recovery_required"] is False
     assert settled["control"]["closed_by"] == "manual"
+    # The closed case keeps when it reached the queue: its history, not cleared at close.
+    assert settled["control"]["manual_at_ms"] == control["manual_at_ms"] is not None
     resolution = settled["resolution"]
     assert (resolution["source"], resolution["decision"], resolution["outcome"]) == (
         "manual",

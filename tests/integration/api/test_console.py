@@ -38,6 +38,7 @@ from tests.helpers.providers import ScriptedProvider, fixed, reconciler
 from tests.helpers.signing import TEST_SIGNER
 
 playwright = pytest.importorskip("playwright.sync_api")
+expect = playwright.expect
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
 LINKS = json.dumps(
     [
@@ -319,6 +320,7 @@ def test_bulk_decision_shows_progress_and_a_mixed_per_item_result(
     page.fill("#bulk-reason", "vendor_declined")
     page.locator("#bulk-verified").check()
     page.locator("#bulk-submit").click()
+    page.locator("#bulk-commit").click()  # after the review of what it decides
     page.locator("#bulk-done").filter(has_text="3 of 3 decided").wait_for()
     rows = page.locator("#bulk-table tbody tr")
     results = {
@@ -359,6 +361,7 @@ def test_a_bulk_decision_on_a_stale_sign_in_steps_up_and_then_decides_every_item
     page.fill("#bulk-reason", "node_lost_outcome_unknown")
     page.locator("#bulk-verified").check()
     page.locator("#bulk-submit").click()
+    page.locator("#bulk-commit").click()  # after the review of what it decides
     # Nothing was written before the step-up; afterwards the same items (same mutation ids)
     # are sent once more.
     sign_in_at_provider(page, "alice", second_factor=True)
@@ -585,7 +588,9 @@ def test_the_decided_view_shows_who_decided_newest_first_filters_and_pages(
     page.wait_for_url(re.compile(re.escape(f"#/dispatch/{third}") + "$"))
     rendered(page)
     page.locator("#timeline").wait_for()
-    assert page.locator("#case-state").text_content().startswith("blocked")
+    assert page.locator("#case-state").text_content() == (
+        "Blocked, outcome unknown: decided by bob"
+    )
     events = page.locator("#timeline li").all_text_contents()
     assert any("by bob (node_lost_outcome_unknown)" in e for e in events), events
     assert page.locator("#decide-form").count() == 0
@@ -693,7 +698,13 @@ def test_two_signed_in_people_propose_and_confirm_a_decision(
     target = site.dispatch_ids[0]
     page.goto(site.url)
     sign_in(page, "alice")
+    # Before anyone decides, the row and the case say that this decision needs two people.
+    rendered(page)
+    expect(page.locator(f"#list tr[data-dispatch-id='{target}'] .two-people")).to_have_text(
+        "needs two people: confirm failed"
+    )
     open_case(page, site, target)
+    expect(page.locator("#two-people")).to_contain_text("Needs two people for Confirm failed")
     decide_here(page, "confirm_failed", "vendor_declined")
     text = last_answer(page, "202 proposed")
     assert text.startswith("202 proposed: waiting for a second person until 20"), text
@@ -707,6 +718,8 @@ def test_two_signed_in_people_propose_and_confirm_a_decision(
     assert "UTC (in 60 min)" in expires, expires
     assert page.locator("#withdraw").is_visible()
     assert page.locator("#decide-form, #reject, #confirm-proposal").count() == 0
+    # The link alice hands to the reviewer opens this case.
+    assert page.locator("#reviewer-link").text_content() == f"{site.url}#/dispatch/{target}"
     assert serious_violations(page, axe_source) == []
 
     bob = signed_in_tab(browser, site, "bob")
@@ -721,9 +734,11 @@ def test_two_signed_in_people_propose_and_confirm_a_decision(
         "Confirm alice's proposal (Confirm failed)"
     )
     assert bob.locator("#reject").is_visible()
+    # The second person's view leads with the proposal; deciding otherwise is folded away.
+    expect(bob.locator("#decide-form")).to_be_hidden()
     assert serious_violations(bob, axe_source) == []
     shoot(bob, "console-proposal.png")
-    bob.locator("#verified").check()
+    bob.locator("#confirm-verified").check()  # the attestation, inline with the one step
     bob.locator("#confirm-proposal").click()
     assert last_answer(bob, "200") == f"200 committed: {target} is now failed."
     assert sql.execution(target)["state"] == "failed"
@@ -740,6 +755,16 @@ def test_two_signed_in_people_propose_and_confirm_a_decision(
     assert listed(bob) == [target]
     decided = bob.locator(f"#list tr[data-dispatch-id='{target}'] td").all_text_contents()
     assert decided[4] == "alice, confirmed by bob"
+    # The decided case names both people and keeps its whole history: queued and why, the
+    # proposal (who, when) and its confirmation (who, when).
+    bob.locator(f"#list a:text-is('{target}')").click()
+    rendered(bob)
+    expect(bob.locator("#case-state")).to_have_text("Failed: decided by alice, confirmed by bob")
+    events = bob.locator("#timeline li").all_text_contents()
+    assert any("Reached the manual queue: unsupported" in e for e in events), events
+    assert any("alice proposed Confirm failed (vendor_declined)" in e for e in events), events
+    assert any("bob confirmed alice's proposal (vendor_declined)" in e for e in events), events
+    assert any("Decided: failed, by alice, confirmed by bob" in e for e in events), events
     bob.context.close()
 
 
@@ -784,6 +809,7 @@ def test_a_second_person_rejects_a_proposal_and_the_proposer_withdraws_another(
     decide_here(page, "confirm_succeeded", "vendor_confirmed")
     last_answer(page, "202 proposed")
     open_case(bob, site, second)
+    bob.locator("#decide-other summary").click()  # the proposal leads; the rest is folded
     decide_here(bob, "abandon_unknown", "node_lost_outcome_unknown")
     text = last_answer(bob, "409")
     assert text.startswith("409 proposal_rejected: a different decision rejected"), text
@@ -812,6 +838,7 @@ def test_a_bulk_decision_under_a_two_person_rule_confirms_one_and_proposes_the_r
     page.fill("#bulk-reason", "vendor_declined")
     page.locator("#bulk-verified").check()
     page.locator("#bulk-submit").click()
+    page.locator("#bulk-commit").click()  # after the review of what it decides
     page.locator("#bulk-done").filter(has_text="3 of 3 decided").wait_for()
     rows = page.locator("#bulk-table tbody tr")
     results = {

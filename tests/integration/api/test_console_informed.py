@@ -1,0 +1,489 @@
+"""The informed decision in the console, in a real Chromium against the real API, PostgreSQL
+and OpenID Provider: what was approved, why the evidence says what it says, and the separate
+acknowledgement a possibly forged success needs. Waits only for rendered state."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from resolver.core.domain import ActionSummary, DispatchIdentity, Finding, FindingKind, Outcome
+from resolver.db.repository import PostgresStore
+from resolver.evidence.receipts import KeyRing, encode_receipt, receipt_finding, sign_receipt
+from resolver.executor import ExecutionClient
+from tests.helpers.console import sign_in_at_provider
+from tests.helpers.database import SQL, World, new_spec
+from tests.helpers.providers import ScriptedProvider, fixed, reconciler, verified
+from tests.integration.api.test_console import (  # noqa: F401 - fixtures
+    Site,
+    apply_filter,
+    browser,
+    page,
+    rendered,
+    serious_violations,
+    shoot,
+    sign_in,
+    site,
+)
+
+playwright = pytest.importorskip("playwright.sync_api")
+expect = playwright.expect
+
+TRUSTED = KeyRing({"platform-1": b"p" * 32}, signing_kid="platform-1")
+FORGER = KeyRing({"forger-9": b"f" * 32}, signing_kid="forger-9")
+CHARGE = ActionSummary.of(
+    "Charge 2,490.00 EUR to customer 4471", {"Amount": "2,490.00 EUR", "Order": "ord-7781"}
+)
+
+
+def forged_success(identity: DispatchIdentity) -> Finding:
+    """What a receipt signed outside the ring proves: a conflict, with its reason."""
+    receipt = sign_receipt(
+        identity,
+        outcome=Outcome.SUCCEEDED,
+        result_code="charged",
+        finished_at_ms=identity.started_at_ms + 5,
+        receipt_id="forged-1",
+        keys=FORGER,
+    )
+    return receipt_finding(encode_receipt(receipt), identity, TRUSTED, source="http_receipt")
+
+
+def forged_case(store: PostgresStore, world: World) -> str:
+    """A charge with its summary, its executor lost, its receipt forged: in the manual queue."""
+    executor = ExecutionClient(store, owner="pay-worker-3", lease_seconds=0.001)
+    spec = executor.create_dispatch(new_spec("pay.charge", action_summary=CHARGE))
+    world.specs[spec.dispatch_id] = spec
+    started_ms = int(time.time() * 1000) + 1
+    executor.start(executor.lease(spec.dispatch_id, now_ms=started_ms), now_ms=started_ms)
+    reconciler(store, ScriptedProvider(forged_success), action_type="pay.charge").run_cycle(
+        now_ms=started_ms + 10
+    )
+    return spec.dispatch_id
+
+
+def test_a_forged_receipt_conflict_names_its_reason_and_demands_a_separate_acknowledgement(
+    site: Site,  # noqa: F811 - the fixtures of test_console
+    page: Any,  # noqa: F811
+    store: PostgresStore,
+    sql: SQL,
+    world: World,
+    axe_source: str,
+) -> None:
+    target = forged_case(store, world)
+    control = sql.one(
+        "SELECT last_finding, last_reason, reason_counts FROM approved_action_recovery_controls"
+        " WHERE dispatch_id = %s",
+        target,
+    )
+    assert control == {
+        "last_finding": "conflict",
+        "last_reason": "unknown_kid",
+        "reason_counts": {"unknown_kid": 1},
+    }
+    page.goto(site.url)
+    sign_in(page, "alice")
+    rendered(page)
+    row = page.locator(f"#list tr[data-dispatch-id='{target}']")
+    # What was approved and why the evidence conflicts, in the row itself.
+    expect(row.locator("td[data-label='What was approved']")).to_contain_text(
+        "Charge 2,490.00 EUR to customer 4471"
+    )
+    expect(row.locator("td[data-label='What was approved']")).to_contain_text("Order: ord-7781")
+    expect(row.locator("td[data-label='Last finding']")).to_have_text(
+        "conflict (unknown_kid), 1 inspection"
+    )
+    expect(row.locator("td[data-label='Why here']")).to_have_text("the evidence conflicts")
+    shoot(page, "console-queue-informed.png")
+
+    row.locator("a.mono").click()
+    rendered(page)
+    expect(page.locator("#case-state")).to_have_text("Outcome unknown: needs a person's decision")
+    expect(page.locator("#headline")).to_have_text(
+        "Evidence conflicts: the receipt is signed with a key this installation does not know."
+    )
+    expect(page.locator("#approved-title-text")).to_have_text(
+        "Charge 2,490.00 EUR to customer 4471"
+    )
+    expect(page.locator("#approved dl")).to_have_text("Amount2,490.00 EUROrderord-7781")
+    expect(page.locator("#timeline")).to_contain_text("because unknown_kid")
+    assert serious_violations(page, axe_source) == []
+    shoot(page, "console-case-forged.png")
+
+    # Confirm succeeded with the usual attestation only: stopped in the page, nothing sent.
+    warning = page.locator("#tamper-warning")
+    expect(warning).to_contain_text("The evidence may be forged.")
+    expect(warning).to_contain_text("unknown_kid")
+    page.locator("#one-confirm_succeeded").check()
+    page.fill("#one-reason", "checked_ledger")
+    page.locator("#verified").check()
+    page.locator("#decide-submit").click()
+    expect(page.locator("#tamper-ack")).to_be_focused()
+    assert page.locator("#tamper-ack").evaluate("node => node.validity.valueMissing")
+    expect(page.locator("#answers li")).to_have_count(0)
+    assert sql.execution(target)["state"] == "executing"
+    # Another decision needs no acknowledgement of a success it does not claim.
+    assert not page.locator("#tamper-ack").evaluate(
+        "node => { document.getElementById('one-confirm_failed').click(); return node.required; }"
+    )
+    page.locator("#one-confirm_succeeded").check()
+    # Acknowledged separately: the decision goes through.
+    page.locator("#tamper-ack").check()
+    page.locator("#decide-submit").click()
+    expect(page.locator("#answers li").first).to_have_text(
+        f"200 committed: {target} is now succeeded."
+    )
+    assert sql.execution(target)["state"] == "succeeded"
+
+
+def test_the_queue_finds_cases_by_words_of_what_was_approved(
+    site: Site,  # noqa: F811 - the fixtures of test_console
+    page: Any,  # noqa: F811
+    store: PostgresStore,
+    sql: SQL,
+    world: World,
+) -> None:
+    forged_case(store, world)
+    page.goto(site.url + "#/queue?summary=2%2C490")
+    sign_in(page, "alice")
+    rendered(page)
+    expect(page.locator("#list tbody tr")).to_have_count(1)
+    expect(page.locator("#f-summary")).to_have_value("2,490")
+    page.goto(site.url + "#/queue?summary=18.50")
+    rendered(page)
+    expect(page.locator("#empty")).to_have_text("Nothing matches this filter.")
+
+
+def test_find_opens_an_automatically_settled_dispatch_by_its_idempotency_key_and_clears_the_last(
+    site: Site,  # noqa: F811 - the fixtures of test_console
+    page: Any,  # noqa: F811
+    store: PostgresStore,
+    world: World,
+    axe_source: str,
+) -> None:
+    executor = ExecutionClient(store, owner="executor-1", lease_seconds=0.001)
+    spec = executor.create_dispatch(new_spec())
+    started_ms = int(time.time() * 1000) + 1
+    executor.start(executor.lease(spec.dispatch_id, now_ms=started_ms), now_ms=started_ms)
+    reconciler(store, ScriptedProvider(verified)).run_cycle(now_ms=started_ms + 10)
+    assert store.find_dispatches("mallory", spec.idempotency_key) == []  # no project, no answer
+    (found,) = store.find_dispatches("alice", spec.idempotency_key)
+    assert (found.matched_by, found.closed_by) == ("idempotency_key", "automatic")
+
+    previous = site.dispatch_ids[0]
+    page.goto(f"{site.url}#/dispatch/{previous}")
+    sign_in(page, "alice")
+    rendered(page)
+    expect(page.locator("#decide-form")).to_be_visible()
+    page.fill("#find-q", spec.idempotency_key)
+    page.locator("#find button").click()
+    main = page.locator("#main")
+    expect(main).to_have_attribute("data-route", f"#/dispatch/{spec.dispatch_id}")
+    expect(main).to_have_attribute("aria-busy", "false")
+    expect(page.locator("#case-state")).to_have_text("Succeeded: settled from verified evidence")
+    assert serious_violations(page, axe_source) == []
+    # Nothing found: said in a view of its own, the case before it gone from the screen.
+    page.fill("#find-q", "no-such-dispatch")
+    page.locator("#find button").click()
+    expect(main).to_have_attribute("data-route", "#/find?q=no-such-dispatch")
+    expect(main).to_have_attribute("aria-busy", "false")
+    expect(page.locator("#found-none")).to_contain_text("Nothing found for “no-such-dispatch”")
+    expect(page.locator("#case-state")).to_have_count(0)
+    expect(page.locator("#decide-form")).to_have_count(0)
+
+
+def lost_in(store: PostgresStore, world: World, project_id: str, count: int) -> list[str]:
+    """Cases of another project whose executor was lost, inspected once: in the manual queue."""
+    executor = ExecutionClient(store, owner="node-7", lease_seconds=0.001)
+    ids = []
+    for _ in range(count):
+        spec = executor.create_dispatch(new_spec(project_id=project_id))
+        world.specs[spec.dispatch_id] = spec
+        started_ms = int(time.time() * 1000) + 1
+        executor.start(executor.lease(spec.dispatch_id, now_ms=started_ms), now_ms=started_ms)
+        ids.append(spec.dispatch_id)
+    reconciler(store, ScriptedProvider(fixed(FindingKind.UNSUPPORTED))).run_cycle(
+        now_ms=int(time.time() * 1000) + 20
+    )
+    return ids
+
+
+def test_a_selection_hidden_by_a_new_filter_is_cleared_and_nothing_outside_the_view_is_decided(
+    site: Site,  # noqa: F811 - the fixtures of test_console
+    page: Any,  # noqa: F811
+    store: PostgresStore,
+    sql: SQL,
+    world: World,
+    axe_source: str,
+) -> None:
+    sql.all("INSERT INTO recovery_projects VALUES ('proj-2', 1)")
+    sql.all("INSERT INTO recovery_role_bindings VALUES ('proj-2', 'alice', 'approval.recover', 1)")
+    other = lost_in(store, world, "proj-2", 2)
+    page.goto(f"{site.url}#/queue?project_id=proj-1")
+    sign_in(page, "alice")
+    rendered(page)
+    # Project 1: two rows ticked.
+    for dispatch_id in site.dispatch_ids[:2]:
+        page.locator(f"#list tr[data-dispatch-id='{dispatch_id}'] .pick").check()
+    expect(page.locator("#bulk-count")).to_have_text("2 selected")
+    # Another filter: the selection does not follow into a view that cannot show it.
+    apply_filter(page, project_id="proj-2")
+    expect(page.locator("#list tbody tr")).to_have_count(2)
+    expect(page.locator("#bulk-count")).to_have_text("0 selected")
+    expect(page.locator("#status")).to_contain_text("Selection cleared")
+    expect(page.locator("#bulk-outside")).to_be_hidden()
+    page.locator("#select-page").click()
+    expect(page.locator("#bulk-count")).to_have_text("2 selected")
+    page.locator("#bulk-confirm_failed").check()
+    page.fill("#bulk-reason", "node_lost_not_run")
+    page.locator("#bulk-verified").check()
+    page.locator("#bulk-submit").click()
+    # The review before anything is written: how many, where, what, and what it does.
+    summary = page.locator("#bulk-summary")
+    expect(summary.locator("h4")).to_have_text("Review: 2 cases, nothing written yet")
+    expect(page.locator("#bulk-by-project")).to_have_text("proj-2: 2")
+    expect(page.locator("#bulk-by-type")).to_have_text("test.action: 2")
+    expect(page.locator("#bulk-by-finding")).to_have_text("unsupported: 2")
+    expect(summary).to_contain_text("Marks it failed")
+    assert [sql.execution(d)["state"] for d in other] == ["executing", "executing"]
+    assert serious_violations(page, axe_source) == []
+    page.locator("#bulk-commit").click()
+    expect(page.locator("#bulk-done")).to_have_text("2 of 2 decided")
+    assert [sql.execution(d)["state"] for d in other] == ["failed", "failed"]
+    # Nothing of project 1, ticked before and hidden since, was decided.
+    assert [sql.execution(d)["state"] for d in site.dispatch_ids] == ["executing"] * 3
+
+
+def test_a_selection_on_another_page_of_the_same_filter_is_counted_and_shown(
+    site: Site,  # noqa: F811 - the fixtures of test_console
+    page: Any,  # noqa: F811
+) -> None:
+    page.goto(f"{site.url}#/queue?limit=2")
+    sign_in(page, "alice")
+    rendered(page)
+    first = page.locator("#list tbody tr").first.get_attribute("data-dispatch-id")
+    page.locator("#list tbody tr .pick").first.check()
+    page.locator("#next-page").click()
+    rendered(page)
+    expect(page.locator("#bulk-count")).to_have_text("1 selected")
+    outside = page.locator("#bulk-outside")
+    expect(outside.locator("summary")).to_have_text(
+        "1 selected outside this page (same filter): show them"
+    )
+    outside.locator("summary").click()
+    expect(outside.locator("a")).to_have_text(str(first))
+
+
+def test_an_expired_token_signs_in_again_and_resends_the_same_decision(
+    site: Site,  # noqa: F811 - the fixtures of test_console
+    page: Any,  # noqa: F811
+    sql: SQL,
+) -> None:
+    target = site.dispatch_ids[1]
+    sent: list[dict[str, Any]] = []
+    page.on(
+        "request",
+        lambda r: (
+            sent.append(json.loads(r.post_data or "{}"))
+            if r.method == "POST" and r.url.endswith("/resolution")
+            else None
+        ),
+    )
+    page.goto(f"{site.url}#/dispatch/{target}")
+    sign_in(page, "alice")
+    rendered(page)
+    expect(page.locator("#session")).to_contain_text("session until ")
+    expect(page.locator("#session")).to_contain_text("decisions without signing in again until ")
+    page.locator("#one-confirm_failed").check()
+    page.fill("#one-reason", "vendor_declined")
+    page.locator("#verified").check()
+    # The token goes bad while the form is filled (expired or revoked: the API answers both
+    # with 401 invalid_token).
+    page.evaluate(
+        "sessionStorage.setItem('resolver.token',"
+        " sessionStorage.getItem('resolver.token').slice(0, -6) + 'AAAAAA')"
+    )
+    page.locator("#decide-submit").click()
+    # Sign in again (the provider may still know the browser and skip its form).
+    answer = page.locator("#answers li").first
+    expect(page.locator("#answers li, #login").first).to_be_visible()
+    if page.locator("#login").is_visible():
+        sign_in_at_provider(page, "alice", second_factor=True)
+    expect(answer).to_have_text(f"After signing in again: 200 committed: {target} is now failed.")
+    assert len(sent) == 2 and sent[0] == sent[1]  # the same decision, the same mutation id
+    (resolution,) = sql.resolutions(target)
+    assert resolution["mutation_id"] == sent[0]["mutation_id"]
+    expect(page.locator("#who")).to_have_text("Signed in as alice (pwd, otp, mfa)")
+
+
+def test_the_list_refreshes_on_its_own_and_keeps_the_selection(
+    site: Site,  # noqa: F811 - the fixtures of test_console
+    page: Any,  # noqa: F811
+    store: PostgresStore,
+    world: World,
+) -> None:
+    page.clock.install()  # the page's timers run when the test moves its clock
+    page.goto(f"{site.url}#/queue")
+    sign_in(page, "alice")
+    rendered(page)
+    rows = page.locator("#list tbody tr")
+    expect(rows).to_have_count(3)
+    first = rows.first.get_attribute("data-dispatch-id")
+    rows.first.locator(".pick").check()
+    (newcomer,) = lost_in(store, world, "proj-1", 1)  # a new case while the list is open
+    page.clock.run_for(31_000)
+    expect(rows).to_have_count(4)
+    expect(page.locator(f"#list tr[data-dispatch-id='{newcomer}']")).to_be_visible()
+    expect(page.locator(f"#list tr[data-dispatch-id='{first}'] .pick")).to_be_checked()
+    expect(page.locator("#bulk-count")).to_have_text("1 selected")
+    expect(page.locator("#main")).to_have_attribute("data-route", "#/queue")
+
+
+def test_triage_counts_by_type_reason_and_executor_each_a_filter(
+    site: Site,  # noqa: F811 - the fixtures of test_console
+    page: Any,  # noqa: F811
+    store: PostgresStore,
+    world: World,
+    axe_source: str,
+) -> None:
+    target = forged_case(store, world)
+    page.goto(f"{site.url}#/queue")
+    sign_in(page, "alice")
+    rendered(page)
+    expect(page.locator("#triage-action_type a")).to_have_text(["test.action: 3", "pay.charge: 1"])
+    expect(page.locator("#triage-reason a")).to_have_text(["unsupported: 3", "unknown_kid: 1"])
+    expect(page.locator("#triage-owner a")).to_have_text(["executor-1: 3", "pay-worker-3: 1"])
+    row = page.locator(f"#list tr[data-dispatch-id='{target}']")
+    expect(row.locator("td[data-label='Executor']")).to_have_text("pay-worker-3")
+    # Known values are suggested in the filter fields.
+    suggested = page.locator("#dl-owner option").evaluate_all("os => os.map(o => o.value)")
+    assert sorted(suggested) == ["executor-1", "pay-worker-3"]
+    assert serious_violations(page, axe_source) == []
+    page.locator("#triage-reason a", has_text="unknown_kid").click()
+    rendered(page)
+    expect(page.locator("#list tbody tr")).to_have_count(1)
+    expect(page.locator("#f-last_reason")).to_have_value("unknown_kid")
+    page.locator("#triage-owner a", has_text="pay-worker-3").click()
+    rendered(page)
+    expect(page.locator("#list tbody tr")).to_have_count(1)
+    expect(page.locator("#f-owner")).to_have_value("pay-worker-3")
+    # The age filter offers the manual-queue alert's own threshold.
+    options = page.locator("#f-min_age_seconds option").evaluate_all("os => os.map(o => o.value)")
+    assert "14400" in options
+
+
+def test_from_the_alert_s_console_link_to_a_correct_decision_in_four_interactions(
+    site: Site,  # noqa: F811 - the fixtures of test_console
+    page: Any,  # noqa: F811
+    store: PostgresStore,
+    sql: SQL,
+    world: World,
+) -> None:
+    # The oldest case: a payment whose executor was lost five hours ago, in the queue since.
+    executor = ExecutionClient(store, owner="pay-worker-3", lease_seconds=0.001)
+    summary = ActionSummary.of("Charge 18.50 EUR", {"Amount": "18.50 EUR", "Order": "ord-112"})
+    spec = executor.create_dispatch(new_spec("pay.charge", action_summary=summary))
+    long_ago = int(time.time() * 1000) - 5 * 3600 * 1000
+    executor.start(executor.lease(spec.dispatch_id, now_ms=long_ago), now_ms=long_ago)
+    reconciler(
+        store, ScriptedProvider(fixed(FindingKind.UNSUPPORTED)), action_type="pay.charge"
+    ).run_cycle(now_ms=long_ago + 10)
+    # The alert's console_url (alerts.consoleUrl + the rule's view), the operator signed in.
+    alert_link = f"{site.url}#/oldest?min_age_seconds=14400"
+    page.goto(f"{site.url}#/queue")
+    sign_in(page, "alice")
+    rendered(page)
+    interactions = 0
+
+    def act(step: Any) -> None:
+        nonlocal interactions
+        interactions += 1
+        step()
+
+    act(lambda: page.goto(alert_link))  # 1. open the alert's link: the oldest case, drawn
+    expect(page.locator("#main")).to_have_attribute("data-route", f"#/dispatch/{spec.dispatch_id}")
+    expect(page.locator("#approved-title-text")).to_have_text("Charge 18.50 EUR")
+    # The operator checks the payment system (outside the console): the charge never happened.
+    act(lambda: page.locator("#one-confirm_failed").check())  # 2. the decision
+    expect(page.locator("#one-reason")).to_have_value("checked_downstream_not_done")
+    act(lambda: page.locator("#verified").check())  # 3. the attestation
+    act(lambda: page.locator("#decide-submit").click())  # 4. record it
+    expect(page.locator("#answers li").first).to_have_text(
+        f"200 committed: {spec.dispatch_id} is now failed."
+    )
+    assert interactions <= 4, interactions
+    (resolution,) = sql.resolutions(spec.dispatch_id)
+    assert (resolution["outcome"], resolution["reason_code"]) == (
+        "failed",
+        "checked_downstream_not_done",
+    )
+
+
+def test_an_open_list_sorted_by_action_type_pages_without_repeating_a_row(
+    site: Site,  # noqa: F811 - the fixtures of test_console
+    page: Any,  # noqa: F811
+    store: PostgresStore,
+    world: World,
+) -> None:
+    target = forged_case(store, world)
+    page.goto(f"{site.url}#/queue?sort=action_type&limit=2")
+    sign_in(page, "alice")
+    rendered(page)
+    first = page.locator("#list tbody tr")
+    expect(first).to_have_count(2)
+    expect(first.first).to_have_attribute("data-dispatch-id", target)  # pay.charge < test.action
+    expect(page.locator("#counts")).to_contain_text("by action type, oldest first within")
+    expect(page.locator("#f-sort")).to_have_value("action_type")
+    seen = first.evaluate_all("rows => rows.map(r => r.dataset.dispatchId)")
+    page.locator("#next-page").click()
+    rendered(page)
+    rest = page.locator("#list tbody tr").evaluate_all(
+        "rows => rows.map(r => r.dataset.dispatchId)"
+    )
+    assert sorted(seen + rest) == sorted([target, *site.dispatch_ids])
+
+
+@pytest.mark.parametrize(
+    ("width", "height"), [(800, 600), (640, 400)], ids=["800px-wide", "200pct-zoom"]
+)
+def test_every_view_has_no_serious_accessibility_violation_when_narrow_or_zoomed(
+    site: Site,  # noqa: F811 - the fixtures of test_console
+    browser: Any,  # noqa: F811
+    store: PostgresStore,
+    world: World,
+    axe_source: str,
+    width: int,
+    height: int,
+) -> None:
+    target = forged_case(store, world)
+    context = browser.new_context(viewport={"width": width, "height": height})
+    tab = context.new_page()
+    tab.goto(f"{site.url}#/queue")
+    sign_in(tab, "alice")
+    views = [
+        "#/queue",
+        "#/waiting",
+        "#/proposals",
+        "#/decided",
+        f"#/dispatch/{target}",
+        "#/find?q=no-such-dispatch",
+    ]
+    for view in views:
+        tab.goto(f"{site.url}{view}")
+        rendered(tab)
+        assert tab.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), view
+        assert serious_violations(tab, axe_source) == [], view
+    # The bulk review too.
+    tab.goto(f"{site.url}#/queue")
+    rendered(tab)
+    tab.locator("#select-page").click()
+    tab.locator("#bulk-abandon_unknown").check()
+    tab.fill("#bulk-reason", "cannot_verify")
+    tab.locator("#bulk-verified").check()
+    tab.locator("#bulk-submit").click()
+    expect(tab.locator("#bulk-summary")).to_be_visible()
+    assert serious_violations(tab, axe_source) == []
+    context.close()
