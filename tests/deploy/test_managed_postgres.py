@@ -1,7 +1,7 @@
 """The whole deployment sequence as a managed PostgreSQL service allows it: the administrator
 has CREATEROLE and CREATEDB and is no superuser. It creates the database, runs roles.sql;
 `resolver migrate --grants` runs as resolver_migrator; then a replica, the API and prune run
-under their own roles."""
+under their own roles (the API as resolver_api, signing its facts)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from resolver.human.auth import TokenVerifier
 from tests.helpers.api import auth, body
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, jwks_file, signing_key, token
 from tests.helpers.roles import RoleDatabase, crash, resolver_cli, role_database
+from tests.helpers.signing import TEST_SIGNER
 
 __all__ = ["jwks_file", "signing_key"]
 
@@ -60,8 +61,10 @@ def test_run_api_and_prune_under_their_roles(
         )
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
     with (
-        PostgresStore(managed_db.urls["resolver_runtime"]) as store,
-        Server(create_app(store, verifier, limiter=RateLimiter(per_minute=5))) as api,
+        PostgresStore(managed_db.urls["resolver_api"]) as store,
+        Server(
+            create_app(store, verifier, signer=TEST_SIGNER, limiter=RateLimiter(per_minute=5))
+        ) as api,
     ):
         queue = api.get("/v1/manual-queue", headers=auth(token(signing_key)))
         assert queue.status_code == 200, queue.text
