@@ -88,7 +88,14 @@ def test_build_context_is_an_allow_list() -> None:
 
 def test_the_image_installs_the_otlp_extra_the_tracing_settings_need() -> None:
     """OTEL_EXPORTER_OTLP_ENDPOINT turns export on; without the exporter the resolver exits 2."""
-    installs = [args for name, args in stages()[0] if name == "RUN" and "pip install" in args]
+    build = stages()[0]
+    # The extras are a build argument (EXTRAS=otlp,s3 adds object storage): read its default.
+    defaults = dict(arg.split("=", 1) for name, arg in build if name == "ARG" and "=" in arg)
+    installs = [
+        re.sub(r"\$\{(\w+)\}", lambda m: defaults.get(m.group(1), m.group(0)), args)
+        for name, args in build
+        if name == "RUN" and "pip install" in args
+    ]
     assert any(re.search(r"""['"]?\.\[([a-z,]*,)?otlp(,[a-z,]*)?\]['"]?""", a) for a in installs), (
         installs
     )
