@@ -221,8 +221,13 @@ def test_rotation_verify_with_any_active_key_sign_with_the_current() -> None:
     assert reason_of(encode_receipt(by_old), ring=retired) == RejectReason.UNKNOWN_KID.value
 
 
-def test_rejection_logs_the_reason_and_nothing_of_the_receipt_or_key() -> None:
+def test_rejection_logs_the_reason_and_nothing_of_the_receipt_or_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     tampered = canonical_json({**receipt(), "result_code": "secret_looking_value"})
+    # A command run in this process earlier (the CLI tests) configures structlog to cache each
+    # logger on first use, which would keep the module's logger away from the capture.
+    monkeypatch.setattr(receipts, "log", structlog.get_logger("resolver.receipts"))
     with structlog.testing.capture_logs() as logs:
         finding = receipt_finding(tampered, IDENTITY, keys(), source="test")
     assert finding.kind is FindingKind.CONFLICT

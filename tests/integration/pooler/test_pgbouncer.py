@@ -34,6 +34,7 @@ from tests.helpers.database import SQL, new_spec
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
 from tests.helpers.pgbouncer import Bouncer, pgbouncer
 from tests.helpers.postgres import DatabaseFactory
+from tests.helpers.signing import TEST_SIGNER
 from tests.helpers.telemetry import free_port, wait_for
 
 KID = "k-pool"
@@ -180,7 +181,12 @@ def test_the_api_decides_through_the_pooler(
         bouncer.url(database_url), max_connections=2, pooler=Pooler(bouncer.mode)
     )
     dispatch_id, version = manual_item
-    with pooled, Server(create_app(pooled, verifier, limiter=RateLimiter(per_minute=50))) as api:
+    with (
+        pooled,
+        Server(
+            create_app(pooled, verifier, signer=TEST_SIGNER, limiter=RateLimiter(per_minute=50))
+        ) as api,
+    ):
         for _ in range(8):  # past psycopg's prepare threshold
             queue = api.get("/v1/manual-queue", headers=auth(token(signing_key)))
             assert queue.status_code == 200, queue.text
