@@ -419,9 +419,7 @@ def test_api_role_commits_a_manual_decision_but_cannot_grant_itself(
         principal = Principal(
             "alice", now - 1_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid"
         )
-        result = ManualResolutionService(api_store, signer=TEST_SIGNER).decide(
-            principal, decision
-        )
+        result = ManualResolutionService(api_store, signer=TEST_SIGNER).decide(principal, decision)
         assert result.value == "committed"
     for role in ("resolver_api", "resolver_runtime"):
         with role_db.connect(role) as conn, pytest.raises(errors.InsufficientPrivilege):
@@ -502,9 +500,7 @@ def test_runtime_role_opens_watches_and_records_late_evidence(role_db: RoleDatab
         principal = Principal(
             "alice", now - 1_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid"
         )
-        result = ManualResolutionService(api_store, signer=TEST_SIGNER).decide(
-            principal, decision
-        )
+        result = ManualResolutionService(api_store, signer=TEST_SIGNER).decide(principal, decision)
         assert result.value == "committed"
         watcher = LateEvidenceWatcher(
             runtime_store,
@@ -849,10 +845,10 @@ def test_the_schema_owner_may_move_the_clock(role_db: RoleDatabase) -> None:
         rows = conn.execute(MANUAL_COMMIT, params).fetchall()
     assert [r["result"] for r in rows] == ["proposed"]
     (proposal,) = role_db.admin_rows(
-        "SELECT proposed_at_ms FROM recovery_proposals"
-        f" WHERE dispatch_id = '{lease.dispatch_id}'"
+        f"SELECT proposed_at_ms FROM recovery_proposals WHERE dispatch_id = '{lease.dispatch_id}'"
     )
     assert proposal["proposed_at_ms"] == now
+
 
 # -- upgrading an installation: the old grants go -------------------------------------------------
 

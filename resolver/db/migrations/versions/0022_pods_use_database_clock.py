@@ -1,8 +1,8 @@
 """The pods decide on the database clock.
 
-The SQL is ../sql/0022_pod_roles_use_database_clock.up.sql and .down.sql, run as it is.
+The SQL is ../sql/0022_pods_use_database_clock.up.sql and .down.sql, run as it is.
 
-Revision ID: 0022_pod_roles_use_database_clock
+Revision ID: 0022_pods_use_database_clock
 Revises: 0021_informed_decision
 Create Date: 2026-12-03
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from resolver.db.schema_files import apply_migration
 
-revision = "0022_pod_roles_use_database_clock"
+revision = "0022_pods_use_database_clock"
 down_revision = "0021_informed_decision"
 branch_labels = None
 depends_on = None

@@ -1,5 +1,12 @@
--- Migration 0022_pod_roles_use_database_clock (down): the commit functions take the clock
--- override from any caller again (resolver_now_ms), as in 0021_informed_decision.
+-- Migration 0022_pods_use_database_clock (up): the pods decide on the database clock.
+-- The commit functions the replicas (resolver_runtime) and the API (resolver_api) may call
+-- took a clock override `p_now_ms` from any caller: a compromised pod could pass a future
+-- time and decide on a live lease, or make a stale strong authentication look fresh. They now
+-- read the clock through resolver_protocol_now_ms, the executor protocol's rule: a non-NULL
+-- override is refused (RS005) unless the session user is a member of the schema owner (the
+-- test suites). The pods pass NULL already; no signature changes.
+-- Applied as it is by versions/0022_pods_use_database_clock.py; never edited once
+-- released (the current definitions live in resolver/db/schema/).
 
 CREATE OR REPLACE FUNCTION resolver_commit_automatic(p_items json, p_now_ms bigint DEFAULT NULL)
 RETURNS TABLE (dispatch_id text, status text)
@@ -49,7 +56,7 @@ BEGIN
     END IF;
     -- The database clock once the rows are ours: an execution lease is judged expired at
     -- the moment of the write, not before a lock wait.
-    now_ms := resolver_now_ms(p_now_ms);
+    now_ms := resolver_protocol_now_ms(p_now_ms);
     -- With the rows locked (an item whose rows another transaction holds is left out),
     -- `fenced` is exactly the set whose recovery lease, open control,
     -- execution version and expired execution lease still hold; every write below applies
@@ -211,7 +218,7 @@ BEGIN
     IF NOT FOUND THEN
         RETURN;
     END IF;
-    now_ms := resolver_now_ms(p_now_ms);
+    now_ms := resolver_protocol_now_ms(p_now_ms);
     IF NOT (p_auth_time_ms >= now_ms - p_max_auth_age_ms
             AND p_auth_time_ms <= now_ms + p_clock_leeway_ms)
        OR NOT EXISTS (SELECT 1 FROM approved_action_executions AS e
@@ -371,7 +378,7 @@ BEGIN
     JOIN approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
     WHERE e.dispatch_id = p_dispatch_id AND d.project_id = p_project_id
     FOR UPDATE OF e;
-    now_ms := resolver_now_ms(p_now_ms);
+    now_ms := resolver_protocol_now_ms(p_now_ms);
     dispatch_id := p_dispatch_id;
     IF NOT (p_auth_time_ms >= now_ms - p_max_auth_age_ms
             AND p_auth_time_ms <= now_ms + p_clock_leeway_ms) THEN
@@ -426,7 +433,10 @@ CREATE OR REPLACE FUNCTION resolver_record_late_evidence(
     p_items json, p_owner text, p_window_ms bigint, p_now_ms bigint DEFAULT NULL)
 RETURNS TABLE (dispatch_id text, observation_id text, recorded boolean, agrees boolean)
 LANGUAGE sql VOLATILE SECURITY DEFINER AS $$
-    WITH now AS (SELECT resolver_now_ms(p_now_ms) AS ms),
+    -- The clock rule first, whatever the items: a refused override is refused even when no
+    -- watch matches (the query below reads its clock only once a watch is found).
+    SELECT resolver_protocol_now_ms(p_now_ms);
+    WITH now AS (SELECT resolver_protocol_now_ms(p_now_ms) AS ms),
     item AS (
         SELECT * FROM json_to_recordset(p_items) AS i(
             dispatch_id text, watch_token uuid, finding text, evidence_digest text,
