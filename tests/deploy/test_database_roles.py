@@ -36,7 +36,6 @@ from tests.helpers.database import T0, new_spec
 from tests.helpers.postgres import with_database
 from tests.helpers.providers import ScriptedProvider, fixed, registry
 from tests.helpers.roles import (
-    AFTER,
     GRANTS_SQL,
     ROLES_SQL,
     RoleDatabase,
@@ -46,6 +45,8 @@ from tests.helpers.roles import (
     run_sql_file,
 )
 from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER, write_public_keys
+
+DAY_MS = 86_400_000
 
 # -- ownership ---------------------------------------------------------------------------------
 
@@ -82,6 +83,20 @@ def test_the_sql_files_are_idempotent(role_db: RoleDatabase) -> None:
 # -- the runtime role can do the resolver's whole job ----------------------------------------------
 
 
+def _db_now(role_db: RoleDatabase) -> int:
+    with role_db.connect("resolver_executor") as conn:
+        (row,) = conn.execute("SELECT resolver_now_ms(NULL) AS now").fetchall()
+    return int(row["now"])
+
+
+def _crashed_a_day_ago(role_db: RoleDatabase, count: int) -> tuple[list[ExecutionLease], int]:
+    """Executions that crashed a day ago, and the database's time now. Only the schema owner
+    may move the clock; the pod roles then decide on the database's own."""
+    now = _db_now(role_db)
+    with PostgresStore(role_db.urls["resolver_migrator"]) as owner:
+        return crash(owner, count, now - DAY_MS), now
+
+
 def test_runtime_role_runs_full_resolver_cycles(role_db: RoleDatabase) -> None:
     assert migrate.current_revision(role_db.urls["resolver_runtime"]) == migrate.head_revision()
     kinds = [
@@ -91,11 +106,11 @@ def test_runtime_role_runs_full_resolver_cycles(role_db: RoleDatabase) -> None:
         FindingKind.CONFLICT,
         FindingKind.UNSUPPORTED,
     ]
+    leases, now = _crashed_a_day_ago(role_db, len(kinds))
     with (
         PostgresStore(role_db.urls["resolver_executor"]) as executor_store,
         PostgresStore(role_db.urls["resolver_runtime"]) as runtime_store,
     ):
-        leases = crash(executor_store, len(kinds))
         ids = [lease.dispatch_id for lease in leases]
         script = dict(zip(ids, kinds, strict=True))
 
@@ -112,11 +127,12 @@ def test_runtime_role_runs_full_resolver_cycles(role_db: RoleDatabase) -> None:
             Runtime(rng=random.Random(3)),
         )
         try:
-            report = reconciler.run_cycle(now_ms=AFTER)
+            report = reconciler.run_cycle()
             assert report.claimed == len(ids) and report.accepted == set(ids)
             assert not report.rejected
-            # A stopping replica hands its page back: the release path, as the runtime role.
-            later = AFTER + 10 * 60_000
+            # A stopping replica hands its page back: the release path, as the runtime role (a
+            # claim and a release write through the role's own column grants; no commit runs).
+            later = now + 10 * 60_000
             stopping = reconciler.run_cycle(now_ms=later, should_stop=lambda: True)
             assert (stopping.claimed, stopping.released) == (1, 1)
             snapshot = runtime_store.backlog_snapshot(100, now_ms=later)
@@ -391,12 +407,8 @@ def test_api_role_commits_a_manual_decision_but_cannot_grant_itself(
             "INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)"
             " ON CONFLICT DO NOTHING"
         )
-    now = AFTER + 60_000
-    with (
-        PostgresStore(role_db.urls["resolver_executor"]) as executor_store,
-        PostgresStore(role_db.urls["resolver_api"]) as api_store,
-    ):
-        (lease,) = crash(executor_store, 1)
+    (lease,), now = _crashed_a_day_ago(role_db, 1)
+    with PostgresStore(role_db.urls["resolver_api"]) as api_store:
         decision = ManualDecision(
             lease.dispatch_id,
             Decision.ABANDON_UNKNOWN,
@@ -407,9 +419,7 @@ def test_api_role_commits_a_manual_decision_but_cannot_grant_itself(
         principal = Principal(
             "alice", now - 1_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid"
         )
-        result = ManualResolutionService(api_store, signer=TEST_SIGNER).decide(
-            principal, decision, now_ms=now
-        )
+        result = ManualResolutionService(api_store, signer=TEST_SIGNER).decide(principal, decision)
         assert result.value == "committed"
     for role in ("resolver_api", "resolver_runtime"):
         with role_db.connect(role) as conn, pytest.raises(errors.InsufficientPrivilege):
@@ -436,12 +446,8 @@ def test_audit_verify_runs_as_the_runtime_role_and_needs_no_other(
             "INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)"
             " ON CONFLICT DO NOTHING"
         )
-    now = AFTER + 60_000
-    with (
-        PostgresStore(role_db.urls["resolver_executor"]) as executor_store,
-        PostgresStore(role_db.urls["resolver_api"]) as api_store,
-    ):
-        (lease,) = crash(executor_store, 1)
+    (lease,), now = _crashed_a_day_ago(role_db, 1)
+    with PostgresStore(role_db.urls["resolver_api"]) as api_store:
         decision = ManualDecision(
             lease.dispatch_id,
             Decision.ABANDON_UNKNOWN,
@@ -453,7 +459,7 @@ def test_audit_verify_runs_as_the_runtime_role_and_needs_no_other(
             "alice", now - 1_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid"
         )
         service = ManualResolutionService(api_store, signer=TEST_SIGNER)
-        assert service.decide(principal, decision, now_ms=now)
+        assert service.decide(principal, decision)
     # Either face may verify, the API's public keys in hand.
     keys = write_public_keys(tmp_path / "audit-keys")
     for role in ("resolver_runtime", "resolver_api"):
@@ -482,13 +488,11 @@ def test_runtime_role_opens_watches_and_records_late_evidence(role_db: RoleDatab
             "INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)"
             " ON CONFLICT DO NOTHING"
         )
-    now = AFTER + 60_000
+    (lease,), now = _crashed_a_day_ago(role_db, 1)
     with (
-        PostgresStore(role_db.urls["resolver_executor"]) as executor_store,
         PostgresStore(role_db.urls["resolver_runtime"]) as runtime_store,
         PostgresStore(role_db.urls["resolver_api"]) as api_store,
     ):
-        (lease,) = crash(executor_store, 1)
         decision = ManualDecision(
             lease.dispatch_id, Decision.CONFIRM_FAILED, f"op-{lease.dispatch_id}",
             lease.version, "vendor_says_no",
@@ -496,16 +500,14 @@ def test_runtime_role_opens_watches_and_records_late_evidence(role_db: RoleDatab
         principal = Principal(
             "alice", now - 1_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid"
         )
-        result = ManualResolutionService(api_store, signer=TEST_SIGNER).decide(
-            principal, decision, now_ms=now
-        )
+        result = ManualResolutionService(api_store, signer=TEST_SIGNER).decide(principal, decision)
         assert result.value == "committed"
         watcher = LateEvidenceWatcher(
             runtime_store,
             registry("test.action", ScriptedProvider(fixed(FindingKind.VERIFIED_SUCCEEDED))),
             LateEvidenceSettings(owner="r1"),
         )
-        report = watcher.run_cycle(now_ms=now + 1)
+        report = watcher.run_cycle()
         assert [r.contradicts for r in report.records] == [True]
     with role_db.connect("resolver_runtime") as runtime:
         runtime.execute("SET search_path = resolver")
@@ -516,8 +518,6 @@ def test_runtime_role_opens_watches_and_records_late_evidence(role_db: RoleDatab
 
 
 # -- the retention role: the prune functions and nothing else -----------------------------------
-
-DAY_MS = 86_400_000
 
 
 def test_retention_role_prunes_through_the_command_and_only_settled_dispatches(
@@ -678,8 +678,7 @@ def _two_person_world(role_db: RoleDatabase) -> ExecutionLease:
             )
         owner.execute("INSERT INTO recovery_two_person_rules VALUES ('*', 'confirm_succeeded')"
                       " ON CONFLICT DO NOTHING")  # fmt: skip
-    with PostgresStore(role_db.urls["resolver_executor"]) as executor_store:
-        (lease,) = crash(executor_store, 1)
+    (lease,), _ = _crashed_a_day_ago(role_db, 1)
     return lease
 
 
@@ -724,14 +723,14 @@ MANUAL_COMMIT = (
     " p_project_version => 1, p_role_binding_version => 1,"
     " p_auth_time_ms => %(t)s, p_amr => '{mfa}', p_issuer => 'i',"
     " p_token_kid => 'k', p_signing_kid => %(kid)s, p_signature => %(sig)s,"
-    " p_max_auth_age_ms => 300000, p_clock_leeway_ms => 30000, p_now_ms => %(t)s)"
+    " p_max_auth_age_ms => 300000, p_clock_leeway_ms => 30000, p_now_ms => %(now)s)"
 )
 
 
 def test_the_runtime_role_cannot_record_a_human_decision(role_db: RoleDatabase) -> None:
     lease = _two_person_world(role_db)
     params = {"d": lease.dispatch_id, "m": "r-1", "v": lease.version, "u": "alice",
-              "t": lease.lease_expires_at_ms + 1_000}  # fmt: skip
+              "t": _db_now(role_db), "now": None}  # fmt: skip
     with role_db.connect("resolver_runtime") as conn, pytest.raises(errors.InsufficientPrivilege):
         conn.execute(MANUAL_COMMIT, {**params, "kid": "k", "sig": FAKE_SIGNATURE})
     _still_unsettled(role_db, lease.dispatch_id)
@@ -746,7 +745,7 @@ def test_an_api_role_inventing_a_second_person_is_refused_or_caught_by_verify(
     names the fact whose signature the API's public key does not verify."""
     lease = _two_person_world(role_db)
     base = {"d": lease.dispatch_id, "v": lease.version, "kid": TEST_SIGNER.kid,
-            "t": lease.lease_expires_at_ms + 1_000}  # fmt: skip
+            "t": _db_now(role_db), "now": None}  # fmt: skip
     with role_db.connect("resolver_api") as conn:
         first = conn.execute(
             MANUAL_COMMIT, {**base, "m": "f-1", "u": "alice", "sig": FAKE_SIGNATURE}
@@ -766,6 +765,89 @@ def test_an_api_role_inventing_a_second_person_is_refused_or_caught_by_verify(
     )
     assert verify.returncode == 1, verify.stdout
     assert "bad_signature" in verify.stderr
+
+
+# -- the pods decide on the database clock ------------------------------------------------------
+
+PROPOSAL_CLOSE = (
+    "SELECT * FROM resolver_proposal_close(p_dispatch_id => %(d)s, p_mutation_id => 'c-1',"
+    " p_action => 'withdraw', p_reason_code => 'changed_mind', p_user_id => 'alice',"
+    " p_project_id => 'proj-1', p_project_version => 1, p_role_binding_version => 1,"
+    " p_auth_time_ms => %(t)s, p_amr => '{mfa}', p_max_auth_age_ms => 300000,"
+    " p_clock_leeway_ms => 30000, p_now_ms => %(now)s)"
+)
+AUTOMATIC_COMMIT = "SELECT * FROM resolver_commit_automatic(%(items)s::json, %(now)s)"
+PAGE_COMMIT = "SELECT * FROM resolver_commit_page(%(items)s::json, %(now)s)"
+LATE_EVIDENCE = "SELECT * FROM resolver_record_late_evidence(%(items)s::json, 'r1', 60000, %(now)s)"
+# Every function granted to a pod role that takes the clock override, with the role.
+CLOCKED_CALLS = [
+    ("resolver_runtime", AUTOMATIC_COMMIT),
+    ("resolver_runtime", PAGE_COMMIT),
+    ("resolver_runtime", LATE_EVIDENCE),
+    ("resolver_api", MANUAL_COMMIT),
+    ("resolver_api", PROPOSAL_CLOSE),
+]
+WRITTEN = (
+    "SELECT (SELECT count(*) FROM approved_action_recovery_resolutions)"
+    " + (SELECT count(*) FROM recovery_proposals)"
+    " + (SELECT count(*) FROM recovery_authorizations)"
+    " + (SELECT count(*) FROM recovery_audit_chain)"
+    " + (SELECT count(*) FROM recovery_late_evidence) AS n"
+)
+
+
+def _clocked_params(role_db: RoleDatabase, lease: ExecutionLease, now: int) -> dict[str, Any]:
+    """Arguments a call would commit with on the database clock: a due, bound, fresh decision
+    on a crashed execution, or an automatic page that verified it."""
+    item = {"dispatch_id": lease.dispatch_id, "finding": "verified_succeeded"}
+    return {"d": lease.dispatch_id, "m": "clock-1", "v": lease.version, "u": "alice",
+            "t": _db_now(role_db), "kid": TEST_SIGNER.kid, "sig": FAKE_SIGNATURE,
+            "items": json.dumps([item]), "now": now}  # fmt: skip
+
+
+def test_the_clocked_calls_are_every_pod_grant_taking_the_clock(role_db: RoleDatabase) -> None:
+    """A new pod-callable function taking p_now_ms must join CLOCKED_CALLS (and the rule)."""
+    rows = role_db.admin_rows(
+        "SELECT DISTINCT r.rolname AS role, p.proname AS fn"
+        " FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace"
+        " CROSS JOIN pg_roles AS r"
+        " WHERE n.nspname = 'resolver' AND 'p_now_ms' = ANY(p.proargnames)"
+        " AND r.rolname IN ('resolver_runtime', 'resolver_api')"
+        " AND has_function_privilege(r.oid, p.oid, 'EXECUTE')"
+    )
+    granted = {(r["role"], r["fn"]) for r in rows}
+    listed = {(role, call.split("FROM ")[1].split("(")[0]) for role, call in CLOCKED_CALLS}
+    assert granted == listed
+
+
+@pytest.mark.parametrize(("role", "call"), CLOCKED_CALLS)
+def test_a_pod_role_may_not_move_the_clock(role_db: RoleDatabase, role: str, call: str) -> None:
+    """A future time would decide on a live lease or make a stale authentication look fresh:
+    the override is refused (RS005) and nothing is written."""
+    lease = _two_person_world(role_db)
+    (before,) = role_db.admin_rows(WRITTEN)
+    params = _clocked_params(role_db, lease, lease.lease_expires_at_ms + 2 * DAY_MS)
+    with role_db.connect(role) as conn, pytest.raises(psycopg.Error) as refused:
+        conn.execute(call, params)
+    assert refused.value.sqlstate == "RS005"
+    assert "test clock" in str(refused.value)
+    assert role_db.admin_rows(WRITTEN) == [before]
+    _still_unsettled(role_db, lease.dispatch_id)
+
+
+def test_the_schema_owner_may_move_the_clock(role_db: RoleDatabase) -> None:
+    """The test suites run as the owner: the same manual commit, at a time it names."""
+    lease = _two_person_world(role_db)
+    now = _db_now(role_db)
+    params = {**_clocked_params(role_db, lease, now), "t": now - 1_000}
+    with role_db.connect("resolver_migrator") as conn:
+        conn.execute("SET search_path = resolver")
+        rows = conn.execute(MANUAL_COMMIT, params).fetchall()
+    assert [r["result"] for r in rows] == ["proposed"]
+    (proposal,) = role_db.admin_rows(
+        f"SELECT proposed_at_ms FROM recovery_proposals WHERE dispatch_id = '{lease.dispatch_id}'"
+    )
+    assert proposal["proposed_at_ms"] == now
 
 
 # -- upgrading an installation: the old grants go -------------------------------------------------

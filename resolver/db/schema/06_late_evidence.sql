@@ -104,7 +104,10 @@ CREATE FUNCTION resolver_record_late_evidence(
     p_items json, p_owner text, p_window_ms bigint, p_now_ms bigint DEFAULT NULL)
 RETURNS TABLE (dispatch_id text, observation_id text, recorded boolean, agrees boolean)
 LANGUAGE sql VOLATILE SECURITY DEFINER AS $$
-    WITH now AS (SELECT resolver_now_ms(p_now_ms) AS ms),
+    -- The clock rule first, whatever the items: a refused override is refused even when no
+    -- watch matches (the query below reads its clock only once a watch is found).
+    SELECT resolver_protocol_now_ms(p_now_ms);
+    WITH now AS (SELECT resolver_protocol_now_ms(p_now_ms) AS ms),
     item AS (
         SELECT * FROM json_to_recordset(p_items) AS i(
             dispatch_id text, watch_token uuid, finding text, evidence_digest text,

@@ -126,7 +126,7 @@ BEGIN
     END IF;
     -- The database clock once the rows are ours: an execution lease is judged expired at
     -- the moment of the write, not before a lock wait.
-    now_ms := resolver_now_ms(p_now_ms);
+    now_ms := resolver_protocol_now_ms(p_now_ms);
     -- With the rows locked (an item whose rows another transaction holds is left out),
     -- `fenced` is exactly the set whose recovery lease, open control,
     -- execution version and expired execution lease still hold; every write below applies
@@ -311,7 +311,7 @@ BEGIN
     IF NOT FOUND THEN
         RETURN;
     END IF;
-    now_ms := resolver_now_ms(p_now_ms);
+    now_ms := resolver_protocol_now_ms(p_now_ms);
     IF NOT (p_auth_time_ms >= now_ms - p_max_auth_age_ms
             AND p_auth_time_ms <= now_ms + p_clock_leeway_ms)
        OR NOT EXISTS (SELECT 1 FROM approved_action_executions AS e
@@ -586,7 +586,7 @@ BEGIN
     JOIN approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
     WHERE e.dispatch_id = p_dispatch_id AND d.project_id = p_project_id
     FOR UPDATE OF e;
-    now_ms := resolver_now_ms(p_now_ms);
+    now_ms := resolver_protocol_now_ms(p_now_ms);
     dispatch_id := p_dispatch_id;
     IF NOT (p_auth_time_ms >= now_ms - p_max_auth_age_ms
             AND p_auth_time_ms <= now_ms + p_clock_leeway_ms) THEN
