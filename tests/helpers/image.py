@@ -24,7 +24,22 @@ from tests.helpers.cache import cache_root, locked_cache_dir
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = cache_root() / "image"
 SUITE = "bookworm"
-MIRROR = os.environ.get("DEBOOTSTRAP_MIRROR", "http://deb.debian.org/debian")
+APT_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
+
+
+def _apt_mirror() -> str | None:
+    """The Debian mirror this machine's apt already uses (its first `URIs:` ending in /debian)."""
+    if not APT_SOURCES.is_file():
+        return None
+    for line in APT_SOURCES.read_text(encoding="utf-8").splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "URIs" and value.strip().rstrip("/").endswith("/debian"):
+            return value.strip()
+    return None
+
+
+# debootstrap needs a mirror: the one named by DEBOOTSTRAP_MIRROR, else apt's own.
+MIRROR = os.environ.get("DEBOOTSTRAP_MIRROR") or _apt_mirror()
 # What the Dockerfile needs of a base: Debian's python3 with venv (ensurepip), and CA
 # certificates for TLS to PostgreSQL and OTLP endpoints.
 PACKAGES = ("python3", "python3-venv", "ca-certificates")
@@ -44,6 +59,8 @@ def missing_tools() -> str | None:
             return f"{tool} is not installed (apt-get install buildah debootstrap)"
     if os.geteuid() != 0:
         return "debootstrap and buildah's chroot isolation need root here"
+    if MIRROR is None:
+        return f"no Debian mirror: set DEBOOTSTRAP_MIRROR ({APT_SOURCES} names none)"
     return None
 
 
@@ -63,6 +80,7 @@ def base_tarball() -> Path:
     rootfs = CACHE / f"rootfs-{RECIPE}"
     shutil.rmtree(rootfs, ignore_errors=True)
     include = ",".join(PACKAGES)
+    assert MIRROR is not None, missing_tools()
     run(
         ["debootstrap", "--variant=minbase", f"--include={include}", SUITE, str(rootfs), MIRROR],
         timeout=1800,
