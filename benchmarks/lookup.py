@@ -29,10 +29,11 @@ from benchmarks.phases import connect, percentile, vacuum
 from benchmarks.server import Databases, open_server
 from resolver.core.domain import CaseFilter, CaseList, DecisionFilter
 from resolver.db.repository import PostgresStore
+from resolver.human.api.cases import TOTAL_CAP
 
 USER = "bench-operator"
 PROJECTS = 32  # the seed spreads dispatches over proj-0 .. proj-31
-COUNT_CAP = 10_000
+COUNT_CAP = TOTAL_CAP  # what the API counts up to
 GOAL_MS = 50.0
 
 

@@ -623,6 +623,11 @@ class FoundDispatch(msgspec.Struct, frozen=True):
     control_status: str | None
     closed_by: str | None
     action_summary: ActionSummary | None = None
+    pruned_at_ms: int | None = None
+    """When retention pruned it (its execution, or the whole dispatch); None while kept."""
+    pruned_run_id: int | None = None
+    pruned_export_digest: str | None = None
+    """The sha256 of the export the pruning run wrote, if it wrote one."""
 
 
 class CaseSort(StrEnum):

@@ -165,6 +165,9 @@ GRANT EXECUTE ON FUNCTION resolver_now_ms(bigint) TO resolver_retention;
 -- The /metrics of both faces read the run history (resolver_pruned_dispatches_total), and
 -- `resolver audit verify` the range of audit links each run removed.
 GRANT SELECT ON recovery_prune_runs TO resolver_runtime, resolver_api;
+-- What a prune leaves of each dispatch (migration 0024): the API's find reads it; only the
+-- prune batch (its owner's function) writes it.
+GRANT SELECT ON recovery_pruned_dispatches TO resolver_runtime, resolver_api;
 
 -- The audit chain of manual decisions (migration 0008). The manual commit inserts a link and
 -- moves the one-row head in the same statement, as the owner; links are insert-only (a

@@ -278,18 +278,23 @@ EXISTS (SELECT 1 FROM recovery_role_bindings AS b
 (%(project_id)s::text IS NULL OR d.project_id = %(project_id)s::text)
 AND (%(action_type)s::text IS NULL OR d.action_type = %(action_type)s::text)
 AND (%(last_finding)s::text IS NULL OR c.last_finding = %(last_finding)s::text)
--- The executor that held the lease (its owner name, e.g. a host or pod), `e`.
-AND (%(owner)s::text IS NULL OR e.owner = %(owner)s::text)
+-- The executor that held the lease (its owner name, e.g. a host or pod). Probed only when
+-- given, so a total without it never reads the executions (every control has one: its
+-- foreign key).
+AND (%(owner)s::text IS NULL
+     OR EXISTS (SELECT 1 FROM approved_action_executions AS eo
+                WHERE eo.dispatch_id = c.dispatch_id AND eo.owner = %(owner)s::text))
 -- The last inspection's reason code (`unknown_kid`, `http_404`).
 AND (%(last_reason)s::text IS NULL OR c.last_reason = %(last_reason)s::text)
 -- Words of what was approved (the summary's title and facts), case-insensitive: the open
 -- lists are bounded by their partial indexes, so a substring test costs a bounded scan.
 AND (%(summary)s::text IS NULL
      OR strpos(lower(d.action_summary::text), lower(%(summary)s::text)) > 0)
--- Open two-person proposals only: the cases waiting for a second person.
+-- Open two-person proposals only: the cases waiting for a second person. On the control's
+-- id, so the few open proposals filter the list's index scan before any dispatch is read.
 AND (NOT %(open_proposal)s::boolean
      OR EXISTS (SELECT 1 FROM recovery_proposals AS op
-                WHERE op.dispatch_id = d.dispatch_id AND op.closed_as IS NULL
+                WHERE op.dispatch_id = c.dispatch_id AND op.closed_as IS NULL
                   AND op.expires_at_ms > (SELECT ms FROM now)))
 AND
     -- include: dispatch_lookup
@@ -398,7 +403,6 @@ SELECT count(*) AS total FROM (
     SELECT 1
     FROM approved_action_recovery_controls AS c
     JOIN approved_action_dispatches AS d USING (dispatch_id)
-    JOIN approved_action_executions AS e USING (dispatch_id)
     WHERE c.status = 'manual'
       AND (%(min_age_ms)s = 0 OR c.manual_at_ms <= (SELECT ms FROM now) - %(min_age_ms)s)
       AND
@@ -513,7 +517,6 @@ SELECT count(*) AS total FROM (
     SELECT 1
     FROM approved_action_recovery_controls AS c
     JOIN approved_action_dispatches AS d USING (dispatch_id)
-    JOIN approved_action_executions AS e USING (dispatch_id)
     WHERE c.status = 'armed' AND c.first_inspected_at_ms IS NOT NULL
       AND (%(min_age_ms)s = 0 OR c.first_inspected_at_ms <= (SELECT ms FROM now) - %(min_age_ms)s)
       AND
@@ -560,6 +563,13 @@ SELECT d.dispatch_id, d.approval_request_id, d.project_id, d.action_type, d.acti
        r.evidence_digest AS resolution_evidence_digest, r.resolved_at_ms,
        r.mutation_id AS resolution_mutation_id,
        now.ms AS db_now_ms,
+       -- Which of the case's other reads have rows (the repository skips the others).
+       EXISTS (SELECT 1 FROM recovery_authorizations AS a
+               WHERE a.mutation_id = r.mutation_id) AS has_authorizations,
+       EXISTS (SELECT 1 FROM recovery_late_evidence AS l
+               WHERE l.dispatch_id = d.dispatch_id) AS has_late_evidence,
+       EXISTS (SELECT 1 FROM recovery_proposals AS p
+               WHERE p.dispatch_id = d.dispatch_id) AS has_proposals,
        pr.outcome AS proposal_outcome, pr.proposed_by, pr.proposed_at_ms,
        pr.expires_at_ms AS proposal_expires_at_ms, pr.reason_code AS proposal_reason_code,
        pr.evidence_digest AS proposal_evidence_digest,
@@ -581,22 +591,49 @@ WHERE d.dispatch_id = %(dispatch_id)s
 -- name: dispatch_find
 -- Find: every dispatch the caller may read whose dispatch id, idempotency key or approval
 -- request id is exactly `q` (each has its own index), whatever its state: open, waiting,
--- settled by its executor or automatically, decided, superseded. Newest first, at most 20
--- (an approval request dispatched again under new ids has several).
-SELECT d.dispatch_id, d.project_id, d.action_type, d.created_at_ms, d.action_summary,
-       CASE WHEN d.dispatch_id = %(q)s::text THEN 'dispatch_id'
-            WHEN d.approval_request_id = %(q)s::text THEN 'approval_request_id'
-            ELSE 'idempotency_key' END AS matched_by,
-       e.state, c.status AS control_status, c.closed_by
-FROM approved_action_dispatches AS d
-LEFT JOIN approved_action_executions AS e ON e.dispatch_id = d.dispatch_id
-LEFT JOIN approved_action_recovery_controls AS c ON c.dispatch_id = d.dispatch_id
-WHERE %(q)s::text IS NOT NULL
-  AND
-      -- include: dispatch_lookup
-  AND
-      -- include: case_readable
-ORDER BY d.created_at_ms DESC, d.dispatch_id
+-- settled by its executor or automatically, decided, superseded, pruned. Newest first, at
+-- most 20 (an approval request dispatched again under new ids has several). A pruned
+-- dispatch is found by the record its prune left (recovery_pruned_dispatches, the
+-- idempotency key as its sha256) with the run that pruned it and the run's export digest;
+-- one whose identity stayed (its decision audited) is found by its identity, with the same.
+SELECT found.* FROM (
+    SELECT d.dispatch_id, d.project_id, d.action_type, d.created_at_ms, d.action_summary,
+           CASE WHEN d.dispatch_id = %(q)s::text THEN 'dispatch_id'
+                WHEN d.approval_request_id = %(q)s::text THEN 'approval_request_id'
+                ELSE 'idempotency_key' END AS matched_by,
+           coalesce(e.state, t.state) AS state, c.status AS control_status,
+           coalesce(c.closed_by, t.closed_by) AS closed_by,
+           t.pruned_at_ms, t.run_id AS pruned_run_id, pr.export_digest AS pruned_export_digest
+    FROM approved_action_dispatches AS d
+    LEFT JOIN approved_action_executions AS e ON e.dispatch_id = d.dispatch_id
+    LEFT JOIN approved_action_recovery_controls AS c ON c.dispatch_id = d.dispatch_id
+    -- The same dispatch, not an earlier one under a reused id.
+    LEFT JOIN recovery_pruned_dispatches AS t
+      ON t.dispatch_id = d.dispatch_id AND t.created_at_ms = d.created_at_ms
+    LEFT JOIN recovery_prune_runs AS pr ON pr.run_id = t.run_id
+    WHERE %(q)s::text IS NOT NULL
+      AND
+          -- include: dispatch_lookup
+      AND
+          -- include: case_readable
+    UNION ALL
+    SELECT d.dispatch_id, d.project_id, d.action_type, d.created_at_ms, NULL::jsonb,
+           CASE WHEN d.dispatch_id = %(q)s::text THEN 'dispatch_id'
+                WHEN d.approval_request_id = %(q)s::text THEN 'approval_request_id'
+                ELSE 'idempotency_key' END,
+           d.state, NULL::text, d.closed_by, d.pruned_at_ms, d.run_id, pr.export_digest
+    FROM recovery_pruned_dispatches AS d
+    JOIN recovery_prune_runs AS pr ON pr.run_id = d.run_id
+    WHERE %(q)s::text IS NOT NULL
+      AND (d.dispatch_id = %(q)s::text
+           OR d.idempotency_key_sha256 = encode(sha256(convert_to(%(q)s::text, 'UTF8')), 'hex')
+           OR d.approval_request_id = %(q)s::text)
+      AND NOT EXISTS (SELECT 1 FROM approved_action_dispatches AS o
+                      WHERE o.dispatch_id = d.dispatch_id)
+      AND
+          -- include: case_readable
+) AS found
+ORDER BY found.created_at_ms DESC, found.dispatch_id
 LIMIT 20;
 
 -- name: case_authorizations
@@ -646,7 +683,9 @@ LIMIT %(limit)s;
 
 -- name: decisions_total
 -- How many manual decisions match the filter, counted up to %(count_cap)s (a count at the
--- cap means "at least").
+-- cap means "at least"). Counted newest first, in the decisions index's order like the list:
+-- the walk probes one dispatch per decision and stops at the cap, where an unordered count
+-- would hash every dispatch ever made to count a few thousand decisions.
 SELECT count(*) AS total FROM (
     SELECT 1
     FROM approved_action_recovery_resolutions AS r
@@ -656,6 +695,7 @@ SELECT count(*) AS total FROM (
           -- include: decision_filter
       AND
           -- include: case_readable
+    ORDER BY r.resolved_at_ms DESC, r.resolution_id DESC
     LIMIT %(count_cap)s) AS matching;
 
 -- name: backlog_oldest

@@ -28,6 +28,33 @@ CREATE TABLE recovery_prune_runs (
     CONSTRAINT ck_recovery_prune_runs_audit_range CHECK ((audit_first_seq IS NULL) = (audit_last_seq IS NULL) AND audit_first_seq <= audit_last_seq)
 );
 
+-- What a prune leaves of each dispatch it pruned (migration 0024): enough for the console's
+-- find to answer "pruned by run N at T (exported as <digest>)" by any of the dispatch's three
+-- keys, written by resolver_prune_batch in the transaction that prunes. The idempotency key is
+-- kept as its sha256 (hex): a record finds the key, it does not keep it. State and closed_by
+-- are the execution's and the control's as they were pruned (NULL for a remnant whose
+-- execution an earlier run, before this table, took). A record lives one retention period:
+-- the first prune batch whose cut-off is past its pruned_at_ms deletes it.
+CREATE TABLE recovery_pruned_dispatches (
+    dispatch_id TEXT NOT NULL,
+    idempotency_key_sha256 TEXT NOT NULL,
+    approval_request_id TEXT NOT NULL,
+    project_id TEXT NOT NULL,
+    action_type TEXT NOT NULL,
+    created_at_ms BIGINT NOT NULL,
+    state TEXT,
+    closed_by TEXT,
+    run_id BIGINT NOT NULL,
+    pruned_at_ms BIGINT NOT NULL,
+    CONSTRAINT pk_recovery_pruned_dispatches PRIMARY KEY (dispatch_id),
+    CONSTRAINT fk_recovery_pruned_dispatches_run_id FOREIGN KEY(run_id) REFERENCES recovery_prune_runs (run_id),
+    CONSTRAINT ck_recovery_pruned_dispatches_key_sha256_hex CHECK (idempotency_key_sha256 ~ '^[0-9a-f]{64}$')
+);
+CREATE INDEX ix_recovery_pruned_dispatches_idempotency_key_sha256 ON recovery_pruned_dispatches (idempotency_key_sha256);
+CREATE INDEX ix_recovery_pruned_dispatches_approval_request_id ON recovery_pruned_dispatches (approval_request_id);
+CREATE INDEX ix_recovery_pruned_dispatches_pruned_at_ms ON recovery_pruned_dispatches (pruned_at_ms, dispatch_id);
+CREATE INDEX ix_recovery_pruned_dispatches_run_id ON recovery_pruned_dispatches (run_id);
+
 -- The prune scans settled controls oldest first, and deleting an identity makes the foreign
 -- key look for dispatches superseding it: both need an index at 10^6 rows.
 CREATE INDEX ix_recovery_controls_settled ON approved_action_recovery_controls (closed_at_ms, dispatch_id) WHERE status = 'resolved';
@@ -153,6 +180,31 @@ BEGIN
                               WHERE e.dispatch_id = d.dispatch_id)
             FOR UPDATE OF d SKIP LOCKED) AS s;
     END IF;
+
+    -- What stays findable of each dispatch this batch prunes (migration 0024), before its
+    -- rows go: a remnant pruned again keeps the state and closure its first run recorded.
+    INSERT INTO recovery_pruned_dispatches AS t (
+        dispatch_id, idempotency_key_sha256, approval_request_id, project_id, action_type,
+        created_at_ms, state, closed_by, run_id, pruned_at_ms)
+    SELECT d.dispatch_id, encode(sha256(convert_to(d.idempotency_key, 'UTF8')), 'hex'),
+           d.approval_request_id, d.project_id, d.action_type, d.created_at_ms, e.state,
+           c.closed_by, p_run_id, resolver_now_ms(NULL)
+    FROM approved_action_dispatches AS d
+    LEFT JOIN approved_action_executions AS e ON e.dispatch_id = d.dispatch_id
+    LEFT JOIN approved_action_recovery_controls AS c ON c.dispatch_id = d.dispatch_id
+    WHERE d.dispatch_id = ANY (v_settled || v_remnants)
+    ON CONFLICT (dispatch_id) DO UPDATE
+    SET run_id = EXCLUDED.run_id,
+        pruned_at_ms = EXCLUDED.pruned_at_ms,
+        state = coalesce(EXCLUDED.state, t.state),
+        closed_by = coalesce(EXCLUDED.closed_by, t.closed_by);
+    -- The records' own retention: one period after their prune, at most a batch's worth.
+    DELETE FROM recovery_pruned_dispatches AS t
+    WHERE t.dispatch_id IN (SELECT o.dispatch_id FROM recovery_pruned_dispatches AS o
+                            WHERE o.pruned_at_ms < r.cutoff_ms
+                            ORDER BY o.pruned_at_ms, o.dispatch_id
+                            LIMIT p_limit
+                            FOR UPDATE SKIP LOCKED);
 
     -- The fact triggers let these deletes through because this function is on their call
     -- stack (resolver_reject_mutation); nothing a session sets opens them.

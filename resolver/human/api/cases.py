@@ -40,7 +40,9 @@ from resolver.human.api.models import Proposal
 MAX_LIMIT = 100
 MAX_CURSOR_LENGTH = 300
 # `total` counts at most this many matching cases: a runaway backlog costs a bounded read.
-TOTAL_CAP = 10_000
+# The console says "1,000 or more": a person triages the first pages and narrows the filter,
+# and the count answers beside the page within the console's 50 ms at any history.
+TOTAL_CAP = 1_000
 MAX_AGE_SECONDS = 10 * 366 * 86_400
 
 
@@ -183,7 +185,10 @@ class QueuePage(BaseModel):
     items: list[QueueEntry]
     next_cursor: str | None
     total: int
-    """Cases matching the filter, counted up to 10,000 (a total at 10,000 means at least)."""
+    """Cases matching the filter, counted up to `total_cap` (a total at the cap means at
+    least that many)."""
+    total_cap: int = TOTAL_CAP
+    """Where the count stops: 1,000."""
 
 
 class CaseIdentityOut(BaseModel):
@@ -333,6 +338,16 @@ class DecisionEntry(BaseModel):
         return cls(**fields)
 
 
+class PrunedOut(BaseModel):
+    """Retention pruned this dispatch: what stays is in the run's export, if it wrote one."""
+
+    run_id: int
+    pruned_at_ms: int
+    export_digest: str | None
+    """The sha256 of the run's export (`resolver audit verify --export` checks a file against
+    it); null when the run wrote none."""
+
+
 class FoundEntry(BaseModel):
     """One dispatch a lookup found, whatever its state."""
 
@@ -349,11 +364,18 @@ class FoundEntry(BaseModel):
     """How recovery closed: `completion` (its executor), `automatic` (verified evidence) or
     `manual` (a person); null while open or never armed."""
     action_summary: ActionSummaryOut | None = None
+    pruned: PrunedOut | None = None
+    """Null while retention kept it; else when and by which run it was pruned."""
 
     @classmethod
     def of(cls, found: FoundDispatch) -> "FoundEntry":
         fields = _fields(found)
         fields["action_summary"] = ActionSummaryOut.of(found.action_summary)
+        run_id = fields.pop("pruned_run_id")
+        at_ms = fields.pop("pruned_at_ms")
+        digest = fields.pop("pruned_export_digest")
+        if run_id is not None and at_ms is not None:
+            fields["pruned"] = PrunedOut(run_id=run_id, pruned_at_ms=at_ms, export_digest=digest)
         return cls(**fields)
 
 
@@ -366,7 +388,10 @@ class DecisionPage(BaseModel):
     items: list[DecisionEntry]
     next_cursor: str | None
     total: int
-    """Decisions matching the filter, counted up to 10,000 (a total at 10,000 means at least)."""
+    """Decisions matching the filter, counted up to `total_cap` (a total at the cap means at
+    least that many)."""
+    total_cap: int = TOTAL_CAP
+    """Where the count stops: 1,000."""
 
 
 def _identity(case: Case) -> CaseIdentityOut:
@@ -553,8 +578,9 @@ def install_case_routes(
         ],
     ) -> FindPage:
         """Every dispatch you may read that the id names, whatever its state: open, waiting,
-        settled by its executor or automatically, decided, superseded. A dispatch pruned by
-        retention is in the export, not here."""
+        settled by its executor or automatically, decided, superseded, pruned. A pruned
+        dispatch says when, by which prune run and under which export digest; it is found for
+        one retention period after its prune (the record then goes too)."""
         return FindPage(items=[FoundEntry.of(f) for f in store.find_dispatches(user.user_id, q)])
 
     del get_case, decisions, find  # registered on the app

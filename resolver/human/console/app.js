@@ -88,7 +88,8 @@ const VIEWS = {
   },
 };
 const BULK_CHUNK = 100;
-const TOTAL_CAP = 10000; // the API counts at most this many matching cases
+// Where an API that does not say (`total_cap`) stops counting the matching cases.
+const OLDER_TOTAL_CAP = 10000;
 const PAGE_SIZES = ["25", "50", "100"];
 const SELECT_ALL_CAP = 1000;
 
@@ -408,7 +409,8 @@ function countsText(view, params, page) {
   const shown = page.items.length ? ` Showing rows ${first} to ${first + page.items.length - 1}, ${order}.` : "";
   if (typeof page.total === "number") {
     const [one, several] = VIEWS[view].noun;
-    const many = page.total >= TOTAL_CAP ? `${TOTAL_CAP} or more ${several}` : page.total === 1 ? `1 ${one}` : `${page.total} ${several}`;
+    const cap = typeof page.total_cap === "number" ? page.total_cap : OLDER_TOTAL_CAP;
+    const many = page.total >= cap ? `${cap.toLocaleString("en")} or more ${several}` : page.total === 1 ? `1 ${one}` : `${page.total} ${several}`;
     const verb = page.total === 1 ? "matches" : "match";
     return (filtered ? `${many} ${verb} the filter.` : `${many} in this list.`) + shown;
   }

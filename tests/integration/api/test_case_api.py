@@ -168,7 +168,7 @@ def test_queue_items_carry_lookup_fields_and_filters_narrow_them(
         assert [i["dispatch_id"] for i in found["items"]] == [specs[1].dispatch_id], q
         assert found["total"] == 1
     none = get(api, signing_key, "/v1/manual-queue?project_id=proj-2&last_finding=conflict")
-    assert none.json() == {"items": [], "next_cursor": None, "total": 0}
+    assert none.json() == {"items": [], "next_cursor": None, "total": 0, "total_cap": 1000}
     assert get(api, signing_key, "/v1/manual-queue?last_finding=unsupported").json()["total"] == 0
     # Ages are on the database clock: these entered the queue moments ago.
     young = get(api, signing_key, "/v1/manual-queue?min_age_seconds=3600").json()
