@@ -607,6 +607,11 @@ class ManualQueueItem(msgspec.Struct, frozen=True):
     """The executor that held the lease (its owner name: a host, a pod)."""
     sort_key: str = ""
     """The row's value of the list's sort column (the keyset's first part)."""
+    next_look_at_ms: int | None = None
+    """A waiting case's next inspection; None in the manual queue."""
+    escalates_at_ms: int | None = None
+    """When a waiting case goes to the manual queue if its evidence stays what it last was
+    (at the first look from then on); None when that finding never escalates."""
 
 
 class FoundDispatch(msgspec.Struct, frozen=True):
@@ -711,6 +716,9 @@ class CaseControl(msgspec.Struct, frozen=True):
     closed_at_ms: int | None
     last_reason: str | None = None
     reason_counts: Mapping[str, int] = msgspec.field(default_factory=dict)
+    escalates_at_ms: int | None = None
+    """While armed: when the case goes to the manual queue if its evidence stays what it
+    last was (at the first look from then on); None when that finding never escalates."""
 
 
 class CaseResolution(msgspec.Struct, frozen=True):

@@ -363,6 +363,10 @@ SELECT c.dispatch_id, d.project_id, d.action_type, c.last_finding, c.finding_cou
        pr.evidence_digest AS proposal_evidence_digest,
        pr.expected_execution_version AS proposal_expected_version,
        d.action_summary, c.last_reason, e.owner,
+       -- A waiting case's next look, and when it goes to the manual queue if its evidence
+       -- stays what it last was (NULL when that finding never escalates); NULL unless armed.
+       CASE WHEN c.status = 'armed' THEN c.next_scan_at_ms END AS next_look_at_ms,
+       CASE WHEN c.status = 'armed' THEN c.escalates_at_ms END AS escalates_at_ms,
        CASE %(sort)s::text WHEN 'action_type' THEN d.action_type WHEN 'project_id' THEN d.project_id
                      WHEN 'last_finding' THEN coalesce(c.last_finding, '') ELSE '' END AS sort_key,
        -- The decisions a two-person rule covers for this action type (shown before anyone
@@ -424,6 +428,10 @@ SELECT c.dispatch_id, d.project_id, d.action_type, c.last_finding, c.finding_cou
        pr.evidence_digest AS proposal_evidence_digest,
        pr.expected_execution_version AS proposal_expected_version,
        d.action_summary, c.last_reason, e.owner,
+       -- A waiting case's next look, and when it goes to the manual queue if its evidence
+       -- stays what it last was (NULL when that finding never escalates); NULL unless armed.
+       CASE WHEN c.status = 'armed' THEN c.next_scan_at_ms END AS next_look_at_ms,
+       CASE WHEN c.status = 'armed' THEN c.escalates_at_ms END AS escalates_at_ms,
        CASE %(sort)s::text WHEN 'action_type' THEN d.action_type WHEN 'project_id' THEN d.project_id
                      WHEN 'last_finding' THEN coalesce(c.last_finding, '') ELSE '' END AS sort_key,
        -- The decisions a two-person rule covers for this action type (shown before anyone
@@ -555,6 +563,10 @@ SELECT d.dispatch_id, d.approval_request_id, d.project_id, d.action_type, d.acti
        c.first_inspected_at_ms, c.last_inspected_at_ms, c.last_finding,
        c.last_failure_class, c.last_evidence_digest, c.next_scan_at_ms, c.manual_at_ms,
        c.manual_reason, c.closed_by, c.closed_at_ms, c.last_reason, c.reason_counts,
+       -- A waiting case's next look, and when it goes to the manual queue if its evidence
+       -- stays what it last was (NULL when that finding never escalates); NULL unless armed.
+       CASE WHEN c.status = 'armed' THEN c.next_scan_at_ms END AS next_look_at_ms,
+       CASE WHEN c.status = 'armed' THEN c.escalates_at_ms END AS escalates_at_ms,
        d.action_summary,
        ARRAY(SELECT o FROM unnest(resolver_terminal_states()) AS o
              WHERE resolver_needs_two_people(d.action_type, o)) AS two_person_outcomes,

@@ -809,6 +809,7 @@ def _case(row: Row, authorizations: Sequence[Row], late: Sequence[Row] = ()) -> 
             closed_at_ms=row["closed_at_ms"],
             last_reason=row["last_reason"],
             reason_counts=dict(row["reason_counts"]),
+            escalates_at_ms=row["escalates_at_ms"],
         )
     resolution = None
     if row["resolution_source"] is not None:

@@ -216,6 +216,11 @@ BEGIN
             last_evidence_digest = coalesce(f.evidence_digest, c.last_evidence_digest),
             next_scan_at_ms = CASE WHEN f.status = 'armed' THEN now_ms + f.delay_ms
                                    ELSE c.next_scan_at_ms END,
+            -- When it escalates if the evidence stays as it is (migration 0025): the window
+            -- counts from the first inspection, like the escalation above.
+            escalates_at_ms = CASE WHEN f.status = 'armed' AND f.escalate_after_ms IS NOT NULL
+                                   THEN coalesce(c.first_inspected_at_ms, now_ms)
+                                        + f.escalate_after_ms END,
             (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
                 = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version))
         FROM fenced AS f

@@ -141,6 +141,11 @@ class QueueEntry(BaseModel):
     """The decisions that need two people on this action type (a rule names them)."""
     owner: str = ""
     """The executor that held the lease (its owner name: a host, a pod)."""
+    next_look_at_ms: int | None = None
+    """Waiting list: when the evidence is looked for next (null in the manual queue)."""
+    escalates_at_ms: int | None = None
+    """Waiting list: when the case goes to the manual queue if its evidence stays what it
+    last was (at the first look from then on); null when that finding never escalates."""
 
     @classmethod
     def of(cls, item: ManualQueueItem) -> "QueueEntry":
@@ -165,6 +170,8 @@ class QueueEntry(BaseModel):
             last_reason=item.last_reason,
             two_person_decisions=[d.value for d in item.two_person_decisions],
             owner=item.owner,
+            next_look_at_ms=item.next_look_at_ms,
+            escalates_at_ms=item.escalates_at_ms,
         )
 
 
@@ -237,6 +244,10 @@ class CaseControlOut(BaseModel):
     """The last inspection's reason code (`unknown_kid`, `http_404`), if its provider gave one."""
     reason_counts: dict[str, int] = {}
     """How often each reason code was seen (at most 16 by name, the rest as `other`)."""
+    escalates_at_ms: int | None = None
+    """While armed: when the case goes to the manual queue if its evidence stays what it last
+    was (at the first look from then on, `next_scan_at_ms` being the next); null when that
+    finding never escalates (or not looked at since the upgrade that records it)."""
 
 
 class CaseResolutionOut(BaseModel):

@@ -71,7 +71,7 @@ const VIEWS = {
     title: "Waiting for evidence", path: "/v1/waiting", filters: LIST_FILTERS, bulk: false, noun: ["case", "cases"],
     lede: "Recovery required, inspected at least once, not settled: providers keep looking.",
     empty: "Nothing is waiting for evidence.",
-    columns: ["Dispatch", "What was approved", "Project", "Action type", "Executor", "Last finding", "Last failure", "Waiting since", "Proposal"],
+    columns: ["Dispatch", "What was approved", "Project", "Action type", "Executor", "Last finding", "Last failure", "Waiting since", "Next look", "Proposal"],
   },
   proposals: {
     title: "Waiting for a second person", path: "/v1/manual-queue", fixed: { open_proposal: "true" }, filters: LIST_FILTERS, bulk: false, noun: ["case", "cases"],
@@ -549,8 +549,23 @@ function listRow(view, item) {
     `, ${item.finding_count} inspection${item.finding_count === 1 ? "" : "s"}`);
   cell(view === "waiting" ? item.last_failure_class || "—" : whyHere(item));
   cell(when(sinceMs(view, item)));
+  if (view === "waiting") cell(...waitingTimes(item.next_look_at_ms, item.escalates_at_ms, item.last_finding));
   cell(proposalText(item.proposal));
   return row;
+}
+
+// A waiting case's next look and, if its finding escalates, when it goes to the manual queue
+// (the first look from then on); both in UTC with the relative time. An older API sends
+// neither: a dash.
+function waitingTimes(nextMs, escalatesMs, finding) {
+  if (nextMs === null || nextMs === undefined) return [el("span", { text: "—" })];
+  const parts = [when(nextMs)];
+  if (escalatesMs !== null && escalatesMs !== undefined) {
+    parts.push(el("br"), el("span", { className: "escalates" }, "escalates ", when(escalatesMs), ` if still ${finding || "unsettled"}`));
+  } else if (escalatesMs === null) {
+    parts.push(el("br"), el("span", { className: "escalates hint", text: "never escalates on this finding" }));
+  }
+  return parts;
 }
 
 // "Needs two people", before anyone decides: which decisions a rule covers on this action type.
@@ -871,6 +886,7 @@ function timeline(c) {
     }
     if (k.manual_at_ms) events.push([k.manual_at_ms, `Reached the manual queue: ${k.manual_reason || k.last_finding || "no reason recorded"}` + (k.last_reason ? ` (${k.last_reason})` : "")]);
     if (k.status === "armed" && k.next_scan_at_ms) events.push([k.next_scan_at_ms, "Next look for evidence"]);
+    if (k.status === "armed" && k.escalates_at_ms) events.push([k.escalates_at_ms, `Escalates to the manual queue if still ${k.last_finding}`]);
     if (k.closed_at_ms) events.push([k.closed_at_ms, `Recovery closed by ${k.closed_by}`]);
   }
   // Every proposal, open or closed, stays in the history (an older API sends the open one only).
@@ -981,7 +997,14 @@ function headline(c) {
   const why = reasonWords(k.last_reason);
   const words = FINDING_WORDS[k.last_finding] || k.last_finding;
   const parts = [el("strong", { text: words + (why ? ": " + why : "") + "." })];
-  if (k.status === "armed") parts.push(" Next look ", when(k.next_scan_at_ms), ".");
+  if (k.status === "armed") {
+    parts.push(" Next look ", when(k.next_scan_at_ms), ".");
+    if (typeof k.escalates_at_ms === "number") {
+      parts.push(" Goes to the manual queue ", when(k.escalates_at_ms), ` if the evidence is still ${k.last_finding} then (at the first look from that time).`);
+    } else if (k.escalates_at_ms === null) {
+      parts.push(" Never escalates on this finding: the providers keep looking.");
+    }
+  }
   if (k.status === "manual" && k.manual_reason === "evidence_window_elapsed") parts.push(" Escalated: no settling evidence within its window.");
   return parts;
 }

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import base64
+import random
 
 import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from resolver.core.domain import FindingKind
+from resolver.core.escalation import DEFAULT_MISSING_WINDOW_SECONDS
+from resolver.core.provider import build_registry
+from resolver.core.reconciler import Reconciler, ReconcilerSettings
+from resolver.core.runtime import Runtime
 from resolver.db.repository import PostgresStore
 from tests.helpers.api import auth, body
-from tests.helpers.database import SQL, World, new_spec
+from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World, new_spec
 from tests.helpers.oidc import token
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler
 from tests.integration.api.test_api import api
@@ -357,3 +362,47 @@ def test_decision_parameters_are_bounded(
     api: httpx.Client, signing_key: rsa.RSAPrivateKey, query: str
 ) -> None:
     assert get(api, signing_key, f"/v1/decisions?{query}").status_code == 422
+
+
+def test_a_waiting_case_shows_its_next_look_and_when_it_escalates(
+    api: httpx.Client, signing_key: rsa.RSAPrivateKey, world: World, store: PostgresStore, sql: SQL
+) -> None:
+    """The escalation window lives in the replicas' provider configuration: the commit
+    records the time on the control, and the case and the waiting list show it beside the next
+    look; a finding that never escalates shows null."""
+    (install,) = world.crashed(1, action_type="pkg.install")
+    (other,) = world.crashed(1, action_type="run.thing")
+    config = {"pkg.install": {"provider": "package_install"}, "run.thing": {"provider": "runs"}}
+    answer = fixed(FindingKind.MISSING)
+    registry = build_registry(
+        config, {n: (lambda _s: ScriptedProvider(answer)) for n in ("package_install", "runs")}
+    )
+    settings = ReconcilerSettings(owner="r", recovery_lease_ms=30_000, backoff_base_ms=1_000)
+    rec = Reconciler(store, registry, settings, Runtime(rng=random.Random(3)))
+    first_look = T0 + EXEC_LEASE_MS
+    assert rec.run_cycle(now_ms=first_look).accepted == {install.dispatch_id, other.dispatch_id}
+    window_ms = DEFAULT_MISSING_WINDOW_SECONDS * 1000
+
+    waiting = {i["dispatch_id"]: i for i in get(api, signing_key, "/v1/waiting").json()["items"]}
+    for lease, escalates in ((install, first_look + window_ms), (other, None)):
+        control = sql.control(lease.dispatch_id)
+        item = waiting[lease.dispatch_id]
+        assert item["next_look_at_ms"] == control["next_scan_at_ms"] > first_look
+        assert item["escalates_at_ms"] == escalates
+        case = get(api, signing_key, f"/v1/dispatches/{lease.dispatch_id}").json()
+        assert case["control"]["escalates_at_ms"] == escalates
+    # A later look does not move it: the window counts from the first inspection.
+    rec.run_cycle(now_ms=first_look + 60_000)
+    case = get(api, signing_key, f"/v1/dispatches/{install.dispatch_id}").json()
+    assert case["control"]["escalates_at_ms"] == first_look + window_ms
+    # Escalated: in the manual queue, with neither time.
+    rec.run_cycle(now_ms=first_look + window_ms)
+    assert sql.control(install.dispatch_id)["status"] == "manual"
+    (queued,) = get(api, signing_key, "/v1/manual-queue").json()["items"]
+    assert (queued["dispatch_id"], queued["next_look_at_ms"], queued["escalates_at_ms"]) == (
+        install.dispatch_id,
+        None,
+        None,
+    )
+    case = get(api, signing_key, f"/v1/dispatches/{install.dispatch_id}").json()
+    assert case["control"]["escalates_at_ms"] is None

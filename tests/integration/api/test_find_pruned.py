@@ -99,9 +99,10 @@ def test_a_pruned_dispatch_is_found_by_each_key_with_its_run_and_export(
     stored = sql.one(
         "SELECT * FROM recovery_pruned_dispatches WHERE dispatch_id = %s", gone["dispatch_id"]
     )
-    assert stored["idempotency_key_sha256"] == hashlib.sha256(
-        gone["idempotency_key"].encode()
-    ).hexdigest()
+    assert (
+        stored["idempotency_key_sha256"]
+        == hashlib.sha256(gone["idempotency_key"].encode()).hexdigest()
+    )
     assert gone["idempotency_key"] not in str(stored)
     # Its identity kept: found as itself, its execution pruned by the same run.
     (kept,) = find(api, signing_key, before["automatic"]["idempotency_key"])
