@@ -563,9 +563,8 @@ SELECT d.dispatch_id, d.approval_request_id, d.project_id, d.action_type, d.acti
        c.first_inspected_at_ms, c.last_inspected_at_ms, c.last_finding,
        c.last_failure_class, c.last_evidence_digest, c.next_scan_at_ms, c.manual_at_ms,
        c.manual_reason, c.closed_by, c.closed_at_ms, c.last_reason, c.reason_counts,
-       -- A waiting case's next look, and when it goes to the manual queue if its evidence
-       -- stays what it last was (NULL when that finding never escalates); NULL unless armed.
-       CASE WHEN c.status = 'armed' THEN c.next_scan_at_ms END AS next_look_at_ms,
+       -- When a waiting case goes to the manual queue if its evidence stays what it last was
+       -- (NULL when that finding never escalates); NULL unless armed.
        CASE WHEN c.status = 'armed' THEN c.escalates_at_ms END AS escalates_at_ms,
        d.action_summary,
        ARRAY(SELECT o FROM unnest(resolver_terminal_states()) AS o

@@ -1299,6 +1299,14 @@ function foundState(item) {
   return item.state;
 }
 
+// Retention pruned it: when, by which run, and the sha256 of the run's export (where its
+// record is kept), if the run wrote one.
+function prunedText(pruned) {
+  if (!pruned) return [];
+  const where = pruned.export_digest ? `exported (sha256 ${pruned.export_digest})` : "no export was written";
+  return [el("br"), el("span", { className: "pruned" }, "pruned ", when(pruned.pruned_at_ms), ` by prune run ${pruned.run_id}; ${where}`)];
+}
+
 async function renderFind(main, q) {
   document.title = `Find ${q} · approved-action resolver`;
   main.append(el("h2", { tabindex: "-1" }, "Find ", el("span", { className: "mono", text: q })),
@@ -1316,7 +1324,9 @@ async function renderFind(main, q) {
     main.append(el("p", { className: "error", role: "alert", text: problemText(answer) }));
     return false;
   }
-  if (items.length === 1) {
+  // A pruned dispatch has no case to open: the list says when, by which run and where its
+  // export is.
+  if (items.length === 1 && !items[0].pruned) {
     window.location.replace("#/dispatch/" + encodeURIComponent(items[0].dispatch_id));
     return true;
   }
@@ -1329,8 +1339,8 @@ async function renderFind(main, q) {
   items.forEach((item) => body.append(el("tr", { "data-dispatch-id": item.dispatch_id },
     el("td", {}, caseLink(item.dispatch_id)), el("td", { text: item.action_summary ? item.action_summary.title : "—" }),
     el("td", { text: item.project_id }), el("td", { text: item.action_type }),
-    el("td", { text: (item.matched_by || "").replace(/_/g, " ") }), el("td", { text: foundState(item) }), el("td", {}, when(item.created_at_ms)))));
-  main.append(el("p", { id: "found-count", text: `${items.length} dispatches match, newest first.` }),
+    el("td", { text: (item.matched_by || "").replace(/_/g, " ") }), el("td", {}, foundState(item), ...prunedText(item.pruned)), el("td", {}, when(item.created_at_ms)))));
+  main.append(el("p", { id: "found-count", text: items.length === 1 ? "1 dispatch matches." : `${items.length} dispatches match, newest first.` }),
     el("table", { id: "found" }, el("caption", { className: "visually-hidden", text: "Dispatches found" }),
       el("thead", {}, el("tr", {}, ...["Dispatch", "What was approved", "Project", "Action type", "Matched by", "State", "Created"].map((t) => el("th", { scope: "col", text: t })))),
       body));

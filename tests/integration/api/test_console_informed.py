@@ -5,12 +5,17 @@ acknowledgement a possibly forged success needs. Waits only for rendered state."
 from __future__ import annotations
 
 import json
+import random
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from resolver.core.domain import ActionSummary, DispatchIdentity, Finding, FindingKind, Outcome
+from resolver.core.provider import build_registry
+from resolver.core.reconciler import Reconciler, ReconcilerSettings
+from resolver.core.runtime import Runtime
 from resolver.db.repository import PostgresStore
 from resolver.evidence.receipts import KeyRing, encode_receipt, receipt_finding, sign_receipt
 from resolver.executor import ExecutionClient
@@ -487,3 +492,72 @@ def test_every_view_has_no_serious_accessibility_violation_when_narrow_or_zoomed
     expect(tab.locator("#bulk-summary")).to_be_visible()
     assert serious_violations(tab, axe_source) == []
     context.close()
+
+
+def waiting_cases(store: PostgresStore, world: World) -> dict[str, str]:
+    """Two lost executions inspected once on the real clock, evidence missing: a package
+    install (escalates after its window) and an action type whose finding never escalates."""
+    executor = ExecutionClient(store, owner="node-3", lease_seconds=0.001)
+    ids = {}
+    for action_type in ("pkg.install", "run.thing"):
+        spec = executor.create_dispatch(new_spec(action_type))
+        world.specs[spec.dispatch_id] = spec
+        started_ms = int(time.time() * 1000) + 1
+        executor.start(executor.lease(spec.dispatch_id, now_ms=started_ms), now_ms=started_ms)
+        ids[action_type] = spec.dispatch_id
+    config = {"pkg.install": {"provider": "package_install"}, "run.thing": {"provider": "runs"}}
+    missing = ScriptedProvider(fixed(FindingKind.MISSING))
+    registry = build_registry(
+        config, {"package_install": lambda _s: missing, "runs": lambda _s: missing}
+    )
+    settings = ReconcilerSettings(owner="r", recovery_lease_ms=30_000, backoff_base_ms=60_000)
+    Reconciler(store, registry, settings, Runtime(rng=random.Random(3))).run_cycle(
+        now_ms=int(time.time() * 1000) + 20
+    )
+    return ids
+
+
+def utc_text(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def test_a_waiting_case_shows_its_next_look_and_when_it_escalates(
+    site: Site,  # noqa: F811 - the fixtures of test_console
+    page: Any,  # noqa: F811
+    store: PostgresStore,
+    sql: SQL,
+    world: World,
+    axe_source: str,
+) -> None:
+    ids = waiting_cases(store, world)
+    install = sql.control(ids["pkg.install"])
+    assert install["escalates_at_ms"] == install["first_inspected_at_ms"] + 3_600_000
+    page.goto(f"{site.url}#/waiting")
+    sign_in(page, "alice")
+    rendered(page)
+    row = page.locator(f"#list tr[data-dispatch-id='{ids['pkg.install']}']")
+    times = row.locator("td[data-label='Next look']")
+    expect(times.locator("time").first).to_contain_text(utc_text(install["next_scan_at_ms"]))
+    # UTC, then the relative time ("in 60 min" on a quick machine).
+    escalates = times.locator(".escalates")
+    expect(escalates).to_contain_text(f"escalates {utc_text(install['escalates_at_ms'])} (in ")
+    expect(escalates).to_contain_text("min) if still missing")
+    never = page.locator(f"#list tr[data-dispatch-id='{ids['run.thing']}']")
+    expect(never.locator("td[data-label='Next look'] .escalates")).to_have_text(
+        "never escalates on this finding"
+    )
+    assert serious_violations(page, axe_source) == []
+    shoot(page, "console-waiting-escalates.png")
+
+    row.locator("a.mono").click()
+    rendered(page)
+    expect(page.locator("#case-state")).to_have_text("Outcome unknown: still looking for evidence")
+    headline = page.locator("#headline")
+    expect(headline).to_contain_text(f"Next look {utc_text(install['next_scan_at_ms'])}")
+    expect(headline).to_contain_text(
+        f"Goes to the manual queue {utc_text(install['escalates_at_ms'])} (in "
+    )
+    expect(headline).to_contain_text("min) if the evidence is still missing then")
+    expect(page.locator("#timeline")).to_contain_text(
+        "Escalates to the manual queue if still missing"
+    )
