@@ -9,12 +9,20 @@ from typing import Any, LiteralString
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from resolver.core.domain import DispatchIdentity, Finding, FindingKind, ProviderFailure
-from resolver.core.errors import ConfigError, SourceMisconfigured, StorageUnavailable
-from resolver.core.provider import Capability
 from resolver.db import dsn
 from resolver.db.connect import Pooler, pooler_from_env
-from resolver.db.readonly import ReadOnlyDatabase, Row
+from resolver.evidence import (
+    Capability,
+    ConfigError,
+    DispatchIdentity,
+    Finding,
+    FindingKind,
+    ProviderFailure,
+    ReadOnlyDatabase,
+    Row,
+    SourceMisconfigured,
+    StorageUnavailable,
+)
 
 DEFAULT_URL_ENV = "RESOLVER_DATABASE_URL"
 # The evidence reader's own URL (the chart and kustomize set it from a Secret): SQL providers

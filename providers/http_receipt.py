@@ -28,16 +28,22 @@ from urllib.parse import quote, urlsplit
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from resolver.core.domain import DispatchIdentity, Finding, FindingKind, ProviderFailure
-from resolver.core.errors import ConfigError
-from resolver.core.provider import Capability, parse_provider_settings
-from resolver.evidence.readonly_http import (
+from resolver.evidence import (
+    MAX_RAW_RECEIPT_BYTES,
+    Capability,
+    ConfigError,
+    DispatchIdentity,
+    Finding,
+    FindingKind,
     HttpReply,
     HttpUnavailable,
+    KeyRing,
+    ProviderFailure,
     ReadOnlyHttpClient,
     TlsSettings,
+    parse_provider_settings,
+    receipt_finding,
 )
-from resolver.evidence.receipts import MAX_RAW_RECEIPT_BYTES, KeyRing, receipt_finding
 
 NAME = "http_receipt"
 log = structlog.get_logger("providers.http_receipt")

@@ -21,10 +21,15 @@ import msgspec
 
 from providers._sql import SqlPageProvider, SqlSourceSettings
 from resolver._deprecated import forward
-from resolver.core.domain import DispatchIdentity, Finding, FindingKind
-from resolver.core.provider import parse_provider_settings
-from resolver.db.readonly import ReadOnlyDatabase
-from resolver.evidence.receipts import KeyRing, receipt_finding
+from resolver.evidence import (
+    DispatchIdentity,
+    Finding,
+    FindingKind,
+    KeyRing,
+    ReadOnlyDatabase,
+    parse_provider_settings,
+    receipt_finding,
+)
 
 NAME = "internal_mutation"
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from resolver.core.domain import DispatchIdentity, Finding, FindingKind
-from resolver.core.errors import ConfigError
-from resolver.core.provider import Capability
+from resolver.evidence import Capability, ConfigError, DispatchIdentity, Finding, FindingKind
 
 
 class ManualOnlyProvider:

@@ -30,10 +30,18 @@ from typing import Any
 import structlog
 from pydantic import Field
 
-from resolver.core.domain import DispatchIdentity, Finding, FindingKind, ProviderFailure
-from resolver.core.provider import Capability, parse_provider_settings
+from resolver.evidence import (
+    MAX_RAW_RECEIPT_BYTES,
+    Capability,
+    DispatchIdentity,
+    Finding,
+    FindingKind,
+    KeyRing,
+    ProviderFailure,
+    parse_provider_settings,
+    receipt_finding,
+)
 from resolver.evidence.object_store import ObjectStoreSettings, make_client, receipt_key
-from resolver.evidence.receipts import MAX_RAW_RECEIPT_BYTES, KeyRing, receipt_finding
 
 NAME = "object_receipt"
 log = structlog.get_logger("providers.object_receipt")

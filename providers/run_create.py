@@ -20,16 +20,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any, LiteralString
 
 from providers._sql import SqlPageProvider, SqlSourceSettings
-from resolver.core.domain import (
+from resolver.evidence import (
     DispatchIdentity,
     Finding,
     FindingKind,
     Outcome,
+    Row,
     canonical_json,
+    parse_provider_settings,
     sha256_hex,
 )
-from resolver.core.provider import parse_provider_settings
-from resolver.db.readonly import Row
 
 NAME = "run_create"
 EVIDENCE_KIND = "run_create.origin.v1"

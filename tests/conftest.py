@@ -6,6 +6,7 @@ from collections.abc import Generator, Iterator
 
 import psycopg
 import pytest
+import structlog
 from psycopg.rows import dict_row
 
 from resolver.db.readonly import ReadOnlyDatabase
@@ -16,6 +17,17 @@ from tests.helpers.postgres import DatabaseFactory, test_server
 
 # The provider contract kit, used the way a provider author would: as a pytest plugin.
 pytest_plugins = ["resolver.evidence.contract"]
+
+# Log lines a test does not capture read as the console renders them, with a plain traceback:
+# structlog's default draws every frame's locals, which takes seconds for an app's frames and
+# would time a test's HTTP client out. The services configure their own JSON logs.
+structlog.configure(
+    processors=[
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.plain_traceback),
+    ]
+)
 
 # Fixtures whose state outlives a worker's own databases (cluster-wide roles, a directory the
 # Node.js tests share): every test that uses one runs on the same worker, one after another.

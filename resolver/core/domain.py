@@ -116,8 +116,9 @@ _VERIFIED_KINDS = frozenset(
 
 # The manual reason of a control whose non-final finding outlasted its escalation window.
 ESCALATION_REASON = "evidence_window_elapsed"
-# The findings that can escalate: those the routing re-arms (neither verified nor already
-# waiting for a human).
+# The findings an escalation window may be configured for: those the routing re-arms (neither
+# verified nor already waiting for a human). Read to validate configuration only: the commit
+# itself decides and reports each escalation.
 ESCALATABLE = frozenset(k for k, route in FINDING_ROUTE.items() if route is ControlStatus.ARMED)
 
 
@@ -435,6 +436,9 @@ class CommitReport(msgspec.Struct, frozen=True):
     accepted: frozenset[str] = frozenset()
     """The dispatches of `routed`, as a set (built once: subscribers test it per item);
     always derived from `routed`, whatever a caller passes."""
+    escalated: frozenset[str] = frozenset()
+    """The dispatches of `routed` the database sent to a person because their non-final
+    finding outlasted its window (manual reason `evidence_window_elapsed`), as it answered."""
 
     def __post_init__(self) -> None:
         msgspec.structs.force_setattr(self, "accepted", frozenset(self.routed))
@@ -901,13 +905,6 @@ class PruneRunRecord(msgspec.Struct, frozen=True):
         if self.audit_first_seq is None or self.audit_last_seq is None:
             return True
         return self.audit_first_seq <= seq <= self.audit_last_seq
-
-
-def escalated(outcome: ItemOutcome, report: CommitReport) -> bool:
-    """The page commit sent this item to the manual queue because its non-final finding
-    outlasted its window (manual_reason evidence_window_elapsed), not for the finding itself."""
-    status = report.routed.get(outcome.item.identity.dispatch_id)
-    return status is ControlStatus.MANUAL and outcome.finding.kind in ESCALATABLE
 
 
 # -- late evidence after a manual decision ------------------------------------------------

@@ -26,7 +26,6 @@ from resolver.core.domain import (
     LateRecord,
     Outcome,
     ProviderFailure,
-    escalated,
 )
 from resolver.core.errors import StorageUnavailable
 
@@ -228,6 +227,6 @@ def outcome_label(outcome: ItemOutcome, committed: CommitReport) -> str:
     if status is ControlStatus.RESOLVED:
         result = outcome.finding.outcome
         return _RESOLVED_LABELS.get(result) or f"resolved_{result}"
-    if escalated(outcome, committed):
+    if outcome.item.identity.dispatch_id in committed.escalated:
         return "escalated"
     return "manual" if status is ControlStatus.MANUAL else "retry"

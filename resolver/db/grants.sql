@@ -165,7 +165,7 @@ GRANT EXECUTE ON FUNCTION resolver_now_ms(bigint) TO resolver_retention;
 -- The /metrics of both faces read the run history (resolver_pruned_dispatches_total), and
 -- `resolver audit verify` the range of audit links each run removed.
 GRANT SELECT ON recovery_prune_runs TO resolver_runtime, resolver_api;
--- What a prune leaves of each dispatch (migration 0024): the API's find reads it; only the
+-- What a prune leaves of each dispatch (migration 0025): the API's find reads it; only the
 -- prune batch (its owner's function) writes it.
 GRANT SELECT ON recovery_pruned_dispatches TO resolver_runtime, resolver_api;
 

@@ -147,9 +147,10 @@ RETURNING c.dispatch_id, c.recovery_token::text, c.recovery_version, c.execution
 -- the verified items' executions, then every control of the page, in key order; writes only
 -- the items whose recovery lease, open control, execution version and expired execution lease
 -- still hold; answers their dispatch ids with the status each control took (the routing
--- rule, resolver_finding_status). One statement on an autocommit connection: one
--- transaction, committed durably. The items are one JSON array of objects (see `page_items`).
-SELECT a.dispatch_id, a.status
+-- rule, resolver_finding_status) and, for a control sent to a person, why (its finding, or
+-- an escalation). One statement on an autocommit connection: one transaction, committed
+-- durably. The items are one JSON array of objects (see `page_items`).
+SELECT a.dispatch_id, a.status, a.manual_reason
 FROM resolver_commit_automatic(%(items)s::json, %(now_ms)s) AS a;
 
 -- name: recovery_release_leases

@@ -14,6 +14,7 @@ from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 
 from resolver.core.domain import (
+    ESCALATION_REASON,
     NO_FILTER,
     ActionSummary,
     AuditLink,
@@ -250,7 +251,11 @@ class PostgresStore:
             rows = conn.execute(statement("commit_automatic"), params).fetchall()
         routed = {row["dispatch_id"]: ControlStatus(row["status"]) for row in rows}
         return CommitReport(
-            routed, frozenset(o.item.identity.dispatch_id for o in outcomes) - routed.keys()
+            routed,
+            frozenset(o.item.identity.dispatch_id for o in outcomes) - routed.keys(),
+            escalated=frozenset(
+                row["dispatch_id"] for row in rows if row["manual_reason"] == ESCALATION_REASON
+            ),
         )
 
     def release_recovery_leases(

@@ -10,9 +10,10 @@ from resolver.core.domain import CommitReport, ItemOutcome, LateRecord, Provider
 from resolver.core.errors import StorageUnavailable
 from resolver.core.events import CycleEvents, CycleReport, InspectedPage, outcome_label
 
-# Outcomes an operator acts on keep a line of their own at info; the others are listed by
-# dispatch id in the page's `recovery_cycle` line, with a line each at debug.
-ATTENTION_OUTCOMES = frozenset({"manual", "fence_rejected"})
+# Outcomes an operator acts on (a person decides, an escalation, a lost fence) keep a line of
+# their own at info; the others are listed by dispatch id in the page's `recovery_cycle`
+# line, with a line each at debug.
+ATTENTION_OUTCOMES = frozenset({"manual", "escalated", "fence_rejected"})
 
 
 class CycleLog(CycleEvents):

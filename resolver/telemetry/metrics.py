@@ -23,7 +23,6 @@ from resolver.core.domain import (
     LateRecord,
     Outcome,
     ResolutionSource,
-    escalated,
 )
 from resolver.core.errors import ResolverError, StorageUnavailable
 from resolver.core.events import CycleEvents, CycleReport, InspectedPage, Stage
@@ -178,7 +177,7 @@ class ResolverMetrics(CycleEvents):
         for result_value, n in resolved.items():
             self.resolutions.labels(ResolutionSource.AUTOMATIC.value, result_value).inc(n)
         for outcome in outcomes:
-            if escalated(outcome, report):
+            if outcome.item.identity.dispatch_id in report.escalated:
                 action_type = outcome.item.identity.action_type
                 self.escalations.labels(action_type, outcome.finding.kind.value).inc()
 

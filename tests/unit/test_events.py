@@ -119,14 +119,17 @@ def test_cycle_log_names_every_dispatch_once_per_page_and_keeps_a_line_for_what_
         outcome("d-retry", Finding(FindingKind.MISSING)),
         outcome("d-manual", Finding(FindingKind.CONFLICT)),
         outcome("d-lost", Finding(FindingKind.MISSING)),
+        outcome("d-late", Finding(FindingKind.MISSING)),
     ]
     # As the database routed them (resolver_finding_status): the replica only reports it.
     routed = {
         "d-ok": ControlStatus.RESOLVED,
         "d-retry": ControlStatus.ARMED,
         "d-manual": ControlStatus.MANUAL,
+        "d-late": ControlStatus.MANUAL,
     }
-    report = CommitReport(routed, frozenset({"d-lost"}))
+    # d-late went to a person because its window elapsed: the database's answer says so.
+    report = CommitReport(routed, frozenset({"d-lost"}), escalated=frozenset({"d-late"}))
     cycle = CycleReport(page_size=16, claimed=4, accepted=report.accepted, rejected=report.rejected)
     cycle.findings.update(o.finding.kind for o in outcomes)
     log = CycleLog(structlog.get_logger())
@@ -136,6 +139,7 @@ def test_cycle_log_names_every_dispatch_once_per_page_and_keeps_a_line_for_what_
     per_item = {line["dispatch_id"]: line for line in lines if line["event"] == "recovery_outcome"}
     assert {d for d, line in per_item.items() if line["log_level"] == "info"} == {
         "d-manual",
+        "d-late",
         "d-lost",
     }
     (page,) = [line for line in lines if line["event"] == "recovery_cycle"]
@@ -143,5 +147,6 @@ def test_cycle_log_names_every_dispatch_once_per_page_and_keeps_a_line_for_what_
         "resolved_succeeded": ["d-ok"],
         "retry": ["d-retry"],
         "manual": ["d-manual"],
+        "escalated": ["d-late"],
         "fence_rejected": ["d-lost"],
     }

@@ -194,7 +194,7 @@ CREATE TABLE approved_action_recovery_controls (
     -- When a waiting case goes to the manual queue if the evidence stays what it last was:
     -- the first inspection plus its action type's window for that finding, as the replica
     -- that inspected it last applied it (escalation happens at the first look from then on).
-    -- NULL when that finding never escalates (migration 0025).
+    -- NULL when that finding never escalates (migration 0026).
     escalates_at_ms BIGINT,
     CONSTRAINT pk_approved_action_recovery_controls PRIMARY KEY (dispatch_id),
     CONSTRAINT ck_approved_action_recovery_controls_status_known CHECK (status IN ('armed','manual','resolved')),

@@ -10,7 +10,7 @@ CREATE INDEX ix_approved_action_dispatches_approval_request_id
     ON approved_action_dispatches (approval_request_id);
 
 -- The decisions list, newest first; with the dispatch id, so the list's total is an
--- index-only walk (migration 0023).
+-- index-only walk (migration 0024).
 CREATE INDEX ix_recovery_resolutions_manual
     ON approved_action_recovery_resolutions (resolved_at_ms, resolution_id)
     INCLUDE (dispatch_id)

@@ -28,7 +28,7 @@ CREATE TABLE recovery_prune_runs (
     CONSTRAINT ck_recovery_prune_runs_audit_range CHECK ((audit_first_seq IS NULL) = (audit_last_seq IS NULL) AND audit_first_seq <= audit_last_seq)
 );
 
--- What a prune leaves of each dispatch it pruned (migration 0024): enough for the console's
+-- What a prune leaves of each dispatch it pruned (migration 0025): enough for the console's
 -- find to answer "pruned by run N at T (exported as <digest>)" by any of the dispatch's three
 -- keys, written by resolver_prune_batch in the transaction that prunes. The idempotency key is
 -- kept as its sha256 (hex): a record finds the key, it does not keep it. State and closed_by
@@ -181,7 +181,7 @@ BEGIN
             FOR UPDATE OF d SKIP LOCKED) AS s;
     END IF;
 
-    -- What stays findable of each dispatch this batch prunes (migration 0024), before its
+    -- What stays findable of each dispatch this batch prunes (migration 0025), before its
     -- rows go: a remnant pruned again keeps the state and closure its first run recorded.
     INSERT INTO recovery_pruned_dispatches AS t (
         dispatch_id, idempotency_key_sha256, approval_request_id, project_id, action_type,

@@ -2,7 +2,8 @@
 
 The app is assembled here from its parts: the edge every answer leaves through (`edge`), the
 problem documents every failure becomes (`problems`), the strict request and response types
-(`models`), the routes (`routes`) and the per-user rate limiter (`limits`).
+(`models`), one router per resource (`decisions`, `cases`, `probes`, `console`), what each
+route depends on (`deps`) and the per-user rate limiter (`limits`).
 """
 
 from __future__ import annotations
@@ -16,17 +17,13 @@ from fastapi import FastAPI
 from resolver.core.domain import BIGINT_MAX
 from resolver.core.liveness import Probe
 from resolver.core.ports import HumanStore
-from resolver.human.api.cases import install_case_routes
+from resolver.human.api import cases, decisions
+from resolver.human.api.console import console_router
+from resolver.human.api.deps import ApiContext
 from resolver.human.api.edge import Edge
 from resolver.human.api.limits import RateLimiter
-from resolver.human.api.problems import ApiError, install_error_handlers, problem_responses
-from resolver.human.api.routes import (
-    bad_cursor,
-    bearer_principal,
-    install_console,
-    install_manual_routes,
-    install_probes,
-)
+from resolver.human.api.probes import probes_router
+from resolver.human.api.problems import install_error_handlers
 from resolver.human.auth import TokenVerifier
 from resolver.human.console_config import ConsoleConfig
 from resolver.human.manual import ManualResolutionService
@@ -62,23 +59,17 @@ def create_app(
     )
     install_error_handlers(app, events)
     app.add_middleware(Edge, events=events)
-    install_manual_routes(
-        app,
-        bearer_principal(verifier, events),
-        service,
-        limiter or RateLimiter(),
-        events,
+    app.state.context = ApiContext(
+        store=store,
+        service=service,
+        verifier=verifier,
+        limiter=limiter or RateLimiter(),
+        events=events,
     )
-    install_case_routes(
-        app,
-        store,
-        bearer_principal(verifier, events),
-        problem_responses,
-        lambda title: ApiError(404, "not_found", title),
-        bad_cursor,
-    )
-    install_probes(app, readiness)
-    install_console(app, console or ConsoleConfig(), service.max_auth_age_ms // 1000)
+    app.include_router(decisions.router)
+    app.include_router(cases.router)
+    app.include_router(probes_router(readiness))
+    app.include_router(console_router(console or ConsoleConfig(), service.max_auth_age_ms // 1000))
     return app
 
 

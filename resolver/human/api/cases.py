@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import msgspec
-from fastapi import Depends, FastAPI, Path, Query
+from fastapi import APIRouter, Depends, Path, Query
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from resolver.core.domain import (
@@ -35,7 +35,9 @@ from resolver.core.domain import (
     Principal,
 )
 from resolver.core.ports import CaseReader
+from resolver.human.api.deps import Context, User
 from resolver.human.api.models import Proposal
+from resolver.human.api.problems import ApiError, problem_responses
 
 MAX_LIMIT = 100
 MAX_CURSOR_LENGTH = 300
@@ -419,208 +421,231 @@ def _fields(value: msgspec.Struct) -> dict[str, Any]:
     }
 
 
-def install_case_routes(
-    app: FastAPI,
+def case_filter(
+    project_id: ProjectId = None,
+    action_type: ActionType = None,
+    last_finding: LastFinding = None,
+    min_age_seconds: MinAge = 0,
+    q: Lookup = None,
+    summary: SummaryWords = None,
+    open_proposal: Annotated[
+        bool, Query(description="only cases whose proposal waits for a second person")
+    ] = False,
+    owner: Annotated[
+        str | None,
+        Query(min_length=1, max_length=128, description="the executor that held the lease"),
+    ] = None,
+    last_reason: Annotated[
+        str | None,
+        Query(pattern=r"^[a-z0-9_]{1,32}$", description="the last inspection's reason code"),
+    ] = None,
+) -> CaseFilter:
+    """The case lists' shared filter, every part typed and bounded before any SQL."""
+    return CaseFilter(
+        project_id,
+        action_type,
+        last_finding,
+        min_age_seconds * 1000,
+        q,
+        summary,
+        open_proposal,
+        owner,
+        last_reason,
+    )
+
+
+Filters = Annotated[CaseFilter, Depends(case_filter)]
+Sort = Annotated[
+    CaseSort,
+    Query(description="oldest first (`age`), or grouped by a column, oldest first within"),
+]
+# The read routes sit behind the same edge and token check as the decisions.
+router = APIRouter()
+
+
+@router.get(
+    "/v1/manual-queue",
+    response_model=QueuePage,
+    responses=problem_responses(401, 422),
+    summary="The manual queue, oldest first, filtered",
+)
+def manual_queue(
+    context: Context,
+    user: User,
+    filters: Filters,
+    sort: Sort = CaseSort.AGE,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> QueuePage:
+    return _case_page(context.store, user, CaseList.MANUAL, filters, sort, limit, cursor)
+
+
+@router.get(
+    "/v1/manual-queue/counts",
+    response_model=CaseCounts,
+    responses=problem_responses(401, 422),
+    summary="The matching manual cases by action type, reason, project and executor",
+)
+def manual_queue_counts(context: Context, user: User, filters: Filters) -> CaseCounts:
+    return _case_counts(context.store, user, CaseList.MANUAL, filters)
+
+
+@router.get(
+    "/v1/waiting/counts",
+    response_model=CaseCounts,
+    responses=problem_responses(401, 422),
+    summary="The matching waiting cases by action type, reason, project and executor",
+)
+def waiting_counts(context: Context, user: User, filters: Filters) -> CaseCounts:
+    return _case_counts(context.store, user, CaseList.WAITING, filters)
+
+
+@router.get(
+    "/v1/waiting",
+    response_model=QueuePage,
+    responses=problem_responses(401, 422),
+    summary="Armed cases inspected at least once and not settled, oldest first",
+)
+def waiting(
+    context: Context,
+    user: User,
+    filters: Filters,
+    sort: Sort = CaseSort.AGE,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> QueuePage:
+    return _case_page(context.store, user, CaseList.WAITING, filters, sort, limit, cursor)
+
+
+@router.get(
+    "/v1/dispatches/{dispatch_id}",
+    response_model=CaseOut,
+    responses=problem_responses(401, 404, 422),
+)
+def get_case(
+    context: Context, user: User, dispatch_id: Annotated[str, Path(pattern=ID_REGEX)]
+) -> CaseOut:
+    case = context.store.get_case(user.user_id, dispatch_id)
+    if case is None:
+        # One answer for unknown and forbidden: the caller learns nothing about others.
+        raise ApiError(404, "not_found", "no such dispatch in a project you may read")
+    return CaseOut.of(case)
+
+
+@router.get(
+    "/v1/decisions",
+    response_model=DecisionPage,
+    responses=problem_responses(401, 422),
+    summary="Manual decisions, newest first, filtered",
+)
+def decisions(
+    context: Context,
+    user: User,
+    project_id: ProjectId = None,
+    action_type: ActionType = None,
+    overridden_finding: OverriddenFinding = None,
+    user_id: UserId = None,
+    since_ms: TimeMs = None,
+    until_ms: TimeMs = None,
+    q: Lookup = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> DecisionPage:
+    filters = DecisionFilter(
+        project_id=project_id,
+        user_id=user_id,
+        since_ms=since_ms if since_ms is not None else 0,
+        until_ms=until_ms if until_ms is not None else BIGINT_MAX,
+        action_type=action_type,
+        overridden_finding=overridden_finding,
+        q=q,
+    )
+    before = _decode_decision_cursor(cursor)
+    records = context.store.list_decisions(user.user_id, filters, limit, before)
+    total = context.store.count_decisions(user.user_id, filters, TOTAL_CAP)
+    next_cursor = (
+        _encode(f"{records[-1].resolved_at_ms}:{records[-1].resolution_id}")
+        if len(records) == limit
+        else None
+    )
+    return DecisionPage(
+        items=[DecisionEntry.of(r) for r in records], next_cursor=next_cursor, total=total
+    )
+
+
+@router.get(
+    "/v1/find",
+    response_model=FindPage,
+    responses=problem_responses(401, 422),
+    summary="Find dispatches by exact dispatch id, idempotency key or approval id",
+)
+def find(
+    context: Context,
+    user: User,
+    q: Annotated[
+        str,
+        Query(pattern=ID_REGEX, description="exact dispatch id, idempotency key or approval id"),
+    ],
+) -> FindPage:
+    """Every dispatch you may read that the id names, whatever its state: open, waiting,
+    settled by its executor or automatically, decided, superseded, pruned. A pruned dispatch
+    says when, by which prune run and under which export digest; it is found for one
+    retention period after its prune (the record then goes too)."""
+    found = context.store.find_dispatches(user.user_id, q)
+    return FindPage(items=[FoundEntry.of(f) for f in found])
+
+
+def _case_page(
     store: CaseReader,
-    principal: Callable[..., Principal],
-    problems: Callable[..., dict[int | str, dict[str, Any]]],
-    not_found: Callable[[str], Exception],
-    bad_cursor: Callable[[], Exception],
-) -> None:
-    """The read routes, behind the same edge and token check as the decisions."""
-    User = Annotated[Principal, Depends(principal)]
-
-    def case_filter(
-        project_id: ProjectId = None,
-        action_type: ActionType = None,
-        last_finding: LastFinding = None,
-        min_age_seconds: MinAge = 0,
-        q: Lookup = None,
-        summary: SummaryWords = None,
-        open_proposal: Annotated[
-            bool, Query(description="only cases whose proposal waits for a second person")
-        ] = False,
-        owner: Annotated[
-            str | None,
-            Query(min_length=1, max_length=128, description="the executor that held the lease"),
-        ] = None,
-        last_reason: Annotated[
-            str | None,
-            Query(pattern=r"^[a-z0-9_]{1,32}$", description="the last inspection's reason code"),
-        ] = None,
-    ) -> CaseFilter:
-        return CaseFilter(
-            project_id,
-            action_type,
-            last_finding,
-            min_age_seconds * 1000,
-            q,
-            summary,
-            open_proposal,
-            owner,
-            last_reason,
-        )
-
-    Filters = Annotated[CaseFilter, Depends(case_filter)]
-
-    def case_counts(which: CaseList) -> Callable[..., CaseCounts]:
-        def route(user: User, filters: Filters) -> CaseCounts:
-            counts = store.case_counts(user.user_id, which, filters, TOTAL_CAP)
-            return CaseCounts(**counts, cap=TOTAL_CAP)
-
-        return route
-
-    def case_list(which: CaseList) -> Callable[..., QueuePage]:
-        def route(
-            user: User,
-            filters: Filters,
-            sort: Annotated[
-                CaseSort,
-                Query(
-                    description="oldest first (`age`), or grouped by a column, oldest first within"
-                ),
-            ] = CaseSort.AGE,
-            limit: Limit = 50,
-            cursor: Cursor = None,
-        ) -> QueuePage:
-            after, after_key = _decode_sorted_cursor(cursor, sort, bad_cursor)
-            items = store.list_cases(
-                user.user_id, which, limit, after, filters, sort=sort, after_key=after_key
-            )
-            total = store.count_cases(user.user_id, which, filters, TOTAL_CAP)
-            next_cursor = _encode(_sorted_cursor(items[-1], sort)) if len(items) == limit else None
-            return QueuePage(
-                items=[QueueEntry.of(i) for i in items], next_cursor=next_cursor, total=total
-            )
-
-        return route
-
-    app.get(
-        "/v1/manual-queue",
-        response_model=QueuePage,
-        responses=problems(401, 422),
-        summary="The manual queue, oldest first, filtered",
-        name="manual_queue",
-    )(case_list(CaseList.MANUAL))
-    app.get(
-        "/v1/manual-queue/counts",
-        response_model=CaseCounts,
-        responses=problems(401, 422),
-        summary="The matching manual cases by action type, reason, project and executor",
-        name="manual_queue_counts",
-    )(case_counts(CaseList.MANUAL))
-    app.get(
-        "/v1/waiting/counts",
-        response_model=CaseCounts,
-        responses=problems(401, 422),
-        summary="The matching waiting cases by action type, reason, project and executor",
-        name="waiting_counts",
-    )(case_counts(CaseList.WAITING))
-    app.get(
-        "/v1/waiting",
-        response_model=QueuePage,
-        responses=problems(401, 422),
-        summary="Armed cases inspected at least once and not settled, oldest first",
-        name="waiting",
-    )(case_list(CaseList.WAITING))
-
-    @app.get(
-        "/v1/dispatches/{dispatch_id}", response_model=CaseOut, responses=problems(401, 404, 422)
+    user: Principal,
+    which: CaseList,
+    filters: CaseFilter,
+    sort: CaseSort,
+    limit: int,
+    cursor: str | None,
+) -> QueuePage:
+    after, after_key = _decode_sorted_cursor(cursor, sort)
+    items = store.list_cases(
+        user.user_id, which, limit, after, filters, sort=sort, after_key=after_key
     )
-    def get_case(user: User, dispatch_id: Annotated[str, Path(pattern=ID_REGEX)]) -> CaseOut:
-        case = store.get_case(user.user_id, dispatch_id)
-        if case is None:
-            # One answer for unknown and forbidden: the caller learns nothing about others.
-            raise not_found("no such dispatch in a project you may read")
-        return CaseOut.of(case)
+    total = store.count_cases(user.user_id, which, filters, TOTAL_CAP)
+    next_cursor = _encode(_sorted_cursor(items[-1], sort)) if len(items) == limit else None
+    return QueuePage(items=[QueueEntry.of(i) for i in items], next_cursor=next_cursor, total=total)
 
-    @app.get(
-        "/v1/decisions",
-        response_model=DecisionPage,
-        responses=problems(401, 422),
-        summary="Manual decisions, newest first, filtered",
-    )
-    def decisions(
-        user: User,
-        project_id: ProjectId = None,
-        action_type: ActionType = None,
-        overridden_finding: OverriddenFinding = None,
-        user_id: UserId = None,
-        since_ms: TimeMs = None,
-        until_ms: TimeMs = None,
-        q: Lookup = None,
-        limit: Limit = 50,
-        cursor: Cursor = None,
-    ) -> DecisionPage:
-        filters = DecisionFilter(
-            project_id=project_id,
-            user_id=user_id,
-            since_ms=since_ms if since_ms is not None else 0,
-            until_ms=until_ms if until_ms is not None else BIGINT_MAX,
-            action_type=action_type,
-            overridden_finding=overridden_finding,
-            q=q,
-        )
-        before = _decode_decision_cursor(cursor, bad_cursor)
-        records = store.list_decisions(user.user_id, filters, limit, before)
-        total = store.count_decisions(user.user_id, filters, TOTAL_CAP)
-        next_cursor = (
-            _encode(f"{records[-1].resolved_at_ms}:{records[-1].resolution_id}")
-            if len(records) == limit
-            else None
-        )
-        return DecisionPage(
-            items=[DecisionEntry.of(r) for r in records], next_cursor=next_cursor, total=total
-        )
 
-    @app.get(
-        "/v1/find",
-        response_model=FindPage,
-        responses=problems(401, 422),
-        summary="Find dispatches by exact dispatch id, idempotency key or approval id",
-    )
-    def find(
-        user: User,
-        q: Annotated[
-            str,
-            Query(
-                pattern=ID_REGEX, description="exact dispatch id, idempotency key or approval id"
-            ),
-        ],
-    ) -> FindPage:
-        """Every dispatch you may read that the id names, whatever its state: open, waiting,
-        settled by its executor or automatically, decided, superseded, pruned. A pruned
-        dispatch says when, by which prune run and under which export digest; it is found for
-        one retention period after its prune (the record then goes too)."""
-        return FindPage(items=[FoundEntry.of(f) for f in store.find_dispatches(user.user_id, q)])
+def _case_counts(
+    store: CaseReader, user: Principal, which: CaseList, filters: CaseFilter
+) -> CaseCounts:
+    counts = store.case_counts(user.user_id, which, filters, TOTAL_CAP)
+    return CaseCounts(**counts, cap=TOTAL_CAP)
 
-    del get_case, decisions, find  # registered on the app
+
+def _bad_cursor() -> ApiError:
+    return ApiError(422, "invalid_request", "invalid fields: cursor")
 
 
 def _encode(raw: str) -> str:
     return base64.urlsafe_b64encode(raw.encode()).decode()
 
 
-def _decode(cursor: str, bad_cursor: Callable[[], Exception]) -> tuple[int, str]:
+def _decode(cursor: str) -> tuple[int, str]:
     try:
         raw = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("ascii")
     except (ValueError, binascii.Error):
-        raise bad_cursor() from None
+        raise _bad_cursor() from None
     at, _, rest = raw.partition(":")
     if not (at.isdigit() and len(at) <= 19 and int(at) <= BIGINT_MAX):
-        raise bad_cursor()
+        raise _bad_cursor()
     return int(at), rest
 
 
-def _decode_case_cursor(
-    cursor: str | None, bad_cursor: Callable[[], Exception]
-) -> tuple[int, str] | None:
+def _decode_case_cursor(cursor: str | None) -> tuple[int, str] | None:
     """A cursor this API issued, or 422: every part bounded and typed before any SQL."""
     if cursor is None:
         return None
-    at, dispatch_id = _decode(cursor, bad_cursor)
+    at, dispatch_id = _decode(cursor)
     if not ID_PATTERN.match(dispatch_id):
-        raise bad_cursor()
+        raise _bad_cursor()
     return at, dispatch_id
 
 
@@ -632,30 +657,26 @@ def _sorted_cursor(item: ManualQueueItem, sort: CaseSort) -> str:
     return f"{item.since_ms}:{item.sort_key}/{item.dispatch_id}"
 
 
-def _decode_sorted_cursor(
-    cursor: str | None, sort: CaseSort, bad_cursor: Callable[[], Exception]
-) -> tuple[tuple[int, str] | None, str]:
+def _decode_sorted_cursor(cursor: str | None, sort: CaseSort) -> tuple[tuple[int, str] | None, str]:
     if cursor is None:
         return None, ""
     if sort is CaseSort.AGE:
-        return _decode_case_cursor(cursor, bad_cursor), ""
-    at, rest = _decode(cursor, bad_cursor)
+        return _decode_case_cursor(cursor), ""
+    at, rest = _decode(cursor)
     key, slash, dispatch_id = rest.partition("/")
     if not slash or len(key) > 128 or not ID_PATTERN.match(dispatch_id):
-        raise bad_cursor()
+        raise _bad_cursor()
     if key and not ID_PATTERN.match(key):
-        raise bad_cursor()
+        raise _bad_cursor()
     return (at, dispatch_id), key
 
 
-def _decode_decision_cursor(
-    cursor: str | None, bad_cursor: Callable[[], Exception]
-) -> tuple[int, int] | None:
+def _decode_decision_cursor(cursor: str | None) -> tuple[int, int] | None:
     if cursor is None:
         return None
-    at, resolution_id = _decode(cursor, bad_cursor)
+    at, resolution_id = _decode(cursor)
     if not (resolution_id.isdigit() and len(resolution_id) <= 19):
-        raise bad_cursor()
+        raise _bad_cursor()
     if int(resolution_id) > BIGINT_MAX:
-        raise bad_cursor()
+        raise _bad_cursor()
     return at, int(resolution_id)

@@ -970,7 +970,9 @@ function stateName(c) {
   const r = c.resolution;
   const outcome = (s) => s.charAt(0).toUpperCase() + s.slice(1);
   if (!x) return "Not started: no executor has taken it";
-  if (["succeeded", "failed", "blocked"].includes(x.state)) {
+  // Terminal exactly when it finished: the database checks that on every execution row, so
+  // the console needs no copy of the terminal states.
+  if (x.finished_at_ms != null) {
     const what = x.state === "blocked" ? "Blocked, outcome unknown" : outcome(x.state);
     if (r && r.source === "manual") return `${what}: decided by ${decidedBy(c)}`;
     if (r && r.source === "automatic") return `${what}: settled from verified evidence`;

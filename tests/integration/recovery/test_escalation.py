@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -11,13 +11,17 @@ import pytest
 from resolver.core.domain import (
     ESCALATION_REASON,
     CaseList,
+    CommitReport,
+    ControlStatus,
     DispatchIdentity,
     Finding,
     FindingKind,
+    ItemOutcome,
     ProviderFailure,
 )
 from resolver.core.errors import ConfigError
 from resolver.core.escalation import DEFAULT_MISSING_WINDOW_SECONDS
+from resolver.core.events import CycleEvents
 from resolver.core.provider import EvidenceProvider, build_registry
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.runtime import Runtime
@@ -35,17 +39,32 @@ def _factory(
     return lambda _settings: ScriptedProvider(answer)
 
 
+class Reports(CycleEvents):
+    """Every commit report, as the database answered it."""
+
+    def __init__(self) -> None:
+        self.reports: list[CommitReport] = []
+
+    def committed(
+        self, outcomes: Sequence[ItemOutcome], report: CommitReport, seconds: float
+    ) -> None:
+        self.reports.append(report)
+
+
 def _reconciler(
     store: PostgresStore,
     config: Mapping[str, Mapping[str, Any]],
     answer: Callable[[DispatchIdentity], Finding],
+    *subscribers: CycleEvents,
 ) -> Reconciler:
     names = {entry["provider"] for entry in config.values()}
     registry = build_registry(config, {name: _factory(answer) for name in names})
     settings = ReconcilerSettings(
         owner="r", recovery_lease_ms=30_000, backoff_base_ms=1_000, backoff_max_ms=8_000
     )
-    return Reconciler(store, registry, settings, Runtime(rng=random.Random(3)))
+    return Reconciler(
+        store, registry, settings, Runtime(rng=random.Random(3), subscribers=subscribers)
+    )
 
 
 def test_missing_package_install_reaches_the_queue_after_its_window_and_not_before(
@@ -112,11 +131,20 @@ def test_a_configured_ceiling_escalates_unavailable_and_null_disables_a_default(
             return Finding(FindingKind.UNAVAILABLE)
         return Finding(FindingKind.MISSING)
 
-    rec = _reconciler(store, config, answer)
+    commits = Reports()
+    rec = _reconciler(store, config, answer, commits)
     rec.run_cycle(now_ms=AFTER)
     report = rec.run_cycle(now_ms=AFTER + 60_000)
     assert report.accepted == {flaky.dispatch_id, missing.dispatch_id}
     assert sql.control(flaky.dispatch_id)["manual_reason"] == ESCALATION_REASON
+    # The commit's answer names the escalation; the replica derives nothing.
+    first, second = commits.reports
+    assert first.escalated == frozenset()
+    assert second.escalated == {flaky.dispatch_id}
+    assert second.routed == {
+        flaky.dispatch_id: ControlStatus.MANUAL,
+        missing.dispatch_id: ControlStatus.ARMED,
+    }
     rec.run_cycle(now_ms=AFTER + 2 * WINDOW_MS)
     assert sql.control(missing.dispatch_id)["status"] == "armed"
 

@@ -1,7 +1,16 @@
--- Migration 0025_controls_escalate_at (down): the automatic commit without the escalation time, and no column.
+-- Migration 0023_commit_reports_escalations (up): the automatic commit says why a control went to a person.
+-- resolver_commit_automatic answers each fenced dispatch's `manual_reason` beside its status
+-- (`conflict`, `unsupported`, or `evidence_window_elapsed` for an escalation; null unless the
+-- status is `manual`), computed once and written to the control from the same value. The
+-- replicas count escalations from this answer instead of re-deriving the routing. A column
+-- is added to the result, so the function is dropped and created again (its grant with it).
+-- Applied as it is by versions/0023_commit_reports_escalations.py; never edited once released (the current
+-- definitions live in resolver/db/schema/).
 
-CREATE OR REPLACE FUNCTION resolver_commit_automatic(p_items json, p_now_ms bigint DEFAULT NULL)
-RETURNS TABLE (dispatch_id text, status text)
+DROP FUNCTION resolver_commit_automatic(json, bigint);
+
+CREATE FUNCTION resolver_commit_automatic(p_items json, p_now_ms bigint DEFAULT NULL)
+RETURNS TABLE (dispatch_id text, status text, manual_reason text)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
 #variable_conflict use_column
 DECLARE
@@ -92,6 +101,16 @@ BEGIN
          -- one holds even if a writer extended a lease without bumping the version.
          AND e.lease_expires_at_ms <= now_ms
     ),
+    routed AS (
+        -- Why a control goes to a person, decided here once: its finding needs one
+        -- (`conflict`, `unsupported`), or a finding that would re-arm outlasted its window
+        -- (an escalation). The answer carries it, so no replica re-derives the routing.
+        SELECT f.*,
+               CASE WHEN f.status <> 'manual' THEN NULL
+                    WHEN resolver_finding_status(f.finding) = 'manual' THEN f.finding
+                    ELSE 'evidence_window_elapsed' END AS manual_reason
+        FROM fenced AS f
+    ),
     terminal AS (
         UPDATE approved_action_executions AS e
         SET state = resolver_finding_outcome(f.finding),
@@ -99,7 +118,7 @@ BEGIN
             finished_at_ms = now_ms,
             result_code = f.result_code,
             evidence_digest = f.evidence_digest
-        FROM fenced AS f
+        FROM routed AS f
         WHERE e.dispatch_id = f.dispatch_id AND f.status = 'resolved'
     ),
     control AS (
@@ -110,10 +129,7 @@ BEGIN
             closed_by = CASE WHEN f.status = 'resolved' THEN 'automatic' END,
             closed_at_ms = CASE WHEN f.status = 'resolved' THEN now_ms END,
             manual_at_ms = CASE WHEN f.status = 'manual' THEN now_ms END,
-            manual_reason = CASE WHEN f.status <> 'manual' THEN NULL
-                                 WHEN resolver_finding_status(f.finding) = 'manual'
-                                     THEN f.finding
-                                 ELSE 'evidence_window_elapsed' END,
+            manual_reason = f.manual_reason,
             last_finding = f.finding,
             finding_count = c.finding_count + 1,
             -- Bounded statistics: at most one key per finding kind, two times, two codes.
@@ -140,7 +156,7 @@ BEGIN
                                    ELSE c.next_scan_at_ms END,
             (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
                 = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version))
-        FROM fenced AS f
+        FROM routed AS f
         WHERE c.dispatch_id = f.dispatch_id
     ),
     resolution AS (
@@ -150,19 +166,22 @@ BEGIN
         SELECT f.dispatch_id, f.mutation_id, 'automatic',
                resolver_finding_outcome(f.finding),
                f.finding, f.evidence_digest, f.result_code, f.execution_version, now_ms
-        FROM fenced AS f
+        FROM routed AS f
         WHERE f.status = 'resolved'
     )
-    SELECT f.dispatch_id, f.status FROM fenced AS f;
+    SELECT f.dispatch_id, f.status, f.manual_reason FROM routed AS f;
 END
 $$;
 
--- CREATE OR REPLACE resets the function's settings: pin its search_path again.
+REVOKE EXECUTE ON FUNCTION resolver_commit_automatic(json, bigint) FROM PUBLIC;
 DO $$
 BEGIN
     EXECUTE format('ALTER FUNCTION resolver_commit_automatic(json, bigint) '
                    'SET search_path = pg_catalog, %I, pg_temp', current_schema());
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'resolver_runtime') THEN
+        -- Dropping the function dropped its grant: the replicas' role gets it back in the
+        -- same transaction, so no replica is refused before the grants run again.
+        GRANT EXECUTE ON FUNCTION resolver_commit_automatic(json, bigint) TO resolver_runtime;
+    END IF;
 END
 $$;
-
-ALTER TABLE approved_action_recovery_controls DROP COLUMN escalates_at_ms;

@@ -1,14 +1,14 @@
--- Migration 0025_controls_escalate_at (up): a waiting case's escalation time. The automatic commit
+-- Migration 0026_controls_escalate_at (up): a waiting case's escalation time. The automatic commit
 -- records on the control when the case goes to the manual queue if the evidence stays what it
 -- last was (the first inspection plus the window the replica applied to that finding), so the
 -- API shows it beside the next look; NULL when the finding never escalates. Adding a nullable
--- column rewrites nothing. Applied as it is by versions/0025_controls_escalate_at.py; never edited once released
+-- column rewrites nothing. Applied as it is by versions/0026_controls_escalate_at.py; never edited once released
 -- (the current definitions live in resolver/db/schema/).
 
 ALTER TABLE approved_action_recovery_controls ADD COLUMN escalates_at_ms BIGINT;
 
 CREATE OR REPLACE FUNCTION resolver_commit_automatic(p_items json, p_now_ms bigint DEFAULT NULL)
-RETURNS TABLE (dispatch_id text, status text)
+RETURNS TABLE (dispatch_id text, status text, manual_reason text)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
 #variable_conflict use_column
 DECLARE
@@ -99,6 +99,16 @@ BEGIN
          -- one holds even if a writer extended a lease without bumping the version.
          AND e.lease_expires_at_ms <= now_ms
     ),
+    routed AS (
+        -- Why a control goes to a person, decided here once: its finding needs one
+        -- (`conflict`, `unsupported`), or a finding that would re-arm outlasted its window
+        -- (an escalation). The answer carries it, so no replica re-derives the routing.
+        SELECT f.*,
+               CASE WHEN f.status <> 'manual' THEN NULL
+                    WHEN resolver_finding_status(f.finding) = 'manual' THEN f.finding
+                    ELSE 'evidence_window_elapsed' END AS manual_reason
+        FROM fenced AS f
+    ),
     terminal AS (
         UPDATE approved_action_executions AS e
         SET state = resolver_finding_outcome(f.finding),
@@ -106,7 +116,7 @@ BEGIN
             finished_at_ms = now_ms,
             result_code = f.result_code,
             evidence_digest = f.evidence_digest
-        FROM fenced AS f
+        FROM routed AS f
         WHERE e.dispatch_id = f.dispatch_id AND f.status = 'resolved'
     ),
     control AS (
@@ -117,10 +127,7 @@ BEGIN
             closed_by = CASE WHEN f.status = 'resolved' THEN 'automatic' END,
             closed_at_ms = CASE WHEN f.status = 'resolved' THEN now_ms END,
             manual_at_ms = CASE WHEN f.status = 'manual' THEN now_ms END,
-            manual_reason = CASE WHEN f.status <> 'manual' THEN NULL
-                                 WHEN resolver_finding_status(f.finding) = 'manual'
-                                     THEN f.finding
-                                 ELSE 'evidence_window_elapsed' END,
+            manual_reason = f.manual_reason,
             last_finding = f.finding,
             finding_count = c.finding_count + 1,
             -- Bounded statistics: at most one key per finding kind, two times, two codes.
@@ -145,14 +152,14 @@ BEGIN
             last_evidence_digest = coalesce(f.evidence_digest, c.last_evidence_digest),
             next_scan_at_ms = CASE WHEN f.status = 'armed' THEN now_ms + f.delay_ms
                                    ELSE c.next_scan_at_ms END,
-            -- When it escalates if the evidence stays as it is (migration 0025): the window
+            -- When it escalates if the evidence stays as it is (migration 0026): the window
             -- counts from the first inspection, like the escalation above.
             escalates_at_ms = CASE WHEN f.status = 'armed' AND f.escalate_after_ms IS NOT NULL
                                    THEN coalesce(c.first_inspected_at_ms, now_ms)
                                         + f.escalate_after_ms END,
             (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
                 = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version))
-        FROM fenced AS f
+        FROM routed AS f
         WHERE c.dispatch_id = f.dispatch_id
     ),
     resolution AS (
@@ -162,10 +169,10 @@ BEGIN
         SELECT f.dispatch_id, f.mutation_id, 'automatic',
                resolver_finding_outcome(f.finding),
                f.finding, f.evidence_digest, f.result_code, f.execution_version, now_ms
-        FROM fenced AS f
+        FROM routed AS f
         WHERE f.status = 'resolved'
     )
-    SELECT f.dispatch_id, f.status FROM fenced AS f;
+    SELECT f.dispatch_id, f.status, f.manual_reason FROM routed AS f;
 END
 $$;
 

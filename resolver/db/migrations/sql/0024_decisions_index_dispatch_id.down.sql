@@ -1,4 +1,4 @@
--- Migration 0023_decisions_index_dispatch_id (down): the decisions index without the
+-- Migration 0024_decisions_index_dispatch_id (down): the decisions index without the
 -- dispatch id again.
 
 DROP INDEX ix_recovery_resolutions_manual;

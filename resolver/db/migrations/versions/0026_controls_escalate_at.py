@@ -1,9 +1,9 @@
 """The console: a waiting case's escalation time, on its control.
 
-The SQL is ../sql/0025_controls_escalate_at.up.sql and .down.sql, run as it is.
+The SQL is ../sql/0026_controls_escalate_at.up.sql and .down.sql, run as it is.
 
-Revision ID: 0025_controls_escalate_at
-Revises: 0024_pruned_dispatch_records
+Revision ID: 0026_controls_escalate_at
+Revises: 0025_pruned_dispatch_records
 Create Date: 2026-12-03
 
 The escalation windows live in the replicas' provider configuration, which the API does not
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from resolver.db.schema_files import apply_migration
 
-revision = "0025_controls_escalate_at"
-down_revision = "0024_pruned_dispatch_records"
+revision = "0026_controls_escalate_at"
+down_revision = "0025_pruned_dispatch_records"
 branch_labels = None
 depends_on = None
 

@@ -1,30 +1,4 @@
--- Migration 0024_pruned_dispatch_records (up): a compact record of each pruned dispatch, so the console's find
--- answers "pruned by run N at T (exported as <digest>)" by the dispatch id, the idempotency
--- key or the approval id instead of nothing. resolver_prune_batch writes it in the
--- transaction that prunes (before the rows go) and deletes, per batch, the records one
--- retention period old (pruned before the run's cut-off). Applied as it is by
--- versions/0024_pruned_dispatch_records.py; never edited once released (the current definitions live in
--- resolver/db/schema/).
-
-CREATE TABLE recovery_pruned_dispatches (
-    dispatch_id TEXT NOT NULL,
-    idempotency_key_sha256 TEXT NOT NULL,
-    approval_request_id TEXT NOT NULL,
-    project_id TEXT NOT NULL,
-    action_type TEXT NOT NULL,
-    created_at_ms BIGINT NOT NULL,
-    state TEXT,
-    closed_by TEXT,
-    run_id BIGINT NOT NULL,
-    pruned_at_ms BIGINT NOT NULL,
-    CONSTRAINT pk_recovery_pruned_dispatches PRIMARY KEY (dispatch_id),
-    CONSTRAINT fk_recovery_pruned_dispatches_run_id FOREIGN KEY(run_id) REFERENCES recovery_prune_runs (run_id),
-    CONSTRAINT ck_recovery_pruned_dispatches_key_sha256_hex CHECK (idempotency_key_sha256 ~ '^[0-9a-f]{64}$')
-);
-CREATE INDEX ix_recovery_pruned_dispatches_idempotency_key_sha256 ON recovery_pruned_dispatches (idempotency_key_sha256);
-CREATE INDEX ix_recovery_pruned_dispatches_approval_request_id ON recovery_pruned_dispatches (approval_request_id);
-CREATE INDEX ix_recovery_pruned_dispatches_pruned_at_ms ON recovery_pruned_dispatches (pruned_at_ms, dispatch_id);
-CREATE INDEX ix_recovery_pruned_dispatches_run_id ON recovery_pruned_dispatches (run_id);
+-- Migration 0025_pruned_dispatch_records (down): the prune batch without the records, and no records.
 
 CREATE OR REPLACE FUNCTION resolver_prune_batch(p_run_id bigint, p_limit integer, p_dispatch_ids text[])
 RETURNS TABLE (dispatches bigint, audit bigint, evidence bigint, remnants bigint)
@@ -97,31 +71,6 @@ BEGIN
             FOR UPDATE OF d SKIP LOCKED) AS s;
     END IF;
 
-    -- What stays findable of each dispatch this batch prunes (migration 0024), before its
-    -- rows go: a remnant pruned again keeps the state and closure its first run recorded.
-    INSERT INTO recovery_pruned_dispatches AS t (
-        dispatch_id, idempotency_key_sha256, approval_request_id, project_id, action_type,
-        created_at_ms, state, closed_by, run_id, pruned_at_ms)
-    SELECT d.dispatch_id, encode(sha256(convert_to(d.idempotency_key, 'UTF8')), 'hex'),
-           d.approval_request_id, d.project_id, d.action_type, d.created_at_ms, e.state,
-           c.closed_by, p_run_id, resolver_now_ms(NULL)
-    FROM approved_action_dispatches AS d
-    LEFT JOIN approved_action_executions AS e ON e.dispatch_id = d.dispatch_id
-    LEFT JOIN approved_action_recovery_controls AS c ON c.dispatch_id = d.dispatch_id
-    WHERE d.dispatch_id = ANY (v_settled || v_remnants)
-    ON CONFLICT (dispatch_id) DO UPDATE
-    SET run_id = EXCLUDED.run_id,
-        pruned_at_ms = EXCLUDED.pruned_at_ms,
-        state = coalesce(EXCLUDED.state, t.state),
-        closed_by = coalesce(EXCLUDED.closed_by, t.closed_by);
-    -- The records' own retention: one period after their prune, at most a batch's worth.
-    DELETE FROM recovery_pruned_dispatches AS t
-    WHERE t.dispatch_id IN (SELECT o.dispatch_id FROM recovery_pruned_dispatches AS o
-                            WHERE o.pruned_at_ms < r.cutoff_ms
-                            ORDER BY o.pruned_at_ms, o.dispatch_id
-                            LIMIT p_limit
-                            FOR UPDATE SKIP LOCKED);
-
     -- The fact triggers let these deletes through because this function is on their call
     -- stack (resolver_reject_mutation); nothing a session sets opens them.
     DELETE FROM approved_action_recovery_controls WHERE dispatch_id = ANY (v_settled);
@@ -193,3 +142,5 @@ BEGIN
                    'SET search_path = pg_catalog, %I, pg_temp', current_schema());
 END
 $$;
+
+DROP TABLE recovery_pruned_dispatches;

@@ -1,9 +1,9 @@
 """Performance: the decisions index carries the dispatch id.
 
-The SQL is ../sql/0023_decisions_index_dispatch_id.up.sql and .down.sql, run as it is.
+The SQL is ../sql/0024_decisions_index_dispatch_id.up.sql and .down.sql, run as it is.
 
-Revision ID: 0023_decisions_index_dispatch_id
-Revises: 0022_pods_use_database_clock
+Revision ID: 0024_decisions_index_dispatch_id
+Revises: 0023_commit_reports_escalations
 Create Date: 2026-12-03
 
 The decisions list's total counts the newest decisions up to its cap, each checked against
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from resolver.db.schema_files import apply_migration
 
-revision = "0023_decisions_index_dispatch_id"
-down_revision = "0022_pods_use_database_clock"
+revision = "0024_decisions_index_dispatch_id"
+down_revision = "0023_commit_reports_escalations"
 branch_labels = None
 depends_on = None
 

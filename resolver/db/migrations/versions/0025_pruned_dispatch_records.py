@@ -1,9 +1,9 @@
 """Retention: a compact record of each pruned dispatch, for find.
 
-The SQL is ../sql/0024_pruned_dispatch_records.up.sql and .down.sql, run as it is.
+The SQL is ../sql/0025_pruned_dispatch_records.up.sql and .down.sql, run as it is.
 
-Revision ID: 0024_pruned_dispatch_records
-Revises: 0023_decisions_index_dispatch_id
+Revision ID: 0025_pruned_dispatch_records
+Revises: 0024_decisions_index_dispatch_id
 Create Date: 2026-12-03
 
 A pruned dispatch left nothing the console could find: /v1/find answered nothing for its ids.
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from resolver.db.schema_files import apply_migration
 
-revision = "0024_pruned_dispatch_records"
-down_revision = "0023_decisions_index_dispatch_id"
+revision = "0025_pruned_dispatch_records"
+down_revision = "0024_decisions_index_dispatch_id"
 branch_labels = None
 depends_on = None
 
