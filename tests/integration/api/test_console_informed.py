@@ -12,13 +12,22 @@ from typing import Any
 
 import pytest
 
-from resolver.core.domain import ActionSummary, DispatchIdentity, Finding, FindingKind, Outcome
+from resolver.core.domain import (
+    ActionSummary,
+    Completion,
+    DispatchIdentity,
+    Finding,
+    FindingKind,
+    Outcome,
+)
 from resolver.core.provider import build_registry
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.runtime import Runtime
 from resolver.db.repository import PostgresStore
+from resolver.db.retention import PostgresRetention
 from resolver.evidence.receipts import KeyRing, encode_receipt, receipt_finding, sign_receipt
 from resolver.executor import ExecutionClient
+from resolver.retention import pruning as retention
 from tests.helpers.console import sign_in_at_provider
 from tests.helpers.database import SQL, World, new_spec
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler, verified
@@ -561,3 +570,38 @@ def test_a_waiting_case_shows_its_next_look_and_when_it_escalates(
     expect(page.locator("#timeline")).to_contain_text(
         "Escalates to the manual queue if still missing"
     )
+
+
+def test_find_lists_a_pruned_dispatch_with_its_run_instead_of_opening_a_case_that_is_gone(
+    site: Site,  # noqa: F811 - the fixtures of test_console
+    page: Any,  # noqa: F811
+    store: PostgresStore,
+    sql: SQL,
+    database_url: str,
+    axe_source: str,
+) -> None:
+    executor = ExecutionClient(store, owner="executor-1", lease_seconds=1)
+    spec = executor.create_dispatch(new_spec())
+    old = int(time.time() * 1000) - 40 * 86_400_000
+    lease = executor.start(executor.lease(spec.dispatch_id, now_ms=old), now_ms=old)
+    executor.complete(lease, Completion(Outcome.SUCCEEDED, "done", "m-old"), now_ms=old + 100)
+    with PostgresRetention(database_url) as retention_store:
+        retention.prune(retention_store, retention.PruneOptions(older_than_ms=30 * 86_400_000))
+    run = sql.one("SELECT run_id, export_digest FROM recovery_prune_runs")
+    assert run["export_digest"] is None
+
+    page.goto(f"{site.url}#/queue")
+    sign_in(page, "alice")
+    rendered(page)
+    page.fill("#find-q", spec.idempotency_key)
+    page.locator("#find button").click()
+    main = page.locator("#main")
+    expect(main).to_have_attribute("data-route", f"#/find?q={spec.idempotency_key}")
+    expect(main).to_have_attribute("aria-busy", "false")
+    expect(page.locator("#found-count")).to_have_text("1 dispatch matches.")
+    row = page.locator(f"#found tr[data-dispatch-id='{spec.dispatch_id}']")
+    expect(row).to_contain_text("succeeded, settled by its executor")
+    expect(row.locator(".pruned")).to_contain_text(
+        f"by prune run {run['run_id']}; no export was written"
+    )
+    assert serious_violations(page, axe_source) == []
