@@ -28,7 +28,7 @@ from resolver.core.domain import (
     LateRecord,
     LateWatch,
 )
-from resolver.core.ports import LateEvidenceStore
+from resolver.core.ports import LateEvidenceStore, clocked
 from resolver.core.provider import (
     Capability,
     EvidenceProvider,
@@ -111,21 +111,20 @@ class LateEvidenceWatcher:
     def run_cycle(self, now_ms: int | None = None) -> LateCycleReport:
         """Close what elapsed, then look at due watches, page after full page (bounded)."""
         s = self._settings
-        expired = self._store.expire_late_watches(s.window_ms, s.expire_limit, now_ms)
+        store = clocked(self._store, now_ms)
+        expired = store.expire_late_watches(s.window_ms, s.expire_limit)
         claimed, records = 0, []
         for _ in range(s.pages_per_cycle if s.window_ms > 0 else 0):
-            page = self._page(now_ms)
+            page = self._page(store)
             claimed += len(page[0])
             records.extend(page[1])
             if len(page[0]) < s.page_size:
                 break
         return LateCycleReport(expired, claimed, tuple(records))
 
-    def _page(self, now_ms: int | None) -> tuple[list[LateWatch], list[LateRecord]]:
+    def _page(self, store: LateEvidenceStore) -> tuple[list[LateWatch], list[LateRecord]]:
         s = self._settings
-        watches = self._store.claim_late_watches(
-            s.owner, s.page_size, s.lease_ms, s.window_ms, now_ms
-        )
+        watches = store.claim_late_watches(s.owner, s.page_size, s.lease_ms, s.window_ms)
         if not watches:
             return [], []
         findings = self._inspect(watches)
@@ -139,7 +138,7 @@ class LateEvidenceWatcher:
             )
             for n, w in enumerate(watches)
         ]
-        records = self._store.record_late_observations(s.owner, observations, s.window_ms, now_ms)
+        records = store.record_late_observations(s.owner, observations, s.window_ms)
         self._events.late_evidence(records)
         return watches, records
 

@@ -25,7 +25,7 @@ from resolver.core.domain import (
     ProviderFailure,
 )
 from resolver.core.events import CycleReport, InspectedPage, ProviderCall, Stage
-from resolver.core.ports import RecoveryStore
+from resolver.core.ports import RecoveryStore, clocked
 from resolver.core.provider import (
     Capability,
     EvidenceProvider,
@@ -94,9 +94,10 @@ class Reconciler:
     def _cycle(self, now_ms: int | None, should_stop: Callable[[], bool]) -> CycleReport:
         s, events, clock = self._settings, self._events, self._clock
         report = CycleReport(page_size=s.page_size)
+        store = clocked(self._store, now_ms)
         self._stage = Stage.CLAIM
         t0 = clock()
-        items = self._store.claim_due_page(s.owner, s.page_size, s.recovery_lease_ms, now_ms)
+        items = store.claim_due_page(s.owner, s.page_size, s.recovery_lease_ms)
         events.claimed(items, clock() - t0)
         report.claimed = len(items)
         if not items:
@@ -104,7 +105,7 @@ class Reconciler:
         if should_stop():
             self._stage = Stage.RELEASE
             t0 = clock()
-            report.released = self._store.release_recovery_leases(items, now_ms)
+            report.released = store.release_recovery_leases(items)
             events.released(items, report.released, clock() - t0)
             return report
         self._stage = Stage.INSPECT
@@ -114,7 +115,7 @@ class Reconciler:
         self._stage = Stage.COMMIT
         events.before_commit(outcomes)
         t0 = clock()
-        committed = self._store.commit_outcomes(outcomes, now_ms)
+        committed = store.commit_outcomes(outcomes)
         events.committed(outcomes, committed, clock() - t0)
         report.accepted, report.rejected = committed.accepted, committed.rejected
         return report

@@ -11,7 +11,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from resolver.core.domain import Completion, DispatchSpec, ExecutionLease
-from resolver.core.ports import ExecutionStore
+from resolver.core.ports import ExecutionStore, clocked
 
 
 class CompletionResult(StrEnum):
@@ -38,20 +38,22 @@ class ExecutionClient:
 
     def lease(self, dispatch_id: str, *, now_ms: int | None = None) -> ExecutionLease:
         """First lease, or takeover of an expired `leased` one; `NotLeasable` otherwise."""
-        return self._store.lease_execution(dispatch_id, self._owner, self._lease_ms, now_ms)
+        return clocked(self._store, now_ms).lease_execution(
+            dispatch_id, self._owner, self._lease_ms
+        )
 
     def start(self, lease: ExecutionLease, *, now_ms: int | None = None) -> ExecutionLease:
         """Cross the start barrier (leased -> executing) and arm recovery, atomically."""
-        return self._store.start_execution(lease, self._lease_ms, now_ms)
+        return clocked(self._store, now_ms).start_execution(lease, self._lease_ms)
 
     def renew(self, lease: ExecutionLease, *, now_ms: int | None = None) -> ExecutionLease:
         """Extend the lease; recovery leases on the dispatch are revoked in the same step."""
-        return self._store.renew_execution(lease, self._lease_ms, now_ms)
+        return clocked(self._store, now_ms).renew_execution(lease, self._lease_ms)
 
     def complete(
         self, lease: ExecutionLease, completion: Completion, *, now_ms: int | None = None
     ) -> CompletionResult:
         """Record the terminal state; a resolution that won first only admits an exact replay."""
-        if self._store.complete_execution(lease, completion, now_ms):
+        if clocked(self._store, now_ms).complete_execution(lease, completion):
             return CompletionResult.COMMITTED
         return CompletionResult.REPLAYED

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from resolver.core.domain import (
     REASON_CODE_PATTERN,
+    Authority,
+    DecisionLimits,
     ExecutionState,
     Grant,
     ManualContext,
@@ -20,6 +22,7 @@ from resolver.core.domain import (
     OpenProposal,
     Principal,
     ProposalAction,
+    ProposalClose,
     ProposalResult,
     ResolutionSource,
     SignedFact,
@@ -32,7 +35,7 @@ from resolver.core.errors import (
     ProposalConflict,
     StrongAuthRequired,
 )
-from resolver.core.ports import ManualStore
+from resolver.core.ports import ManualStore, clocked
 from resolver.human.signing import DecisionFacts, FactSigner, PersonFacts
 
 PERMISSION = "approval.recover"
@@ -88,10 +91,8 @@ class ManualResolutionService:
         self._signer = signer
         self.max_auth_age_ms = max_auth_age_ms
         """How recent a decision's strong authentication must be (the console shows it)."""
-        self._max_auth_age_ms = max_auth_age_ms
         self._strong_amr = strong_amr
-        self._clock_leeway_ms = clock_leeway_ms
-        self._proposal_ttl_ms = proposal_ttl_ms
+        self._limits = DecisionLimits(max_auth_age_ms, clock_leeway_ms, proposal_ttl_ms)
 
     def decide(
         self, principal: Principal, decision: ManualDecision, *, now_ms: int | None = None
@@ -99,16 +100,9 @@ class ManualResolutionService:
         self._require_strong(principal)
         context = self._context(decision.dispatch_id, decision.mutation_id, now_ms)
         grant = self._grant(decision.dispatch_id, context.project_id, principal)
-        answer = self._store.commit_manual(
-            principal,
-            decision,
-            context.project_id,
-            grant,
-            self._sign(principal, decision, context.project_id, grant),
-            max_auth_age_ms=self._max_auth_age_ms,
-            clock_leeway_ms=self._clock_leeway_ms,
-            proposal_ttl_ms=self._proposal_ttl_ms,
-            now_ms=now_ms,
+        authority = Authority(principal, context.project_id, grant)
+        answer = clocked(self._store, now_ms).commit_manual(
+            authority, decision, self._sign(authority, decision), self._limits
         )
         if answer == "committed":
             return ManualResult.COMMITTED
@@ -122,7 +116,7 @@ class ManualResolutionService:
 
     def open_proposal(self, dispatch_id: str, now_ms: int | None = None) -> OpenProposal | None:
         """The proposal a `proposed` answer recorded (or found open)."""
-        return self._store.open_proposal(dispatch_id, now_ms)
+        return clocked(self._store, now_ms).open_proposal(dispatch_id)
 
     def close_proposal(
         self,
@@ -142,17 +136,10 @@ class ManualResolutionService:
         self._require_strong(principal)
         context = self._context(dispatch_id, mutation_id, now_ms)
         grant = self._grant(dispatch_id, context.project_id, principal)
-        answer = self._store.close_proposal(
-            principal,
-            dispatch_id,
-            action,
-            mutation_id,
-            reason_code,
-            context.project_id,
-            grant,
-            max_auth_age_ms=self._max_auth_age_ms,
-            clock_leeway_ms=self._clock_leeway_ms,
-            now_ms=now_ms,
+        answer = clocked(self._store, now_ms).close_proposal(
+            Authority(principal, context.project_id, grant),
+            ProposalClose(dispatch_id, action, mutation_id, reason_code),
+            self._limits,
         )
         if answer is None:
             raise PermissionDenied(f"{PERMISSION} on project {context.project_id!r} changed; retry")
@@ -164,17 +151,16 @@ class ManualResolutionService:
             raise ProposalConflict(code, title, current=_as_now(ctx))
         return ProposalResult(answer)
 
-    def _sign(
-        self, principal: Principal, decision: ManualDecision, project_id: str, grant: Grant
-    ) -> SignedFact:
+    def _sign(self, authority: Authority, decision: ManualDecision) -> SignedFact:
         """The authorization fact this decision records, signed with the API's key."""
+        principal, grant = authority.principal, authority.grant
         person = PersonFacts(
             user_id=principal.user_id,
             issuer=principal.issuer,
             token_kid=principal.token_kid,
             auth_time_ms=principal.auth_time_ms,
             amr=principal.amr,
-            project_id=project_id,
+            project_id=authority.project_id,
             project_version=grant.project_version,
             role_binding_version=grant.role_binding_version,
         )
@@ -204,11 +190,11 @@ class ManualResolutionService:
     def _stale_auth_message(self) -> str:
         return (
             "authentication is older than "
-            f"{self._max_auth_age_ms // 60_000} minutes; sign in again with a second factor"
+            f"{self._limits.max_auth_age_ms // 60_000} minutes; sign in again with a second factor"
         )
 
     def _context(self, dispatch_id: str, mutation_id: str, now_ms: int | None) -> ManualContext:
-        context = self._store.manual_context(dispatch_id, mutation_id, now_ms)
+        context = clocked(self._store, now_ms).manual_context(dispatch_id, mutation_id)
         if context is None:
             raise _unknown(dispatch_id)
         return context
@@ -254,7 +240,7 @@ class ManualResolutionService:
                 "still running, so there is nothing to recover",
                 current=as_now,
             )
-        if not _auth_fresh(principal, ctx.db_now_ms, self._max_auth_age_ms, self._clock_leeway_ms):
+        if not _auth_fresh(principal, ctx.db_now_ms, self._limits):
             raise StrongAuthRequired(self._stale_auth_message())
         current = self._store.find_grant(ctx.project_id, principal.user_id)
         if current != grant:
@@ -272,8 +258,10 @@ def _unknown(dispatch_id: str) -> NotFound:
     return NotFound("no such dispatch with an execution in a project where you may decide")
 
 
-def _auth_fresh(principal: Principal, now_ms: int, max_age_ms: int, leeway_ms: int) -> bool:
-    return now_ms - max_age_ms <= principal.auth_time_ms <= now_ms + leeway_ms
+def _auth_fresh(principal: Principal, now_ms: int, limits: DecisionLimits) -> bool:
+    return (
+        now_ms - limits.max_auth_age_ms <= principal.auth_time_ms <= now_ms + limits.clock_leeway_ms
+    )
 
 
 def _as_now(ctx: ManualContext) -> dict[str, object]:

@@ -43,12 +43,12 @@ from resolver.core.errors import (
     ResolverError,
     StrongAuthRequired,
 )
-from resolver.db.repository import PostgresStore
 from resolver.executor.client import CompletionResult, ExecutionClient
 from resolver.human.manual import ManualResolutionService
 from tests.helpers.database import T0, new_spec
 from tests.helpers.postgres import DatabaseFactory
 from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
+from tests.helpers.stores import Storage
 
 from .checker import check
 from .forgery import forge_two_person
@@ -149,7 +149,7 @@ class RecoveryMachine(RuleBasedStateMachine):
                     "INSERT INTO recovery_role_bindings VALUES ('proj-1', %s, 'approval.recover', 1)",
                     (user,),
                 )
-        self.store = PostgresStore(self.url)
+        self.store = Storage(self.url)
         self.store.open()
         self.client = ExecutionClient(self.store, owner="executor", lease_seconds=LEASE_MS / 1000)
         self.operators = ManualResolutionService(
@@ -264,7 +264,7 @@ class RecoveryMachine(RuleBasedStateMachine):
             and self.executions[d].expires <= self.now
             and self.executions[d].version == c.execution_version
         )[:page]
-        items = self.store.claim_due_page(replica, page, RECOVERY_LEASE_MS, now_ms=self.now)
+        items = self.store.at(self.now).claim_due_page(replica, page, RECOVERY_LEASE_MS)
         assert {i.identity.dispatch_id for i in items} == {d for _, d in due}
         for item in items:
             d = item.identity.dispatch_id
@@ -294,7 +294,7 @@ class RecoveryMachine(RuleBasedStateMachine):
         ready, self.held[replica] = self.held[replica], []
         outcomes = [ItemOutcome(i, f, RETRY_MS, f"auto-{i.recovery_token}") for i, f in ready]
         fenced = [(i, f) for i, f in ready if self._fence_holds(i)]
-        report = self.store.commit_outcomes(outcomes, now_ms=self.now)
+        report = self.store.at(self.now).commit_outcomes(outcomes)
         assert report.accepted == {i.identity.dispatch_id for i, _ in fenced}, (report, fenced)
         for item, finding in fenced:
             self._apply_commit(item, finding)

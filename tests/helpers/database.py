@@ -10,8 +10,8 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 
 from resolver.core.domain import DispatchSpec, ExecutionLease, action_digest
-from resolver.db.repository import PostgresStore
 from resolver.executor.client import ExecutionClient
+from tests.helpers.stores import Storage
 
 T0 = 1_800_000_000_000  # a fixed database-clock instant (ms) for tests that inject time
 
@@ -72,7 +72,7 @@ def new_spec(action_type: str = "test.action", **overrides: Any) -> DispatchSpec
 class World:
     """A test's view of the platform: an executor writing through the executor API."""
 
-    store: PostgresStore
+    store: Storage
     executor: ExecutionClient
     specs: dict[str, DispatchSpec] = field(default_factory=dict)
 

@@ -16,12 +16,12 @@ from resolver.core.domain import (
     Principal,
 )
 from resolver.core.errors import FenceConflict, NotFound, PermissionDenied, StrongAuthRequired
-from resolver.db.repository import PostgresStore
 from resolver.executor.client import CompletionResult
 from resolver.human.manual import ManualResolutionService
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler, verified
 from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
+from tests.helpers.stores import Storage
 
 NOW = T0 + EXEC_LEASE_MS + 60_000
 ALICE = Principal(
@@ -56,7 +56,7 @@ def _unchanged(sql: SQL, dispatch_id: str) -> tuple[object, ...]:
 
 
 def test_confirm_commits_authorization_resolution_and_terminal_state(
-    world: World, store: PostgresStore, policy: SQL
+    world: World, store: Storage, policy: SQL
 ) -> None:
     (lease,) = world.crashed(1)
     service = ManualResolutionService(store, signer=TEST_SIGNER)
@@ -83,7 +83,7 @@ def test_confirm_commits_authorization_resolution_and_terminal_state(
     assert (control["status"], control["closed_by"]) == ("resolved", "manual")
 
 
-def test_abandon_unknown_blocks(world: World, store: PostgresStore, policy: SQL) -> None:
+def test_abandon_unknown_blocks(world: World, store: Storage, policy: SQL) -> None:
     (lease,) = world.crashed(1)
     ManualResolutionService(store, signer=TEST_SIGNER).decide(
         ALICE, _decision(lease.version, lease.dispatch_id, Decision.ABANDON_UNKNOWN), now_ms=NOW
@@ -100,7 +100,7 @@ def test_the_only_decisions_are_the_three_terminal_ones() -> None:
 
 
 def test_exact_replay_is_idempotent_and_reuse_with_other_fields_conflicts(
-    world: World, store: PostgresStore, policy: SQL
+    world: World, store: Storage, policy: SQL
 ) -> None:
     (lease,) = world.crashed(1)
     service = ManualResolutionService(store, signer=TEST_SIGNER)
@@ -139,7 +139,7 @@ def test_exact_replay_is_idempotent_and_reuse_with_other_fields_conflicts(
     ],
 )
 def test_weak_or_stale_authentication_is_refused(
-    world: World, store: PostgresStore, policy: SQL, principal: Principal, error: str
+    world: World, store: Storage, policy: SQL, principal: Principal, error: str
 ) -> None:
     (lease,) = world.crashed(1)
     before = _unchanged(policy, lease.dispatch_id)
@@ -151,7 +151,7 @@ def test_weak_or_stale_authentication_is_refused(
 
 
 def test_user_without_the_permission_is_answered_as_for_an_unknown_dispatch(
-    world: World, store: PostgresStore, policy: SQL
+    world: World, store: Storage, policy: SQL
 ) -> None:
     (lease,) = world.crashed(1)
     mallory = Principal("mallory", NOW - 1_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid")
@@ -170,7 +170,7 @@ def test_user_without_the_permission_is_answered_as_for_an_unknown_dispatch(
 class _RevokingStore:
     """The real store, with the platform changing the binding between read and commit."""
 
-    def __init__(self, store: PostgresStore, sql: SQL) -> None:
+    def __init__(self, store: Storage, sql: SQL) -> None:
         self._store, self._sql = store, sql
 
     def __getattr__(self, name: str) -> object:
@@ -183,7 +183,7 @@ class _RevokingStore:
 
 
 def test_role_binding_changed_before_commit_is_denied(
-    world: World, store: PostgresStore, policy: SQL
+    world: World, store: Storage, policy: SQL
 ) -> None:
     (lease,) = world.crashed(1)
     before = _unchanged(policy, lease.dispatch_id)
@@ -193,7 +193,7 @@ def test_role_binding_changed_before_commit_is_denied(
     assert _unchanged(policy, lease.dispatch_id) == before
 
 
-def test_wrong_expected_version_conflicts(world: World, store: PostgresStore, policy: SQL) -> None:
+def test_wrong_expected_version_conflicts(world: World, store: Storage, policy: SQL) -> None:
     (lease,) = world.crashed(1)
     with pytest.raises(FenceConflict, match="reload and decide again"):
         ManualResolutionService(store, signer=TEST_SIGNER).decide(
@@ -201,7 +201,7 @@ def test_wrong_expected_version_conflicts(world: World, store: PostgresStore, po
         )
 
 
-def test_live_execution_cannot_be_decided(world: World, store: PostgresStore, policy: SQL) -> None:
+def test_live_execution_cannot_be_decided(world: World, store: Storage, policy: SQL) -> None:
     lease = world.started(now_ms=NOW)
     with pytest.raises(FenceConflict, match="live execution lease"):
         ManualResolutionService(store, signer=TEST_SIGNER).decide(
@@ -209,7 +209,7 @@ def test_live_execution_cannot_be_decided(world: World, store: PostgresStore, po
         )
 
 
-def test_unknown_dispatch_is_not_found(store: PostgresStore, policy: SQL) -> None:
+def test_unknown_dispatch_is_not_found(store: Storage, policy: SQL) -> None:
     with pytest.raises(NotFound):
         ManualResolutionService(store, signer=TEST_SIGNER).decide(
             ALICE, _decision(2, "d-nope"), now_ms=NOW
@@ -217,7 +217,7 @@ def test_unknown_dispatch_is_not_found(store: PostgresStore, policy: SQL) -> Non
 
 
 def test_automatic_resolution_first_makes_the_decision_conflict(
-    world: World, store: PostgresStore, policy: SQL
+    world: World, store: Storage, policy: SQL
 ) -> None:
     (lease,) = world.crashed(1)
     reconciler(store, ScriptedProvider(verified)).run_cycle(now_ms=T0 + EXEC_LEASE_MS)
@@ -229,25 +229,23 @@ def test_automatic_resolution_first_makes_the_decision_conflict(
 
 
 def test_decision_revokes_a_recovery_lease_in_flight(
-    world: World, store: PostgresStore, policy: SQL
+    world: World, store: Storage, policy: SQL
 ) -> None:
     (lease,) = world.crashed(1)
-    (item,) = store.claim_due_page("r", 16, 120_000, now_ms=NOW - 1)
+    (item,) = store.at(NOW - 1).claim_due_page("r", 16, 120_000)
     ManualResolutionService(store, signer=TEST_SIGNER).decide(
         ALICE, _decision(lease.version, lease.dispatch_id), now_ms=NOW
     )
     from resolver.core.domain import ItemOutcome
 
-    report = store.commit_outcomes(
-        [ItemOutcome(item, verified(item.identity), 0, "auto-late")], now_ms=NOW + 1
+    report = store.at(NOW + 1).commit_outcomes(
+        [ItemOutcome(item, verified(item.identity), 0, "auto-late")]
     )
     assert report.rejected == {lease.dispatch_id}
     assert [r["source"] for r in policy.resolutions(lease.dispatch_id)] == ["manual"]
 
 
-def test_late_completion_after_a_manual_decision(
-    world: World, store: PostgresStore, policy: SQL
-) -> None:
+def test_late_completion_after_a_manual_decision(world: World, store: Storage, policy: SQL) -> None:
     (lease,) = world.crashed(1)
     ManualResolutionService(store, signer=TEST_SIGNER).decide(
         ALICE, _decision(lease.version, lease.dispatch_id), now_ms=NOW
@@ -261,7 +259,7 @@ def test_late_completion_after_a_manual_decision(
 
 
 def test_queue_lists_manual_items_of_permitted_projects_with_keyset_paging(
-    world: World, store: PostgresStore, policy: SQL
+    world: World, store: Storage, policy: SQL
 ) -> None:
     leases = world.crashed(3)
     reconciler(store, ScriptedProvider(fixed(FindingKind.CONFLICT))).run_cycle(

@@ -27,7 +27,6 @@ from resolver.core.domain import (
     ProposalResult,
 )
 from resolver.core.errors import FenceConflict, ProposalConflict
-from resolver.db.repository import PostgresStore
 from resolver.db.retention import PostgresRetention
 from resolver.human.api import RateLimiter, create_app
 from resolver.human.audit import exported_links, verify_chain
@@ -39,6 +38,7 @@ from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler, verified
 from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
+from tests.helpers.stores import Storage
 
 NOW = T0 + EXEC_LEASE_MS + 60_000
 ALICE = Principal(
@@ -67,7 +67,7 @@ def policy(sql: SQL) -> SQL:
 
 
 @pytest.fixture
-def service(store: PostgresStore) -> ManualResolutionService:
+def service(store: Storage) -> ManualResolutionService:
     return ManualResolutionService(store, proposal_ttl_ms=TTL_MS, signer=TEST_SIGNER)
 
 
@@ -97,7 +97,7 @@ def _proposals(sql: SQL, dispatch_id: str) -> list[tuple[Any, ...]]:
 
 
 def test_a_second_person_confirms_and_both_authorizations_commit_with_the_resolution(
-    world: World, store: PostgresStore, policy: SQL, service: ManualResolutionService
+    world: World, store: Storage, policy: SQL, service: ManualResolutionService
 ) -> None:
     (lease,) = world.crashed(1, PAYMENT)
     assert service.decide(ALICE, _decision(lease, "op-a"), now_ms=NOW) is ManualResult.PROPOSED
@@ -207,7 +207,7 @@ def test_the_proposer_withdraws_and_only_the_proposer_can(
 
 @pytest.mark.parametrize("step", ["completion", "renew", "automatic_resolution"])
 def test_a_new_execution_version_in_between_voids_the_proposal(
-    world: World, store: PostgresStore, policy: SQL, service: ManualResolutionService, step: str
+    world: World, store: Storage, policy: SQL, service: ManualResolutionService, step: str
 ) -> None:
     (lease,) = world.crashed(1, PAYMENT)
     service.decide(ALICE, _decision(lease, "op-a"), now_ms=NOW)
@@ -357,7 +357,7 @@ def _settled_once(sql: SQL, lease: ExecutionLease) -> str:
 
 @pytest.mark.parametrize("round_", range(4))
 def test_two_confirmers_and_a_completion_race_and_exactly_one_transition_wins(
-    world: World, policy: SQL, store: PostgresStore, round_: int
+    world: World, policy: SQL, store: Storage, round_: int
 ) -> None:
     (lease,) = world.crashed(1, PAYMENT)
     service = ManualResolutionService(store, proposal_ttl_ms=TTL_MS, signer=TEST_SIGNER)
@@ -384,7 +384,7 @@ def test_two_confirmers_and_a_completion_race_and_exactly_one_transition_wins(
 
 @pytest.mark.parametrize("round_", range(3))
 def test_a_confirmation_racing_a_renew_commits_only_on_the_version_it_saw(
-    world: World, policy: SQL, store: PostgresStore, round_: int
+    world: World, policy: SQL, store: Storage, round_: int
 ) -> None:
     (lease,) = world.crashed(1, PAYMENT)
     service = ManualResolutionService(store, proposal_ttl_ms=TTL_MS, signer=TEST_SIGNER)
@@ -408,7 +408,7 @@ def test_a_confirmation_racing_a_renew_commits_only_on_the_version_it_saw(
 
 @pytest.mark.parametrize("round_", range(3))
 def test_a_withdrawal_racing_a_confirmation_has_one_winner(
-    world: World, policy: SQL, store: PostgresStore, round_: int
+    world: World, policy: SQL, store: Storage, round_: int
 ) -> None:
     (lease,) = world.crashed(1, PAYMENT)
     service = ManualResolutionService(store, proposal_ttl_ms=TTL_MS, signer=TEST_SIGNER)
@@ -448,7 +448,7 @@ def test_a_withdrawal_racing_a_confirmation_has_one_winner(
 
 
 @pytest.fixture
-def api(store: PostgresStore, jwks_file: Any, policy: SQL) -> Any:
+def api(store: Storage, jwks_file: Any, policy: SQL) -> Any:
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
     service = ManualResolutionService(store, proposal_ttl_ms=TTL_MS, signer=TEST_SIGNER)
     app = create_app(store, verifier, service=service, limiter=RateLimiter(per_minute=50))
@@ -508,7 +508,7 @@ def test_over_http_propose_confirm_and_the_case_lists_and_decisions_show_it(
 def test_over_http_withdraw_reject_and_bulk_items_come_back_proposed(
     api: httpx.Client,
     world: World,
-    store: PostgresStore,
+    store: Storage,
     signing_key: rsa.RSAPrivateKey,
     sql: SQL,
 ) -> None:
@@ -559,7 +559,7 @@ def test_over_http_withdraw_reject_and_bulk_items_come_back_proposed(
 
 
 def test_retention_exports_both_people_in_one_line_and_prunes_the_proposals(
-    world: World, store: PostgresStore, policy: SQL, database_url: str, tmp_path: Any
+    world: World, store: Storage, policy: SQL, database_url: str, tmp_path: Any
 ) -> None:
     day = 86_400_000
     old = int(policy.one("SELECT resolver_now_ms(NULL) AS ms")["ms"]) - 40 * day
@@ -598,7 +598,7 @@ def test_retention_exports_both_people_in_one_line_and_prunes_the_proposals(
 
 def test_audit_verify_catches_a_tampered_second_authorization(
     world: World,
-    store: PostgresStore,
+    store: Storage,
     policy: SQL,
     service: ManualResolutionService,
     database_url: str,

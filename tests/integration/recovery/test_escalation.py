@@ -21,9 +21,9 @@ from resolver.core.escalation import DEFAULT_MISSING_WINDOW_SECONDS
 from resolver.core.provider import EvidenceProvider, build_registry
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.runtime import Runtime
-from resolver.db.repository import PostgresStore
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
 from tests.helpers.providers import ScriptedProvider, fixed
+from tests.helpers.stores import Storage
 
 AFTER = T0 + EXEC_LEASE_MS
 WINDOW_MS = DEFAULT_MISSING_WINDOW_SECONDS * 1000
@@ -36,7 +36,7 @@ def _factory(
 
 
 def _reconciler(
-    store: PostgresStore,
+    store: Storage,
     config: Mapping[str, Mapping[str, Any]],
     answer: Callable[[DispatchIdentity], Finding],
 ) -> Reconciler:
@@ -49,7 +49,7 @@ def _reconciler(
 
 
 def test_missing_package_install_reaches_the_queue_after_its_window_and_not_before(
-    world: World, store: PostgresStore, sql: SQL
+    world: World, store: Storage, sql: SQL
 ) -> None:
     (lease,) = world.crashed(1, action_type="pkg.install")
     rec = _reconciler(
@@ -86,7 +86,7 @@ def test_missing_package_install_reaches_the_queue_after_its_window_and_not_befo
 
 
 def test_internal_mutation_stays_recovery_required_however_long_evidence_is_missing(
-    world: World, store: PostgresStore, sql: SQL
+    world: World, store: Storage, sql: SQL
 ) -> None:
     (lease,) = world.crashed(1, action_type="db.mutation")
     rec = _reconciler(
@@ -98,7 +98,7 @@ def test_internal_mutation_stays_recovery_required_however_long_evidence_is_miss
 
 
 def test_a_configured_ceiling_escalates_unavailable_and_null_disables_a_default(
-    world: World, store: PostgresStore, sql: SQL
+    world: World, store: Storage, sql: SQL
 ) -> None:
     (flaky,) = world.crashed(1, action_type="pay.charge")
     (missing,) = world.crashed(1, action_type="pkg.quiet")
@@ -122,7 +122,7 @@ def test_a_configured_ceiling_escalates_unavailable_and_null_disables_a_default(
 
 
 def test_statistics_count_each_kind_and_keep_the_last_failure_class(
-    world: World, store: PostgresStore, sql: SQL
+    world: World, store: Storage, sql: SQL
 ) -> None:
     (lease,) = world.crashed(1)
     script = iter(

@@ -32,7 +32,6 @@ from resolver.core.domain import (
 from resolver.core.errors import RetentionRefused
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.runtime import Runtime
-from resolver.db.repository import PostgresStore
 from resolver.db.retention import PostgresRetention
 from resolver.executor.client import ExecutionClient
 from resolver.human.manual import ManualResolutionService
@@ -42,6 +41,7 @@ from tests.helpers.database import EXEC_LEASE_MS, SQL, new_spec
 from tests.helpers.harnesses import CONTENT, insert_run_fact, plant_install
 from tests.helpers.providers import ScriptedProvider, fixed, registry
 from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
+from tests.helpers.stores import Storage
 
 DAY_MS = 86_400_000
 
@@ -102,7 +102,7 @@ class Population:
     """Dispatches by kind, built through the executor API, the reconciler and the manual
     service at chosen database-clock instants."""
 
-    store: PostgresStore
+    store: Storage
     sql: SQL
     now_ms: int
     executor: ExecutionClient = field(init=False)
@@ -205,7 +205,7 @@ def db_now(sql: SQL) -> int:
 
 
 @pytest.fixture
-def population(store: PostgresStore, sql: SQL) -> Population:
+def population(store: Storage, sql: SQL) -> Population:
     """Ten kinds of dispatch around a 30-day cut-off (old = 40 days, recent = 1 day ago)."""
     sql.all("INSERT INTO recovery_projects VALUES ('proj-1', 1)")
     sql.all("INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)")
@@ -499,7 +499,7 @@ def _until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
 
 
 def test_sigkill_mid_run_leaves_no_half_deleted_dispatch_and_the_next_run_finishes(
-    store: PostgresStore, sql: SQL, database_url: str
+    store: Storage, sql: SQL, database_url: str
 ) -> None:
     now = db_now(sql)
     pop = Population(store, sql, now)
@@ -579,7 +579,7 @@ def test_sigkill_mid_run_leaves_no_half_deleted_dispatch_and_the_next_run_finish
 
 
 def test_metrics_show_what_the_runs_pruned(
-    population: Population, retention_store: PostgresRetention, store: PostgresStore
+    population: Population, retention_store: PostgresRetention, store: Storage
 ) -> None:
     from prometheus_client import CollectorRegistry
 
