@@ -1,6 +1,7 @@
 """The narrow boundary between the worker/API and storage: what they may ask of it.
 
-Protocols only: the values they take and return live in `resolver.core.domain`.
+Protocols only, and `clocked` for the one way a caller sets the clock override: the values
+they take and return live in `resolver.core.domain`.
 """
 
 from __future__ import annotations
