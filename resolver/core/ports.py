@@ -1,13 +1,12 @@
 """The narrow boundary between the worker/API and storage: what they may ask of it.
 
-Protocols only, and `clocked` for the one way a caller sets the clock override: the values
-they take and return live in `resolver.core.domain`.
+Protocols only: the values they take and return live in `resolver.core.domain`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, Self, TypeVar
+from typing import Protocol, Self
 
 from resolver.core.domain import (
     AuditLink,
@@ -50,14 +49,6 @@ class ClockOverride(Protocol):
         for the calls it makes (tests and tools, as the table owner; a pod role's override is
         refused, and production never sets one)."""
         ...
-
-
-ClockedT = TypeVar("ClockedT", bound=ClockOverride)
-
-
-def clocked(store: ClockedT, now_ms: int | None) -> ClockedT:
-    """`store` itself, or its view at `now_ms` when a caller drives the clock (tests)."""
-    return store if now_ms is None else store.at(now_ms)
 
 
 class RecoveryStore(ClockOverride, Protocol):

@@ -10,6 +10,8 @@ which, so this service only turns its answer into a result or a typed refusal.
 
 from __future__ import annotations
 
+import copy
+
 from resolver.core.domain import (
     REASON_CODE_PATTERN,
     Authority,
@@ -35,7 +37,7 @@ from resolver.core.errors import (
     ProposalConflict,
     StrongAuthRequired,
 )
-from resolver.core.ports import ManualStore, clocked
+from resolver.core.ports import ManualStore
 from resolver.human.signing import DecisionFacts, FactSigner, PersonFacts
 
 PERMISSION = "approval.recover"
@@ -94,14 +96,18 @@ class ManualResolutionService:
         self._strong_amr = strong_amr
         self._limits = DecisionLimits(max_auth_age_ms, clock_leeway_ms, proposal_ttl_ms)
 
-    def decide(
-        self, principal: Principal, decision: ManualDecision, *, now_ms: int | None = None
-    ) -> ManualResult:
+    def at(self, now_ms: int) -> ManualResolutionService:
+        """This service with its store at `now_ms` (tests drive the database clock)."""
+        view = copy.copy(self)
+        view._store = self._store.at(now_ms)
+        return view
+
+    def decide(self, principal: Principal, decision: ManualDecision) -> ManualResult:
         self._require_strong(principal)
-        context = self._context(decision.dispatch_id, decision.mutation_id, now_ms)
+        context = self._context(decision.dispatch_id, decision.mutation_id)
         grant = self._grant(decision.dispatch_id, context.project_id, principal)
         authority = Authority(principal, context.project_id, grant)
-        answer = clocked(self._store, now_ms).commit_manual(
+        answer = self._store.commit_manual(
             authority, decision, self._sign(authority, decision), self._limits
         )
         if answer == "committed":
@@ -110,13 +116,13 @@ class ManualResolutionService:
             return ManualResult.PROPOSED
         if answer is not None:
             code, title = PROPOSAL_REFUSALS[answer]
-            ctx = self._context(decision.dispatch_id, decision.mutation_id, now_ms)
+            ctx = self._context(decision.dispatch_id, decision.mutation_id)
             raise ProposalConflict(code, title, current=_as_now(ctx))
-        return self._explain(principal, decision, grant, now_ms)
+        return self._explain(principal, decision, grant)
 
-    def open_proposal(self, dispatch_id: str, now_ms: int | None = None) -> OpenProposal | None:
+    def open_proposal(self, dispatch_id: str) -> OpenProposal | None:
         """The proposal a `proposed` answer recorded (or found open)."""
-        return clocked(self._store, now_ms).open_proposal(dispatch_id)
+        return self._store.open_proposal(dispatch_id)
 
     def close_proposal(
         self,
@@ -125,8 +131,6 @@ class ManualResolutionService:
         action: ProposalAction,
         mutation_id: str,
         reason_code: str,
-        *,
-        now_ms: int | None = None,
     ) -> ProposalResult:
         """Withdraw (the proposer) or reject (anyone else with the permission) the open
         proposal, fenced and authenticated like a decision."""
@@ -134,9 +138,9 @@ class ManualResolutionService:
         if not REASON_CODE_PATTERN.match(reason_code):
             raise ValueError("reason_code must match [a-z0-9_.-]{1,64}")
         self._require_strong(principal)
-        context = self._context(dispatch_id, mutation_id, now_ms)
+        context = self._context(dispatch_id, mutation_id)
         grant = self._grant(dispatch_id, context.project_id, principal)
-        answer = clocked(self._store, now_ms).close_proposal(
+        answer = self._store.close_proposal(
             Authority(principal, context.project_id, grant),
             ProposalClose(dispatch_id, action, mutation_id, reason_code),
             self._limits,
@@ -147,7 +151,7 @@ class ManualResolutionService:
             raise StrongAuthRequired(self._stale_auth_message())
         if answer in CLOSE_REFUSALS:
             code, title = CLOSE_REFUSALS[answer]
-            ctx = self._context(dispatch_id, mutation_id, now_ms)
+            ctx = self._context(dispatch_id, mutation_id)
             raise ProposalConflict(code, title, current=_as_now(ctx))
         return ProposalResult(answer)
 
@@ -193,17 +197,17 @@ class ManualResolutionService:
             f"{self._limits.max_auth_age_ms // 60_000} minutes; sign in again with a second factor"
         )
 
-    def _context(self, dispatch_id: str, mutation_id: str, now_ms: int | None) -> ManualContext:
-        context = clocked(self._store, now_ms).manual_context(dispatch_id, mutation_id)
+    def _context(self, dispatch_id: str, mutation_id: str) -> ManualContext:
+        context = self._store.manual_context(dispatch_id, mutation_id)
         if context is None:
             raise _unknown(dispatch_id)
         return context
 
     def _explain(
-        self, principal: Principal, decision: ManualDecision, grant: Grant, now_ms: int | None
+        self, principal: Principal, decision: ManualDecision, grant: Grant
     ) -> ManualResult:
         """The fenced commit wrote nothing: say exactly which fence held, or accept a replay."""
-        ctx = self._context(decision.dispatch_id, decision.mutation_id, now_ms)
+        ctx = self._context(decision.dispatch_id, decision.mutation_id)
         if _is_replay(ctx, principal, decision):
             return ManualResult.REPLAYED
         as_now = _as_now(ctx)

@@ -111,7 +111,8 @@ class LateEvidenceMachine(RuleBasedStateMachine):
         d = next(d for d in DISPATCHES if d not in self.crashed and d not in self.decided)
         self.client.create_dispatch(new_spec(dispatch_id=d, idempotency_key=f"idem-{d}"))
         started = self.now - LEASE_MS
-        lease = self.client.start(self.client.lease(d, now_ms=started), now_ms=started)
+        client = self.client.at(started)
+        lease = client.start(client.lease(d))
         self.crashed[d] = lease.version
 
     @precondition(lambda self: self.crashed)
@@ -121,8 +122,8 @@ class LateEvidenceMachine(RuleBasedStateMachine):
         version = self.crashed.pop(d)
         request = ManualDecision(d, decision, f"m-{d}", version, "operator_checked")
         principal = Principal("alice", self.now, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid")
-        ManualResolutionService(self.store, signer=TEST_SIGNER).decide(
-            principal, request, now_ms=self.now
+        ManualResolutionService(self.store, signer=TEST_SIGNER).at(self.now).decide(
+            principal, request
         )
         self.decided[d] = decision.terminal_state.value
         # Never inspected (no finding overridden): a decision claiming an outcome is watched.

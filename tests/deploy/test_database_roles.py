@@ -133,7 +133,7 @@ def test_runtime_role_runs_full_resolver_cycles(role_db: RoleDatabase) -> None:
             # A stopping replica hands its page back: the release path, as the runtime role (a
             # claim and a release write through the role's own column grants; no commit runs).
             later = now + 10 * 60_000
-            stopping = reconciler.run_cycle(now_ms=later, should_stop=lambda: True)
+            stopping = reconciler.at(later).run_cycle(should_stop=lambda: True)
             assert (stopping.claimed, stopping.released) == (1, 1)
             snapshot = runtime_store.at(later).backlog_snapshot(100)
         finally:
@@ -287,7 +287,7 @@ def test_executor_role_may_not_move_the_protocol_clock(role_db: RoleDatabase) ->
         client = executor_client(executor_store)
         spec = client.create_dispatch(new_spec())
         with pytest.raises(InvalidDispatch, match="test clock"):
-            client.lease(spec.dispatch_id, now_ms=T0)
+            client.at(T0).lease(spec.dispatch_id)
         assert client.lease(spec.dispatch_id).attempt == 1
 
 
@@ -531,7 +531,7 @@ def test_retention_role_prunes_through_the_command_and_only_settled_dispatches(
         settled, still_open = crash(executor_store, 2, old)
         executor = executor_client(executor_store)
         done = Completion(Outcome.SUCCEEDED, "ok", f"m-{settled.dispatch_id}")
-        executor.complete(settled, done, now_ms=old + 100)
+        executor.at(old + 100).complete(settled, done)
     dry = resolver_cli(role_db.urls["resolver_retention"], "prune", "--older-than", "30d",
                        "--dry-run")  # fmt: skip
     assert dry.returncode == 0, dry.stderr

@@ -80,8 +80,8 @@ class World:
         """A dispatch past the start barrier whose lease ends at now_ms + EXEC_LEASE_MS."""
         spec = self.executor.create_dispatch(new_spec(action_type))
         self.specs[spec.dispatch_id] = spec
-        lease = self.executor.lease(spec.dispatch_id, now_ms=now_ms)
-        return self.executor.start(lease, now_ms=now_ms)
+        executor = self.executor.at(now_ms)
+        return executor.start(executor.lease(spec.dispatch_id))
 
     def crashed(self, count: int = 1, action_type: str = "test.action") -> list[ExecutionLease]:
         """Executions that crossed the barrier at T0 and whose executor then died."""

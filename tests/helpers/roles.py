@@ -116,10 +116,12 @@ def crash(store: Storage, count: int, now_ms: int | None = None) -> list[Executi
     through the protocol functions. Only the schema owner may move the clock: the executor
     role writes at the database's own time."""
     client = executor_client(store)
+    if now_ms is not None:
+        client = client.at(now_ms)
     leases = []
     for _ in range(count):
         spec = client.create_dispatch(new_spec())
-        leases.append(client.start(client.lease(spec.dispatch_id, now_ms=now_ms), now_ms=now_ms))
+        leases.append(client.start(client.lease(spec.dispatch_id)))
     return leases
 
 

@@ -39,8 +39,8 @@ def manual_items(world: World, store: Storage) -> list[tuple[str, int]]:
     """Three manual items in proj-1 and one in proj-2 (where alice holds no permission)."""
     leases = [world.started(now_ms=1_000_000) for _ in range(3)]
     spec = world.executor.create_dispatch(new_spec(project_id="proj-2"))
-    lease = world.executor.lease(spec.dispatch_id, now_ms=1_000_000)
-    leases.append(world.executor.start(lease, now_ms=1_000_000))
+    lease = world.executor.at(1_000_000).lease(spec.dispatch_id)
+    leases.append(world.executor.at(1_000_000).start(lease))
     reconciler(store, ScriptedProvider(fixed(FindingKind.UNSUPPORTED))).run_cycle()
     return [(x.dispatch_id, x.version) for x in leases]
 

@@ -38,7 +38,7 @@ def decided(world: World, store: Storage, sql: SQL) -> list[str]:
         decision = ManualDecision(
             lease.dispatch_id, Decision.CONFIRM_FAILED, f"op-{n}", lease.version, "checked"
         )
-        assert service.decide(ALICE, decision, now_ms=NOW) is ManualResult.COMMITTED
+        assert service.at(NOW).decide(ALICE, decision) is ManualResult.COMMITTED
         ids.append(lease.dispatch_id)
     return ids
 
@@ -142,7 +142,7 @@ def test_concurrent_decisions_form_one_unbroken_chain(
                 lease.version,
                 "concurrent",
             )
-            results.append(service.decide(ALICE, decision, now_ms=NOW))
+            results.append(service.at(NOW).decide(ALICE, decision))
 
     threads = [threading.Thread(target=decide, args=(i,)) for i in range(len(stores))]
     for t in threads:

@@ -231,8 +231,8 @@ def test_decisions_lookup_filters_and_total_match_the_open_lists(
     shells = [world.started("shell.exec", now_ms=1_000_000) for _ in range(2)]
     other = world.started(now_ms=1_000_000)
     hidden = world.executor.create_dispatch(new_spec(project_id="proj-2"))
-    hidden_lease = world.executor.start(
-        world.executor.lease(hidden.dispatch_id, now_ms=1_000_000), now_ms=1_000_000
+    hidden_lease = world.executor.at(1_000_000).start(
+        world.executor.at(1_000_000).lease(hidden.dispatch_id)
     )
     reconciler(store, ScriptedProvider(fixed(FindingKind.CONFLICT))).run_cycle()
     sql.all("INSERT INTO recovery_projects VALUES ('proj-2', 1)")

@@ -81,12 +81,10 @@ def site(store: Storage, sql: SQL, world: World, provider: Provider) -> Iterator
         spec = executor.create_dispatch(new_spec())
         world.specs[spec.dispatch_id] = spec
         started_ms = int(time.time() * 1000) + 1  # after the creation's own clock reading
-        lease = executor.lease(spec.dispatch_id, now_ms=started_ms)
-        leases.append(executor.start(lease, now_ms=started_ms))
+        lease = executor.at(started_ms).lease(spec.dispatch_id)
+        leases.append(executor.at(started_ms).start(lease))
     inspected_ms = started_ms + 10
-    reconciler(store, ScriptedProvider(fixed(FindingKind.UNSUPPORTED))).run_cycle(
-        now_ms=inspected_ms
-    )
+    reconciler(store, ScriptedProvider(fixed(FindingKind.UNSUPPORTED))).at(inspected_ms).run_cycle()
     verifier = TokenVerifier.from_jwks_url(
         JwksUrl(provider.jwks_uri), issuer=provider.issuer, audience=AUDIENCE
     )
@@ -453,7 +451,7 @@ def test_the_waiting_view_filters_looks_up_counts_and_pages_oldest_first_across_
     ):
         lease = world.started(now_ms=now - 5 * 3_600_000)
         finding[lease.dispatch_id] = FindingKind(kind)
-        reconciler(store, provider).run_cycle(now_ms=now - ago_min * 60_000)
+        reconciler(store, provider).at(now - ago_min * 60_000).run_cycle()
         waiting.append(lease.dispatch_id)
     spec = [world.specs[d] for d in waiting]
 
@@ -915,8 +913,8 @@ def test_link_outs_come_only_from_configured_templates_with_ids_url_encoded(
     site: Site, page: Any, world: World, store: Storage
 ) -> None:
     spec = world.executor.create_dispatch(new_spec(dispatch_id="run:42.a"))
-    lease = world.executor.lease(spec.dispatch_id, now_ms=int(time.time() * 1000) - 3_600_000)
-    world.executor.start(lease, now_ms=int(time.time() * 1000) - 3_600_000)
+    lease = world.executor.at(int(time.time() * 1000) - 3_600_000).lease(spec.dispatch_id)
+    world.executor.at(int(time.time() * 1000) - 3_600_000).start(lease)
     reconciler(store, ScriptedProvider(fixed(FindingKind.UNSUPPORTED))).run_cycle()
     page.goto(f"{site.url}#/dispatch/run:42.a")
     sign_in(page, "alice")

@@ -58,10 +58,10 @@ def forged_case(store: Storage, world: World) -> str:
     spec = executor.create_dispatch(new_spec("pay.charge", action_summary=CHARGE))
     world.specs[spec.dispatch_id] = spec
     started_ms = int(time.time() * 1000) + 1
-    executor.start(executor.lease(spec.dispatch_id, now_ms=started_ms), now_ms=started_ms)
-    reconciler(store, ScriptedProvider(forged_success), action_type="pay.charge").run_cycle(
-        now_ms=started_ms + 10
-    )
+    executor.at(started_ms).start(executor.at(started_ms).lease(spec.dispatch_id))
+    reconciler(store, ScriptedProvider(forged_success), action_type="pay.charge").at(
+        started_ms + 10
+    ).run_cycle()
     return spec.dispatch_id
 
 
@@ -167,8 +167,8 @@ def test_find_opens_an_automatically_settled_dispatch_by_its_idempotency_key_and
     executor = ExecutionClient(store, owner="executor-1", lease_seconds=0.001)
     spec = executor.create_dispatch(new_spec())
     started_ms = int(time.time() * 1000) + 1
-    executor.start(executor.lease(spec.dispatch_id, now_ms=started_ms), now_ms=started_ms)
-    reconciler(store, ScriptedProvider(verified)).run_cycle(now_ms=started_ms + 10)
+    executor.at(started_ms).start(executor.at(started_ms).lease(spec.dispatch_id))
+    reconciler(store, ScriptedProvider(verified)).at(started_ms + 10).run_cycle()
     assert store.find_dispatches("mallory", spec.idempotency_key) == []  # no project, no answer
     (found,) = store.find_dispatches("alice", spec.idempotency_key)
     assert (found.matched_by, found.closed_by) == ("idempotency_key", "automatic")
@@ -203,11 +203,11 @@ def lost_in(store: Storage, world: World, project_id: str, count: int) -> list[s
         spec = executor.create_dispatch(new_spec(project_id=project_id))
         world.specs[spec.dispatch_id] = spec
         started_ms = int(time.time() * 1000) + 1
-        executor.start(executor.lease(spec.dispatch_id, now_ms=started_ms), now_ms=started_ms)
+        executor.at(started_ms).start(executor.at(started_ms).lease(spec.dispatch_id))
         ids.append(spec.dispatch_id)
-    reconciler(store, ScriptedProvider(fixed(FindingKind.UNSUPPORTED))).run_cycle(
-        now_ms=int(time.time() * 1000) + 20
-    )
+    reconciler(store, ScriptedProvider(fixed(FindingKind.UNSUPPORTED))).at(
+        int(time.time() * 1000) + 20
+    ).run_cycle()
     return ids
 
 
@@ -387,10 +387,10 @@ def test_from_the_alert_s_console_link_to_a_correct_decision_in_four_interaction
     summary = ActionSummary.of("Charge 18.50 EUR", {"Amount": "18.50 EUR", "Order": "ord-112"})
     spec = executor.create_dispatch(new_spec("pay.charge", action_summary=summary))
     long_ago = int(time.time() * 1000) - 5 * 3600 * 1000
-    executor.start(executor.lease(spec.dispatch_id, now_ms=long_ago), now_ms=long_ago)
+    executor.at(long_ago).start(executor.at(long_ago).lease(spec.dispatch_id))
     reconciler(
         store, ScriptedProvider(fixed(FindingKind.UNSUPPORTED)), action_type="pay.charge"
-    ).run_cycle(now_ms=long_ago + 10)
+    ).at(long_ago + 10).run_cycle()
     # The alert's console_url (alerts.consoleUrl + the rule's view), the operator signed in.
     alert_link = f"{site.url}#/oldest?min_age_seconds=14400"
     page.goto(f"{site.url}#/queue")

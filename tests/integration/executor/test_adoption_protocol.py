@@ -44,7 +44,7 @@ def test_lease_on_a_dispatch_settled_by_a_resolution_is_not_leasable(
     (lease,) = world.crashed(1)
     resolver = reconciler(store, ScriptedProvider(verified))
     try:
-        assert resolver.run_cycle(now_ms=AFTER).accepted == {lease.dispatch_id}
+        assert resolver.at(AFTER).run_cycle().accepted == {lease.dispatch_id}
     finally:
         resolver.close()
     assert sql.resolutions(lease.dispatch_id)
@@ -177,9 +177,9 @@ def test_a_receipt_committing_after_its_lease_rolls_back_beside_a_human_decision
         with Storage(database_url) as own:
             try:
                 outcome.append(
-                    ManualResolutionService(own, signer=TEST_SIGNER).decide(
-                        alice, decision, now_ms=decided_at
-                    )
+                    ManualResolutionService(own, signer=TEST_SIGNER)
+                    .at(decided_at)
+                    .decide(alice, decision)
                 )
             except BaseException as exc:  # reported below, never swallowed
                 outcome.append(exc)

@@ -17,6 +17,7 @@ from resolver.executor import (
     PostgresStore,
 )
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, new_spec
+from tests.helpers.stores import Storage
 
 AFTER = T0 + EXEC_LEASE_MS
 
@@ -54,9 +55,17 @@ def test_the_client_runs_on_it_as_on_the_execution_port_store(
     old: PostgresStore, database_url: str
 ) -> None:
     spec = ExecutionClient(old, owner="exec-1").create_dispatch(new_spec())
-    lease = ExecutionClient(old, owner="exec-1").lease(spec.dispatch_id, now_ms=T0)
+    lease = ExecutionClient(old, owner="exec-1").at(T0).lease(spec.dispatch_id)
     with PostgresExecutionStore(PostgresHandle(database_url)) as new:
         assert new.at(T0).get_execution(spec.dispatch_id) == old.get_execution(
             spec.dispatch_id, now_ms=T0
         )
         assert new.get_execution(lease.dispatch_id) is not None
+
+
+def test_the_clients_clock_per_call_still_works_and_warns(store: Storage) -> None:
+    client = ExecutionClient(store, owner="exec-1", lease_seconds=30)
+    spec = client.create_dispatch(new_spec())
+    with pytest.warns(DeprecationWarning, match=r"client\.at\(now_ms\)"):
+        lease = client.lease(spec.dispatch_id, now_ms=T0)
+    assert lease.lease_expires_at_ms == T0 + 30_000

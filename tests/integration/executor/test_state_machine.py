@@ -37,7 +37,7 @@ def rejected(rule: str) -> Iterator[None]:
 
 def test_a_terminal_execution_never_changes(world: World, sql: SQL) -> None:
     lease = world.started()
-    world.executor.complete(lease, Completion(Outcome.SUCCEEDED, "ok", "m-1"), now_ms=T0 + 1)
+    world.executor.at(T0 + 1).complete(lease, Completion(Outcome.SUCCEEDED, "ok", "m-1"))
     for change in ("result_code = 'forged'", "state = 'failed', version = version + 1"):
         with rejected("a terminal execution never changes"):
             sql.all(
@@ -56,7 +56,7 @@ def test_executing_never_returns_to_leased_nor_skips_the_barrier(world: World, s
             lease.dispatch_id,
         )
     spec = world.executor.create_dispatch(new_spec())
-    world.executor.lease(spec.dispatch_id, now_ms=T0)
+    world.executor.at(T0).lease(spec.dispatch_id)
     with rejected("the start barrier cannot be skipped"):
         sql.all(
             "UPDATE approved_action_executions SET state = 'succeeded', version = version + 1,"
@@ -155,7 +155,7 @@ def _resolve_all(store: Storage, now_ms: int) -> set[str]:
         Runtime(rng=random.Random(1)),
     )
     try:
-        return set(reconciler.run_cycle(now_ms=now_ms).accepted)
+        return set(reconciler.at(now_ms).run_cycle().accepted)
     finally:
         reconciler.close()
 
@@ -199,7 +199,7 @@ def test_a_misbehaving_executor_never_gets_a_live_execution_resolved(
         move = rng.choice(("renew", "hand_renew", "hand_forget", "stretch", "cycle", "cycle"))
         if move == "renew":
             with suppress(FenceConflict, LeaseLost):
-                leases[dispatch_id] = world.executor.renew(leases[dispatch_id], now_ms=now)
+                leases[dispatch_id] = world.executor.at(now).renew(leases[dispatch_id])
         elif move in ("hand_renew", "hand_forget", "stretch"):
             _misbehave(sql, dispatch_id, move, now + rng.choice((-500, 500, 5_000)))
         else:

@@ -42,7 +42,7 @@ def test_completion_first_then_resolver_writes_nothing(
     (lease,) = world.crashed(1)
     item = _claim(store, lease)
     assert (
-        world.executor.complete(lease, _completion_matching(item), now_ms=AFTER + 1)
+        world.executor.at(AFTER + 1).complete(lease, _completion_matching(item))
         is CompletionResult.COMMITTED
     )
     assert not _resolve(store, item)
@@ -56,7 +56,7 @@ def test_resolution_first_then_exact_replay_is_idempotent(
     (lease,) = world.crashed(1)
     item = _claim(store, lease)
     assert _resolve(store, item)
-    result = world.executor.complete(lease, _completion_matching(item), now_ms=AFTER + 2)
+    result = world.executor.at(AFTER + 2).complete(lease, _completion_matching(item))
     assert result is CompletionResult.REPLAYED
     row = sql.execution(lease.dispatch_id)
     assert row["completion_mutation_id"] is None  # the replay changed nothing
@@ -80,7 +80,7 @@ def test_resolution_first_then_drifted_completion_conflicts(
     }[drift]
     before = sql.execution(lease.dispatch_id)
     with pytest.raises(FenceConflict, match="automatic resolution"):
-        world.executor.complete(lease, completion, now_ms=AFTER + 2)
+        world.executor.at(AFTER + 2).complete(lease, completion)
     assert sql.execution(lease.dispatch_id) == before
 
 
@@ -114,8 +114,8 @@ def test_concurrent_completion_and_resolution_have_exactly_one_winner(
             ) -> None:
                 go.wait()
                 try:
-                    executor.complete(
-                        lease, _completion_matching(item, Outcome.FAILED), now_ms=AFTER + 1
+                    executor.at(AFTER + 1).complete(
+                        lease, _completion_matching(item, Outcome.FAILED)
                     )
                     outcome["completion"] = "ok"
                 except FenceConflict:

@@ -55,12 +55,12 @@ def test_missing_package_install_reaches_the_queue_after_its_window_and_not_befo
     rec = _reconciler(
         store, {"pkg.install": {"provider": "package_install"}}, fixed(FindingKind.MISSING)
     )
-    assert rec.run_cycle(now_ms=AFTER).accepted == {lease.dispatch_id}
+    assert rec.at(AFTER).run_cycle().accepted == {lease.dispatch_id}
     first = sql.control(lease.dispatch_id)
     assert (first["status"], first["first_inspected_at_ms"]) == ("armed", AFTER)
 
     # One millisecond before the window, on the database clock: still waiting for evidence.
-    before = rec.run_cycle(now_ms=AFTER + WINDOW_MS - 1)
+    before = rec.at(AFTER + WINDOW_MS - 1).run_cycle()
     assert before.accepted == {lease.dispatch_id}
     control = sql.control(lease.dispatch_id)
     assert (control["status"], control["manual_reason"], control["manual_at_ms"]) == (
@@ -70,7 +70,7 @@ def test_missing_package_install_reaches_the_queue_after_its_window_and_not_befo
     )
 
     at = AFTER + WINDOW_MS + 8_000  # due again after the last backoff (at most 8 s)
-    assert rec.run_cycle(now_ms=at).accepted == {lease.dispatch_id}
+    assert rec.at(at).run_cycle().accepted == {lease.dispatch_id}
     control = sql.control(lease.dispatch_id)
     assert (control["status"], control["manual_reason"], control["manual_at_ms"]) == (
         "manual",
@@ -92,8 +92,8 @@ def test_internal_mutation_stays_recovery_required_however_long_evidence_is_miss
     rec = _reconciler(
         store, {"db.mutation": {"provider": "internal_mutation"}}, fixed(FindingKind.MISSING)
     )
-    rec.run_cycle(now_ms=AFTER)
-    rec.run_cycle(now_ms=AFTER + 30 * WINDOW_MS)
+    rec.at(AFTER).run_cycle()
+    rec.at(AFTER + 30 * WINDOW_MS).run_cycle()
     assert sql.control(lease.dispatch_id)["status"] == "armed"
 
 
@@ -113,11 +113,11 @@ def test_a_configured_ceiling_escalates_unavailable_and_null_disables_a_default(
         return Finding(FindingKind.MISSING)
 
     rec = _reconciler(store, config, answer)
-    rec.run_cycle(now_ms=AFTER)
-    report = rec.run_cycle(now_ms=AFTER + 60_000)
+    rec.at(AFTER).run_cycle()
+    report = rec.at(AFTER + 60_000).run_cycle()
     assert report.accepted == {flaky.dispatch_id, missing.dispatch_id}
     assert sql.control(flaky.dispatch_id)["manual_reason"] == ESCALATION_REASON
-    rec.run_cycle(now_ms=AFTER + 2 * WINDOW_MS)
+    rec.at(AFTER + 2 * WINDOW_MS).run_cycle()
     assert sql.control(missing.dispatch_id)["status"] == "armed"
 
 
@@ -139,7 +139,7 @@ def test_statistics_count_each_kind_and_keep_the_last_failure_class(
 
     rec = _reconciler(store, {"test.action": {"provider": "scripted"}}, answer)
     for step in range(4):
-        rec.run_cycle(now_ms=AFTER + step * 10_000)
+        rec.at(AFTER + step * 10_000).run_cycle()
     control = sql.control(lease.dispatch_id)
     assert control["finding_counts"] == {"unavailable": 2, "missing": 1, "conflict": 1}
     assert control["finding_count"] == 4

@@ -115,13 +115,13 @@ def test_a_locked_execution_fails_the_manual_decision_fast_and_typed(
     with operator_holds(database_url, (EXECUTIONS, lease.dispatch_id)):
         started = time.monotonic()
         with pytest.raises(LockTimeout):
-            service.decide(ALICE, decision(lease.dispatch_id, lease.version), now_ms=NOW)
+            service.at(NOW).decide(ALICE, decision(lease.dispatch_id, lease.version))
         waited = time.monotonic() - started
     assert waited < STATEMENT_TIMEOUT_MS / 1000, f"waited {waited:.2f}s for the lock"
     assert sql.resolutions(lease.dispatch_id) == []
     assert sql.execution(lease.dispatch_id)["state"] == "executing"
     # The operator's transaction ended: the same decision now commits.
-    service.decide(ALICE, decision(lease.dispatch_id, lease.version), now_ms=NOW)
+    service.at(NOW).decide(ALICE, decision(lease.dispatch_id, lease.version))
     assert sql.execution(lease.dispatch_id)["state"] == "failed"
 
 
@@ -133,8 +133,8 @@ def test_a_locked_execution_fails_the_executor_fast_and_typed(
     done = Completion(Outcome.SUCCEEDED, "ok", "done-1", sha256_hex("receipt"))
     with operator_holds(database_url, (EXECUTIONS, lease.dispatch_id)):
         for call in (
-            lambda: executor.renew(lease, now_ms=T0 + 1),
-            lambda: executor.complete(lease, done, now_ms=T0 + 1),
+            lambda: executor.at(T0 + 1).renew(lease),
+            lambda: executor.at(T0 + 1).complete(lease, done),
         ):
             started = time.monotonic()
             with pytest.raises(LockTimeout):
@@ -147,7 +147,7 @@ def test_a_locked_execution_fails_the_executor_fast_and_typed(
         lease.version,
         "armed",
     )
-    executor.complete(lease, done, now_ms=T0 + 1)
+    executor.at(T0 + 1).complete(lease, done)
     assert sql.execution(lease.dispatch_id)["state"] == "succeeded"
 
 
@@ -190,12 +190,12 @@ def test_a_statement_timeout_inside_the_manual_commit_writes_nothing(
         sleeping_trigger(database_url, "recovery_authorizations", 2.0),
         pytest.raises(StatementTimeout),
     ):
-        service.decide(ALICE, request, now_ms=NOW)
+        service.at(NOW).decide(ALICE, request)
     assert sql.resolutions(lease.dispatch_id) == []
     assert sql.all("SELECT * FROM recovery_authorizations") == []
     assert sql.execution(lease.dispatch_id)["state"] == "executing"
     # Retrying the same decision (same mutation id) is safe and now commits.
-    service.decide(ALICE, request, now_ms=NOW)
+    service.at(NOW).decide(ALICE, request)
     assert sql.execution(lease.dispatch_id)["state"] == "failed"
 
 

@@ -175,7 +175,7 @@ def test_every_provider_settles_its_dispatches_in_one_cycle(
     case("shell.exec", nothing, ("executing", "manual", "unsupported"))
     case("unmapped.type", nothing, ("executing", "manual", "unsupported"))
 
-    report = reconciler(store, registry).run_cycle(now_ms=AFTER)
+    report = reconciler(store, registry).at(AFTER).run_cycle()
 
     assert report.claimed == len(expected)
     actual = {d: settled(sql, d) for d in expected}
@@ -198,7 +198,7 @@ def test_missing_evidence_that_appears_later_settles_on_the_next_scan(
 ) -> None:
     lease = world.started("db.mutation")
     rec = reconciler(store, registry)
-    rec.run_cycle(now_ms=AFTER)
+    rec.at(AFTER).run_cycle()
     assert settled(sql, lease.dispatch_id) == ("executing", "armed", "missing")
     # The slow executor's mutation commits after all, receipt included.
     with psycopg.connect(database_url) as conn, conn.transaction():
@@ -206,7 +206,7 @@ def test_missing_evidence_that_appears_later_settles_on_the_next_scan(
             conn, lease, outcome=Outcome.SUCCEEDED, result_code="ok", receipt_id="r", keys=KEYS
         )
     due = sql.control(lease.dispatch_id)["next_scan_at_ms"]
-    assert rec.run_cycle(now_ms=due).accepted == {lease.dispatch_id}
+    assert rec.at(due).run_cycle().accepted == {lease.dispatch_id}
     assert settled(sql, lease.dispatch_id) == ("succeeded", "resolved", "verified_succeeded")
 
 
@@ -218,7 +218,7 @@ def test_source_down_moves_nothing(
     dead.open()
     try:
         registry = ProviderRegistry({"db.mutation": InternalMutationProvider(dead, KEYS, 2)})
-        reconciler(store, registry).run_cycle(now_ms=AFTER)
+        reconciler(store, registry).at(AFTER).run_cycle()
     finally:
         dead.close()
     assert settled(sql, lease.dispatch_id) == ("executing", "armed", "unavailable")
@@ -250,8 +250,8 @@ def test_sql_providers_answer_a_page_with_one_query(
             if provider_class is InternalMutationProvider
             else provider_class(db, 2)
         )
-        report = reconciler(store, ProviderRegistry({"db.mutation": provider})).run_cycle(
-            now_ms=AFTER
+        report = (
+            reconciler(store, ProviderRegistry({"db.mutation": provider})).at(AFTER).run_cycle()
         )
     finally:
         db.close()
@@ -272,7 +272,7 @@ def test_a_slow_receipt_times_out_alone_and_the_page_commits_the_rest(
     client = ReadOnlyHttpClient(receipt_server.base_url, timeout_seconds=0.5, max_body_bytes=8192)
     registry = ProviderRegistry({"payments.charge": HttpReceiptProvider(client, KEYS, 0.5)})
     try:
-        report = reconciler(store, registry).run_cycle(now_ms=AFTER)
+        report = reconciler(store, registry).at(AFTER).run_cycle()
     finally:
         registry.close()
     # The cycle returned while the slow request was still held by the server: it waited for
@@ -311,7 +311,7 @@ def test_a_page_provider_that_bounds_its_own_time_runs_on_the_cycle_thread(
     provider.threads = []
     if not bounded:
         provider.bounds_own_time = False  # type: ignore[misc]
-    report = reconciler(store, ProviderRegistry({"db.mutation": provider})).run_cycle(now_ms=AFTER)
+    report = reconciler(store, ProviderRegistry({"db.mutation": provider})).at(AFTER).run_cycle()
     assert report.claimed == 3
     on_cycle_thread = provider.threads == [threading.current_thread().name]
     assert on_cycle_thread is bounded
@@ -325,6 +325,6 @@ def test_a_failing_inline_page_provider_is_unavailable_and_the_page_commits(
     (lease,) = world.crashed(1, action_type="db.mutation")
     provider = ThreadNoting(readonly, KEYS, 2)
     provider.threads, provider.fail = [], True
-    report = reconciler(store, ProviderRegistry({"db.mutation": provider})).run_cycle(now_ms=AFTER)
+    report = reconciler(store, ProviderRegistry({"db.mutation": provider})).at(AFTER).run_cycle()
     assert report.accepted == {lease.dispatch_id}
     assert settled(sql, lease.dispatch_id) == ("executing", "armed", "unavailable")

@@ -101,7 +101,7 @@ def test_verified_success_commits_resolution_terminal_state_and_closed_control(
     world: World, store: Storage, sql: SQL
 ) -> None:
     (lease,) = world.crashed(1)
-    report = reconciler(store, ScriptedProvider(verified)).run_cycle(now_ms=AFTER)
+    report = reconciler(store, ScriptedProvider(verified)).at(AFTER).run_cycle()
     assert report.accepted == {lease.dispatch_id}
     row = sql.execution(lease.dispatch_id)
     assert (row["state"], row["version"], row["finished_at_ms"]) == (
@@ -127,7 +127,7 @@ def test_verified_success_commits_resolution_terminal_state_and_closed_control(
 
 def test_verified_failure_moves_to_failed(world: World, store: Storage, sql: SQL) -> None:
     (lease,) = world.crashed(1)
-    reconciler(store, ScriptedProvider(fixed(FindingKind.VERIFIED_FAILED))).run_cycle(now_ms=AFTER)
+    reconciler(store, ScriptedProvider(fixed(FindingKind.VERIFIED_FAILED))).at(AFTER).run_cycle()
     assert sql.execution(lease.dispatch_id)["state"] == "failed"
 
 
@@ -139,14 +139,14 @@ def test_non_terminal_findings_back_off_and_release(
 ) -> None:
     (lease,) = world.crashed(1)
     rec = reconciler(store, ScriptedProvider(fixed(kind)))
-    rec.run_cycle(now_ms=AFTER)
+    rec.at(AFTER).run_cycle()
     control = sql.control(lease.dispatch_id)
     assert control["status"] == "armed" and control["last_finding"] == kind.value
     assert control["finding_count"] == 1 and control["recovery_token"] is None
     assert AFTER + 500 <= control["next_scan_at_ms"] <= AFTER + 1_000  # base 1s, equal jitter
     assert sql.execution(lease.dispatch_id)["state"] == "executing"
-    assert rec.run_cycle(now_ms=AFTER + 499).claimed == 0
-    rec.run_cycle(now_ms=AFTER + 1_000)
+    assert rec.at(AFTER + 499).run_cycle().claimed == 0
+    rec.at(AFTER + 1_000).run_cycle()
     second = sql.control(lease.dispatch_id)
     assert second["finding_count"] == 2
     assert AFTER + 2_000 <= second["next_scan_at_ms"] <= AFTER + 3_000  # doubled
@@ -158,7 +158,7 @@ def test_conflict_and_unsupported_wait_for_a_human(
 ) -> None:
     (lease,) = world.crashed(1)
     rec = reconciler(store, ScriptedProvider(fixed(kind)))
-    rec.run_cycle(now_ms=AFTER)
+    rec.at(AFTER).run_cycle()
     control = sql.control(lease.dispatch_id)
     assert (control["status"], control["manual_at_ms"], control["last_finding"]) == (
         "manual",
@@ -167,14 +167,14 @@ def test_conflict_and_unsupported_wait_for_a_human(
     )
     row = sql.execution(lease.dispatch_id)
     assert row["state"] == "executing" and row["version"] == lease.version  # never auto-blocked
-    assert rec.run_cycle(now_ms=AFTER + 10**9).claimed == 0
+    assert rec.at(AFTER + 10**9).run_cycle().claimed == 0
 
 
 def test_action_type_without_provider_is_unsupported(
     world: World, store: Storage, sql: SQL
 ) -> None:
     (lease,) = world.crashed(1, action_type="unmapped.type")
-    report = reconciler(store, ScriptedProvider(verified)).run_cycle(now_ms=AFTER)
+    report = reconciler(store, ScriptedProvider(verified)).at(AFTER).run_cycle()
     assert report.findings == {FindingKind.UNSUPPORTED: 1}
     assert sql.control(lease.dispatch_id)["status"] == "manual"
 
@@ -184,7 +184,7 @@ def test_renew_revokes_the_recovery_lease_and_the_stale_commit_writes_nothing(
 ) -> None:
     (lease,) = world.crashed(1)
     (item,) = store.at(AFTER).claim_due_page("stale", 16, REC_LEASE_MS)
-    renewed = world.executor.renew(lease, now_ms=AFTER + 10)  # the executor was alive after all
+    renewed = world.executor.at(AFTER + 10).renew(lease)  # the executor was alive after all
     before = (sql.execution(lease.dispatch_id), sql.control(lease.dispatch_id))
     assert before[1]["recovery_token"] is None
     assert before[1]["next_scan_at_ms"] == renewed.lease_expires_at_ms
@@ -215,7 +215,7 @@ def test_reclaimed_item_rejects_the_first_resolvers_commit(
 def test_page_commit_is_all_or_nothing_per_dispatch(world: World, store: Storage, sql: SQL) -> None:
     leases = world.crashed(4)
     page = store.at(AFTER).claim_due_page("r", 16, REC_LEASE_MS)
-    world.executor.renew(leases[1], now_ms=AFTER + 1)  # revokes one item of the page
+    world.executor.at(AFTER + 1).renew(leases[1])  # revokes one item of the page
     outcomes = [ItemOutcome(i, verified(i.identity), 0, f"auto-{n}") for n, i in enumerate(page)]
     report = store.at(AFTER + 2).commit_outcomes(outcomes)
     assert report.rejected == {leases[1].dispatch_id}
@@ -228,9 +228,9 @@ def test_page_commit_is_all_or_nothing_per_dispatch(world: World, store: Storage
 
 def test_renew_rearms_a_manual_control(world: World, store: Storage, sql: SQL) -> None:
     (lease,) = world.crashed(1)
-    reconciler(store, ScriptedProvider(fixed(FindingKind.CONFLICT))).run_cycle(now_ms=AFTER)
+    reconciler(store, ScriptedProvider(fixed(FindingKind.CONFLICT))).at(AFTER).run_cycle()
     assert sql.control(lease.dispatch_id)["status"] == "manual"
-    renewed = world.executor.renew(lease, now_ms=AFTER + 5)
+    renewed = world.executor.at(AFTER + 5).renew(lease)
     control = sql.control(lease.dispatch_id)
     assert (control["status"], control["manual_at_ms"], control["next_scan_at_ms"]) == (
         "armed",
@@ -244,7 +244,7 @@ def test_stop_requested_after_claim_releases_the_page(
 ) -> None:
     (lease,) = world.crashed(1)
     provider = ScriptedProvider(verified)
-    report = reconciler(store, provider).run_cycle(now_ms=AFTER, should_stop=lambda: True)
+    report = reconciler(store, provider).at(AFTER).run_cycle(should_stop=lambda: True)
     assert report.released == 1 and provider.calls == []
     control = sql.control(lease.dispatch_id)
     assert control["recovery_token"] is None and control["next_scan_at_ms"] == AFTER
@@ -256,7 +256,7 @@ def test_provider_timeout_is_unavailable(world: World, store: Storage, sql: SQL)
     gate = threading.Event()
     provider = ScriptedProvider(verified, timeout_seconds=0.2, gate=gate)
     try:
-        report = reconciler(store, provider).run_cycle(now_ms=AFTER)
+        report = reconciler(store, provider).at(AFTER).run_cycle()
     finally:
         gate.set()
     assert report.findings == {FindingKind.UNAVAILABLE: 1}
@@ -269,7 +269,7 @@ def test_provider_exception_is_unavailable(world: World, store: Storage) -> None
     def boom(_identity):  # type: ignore[no-untyped-def]
         raise RuntimeError("provider bug")
 
-    report = reconciler(store, ScriptedProvider(boom)).run_cycle(now_ms=AFTER)
+    report = reconciler(store, ScriptedProvider(boom)).at(AFTER).run_cycle()
     assert report.findings == {FindingKind.UNAVAILABLE: 1}
 
 
@@ -351,7 +351,7 @@ def test_idle_cycle_writes_nothing(world: World, store: Storage, sql: SQL) -> No
     before = snapshot()
     rec = reconciler(store, ScriptedProvider(verified))
     for _ in range(5):
-        assert rec.run_cycle(now_ms=T0 + 1).claimed == 0
+        assert rec.at(T0 + 1).run_cycle().claimed == 0
     assert snapshot() == before
 
 

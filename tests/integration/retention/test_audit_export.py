@@ -36,8 +36,10 @@ def _decide(store: Storage, world: World, at_ms: int, n: int) -> str:
     principal = Principal(
         "alice", decided_at - 1_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid"
     )
-    result = ManualResolutionService(store, signer=TEST_SIGNER).decide(
-        principal, decision, now_ms=decided_at
+    result = (
+        ManualResolutionService(store, signer=TEST_SIGNER)
+        .at(decided_at)
+        .decide(principal, decision)
     )
     assert result is ManualResult.COMMITTED
     return lease.dispatch_id
@@ -57,7 +59,7 @@ def chain(world: World, store: Storage, sql: SQL) -> list[str]:
         ProviderRegistry({"test.action": ScriptedProvider(fixed(FindingKind.VERIFIED_SUCCEEDED))}),
         LateEvidenceSettings(owner="r1", page_size=1, pages_per_cycle=1),
     )
-    assert watcher.run_cycle(now_ms=old + EXEC_LEASE_MS + 61_000).records[0].contradicts
+    assert watcher.at(old + EXEC_LEASE_MS + 61_000).run_cycle().records[0].contradicts
     ids += [_decide(store, world, recent + n * 1_000, 3 + n) for n in range(2)]
     return ids
 

@@ -117,13 +117,13 @@ class Population:
     def started(self, name: str, at_ms: int, **spec: Any) -> Any:
         created = self.executor.create_dispatch(new_spec(**spec))
         self.ids[name] = created.dispatch_id
-        lease = self.executor.lease(created.dispatch_id, now_ms=at_ms)
-        return self.executor.start(lease, now_ms=at_ms)
+        lease = self.executor.at(at_ms).lease(created.dispatch_id)
+        return self.executor.at(at_ms).start(lease)
 
     def completed(self, name: str, at_ms: int, receipt: bool = False, **spec: Any) -> None:
         lease = self.started(name, at_ms, **spec)
         completion = Completion(Outcome.SUCCEEDED, "done", f"m-{lease.dispatch_id}")
-        self.executor.complete(lease, completion, now_ms=at_ms + 100)
+        self.executor.at(at_ms + 100).complete(lease, completion)
         if receipt:
             self.receipt(name)
 
@@ -182,7 +182,7 @@ class Population:
             Runtime(rng=random.Random(5)),
         )
         try:
-            reconciler.run_cycle(now_ms=at_ms)
+            reconciler.at(at_ms).run_cycle()
         finally:
             reconciler.close()
 
@@ -195,8 +195,8 @@ class Population:
         principal = Principal(
             "alice", at_ms - 1_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid"
         )
-        ManualResolutionService(self.store, signer=TEST_SIGNER).decide(
-            principal, decision, now_ms=at_ms
+        ManualResolutionService(self.store, signer=TEST_SIGNER).at(at_ms).decide(
+            principal, decision
         )
 
 
@@ -219,7 +219,7 @@ def population(store: Storage, sql: SQL) -> Population:
     pop.crashed("decided_old", old, FindingKind.CONFLICT)
     leased = pop.executor.create_dispatch(new_spec())  # leased, never started: stays
     pop.ids["leased_old"] = leased.dispatch_id
-    pop.executor.lease(leased.dispatch_id, now_ms=old)
+    pop.executor.at(old).lease(leased.dispatch_id)
     never = pop.executor.create_dispatch(new_spec())  # identity only: stays
     pop.ids["identity_only"] = never.dispatch_id
     pop.completed("completed_old", old, receipt=True)

@@ -41,7 +41,7 @@ def test_history_records_each_operation_with_its_fence(
         ReconcilerSettings(owner="replica-a", recovery_lease_ms=30_000),
         Runtime(rng=random.Random(1), subscribers=(HistoryEvents(history),)),
     )
-    rec.run_cycle(now_ms=AFTER)
+    rec.at(AFTER).run_cycle()
     history.close()
     lines = [json.loads(line) for line in (tmp_path / "h.jsonl").read_text().splitlines()]
     assert [(e["f"], e["type"]) for e in lines] == [

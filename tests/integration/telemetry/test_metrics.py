@@ -76,7 +76,7 @@ def test_a_cycle_counts_findings_resolutions_latencies_and_page_size(
         metrics,
     )
     try:
-        rec.run_cycle(now_ms=AFTER)
+        rec.at(AFTER).run_cycle()
     finally:
         rec.close()
 
@@ -133,7 +133,7 @@ def test_provider_timeout_is_counted_by_provider(
     slow = Named("slow_service", verified, timeout_seconds=0.2, gate=gate)
     rec = reconciler(store, {"test.action": slow}, metrics)
     try:
-        rec.run_cycle(now_ms=AFTER)
+        rec.at(AFTER).run_cycle()
     finally:
         gate.set()
         rec.close()
@@ -151,12 +151,12 @@ def test_a_stale_commit_counts_a_fence_rejection(
     (lease,) = world.crashed(1)
 
     def renew_then_verify(identity: DispatchIdentity) -> Finding:
-        world.executor.renew(lease, now_ms=AFTER + 1)  # the executor was alive: lease revoked
+        world.executor.at(AFTER + 1).renew(lease)  # the executor was alive: lease revoked
         return verified(identity)
 
     rec = reconciler(store, {"test.action": Named("p", renew_then_verify)}, metrics)
     try:
-        report = rec.run_cycle(now_ms=AFTER + 2)
+        report = rec.at(AFTER + 2).run_cycle()
     finally:
         rec.close()
     assert report.rejected == {lease.dispatch_id}
@@ -172,12 +172,12 @@ def test_a_revoked_lease_at_release_counts_a_fence_rejection(
     (lease,) = world.crashed(1)
 
     def stop_after_renew() -> bool:
-        world.executor.renew(lease, now_ms=AFTER + 1)  # revoked between claim and release
+        world.executor.at(AFTER + 1).renew(lease)  # revoked between claim and release
         return True
 
     rec = reconciler(store, {"test.action": Named("p", verified)}, metrics)
     try:
-        report = rec.run_cycle(now_ms=AFTER + 2, should_stop=stop_after_renew)
+        report = rec.at(AFTER + 2).run_cycle(should_stop=stop_after_renew)
     finally:
         rec.close()
     assert report.released == 0
@@ -207,7 +207,7 @@ def test_no_metric_carries_a_dispatch_id(
     leases = world.crashed(3)
     rec = reconciler(store, {"test.action": Named("p", fixed(FindingKind.CONFLICT))}, metrics)
     try:
-        rec.run_cycle(now_ms=AFTER)
+        rec.at(AFTER).run_cycle()
     finally:
         rec.close()
     registry.register(BacklogCollector(store))
@@ -334,7 +334,7 @@ def test_the_provider_label_is_the_configured_provider_name(
         Runtime(subscribers=build_telemetry(metrics=metrics).subscribers),
     )
     try:
-        rec.run_cycle(now_ms=AFTER)
+        rec.at(AFTER).run_cycle()
     finally:
         rec.close()
     found = "resolver_findings_total"

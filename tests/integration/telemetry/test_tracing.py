@@ -60,7 +60,7 @@ def test_a_cycle_is_one_trace_with_claim_inspect_and_commit_children(
     leases = world.crashed(2)
     rec = reconciler(store, ScriptedProvider(verified), tracer)
     try:
-        rec.run_cycle(now_ms=AFTER)
+        rec.at(AFTER).run_cycle()
     finally:
         rec.close()
     spans = exporter.get_finished_spans()
@@ -105,7 +105,7 @@ def test_a_timed_out_inspection_is_marked_on_its_span(
     gate = threading.Event()
     rec = reconciler(store, ScriptedProvider(verified, timeout_seconds=0.1, gate=gate), tracer)
     try:
-        rec.run_cycle(now_ms=AFTER)
+        rec.at(AFTER).run_cycle()
     finally:
         gate.set()
         rec.close()
@@ -256,7 +256,7 @@ def test_spans_are_exported_over_otlp_when_configured(
     assert tracing.enabled
     rec = reconciler(store, ScriptedProvider(verified), tracing.tracer)
     try:
-        rec.run_cycle(now_ms=AFTER)
+        rec.at(AFTER).run_cycle()
     finally:
         rec.close()
         tracing.shutdown()  # flushes the batch processor: the export happens here
