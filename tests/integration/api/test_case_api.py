@@ -9,11 +9,11 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from resolver.core.domain import FindingKind
-from resolver.db.repository import PostgresStore
 from tests.helpers.api import auth, body
 from tests.helpers.database import SQL, World, new_spec
 from tests.helpers.oidc import token
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler
+from tests.helpers.stores import Storage
 from tests.integration.api.test_api import api
 
 __all__ = ["api"]
@@ -150,7 +150,7 @@ def test_supersession_across_projects_names_only_what_the_caller_may_read(
 
 
 def test_queue_items_carry_lookup_fields_and_filters_narrow_them(
-    api: httpx.Client, world: World, store: PostgresStore, signing_key: rsa.RSAPrivateKey
+    api: httpx.Client, world: World, store: Storage, signing_key: rsa.RSAPrivateKey
 ) -> None:
     leases = [world.started(now_ms=1_000_000) for _ in range(3)]
     reconciler(store, ScriptedProvider(fixed(FindingKind.CONFLICT))).run_cycle()
@@ -181,7 +181,7 @@ def test_queue_items_carry_lookup_fields_and_filters_narrow_them(
 
 
 def test_waiting_lists_armed_cases_inspected_at_least_once(
-    api: httpx.Client, world: World, store: PostgresStore, signing_key: rsa.RSAPrivateKey
+    api: httpx.Client, world: World, store: Storage, signing_key: rsa.RSAPrivateKey
 ) -> None:
     never = world.started(now_ms=1_000_000)  # leased and crashed, but not inspected yet
     page = get(api, signing_key, "/v1/waiting").json()
@@ -224,15 +224,15 @@ def test_decisions_list_who_how_and_what_was_overridden(
 
 
 def test_decisions_lookup_filters_and_total_match_the_open_lists(
-    api: httpx.Client, world: World, store: PostgresStore, signing_key: rsa.RSAPrivateKey, sql: SQL
+    api: httpx.Client, world: World, store: Storage, signing_key: rsa.RSAPrivateKey, sql: SQL
 ) -> None:
     # Three decisions alice may read (two shell.exec cases the provider does not support, one
     # test.action conflict) and one in proj-2, decided by carol, that alice may not read.
     shells = [world.started("shell.exec", now_ms=1_000_000) for _ in range(2)]
     other = world.started(now_ms=1_000_000)
     hidden = world.executor.create_dispatch(new_spec(project_id="proj-2"))
-    hidden_lease = world.executor.start(
-        world.executor.lease(hidden.dispatch_id, now_ms=1_000_000), now_ms=1_000_000
+    hidden_lease = world.executor.at(1_000_000).start(
+        world.executor.at(1_000_000).lease(hidden.dispatch_id)
     )
     reconciler(store, ScriptedProvider(fixed(FindingKind.CONFLICT))).run_cycle()
     sql.all("INSERT INTO recovery_projects VALUES ('proj-2', 1)")
