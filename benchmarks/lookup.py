@@ -28,7 +28,7 @@ from benchmarks import seed
 from benchmarks.phases import connect, percentile, vacuum
 from benchmarks.server import Databases, open_server
 from resolver.core.domain import CaseFilter, CaseList, DecisionFilter
-from resolver.db.repository import PostgresStore
+from resolver.db.store import PostgresCaseReader, PostgresHandle
 from resolver.human.api.cases import TOTAL_CAP
 
 USER = "bench-operator"
@@ -72,7 +72,9 @@ def _seed(url: str, args: argparse.Namespace) -> dict[str, float]:
     return took
 
 
-def _reads(store: PostgresStore, rng: random.Random, settled: int) -> dict[str, Callable[[], Any]]:
+def _reads(
+    store: PostgresCaseReader, rng: random.Random, settled: int
+) -> dict[str, Callable[[], Any]]:
     def settled_id() -> str:
         return f"h-{rng.randint(1, settled):09d}"
 
@@ -122,7 +124,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             seeding = _seed(url, args)
             _grant(url)
             vacuum(url, checkpoint=True)
-            with PostgresStore(url) as store:
+            with PostgresCaseReader(PostgresHandle(url)) as store:
                 reads = _reads(store, random.Random(args.seed), args.settled)
                 _measure(reads, max(1, args.samples // 10))  # warm the pool and the caches
                 figures = _measure(reads, args.samples)

@@ -29,8 +29,9 @@ from psycopg.rows import dict_row
 from benchmarks import bare, seed, sql
 from benchmarks.server import Databases, open_server
 from resolver.core.domain import Finding, FindingKind, ItemOutcome
-from resolver.db.repository import PostgresStore, page_items
 from resolver.db.statements import claim_statement, statement
+from resolver.db.store import PostgresHandle, PostgresRecoveryStore
+from resolver.db.store.rows import page_items
 
 LEASE_MS = 60_000
 HOT_TABLES = (
@@ -109,7 +110,7 @@ def resolve_with_store(url: str, page_size: int) -> int:
     """Every due control through the resolver's own claim and page commit."""
     resolved = 0
     verified = Finding(FindingKind.VERIFIED_SUCCEEDED, "ab" * 32, "ok")
-    with PostgresStore(url, max_connections=1) as store:
+    with PostgresRecoveryStore(PostgresHandle(url, max_connections=1)) as store:
         while items := store.claim_due_page("writes", page_size, LEASE_MS):
             page_id = uuid.uuid4().hex
             outcomes = [
@@ -188,7 +189,7 @@ def explain_one_page(url: str, count: int, page_size: int) -> None:
             conn.execute("SELECT set_config(%s, %s, false)", (setting, value))
         conn.execute("LOAD 'auto_explain'")
         verified = Finding(FindingKind.VERIFIED_SUCCEEDED, "ab" * 32, "ok")
-        with PostgresStore(url, max_connections=1) as store:
+        with PostgresRecoveryStore(PostgresHandle(url, max_connections=1)) as store:
             for explained in (False, True):
                 items = store.claim_due_page("explain", page_size, LEASE_MS)
                 outcomes = [

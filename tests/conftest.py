@@ -10,10 +10,10 @@ import structlog
 from psycopg.rows import dict_row
 
 from resolver.db.readonly import ReadOnlyDatabase
-from resolver.db.repository import PostgresStore
 from resolver.executor.client import ExecutionClient
 from tests.helpers.database import EXEC_LEASE_MS, SQL, World
 from tests.helpers.postgres import DatabaseFactory, test_server
+from tests.helpers.stores import Storage
 
 # The provider contract kit, used the way a provider author would: as a pytest plugin.
 pytest_plugins = ["resolver.evidence.contract"]
@@ -100,8 +100,8 @@ def database_url(databases: DatabaseFactory) -> Iterator[str]:
 
 
 @pytest.fixture
-def store(database_url: str) -> Iterator[PostgresStore]:
-    with PostgresStore(database_url, max_connections=8) as s:
+def store(database_url: str) -> Iterator[Storage]:
+    with Storage(database_url, max_connections=8) as s:
         yield s
 
 
@@ -121,7 +121,7 @@ def sql(database_url: str) -> Iterator[SQL]:
 
 
 @pytest.fixture
-def world(store: PostgresStore) -> World:
+def world(store: Storage) -> World:
     return World(
         store, ExecutionClient(store, owner="executor-1", lease_seconds=EXEC_LEASE_MS / 1000)
     )

@@ -276,10 +276,10 @@ def audit_verify_cmd(
     store = open_store(settings)
     try:
         try:
-            exported, problems = recorded_exports(store, exports)
+            exported, problems = recorded_exports(store.audit, exports)
         except (ExportUnreadable, OSError) as exc:
             raise click.BadParameter(str(exc), param_hint="--export") from None
-        report = verify_chain(store, exported=exported, public_keys=keys, anchor=anchored)
+        report = verify_chain(store.audit, exported=exported, public_keys=keys, anchor=anchored)
     finally:
         store.close()
     if report.broken is not None:
@@ -325,7 +325,7 @@ def status_cmd(as_json: bool) -> None:
     )
     store = open_store(settings)
     try:
-        snapshot = store.backlog_snapshot(DEFAULT_COUNT_CAP)
+        snapshot = store.backlog.backlog_snapshot(DEFAULT_COUNT_CAP)
     finally:
         store.close()
     click.echo(

@@ -22,14 +22,15 @@ from resolver.core.errors import ConfigError
 from resolver.core.events import CycleEvents
 from resolver.core.late_evidence import LateEvidenceSettings, LateEvidenceWatcher
 from resolver.core.liveness import Probe, liveness_bound_seconds
+from resolver.core.ports import BacklogReader
 from resolver.core.provider import ProviderRegistry, build_registry, installed_entry_points
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.replica import LoopSettings, Replica
 from resolver.core.runtime import Runtime
 from resolver.db import migrate
 from resolver.db.connect import Pooler
-from resolver.db.repository import PostgresStore
 from resolver.db.retention import PostgresRetention
+from resolver.db.store import PostgresHandle, Stores
 from resolver.telemetry import jsonlogs
 from resolver.telemetry.api_metrics import ApiMetrics
 from resolver.telemetry.health import ProviderHealth, ReadinessCheck
@@ -72,8 +73,9 @@ def migration_policy(settings: Settings) -> migrate.MigrationPolicy:
     )
 
 
-def open_store(settings: Settings) -> PostgresStore:
-    store = PostgresStore(
+def open_store(settings: Settings) -> Stores:
+    """One handle on the database for this process, and each port's store on it."""
+    handle = PostgresHandle(
         settings.require_database_url(),
         max_connections=settings.max_connections,
         connect_timeout_seconds=settings.connect_timeout_seconds,
@@ -82,8 +84,8 @@ def open_store(settings: Settings) -> PostgresStore:
         application_name=f"resolver:{settings.replica_id}"[:63],
         pooler=settings.database_pooler,
     )
-    store.open()
-    return store
+    handle.open()
+    return Stores.over(handle)
 
 
 def open_retention(settings: Settings) -> PostgresRetention:
@@ -136,7 +138,7 @@ def _records(tracer: Tracer) -> bool:
     return not isinstance(tracer, NoOpTracer)
 
 
-class ReplicaService(Replica[PostgresStore]):
+class ReplicaService(Replica[Stores]):
     """A replica as `resolver run` wires it: the loop, and the telemetry its endpoints read."""
 
     def __init__(self, *args: Any, telemetry: Telemetry, **kwargs: Any) -> None:
@@ -152,14 +154,15 @@ def _process_metrics(registry: CollectorRegistry) -> None:
 
 
 def build_metrics(
-    settings: Settings, store: PostgresStore, registry: CollectorRegistry
+    settings: Settings, store: Stores, registry: CollectorRegistry
 ) -> ResolverMetrics:
     """Every metric on `registry` (never the process-global one): tests pass a fresh one."""
     _process_metrics(registry)
     register_build_info(registry, migrate.head_revision())
     register_liveness_bound(registry, liveness_bound(settings))
-    registry.register(BacklogCollector(store, ttl_seconds=settings.metrics_cache_seconds))
-    registry.register(PruneCollector(store, ttl_seconds=settings.metrics_cache_seconds))
+    backlog = store.backlog
+    registry.register(BacklogCollector(backlog, ttl_seconds=settings.metrics_cache_seconds))
+    registry.register(PruneCollector(backlog, ttl_seconds=settings.metrics_cache_seconds))
     return ResolverMetrics(registry)
 
 
@@ -207,7 +210,7 @@ def build_replica(
         subscribers=(*telemetry.subscribers, *installed_subscribers(settings), *subscribers),
     )
     reconciler = Reconciler(
-        store,
+        store.recovery,
         registry,
         ReconcilerSettings(
             owner=settings.replica_id,
@@ -222,7 +225,7 @@ def build_replica(
         runtime,
     )
     late_evidence = LateEvidenceWatcher(
-        store,
+        store.late_evidence,
         registry,
         LateEvidenceSettings(
             owner=settings.replica_id,
@@ -266,7 +269,7 @@ def serve_endpoints(replica: ReplicaService, settings: Settings) -> Observabilit
     metrics = replica.telemetry.metrics
     registry = metrics.registry if metrics is not None else CollectorRegistry()
     readiness = readiness_check(
-        replica.store,
+        replica.store.backlog,
         settings.require_database_url(),
         settings.connect_timeout_seconds,
         providers=replica.telemetry.provider_health.report,
@@ -278,7 +281,7 @@ def serve_endpoints(replica: ReplicaService, settings: Settings) -> Observabilit
 
 
 def readiness_check(
-    store: PostgresStore,
+    store: BacklogReader,
     url: str,
     connect_timeout_seconds: float = migrate.DEFAULT_CONNECT_TIMEOUT_SECONDS,
     *,
@@ -343,7 +346,7 @@ class ApiProcess:
     """`resolver api` composed: the ASGI app, its store and its own metrics endpoints."""
 
     app: FastAPI
-    store: PostgresStore
+    store: Stores
     metrics_registry: CollectorRegistry
     endpoints: ObservabilityServer | None = None
 
@@ -375,13 +378,13 @@ def build_api(
     # Not resolver_build_info: the worker alerts read that one as "a replica is up".
     register_build_info(registry, migrate.head_revision(), name="api_build")
     readiness = readiness_check(
-        store, url, settings.connect_timeout_seconds, pooler=settings.database_pooler
+        store.backlog, url, settings.connect_timeout_seconds, pooler=settings.database_pooler
     )
     app = create_app(
-        store,
+        store.human,
         verifier,
         service=ManualResolutionService(
-            store, signer=signer, proposal_ttl_ms=settings.proposal_ttl_seconds * 1000
+            store.human, signer=signer, proposal_ttl_ms=settings.proposal_ttl_seconds * 1000
         ),
         limiter=RateLimiter(settings.api_decisions_per_minute),
         observer=ApiMetrics(registry),

@@ -842,6 +842,25 @@ class SignedFact(msgspec.Struct, frozen=True):
     signature: str
 
 
+class Authority(msgspec.Struct, frozen=True):
+    """Who acts, on what standing: the person, the project of the dispatch, and their grant
+    there as read; a fenced human write checks each again inside the database."""
+
+    principal: Principal
+    project_id: str
+    grant: Grant
+
+
+class DecisionLimits(msgspec.Struct, frozen=True):
+    """The service's limits a fenced human write is held to: how old the strong sign-in may
+    be, the leeway for a sign-in time ahead of the database clock, and how long a proposal
+    stays open."""
+
+    max_auth_age_ms: int
+    clock_leeway_ms: int
+    proposal_ttl_ms: int
+
+
 class ManualDecision(msgspec.Struct, frozen=True):
     dispatch_id: str
     decision: Decision
@@ -871,6 +890,15 @@ class ProposalAction(StrEnum):
 
     WITHDRAW = "withdraw"
     REJECT = "reject"
+
+
+class ProposalClose(msgspec.Struct, frozen=True):
+    """Withdraw (the proposer) or reject (anyone else) the open proposal on a dispatch."""
+
+    dispatch_id: str
+    action: ProposalAction
+    mutation_id: str
+    reason_code: str
 
 
 class ProposalResult(StrEnum):

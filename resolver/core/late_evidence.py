@@ -13,6 +13,7 @@ often than its cadence, and costs the automatic path nothing but one clock read 
 
 from __future__ import annotations
 
+import copy
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -76,6 +77,14 @@ class LateCycleReport(msgspec.Struct, frozen=True):
     records: tuple[LateRecord, ...] = ()
 
 
+class _Schedule:
+    """When the next cycle is due on the runtime's clock; one per watcher, shared by its
+    views (`at`)."""
+
+    def __init__(self) -> None:
+        self.next_at: float | None = None
+
+
 class LateEvidenceWatcher:
     """Claims due watches, asks their providers, records the findings, fenced."""
 
@@ -92,40 +101,46 @@ class LateEvidenceWatcher:
         self._settings = settings
         self._clock = runtime.clock
         self._events = runtime.events
-        self._next_at: float | None = None
+        self._schedule = _Schedule()
         # A small pool of its own: a slow provider here never takes a reconciler thread.
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="late-evidence")
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def run_if_due(self, now_ms: int | None = None) -> LateCycleReport | None:
-        """One cycle if the cadence has passed on the runtime's clock since the last one (the
-        first runs at once); `now_ms` overrides the database clock (tests)."""
-        now = self._clock()
-        if self._next_at is not None and now < self._next_at:
-            return None
-        self._next_at = now + self._settings.cadence_ms / 1000
-        return self.run_cycle(now_ms)
+    def at(self, now_ms: int) -> LateEvidenceWatcher:
+        """This watcher with its store at `now_ms` (tests drive the database clock): the same
+        providers, threads, events and cadence."""
+        view = copy.copy(self)
+        view._store = self._store.at(now_ms)
+        return view
 
-    def run_cycle(self, now_ms: int | None = None) -> LateCycleReport:
+    def run_if_due(self) -> LateCycleReport | None:
+        """One cycle if the cadence has passed on the runtime's clock since the last one (the
+        first runs at once)."""
+        now = self._clock()
+        next_at = self._schedule.next_at
+        if next_at is not None and now < next_at:
+            return None
+        self._schedule.next_at = now + self._settings.cadence_ms / 1000
+        return self.run_cycle()
+
+    def run_cycle(self) -> LateCycleReport:
         """Close what elapsed, then look at due watches, page after full page (bounded)."""
-        s = self._settings
-        expired = self._store.expire_late_watches(s.window_ms, s.expire_limit, now_ms)
+        s, store = self._settings, self._store
+        expired = store.expire_late_watches(s.window_ms, s.expire_limit)
         claimed, records = 0, []
         for _ in range(s.pages_per_cycle if s.window_ms > 0 else 0):
-            page = self._page(now_ms)
+            page = self._page()
             claimed += len(page[0])
             records.extend(page[1])
             if len(page[0]) < s.page_size:
                 break
         return LateCycleReport(expired, claimed, tuple(records))
 
-    def _page(self, now_ms: int | None) -> tuple[list[LateWatch], list[LateRecord]]:
-        s = self._settings
-        watches = self._store.claim_late_watches(
-            s.owner, s.page_size, s.lease_ms, s.window_ms, now_ms
-        )
+    def _page(self) -> tuple[list[LateWatch], list[LateRecord]]:
+        s, store = self._settings, self._store
+        watches = store.claim_late_watches(s.owner, s.page_size, s.lease_ms, s.window_ms)
         if not watches:
             return [], []
         findings = self._inspect(watches)
@@ -139,7 +154,7 @@ class LateEvidenceWatcher:
             )
             for n, w in enumerate(watches)
         ]
-        records = self._store.record_late_observations(s.owner, observations, s.window_ms, now_ms)
+        records = store.record_late_observations(s.owner, observations, s.window_ms)
         self._events.late_evidence(records)
         return watches, records
 

@@ -6,10 +6,11 @@ Protocols only: the values they take and return live in `resolver.core.domain`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, Self
 
 from resolver.core.domain import (
     AuditLink,
+    Authority,
     BacklogSnapshot,
     Case,
     CaseFilter,
@@ -19,6 +20,7 @@ from resolver.core.domain import (
     CommitReport,
     Completion,
     DecisionFilter,
+    DecisionLimits,
     DecisionRecord,
     DispatchSpec,
     ExecutionLease,
@@ -33,30 +35,33 @@ from resolver.core.domain import (
     ManualDecision,
     ManualQueueItem,
     OpenProposal,
-    Principal,
-    ProposalAction,
+    ProposalClose,
     PruneRunRecord,
     SignedFact,
 )
 
 
-class RecoveryStore(Protocol):
+class ClockOverride(Protocol):
+    """A store whose calls can run at another time than the database's."""
+
+    def at(self, now_ms: int) -> Self:
+        """This store with its calls at `now_ms` in place of the database clock: set once
+        for the calls it makes (tests and tools, as the table owner; a pod role's override is
+        refused, and production never sets one)."""
+        ...
+
+
+class RecoveryStore(ClockOverride, Protocol):
     """What the reconciler and worker need from storage."""
 
-    def claim_due_page(
-        self, owner: str, page_size: int, lease_ms: int, now_ms: int | None = None
-    ) -> list[ClaimedItem]: ...
+    def claim_due_page(self, owner: str, page_size: int, lease_ms: int) -> list[ClaimedItem]: ...
 
-    def commit_outcomes(
-        self, outcomes: Sequence[ItemOutcome], now_ms: int | None = None
-    ) -> CommitReport: ...
+    def commit_outcomes(self, outcomes: Sequence[ItemOutcome]) -> CommitReport: ...
 
-    def release_recovery_leases(
-        self, items: Sequence[ClaimedItem], now_ms: int | None = None
-    ) -> int: ...
+    def release_recovery_leases(self, items: Sequence[ClaimedItem]) -> int: ...
 
 
-class ExecutionStore(Protocol):
+class ExecutionStore(ClockOverride, Protocol):
     """What the executor API needs from storage: one call per protocol function.
 
     Every transition raises its typed refusal (`FenceConflict`, `LeaseLost`, `NotLeasable`,
@@ -67,82 +72,51 @@ class ExecutionStore(Protocol):
         """True if recorded now, False for an exact re-create."""
         ...
 
-    def lease_execution(
-        self, dispatch_id: str, owner: str, lease_ms: int, now_ms: int | None = None
-    ) -> ExecutionLease: ...
+    def lease_execution(self, dispatch_id: str, owner: str, lease_ms: int) -> ExecutionLease: ...
 
-    def start_execution(
-        self, lease: ExecutionLease, lease_ms: int, now_ms: int | None = None
-    ) -> ExecutionLease: ...
+    def start_execution(self, lease: ExecutionLease, lease_ms: int) -> ExecutionLease: ...
 
-    def renew_execution(
-        self, lease: ExecutionLease, lease_ms: int, now_ms: int | None = None
-    ) -> ExecutionLease: ...
+    def renew_execution(self, lease: ExecutionLease, lease_ms: int) -> ExecutionLease: ...
 
-    def complete_execution(
-        self, lease: ExecutionLease, completion: Completion, now_ms: int | None = None
-    ) -> bool:
+    def complete_execution(self, lease: ExecutionLease, completion: Completion) -> bool:
         """True if this call committed the terminal state, False for an exact replay."""
         ...
 
-    def get_execution(
-        self, dispatch_id: str, now_ms: int | None = None
-    ) -> ExecutionView | None: ...
+    def get_execution(self, dispatch_id: str) -> ExecutionView | None: ...
 
 
-class ManualStore(Protocol):
+class ManualStore(ClockOverride, Protocol):
     """What the manual-resolution service needs from storage."""
 
     def find_grant(self, project_id: str, user_id: str) -> Grant | None: ...
 
-    def manual_context(
-        self, dispatch_id: str, mutation_id: str, now_ms: int | None = None
-    ) -> ManualContext | None: ...
+    def manual_context(self, dispatch_id: str, mutation_id: str) -> ManualContext | None: ...
 
     def commit_manual(
         self,
-        principal: Principal,
+        authority: Authority,
         decision: ManualDecision,
-        project_id: str,
-        grant: Grant,
         fact: SignedFact,
-        *,
-        max_auth_age_ms: int,
-        clock_leeway_ms: int,
-        proposal_ttl_ms: int,
-        now_ms: int | None = None,
+        limits: DecisionLimits,
     ) -> str | None:
         """What the fenced commit did (`committed`, `proposed`, ... see queries.sql
         manual_commit), or None when a fence held and nothing was written."""
         ...
 
     def close_proposal(
-        self,
-        principal: Principal,
-        dispatch_id: str,
-        action: ProposalAction,
-        mutation_id: str,
-        reason_code: str,
-        project_id: str,
-        grant: Grant,
-        *,
-        max_auth_age_ms: int,
-        clock_leeway_ms: int,
-        now_ms: int | None = None,
+        self, authority: Authority, close: ProposalClose, limits: DecisionLimits
     ) -> str | None:
         """The proposal close's answer (queries.sql proposal_close), None on a grant fence."""
         ...
 
-    def open_proposal(self, dispatch_id: str, now_ms: int | None = None) -> OpenProposal | None: ...
+    def open_proposal(self, dispatch_id: str) -> OpenProposal | None: ...
 
 
-class CaseReader(Protocol):
+class CaseReader(ClockOverride, Protocol):
     """What the read routes need: cases, lists and decisions, scoped to what the user may read
     (`approval.recover` or `approval.recover.read` on the project)."""
 
-    def get_case(
-        self, user_id: str, dispatch_id: str, now_ms: int | None = None
-    ) -> Case | None: ...
+    def get_case(self, user_id: str, dispatch_id: str) -> Case | None: ...
 
     def list_cases(
         self,
@@ -151,7 +125,6 @@ class CaseReader(Protocol):
         limit: int,
         after: tuple[int, str] | None = None,
         filters: CaseFilter = ...,
-        now_ms: int | None = None,
         sort: CaseSort = ...,
         after_key: str = "",
     ) -> list[ManualQueueItem]: ...
@@ -162,7 +135,6 @@ class CaseReader(Protocol):
         which: CaseList,
         filters: CaseFilter,
         count_cap: int,
-        now_ms: int | None = None,
     ) -> int: ...
 
     def list_decisions(
@@ -183,14 +155,13 @@ class CaseReader(Protocol):
         which: CaseList,
         filters: CaseFilter,
         count_cap: int,
-        now_ms: int | None = None,
     ) -> dict[str, dict[str, int]]: ...
 
 
-class BacklogReader(Protocol):
+class BacklogReader(ClockOverride, Protocol):
     """What the metrics and readiness endpoints need from storage: bounded reads only."""
 
-    def backlog_snapshot(self, count_cap: int, now_ms: int | None = None) -> BacklogSnapshot: ...
+    def backlog_snapshot(self, count_cap: int) -> BacklogSnapshot: ...
 
     def ping(self) -> None: ...
 
@@ -213,12 +184,12 @@ class AuditReader(Protocol):
     def audit_prune_run(self, export_digest: str) -> PruneRunRecord | None: ...
 
 
-class LateEvidenceStore(Protocol):
+class LateEvidenceStore(ClockOverride, Protocol):
     """What the late-evidence watcher needs: claim due watches, record what was found, close
     the watches whose window elapsed. Every call is one statement on the database clock."""
 
     def claim_late_watches(
-        self, owner: str, limit: int, lease_ms: int, window_ms: int, now_ms: int | None = None
+        self, owner: str, limit: int, lease_ms: int, window_ms: int
     ) -> list[LateWatch]: ...
 
     def record_late_observations(
@@ -226,7 +197,6 @@ class LateEvidenceStore(Protocol):
         owner: str,
         observations: Sequence[LateObservation],
         window_ms: int,
-        now_ms: int | None = None,
     ) -> list[LateRecord]: ...
 
-    def expire_late_watches(self, window_ms: int, limit: int, now_ms: int | None = None) -> int: ...
+    def expire_late_watches(self, window_ms: int, limit: int) -> int: ...

@@ -6,6 +6,7 @@ runtime bundle (`resolver.core.events`), whose subscribers count, trace, log and
 
 from __future__ import annotations
 
+import copy
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -78,25 +79,30 @@ class Reconciler:
         # Threads stuck in a provider past its timeout are abandoned, never awaited.
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def run_cycle(
-        self, *, now_ms: int | None = None, should_stop: Callable[[], bool] = lambda: False
-    ) -> CycleReport:
+    def at(self, now_ms: int) -> Reconciler:
+        """This reconciler with its store at `now_ms` (tests drive the database clock): the
+        same providers, threads and events; it keeps nothing between cycles to share."""
+        view = copy.copy(self)
+        view._store = self._store.at(now_ms)
+        return view
+
+    def run_cycle(self, *, should_stop: Callable[[], bool] = lambda: False) -> CycleReport:
         started = self._clock()
         self._events.cycle_started(self._settings.owner)
         try:
-            report = self._cycle(now_ms, should_stop)
+            report = self._cycle(should_stop)
         except Exception as exc:
             self._events.cycle_failed(self._stage, exc, self._clock() - started)
             raise
         self._events.cycle_completed(report, self._clock() - started)
         return report
 
-    def _cycle(self, now_ms: int | None, should_stop: Callable[[], bool]) -> CycleReport:
-        s, events, clock = self._settings, self._events, self._clock
+    def _cycle(self, should_stop: Callable[[], bool]) -> CycleReport:
+        s, events, clock, store = self._settings, self._events, self._clock, self._store
         report = CycleReport(page_size=s.page_size)
         self._stage = Stage.CLAIM
         t0 = clock()
-        items = self._store.claim_due_page(s.owner, s.page_size, s.recovery_lease_ms, now_ms)
+        items = store.claim_due_page(s.owner, s.page_size, s.recovery_lease_ms)
         events.claimed(items, clock() - t0)
         report.claimed = len(items)
         if not items:
@@ -104,7 +110,7 @@ class Reconciler:
         if should_stop():
             self._stage = Stage.RELEASE
             t0 = clock()
-            report.released = self._store.release_recovery_leases(items, now_ms)
+            report.released = store.release_recovery_leases(items)
             events.released(items, report.released, clock() - t0)
             return report
         self._stage = Stage.INSPECT
@@ -114,7 +120,7 @@ class Reconciler:
         self._stage = Stage.COMMIT
         events.before_commit(outcomes)
         t0 = clock()
-        committed = self._store.commit_outcomes(outcomes, now_ms)
+        committed = store.commit_outcomes(outcomes)
         events.committed(outcomes, committed, clock() - t0)
         report.accepted, report.rejected = committed.accepted, committed.rejected
         return report

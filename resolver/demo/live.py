@@ -29,7 +29,7 @@ from resolver.core.domain import BacklogSnapshot
 from resolver.db import migrate as migrations
 from resolver.db import session
 from resolver.db.connect import pooler_from_env
-from resolver.db.repository import PostgresStore
+from resolver.db.store import PostgresHandle, Stores
 from resolver.demo import localpg
 from resolver.demo.executor import INTERNAL, PROJECT, SHELL, ExecutorSimulator, SimulatorCounts
 from resolver.evidence.receipts import KeyRing
@@ -191,8 +191,10 @@ class LiveDemo:
         self.console_url: str | None = None
         self._rng = random.Random(options.seed)
         self._keys = KeyRing.ephemeral(f"demo-{uuid.uuid4().hex[:8]}")
-        self._store = PostgresStore(
-            url, max_connections=4, application_name="resolver-demo", pooler=pooler_from_env()
+        self._store = Stores.over(
+            PostgresHandle(
+                url, max_connections=4, application_name="resolver-demo", pooler=pooler_from_env()
+            )
         )
         self._replicas: list[ReplicaProcess] = []
         self._api: subprocess.Popen[bytes] | None = None
@@ -202,7 +204,7 @@ class LiveDemo:
         self.killed_at = 0.0
         self.simulator = ExecutorSimulator(
             ExecutionClient(
-                self._store, owner="demo-executor", lease_seconds=EXECUTOR_LEASE_SECONDS
+                self._store.execution, owner="demo-executor", lease_seconds=EXECUTOR_LEASE_SECONDS
             ),
             self._keys,
             lambda: _platform_transaction(url),
@@ -212,7 +214,7 @@ class LiveDemo:
         )
 
     def open(self) -> None:
-        self._store.open()
+        self._store.handle.open()
 
     def event(self, text: str) -> None:
         self.events.append(f"{time.monotonic() - self.started:5.1f}s  {text}")
@@ -388,7 +390,7 @@ class LiveDemo:
         resolved: int | None = None
         # The view must survive a database hiccup; the next frame retries.
         with suppress(Exception):
-            status = self._store.backlog_snapshot(DEFAULT_COUNT_CAP)
+            status = self._store.backlog.backlog_snapshot(DEFAULT_COUNT_CAP)
             with _platform_connection(self.url) as conn:
                 row = conn.execute(_RESOLVED).fetchone()
                 resolved = int(row[0]) if row is not None else None

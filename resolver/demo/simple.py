@@ -23,7 +23,7 @@ from resolver.core.replica import Replica
 from resolver.db import migrate as migrations
 from resolver.db import session
 from resolver.db.connect import pooler_from_env
-from resolver.db.repository import PostgresStore
+from resolver.db.store import Stores
 from resolver.demo import localpg
 from resolver.evidence.receipts import KEYS_ENV, KeyRing
 from resolver.executor.client import ExecutionClient
@@ -39,7 +39,7 @@ CRASHED_LEASE_SECONDS = 1.0
 
 # A replica on the given database and providers, not started: the composition root's to
 # build (`resolver.app.composition.demo_replica`), so the demo never imports the app shell.
-ReplicaFactory = Callable[[str, ProviderRegistry], Replica[PostgresStore]]
+ReplicaFactory = Callable[[str, ProviderRegistry], Replica[Stores]]
 
 
 def run(
@@ -75,11 +75,11 @@ def run(
         replica = build_replica(url, demo_registry(url, keys, objects))
         try:
             client = ExecutionClient(
-                replica.store, owner="demo-executor", lease_seconds=CRASHED_LEASE_SECONDS
+                replica.store.execution, owner="demo-executor", lease_seconds=CRASHED_LEASE_SECONDS
             )
             expected = seed(client, url, keys, count)
             if objects is not None:
-                expected |= object_demo.seed(replica.store, url, keys, count, *objects)
+                expected |= object_demo.seed(replica.store.execution, url, keys, count, *objects)
             echo(f"seeded {len(expected)} executions that crashed after the start barrier")
             time.sleep(CRASHED_LEASE_SECONDS * 2)  # let the crashed executors' leases lapse
             if objects is not None:
@@ -91,9 +91,9 @@ def run(
                 if not report.page_full:
                     break
             echo(f"findings: {dict(sorted(findings.items()))}")
-            for line in outcome_lines(replica.store, expected):
+            for line in outcome_lines(replica.store.execution, expected):
                 echo(line)
-            snapshot = replica.store.backlog_snapshot(count_cap=10_000)
+            snapshot = replica.store.backlog.backlog_snapshot(count_cap=10_000)
             echo(f"open controls by queue: {snapshot.by_queue()}")
         finally:
             replica.close()

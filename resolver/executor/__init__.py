@@ -28,6 +28,8 @@ from resolver.core.errors import (
     StorageUnavailable,
 )
 from resolver.db.repository import PostgresStore
+from resolver.db.store.execution import PostgresExecutionStore
+from resolver.db.store.handle import PostgresHandle
 from resolver.evidence.receipts import KeyRing
 from resolver.executor.client import CompletionResult, ExecutionClient
 from resolver.executor.receipts import WrittenReceipt, write_receipt
@@ -49,6 +51,8 @@ __all__ = [
     "NotFound",
     "NotLeasable",
     "Outcome",
+    "PostgresExecutionStore",
+    "PostgresHandle",
     "PostgresStore",
     "ReceiptRejected",
     "ResolverError",

@@ -8,6 +8,8 @@ is an answer (`FenceConflict`, `LeaseLost`), never a reason to retry blindly.
 
 from __future__ import annotations
 
+import copy
+import warnings
 from enum import StrEnum
 
 from resolver.core.domain import Completion, DispatchSpec, ExecutionLease
@@ -31,6 +33,13 @@ class ExecutionClient:
         self._owner = owner
         self._lease_ms = int(lease_seconds * 1000)
 
+    def at(self, now_ms: int) -> ExecutionClient:
+        """This client with its calls at `now_ms` in place of the database clock (tests, as the
+        table owner: an executor role's override is refused with `InvalidDispatch`)."""
+        view = copy.copy(self)
+        view._store = self._store.at(now_ms)
+        return view
+
     def create_dispatch(self, spec: DispatchSpec) -> DispatchSpec:
         """Record the immutable dispatch; an identical re-create is accepted idempotently."""
         self._store.create_dispatch(spec)
@@ -38,20 +47,32 @@ class ExecutionClient:
 
     def lease(self, dispatch_id: str, *, now_ms: int | None = None) -> ExecutionLease:
         """First lease, or takeover of an expired `leased` one; `NotLeasable` otherwise."""
-        return self._store.lease_execution(dispatch_id, self._owner, self._lease_ms, now_ms)
+        return self._clocked(now_ms).lease_execution(dispatch_id, self._owner, self._lease_ms)
 
     def start(self, lease: ExecutionLease, *, now_ms: int | None = None) -> ExecutionLease:
         """Cross the start barrier (leased -> executing) and arm recovery, atomically."""
-        return self._store.start_execution(lease, self._lease_ms, now_ms)
+        return self._clocked(now_ms).start_execution(lease, self._lease_ms)
 
     def renew(self, lease: ExecutionLease, *, now_ms: int | None = None) -> ExecutionLease:
         """Extend the lease; recovery leases on the dispatch are revoked in the same step."""
-        return self._store.renew_execution(lease, self._lease_ms, now_ms)
+        return self._clocked(now_ms).renew_execution(lease, self._lease_ms)
 
     def complete(
         self, lease: ExecutionLease, completion: Completion, *, now_ms: int | None = None
     ) -> CompletionResult:
         """Record the terminal state; a resolution that won first only admits an exact replay."""
-        if self._store.complete_execution(lease, completion, now_ms):
+        if self._clocked(now_ms).complete_execution(lease, completion):
             return CompletionResult.COMMITTED
         return CompletionResult.REPLAYED
+
+    def _clocked(self, now_ms: int | None) -> ExecutionStore:
+        """The store, or (the previous release's `now_ms=` on each call) its view at now_ms."""
+        if now_ms is None:
+            return self._store
+        warnings.warn(
+            "ExecutionClient's now_ms= is deprecated and will be removed in the next release: "
+            "set the clock once with client.at(now_ms) (see CHANGELOG.md, Upgrading)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        return self._store.at(now_ms)

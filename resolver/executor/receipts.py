@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from resolver.core.domain import DispatchIdentity, ExecutionLease, Outcome, sha256_hex
-from resolver.db.repository import receipt_identity, receipt_write
 from resolver.db.session import Connection, require_open_transaction
+from resolver.db.store.receipts import receipt_identity, receipt_write
 from resolver.evidence.receipts import KeyRing, encode_receipt, sign_receipt
 
 

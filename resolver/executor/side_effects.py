@@ -42,7 +42,7 @@ from resolver.core.errors import (
 )
 from resolver.core.ports import ExecutionStore
 from resolver.db import mutation
-from resolver.db.repository import receipt_identity
+from resolver.db.store.receipts import receipt_identity
 from resolver.evidence.receipts import KeyRing, encode_receipt, sign_receipt
 from resolver.executor.client import CompletionResult, ExecutionClient
 from resolver.executor.object_receipts import PublishedReceipt, ReceiptPublisher

@@ -10,8 +10,12 @@ which, so this service only turns its answer into a result or a typed refusal.
 
 from __future__ import annotations
 
+import copy
+
 from resolver.core.domain import (
     REASON_CODE_PATTERN,
+    Authority,
+    DecisionLimits,
     ExecutionState,
     Grant,
     ManualContext,
@@ -20,6 +24,7 @@ from resolver.core.domain import (
     OpenProposal,
     Principal,
     ProposalAction,
+    ProposalClose,
     ProposalResult,
     ResolutionSource,
     SignedFact,
@@ -88,27 +93,22 @@ class ManualResolutionService:
         self._signer = signer
         self.max_auth_age_ms = max_auth_age_ms
         """How recent a decision's strong authentication must be (the console shows it)."""
-        self._max_auth_age_ms = max_auth_age_ms
         self._strong_amr = strong_amr
-        self._clock_leeway_ms = clock_leeway_ms
-        self._proposal_ttl_ms = proposal_ttl_ms
+        self._limits = DecisionLimits(max_auth_age_ms, clock_leeway_ms, proposal_ttl_ms)
 
-    def decide(
-        self, principal: Principal, decision: ManualDecision, *, now_ms: int | None = None
-    ) -> ManualResult:
+    def at(self, now_ms: int) -> ManualResolutionService:
+        """This service with its store at `now_ms` (tests drive the database clock)."""
+        view = copy.copy(self)
+        view._store = self._store.at(now_ms)
+        return view
+
+    def decide(self, principal: Principal, decision: ManualDecision) -> ManualResult:
         self._require_strong(principal)
-        context = self._context(decision.dispatch_id, decision.mutation_id, now_ms)
+        context = self._context(decision.dispatch_id, decision.mutation_id)
         grant = self._grant(decision.dispatch_id, context.project_id, principal)
+        authority = Authority(principal, context.project_id, grant)
         answer = self._store.commit_manual(
-            principal,
-            decision,
-            context.project_id,
-            grant,
-            self._sign(principal, decision, context.project_id, grant),
-            max_auth_age_ms=self._max_auth_age_ms,
-            clock_leeway_ms=self._clock_leeway_ms,
-            proposal_ttl_ms=self._proposal_ttl_ms,
-            now_ms=now_ms,
+            authority, decision, self._sign(authority, decision), self._limits
         )
         if answer == "committed":
             return ManualResult.COMMITTED
@@ -116,13 +116,13 @@ class ManualResolutionService:
             return ManualResult.PROPOSED
         if answer is not None:
             code, title = PROPOSAL_REFUSALS[answer]
-            ctx = self._context(decision.dispatch_id, decision.mutation_id, now_ms)
+            ctx = self._context(decision.dispatch_id, decision.mutation_id)
             raise ProposalConflict(code, title, current=_as_now(ctx))
-        return self._explain(principal, decision, grant, now_ms)
+        return self._explain(principal, decision, grant)
 
-    def open_proposal(self, dispatch_id: str, now_ms: int | None = None) -> OpenProposal | None:
+    def open_proposal(self, dispatch_id: str) -> OpenProposal | None:
         """The proposal a `proposed` answer recorded (or found open)."""
-        return self._store.open_proposal(dispatch_id, now_ms)
+        return self._store.open_proposal(dispatch_id)
 
     def close_proposal(
         self,
@@ -131,8 +131,6 @@ class ManualResolutionService:
         action: ProposalAction,
         mutation_id: str,
         reason_code: str,
-        *,
-        now_ms: int | None = None,
     ) -> ProposalResult:
         """Withdraw (the proposer) or reject (anyone else with the permission) the open
         proposal, fenced and authenticated like a decision."""
@@ -140,19 +138,12 @@ class ManualResolutionService:
         if not REASON_CODE_PATTERN.match(reason_code):
             raise ValueError("reason_code must match [a-z0-9_.-]{1,64}")
         self._require_strong(principal)
-        context = self._context(dispatch_id, mutation_id, now_ms)
+        context = self._context(dispatch_id, mutation_id)
         grant = self._grant(dispatch_id, context.project_id, principal)
         answer = self._store.close_proposal(
-            principal,
-            dispatch_id,
-            action,
-            mutation_id,
-            reason_code,
-            context.project_id,
-            grant,
-            max_auth_age_ms=self._max_auth_age_ms,
-            clock_leeway_ms=self._clock_leeway_ms,
-            now_ms=now_ms,
+            Authority(principal, context.project_id, grant),
+            ProposalClose(dispatch_id, action, mutation_id, reason_code),
+            self._limits,
         )
         if answer is None:
             raise PermissionDenied(f"{PERMISSION} on project {context.project_id!r} changed; retry")
@@ -160,21 +151,20 @@ class ManualResolutionService:
             raise StrongAuthRequired(self._stale_auth_message())
         if answer in CLOSE_REFUSALS:
             code, title = CLOSE_REFUSALS[answer]
-            ctx = self._context(dispatch_id, mutation_id, now_ms)
+            ctx = self._context(dispatch_id, mutation_id)
             raise ProposalConflict(code, title, current=_as_now(ctx))
         return ProposalResult(answer)
 
-    def _sign(
-        self, principal: Principal, decision: ManualDecision, project_id: str, grant: Grant
-    ) -> SignedFact:
+    def _sign(self, authority: Authority, decision: ManualDecision) -> SignedFact:
         """The authorization fact this decision records, signed with the API's key."""
+        principal, grant = authority.principal, authority.grant
         person = PersonFacts(
             user_id=principal.user_id,
             issuer=principal.issuer,
             token_kid=principal.token_kid,
             auth_time_ms=principal.auth_time_ms,
             amr=principal.amr,
-            project_id=project_id,
+            project_id=authority.project_id,
             project_version=grant.project_version,
             role_binding_version=grant.role_binding_version,
         )
@@ -204,20 +194,20 @@ class ManualResolutionService:
     def _stale_auth_message(self) -> str:
         return (
             "authentication is older than "
-            f"{self._max_auth_age_ms // 60_000} minutes; sign in again with a second factor"
+            f"{self._limits.max_auth_age_ms // 60_000} minutes; sign in again with a second factor"
         )
 
-    def _context(self, dispatch_id: str, mutation_id: str, now_ms: int | None) -> ManualContext:
-        context = self._store.manual_context(dispatch_id, mutation_id, now_ms)
+    def _context(self, dispatch_id: str, mutation_id: str) -> ManualContext:
+        context = self._store.manual_context(dispatch_id, mutation_id)
         if context is None:
             raise _unknown(dispatch_id)
         return context
 
     def _explain(
-        self, principal: Principal, decision: ManualDecision, grant: Grant, now_ms: int | None
+        self, principal: Principal, decision: ManualDecision, grant: Grant
     ) -> ManualResult:
         """The fenced commit wrote nothing: say exactly which fence held, or accept a replay."""
-        ctx = self._context(decision.dispatch_id, decision.mutation_id, now_ms)
+        ctx = self._context(decision.dispatch_id, decision.mutation_id)
         if _is_replay(ctx, principal, decision):
             return ManualResult.REPLAYED
         as_now = _as_now(ctx)
@@ -254,7 +244,7 @@ class ManualResolutionService:
                 "still running, so there is nothing to recover",
                 current=as_now,
             )
-        if not _auth_fresh(principal, ctx.db_now_ms, self._max_auth_age_ms, self._clock_leeway_ms):
+        if not _auth_fresh(principal, ctx.db_now_ms, self._limits):
             raise StrongAuthRequired(self._stale_auth_message())
         current = self._store.find_grant(ctx.project_id, principal.user_id)
         if current != grant:
@@ -272,8 +262,10 @@ def _unknown(dispatch_id: str) -> NotFound:
     return NotFound("no such dispatch with an execution in a project where you may decide")
 
 
-def _auth_fresh(principal: Principal, now_ms: int, max_age_ms: int, leeway_ms: int) -> bool:
-    return now_ms - max_age_ms <= principal.auth_time_ms <= now_ms + leeway_ms
+def _auth_fresh(principal: Principal, now_ms: int, limits: DecisionLimits) -> bool:
+    return (
+        now_ms - limits.max_auth_age_ms <= principal.auth_time_ms <= now_ms + limits.clock_leeway_ms
+    )
 
 
 def _as_now(ctx: ManualContext) -> dict[str, object]:

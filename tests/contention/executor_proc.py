@@ -16,8 +16,8 @@ from enum import StrEnum
 import psycopg
 
 from resolver.core.domain import Completion, DispatchSpec, ExecutionLease, Outcome
-from resolver.db.repository import PostgresStore
 from resolver.evidence.receipts import KeyRing
+from resolver.executor import PostgresExecutionStore, PostgresHandle
 from resolver.executor.client import ExecutionClient
 from resolver.executor.receipts import write_receipt
 from resolver_test_support.scripted import SCRIPT_TABLE_DDL, evidence_digest
@@ -74,7 +74,7 @@ def main(
 ) -> None:
     action_type = RECEIPT_TYPE if provider == "internal_mutation" else "pay.charge"
     spec = _spec(dispatch_id, action_type)
-    with PostgresStore(url) as store:
+    with PostgresExecutionStore(PostgresHandle(url)) as store:
         client = ExecutionClient(store, owner=f"exec-{os.getpid()}", lease_seconds=lease_seconds)
         client.create_dispatch(spec)
         lease = client.lease(dispatch_id)

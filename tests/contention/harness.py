@@ -24,11 +24,11 @@ from psycopg.rows import dict_row
 
 from resolver.db import migrate
 from resolver.db.connect import Pooler
-from resolver.db.repository import PostgresStore
 from resolver.demo import localpg
 from tests.helpers.fault_proxy import FaultProxy
 from tests.helpers.pgbouncer import pgbouncer
 from tests.helpers.s3 import BUCKET, PREFIX, S3Server, running_s3_server
+from tests.helpers.stores import Storage
 
 from . import hostile
 from .checker import (
@@ -542,7 +542,7 @@ def _run(
         faulty_url = f"postgresql://postgres@127.0.0.1:{bouncer.port}/faulty"
         store_url = f"postgresql://postgres@127.0.0.1:{bouncer.port}/clean"
     replicas = ReplicaSet(profile, faulty_url, workdir, None if s3 is None else s3.reader.env())
-    store = PostgresStore(
+    store = Storage(
         store_url,
         max_connections=profile.executor_threads + profile.seeder_threads,
         pooler=Pooler(profile.pooler),
@@ -673,7 +673,7 @@ class _Workload:
     """Seeds crashed executions in waves and runs live executors alongside."""
 
     def __init__(
-        self, run: Run, store: PostgresStore, admin_url: str, s3: S3Server | None = None
+        self, run: Run, store: Storage, admin_url: str, s3: S3Server | None = None
     ) -> None:
         self._run = run
         self._s3 = s3

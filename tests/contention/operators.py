@@ -19,10 +19,10 @@ import psycopg
 
 from resolver.core.domain import CaseList, Decision, ManualDecision, ManualQueueItem, Principal
 from resolver.core.errors import ResolverError, StorageUnavailable
-from resolver.db.repository import PostgresStore
 from resolver.human.manual import ManualResolutionService
 from resolver_test_support.history import History
 from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
+from tests.helpers.stores import Storage
 
 from .checker import HumanPolicy
 from .forgery import forge_two_person
@@ -64,7 +64,7 @@ class Operators:
 
     def __init__(
         self,
-        store: PostgresStore,
+        store: Storage,
         history: History,
         rng: random.Random,
         forge_url: str | None = None,

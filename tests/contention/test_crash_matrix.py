@@ -23,11 +23,11 @@ import yaml
 from psycopg.rows import dict_row
 
 from resolver.core.domain import FindingKind, Outcome
-from resolver.db.repository import PostgresStore
 from resolver.executor.client import ExecutionClient
 from resolver_test_support.crash import CrashPoint
 from resolver_test_support.history import FileHistory
 from resolver_test_support.scripted import SCRIPT_TABLE_DDL, Script
+from tests.helpers.stores import Storage
 
 from .checker import SNAPSHOT_SQL, check, read_histories
 from .executor_proc import SIDE_EFFECTS_DDL, ExecutorCrash
@@ -154,7 +154,7 @@ def test_resolver_killed_at_a_boundary_converges(
     else:
         plan = crashed_plan(finding)
         write_scripts(db, [plan])
-        with PostgresStore(database_url) as store:
+        with Storage(database_url) as store:
             history = FileHistory(workdir / "history" / "seeder.jsonl", "seeder")
             seed_crashed(store, plan, history, EXECUTOR_LEASE_SECONDS)
         d = plan.spec.dispatch_id
@@ -261,7 +261,7 @@ def test_executor_killed_at_a_boundary_converges(
         # No evidence either way: it stays recovery_required (missing), is never re-executed.
         assert row is not None and row["last_finding"] == "missing"
         with (
-            PostgresStore(database_url) as store,
+            Storage(database_url) as store,
             pytest.raises(Exception, match="recovery or a human"),
         ):
             ExecutionClient(store, owner="retry").lease(d)

@@ -30,12 +30,12 @@ from resolver.core.domain import (
     Principal,
     sha256_hex,
 )
-from resolver.db.repository import PostgresStore
 from resolver.executor.client import ExecutionClient
 from resolver.human.manual import ManualResolutionService
 from tests.helpers.database import T0, new_spec
 from tests.helpers.postgres import DatabaseFactory
 from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
+from tests.helpers.stores import Storage
 
 LEASE_MS = 1_000
 WINDOW_MS = 6_000
@@ -89,7 +89,7 @@ class LateEvidenceMachine(RuleBasedStateMachine):
             conn.execute(
                 "INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)"
             )
-        self.store = PostgresStore(self.url)
+        self.store = Storage(self.url)
         self.store.open()
         self.client = ExecutionClient(self.store, owner="executor", lease_seconds=LEASE_MS / 1000)
         self.now = T0
@@ -111,7 +111,8 @@ class LateEvidenceMachine(RuleBasedStateMachine):
         d = next(d for d in DISPATCHES if d not in self.crashed and d not in self.decided)
         self.client.create_dispatch(new_spec(dispatch_id=d, idempotency_key=f"idem-{d}"))
         started = self.now - LEASE_MS
-        lease = self.client.start(self.client.lease(d, now_ms=started), now_ms=started)
+        client = self.client.at(started)
+        lease = client.start(client.lease(d))
         self.crashed[d] = lease.version
 
     @precondition(lambda self: self.crashed)
@@ -121,8 +122,8 @@ class LateEvidenceMachine(RuleBasedStateMachine):
         version = self.crashed.pop(d)
         request = ManualDecision(d, decision, f"m-{d}", version, "operator_checked")
         principal = Principal("alice", self.now, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid")
-        ManualResolutionService(self.store, signer=TEST_SIGNER).decide(
-            principal, request, now_ms=self.now
+        ManualResolutionService(self.store, signer=TEST_SIGNER).at(self.now).decide(
+            principal, request
         )
         self.decided[d] = decision.terminal_state.value
         # Never inspected (no finding overridden): a decision claiming an outcome is watched.
@@ -142,8 +143,8 @@ class LateEvidenceMachine(RuleBasedStateMachine):
             for d, w in self.watches.items()
             if self._open_in_window(w) and w.next_scan <= self.now
         )[:page]
-        claimed = self.store.claim_late_watches(
-            replica, page, WATCH_LEASE_MS, WINDOW_MS, now_ms=self.now
+        claimed = self.store.at(self.now).claim_late_watches(
+            replica, page, WATCH_LEASE_MS, WINDOW_MS
         )
         assert [w.identity.dispatch_id for w in claimed] == [d for _, d in due]
         for watch in claimed:
@@ -176,9 +177,7 @@ class LateEvidenceMachine(RuleBasedStateMachine):
             if self._open_in_window(self.watches[o.watch.identity.dispatch_id])
             and self.watches[o.watch.identity.dispatch_id].token == o.watch.watch_token
         ]
-        records = self.store.record_late_observations(
-            replica, observations, WINDOW_MS, now_ms=self.now
-        )
+        records = self.store.at(self.now).record_late_observations(replica, observations, WINDOW_MS)
         assert sorted(r.watch.identity.dispatch_id for r in records) == sorted(
             o.watch.identity.dispatch_id for o in fenced
         )
@@ -209,7 +208,7 @@ class LateEvidenceMachine(RuleBasedStateMachine):
             for d, w in self.watches.items()
             if w.closed is None and w.decided_at + WINDOW_MS <= self.now
         }
-        assert self.store.expire_late_watches(WINDOW_MS, 10, now_ms=self.now) == len(elapsed)
+        assert self.store.at(self.now).expire_late_watches(WINDOW_MS, 10) == len(elapsed)
         for d in elapsed:
             self.watches[d].closed, self.watches[d].token = "window_elapsed", None
 

@@ -43,12 +43,12 @@ from resolver.core.errors import (
     ResolverError,
     StrongAuthRequired,
 )
-from resolver.db.repository import PostgresStore
 from resolver.executor.client import CompletionResult, ExecutionClient
 from resolver.human.manual import ManualResolutionService
 from tests.helpers.database import T0, new_spec
 from tests.helpers.postgres import DatabaseFactory
 from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
+from tests.helpers.stores import Storage
 
 from .checker import check
 from .forgery import forge_two_person
@@ -149,7 +149,7 @@ class RecoveryMachine(RuleBasedStateMachine):
                     "INSERT INTO recovery_role_bindings VALUES ('proj-1', %s, 'approval.recover', 1)",
                     (user,),
                 )
-        self.store = PostgresStore(self.url)
+        self.store = Storage(self.url)
         self.store.open()
         self.client = ExecutionClient(self.store, owner="executor", lease_seconds=LEASE_MS / 1000)
         self.operators = ManualResolutionService(
@@ -184,8 +184,8 @@ class RecoveryMachine(RuleBasedStateMachine):
         self.client.create_dispatch(
             new_spec(action_type, dispatch_id=d, idempotency_key=f"idem-{d}")
         )
-        leased = self.client.lease(d, now_ms=self.now)
-        lease = self.client.start(leased, now_ms=self.now)
+        leased = self.client.at(self.now).lease(d)
+        lease = self.client.at(self.now).start(leased)
         m = MExecution("executing", 2, self.now + LEASE_MS, [leased, lease])
         self.executions[d] = m
         assert (lease.version, lease.lease_expires_at_ms) == (m.version, m.expires)
@@ -199,7 +199,7 @@ class RecoveryMachine(RuleBasedStateMachine):
         lease = m.leases[0] if stale else m.leases[-1]
         ok = m.state in ("leased", "executing") and lease.version == m.version
         try:
-            renewed = self.client.renew(lease, now_ms=self.now)
+            renewed = self.client.at(self.now).renew(lease)
         except FenceConflict:
             assert not ok, "a current lease could not renew"
             return
@@ -222,9 +222,7 @@ class RecoveryMachine(RuleBasedStateMachine):
         completion = Completion(outcome, "ok", f"done-{d}", digest_for(d, outcome))
         expected = self._expected_completion(d, m, lease, completion)
         try:
-            result: CompletionResult | None = self.client.complete(
-                lease, completion, now_ms=self.now
-            )
+            result: CompletionResult | None = self.client.at(self.now).complete(lease, completion)
         except FenceConflict:
             result = None
         assert result == expected, (result, expected)
@@ -264,7 +262,7 @@ class RecoveryMachine(RuleBasedStateMachine):
             and self.executions[d].expires <= self.now
             and self.executions[d].version == c.execution_version
         )[:page]
-        items = self.store.claim_due_page(replica, page, RECOVERY_LEASE_MS, now_ms=self.now)
+        items = self.store.at(self.now).claim_due_page(replica, page, RECOVERY_LEASE_MS)
         assert {i.identity.dispatch_id for i in items} == {d for _, d in due}
         for item in items:
             d = item.identity.dispatch_id
@@ -294,7 +292,7 @@ class RecoveryMachine(RuleBasedStateMachine):
         ready, self.held[replica] = self.held[replica], []
         outcomes = [ItemOutcome(i, f, RETRY_MS, f"auto-{i.recovery_token}") for i, f in ready]
         fenced = [(i, f) for i, f in ready if self._fence_holds(i)]
-        report = self.store.commit_outcomes(outcomes, now_ms=self.now)
+        report = self.store.at(self.now).commit_outcomes(outcomes)
         assert report.accepted == {i.identity.dispatch_id for i, _ in fenced}, (report, fenced)
         for item, finding in fenced:
             self._apply_commit(item, finding)
@@ -396,7 +394,7 @@ class RecoveryMachine(RuleBasedStateMachine):
         expected = self._expected_decision(d, user, decision) if fenced else None
         answer: ManualResult | str | type[ResolverError]
         try:
-            answer = self.operators.decide(principal, request, now_ms=self.now)
+            answer = self.operators.at(self.now).decide(principal, request)
         except ProposalConflict as exc:
             answer = exc.code
         except ResolverError as exc:
@@ -493,8 +491,8 @@ class RecoveryMachine(RuleBasedStateMachine):
         else:
             expected = ProposalResult.REJECTED if proposal.proposed_by != who else "own_proposal"
         try:
-            answer: ProposalResult | str = self.operators.close_proposal(
-                principal, d, action, f"m-{self.decisions}", "operator_checked", now_ms=self.now
+            answer: ProposalResult | str = self.operators.at(self.now).close_proposal(
+                principal, d, action, f"m-{self.decisions}", "operator_checked"
             )
         except ProposalConflict as exc:
             answer = exc.code

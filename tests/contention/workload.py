@@ -23,12 +23,12 @@ from resolver.core.domain import (
 )
 from resolver.core.domain import action_digest as digest_of
 from resolver.core.errors import FenceConflict, NotFound, NotLeasable, StorageUnavailable
-from resolver.db.repository import PostgresStore
 from resolver.evidence.object_store import receipt_key
 from resolver.evidence.receipts import KeyRing, encode_receipt, sign_receipt
 from resolver.executor.client import ExecutionClient
 from resolver_test_support.history import FileHistory, History
 from resolver_test_support.scripted import SCRIPT_TABLE_DDL, Script, evidence_digest
+from tests.helpers.stores import Storage
 
 # After a failover under asynchronous replication an acknowledged write may be gone: the
 # dispatch the executor created, the lease it took. The executor then meets these answers.
@@ -309,7 +309,7 @@ def retrying(call: Callable[[], T], history: History, f: str, deadline: float, *
         return result
 
 
-def seed_crashed(store: PostgresStore, plan: Plan, history: History, lease_s: float) -> None:
+def seed_crashed(store: Storage, plan: Plan, history: History, lease_s: float) -> None:
     """An executor that crossed the barrier and died: create, lease, start, nothing more."""
     client = ExecutionClient(store, owner=f"seed-{plan.spec.dispatch_id}", lease_seconds=lease_s)
     deadline = time.monotonic() + 60
@@ -350,7 +350,7 @@ class LiveExecutor:
     """A slow but alive executor: works in stretches that sometimes outlast its lease,
     renews between them, and completes late."""
 
-    store: PostgresStore
+    store: Storage
     history: History
     rng: random.Random
     lease_seconds: float

@@ -26,10 +26,10 @@ from providers.internal_mutation import InternalMutationProvider
 from providers.package_install import PackageInstallProvider
 from resolver.core.domain import DispatchIdentity, ExecutionLease, FindingKind, Outcome
 from resolver.db.readonly import ReadOnlyDatabase
-from resolver.db.repository import PostgresStore
 from resolver.evidence.receipts import KeyRing, sign_receipt
 from tests.helpers.harnesses import new_identity, plant_install
 from tests.helpers.roles import RoleDatabase, as_role, crash
+from tests.helpers.stores import Storage
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -149,7 +149,7 @@ def test_the_platform_login_shares_one_transaction_with_the_protocol(
     role_db: RoleDatabase, platform_login: str
 ) -> None:
     keys = KeyRing.ephemeral("platform")
-    with PostgresStore(platform_login) as store:  # unqualified calls: the doc's search path
+    with Storage(platform_login) as store:  # unqualified calls: the doc's search path
         (lease,) = crash(store, 1)
     with psycopg.connect(platform_login, row_factory=dict_row) as conn:
         the_transaction(conn, lease, keys)
@@ -183,7 +183,7 @@ def test_the_platform_login_shares_one_transaction_with_the_protocol(
 def test_a_refused_receipt_rolls_the_platform_mutation_back(
     role_db: RoleDatabase, platform_login: str
 ) -> None:
-    with PostgresStore(platform_login) as store:
+    with Storage(platform_login) as store:
         (lease,) = crash(store, 1)
     stale = msgspec.structs.replace(lease, version=lease.version - 1)
     with (

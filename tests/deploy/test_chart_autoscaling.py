@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from resolver.db.repository import PostgresStore
 from resolver.telemetry.metrics import BacklogCollector
 from tests.helpers.k8s import (
     Manifest,
@@ -26,6 +25,7 @@ from tests.helpers.k8s import (
     render_error,
     validate_custom_resource,
 )
+from tests.helpers.stores import Storage
 
 PROMETHEUS = "http://prometheus-operated.monitoring.svc:9090"
 HPA = {"autoscaling": {"hpa": {"enabled": True}, "minReplicas": 2, "maxReplicas": 12}}
@@ -160,7 +160,7 @@ def test_scale_to_n_follows_the_documented_formula(due: int, expected: int) -> N
 
 
 def test_the_scaled_metric_is_the_due_backlog_the_resolver_exports(
-    store: PostgresStore,
+    store: Storage,
 ) -> None:
     """A renamed gauge would leave both autoscalers scaling on nothing."""
     registry = CollectorRegistry()

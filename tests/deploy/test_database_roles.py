@@ -30,7 +30,6 @@ from resolver.core.errors import InvalidDispatch
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.runtime import Runtime
 from resolver.db import migrate
-from resolver.db.repository import PostgresStore
 from resolver.executor.client import CompletionResult, ExecutionClient
 from tests.helpers.database import T0, new_spec
 from tests.helpers.postgres import with_database
@@ -45,6 +44,7 @@ from tests.helpers.roles import (
     run_sql_file,
 )
 from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER, write_public_keys
+from tests.helpers.stores import Storage
 
 DAY_MS = 86_400_000
 
@@ -93,7 +93,7 @@ def _crashed_a_day_ago(role_db: RoleDatabase, count: int) -> tuple[list[Executio
     """Executions that crashed a day ago, and the database's time now. Only the schema owner
     may move the clock; the pod roles then decide on the database's own."""
     now = _db_now(role_db)
-    with PostgresStore(role_db.urls["resolver_migrator"]) as owner:
+    with Storage(role_db.urls["resolver_migrator"]) as owner:
         return crash(owner, count, now - DAY_MS), now
 
 
@@ -108,8 +108,8 @@ def test_runtime_role_runs_full_resolver_cycles(role_db: RoleDatabase) -> None:
     ]
     leases, now = _crashed_a_day_ago(role_db, len(kinds))
     with (
-        PostgresStore(role_db.urls["resolver_executor"]) as executor_store,
-        PostgresStore(role_db.urls["resolver_runtime"]) as runtime_store,
+        Storage(role_db.urls["resolver_executor"]) as executor_store,
+        Storage(role_db.urls["resolver_runtime"]) as runtime_store,
     ):
         ids = [lease.dispatch_id for lease in leases]
         script = dict(zip(ids, kinds, strict=True))
@@ -133,9 +133,9 @@ def test_runtime_role_runs_full_resolver_cycles(role_db: RoleDatabase) -> None:
             # A stopping replica hands its page back: the release path, as the runtime role (a
             # claim and a release write through the role's own column grants; no commit runs).
             later = now + 10 * 60_000
-            stopping = reconciler.run_cycle(now_ms=later, should_stop=lambda: True)
+            stopping = reconciler.at(later).run_cycle(should_stop=lambda: True)
             assert (stopping.claimed, stopping.released) == (1, 1)
-            snapshot = runtime_store.backlog_snapshot(100, now_ms=later)
+            snapshot = runtime_store.at(later).backlog_snapshot(100)
         finally:
             reconciler.close()
         assert snapshot.controls_by_status() == {"armed": 1, "manual": 2}
@@ -165,7 +165,7 @@ def test_runtime_role_runs_full_resolver_cycles(role_db: RoleDatabase) -> None:
 
 def test_resolver_run_once_as_the_runtime_role(role_db: RoleDatabase) -> None:
     """The deployed command path: readiness check on alembic_version, claim, commit."""
-    with PostgresStore(role_db.urls["resolver_executor"]) as executor_store:
+    with Storage(role_db.urls["resolver_executor"]) as executor_store:
         leasing = executor_client(executor_store)
         # Past the barrier with a 1 ms execution lease, so due for the real-time replica at
         # once: the executor role cannot move the clock, it can only ask for a short lease.
@@ -283,11 +283,11 @@ def test_executor_role_cannot_resolve_or_rewrite(role_db: RoleDatabase, statemen
 
 
 def test_executor_role_may_not_move_the_protocol_clock(role_db: RoleDatabase) -> None:
-    with PostgresStore(role_db.urls["resolver_executor"]) as executor_store:
+    with Storage(role_db.urls["resolver_executor"]) as executor_store:
         client = executor_client(executor_store)
         spec = client.create_dispatch(new_spec())
         with pytest.raises(InvalidDispatch, match="test clock"):
-            client.lease(spec.dispatch_id, now_ms=T0)
+            client.at(T0).lease(spec.dispatch_id)
         assert client.lease(spec.dispatch_id).attempt == 1
 
 
@@ -337,7 +337,7 @@ def test_no_pod_role_executes_the_commits_second_try(role_db: RoleDatabase, help
 def test_executor_role_writes_a_receipt_only_through_the_fenced_function(
     role_db: RoleDatabase,
 ) -> None:
-    with PostgresStore(role_db.urls["resolver_executor"]) as executor_store:
+    with Storage(role_db.urls["resolver_executor"]) as executor_store:
         (lease,) = crash(executor_store, 1)
     with role_db.connect("resolver_executor") as conn, conn.transaction():
         (identity,) = conn.execute(
@@ -408,7 +408,7 @@ def test_api_role_commits_a_manual_decision_but_cannot_grant_itself(
             " ON CONFLICT DO NOTHING"
         )
     (lease,), now = _crashed_a_day_ago(role_db, 1)
-    with PostgresStore(role_db.urls["resolver_api"]) as api_store:
+    with Storage(role_db.urls["resolver_api"]) as api_store:
         decision = ManualDecision(
             lease.dispatch_id,
             Decision.ABANDON_UNKNOWN,
@@ -447,7 +447,7 @@ def test_audit_verify_runs_as_the_runtime_role_and_needs_no_other(
             " ON CONFLICT DO NOTHING"
         )
     (lease,), now = _crashed_a_day_ago(role_db, 1)
-    with PostgresStore(role_db.urls["resolver_api"]) as api_store:
+    with Storage(role_db.urls["resolver_api"]) as api_store:
         decision = ManualDecision(
             lease.dispatch_id,
             Decision.ABANDON_UNKNOWN,
@@ -490,8 +490,8 @@ def test_runtime_role_opens_watches_and_records_late_evidence(role_db: RoleDatab
         )
     (lease,), now = _crashed_a_day_ago(role_db, 1)
     with (
-        PostgresStore(role_db.urls["resolver_runtime"]) as runtime_store,
-        PostgresStore(role_db.urls["resolver_api"]) as api_store,
+        Storage(role_db.urls["resolver_runtime"]) as runtime_store,
+        Storage(role_db.urls["resolver_api"]) as api_store,
     ):
         decision = ManualDecision(
             lease.dispatch_id, Decision.CONFIRM_FAILED, f"op-{lease.dispatch_id}",
@@ -527,11 +527,11 @@ def test_retention_role_prunes_through_the_command_and_only_settled_dispatches(
         (row,) = conn.execute("SELECT resolver_now_ms(NULL) AS now").fetchall()
     old = row["now"] - 40 * DAY_MS
     # 40 days ago on the test clock, which only the schema owner may move.
-    with PostgresStore(role_db.urls["resolver_migrator"]) as executor_store:
+    with Storage(role_db.urls["resolver_migrator"]) as executor_store:
         settled, still_open = crash(executor_store, 2, old)
         executor = executor_client(executor_store)
         done = Completion(Outcome.SUCCEEDED, "ok", f"m-{settled.dispatch_id}")
-        executor.complete(settled, done, now_ms=old + 100)
+        executor.at(old + 100).complete(settled, done)
     dry = resolver_cli(role_db.urls["resolver_retention"], "prune", "--older-than", "30d",
                        "--dry-run")  # fmt: skip
     assert dry.returncode == 0, dry.stderr

@@ -18,13 +18,13 @@ import pytest
 from psycopg import sql as pgsql
 
 from resolver.core.domain import Outcome
-from resolver.db.repository import PostgresStore
 from resolver.evidence.receipts import KeyRing
 from resolver.executor.client import ExecutionClient
 from resolver.executor.side_effects import SideEffect, SideEffectRunner
 from tests.helpers import image as img
 from tests.helpers.database import new_spec
 from tests.helpers.postgres import with_database
+from tests.helpers.stores import Storage
 
 pytestmark = pytest.mark.skipif(img.missing_tools() is not None, reason=str(img.missing_tools()))
 
@@ -153,7 +153,7 @@ def crashed_after_its_receipt(database_url: str) -> str:
     """An execution past the barrier whose receipt committed and whose executor then died;
     returns once its lease has run out on the database clock."""
     keys = KeyRing({KID: bytes.fromhex(SECRET)}, signing_kid=KID)
-    with PostgresStore(database_url) as store:
+    with Storage(database_url) as store:
         spec = ExecutionClient(store, owner="platform").create_dispatch(new_spec("db.mutation"))
         runner = SideEffectRunner(
             store, database_url=database_url, owner="image-test", keys=keys, lease_seconds=2.0

@@ -26,13 +26,13 @@ import pytest
 import yaml
 
 from resolver.core.domain import Outcome
-from resolver.db.repository import PostgresStore
 from resolver.evidence.receipts import KeyRing
 from resolver.executor.client import ExecutionClient
 from resolver.executor.receipts import write_receipt
 from tests.helpers.database import new_spec
 from tests.helpers.k8s import KUSTOMIZE_BASE, Manifest, env_of, one, render
 from tests.helpers.roles import RoleDatabase
+from tests.helpers.stores import Storage
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "deployment.md"
@@ -112,7 +112,7 @@ def replica_environment(
 
 def crash_after_the_receipt(role_db: RoleDatabase, keys: KeyRing) -> str:
     """An executor that wrote its mutation's receipt and died before completing."""
-    with PostgresStore(role_db.urls["resolver_executor"]) as store:
+    with Storage(role_db.urls["resolver_executor"]) as store:
         client = ExecutionClient(store, owner="executor-1", lease_seconds=1.0)
         spec = client.create_dispatch(new_spec("db.mutation"))
         lease = client.start(client.lease(spec.dispatch_id))

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from resolver.db.repository import PostgresStore
 from resolver.human.api import RateLimiter, create_app
 from resolver.human.auth import TokenVerifier
 from tests.helpers.api import auth, body
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, jwks_file, signing_key, token
 from tests.helpers.roles import RoleDatabase, crash, resolver_cli, role_database
 from tests.helpers.signing import TEST_SIGNER
+from tests.helpers.stores import Storage
 
 __all__ = ["jwks_file", "signing_key"]
 
@@ -49,7 +49,7 @@ def test_run_api_and_prune_under_their_roles(
     with managed_db.connect("resolver_executor") as conn:
         (row,) = conn.execute("SELECT resolver_now_ms(NULL) AS now").fetchall()
     # An execution that crashed a while ago (only the schema owner may move the clock).
-    with PostgresStore(managed_db.urls["resolver_migrator"]) as owner:
+    with Storage(managed_db.urls["resolver_migrator"]) as owner:
         (lease,) = crash(owner, 1, row["now"] - DAY_MS)
     # No provider is configured for its action type: the replica queues it for a person.
     cycle = resolver_cli(managed_db.urls["resolver_runtime"], "run", "--once")
@@ -61,7 +61,7 @@ def test_run_api_and_prune_under_their_roles(
         )
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
     with (
-        PostgresStore(managed_db.urls["resolver_api"]) as store,
+        Storage(managed_db.urls["resolver_api"]) as store,
         Server(
             create_app(store, verifier, signer=TEST_SIGNER, limiter=RateLimiter(per_minute=5))
         ) as api,

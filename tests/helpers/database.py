@@ -10,8 +10,8 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 
 from resolver.core.domain import DispatchSpec, ExecutionLease, action_digest
-from resolver.db.repository import PostgresStore
 from resolver.executor.client import ExecutionClient
+from tests.helpers.stores import Storage
 
 T0 = 1_800_000_000_000  # a fixed database-clock instant (ms) for tests that inject time
 
@@ -72,7 +72,7 @@ def new_spec(action_type: str = "test.action", **overrides: Any) -> DispatchSpec
 class World:
     """A test's view of the platform: an executor writing through the executor API."""
 
-    store: PostgresStore
+    store: Storage
     executor: ExecutionClient
     specs: dict[str, DispatchSpec] = field(default_factory=dict)
 
@@ -80,8 +80,8 @@ class World:
         """A dispatch past the start barrier whose lease ends at now_ms + EXEC_LEASE_MS."""
         spec = self.executor.create_dispatch(new_spec(action_type))
         self.specs[spec.dispatch_id] = spec
-        lease = self.executor.lease(spec.dispatch_id, now_ms=now_ms)
-        return self.executor.start(lease, now_ms=now_ms)
+        executor = self.executor.at(now_ms)
+        return executor.start(executor.lease(spec.dispatch_id))
 
     def crashed(self, count: int = 1, action_type: str = "test.action") -> list[ExecutionLease]:
         """Executions that crossed the barrier at T0 and whose executor then died."""

@@ -9,8 +9,8 @@ from resolver.core.domain import DispatchIdentity, Finding, FindingKind, Outcome
 from resolver.core.provider import ProviderRegistry
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.runtime import Runtime
-from resolver.db.repository import PostgresStore
 from resolver_test_support.scripted import ScriptedProvider, verified
+from tests.helpers.stores import Storage
 
 __all__ = ["ScriptedProvider", "fixed", "reconciler", "registry", "verified"]
 
@@ -31,7 +31,7 @@ REC_LEASE_MS = 30_000
 
 
 def reconciler(
-    store: PostgresStore,
+    store: Storage,
     provider: object,
     owner: str = "replica-a",
     page_size: int = 16,

@@ -21,10 +21,10 @@ from psycopg.rows import dict_row
 
 from resolver.core.domain import ExecutionLease
 from resolver.db import migrate
-from resolver.db.repository import PostgresStore
 from resolver.executor.client import ExecutionClient
 from tests.helpers.database import EXEC_LEASE_MS, T0, new_spec
 from tests.helpers.postgres import with_database
+from tests.helpers.stores import Storage
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLES_SQL = ROOT / "deploy" / "sql" / "roles.sql"
@@ -107,19 +107,21 @@ def resolver_cli(database_url: str, *args: str) -> subprocess.CompletedProcess[s
     )
 
 
-def executor_client(store: PostgresStore) -> ExecutionClient:
+def executor_client(store: Storage) -> ExecutionClient:
     return ExecutionClient(store, owner="executor-1", lease_seconds=EXEC_LEASE_MS / 1000)
 
 
-def crash(store: PostgresStore, count: int, now_ms: int | None = None) -> list[ExecutionLease]:
+def crash(store: Storage, count: int, now_ms: int | None = None) -> list[ExecutionLease]:
     """Executions that crossed the start barrier (just now unless `now_ms` is given), written
     through the protocol functions. Only the schema owner may move the clock: the executor
     role writes at the database's own time."""
     client = executor_client(store)
+    if now_ms is not None:
+        client = client.at(now_ms)
     leases = []
     for _ in range(count):
         spec = client.create_dispatch(new_spec())
-        leases.append(client.start(client.lease(spec.dispatch_id, now_ms=now_ms), now_ms=now_ms))
+        leases.append(client.start(client.lease(spec.dispatch_id)))
     return leases
 
 

@@ -3,17 +3,17 @@
 import pytest
 
 from resolver.core.domain import FindingKind
-from resolver.db.repository import PostgresStore
 from tests.helpers.console import axe_source, npm_rig, provider
 from tests.helpers.database import World
 from tests.helpers.oidc import jwks_file, signing_key
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler
+from tests.helpers.stores import Storage
 
 __all__ = ["axe_source", "jwks_file", "npm_rig", "provider", "signing_key"]
 
 
 @pytest.fixture
-def manual_item(world: World, store: PostgresStore) -> tuple[str, int]:
+def manual_item(world: World, store: Storage) -> tuple[str, int]:
     # Real database clock: these executions' leases expired long ago.
     lease = world.started(now_ms=1_000_000)
     reconciler(store, ScriptedProvider(fixed(FindingKind.CONFLICT))).run_cycle()

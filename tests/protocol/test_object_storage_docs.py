@@ -17,7 +17,6 @@ import yaml
 
 from providers.object_receipt import ObjectReceiptProvider
 from resolver.core.provider import build_registry
-from resolver.db.repository import PostgresStore
 from resolver.executor.client import ExecutionClient
 from tests.helpers.database import SQL, new_spec
 from tests.helpers.s3 import (
@@ -28,6 +27,7 @@ from tests.helpers.s3 import (
     running_s3_server,
     writer_policy,
 )
+from tests.helpers.stores import Storage
 from tests.protocol.conftest import ROOT
 
 SDK_DOC = ROOT / "docs" / "executor-sdk.md"
@@ -45,7 +45,7 @@ def s3() -> Iterator[S3Server]:
         yield server
 
 
-def dispatch(store: PostgresStore, dispatch_id: str) -> None:
+def dispatch(store: Storage, dispatch_id: str) -> None:
     spec = new_spec("artifact.push", dispatch_id=dispatch_id)
     ExecutionClient(store, owner="platform").create_dispatch(spec)
 
@@ -70,7 +70,7 @@ def example_env(s3: S3Server, database_url: str, dispatch_id: str) -> dict[str, 
 
 
 def test_the_python_publishing_example_runs(
-    s3: S3Server, store: PostgresStore, database_url: str, sql: SQL, tmp_path: Path
+    s3: S3Server, store: Storage, database_url: str, sql: SQL, tmp_path: Path
 ) -> None:
     (code,) = blocks(SDK_DOC, "python publish")
     dispatch(store, "doc-obj-py")
@@ -84,7 +84,7 @@ def test_the_python_publishing_example_runs(
 
 
 def test_the_node_publishing_example_runs(
-    s3: S3Server, node_sdk: Path, store: PostgresStore, database_url: str, sql: SQL
+    s3: S3Server, node_sdk: Path, store: Storage, database_url: str, sql: SQL
 ) -> None:
     (code,) = blocks(SDK_DOC, "js publish")
     dispatch(store, "doc-obj-js")

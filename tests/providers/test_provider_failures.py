@@ -175,7 +175,7 @@ def test_a_misconfigured_provider_is_counted_logged_once_and_degrades_readiness(
     try:
         assert ready().detail == {"status": "ready", "schema_revision": "head"}
         with capture_logs() as logs:
-            report = reconciler.run_cycle(now_ms=AFTER)
+            report = reconciler.at(AFTER).run_cycle()
     finally:
         reconciler.close()
         db.close()
@@ -280,7 +280,6 @@ def test_only_unavailable_findings_name_a_failure() -> None:
     assert Finding(FindingKind.CONFLICT, cause="unknown_kid").cause == "unknown_kid"
     with pytest.raises(ValueError, match="a cause goes with a failure or an unverified"):
         Finding(FindingKind.VERIFIED_SUCCEEDED, "a" * 64, "ok", cause="unknown_kid")
-
 
 
 @pytest.mark.parametrize("attrs", ["read-write", "primary"])

@@ -139,7 +139,7 @@ def test_rolled_back_mutation_leaves_no_receipt(
 
 def test_writer_is_fenced_on_the_executor_lease(world: World, database_url: str, sql: SQL) -> None:
     lease = world.started("db.mutation")
-    renewed = world.executor.renew(lease, now_ms=T0 + 10)
+    renewed = world.executor.at(T0 + 10).renew(lease)
     with psycopg.connect(database_url) as conn:
         with pytest.raises(FenceConflict), conn.transaction():
             write_receipt(

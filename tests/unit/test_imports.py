@@ -26,6 +26,12 @@ DEPRECATED_STUBS = (
     "resolver.testing",
 )
 
+# One module per port of resolver.core.ports (resolver/db/store/).
+PORT_STORES = tuple(
+    f"resolver.db.store.{m}"
+    for m in ("audit", "backlog", "cases", "execution", "late_evidence", "manual", "recovery")
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Forbidden:
@@ -74,6 +80,17 @@ RULES = (
         importers=PACKAGES,
         targets=DEPRECATED_STUBS,
         exempt=DEPRECATED_STUBS,
+    ),
+    Forbidden(
+        "a port's store stands on the shared handle and the row mappers, never on another port",
+        importers=PORT_STORES,
+        targets=PORT_STORES,
+    ),
+    Forbidden(
+        "the product composes the port stores, never the deprecated aggregate of them all",
+        importers=PACKAGES,
+        targets=("resolver.db.repository",),
+        exempt=("resolver.executor",),
     ),
 )
 
@@ -155,7 +172,7 @@ def test_the_layers_hold(edges: Edges, rule: Forbidden) -> None:
 
 def test_the_graph_sees_what_the_rules_forbid(edges: Edges) -> None:
     # Without this a rule could pass only because the graph never showed the package at all.
-    assert {"psycopg", "sqlalchemy"} <= edges["resolver.db.repository"] | edges[
+    assert {"psycopg", "sqlalchemy"} <= edges["resolver.db.store.handle"] | edges[
         "resolver.db.migrate"
     ]
     assert "fastapi" in edges["resolver.human.api.app"]
@@ -185,6 +202,8 @@ PLANTED = [
     (RULES[3], "resolver.executor.receipts", "psycopg.pq", None),
     (RULES[4], "resolver.demo.simple", "providers.internal_mutation", None),
     (RULES[5], "providers.http_receipt", "resolver.receipts", None),
+    (RULES[6], "resolver.db.store.manual", "resolver.db.store.cases", None),
+    (RULES[7], "resolver.app.composition", "resolver.db.repository", None),
 ]
 
 

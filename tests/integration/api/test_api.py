@@ -13,17 +13,17 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from resolver.db.repository import PostgresStore
 from resolver.human.api import RateLimiter, create_app
 from resolver.human.auth import TokenVerifier
 from tests.helpers.api import auth, body
 from tests.helpers.database import SQL
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
 from tests.helpers.signing import TEST_SIGNER
+from tests.helpers.stores import Storage
 
 
 @pytest.fixture
-def api(store: PostgresStore, jwks_file: Path, sql: SQL) -> Iterator[httpx.Client]:
+def api(store: Storage, jwks_file: Path, sql: SQL) -> Iterator[httpx.Client]:
     sql.all("INSERT INTO recovery_projects VALUES ('proj-1', 1)")
     sql.all("INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)")
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
@@ -127,7 +127,7 @@ def test_bad_tokens_are_401_and_write_nothing(
     assert sql.resolutions(dispatch_id) == []
 
 
-def test_es256_tokens_verify_too(tmp_path: Path, store: PostgresStore, sql: SQL) -> None:
+def test_es256_tokens_verify_too(tmp_path: Path, store: Storage, sql: SQL) -> None:
     key = ec.generate_private_key(ec.SECP256R1())
     public = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(key.public_key()))
     path = tmp_path / "jwks.json"
@@ -204,9 +204,7 @@ def test_rate_limit_per_user(
 
 
 def test_storage_failure_is_masked(jwks_file: Path, signing_key: rsa.RSAPrivateKey) -> None:
-    dead = PostgresStore(
-        "postgresql://resolver:hunter2@127.0.0.1:1/app", connect_timeout_seconds=0.5
-    )
+    dead = Storage("postgresql://resolver:hunter2@127.0.0.1:1/app", connect_timeout_seconds=0.5)
     dead.open()
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
     try:
@@ -239,7 +237,7 @@ WRITE_ROUTES = {
 
 @pytest.mark.parametrize("route", WRITE_ROUTES.values(), ids=WRITE_ROUTES.keys())
 def test_every_write_route_answers_a_forbidden_dispatch_like_an_unknown_one(
-    store: PostgresStore,
+    store: Storage,
     jwks_file: Path,
     manual_item: tuple[str, int],
     signing_key: rsa.RSAPrivateKey,

@@ -12,7 +12,6 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from resolver.core.domain import FindingKind
-from resolver.db.repository import PostgresStore
 from resolver.human.api import RateLimiter, create_app
 from resolver.human.api.bulk import ITEMS_PER_TOKEN, MAX_BULK_ITEMS, bulk_cost
 from resolver.human.auth import TokenVerifier
@@ -20,12 +19,13 @@ from tests.helpers.database import SQL, World, new_spec
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler
 from tests.helpers.signing import TEST_SIGNER
+from tests.helpers.stores import Storage
 
 PER_MINUTE = 5
 
 
 @pytest.fixture
-def api(store: PostgresStore, jwks_file: Path, sql: SQL) -> Iterator[httpx.Client]:
+def api(store: Storage, jwks_file: Path, sql: SQL) -> Iterator[httpx.Client]:
     sql.all("INSERT INTO recovery_projects VALUES ('proj-1', 1), ('proj-2', 1)")
     sql.all("INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)")
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
@@ -35,12 +35,12 @@ def api(store: PostgresStore, jwks_file: Path, sql: SQL) -> Iterator[httpx.Clien
 
 
 @pytest.fixture
-def manual_items(world: World, store: PostgresStore) -> list[tuple[str, int]]:
+def manual_items(world: World, store: Storage) -> list[tuple[str, int]]:
     """Three manual items in proj-1 and one in proj-2 (where alice holds no permission)."""
     leases = [world.started(now_ms=1_000_000) for _ in range(3)]
     spec = world.executor.create_dispatch(new_spec(project_id="proj-2"))
-    lease = world.executor.lease(spec.dispatch_id, now_ms=1_000_000)
-    leases.append(world.executor.start(lease, now_ms=1_000_000))
+    lease = world.executor.at(1_000_000).lease(spec.dispatch_id)
+    leases.append(world.executor.at(1_000_000).start(lease))
     reconciler(store, ScriptedProvider(fixed(FindingKind.UNSUPPORTED))).run_cycle()
     return [(x.dispatch_id, x.version) for x in leases]
 

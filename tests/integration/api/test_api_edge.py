@@ -17,20 +17,20 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from resolver.db.repository import PostgresStore
 from resolver.human.api import BIGINT_MAX, RateLimiter, create_app, openapi_document
 from resolver.human.auth import TokenVerifier
 from tests.helpers.api import auth, body
 from tests.helpers.database import SQL
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
 from tests.helpers.signing import TEST_SIGNER, signing_env
+from tests.helpers.stores import Storage
 from tests.helpers.telemetry import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
-def edge(store: PostgresStore, jwks_file: Path, sql: SQL) -> Iterator[httpx.Client]:
+def edge(store: Storage, jwks_file: Path, sql: SQL) -> Iterator[httpx.Client]:
     sql.all("INSERT INTO recovery_projects VALUES ('proj-1', 1)")
     sql.all("INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)")
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
@@ -345,7 +345,7 @@ def test_the_exact_bounds_are_accepted(
 class Exploding:
     """A store whose queue read fails with a bug, not a storage error."""
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: Storage) -> None:
         self._store = store
 
     def list_cases(self, *_args: Any) -> list[Any]:
@@ -356,7 +356,7 @@ class Exploding:
 
 
 def test_unexpected_error_is_a_masked_500_and_the_connection_survives(
-    store: PostgresStore, jwks_file: Path, signing_key: rsa.RSAPrivateKey
+    store: Storage, jwks_file: Path, signing_key: rsa.RSAPrivateKey
 ) -> None:
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
     with Server(create_app(Exploding(store), verifier, signer=TEST_SIGNER)) as client:  # type: ignore[arg-type]

@@ -22,12 +22,12 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from resolver.db.repository import PostgresStore
 from resolver.human.api import MAX_BODY_BYTES, RateLimiter, create_app, openapi_document
 from resolver.human.auth import TokenVerifier
 from tests.helpers.database import SQL
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
 from tests.helpers.signing import TEST_SIGNER
+from tests.helpers.stores import Storage
 
 DOCUMENT = openapi_document()
 # Operation templates as regexes on the decoded path the server routes on.
@@ -257,7 +257,7 @@ aimed = st.one_of(
 
 @pytest.fixture
 def fuzz_target(
-    store: PostgresStore,
+    store: Storage,
     jwks_file: Path,
     sql: SQL,
     manual_item: tuple[str, int],

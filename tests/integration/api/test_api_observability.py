@@ -22,7 +22,6 @@ from prometheus_client import CollectorRegistry
 from resolver.app.composition import ApiProcess, build_api, readiness_check
 from resolver.app.config import load_settings
 from resolver.db import migrate
-from resolver.db.repository import PostgresStore
 from resolver.human.api import create_app
 from resolver.human.auth import TokenVerifier
 from resolver.telemetry.api_metrics import TOKEN_REJECTION_REASONS, ApiMetrics
@@ -30,6 +29,7 @@ from tests.helpers.api import auth, body, grant_alice
 from tests.helpers.database import SECRET, SQL, with_password
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
 from tests.helpers.signing import TEST_SIGNER, signing_env, signing_settings
+from tests.helpers.stores import Storage
 from tests.helpers.telemetry import free_port
 
 DECIDE = "/v1/dispatches/{dispatch_id}/resolution"
@@ -149,7 +149,7 @@ def test_api_without_http_port_serves_no_metrics_port(database_url: str, jwks_fi
 
 
 def test_readyz_is_503_with_a_status_word_when_the_schema_is_behind(
-    database_url: str, store: PostgresStore, jwks_file: Path
+    database_url: str, store: Storage, jwks_file: Path
 ) -> None:
     migrate.downgrade(database_url, "base")
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
@@ -163,7 +163,7 @@ def test_readyz_is_503_with_a_status_word_when_the_schema_is_behind(
 
 
 def test_worker_and_api_stay_ready_on_a_newer_releases_schema(
-    database_url: str, store: PostgresStore, jwks_file: Path, sql: SQL
+    database_url: str, store: Storage, jwks_file: Path, sql: SQL
 ) -> None:
     # What the pre-upgrade migration of a newer release leaves behind for the old pods.
     sql.all("UPDATE alembic_version SET version_num = '9999_from_a_newer_release'")
@@ -185,7 +185,7 @@ def test_worker_and_api_stay_ready_on_a_newer_releases_schema(
 
 def test_readyz_hides_an_unreachable_database(jwks_file: Path) -> None:
     url = f"postgresql://resolver:{SECRET}@127.0.0.1:1/app"
-    dead = PostgresStore(url, connect_timeout_seconds=0.5)
+    dead = Storage(url, connect_timeout_seconds=0.5)
     dead.open()
     registry = CollectorRegistry()
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
@@ -214,7 +214,7 @@ def token_for_unused_key() -> str:
 
 
 def test_storage_failure_counts_as_a_5xx(jwks_file: Path, signing_key: rsa.RSAPrivateKey) -> None:
-    dead = PostgresStore("postgresql://resolver@127.0.0.1:1/app", connect_timeout_seconds=0.5)
+    dead = Storage("postgresql://resolver@127.0.0.1:1/app", connect_timeout_seconds=0.5)
     dead.open()
     registry = CollectorRegistry()
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
@@ -272,7 +272,7 @@ def bad_tokens(key: rsa.RSAPrivateKey) -> dict[str, tuple[str, str]]:
 
 
 @pytest.fixture
-def observed(store: PostgresStore, jwks_file: Path) -> Iterator[tuple[httpx.Client, Any]]:
+def observed(store: Storage, jwks_file: Path) -> Iterator[tuple[httpx.Client, Any]]:
     registry = CollectorRegistry()
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
     with Server(

@@ -14,12 +14,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from resolver.app.cli import main
 from resolver.core.domain import Decision, ManualDecision, ManualResult, Principal
-from resolver.db.repository import PostgresStore
 from resolver.human.audit import GENESIS_HASH, link_hash, verify_chain
 from resolver.human.manual import ManualResolutionService
 from resolver.human.signing import FactSigner
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
 from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER, write_public_keys
+from tests.helpers.stores import Storage
 
 NOW = T0 + EXEC_LEASE_MS + 60_000
 ALICE = Principal(
@@ -28,7 +28,7 @@ ALICE = Principal(
 
 
 @pytest.fixture
-def decided(world: World, store: PostgresStore, sql: SQL) -> list[str]:
+def decided(world: World, store: Storage, sql: SQL) -> list[str]:
     """Three manual decisions, one after the other."""
     sql.all("INSERT INTO recovery_projects VALUES ('proj-1', 1)")
     sql.all("INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)")
@@ -38,7 +38,7 @@ def decided(world: World, store: PostgresStore, sql: SQL) -> list[str]:
         decision = ManualDecision(
             lease.dispatch_id, Decision.CONFIRM_FAILED, f"op-{n}", lease.version, "checked"
         )
-        assert service.decide(ALICE, decision, now_ms=NOW) is ManualResult.COMMITTED
+        assert service.at(NOW).decide(ALICE, decision) is ManualResult.COMMITTED
         ids.append(lease.dispatch_id)
     return ids
 
@@ -51,7 +51,7 @@ def _tamper(database_url: str, statement: str) -> None:
 
 
 def test_each_decision_links_to_the_previous_one_and_the_chain_verifies(
-    decided: list[str], store: PostgresStore, sql: SQL
+    decided: list[str], store: Storage, sql: SQL
 ) -> None:
     links = sql.all("SELECT * FROM recovery_audit_chain ORDER BY seq")
     assert [link["seq"] for link in links] == [1, 2, 3]
@@ -72,7 +72,7 @@ def test_the_chain_rows_are_insert_only(decided: list[str], sql: SQL) -> None:
 
 
 def test_an_edited_decision_is_named_by_verify(
-    decided: list[str], store: PostgresStore, database_url: str
+    decided: list[str], store: Storage, database_url: str
 ) -> None:
     _tamper(
         database_url,
@@ -86,7 +86,7 @@ def test_an_edited_decision_is_named_by_verify(
 
 
 def test_a_rewritten_link_breaks_the_next_one(
-    decided: list[str], store: PostgresStore, database_url: str
+    decided: list[str], store: Storage, database_url: str
 ) -> None:
     # Content and hash rewritten consistently: the link itself checks, its successor does not.
     forged = "{}"
@@ -106,7 +106,7 @@ def test_a_rewritten_link_breaks_the_next_one(
 
 
 def test_a_removed_last_link_and_a_decision_without_link_are_found(
-    decided: list[str], store: PostgresStore, database_url: str
+    decided: list[str], store: Storage, database_url: str
 ) -> None:
     _tamper(database_url, "DELETE FROM recovery_audit_chain WHERE seq = 3")
     broken = verify_chain(store).broken
@@ -126,7 +126,7 @@ def test_concurrent_decisions_form_one_unbroken_chain(
     sql.all("INSERT INTO recovery_projects VALUES ('proj-1', 1)")
     sql.all("INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)")
     leases = world.crashed(12)
-    stores = [PostgresStore(database_url) for _ in range(4)]
+    stores = [Storage(database_url) for _ in range(4)]
     start = threading.Barrier(len(stores))
     results: list[ManualResult] = []
 
@@ -142,7 +142,7 @@ def test_concurrent_decisions_form_one_unbroken_chain(
                 lease.version,
                 "concurrent",
             )
-            results.append(service.decide(ALICE, decision, now_ms=NOW))
+            results.append(service.at(NOW).decide(ALICE, decision))
 
     threads = [threading.Thread(target=decide, args=(i,)) for i in range(len(stores))]
     for t in threads:
@@ -176,7 +176,7 @@ def test_resolver_audit_verify_exits_1_naming_the_broken_link(
 
 
 def test_a_middle_decision_deleted_with_its_facts_is_facts_missing(
-    decided: list[str], store: PostgresStore, database_url: str, sql: SQL
+    decided: list[str], store: Storage, database_url: str, sql: SQL
 ) -> None:
     # The prune flag a session could once set opens nothing: the guard wants the prune
     # function on the call stack.
@@ -196,7 +196,7 @@ def test_a_middle_decision_deleted_with_its_facts_is_facts_missing(
 
 
 def test_a_link_appended_by_hand_is_named_even_with_the_head_moved(
-    decided: list[str], store: PostgresStore, database_url: str, sql: SQL
+    decided: list[str], store: Storage, database_url: str, sql: SQL
 ) -> None:
     (head,) = sql.all("SELECT seq, hash FROM recovery_audit_head")
     content = '{"v":1}'
@@ -216,7 +216,7 @@ def test_a_link_appended_by_hand_is_named_even_with_the_head_moved(
 
 
 def test_a_missing_head_is_named_head(
-    decided: list[str], store: PostgresStore, database_url: str, monkeypatch: pytest.MonkeyPatch
+    decided: list[str], store: Storage, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _tamper(database_url, "DELETE FROM recovery_audit_head")
     broken = verify_chain(store).broken

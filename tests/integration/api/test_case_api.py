@@ -14,11 +14,11 @@ from resolver.core.escalation import DEFAULT_MISSING_WINDOW_SECONDS
 from resolver.core.provider import build_registry
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.runtime import Runtime
-from resolver.db.repository import PostgresStore
 from tests.helpers.api import auth, body
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World, new_spec
 from tests.helpers.oidc import token
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler
+from tests.helpers.stores import Storage
 from tests.integration.api.test_api import api
 
 __all__ = ["api"]
@@ -155,7 +155,7 @@ def test_supersession_across_projects_names_only_what_the_caller_may_read(
 
 
 def test_queue_items_carry_lookup_fields_and_filters_narrow_them(
-    api: httpx.Client, world: World, store: PostgresStore, signing_key: rsa.RSAPrivateKey
+    api: httpx.Client, world: World, store: Storage, signing_key: rsa.RSAPrivateKey
 ) -> None:
     leases = [world.started(now_ms=1_000_000) for _ in range(3)]
     reconciler(store, ScriptedProvider(fixed(FindingKind.CONFLICT))).run_cycle()
@@ -186,7 +186,7 @@ def test_queue_items_carry_lookup_fields_and_filters_narrow_them(
 
 
 def test_waiting_lists_armed_cases_inspected_at_least_once(
-    api: httpx.Client, world: World, store: PostgresStore, signing_key: rsa.RSAPrivateKey
+    api: httpx.Client, world: World, store: Storage, signing_key: rsa.RSAPrivateKey
 ) -> None:
     never = world.started(now_ms=1_000_000)  # leased and crashed, but not inspected yet
     page = get(api, signing_key, "/v1/waiting").json()
@@ -229,15 +229,15 @@ def test_decisions_list_who_how_and_what_was_overridden(
 
 
 def test_decisions_lookup_filters_and_total_match_the_open_lists(
-    api: httpx.Client, world: World, store: PostgresStore, signing_key: rsa.RSAPrivateKey, sql: SQL
+    api: httpx.Client, world: World, store: Storage, signing_key: rsa.RSAPrivateKey, sql: SQL
 ) -> None:
     # Three decisions alice may read (two shell.exec cases the provider does not support, one
     # test.action conflict) and one in proj-2, decided by carol, that alice may not read.
     shells = [world.started("shell.exec", now_ms=1_000_000) for _ in range(2)]
     other = world.started(now_ms=1_000_000)
     hidden = world.executor.create_dispatch(new_spec(project_id="proj-2"))
-    hidden_lease = world.executor.start(
-        world.executor.lease(hidden.dispatch_id, now_ms=1_000_000), now_ms=1_000_000
+    hidden_lease = world.executor.at(1_000_000).start(
+        world.executor.at(1_000_000).lease(hidden.dispatch_id)
     )
     reconciler(store, ScriptedProvider(fixed(FindingKind.CONFLICT))).run_cycle()
     sql.all("INSERT INTO recovery_projects VALUES ('proj-2', 1)")
@@ -365,7 +365,7 @@ def test_decision_parameters_are_bounded(
 
 
 def test_a_waiting_case_shows_its_next_look_and_when_it_escalates(
-    api: httpx.Client, signing_key: rsa.RSAPrivateKey, world: World, store: PostgresStore, sql: SQL
+    api: httpx.Client, signing_key: rsa.RSAPrivateKey, world: World, store: Storage, sql: SQL
 ) -> None:
     """The escalation window lives in the replicas' provider configuration: the commit
     records the time on the control, and the case and the waiting list show it beside the next
@@ -380,7 +380,7 @@ def test_a_waiting_case_shows_its_next_look_and_when_it_escalates(
     settings = ReconcilerSettings(owner="r", recovery_lease_ms=30_000, backoff_base_ms=1_000)
     rec = Reconciler(store, registry, settings, Runtime(rng=random.Random(3)))
     first_look = T0 + EXEC_LEASE_MS
-    assert rec.run_cycle(now_ms=first_look).accepted == {install.dispatch_id, other.dispatch_id}
+    assert rec.at(first_look).run_cycle().accepted == {install.dispatch_id, other.dispatch_id}
     window_ms = DEFAULT_MISSING_WINDOW_SECONDS * 1000
 
     waiting = {i["dispatch_id"]: i for i in get(api, signing_key, "/v1/waiting").json()["items"]}
@@ -392,11 +392,11 @@ def test_a_waiting_case_shows_its_next_look_and_when_it_escalates(
         case = get(api, signing_key, f"/v1/dispatches/{lease.dispatch_id}").json()
         assert case["control"]["escalates_at_ms"] == escalates
     # A later look does not move it: the window counts from the first inspection.
-    rec.run_cycle(now_ms=first_look + 60_000)
+    rec.at(first_look + 60_000).run_cycle()
     case = get(api, signing_key, f"/v1/dispatches/{install.dispatch_id}").json()
     assert case["control"]["escalates_at_ms"] == first_look + window_ms
     # Escalated: in the manual queue, with neither time.
-    rec.run_cycle(now_ms=first_look + window_ms)
+    rec.at(first_look + window_ms).run_cycle()
     assert sql.control(install.dispatch_id)["status"] == "manual"
     (queued,) = get(api, signing_key, "/v1/manual-queue").json()["items"]
     assert (queued["dispatch_id"], queued["next_look_at_ms"], queued["escalates_at_ms"]) == (

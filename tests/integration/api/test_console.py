@@ -18,7 +18,6 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from resolver.core.domain import Finding, FindingKind
-from resolver.db.repository import PostgresStore
 from resolver.executor.client import ExecutionClient
 from resolver.human.api import create_app
 from resolver.human.auth import JwksUrl, TokenVerifier
@@ -36,6 +35,7 @@ from tests.helpers.database import SQL, World, new_spec
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler
 from tests.helpers.signing import TEST_SIGNER
+from tests.helpers.stores import Storage
 
 playwright = pytest.importorskip("playwright.sync_api")
 expect = playwright.expect
@@ -69,7 +69,7 @@ def _grant(sql: SQL, *users: str) -> None:
 
 
 @pytest.fixture
-def site(store: PostgresStore, sql: SQL, world: World, provider: Provider) -> Iterator[Site]:
+def site(store: Storage, sql: SQL, world: World, provider: Provider) -> Iterator[Site]:
     """Three manual items; the API verifies the provider's tokens; sign-in is configured."""
     _grant(sql, "alice", "bob", "carol")
     # Each dispatch created, started at once on the real clock (the database's) and its
@@ -81,12 +81,10 @@ def site(store: PostgresStore, sql: SQL, world: World, provider: Provider) -> It
         spec = executor.create_dispatch(new_spec())
         world.specs[spec.dispatch_id] = spec
         started_ms = int(time.time() * 1000) + 1  # after the creation's own clock reading
-        lease = executor.lease(spec.dispatch_id, now_ms=started_ms)
-        leases.append(executor.start(lease, now_ms=started_ms))
+        lease = executor.at(started_ms).lease(spec.dispatch_id)
+        leases.append(executor.at(started_ms).start(lease))
     inspected_ms = started_ms + 10
-    reconciler(store, ScriptedProvider(fixed(FindingKind.UNSUPPORTED))).run_cycle(
-        now_ms=inspected_ms
-    )
+    reconciler(store, ScriptedProvider(fixed(FindingKind.UNSUPPORTED))).at(inspected_ms).run_cycle()
     verifier = TokenVerifier.from_jwks_url(
         JwksUrl(provider.jwks_uri), issuer=provider.issuer, audience=AUDIENCE
     )
@@ -298,7 +296,7 @@ def test_a_user_without_a_second_factor_is_told_and_nothing_is_written(
 
 
 def test_bulk_decision_shows_progress_and_a_mixed_per_item_result(
-    site: Site, page: Any, sql: SQL, world: World, store: PostgresStore
+    site: Site, page: Any, sql: SQL, world: World, store: Storage
 ) -> None:
     # A shell crash in the same queue: the filter below leaves it out of the selection.
     shell = world.started("shell.exec", now_ms=int(time.time() * 1000) - 3_600_000)
@@ -437,7 +435,7 @@ def apply_filter(page: Any, **fields: str) -> None:
 
 
 def test_the_waiting_view_filters_looks_up_counts_and_pages_oldest_first_across_a_reload(
-    site: Site, page: Any, world: World, store: PostgresStore, axe_source: str
+    site: Site, page: Any, world: World, store: Storage, axe_source: str
 ) -> None:
     now = int(time.time() * 1000)
     # Four cases first inspected 3 h, 2 h, 90 min and 10 min ago (the reconciler's clock set
@@ -453,7 +451,7 @@ def test_the_waiting_view_filters_looks_up_counts_and_pages_oldest_first_across_
     ):
         lease = world.started(now_ms=now - 5 * 3_600_000)
         finding[lease.dispatch_id] = FindingKind(kind)
-        reconciler(store, provider).run_cycle(now_ms=now - ago_min * 60_000)
+        reconciler(store, provider).at(now - ago_min * 60_000).run_cycle()
         waiting.append(lease.dispatch_id)
     spec = [world.specs[d] for d in waiting]
 
@@ -597,7 +595,7 @@ def test_the_decided_view_shows_who_decided_newest_first_filters_and_pages(
 
 
 def test_the_decided_view_filters_by_action_type_and_finding_looks_up_and_counts(
-    site: Site, page: Any, world: World, store: PostgresStore, sql: SQL, axe_source: str
+    site: Site, page: Any, world: World, store: Storage, sql: SQL, axe_source: str
 ) -> None:
     # Beside the site's unsupported test.action cases: a shell.exec case (which the provider
     # does not support either) and a test.action conflict, all three then decided by alice.
@@ -868,7 +866,7 @@ def test_a_bulk_decision_under_a_two_person_rule_confirms_one_and_proposes_the_r
 
 
 def test_later_evidence_that_contradicts_a_decision_is_named_on_the_case_and_in_the_list(
-    site: Site, page: Any, store: PostgresStore, sql: SQL, world: World, axe_source: str
+    site: Site, page: Any, store: Storage, sql: SQL, world: World, axe_source: str
 ) -> None:
     late = pytest.importorskip(
         "resolver.core.late_evidence", reason="the late-evidence watcher is not in this build"
@@ -912,11 +910,11 @@ def test_later_evidence_that_contradicts_a_decision_is_named_on_the_case_and_in_
 
 
 def test_link_outs_come_only_from_configured_templates_with_ids_url_encoded(
-    site: Site, page: Any, world: World, store: PostgresStore
+    site: Site, page: Any, world: World, store: Storage
 ) -> None:
     spec = world.executor.create_dispatch(new_spec(dispatch_id="run:42.a"))
-    lease = world.executor.lease(spec.dispatch_id, now_ms=int(time.time() * 1000) - 3_600_000)
-    world.executor.start(lease, now_ms=int(time.time() * 1000) - 3_600_000)
+    lease = world.executor.at(int(time.time() * 1000) - 3_600_000).lease(spec.dispatch_id)
+    world.executor.at(int(time.time() * 1000) - 3_600_000).start(lease)
     reconciler(store, ScriptedProvider(fixed(FindingKind.UNSUPPORTED))).run_cycle()
     page.goto(f"{site.url}#/dispatch/run:42.a")
     sign_in(page, "alice")
@@ -930,7 +928,7 @@ def test_link_outs_come_only_from_configured_templates_with_ids_url_encoded(
 
 
 def test_an_identity_proxy_forwarding_the_token_needs_no_sign_in(
-    store: PostgresStore,
+    store: Storage,
     sql: SQL,
     world: World,
     jwks_file: Path,
@@ -955,7 +953,7 @@ def test_an_identity_proxy_forwarding_the_token_needs_no_sign_in(
 
 
 def test_a_link_with_a_token_in_its_fragment_signs_in_and_forgets_the_fragment(
-    store: PostgresStore,
+    store: Storage,
     sql: SQL,
     world: World,
     jwks_file: Path,
@@ -979,7 +977,7 @@ def test_a_link_with_a_token_in_its_fragment_signs_in_and_forgets_the_fragment(
 
 
 def test_data_from_the_server_is_placed_as_text_never_as_markup(
-    store: PostgresStore,
+    store: Storage,
     sql: SQL,
     world: World,
     jwks_file: Path,
@@ -1014,7 +1012,7 @@ def test_data_from_the_server_is_placed_as_text_never_as_markup(
 
 
 def test_console_is_served_with_a_strict_content_security_policy(
-    store: PostgresStore, jwks_file: Path
+    store: Storage, jwks_file: Path
 ) -> None:
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
     console = console_config(client_id=CLIENT_ID, issuer="https://idp.example/realm")

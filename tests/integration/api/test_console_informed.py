@@ -23,7 +23,6 @@ from resolver.core.domain import (
 from resolver.core.provider import build_registry
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.runtime import Runtime
-from resolver.db.repository import PostgresStore
 from resolver.db.retention import PostgresRetention
 from resolver.evidence.receipts import KeyRing, encode_receipt, receipt_finding, sign_receipt
 from resolver.executor import ExecutionClient
@@ -31,6 +30,7 @@ from resolver.retention import pruning as retention
 from tests.helpers.console import sign_in_at_provider
 from tests.helpers.database import SQL, World, new_spec
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler, verified
+from tests.helpers.stores import Storage
 from tests.integration.api.test_console import (  # noqa: F401 - fixtures
     Site,
     apply_filter,
@@ -66,23 +66,23 @@ def forged_success(identity: DispatchIdentity) -> Finding:
     return receipt_finding(encode_receipt(receipt), identity, TRUSTED, source="http_receipt")
 
 
-def forged_case(store: PostgresStore, world: World) -> str:
+def forged_case(store: Storage, world: World) -> str:
     """A charge with its summary, its executor lost, its receipt forged: in the manual queue."""
     executor = ExecutionClient(store, owner="pay-worker-3", lease_seconds=0.001)
     spec = executor.create_dispatch(new_spec("pay.charge", action_summary=CHARGE))
     world.specs[spec.dispatch_id] = spec
     started_ms = int(time.time() * 1000) + 1
-    executor.start(executor.lease(spec.dispatch_id, now_ms=started_ms), now_ms=started_ms)
-    reconciler(store, ScriptedProvider(forged_success), action_type="pay.charge").run_cycle(
-        now_ms=started_ms + 10
-    )
+    executor.at(started_ms).start(executor.at(started_ms).lease(spec.dispatch_id))
+    reconciler(store, ScriptedProvider(forged_success), action_type="pay.charge").at(
+        started_ms + 10
+    ).run_cycle()
     return spec.dispatch_id
 
 
 def test_a_forged_receipt_conflict_names_its_reason_and_demands_a_separate_acknowledgement(
     site: Site,  # noqa: F811 - the fixtures of test_console
     page: Any,  # noqa: F811
-    store: PostgresStore,
+    store: Storage,
     sql: SQL,
     world: World,
     axe_source: str,
@@ -156,7 +156,7 @@ def test_a_forged_receipt_conflict_names_its_reason_and_demands_a_separate_ackno
 def test_the_queue_finds_cases_by_words_of_what_was_approved(
     site: Site,  # noqa: F811 - the fixtures of test_console
     page: Any,  # noqa: F811
-    store: PostgresStore,
+    store: Storage,
     sql: SQL,
     world: World,
 ) -> None:
@@ -174,15 +174,15 @@ def test_the_queue_finds_cases_by_words_of_what_was_approved(
 def test_find_opens_an_automatically_settled_dispatch_by_its_idempotency_key_and_clears_the_last(
     site: Site,  # noqa: F811 - the fixtures of test_console
     page: Any,  # noqa: F811
-    store: PostgresStore,
+    store: Storage,
     world: World,
     axe_source: str,
 ) -> None:
     executor = ExecutionClient(store, owner="executor-1", lease_seconds=0.001)
     spec = executor.create_dispatch(new_spec())
     started_ms = int(time.time() * 1000) + 1
-    executor.start(executor.lease(spec.dispatch_id, now_ms=started_ms), now_ms=started_ms)
-    reconciler(store, ScriptedProvider(verified)).run_cycle(now_ms=started_ms + 10)
+    executor.at(started_ms).start(executor.at(started_ms).lease(spec.dispatch_id))
+    reconciler(store, ScriptedProvider(verified)).at(started_ms + 10).run_cycle()
     assert store.find_dispatches("mallory", spec.idempotency_key) == []  # no project, no answer
     (found,) = store.find_dispatches("alice", spec.idempotency_key)
     assert (found.matched_by, found.closed_by) == ("idempotency_key", "automatic")
@@ -209,7 +209,7 @@ def test_find_opens_an_automatically_settled_dispatch_by_its_idempotency_key_and
     expect(page.locator("#decide-form")).to_have_count(0)
 
 
-def lost_in(store: PostgresStore, world: World, project_id: str, count: int) -> list[str]:
+def lost_in(store: Storage, world: World, project_id: str, count: int) -> list[str]:
     """Cases of another project whose executor was lost, inspected once: in the manual queue."""
     executor = ExecutionClient(store, owner="node-7", lease_seconds=0.001)
     ids = []
@@ -217,18 +217,18 @@ def lost_in(store: PostgresStore, world: World, project_id: str, count: int) -> 
         spec = executor.create_dispatch(new_spec(project_id=project_id))
         world.specs[spec.dispatch_id] = spec
         started_ms = int(time.time() * 1000) + 1
-        executor.start(executor.lease(spec.dispatch_id, now_ms=started_ms), now_ms=started_ms)
+        executor.at(started_ms).start(executor.at(started_ms).lease(spec.dispatch_id))
         ids.append(spec.dispatch_id)
-    reconciler(store, ScriptedProvider(fixed(FindingKind.UNSUPPORTED))).run_cycle(
-        now_ms=int(time.time() * 1000) + 20
-    )
+    reconciler(store, ScriptedProvider(fixed(FindingKind.UNSUPPORTED))).at(
+        int(time.time() * 1000) + 20
+    ).run_cycle()
     return ids
 
 
 def test_a_selection_hidden_by_a_new_filter_is_cleared_and_nothing_outside_the_view_is_decided(
     site: Site,  # noqa: F811 - the fixtures of test_console
     page: Any,  # noqa: F811
-    store: PostgresStore,
+    store: Storage,
     sql: SQL,
     world: World,
     axe_source: str,
@@ -336,7 +336,7 @@ def test_an_expired_token_signs_in_again_and_resends_the_same_decision(
 def test_the_list_refreshes_on_its_own_and_keeps_the_selection(
     site: Site,  # noqa: F811 - the fixtures of test_console
     page: Any,  # noqa: F811
-    store: PostgresStore,
+    store: Storage,
     world: World,
 ) -> None:
     page.clock.install()  # the page's timers run when the test moves its clock
@@ -359,7 +359,7 @@ def test_the_list_refreshes_on_its_own_and_keeps_the_selection(
 def test_triage_counts_by_type_reason_and_executor_each_a_filter(
     site: Site,  # noqa: F811 - the fixtures of test_console
     page: Any,  # noqa: F811
-    store: PostgresStore,
+    store: Storage,
     world: World,
     axe_source: str,
 ) -> None:
@@ -392,7 +392,7 @@ def test_triage_counts_by_type_reason_and_executor_each_a_filter(
 def test_from_the_alert_s_console_link_to_a_correct_decision_in_four_interactions(
     site: Site,  # noqa: F811 - the fixtures of test_console
     page: Any,  # noqa: F811
-    store: PostgresStore,
+    store: Storage,
     sql: SQL,
     world: World,
 ) -> None:
@@ -401,10 +401,10 @@ def test_from_the_alert_s_console_link_to_a_correct_decision_in_four_interaction
     summary = ActionSummary.of("Charge 18.50 EUR", {"Amount": "18.50 EUR", "Order": "ord-112"})
     spec = executor.create_dispatch(new_spec("pay.charge", action_summary=summary))
     long_ago = int(time.time() * 1000) - 5 * 3600 * 1000
-    executor.start(executor.lease(spec.dispatch_id, now_ms=long_ago), now_ms=long_ago)
+    executor.at(long_ago).start(executor.at(long_ago).lease(spec.dispatch_id))
     reconciler(
         store, ScriptedProvider(fixed(FindingKind.UNSUPPORTED)), action_type="pay.charge"
-    ).run_cycle(now_ms=long_ago + 10)
+    ).at(long_ago + 10).run_cycle()
     # The alert's console_url (alerts.consoleUrl + the rule's view), the operator signed in.
     alert_link = f"{site.url}#/oldest?min_age_seconds=14400"
     page.goto(f"{site.url}#/queue")
@@ -439,7 +439,7 @@ def test_from_the_alert_s_console_link_to_a_correct_decision_in_four_interaction
 def test_an_open_list_sorted_by_action_type_pages_without_repeating_a_row(
     site: Site,  # noqa: F811 - the fixtures of test_console
     page: Any,  # noqa: F811
-    store: PostgresStore,
+    store: Storage,
     world: World,
 ) -> None:
     target = forged_case(store, world)
@@ -466,7 +466,7 @@ def test_an_open_list_sorted_by_action_type_pages_without_repeating_a_row(
 def test_every_view_has_no_serious_accessibility_violation_when_narrow_or_zoomed(
     site: Site,  # noqa: F811 - the fixtures of test_console
     browser: Any,  # noqa: F811
-    store: PostgresStore,
+    store: Storage,
     world: World,
     axe_source: str,
     width: int,
@@ -503,7 +503,7 @@ def test_every_view_has_no_serious_accessibility_violation_when_narrow_or_zoomed
     context.close()
 
 
-def waiting_cases(store: PostgresStore, world: World) -> dict[str, str]:
+def waiting_cases(store: Storage, world: World) -> dict[str, str]:
     """Two lost executions inspected once on the real clock, evidence missing: a package
     install (escalates after its window) and an action type whose finding never escalates."""
     executor = ExecutionClient(store, owner="node-3", lease_seconds=0.001)
@@ -512,7 +512,7 @@ def waiting_cases(store: PostgresStore, world: World) -> dict[str, str]:
         spec = executor.create_dispatch(new_spec(action_type))
         world.specs[spec.dispatch_id] = spec
         started_ms = int(time.time() * 1000) + 1
-        executor.start(executor.lease(spec.dispatch_id, now_ms=started_ms), now_ms=started_ms)
+        executor.at(started_ms).start(executor.at(started_ms).lease(spec.dispatch_id))
         ids[action_type] = spec.dispatch_id
     config = {"pkg.install": {"provider": "package_install"}, "run.thing": {"provider": "runs"}}
     missing = ScriptedProvider(fixed(FindingKind.MISSING))
@@ -520,9 +520,9 @@ def waiting_cases(store: PostgresStore, world: World) -> dict[str, str]:
         config, {"package_install": lambda _s: missing, "runs": lambda _s: missing}
     )
     settings = ReconcilerSettings(owner="r", recovery_lease_ms=30_000, backoff_base_ms=60_000)
-    Reconciler(store, registry, settings, Runtime(rng=random.Random(3))).run_cycle(
-        now_ms=int(time.time() * 1000) + 20
-    )
+    Reconciler(store, registry, settings, Runtime(rng=random.Random(3))).at(
+        int(time.time() * 1000) + 20
+    ).run_cycle()
     return ids
 
 
@@ -533,7 +533,7 @@ def utc_text(ms: int) -> str:
 def test_a_waiting_case_shows_its_next_look_and_when_it_escalates(
     site: Site,  # noqa: F811 - the fixtures of test_console
     page: Any,  # noqa: F811
-    store: PostgresStore,
+    store: Storage,
     sql: SQL,
     world: World,
     axe_source: str,
@@ -575,7 +575,7 @@ def test_a_waiting_case_shows_its_next_look_and_when_it_escalates(
 def test_find_lists_a_pruned_dispatch_with_its_run_instead_of_opening_a_case_that_is_gone(
     site: Site,  # noqa: F811 - the fixtures of test_console
     page: Any,  # noqa: F811
-    store: PostgresStore,
+    store: Storage,
     sql: SQL,
     database_url: str,
     axe_source: str,
@@ -583,8 +583,8 @@ def test_find_lists_a_pruned_dispatch_with_its_run_instead_of_opening_a_case_tha
     executor = ExecutionClient(store, owner="executor-1", lease_seconds=1)
     spec = executor.create_dispatch(new_spec())
     old = int(time.time() * 1000) - 40 * 86_400_000
-    lease = executor.start(executor.lease(spec.dispatch_id, now_ms=old), now_ms=old)
-    executor.complete(lease, Completion(Outcome.SUCCEEDED, "done", "m-old"), now_ms=old + 100)
+    lease = executor.at(old).start(executor.at(old).lease(spec.dispatch_id))
+    executor.at(old + 100).complete(lease, Completion(Outcome.SUCCEEDED, "done", "m-old"))
     with PostgresRetention(database_url) as retention_store:
         retention.prune(retention_store, retention.PruneOptions(older_than_ms=30 * 86_400_000))
     run = sql.one("SELECT run_id, export_digest FROM recovery_prune_runs")

@@ -14,12 +14,12 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from resolver.app.cli import main
 from resolver.core.domain import Completion, FindingKind, Outcome
-from resolver.db.repository import PostgresStore
 from resolver.executor import ExecutionClient
 from tests.helpers.api import auth
 from tests.helpers.database import EXEC_LEASE_MS, SQL, new_spec
 from tests.helpers.oidc import token
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler
+from tests.helpers.stores import Storage
 from tests.integration.api.test_api import api
 
 __all__ = ["api"]
@@ -34,19 +34,19 @@ def find(api: httpx.Client, key: rsa.RSAPrivateKey, q: str, user: str = "alice")
 
 
 @pytest.fixture
-def old_settled(store: PostgresStore, sql: SQL) -> dict[str, str]:
+def old_settled(store: Storage, sql: SQL) -> dict[str, str]:
     """Two dispatches settled 40 days ago: one by its executor, one automatically."""
     now = int(sql.one("SELECT resolver_now_ms(NULL) AS ms")["ms"])
     old = now - 40 * DAY_MS
     executor = ExecutionClient(store, owner="exec", lease_seconds=EXEC_LEASE_MS / 1000)
     completed = executor.create_dispatch(new_spec())
-    lease = executor.start(executor.lease(completed.dispatch_id, now_ms=old), now_ms=old)
-    executor.complete(lease, Completion(Outcome.SUCCEEDED, "done", "m-done"), now_ms=old + 100)
+    lease = executor.at(old).start(executor.at(old).lease(completed.dispatch_id))
+    executor.at(old + 100).complete(lease, Completion(Outcome.SUCCEEDED, "done", "m-done"))
     crashed = executor.create_dispatch(new_spec())
-    executor.start(executor.lease(crashed.dispatch_id, now_ms=old), now_ms=old)
-    reconciler(store, ScriptedProvider(fixed(FindingKind.VERIFIED_SUCCEEDED))).run_cycle(
-        now_ms=old + EXEC_LEASE_MS
-    )
+    executor.at(old).start(executor.at(old).lease(crashed.dispatch_id))
+    reconciler(store, ScriptedProvider(fixed(FindingKind.VERIFIED_SUCCEEDED))).at(
+        old + EXEC_LEASE_MS
+    ).run_cycle()
     return {"completion": completed.dispatch_id, "automatic": crashed.dispatch_id}
 
 

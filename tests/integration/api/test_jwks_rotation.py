@@ -26,11 +26,11 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from resolver.app.config import Settings
 from resolver.core.errors import ConfigError
-from resolver.db.repository import PostgresStore
 from resolver.human.api import create_app
 from resolver.human.auth import JwksFile, JwksUrl, TokenVerifier
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
 from tests.helpers.signing import TEST_SIGNER, signing_env
+from tests.helpers.stores import Storage
 from tests.helpers.telemetry import free_port
 
 QUEUE = "/v1/manual-queue"
@@ -189,7 +189,7 @@ class FakeClock:
 
 
 def test_forged_kids_refetch_at_most_once_per_interval_and_an_outage_keeps_the_keys(
-    store: PostgresStore, idp: Idp, signing_key: rsa.RSAPrivateKey, new_key: rsa.RSAPrivateKey
+    store: Storage, idp: Idp, signing_key: rsa.RSAPrivateKey, new_key: rsa.RSAPrivateKey
 ) -> None:
     clock = FakeClock()
     source = JwksUrl(idp.url, cache_seconds=300, refetch_min_seconds=30, clock=clock)

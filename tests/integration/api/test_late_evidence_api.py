@@ -8,10 +8,10 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from resolver.core.domain import FindingKind
 from resolver.core.late_evidence import LateEvidenceSettings, LateEvidenceWatcher
 from resolver.core.provider import ProviderRegistry
-from resolver.db.repository import PostgresStore
 from tests.helpers.api import auth, body
 from tests.helpers.oidc import token
 from tests.helpers.providers import ScriptedProvider, fixed, verified
+from tests.helpers.stores import Storage
 from tests.integration.api.test_api import api
 
 __all__ = ["api"]
@@ -21,7 +21,7 @@ def test_a_contradicting_receipt_shows_in_the_case_and_the_decisions_list(
     api: httpx.Client,
     manual_item: tuple[str, int],
     signing_key: rsa.RSAPrivateKey,
-    store: PostgresStore,
+    store: Storage,
 ) -> None:
     dispatch_id, version = manual_item
     headers = auth(token(signing_key))

@@ -16,12 +16,12 @@ from resolver.core.domain import (
     Principal,
 )
 from resolver.core.errors import FenceConflict, NotFound, PermissionDenied, StrongAuthRequired
-from resolver.db.repository import PostgresStore
 from resolver.executor.client import CompletionResult
 from resolver.human.manual import ManualResolutionService
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler, verified
 from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
+from tests.helpers.stores import Storage
 
 NOW = T0 + EXEC_LEASE_MS + 60_000
 ALICE = Principal(
@@ -56,11 +56,11 @@ def _unchanged(sql: SQL, dispatch_id: str) -> tuple[object, ...]:
 
 
 def test_confirm_commits_authorization_resolution_and_terminal_state(
-    world: World, store: PostgresStore, policy: SQL
+    world: World, store: Storage, policy: SQL
 ) -> None:
     (lease,) = world.crashed(1)
     service = ManualResolutionService(store, signer=TEST_SIGNER)
-    result = service.decide(ALICE, _decision(lease.version, lease.dispatch_id), now_ms=NOW)
+    result = service.at(NOW).decide(ALICE, _decision(lease.version, lease.dispatch_id))
     assert result is ManualResult.COMMITTED
     assert policy.execution(lease.dispatch_id)["state"] == "succeeded"
     (res,) = policy.resolutions(lease.dispatch_id)
@@ -83,10 +83,10 @@ def test_confirm_commits_authorization_resolution_and_terminal_state(
     assert (control["status"], control["closed_by"]) == ("resolved", "manual")
 
 
-def test_abandon_unknown_blocks(world: World, store: PostgresStore, policy: SQL) -> None:
+def test_abandon_unknown_blocks(world: World, store: Storage, policy: SQL) -> None:
     (lease,) = world.crashed(1)
-    ManualResolutionService(store, signer=TEST_SIGNER).decide(
-        ALICE, _decision(lease.version, lease.dispatch_id, Decision.ABANDON_UNKNOWN), now_ms=NOW
+    ManualResolutionService(store, signer=TEST_SIGNER).at(NOW).decide(
+        ALICE, _decision(lease.version, lease.dispatch_id, Decision.ABANDON_UNKNOWN)
     )
     assert policy.execution(lease.dispatch_id)["state"] == "blocked"
 
@@ -100,20 +100,20 @@ def test_the_only_decisions_are_the_three_terminal_ones() -> None:
 
 
 def test_exact_replay_is_idempotent_and_reuse_with_other_fields_conflicts(
-    world: World, store: PostgresStore, policy: SQL
+    world: World, store: Storage, policy: SQL
 ) -> None:
     (lease,) = world.crashed(1)
     service = ManualResolutionService(store, signer=TEST_SIGNER)
     decision = _decision(lease.version, lease.dispatch_id)
-    service.decide(ALICE, decision, now_ms=NOW)
-    assert service.decide(ALICE, decision, now_ms=NOW + 1) is ManualResult.REPLAYED
+    service.at(NOW).decide(ALICE, decision)
+    assert service.at(NOW + 1).decide(ALICE, decision) is ManualResult.REPLAYED
     with pytest.raises(FenceConflict):
-        service.decide(
-            ALICE, _decision(lease.version, lease.dispatch_id, reason="other"), now_ms=NOW + 2
+        service.at(NOW + 2).decide(
+            ALICE, _decision(lease.version, lease.dispatch_id, reason="other")
         )
     (other,) = world.crashed(1)
     with pytest.raises(FenceConflict, match="mutation id 'op-1' was already used"):
-        service.decide(ALICE, _decision(other.version, other.dispatch_id), now_ms=NOW + 3)
+        service.at(NOW + 3).decide(ALICE, _decision(other.version, other.dispatch_id))
     assert policy.execution(other.dispatch_id)["state"] == "executing"
 
 
@@ -139,29 +139,29 @@ def test_exact_replay_is_idempotent_and_reuse_with_other_fields_conflicts(
     ],
 )
 def test_weak_or_stale_authentication_is_refused(
-    world: World, store: PostgresStore, policy: SQL, principal: Principal, error: str
+    world: World, store: Storage, policy: SQL, principal: Principal, error: str
 ) -> None:
     (lease,) = world.crashed(1)
     before = _unchanged(policy, lease.dispatch_id)
     with pytest.raises(StrongAuthRequired, match=error):
-        ManualResolutionService(store, signer=TEST_SIGNER).decide(
-            principal, _decision(lease.version, lease.dispatch_id), now_ms=NOW
+        ManualResolutionService(store, signer=TEST_SIGNER).at(NOW).decide(
+            principal, _decision(lease.version, lease.dispatch_id)
         )
     assert _unchanged(policy, lease.dispatch_id) == before
 
 
 def test_user_without_the_permission_is_answered_as_for_an_unknown_dispatch(
-    world: World, store: PostgresStore, policy: SQL
+    world: World, store: Storage, policy: SQL
 ) -> None:
     (lease,) = world.crashed(1)
     mallory = Principal("mallory", NOW - 1_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid")
     with pytest.raises(NotFound, match="no such dispatch") as forbidden:
-        ManualResolutionService(store, signer=TEST_SIGNER).decide(
-            mallory, _decision(lease.version, lease.dispatch_id), now_ms=NOW
+        ManualResolutionService(store, signer=TEST_SIGNER).at(NOW).decide(
+            mallory, _decision(lease.version, lease.dispatch_id)
         )
     with pytest.raises(NotFound) as unknown:
-        ManualResolutionService(store, signer=TEST_SIGNER).decide(
-            mallory, _decision(lease.version, "no-such-dispatch"), now_ms=NOW
+        ManualResolutionService(store, signer=TEST_SIGNER).at(NOW).decide(
+            mallory, _decision(lease.version, "no-such-dispatch")
         )
     assert str(forbidden.value) == str(unknown.value)
     assert policy.execution(lease.dispatch_id)["state"] == "executing"
@@ -170,11 +170,14 @@ def test_user_without_the_permission_is_answered_as_for_an_unknown_dispatch(
 class _RevokingStore:
     """The real store, with the platform changing the binding between read and commit."""
 
-    def __init__(self, store: PostgresStore, sql: SQL) -> None:
+    def __init__(self, store: Storage, sql: SQL) -> None:
         self._store, self._sql = store, sql
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._store, name)
+
+    def at(self, now_ms: int) -> _RevokingStore:
+        return _RevokingStore(self._store.at(now_ms), self._sql)
 
     def find_grant(self, project_id: str, user_id: str) -> Grant | None:
         grant = self._store.find_grant(project_id, user_id)
@@ -183,90 +186,88 @@ class _RevokingStore:
 
 
 def test_role_binding_changed_before_commit_is_denied(
-    world: World, store: PostgresStore, policy: SQL
+    world: World, store: Storage, policy: SQL
 ) -> None:
     (lease,) = world.crashed(1)
     before = _unchanged(policy, lease.dispatch_id)
     service = ManualResolutionService(_RevokingStore(store, policy), signer=TEST_SIGNER)  # type: ignore[arg-type]
     with pytest.raises(PermissionDenied, match="changed"):
-        service.decide(ALICE, _decision(lease.version, lease.dispatch_id), now_ms=NOW)
+        service.at(NOW).decide(ALICE, _decision(lease.version, lease.dispatch_id))
     assert _unchanged(policy, lease.dispatch_id) == before
 
 
-def test_wrong_expected_version_conflicts(world: World, store: PostgresStore, policy: SQL) -> None:
+def test_wrong_expected_version_conflicts(world: World, store: Storage, policy: SQL) -> None:
     (lease,) = world.crashed(1)
     with pytest.raises(FenceConflict, match="reload and decide again"):
-        ManualResolutionService(store, signer=TEST_SIGNER).decide(
-            ALICE, _decision(lease.version - 1, lease.dispatch_id), now_ms=NOW
+        ManualResolutionService(store, signer=TEST_SIGNER).at(NOW).decide(
+            ALICE, _decision(lease.version - 1, lease.dispatch_id)
         )
 
 
-def test_live_execution_cannot_be_decided(world: World, store: PostgresStore, policy: SQL) -> None:
+def test_live_execution_cannot_be_decided(world: World, store: Storage, policy: SQL) -> None:
     lease = world.started(now_ms=NOW)
     with pytest.raises(FenceConflict, match="live execution lease"):
-        ManualResolutionService(store, signer=TEST_SIGNER).decide(
-            ALICE, _decision(lease.version, lease.dispatch_id), now_ms=NOW + 1
+        ManualResolutionService(store, signer=TEST_SIGNER).at(NOW + 1).decide(
+            ALICE, _decision(lease.version, lease.dispatch_id)
         )
 
 
-def test_unknown_dispatch_is_not_found(store: PostgresStore, policy: SQL) -> None:
+def test_unknown_dispatch_is_not_found(store: Storage, policy: SQL) -> None:
     with pytest.raises(NotFound):
-        ManualResolutionService(store, signer=TEST_SIGNER).decide(
-            ALICE, _decision(2, "d-nope"), now_ms=NOW
+        ManualResolutionService(store, signer=TEST_SIGNER).at(NOW).decide(
+            ALICE, _decision(2, "d-nope")
         )
 
 
 def test_automatic_resolution_first_makes_the_decision_conflict(
-    world: World, store: PostgresStore, policy: SQL
+    world: World, store: Storage, policy: SQL
 ) -> None:
     (lease,) = world.crashed(1)
-    reconciler(store, ScriptedProvider(verified)).run_cycle(now_ms=T0 + EXEC_LEASE_MS)
+    reconciler(store, ScriptedProvider(verified)).at(T0 + EXEC_LEASE_MS).run_cycle()
     with pytest.raises(FenceConflict, match="already succeeded"):
-        ManualResolutionService(store, signer=TEST_SIGNER).decide(
-            ALICE, _decision(lease.version, lease.dispatch_id), now_ms=NOW
+        ManualResolutionService(store, signer=TEST_SIGNER).at(NOW).decide(
+            ALICE, _decision(lease.version, lease.dispatch_id)
         )
     assert len(policy.resolutions(lease.dispatch_id)) == 1
 
 
 def test_decision_revokes_a_recovery_lease_in_flight(
-    world: World, store: PostgresStore, policy: SQL
+    world: World, store: Storage, policy: SQL
 ) -> None:
     (lease,) = world.crashed(1)
-    (item,) = store.claim_due_page("r", 16, 120_000, now_ms=NOW - 1)
-    ManualResolutionService(store, signer=TEST_SIGNER).decide(
-        ALICE, _decision(lease.version, lease.dispatch_id), now_ms=NOW
+    (item,) = store.at(NOW - 1).claim_due_page("r", 16, 120_000)
+    ManualResolutionService(store, signer=TEST_SIGNER).at(NOW).decide(
+        ALICE, _decision(lease.version, lease.dispatch_id)
     )
     from resolver.core.domain import ItemOutcome
 
-    report = store.commit_outcomes(
-        [ItemOutcome(item, verified(item.identity), 0, "auto-late")], now_ms=NOW + 1
+    report = store.at(NOW + 1).commit_outcomes(
+        [ItemOutcome(item, verified(item.identity), 0, "auto-late")]
     )
     assert report.rejected == {lease.dispatch_id}
     assert [r["source"] for r in policy.resolutions(lease.dispatch_id)] == ["manual"]
 
 
-def test_late_completion_after_a_manual_decision(
-    world: World, store: PostgresStore, policy: SQL
-) -> None:
+def test_late_completion_after_a_manual_decision(world: World, store: Storage, policy: SQL) -> None:
     (lease,) = world.crashed(1)
-    ManualResolutionService(store, signer=TEST_SIGNER).decide(
-        ALICE, _decision(lease.version, lease.dispatch_id), now_ms=NOW
+    ManualResolutionService(store, signer=TEST_SIGNER).at(NOW).decide(
+        ALICE, _decision(lease.version, lease.dispatch_id)
     )
     same = Completion(Outcome.SUCCEEDED, "ok", "exec-m", "c" * 64)
-    assert world.executor.complete(lease, same, now_ms=NOW + 1) is CompletionResult.REPLAYED
+    assert world.executor.at(NOW + 1).complete(lease, same) is CompletionResult.REPLAYED
     with pytest.raises(FenceConflict, match="manual resolution"):
-        world.executor.complete(
-            lease, Completion(Outcome.FAILED, "ok", "exec-m", "c" * 64), now_ms=NOW + 2
+        world.executor.at(NOW + 2).complete(
+            lease, Completion(Outcome.FAILED, "ok", "exec-m", "c" * 64)
         )
 
 
 def test_queue_lists_manual_items_of_permitted_projects_with_keyset_paging(
-    world: World, store: PostgresStore, policy: SQL
+    world: World, store: Storage, policy: SQL
 ) -> None:
     leases = world.crashed(3)
-    reconciler(store, ScriptedProvider(fixed(FindingKind.CONFLICT))).run_cycle(
-        now_ms=T0 + EXEC_LEASE_MS
-    )
+    reconciler(store, ScriptedProvider(fixed(FindingKind.CONFLICT))).at(
+        T0 + EXEC_LEASE_MS
+    ).run_cycle()
     first = store.list_cases("alice", CaseList.MANUAL, 2)
     assert [i.dispatch_id for i in first] == sorted(x.dispatch_id for x in leases)[:2]
     rest = store.list_cases(

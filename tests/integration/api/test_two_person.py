@@ -27,7 +27,6 @@ from resolver.core.domain import (
     ProposalResult,
 )
 from resolver.core.errors import FenceConflict, ProposalConflict
-from resolver.db.repository import PostgresStore
 from resolver.db.retention import PostgresRetention
 from resolver.human.api import RateLimiter, create_app
 from resolver.human.audit import exported_links, verify_chain
@@ -39,6 +38,7 @@ from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler, verified
 from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
+from tests.helpers.stores import Storage
 
 NOW = T0 + EXEC_LEASE_MS + 60_000
 ALICE = Principal(
@@ -67,7 +67,7 @@ def policy(sql: SQL) -> SQL:
 
 
 @pytest.fixture
-def service(store: PostgresStore) -> ManualResolutionService:
+def service(store: Storage) -> ManualResolutionService:
     return ManualResolutionService(store, proposal_ttl_ms=TTL_MS, signer=TEST_SIGNER)
 
 
@@ -97,18 +97,18 @@ def _proposals(sql: SQL, dispatch_id: str) -> list[tuple[Any, ...]]:
 
 
 def test_a_second_person_confirms_and_both_authorizations_commit_with_the_resolution(
-    world: World, store: PostgresStore, policy: SQL, service: ManualResolutionService
+    world: World, store: Storage, policy: SQL, service: ManualResolutionService
 ) -> None:
     (lease,) = world.crashed(1, PAYMENT)
-    assert service.decide(ALICE, _decision(lease, "op-a"), now_ms=NOW) is ManualResult.PROPOSED
+    assert service.at(NOW).decide(ALICE, _decision(lease, "op-a")) is ManualResult.PROPOSED
     _untouched(policy, lease)
-    proposal = service.open_proposal(lease.dispatch_id, now_ms=NOW + 1)
+    proposal = service.at(NOW + 1).open_proposal(lease.dispatch_id)
     assert proposal is not None and proposal.proposed_by == "alice"
     assert (proposal.proposed_at_ms, proposal.expires_at_ms) == (NOW, NOW + TTL_MS)
     # The proposer resending its own request is the same proposal, not a second one.
-    assert service.decide(ALICE, _decision(lease, "op-a"), now_ms=NOW + 1) is ManualResult.PROPOSED
+    assert service.at(NOW + 1).decide(ALICE, _decision(lease, "op-a")) is ManualResult.PROPOSED
 
-    assert service.decide(BOB, _decision(lease, "op-b"), now_ms=NOW + 2) is ManualResult.COMMITTED
+    assert service.at(NOW + 2).decide(BOB, _decision(lease, "op-b")) is ManualResult.COMMITTED
     execution = policy.execution(lease.dispatch_id)
     assert (execution["state"], execution["version"]) == ("succeeded", lease.version + 1)
     (resolution,) = policy.resolutions(lease.dispatch_id)
@@ -125,8 +125,8 @@ def test_a_second_person_confirms_and_both_authorizations_commit_with_the_resolu
         ("alice", "confirmed", "bob", "vendor_console_paid")
     ]
     # Replays by either person answer the one fact; nothing more is written.
-    assert service.decide(BOB, _decision(lease, "op-b"), now_ms=NOW + 3) is ManualResult.REPLAYED
-    assert service.decide(ALICE, _decision(lease, "op-a"), now_ms=NOW + 3) is ManualResult.REPLAYED
+    assert service.at(NOW + 3).decide(BOB, _decision(lease, "op-b")) is ManualResult.REPLAYED
+    assert service.at(NOW + 3).decide(ALICE, _decision(lease, "op-a")) is ManualResult.REPLAYED
     # The audit link carries both authorizations, and the chain still verifies.
     (link,) = policy.all("SELECT content FROM recovery_audit_chain")
     assert link["content"].count('"user_id"') == 2
@@ -137,9 +137,9 @@ def test_the_same_person_twice_never_commits(
     world: World, policy: SQL, service: ManualResolutionService
 ) -> None:
     (lease,) = world.crashed(1, PAYMENT)
-    service.decide(ALICE, _decision(lease, "op-a"), now_ms=NOW)
+    service.at(NOW).decide(ALICE, _decision(lease, "op-a"))
     with pytest.raises(ProposalConflict) as refused:
-        service.decide(ALICE, _decision(lease, "op-a2"), now_ms=NOW + 1)
+        service.at(NOW + 1).decide(ALICE, _decision(lease, "op-a2"))
     assert refused.value.code == "second_person_required"
     assert refused.value.current == {
         "state": "executing",
@@ -154,21 +154,21 @@ def test_a_different_second_decision_rejects_the_proposal_and_commits_nothing(
     world: World, policy: SQL, service: ManualResolutionService
 ) -> None:
     (lease,) = world.crashed(1, PAYMENT)
-    service.decide(ALICE, _decision(lease, "op-a"), now_ms=NOW)
+    service.at(NOW).decide(ALICE, _decision(lease, "op-a"))
     with pytest.raises(ProposalConflict) as refused:
-        service.decide(
-            BOB, _decision(lease, "op-b", Decision.CONFIRM_FAILED, "declined"), now_ms=NOW + 1
+        service.at(NOW + 1).decide(
+            BOB, _decision(lease, "op-b", Decision.CONFIRM_FAILED, "declined")
         )
     assert refused.value.code == "proposal_rejected"
     _untouched(policy, lease)
     assert _proposals(policy, lease.dispatch_id) == [("alice", "rejected", "bob", "declined")]
     # A different evidence digest is a different decision too.
-    service.decide(ALICE, _decision(lease, "op-a3"), now_ms=NOW + 2)
+    service.at(NOW + 2).decide(ALICE, _decision(lease, "op-a3"))
     other = ManualDecision(
         lease.dispatch_id, Decision.CONFIRM_SUCCEEDED, "op-c", lease.version, "paid", "d" * 64
     )
     with pytest.raises(ProposalConflict, match="rejected"):
-        service.decide(CAROL, other, now_ms=NOW + 3)
+        service.at(NOW + 3).decide(CAROL, other)
     _untouched(policy, lease)
 
 
@@ -176,53 +176,62 @@ def test_the_proposer_withdraws_and_only_the_proposer_can(
     world: World, policy: SQL, service: ManualResolutionService
 ) -> None:
     (lease,) = world.crashed(1, PAYMENT)
-    service.decide(ALICE, _decision(lease, "op-a"), now_ms=NOW)
-    close = service.close_proposal
+    service.at(NOW).decide(ALICE, _decision(lease, "op-a"))
     with pytest.raises(ProposalConflict) as refused:
-        close(BOB, lease.dispatch_id, ProposalAction.WITHDRAW, "w-b", "oops", now_ms=NOW + 1)
+        service.at(NOW + 1).close_proposal(
+            BOB, lease.dispatch_id, ProposalAction.WITHDRAW, "w-b", "oops"
+        )
     assert refused.value.code == "not_proposer"
     with pytest.raises(ProposalConflict) as refused:
-        close(ALICE, lease.dispatch_id, ProposalAction.REJECT, "r-a", "oops", now_ms=NOW + 1)
+        service.at(NOW + 1).close_proposal(
+            ALICE, lease.dispatch_id, ProposalAction.REJECT, "r-a", "oops"
+        )
     assert refused.value.code == "own_proposal"
-    withdrawn = close(
-        ALICE, lease.dispatch_id, ProposalAction.WITHDRAW, "w-a", "typo", now_ms=NOW + 2
+    withdrawn = service.at(NOW + 2).close_proposal(
+        ALICE, lease.dispatch_id, ProposalAction.WITHDRAW, "w-a", "typo"
     )
     assert withdrawn is ProposalResult.WITHDRAWN
-    again = close(ALICE, lease.dispatch_id, ProposalAction.WITHDRAW, "w-a", "typo", now_ms=NOW + 3)
+    again = service.at(NOW + 3).close_proposal(
+        ALICE, lease.dispatch_id, ProposalAction.WITHDRAW, "w-a", "typo"
+    )
     assert again is ProposalResult.REPLAYED
     # Bob's same decision now is a proposal of its own, not a confirmation.
-    assert service.decide(BOB, _decision(lease, "op-b"), now_ms=NOW + 4) is ManualResult.PROPOSED
+    assert service.at(NOW + 4).decide(BOB, _decision(lease, "op-b")) is ManualResult.PROPOSED
     _untouched(policy, lease)
     assert _proposals(policy, lease.dispatch_id) == [
         ("alice", "withdrawn", "alice", "typo"),
         ("bob", None, None, None),
     ]
-    rejected = close(CAROL, lease.dispatch_id, ProposalAction.REJECT, "r-c", "no", now_ms=NOW + 5)
+    rejected = service.at(NOW + 5).close_proposal(
+        CAROL, lease.dispatch_id, ProposalAction.REJECT, "r-c", "no"
+    )
     assert rejected is ProposalResult.REJECTED
     with pytest.raises(ProposalConflict) as refused:
-        close(CAROL, lease.dispatch_id, ProposalAction.REJECT, "r-c2", "no", now_ms=NOW + 6)
+        service.at(NOW + 6).close_proposal(
+            CAROL, lease.dispatch_id, ProposalAction.REJECT, "r-c2", "no"
+        )
     assert refused.value.code == "no_proposal"
     _untouched(policy, lease)
 
 
 @pytest.mark.parametrize("step", ["completion", "renew", "automatic_resolution"])
 def test_a_new_execution_version_in_between_voids_the_proposal(
-    world: World, store: PostgresStore, policy: SQL, service: ManualResolutionService, step: str
+    world: World, store: Storage, policy: SQL, service: ManualResolutionService, step: str
 ) -> None:
     (lease,) = world.crashed(1, PAYMENT)
-    service.decide(ALICE, _decision(lease, "op-a"), now_ms=NOW)
+    service.at(NOW).decide(ALICE, _decision(lease, "op-a"))
     if step == "completion":  # the executor was only slow: its late completion lands
-        world.executor.complete(lease, Completion(Outcome.FAILED, "declined", "late-1"), now_ms=NOW)
+        world.executor.at(NOW).complete(lease, Completion(Outcome.FAILED, "declined", "late-1"))
     elif step == "renew":  # ... or it renews, late
-        world.executor.renew(lease, now_ms=NOW)
+        world.executor.at(NOW).renew(lease)
     else:  # verified evidence arrives: the page commit resolves it
         recon = reconciler(store, ScriptedProvider(verified), action_type=PAYMENT)
-        recon.run_cycle(now_ms=NOW)
+        recon.at(NOW).run_cycle()
         assert policy.resolutions(lease.dispatch_id)[0]["source"] == "automatic"
     assert _proposals(policy, lease.dispatch_id) == [("alice", "voided", None, "execution_changed")]
     before = policy.execution(lease.dispatch_id), policy.resolutions(lease.dispatch_id)
     with pytest.raises(FenceConflict):
-        service.decide(BOB, _decision(lease, "op-b"), now_ms=NOW + 1)
+        service.at(NOW + 1).decide(BOB, _decision(lease, "op-b"))
     assert (policy.execution(lease.dispatch_id), policy.resolutions(lease.dispatch_id)) == before
     assert not policy.all("SELECT 1 FROM recovery_authorizations WHERE user_id = 'bob'")
 
@@ -231,14 +240,14 @@ def test_an_expired_proposal_cannot_be_confirmed(
     world: World, policy: SQL, service: ManualResolutionService
 ) -> None:
     (lease,) = world.crashed(1, PAYMENT)
-    service.decide(ALICE, _decision(lease, "op-a"), now_ms=NOW)
+    service.at(NOW).decide(ALICE, _decision(lease, "op-a"))
     late = NOW + TTL_MS
     bob = Principal(
         "bob", auth_time_ms=late - 1000, amr=("mfa",), issuer=TEST_ISSUER, token_kid="test-kid"
     )
-    assert service.open_proposal(lease.dispatch_id, now_ms=late) is None
+    assert service.at(late).open_proposal(lease.dispatch_id) is None
     # Bob's same decision after the TTL starts a proposal of his own.
-    assert service.decide(bob, _decision(lease, "op-b"), now_ms=late) is ManualResult.PROPOSED
+    assert service.at(late).decide(bob, _decision(lease, "op-b")) is ManualResult.PROPOSED
     _untouched(policy, lease)
     assert _proposals(policy, lease.dispatch_id) == [
         ("alice", "expired", None, None),
@@ -251,8 +260,8 @@ def test_decisions_the_rules_do_not_name_need_one_person(
 ) -> None:
     payment, other = world.crashed(1, PAYMENT)[0], world.crashed(1, "test.action")[0]
     failed = _decision(payment, "op-f", Decision.CONFIRM_FAILED, "declined")
-    assert service.decide(ALICE, failed, now_ms=NOW) is ManualResult.COMMITTED
-    assert service.decide(ALICE, _decision(other, "op-o"), now_ms=NOW) is ManualResult.COMMITTED
+    assert service.at(NOW).decide(ALICE, failed) is ManualResult.COMMITTED
+    assert service.at(NOW).decide(ALICE, _decision(other, "op-o")) is ManualResult.COMMITTED
     assert policy.all("SELECT * FROM recovery_proposals") == []
 
 
@@ -304,10 +313,10 @@ def test_a_proposal_is_closed_once_and_never_edited(
     world: World, policy: SQL, service: ManualResolutionService
 ) -> None:
     (lease,) = world.crashed(1, PAYMENT)
-    service.decide(ALICE, _decision(lease, "op-a"), now_ms=NOW)
+    service.at(NOW).decide(ALICE, _decision(lease, "op-a"))
     with pytest.raises(psycopg.errors.RestrictViolation):
         policy.all("UPDATE recovery_proposals SET proposed_by = 'bob'")
-    service.close_proposal(ALICE, lease.dispatch_id, ProposalAction.WITHDRAW, "w", "x", now_ms=NOW)
+    service.at(NOW).close_proposal(ALICE, lease.dispatch_id, ProposalAction.WITHDRAW, "w", "x")
     with pytest.raises(psycopg.errors.RestrictViolation):
         policy.all("UPDATE recovery_proposals SET closed_as = 'confirmed', closed_by = 'bob'")
 
@@ -357,19 +366,19 @@ def _settled_once(sql: SQL, lease: ExecutionLease) -> str:
 
 @pytest.mark.parametrize("round_", range(4))
 def test_two_confirmers_and_a_completion_race_and_exactly_one_transition_wins(
-    world: World, policy: SQL, store: PostgresStore, round_: int
+    world: World, policy: SQL, store: Storage, round_: int
 ) -> None:
     (lease,) = world.crashed(1, PAYMENT)
     service = ManualResolutionService(store, proposal_ttl_ms=TTL_MS, signer=TEST_SIGNER)
-    service.decide(ALICE, _decision(lease, "op-a"), now_ms=NOW)
+    service.at(NOW).decide(ALICE, _decision(lease, "op-a"))
     history = _race(
         {
-            "bob": lambda: service.decide(BOB, _decision(lease, "op-b"), now_ms=NOW + 1).value,
-            "carol": lambda: service.decide(CAROL, _decision(lease, "op-c"), now_ms=NOW + 1).value,
+            "bob": lambda: service.at(NOW + 1).decide(BOB, _decision(lease, "op-b")).value,
+            "carol": lambda: service.at(NOW + 1).decide(CAROL, _decision(lease, "op-c")).value,
             "completion": lambda: (
-                world.executor.complete(
-                    lease, Completion(Outcome.SUCCEEDED, "paid", f"late-{round_}"), now_ms=NOW + 1
-                ).value
+                world.executor.at(NOW + 1)
+                .complete(lease, Completion(Outcome.SUCCEEDED, "paid", f"late-{round_}"))
+                .value
             ),
         }
     )
@@ -384,15 +393,15 @@ def test_two_confirmers_and_a_completion_race_and_exactly_one_transition_wins(
 
 @pytest.mark.parametrize("round_", range(3))
 def test_a_confirmation_racing_a_renew_commits_only_on_the_version_it_saw(
-    world: World, policy: SQL, store: PostgresStore, round_: int
+    world: World, policy: SQL, store: Storage, round_: int
 ) -> None:
     (lease,) = world.crashed(1, PAYMENT)
     service = ManualResolutionService(store, proposal_ttl_ms=TTL_MS, signer=TEST_SIGNER)
-    service.decide(ALICE, _decision(lease, "op-a"), now_ms=NOW)
+    service.at(NOW).decide(ALICE, _decision(lease, "op-a"))
     history = _race(
         {
-            "bob": lambda: service.decide(BOB, _decision(lease, "op-b"), now_ms=NOW + 1).value,
-            "renew": lambda: str(world.executor.renew(lease, now_ms=NOW + 1).version),
+            "bob": lambda: service.at(NOW + 1).decide(BOB, _decision(lease, "op-b")).value,
+            "renew": lambda: str(world.executor.at(NOW + 1).renew(lease).version),
         }
     )
     execution = policy.execution(lease.dispatch_id)
@@ -408,24 +417,25 @@ def test_a_confirmation_racing_a_renew_commits_only_on_the_version_it_saw(
 
 @pytest.mark.parametrize("round_", range(3))
 def test_a_withdrawal_racing_a_confirmation_has_one_winner(
-    world: World, policy: SQL, store: PostgresStore, round_: int
+    world: World, policy: SQL, store: Storage, round_: int
 ) -> None:
     (lease,) = world.crashed(1, PAYMENT)
     service = ManualResolutionService(store, proposal_ttl_ms=TTL_MS, signer=TEST_SIGNER)
-    service.decide(ALICE, _decision(lease, "op-a"), now_ms=NOW)
+    service.at(NOW).decide(ALICE, _decision(lease, "op-a"))
     withdraw = ProposalAction.WITHDRAW
     history = _race(
         {
-            "bob": lambda: service.decide(BOB, _decision(lease, "op-b"), now_ms=NOW + 1).value,
+            "bob": lambda: service.at(NOW + 1).decide(BOB, _decision(lease, "op-b")).value,
             "alice": lambda: (
-                service.close_proposal(
+                service.at(NOW + 1)
+                .close_proposal(
                     ALICE,
                     lease.dispatch_id,
                     withdraw,
                     f"w-{round_}",
                     "changed_mind",
-                    now_ms=NOW + 1,
-                ).value
+                )
+                .value
             ),
         }
     )
@@ -448,7 +458,7 @@ def test_a_withdrawal_racing_a_confirmation_has_one_winner(
 
 
 @pytest.fixture
-def api(store: PostgresStore, jwks_file: Any, policy: SQL) -> Any:
+def api(store: Storage, jwks_file: Any, policy: SQL) -> Any:
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
     service = ManualResolutionService(store, proposal_ttl_ms=TTL_MS, signer=TEST_SIGNER)
     app = create_app(store, verifier, service=service, limiter=RateLimiter(per_minute=50))
@@ -508,7 +518,7 @@ def test_over_http_propose_confirm_and_the_case_lists_and_decisions_show_it(
 def test_over_http_withdraw_reject_and_bulk_items_come_back_proposed(
     api: httpx.Client,
     world: World,
-    store: PostgresStore,
+    store: Storage,
     signing_key: rsa.RSAPrivateKey,
     sql: SQL,
 ) -> None:
@@ -559,7 +569,7 @@ def test_over_http_withdraw_reject_and_bulk_items_come_back_proposed(
 
 
 def test_retention_exports_both_people_in_one_line_and_prunes_the_proposals(
-    world: World, store: PostgresStore, policy: SQL, database_url: str, tmp_path: Any
+    world: World, store: Storage, policy: SQL, database_url: str, tmp_path: Any
 ) -> None:
     day = 86_400_000
     old = int(policy.one("SELECT resolver_now_ms(NULL) AS ms")["ms"]) - 40 * day
@@ -570,10 +580,10 @@ def test_retention_exports_both_people_in_one_line_and_prunes_the_proposals(
         Principal(u, at - 1_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid")
         for u in ("alice", "bob")
     )
-    service.decide(alice, _decision(lease, "op-w"), now_ms=at)
-    service.close_proposal(alice, lease.dispatch_id, ProposalAction.WITHDRAW, "w", "x", now_ms=at)
-    service.decide(alice, _decision(lease, "op-a"), now_ms=at + 1)
-    assert service.decide(bob, _decision(lease, "op-b"), now_ms=at + 2) is ManualResult.COMMITTED
+    service.at(at).decide(alice, _decision(lease, "op-w"))
+    service.at(at).close_proposal(alice, lease.dispatch_id, ProposalAction.WITHDRAW, "w", "x")
+    service.at(at + 1).decide(alice, _decision(lease, "op-a"))
+    assert service.at(at + 2).decide(bob, _decision(lease, "op-b")) is ManualResult.COMMITTED
     path = tmp_path / "audit.jsonl"
     with PostgresRetention(database_url) as retention, pruning.open_export(str(path)) as stream:
         options = pruning.PruneOptions(older_than_ms=30 * day, include_audit=True, export=stream)
@@ -598,14 +608,14 @@ def test_retention_exports_both_people_in_one_line_and_prunes_the_proposals(
 
 def test_audit_verify_catches_a_tampered_second_authorization(
     world: World,
-    store: PostgresStore,
+    store: Storage,
     policy: SQL,
     service: ManualResolutionService,
     database_url: str,
 ) -> None:
     (lease,) = world.crashed(1, PAYMENT)
-    service.decide(ALICE, _decision(lease, "op-a"), now_ms=NOW)
-    service.decide(BOB, _decision(lease, "op-b"), now_ms=NOW + 1)
+    service.at(NOW).decide(ALICE, _decision(lease, "op-a"))
+    service.at(NOW + 1).decide(BOB, _decision(lease, "op-b"))
     assert verify_chain(store).broken is None
     # What the table owner could do: rewrite the confirmer's fact with the triggers off.
     with psycopg.connect(database_url, autocommit=True) as conn:

@@ -17,9 +17,9 @@ import signal
 import sys
 
 from resolver.core.domain import Outcome
-from resolver.db.repository import PostgresStore
 from resolver.evidence.object_store import ObjectStoreSettings
 from resolver.evidence.receipts import KeyRing
+from resolver.executor import PostgresExecutionStore, PostgresHandle
 from resolver.executor.object_receipts import ReceiptPublisher
 from resolver.executor.side_effects import SideEffectRunner
 
@@ -30,7 +30,7 @@ def crash() -> None:
 
 def main(database_url: str, dispatch_id: str, point: str, settings: str) -> None:
     publisher = ReceiptPublisher(ObjectStoreSettings(**json.loads(settings)))
-    with PostgresStore(database_url) as store:
+    with PostgresExecutionStore(PostgresHandle(database_url)) as store:
         runner = SideEffectRunner(
             store,
             database_url=database_url,

@@ -13,8 +13,8 @@ import signal
 import sys
 
 from resolver.core.domain import Outcome
-from resolver.db.repository import PostgresStore
 from resolver.evidence.receipts import KeyRing
+from resolver.executor import PostgresExecutionStore, PostgresHandle
 from resolver.executor.side_effects import SideEffectRunner
 
 
@@ -23,7 +23,7 @@ def crash() -> None:
 
 
 def main(database_url: str, dispatch_id: str, point: str) -> None:
-    with PostgresStore(database_url) as store:
+    with PostgresExecutionStore(PostgresHandle(database_url)) as store:
         runner = SideEffectRunner(
             store,
             database_url=database_url,

@@ -17,10 +17,10 @@ from psycopg.types.json import Jsonb
 from resolver.core.domain import ActionSummary, CaseFilter, CaseList, SummaryFact
 from resolver.core.errors import InvalidDispatch
 from resolver.db.protocol import INVALID_INPUT
-from resolver.db.repository import PostgresStore
 from resolver.executor import ExecutionClient
 from tests.helpers.database import SQL, new_spec
 from tests.helpers.protocol import call, refused
+from tests.helpers.stores import Storage
 
 CHARGE = ActionSummary.of("Charge 2,490.00 EUR", {"Amount": "2,490.00 EUR", "Order": "ord-7781"})
 
@@ -41,7 +41,7 @@ def _create(sql: SQL, summary: Any) -> dict[str, Any]:
 
 
 def test_a_summary_is_stored_with_the_dispatch_and_read_back_by_the_case(
-    store: PostgresStore, sql: SQL
+    store: Storage, sql: SQL
 ) -> None:
     client = ExecutionClient(store, owner="executor-1")
     spec = client.create_dispatch(new_spec("pay.charge", action_summary=CHARGE))

@@ -16,7 +16,6 @@ from psycopg.types.json import Jsonb
 
 from resolver.core.domain import Decision, ManualDecision, ManualResult, Principal
 from resolver.db.protocol import FENCE_CONFLICT, INVALID_INPUT, LEASE_LOST, NOT_LEASABLE
-from resolver.db.repository import PostgresStore
 from resolver.executor.client import ExecutionClient
 from resolver.human.manual import ManualResolutionService
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World, new_spec
@@ -31,6 +30,7 @@ from tests.helpers.protocol import (
 )
 from tests.helpers.providers import ScriptedProvider, reconciler, verified
 from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
+from tests.helpers.stores import Storage
 
 AFTER = T0 + EXEC_LEASE_MS
 
@@ -39,12 +39,12 @@ AFTER = T0 + EXEC_LEASE_MS
 
 
 def test_lease_on_a_dispatch_settled_by_a_resolution_is_not_leasable(
-    world: World, store: PostgresStore, sql: SQL
+    world: World, store: Storage, sql: SQL
 ) -> None:
     (lease,) = world.crashed(1)
     resolver = reconciler(store, ScriptedProvider(verified))
     try:
-        assert resolver.run_cycle(now_ms=AFTER).accepted == {lease.dispatch_id}
+        assert resolver.at(AFTER).run_cycle().accepted == {lease.dispatch_id}
     finally:
         resolver.close()
     assert sql.resolutions(lease.dispatch_id)
@@ -149,7 +149,7 @@ def _wait_until_blocked(admin: psycopg.Connection[Any]) -> None:
 
 
 def test_a_receipt_committing_after_its_lease_rolls_back_beside_a_human_decision(
-    store: PostgresStore, sql: SQL, database_url: str
+    store: Storage, sql: SQL, database_url: str
 ) -> None:
     """The late-receipt race: the executor wrote its mutation and receipt while its lease was
     live, but commits only after it expired; meanwhile a human decided `confirm_failed` and
@@ -174,12 +174,12 @@ def test_a_receipt_committing_after_its_lease_rolls_back_beside_a_human_decision
     outcome: list[ManualResult | BaseException] = []
 
     def human() -> None:
-        with PostgresStore(database_url) as own:
+        with Storage(database_url) as own:
             try:
                 outcome.append(
-                    ManualResolutionService(own, signer=TEST_SIGNER).decide(
-                        alice, decision, now_ms=decided_at
-                    )
+                    ManualResolutionService(own, signer=TEST_SIGNER)
+                    .at(decided_at)
+                    .decide(alice, decision)
                 )
             except BaseException as exc:  # reported below, never swallowed
                 outcome.append(exc)

@@ -32,7 +32,7 @@ def test_start_arms_the_control_in_the_same_transaction(world: World, sql: SQL) 
 
 def test_start_rolls_back_whole_when_arming_fails(world: World, sql: SQL) -> None:
     spec = world.executor.create_dispatch(new_spec())
-    lease = world.executor.lease(spec.dispatch_id, now_ms=T0)
+    lease = world.executor.at(T0).lease(spec.dispatch_id)
     # A foreign writer left a control behind: the barrier's insert must fail, and with it
     # the state change.
     sql.all(
@@ -41,7 +41,7 @@ def test_start_rolls_back_whole_when_arming_fails(world: World, sql: SQL) -> Non
         spec.dispatch_id,
     )
     with pytest.raises(ConstraintViolation, match="pk_approved_action_recovery_controls"):
-        world.executor.start(lease, now_ms=T0)
+        world.executor.at(T0).start(lease)
     assert sql.execution(spec.dispatch_id)["state"] == "leased"
 
 
@@ -64,36 +64,36 @@ def test_supersedes_must_name_a_dispatch(world: World) -> None:
 
 def test_expired_leased_execution_is_taken_over_with_a_new_attempt(world: World) -> None:
     spec = world.executor.create_dispatch(new_spec())
-    first = world.executor.lease(spec.dispatch_id, now_ms=T0)
+    first = world.executor.at(T0).lease(spec.dispatch_id)
     with pytest.raises(NotLeasable, match="leased by"):
-        world.executor.lease(spec.dispatch_id, now_ms=T0 + 10)
-    second = world.executor.lease(spec.dispatch_id, now_ms=T0 + EXEC_LEASE_MS)
+        world.executor.at(T0 + 10).lease(spec.dispatch_id)
+    second = world.executor.at(T0 + EXEC_LEASE_MS).lease(spec.dispatch_id)
     assert second.attempt == 2 and second.token != first.token
     with pytest.raises(LeaseLost, match="taken over"):
-        world.executor.start(first, now_ms=T0 + EXEC_LEASE_MS)
+        world.executor.at(T0 + EXEC_LEASE_MS).start(first)
 
 
 def test_start_after_lease_expiry_is_lease_lost(world: World) -> None:
     spec = world.executor.create_dispatch(new_spec())
-    lease = world.executor.lease(spec.dispatch_id, now_ms=T0)
+    lease = world.executor.at(T0).lease(spec.dispatch_id)
     with pytest.raises(LeaseLost, match="expired"):
-        world.executor.start(lease, now_ms=T0 + EXEC_LEASE_MS)
+        world.executor.at(T0 + EXEC_LEASE_MS).start(lease)
 
 
 def test_executing_is_never_leased_again_even_when_expired(world: World) -> None:
     lease = world.started(now_ms=T0)
     with pytest.raises(NotLeasable, match="past the start barrier"):
-        world.executor.lease(lease.dispatch_id, now_ms=T0 + 10 * EXEC_LEASE_MS)
+        world.executor.at(T0 + 10 * EXEC_LEASE_MS).lease(lease.dispatch_id)
 
 
 def test_unknown_dispatch_is_not_found(world: World) -> None:
     with pytest.raises(NotFound):
-        world.executor.lease("d-missing", now_ms=T0)
+        world.executor.at(T0).lease("d-missing")
 
 
 def test_complete_closes_the_control_with_the_mutation_id(world: World, sql: SQL) -> None:
     lease = world.started()
-    assert world.executor.complete(lease, DONE, now_ms=T0 + 5) is CompletionResult.COMMITTED
+    assert world.executor.at(T0 + 5).complete(lease, DONE) is CompletionResult.COMMITTED
     row = sql.execution(lease.dispatch_id)
     assert (row["state"], row["result_code"], row["completion_mutation_id"]) == (
         "succeeded",
@@ -111,30 +111,30 @@ def test_complete_closes_the_control_with_the_mutation_id(world: World, sql: SQL
 
 def test_completion_replay_is_idempotent_and_drift_conflicts(world: World) -> None:
     lease = world.started()
-    world.executor.complete(lease, DONE, now_ms=T0 + 5)
-    assert world.executor.complete(lease, DONE, now_ms=T0 + 6) is CompletionResult.REPLAYED
+    world.executor.at(T0 + 5).complete(lease, DONE)
+    assert world.executor.at(T0 + 6).complete(lease, DONE) is CompletionResult.REPLAYED
     drift = Completion(Outcome.SUCCEEDED, "other_code", "m-1", "a" * 64)
     with pytest.raises(FenceConflict, match="drifts"):
-        world.executor.complete(lease, drift, now_ms=T0 + 7)
+        world.executor.at(T0 + 7).complete(lease, drift)
 
 
 def test_late_completion_with_an_unreplaced_fence_is_accepted(world: World) -> None:
     lease = world.started(now_ms=T0)
     late = T0 + 50 * EXEC_LEASE_MS
-    assert world.executor.complete(lease, DONE, now_ms=late) is CompletionResult.COMMITTED
+    assert world.executor.at(late).complete(lease, DONE) is CompletionResult.COMMITTED
 
 
 def test_stale_fence_cannot_complete(world: World) -> None:
     lease = world.started(now_ms=T0)
-    world.executor.renew(lease, now_ms=T0 + 10)
+    world.executor.at(T0 + 10).renew(lease)
     with pytest.raises(FenceConflict, match="version"):
-        world.executor.complete(lease, DONE, now_ms=T0 + 20)
+        world.executor.at(T0 + 20).complete(lease, DONE)
 
 
 def test_renew_moves_the_scan_and_bumps_versions(world: World, sql: SQL) -> None:
     lease = world.started(now_ms=T0)
     before = sql.control(lease.dispatch_id)
-    renewed = world.executor.renew(lease, now_ms=T0 + 500)
+    renewed = world.executor.at(T0 + 500).renew(lease)
     assert renewed.version == lease.version + 1
     assert renewed.lease_expires_at_ms == T0 + 500 + EXEC_LEASE_MS
     after = sql.control(lease.dispatch_id)
@@ -149,4 +149,4 @@ def test_other_owner_cannot_use_a_lease(world: World, store) -> None:  # type: i
     from msgspec.structs import replace
 
     with pytest.raises(FenceConflict):
-        other.renew(replace(lease, owner="executor-2"), now_ms=T0 + 1)
+        other.at(T0 + 1).renew(replace(lease, owner="executor-2"))

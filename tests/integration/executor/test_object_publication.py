@@ -26,7 +26,6 @@ import yaml
 
 from resolver.core.domain import Outcome
 from resolver.core.errors import FenceConflict, LeaseLost
-from resolver.db.repository import PostgresStore
 from resolver.evidence.object_store import ObjectStoreSettings
 from resolver.evidence.receipts import KeyRing
 from resolver.executor.client import CompletionResult, ExecutionClient
@@ -39,6 +38,7 @@ from resolver.executor.object_receipts import (
 from resolver.executor.side_effects import SideEffect, SideEffectRunner
 from tests.helpers.database import SQL, new_spec
 from tests.helpers.s3 import BUCKET, S3Server, running_s3_server, session_of
+from tests.helpers.stores import Storage
 
 KEYS = KeyRing({"obj-k1": bytes.fromhex("5a" * 32)}, signing_kid="obj-k1")
 RECEIPT_ENV = {
@@ -70,15 +70,13 @@ def publisher(s3: S3Server, **settings: object) -> ReceiptPublisher:
     return ReceiptPublisher(ObjectStoreSettings(**merged), session=session_of(s3.writer))
 
 
-def dispatch(store: PostgresStore) -> str:
+def dispatch(store: Storage) -> str:
     spec = new_spec(ACTION, dispatch_id=f"o-{uuid.uuid4().hex[:12]}")
     ExecutionClient(store, owner="platform").create_dispatch(spec)
     return spec.dispatch_id
 
 
-def runner(
-    store: PostgresStore, url: str, lease_seconds: float = LEASE_SECONDS
-) -> SideEffectRunner:
+def runner(store: Storage, url: str, lease_seconds: float = LEASE_SECONDS) -> SideEffectRunner:
     return SideEffectRunner(
         store, database_url=url, owner="pusher", keys=KEYS, lease_seconds=lease_seconds
     )
@@ -160,7 +158,7 @@ CRASH_POINTS = {
 
 @pytest.mark.parametrize("point", list(CRASH_POINTS))
 def test_a_crash_at_every_point_of_the_publication_settles_from_the_store(
-    s3: S3Server, store: PostgresStore, database_url: str, sql: SQL, tmp_path: Path, point: str
+    s3: S3Server, store: Storage, database_url: str, sql: SQL, tmp_path: Path, point: str
 ) -> None:
     published, state, finding = CRASH_POINTS[point]
     dispatch_id = dispatch(store)
@@ -194,15 +192,13 @@ def test_a_crash_at_every_point_of_the_publication_settles_from_the_store(
 # -- the fence ---------------------------------------------------------------------------------
 
 
-def test_a_lost_lease_publishes_nothing(
-    s3: S3Server, store: PostgresStore, database_url: str
-) -> None:
+def test_a_lost_lease_publishes_nothing(s3: S3Server, store: Storage, database_url: str) -> None:
     dispatch_id = dispatch(store)
     puts = s3.recorder.count("PUT")
 
     def taken_over(effect: SideEffect) -> None:
         # Another owner's renewal would fail the same way: the lease version moved on.
-        store.renew_execution(effect.lease, 60_000, None)
+        store.renew_execution(effect.lease, 60_000)
         effect.publish_receipt(publisher(s3), Outcome.SUCCEEDED, "pushed", receipt_id="a")
 
     with pytest.raises(FenceConflict):
@@ -212,7 +208,7 @@ def test_a_lost_lease_publishes_nothing(
 
 
 def test_no_put_leaves_when_the_lease_could_run_out_during_it(
-    s3: S3Server, store: PostgresStore, database_url: str
+    s3: S3Server, store: Storage, database_url: str
 ) -> None:
     dispatch_id = dispatch(store)
     puts = s3.recorder.count("PUT")
@@ -248,7 +244,7 @@ def test_the_deadline_holds_across_retries(s3: S3Server) -> None:
 
 
 def test_publish_then_complete_with_the_receipts_digest(
-    s3: S3Server, store: PostgresStore, database_url: str, sql: SQL
+    s3: S3Server, store: Storage, database_url: str, sql: SQL
 ) -> None:
     dispatch_id = dispatch(store)
     with runner(store, database_url).run(dispatch_id) as effect:
@@ -267,7 +263,7 @@ def test_publish_then_complete_with_the_receipts_digest(
 
 
 def test_a_second_publication_is_refused_and_typed(
-    s3: S3Server, store: PostgresStore, database_url: str
+    s3: S3Server, store: Storage, database_url: str
 ) -> None:
     dispatch_id = dispatch(store)
     with runner(store, database_url).run(dispatch_id) as effect:
@@ -280,7 +276,7 @@ def test_a_second_publication_is_refused_and_typed(
 
 
 def test_throttling_is_retried_within_the_lease(
-    s3: S3Server, store: PostgresStore, database_url: str, sql: SQL
+    s3: S3Server, store: Storage, database_url: str, sql: SQL
 ) -> None:
     dispatch_id = dispatch(store)
     s3.recorder.slow_down = 2

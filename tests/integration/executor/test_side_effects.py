@@ -20,13 +20,13 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from resolver.core.domain import ExecutionState, Outcome, sha256_hex
 from resolver.core.errors import LeaseLost, MutationNotCommitted
-from resolver.db.repository import PostgresStore
 from resolver.evidence.receipts import KeyRing, encode_receipt
 from resolver.executor.client import CompletionResult, ExecutionClient
 from resolver.executor.side_effects import SideEffect, SideEffectRunner
 from tests.helpers.commit_proxy import CommitProxy, Fault
 from tests.helpers.database import SQL, new_spec
 from tests.helpers.fault_proxy import FaultProxy
+from tests.helpers.stores import Storage
 
 KEYS = KeyRing({"sdk-k1": bytes.fromhex("6b" * 32)}, signing_kid="sdk-k1")
 WAIT_SECONDS = 20.0
@@ -38,13 +38,13 @@ def accounts(sql: SQL) -> None:
     sql.all("INSERT INTO sdk_accounts VALUES (42, 100)")
 
 
-def runner(store: PostgresStore, url: str, lease_seconds: float = 30.0) -> SideEffectRunner:
+def runner(store: Storage, url: str, lease_seconds: float = 30.0) -> SideEffectRunner:
     return SideEffectRunner(
         store, database_url=url, owner="sdk-worker", keys=KEYS, lease_seconds=lease_seconds
     )
 
 
-def dispatch(store: PostgresStore) -> str:
+def dispatch(store: Storage) -> str:
     spec = new_spec("db.mutation")
     ExecutionClient(store, owner="platform").create_dispatch(spec)
     return spec.dispatch_id
@@ -64,7 +64,7 @@ def wait_until(condition: object, what: str) -> None:
 
 @pytest.mark.usefixtures("accounts")
 def test_run_commits_mutation_and_receipt_then_completes(
-    store: PostgresStore, database_url: str, sql: SQL
+    store: Storage, database_url: str, sql: SQL
 ) -> None:
     dispatch_id = dispatch(store)
     with runner(store, database_url).run(dispatch_id) as effect:
@@ -86,7 +86,7 @@ def test_run_commits_mutation_and_receipt_then_completes(
 
 @pytest.mark.usefixtures("accounts")
 def test_heartbeat_renews_the_lease_while_the_effect_runs(
-    store: PostgresStore, database_url: str, sql: SQL
+    store: Storage, database_url: str, sql: SQL
 ) -> None:
     dispatch_id = dispatch(store)
     with runner(store, database_url, lease_seconds=0.6).run(dispatch_id) as effect:
@@ -101,7 +101,7 @@ def test_heartbeat_renews_the_lease_while_the_effect_runs(
 
 @pytest.mark.usefixtures("accounts")
 def test_a_lost_lease_cancels_the_effect_and_nothing_commits(
-    store: PostgresStore, database_url: str, sql: SQL
+    store: Storage, database_url: str, sql: SQL
 ) -> None:
     dispatch_id = dispatch(store)
     thief = ExecutionClient(store, owner="sdk-worker", lease_seconds=30)
@@ -125,7 +125,7 @@ def test_a_lost_lease_cancels_the_effect_and_nothing_commits(
 
 @pytest.mark.usefixtures("accounts")
 def test_a_lease_that_ends_before_commit_is_refused_at_commit_as_lease_lost(
-    store: PostgresStore, database_url: str, sql: SQL
+    store: Storage, database_url: str, sql: SQL
 ) -> None:
     """The receipt's lease is checked again at COMMIT: written under a live lease, committed
     after it ended, the transaction rolls back and the refusal arrives typed."""
@@ -165,7 +165,7 @@ def proxy(database_url: str) -> Iterator[tuple[CommitProxy, str]]:
 
 @pytest.mark.usefixtures("accounts")
 def test_a_lost_commit_reply_is_settled_by_the_receipt_never_repeated(
-    store: PostgresStore, proxy: tuple[CommitProxy, str], sql: SQL
+    store: Storage, proxy: tuple[CommitProxy, str], sql: SQL
 ) -> None:
     commit_proxy, proxied_url = proxy
     dispatch_id = dispatch(store)
@@ -185,7 +185,7 @@ def test_a_lost_commit_reply_is_settled_by_the_receipt_never_repeated(
 
 @pytest.mark.usefixtures("accounts")
 def test_a_commit_lost_before_the_server_is_reported_not_committed(
-    store: PostgresStore, proxy: tuple[CommitProxy, str], sql: SQL
+    store: Storage, proxy: tuple[CommitProxy, str], sql: SQL
 ) -> None:
     commit_proxy, proxied_url = proxy
     dispatch_id = dispatch(store)
@@ -205,7 +205,7 @@ def test_a_commit_lost_before_the_server_is_reported_not_committed(
 
 
 def test_an_external_effect_records_its_outcome_and_completes(
-    store: PostgresStore, database_url: str, sql: SQL
+    store: Storage, database_url: str, sql: SQL
 ) -> None:
     dispatch_id = dispatch(store)
     digest = sha256_hex("the service's receipt")
@@ -218,7 +218,7 @@ def test_an_external_effect_records_its_outcome_and_completes(
 
 
 def test_a_block_that_records_nothing_completes_nothing(
-    store: PostgresStore, database_url: str, sql: SQL
+    store: Storage, database_url: str, sql: SQL
 ) -> None:
     dispatch_id = dispatch(store)
     with (
@@ -229,7 +229,7 @@ def test_a_block_that_records_nothing_completes_nothing(
     assert sql.execution(dispatch_id)["state"] == "executing"
 
 
-def test_the_renewal_fraction_leaves_room_to_retry(store: PostgresStore, database_url: str) -> None:
+def test_the_renewal_fraction_leaves_room_to_retry(store: Storage, database_url: str) -> None:
     with pytest.raises(ValueError, match="renew_fraction"):
         SideEffectRunner(store, database_url=database_url, owner="o", keys=KEYS, renew_fraction=0.9)
 
@@ -284,7 +284,7 @@ def lease_expired(sql: SQL, dispatch_id: str) -> bool:
 
 @pytest.mark.usefixtures("accounts")
 def test_a_crash_after_the_side_effect_is_settled_succeeded_from_its_receipt(
-    store: PostgresStore, database_url: str, sql: SQL, tmp_path: Path
+    store: Storage, database_url: str, sql: SQL, tmp_path: Path
 ) -> None:
     dispatch_id = dispatch(store)
     crash_executor(database_url, dispatch_id, "after")
@@ -301,7 +301,7 @@ def test_a_crash_after_the_side_effect_is_settled_succeeded_from_its_receipt(
 
 @pytest.mark.usefixtures("accounts")
 def test_a_crash_before_the_side_effect_never_succeeds(
-    store: PostgresStore, database_url: str, sql: SQL, tmp_path: Path
+    store: Storage, database_url: str, sql: SQL, tmp_path: Path
 ) -> None:
     dispatch_id = dispatch(store)
     crash_executor(database_url, dispatch_id, "before")
@@ -320,7 +320,7 @@ def test_renewals_that_never_reach_the_database_cancel_before_the_lease_ends(
     proxy = FaultProxy(int(str(params["port"])))
     proxied = make_conninfo(database_url, host="127.0.0.1", port=proxy.port)
     try:
-        with PostgresStore(proxied, connect_timeout_seconds=1) as unreliable:
+        with Storage(proxied, connect_timeout_seconds=1) as unreliable:
             dispatch_id = dispatch(unreliable)
             sdk = runner(unreliable, proxied, lease_seconds=0.6)
 

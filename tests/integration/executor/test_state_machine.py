@@ -20,9 +20,9 @@ from resolver.core.errors import FenceConflict, LeaseLost
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.runtime import Runtime
 from resolver.db.protocol import STATE_MACHINE
-from resolver.db.repository import PostgresStore
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World, new_spec
 from tests.helpers.providers import ScriptedProvider, registry, verified
+from tests.helpers.stores import Storage
 
 AFTER = T0 + EXEC_LEASE_MS
 
@@ -37,7 +37,7 @@ def rejected(rule: str) -> Iterator[None]:
 
 def test_a_terminal_execution_never_changes(world: World, sql: SQL) -> None:
     lease = world.started()
-    world.executor.complete(lease, Completion(Outcome.SUCCEEDED, "ok", "m-1"), now_ms=T0 + 1)
+    world.executor.at(T0 + 1).complete(lease, Completion(Outcome.SUCCEEDED, "ok", "m-1"))
     for change in ("result_code = 'forged'", "state = 'failed', version = version + 1"):
         with rejected("a terminal execution never changes"):
             sql.all(
@@ -56,7 +56,7 @@ def test_executing_never_returns_to_leased_nor_skips_the_barrier(world: World, s
             lease.dispatch_id,
         )
     spec = world.executor.create_dispatch(new_spec())
-    world.executor.lease(spec.dispatch_id, now_ms=T0)
+    world.executor.at(T0).lease(spec.dispatch_id)
     with rejected("the start barrier cannot be skipped"):
         sql.all(
             "UPDATE approved_action_executions SET state = 'succeeded', version = version + 1,"
@@ -118,7 +118,7 @@ def test_a_terminal_transition_closes_its_control_in_the_same_statement(
     assert sql.execution(lease.dispatch_id)["state"] == "executing"
 
 
-def test_a_resolved_control_never_reopens(world: World, store: PostgresStore, sql: SQL) -> None:
+def test_a_resolved_control_never_reopens(world: World, store: Storage, sql: SQL) -> None:
     (lease,) = world.crashed(1)
     _resolve_all(store, now_ms=AFTER)
     assert sql.control(lease.dispatch_id)["status"] == "resolved"
@@ -131,10 +131,10 @@ def test_a_resolved_control_never_reopens(world: World, store: PostgresStore, sq
 
 
 def test_a_recovery_lease_changes_only_with_a_recovery_version_bump(
-    world: World, store: PostgresStore, sql: SQL
+    world: World, store: Storage, sql: SQL
 ) -> None:
     (lease,) = world.crashed(1)
-    (item,) = store.claim_due_page("replica", 16, 30_000, now_ms=AFTER)
+    (item,) = store.at(AFTER).claim_due_page("replica", 16, 30_000)
     with rejected("recovery_version bump"):
         sql.all(
             "UPDATE approved_action_recovery_controls SET recovery_token = gen_random_uuid()"
@@ -147,7 +147,7 @@ def test_a_recovery_lease_changes_only_with_a_recovery_version_bump(
 # -- a misbehaving executor ----------------------------------------------------------------
 
 
-def _resolve_all(store: PostgresStore, now_ms: int) -> set[str]:
+def _resolve_all(store: Storage, now_ms: int) -> set[str]:
     reconciler = Reconciler(
         store,
         registry("test.action", ScriptedProvider(verified)),
@@ -155,18 +155,18 @@ def _resolve_all(store: PostgresStore, now_ms: int) -> set[str]:
         Runtime(rng=random.Random(1)),
     )
     try:
-        return set(reconciler.run_cycle(now_ms=now_ms).accepted)
+        return set(reconciler.at(now_ms).run_cycle().accepted)
     finally:
         reconciler.close()
 
 
 def test_a_lease_extended_behind_the_triggers_back_is_still_never_resolved(
-    world: World, store: PostgresStore, sql: SQL
+    world: World, store: Storage, sql: SQL
 ) -> None:
     """Even with the state-machine trigger disabled by the owner, the page commit's own
     lease fence (database clock) refuses to settle an execution whose lease is live."""
     (lease,) = world.crashed(1)
-    (item,) = store.claim_due_page("replica", 16, 30_000, now_ms=AFTER)
+    (item,) = store.at(AFTER).claim_due_page("replica", 16, 30_000)
     sql.all("ALTER TABLE approved_action_executions DISABLE TRIGGER USER")
     try:
         sql.all(
@@ -176,8 +176,8 @@ def test_a_lease_extended_behind_the_triggers_back_is_still_never_resolved(
         )
     finally:
         sql.all("ALTER TABLE approved_action_executions ENABLE TRIGGER USER")
-    report = store.commit_outcomes(
-        [ItemOutcome(item, verified(item.identity), 0, "auto-1")], now_ms=AFTER + 1
+    report = store.at(AFTER + 1).commit_outcomes(
+        [ItemOutcome(item, verified(item.identity), 0, "auto-1")]
     )
     assert report.rejected == {lease.dispatch_id}
     assert sql.resolutions(lease.dispatch_id) == []
@@ -185,7 +185,7 @@ def test_a_lease_extended_behind_the_triggers_back_is_still_never_resolved(
 
 
 def test_a_misbehaving_executor_never_gets_a_live_execution_resolved(
-    world: World, store: PostgresStore, sql: SQL
+    world: World, store: Storage, sql: SQL
 ) -> None:
     """A table-owner executor that renews by hand (whatever the trigger lets through),
     shortens and stretches leases, and forgets the control, interleaved with resolver
@@ -199,7 +199,7 @@ def test_a_misbehaving_executor_never_gets_a_live_execution_resolved(
         move = rng.choice(("renew", "hand_renew", "hand_forget", "stretch", "cycle", "cycle"))
         if move == "renew":
             with suppress(FenceConflict, LeaseLost):
-                leases[dispatch_id] = world.executor.renew(leases[dispatch_id], now_ms=now)
+                leases[dispatch_id] = world.executor.at(now).renew(leases[dispatch_id])
         elif move in ("hand_renew", "hand_forget", "stretch"):
             _misbehave(sql, dispatch_id, move, now + rng.choice((-500, 500, 5_000)))
         else:

@@ -21,7 +21,6 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from resolver.core.domain import Outcome
 from resolver.core.errors import LockTimeout
 from resolver.db.connect import Pooler
-from resolver.db.repository import PostgresStore
 from resolver.evidence.receipts import KeyRing
 from resolver.executor.client import ExecutionClient
 from resolver.executor.receipts import write_receipt
@@ -35,6 +34,7 @@ from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
 from tests.helpers.pgbouncer import Bouncer, pgbouncer
 from tests.helpers.postgres import DatabaseFactory
 from tests.helpers.signing import TEST_SIGNER
+from tests.helpers.stores import Storage
 from tests.helpers.telemetry import free_port, wait_for
 
 KID = "k-pool"
@@ -85,7 +85,7 @@ def test_an_undeclared_pooler_that_drops_the_timeouts_is_refused(
 def crash_with_receipts(url: str, keys: KeyRing, count: int) -> list[str]:
     """Executions whose executor wrote its mutation's receipt and died before completing."""
     ids = []
-    with PostgresStore(url) as store:
+    with Storage(url) as store:
         client = ExecutionClient(store, owner="executor-1", lease_seconds=0.5)
         for _ in range(count):
             spec = client.create_dispatch(new_spec("db.mutation"))
@@ -177,9 +177,7 @@ def test_the_api_decides_through_the_pooler(
     sql.all("INSERT INTO recovery_projects VALUES ('proj-1', 1)")
     sql.all("INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)")
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
-    pooled = PostgresStore(
-        bouncer.url(database_url), max_connections=2, pooler=Pooler(bouncer.mode)
-    )
+    pooled = Storage(bouncer.url(database_url), max_connections=2, pooler=Pooler(bouncer.mode))
     dispatch_id, version = manual_item
     with (
         pooled,
@@ -199,9 +197,9 @@ def test_the_api_decides_through_the_pooler(
 
 
 def test_the_lock_timeout_fires_through_the_pooler(
-    bouncer: Bouncer, database_url: str, store: PostgresStore
+    bouncer: Bouncer, database_url: str, store: Storage
 ) -> None:
-    pooled = PostgresStore(
+    pooled = Storage(
         bouncer.url(database_url),
         max_connections=2,
         lock_timeout_ms=300,

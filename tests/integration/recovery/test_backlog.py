@@ -3,40 +3,37 @@
 from __future__ import annotations
 
 from resolver.core.domain import FindingKind, ItemOutcome
-from resolver.db.repository import PostgresStore
 from resolver.db.statements import statement
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
 from tests.helpers.providers import fixed, verified
+from tests.helpers.stores import Storage
 
 AFTER = T0 + EXEC_LEASE_MS
 REC_LEASE_MS = 30_000
 
 
-def test_empty_database_reports_every_queue_at_zero(store: PostgresStore) -> None:
-    snap = store.backlog_snapshot(100, now_ms=AFTER)
+def test_empty_database_reports_every_queue_at_zero(store: Storage) -> None:
+    snap = store.at(AFTER).backlog_snapshot(100)
     assert snap.by_queue() == {"due": 0, "waiting": 0, "manual": 0}
     assert snap.dispatches == {}
     assert (snap.oldest_claimable_age_seconds, snap.oldest_manual_age_seconds) == (0.0, 0.0)
     assert snap.db_now_ms == AFTER
 
 
-def test_queues_split_due_waiting_and_manual_by_action_type(
-    world: World, store: PostgresStore
-) -> None:
+def test_queues_split_due_waiting_and_manual_by_action_type(world: World, store: Storage) -> None:
     world.crashed(3, action_type="pay.charge")
     world.crashed(2, action_type="db.mutation")
     world.started("pay.charge", now_ms=AFTER + 10_000)  # live lease: armed, not claimable
-    (leased, manual, resolved, *_) = store.claim_due_page("r", 4, REC_LEASE_MS, now_ms=AFTER)
-    store.commit_outcomes(
+    (leased, manual, resolved, *_) = store.at(AFTER).claim_due_page("r", 4, REC_LEASE_MS)
+    store.at(AFTER + 10).commit_outcomes(
         [
             ItemOutcome(manual, fixed(FindingKind.CONFLICT)(manual.identity), 0, "m-1"),
             ItemOutcome(resolved, verified(resolved.identity), 0, "m-2"),
         ],
-        now_ms=AFTER + 10,
     )
     del leased  # still held: armed, leased, so waiting rather than due
 
-    snap = store.backlog_snapshot(100, now_ms=AFTER + 5_000)
+    snap = store.at(AFTER + 5_000).backlog_snapshot(100)
     # Claim order is (next_scan_at_ms, dispatch_id): the three pay.charge items came first.
     assert snap.dispatches == {
         ("due", "db.mutation"): 1,  # never claimed
@@ -50,22 +47,21 @@ def test_queues_split_due_waiting_and_manual_by_action_type(
     assert snap.oldest_manual_age_seconds == (5_000 - 10) / 1000
 
 
-def test_released_backoff_is_waiting_until_due_again(world: World, store: PostgresStore) -> None:
+def test_released_backoff_is_waiting_until_due_again(world: World, store: Storage) -> None:
     world.crashed(1)
-    (item,) = store.claim_due_page("r", 16, REC_LEASE_MS, now_ms=AFTER)
-    store.commit_outcomes(
+    (item,) = store.at(AFTER).claim_due_page("r", 16, REC_LEASE_MS)
+    store.at(AFTER).commit_outcomes(
         [ItemOutcome(item, fixed(FindingKind.UNAVAILABLE)(item.identity), 2_000, "m")],
-        now_ms=AFTER,
     )
-    waiting = store.backlog_snapshot(100, now_ms=AFTER + 1_999)
+    waiting = store.at(AFTER + 1_999).backlog_snapshot(100)
     assert waiting.by_queue()["waiting"] == 1 and waiting.oldest_claimable_at_ms is None
-    due = store.backlog_snapshot(100, now_ms=AFTER + 2_500)
+    due = store.at(AFTER + 2_500).backlog_snapshot(100)
     assert due.by_queue()["due"] == 1 and due.oldest_claimable_age_seconds == 0.5
 
 
-def test_counts_stop_at_the_cap(world: World, store: PostgresStore) -> None:
+def test_counts_stop_at_the_cap(world: World, store: Storage) -> None:
     world.crashed(5)
-    snap = store.backlog_snapshot(3, now_ms=AFTER)
+    snap = store.at(AFTER).backlog_snapshot(3)
     assert snap.by_queue()["due"] == 3 and snap.count_cap == 3
     assert snap.oldest_claimable_at_ms == AFTER  # the age probe is exact regardless
 

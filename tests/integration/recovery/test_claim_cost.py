@@ -8,9 +8,9 @@ import psycopg
 import pytest
 
 from benchmarks.seed import db_now_ms, seed_closed, seed_due, seed_live
-from resolver.db.repository import PostgresStore
 from resolver.db.statements import claim_statement, statement
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
+from tests.helpers.stores import Storage
 
 AFTER = T0 + EXEC_LEASE_MS
 PAGE = 4
@@ -50,7 +50,7 @@ def test_claim_reads_one_page_of_the_due_index_however_large_the_backlog(
 
 
 def test_claim_is_one_statement_that_commits_without_a_flush_wait(
-    world: World, store: PostgresStore, sql: SQL
+    world: World, store: Storage, sql: SQL
 ) -> None:
     world.crashed(2)
     # Durable for this session whatever the server's default (a throwaway test cluster runs
@@ -61,7 +61,7 @@ def test_claim_is_one_statement_that_commits_without_a_flush_wait(
         assert sql.one("SHOW synchronous_commit")["synchronous_commit"] == "off"
     assert sql.one("SHOW synchronous_commit")["synchronous_commit"] == "on"
     # Through the store, the claim is durable enough to be seen by everyone at once.
-    assert len(store.claim_due_page("r", PAGE, 30_000, now_ms=AFTER)) == 2
+    assert len(store.at(AFTER).claim_due_page("r", PAGE, 30_000)) == 2
     assert (
         sql.one(
             "SELECT count(*) AS n FROM approved_action_recovery_controls WHERE recovery_owner = 'r'"

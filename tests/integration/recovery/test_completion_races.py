@@ -8,24 +8,24 @@ import pytest
 
 from resolver.core.domain import ClaimedItem, Completion, ExecutionLease, ItemOutcome, Outcome
 from resolver.core.errors import FenceConflict
-from resolver.db.repository import PostgresStore
 from resolver.executor.client import CompletionResult, ExecutionClient
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
 from tests.helpers.providers import verified
+from tests.helpers.stores import Storage
 
 AFTER = T0 + EXEC_LEASE_MS
 
 
-def _claim(store: PostgresStore, lease: ExecutionLease) -> ClaimedItem:
-    (item,) = store.claim_due_page("resolver", 16, 30_000, now_ms=AFTER)
+def _claim(store: Storage, lease: ExecutionLease) -> ClaimedItem:
+    (item,) = store.at(AFTER).claim_due_page("resolver", 16, 30_000)
     assert item.identity.dispatch_id == lease.dispatch_id
     return item
 
 
-def _resolve(store: PostgresStore, item: ClaimedItem, outcome: Outcome = Outcome.SUCCEEDED) -> bool:
+def _resolve(store: Storage, item: ClaimedItem, outcome: Outcome = Outcome.SUCCEEDED) -> bool:
     finding = verified(item.identity, outcome)
-    report = store.commit_outcomes(
-        [ItemOutcome(item, finding, 0, f"auto-{item.recovery_token}")], now_ms=AFTER + 1
+    report = store.at(AFTER + 1).commit_outcomes(
+        [ItemOutcome(item, finding, 0, f"auto-{item.recovery_token}")]
     )
     return item.identity.dispatch_id in report.accepted
 
@@ -37,12 +37,12 @@ def _completion_matching(item: ClaimedItem, outcome: Outcome = Outcome.SUCCEEDED
 
 
 def test_completion_first_then_resolver_writes_nothing(
-    world: World, store: PostgresStore, sql: SQL
+    world: World, store: Storage, sql: SQL
 ) -> None:
     (lease,) = world.crashed(1)
     item = _claim(store, lease)
     assert (
-        world.executor.complete(lease, _completion_matching(item), now_ms=AFTER + 1)
+        world.executor.at(AFTER + 1).complete(lease, _completion_matching(item))
         is CompletionResult.COMMITTED
     )
     assert not _resolve(store, item)
@@ -51,12 +51,12 @@ def test_completion_first_then_resolver_writes_nothing(
 
 
 def test_resolution_first_then_exact_replay_is_idempotent(
-    world: World, store: PostgresStore, sql: SQL
+    world: World, store: Storage, sql: SQL
 ) -> None:
     (lease,) = world.crashed(1)
     item = _claim(store, lease)
     assert _resolve(store, item)
-    result = world.executor.complete(lease, _completion_matching(item), now_ms=AFTER + 2)
+    result = world.executor.at(AFTER + 2).complete(lease, _completion_matching(item))
     assert result is CompletionResult.REPLAYED
     row = sql.execution(lease.dispatch_id)
     assert row["completion_mutation_id"] is None  # the replay changed nothing
@@ -65,7 +65,7 @@ def test_resolution_first_then_exact_replay_is_idempotent(
 
 @pytest.mark.parametrize("drift", ["outcome", "evidence", "no_evidence"])
 def test_resolution_first_then_drifted_completion_conflicts(
-    world: World, store: PostgresStore, sql: SQL, drift: str
+    world: World, store: Storage, sql: SQL, drift: str
 ) -> None:
     (lease,) = world.crashed(1)
     item = _claim(store, lease)
@@ -80,7 +80,7 @@ def test_resolution_first_then_drifted_completion_conflicts(
     }[drift]
     before = sql.execution(lease.dispatch_id)
     with pytest.raises(FenceConflict, match="automatic resolution"):
-        world.executor.complete(lease, completion, now_ms=AFTER + 2)
+        world.executor.at(AFTER + 2).complete(lease, completion)
     assert sql.execution(lease.dispatch_id) == before
 
 
@@ -89,13 +89,12 @@ def test_concurrent_completion_and_resolution_have_exactly_one_winner(
 ) -> None:
     rounds = 40
     leases = world.crashed(rounds)
-    resolver_store = PostgresStore(database_url)
-    executor_store = PostgresStore(database_url)
+    resolver_store = Storage(database_url)
+    executor_store = Storage(database_url)
     resolver_store.open()
     executor_store.open()
     items = {
-        i.identity.dispatch_id: i
-        for i in resolver_store.claim_due_page("r", 64, 30_000, now_ms=AFTER)
+        i.identity.dispatch_id: i for i in resolver_store.at(AFTER).claim_due_page("r", 64, 30_000)
     }
     executor = ExecutionClient(executor_store, owner="executor-1")
     history: list[tuple[str, str, str]] = []
@@ -115,8 +114,8 @@ def test_concurrent_completion_and_resolution_have_exactly_one_winner(
             ) -> None:
                 go.wait()
                 try:
-                    executor.complete(
-                        lease, _completion_matching(item, Outcome.FAILED), now_ms=AFTER + 1
+                    executor.at(AFTER + 1).complete(
+                        lease, _completion_matching(item, Outcome.FAILED)
                     )
                     outcome["completion"] = "ok"
                 except FenceConflict:

@@ -25,9 +25,9 @@ from resolver.core.events import CycleEvents
 from resolver.core.provider import EvidenceProvider, build_registry
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.runtime import Runtime
-from resolver.db.repository import PostgresStore
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
 from tests.helpers.providers import ScriptedProvider, fixed
+from tests.helpers.stores import Storage
 
 AFTER = T0 + EXEC_LEASE_MS
 WINDOW_MS = DEFAULT_MISSING_WINDOW_SECONDS * 1000
@@ -52,7 +52,7 @@ class Reports(CycleEvents):
 
 
 def _reconciler(
-    store: PostgresStore,
+    store: Storage,
     config: Mapping[str, Mapping[str, Any]],
     answer: Callable[[DispatchIdentity], Finding],
     *subscribers: CycleEvents,
@@ -68,18 +68,18 @@ def _reconciler(
 
 
 def test_missing_package_install_reaches_the_queue_after_its_window_and_not_before(
-    world: World, store: PostgresStore, sql: SQL
+    world: World, store: Storage, sql: SQL
 ) -> None:
     (lease,) = world.crashed(1, action_type="pkg.install")
     rec = _reconciler(
         store, {"pkg.install": {"provider": "package_install"}}, fixed(FindingKind.MISSING)
     )
-    assert rec.run_cycle(now_ms=AFTER).accepted == {lease.dispatch_id}
+    assert rec.at(AFTER).run_cycle().accepted == {lease.dispatch_id}
     first = sql.control(lease.dispatch_id)
     assert (first["status"], first["first_inspected_at_ms"]) == ("armed", AFTER)
 
     # One millisecond before the window, on the database clock: still waiting for evidence.
-    before = rec.run_cycle(now_ms=AFTER + WINDOW_MS - 1)
+    before = rec.at(AFTER + WINDOW_MS - 1).run_cycle()
     assert before.accepted == {lease.dispatch_id}
     control = sql.control(lease.dispatch_id)
     assert (control["status"], control["manual_reason"], control["manual_at_ms"]) == (
@@ -89,7 +89,7 @@ def test_missing_package_install_reaches_the_queue_after_its_window_and_not_befo
     )
 
     at = AFTER + WINDOW_MS + 8_000  # due again after the last backoff (at most 8 s)
-    assert rec.run_cycle(now_ms=at).accepted == {lease.dispatch_id}
+    assert rec.at(at).run_cycle().accepted == {lease.dispatch_id}
     control = sql.control(lease.dispatch_id)
     assert (control["status"], control["manual_reason"], control["manual_at_ms"]) == (
         "manual",
@@ -105,19 +105,19 @@ def test_missing_package_install_reaches_the_queue_after_its_window_and_not_befo
 
 
 def test_internal_mutation_stays_recovery_required_however_long_evidence_is_missing(
-    world: World, store: PostgresStore, sql: SQL
+    world: World, store: Storage, sql: SQL
 ) -> None:
     (lease,) = world.crashed(1, action_type="db.mutation")
     rec = _reconciler(
         store, {"db.mutation": {"provider": "internal_mutation"}}, fixed(FindingKind.MISSING)
     )
-    rec.run_cycle(now_ms=AFTER)
-    rec.run_cycle(now_ms=AFTER + 30 * WINDOW_MS)
+    rec.at(AFTER).run_cycle()
+    rec.at(AFTER + 30 * WINDOW_MS).run_cycle()
     assert sql.control(lease.dispatch_id)["status"] == "armed"
 
 
 def test_a_configured_ceiling_escalates_unavailable_and_null_disables_a_default(
-    world: World, store: PostgresStore, sql: SQL
+    world: World, store: Storage, sql: SQL
 ) -> None:
     (flaky,) = world.crashed(1, action_type="pay.charge")
     (missing,) = world.crashed(1, action_type="pkg.quiet")
@@ -133,8 +133,8 @@ def test_a_configured_ceiling_escalates_unavailable_and_null_disables_a_default(
 
     commits = Reports()
     rec = _reconciler(store, config, answer, commits)
-    rec.run_cycle(now_ms=AFTER)
-    report = rec.run_cycle(now_ms=AFTER + 60_000)
+    rec.at(AFTER).run_cycle()
+    report = rec.at(AFTER + 60_000).run_cycle()
     assert report.accepted == {flaky.dispatch_id, missing.dispatch_id}
     assert sql.control(flaky.dispatch_id)["manual_reason"] == ESCALATION_REASON
     # The commit's answer names the escalation; the replica derives nothing.
@@ -145,12 +145,12 @@ def test_a_configured_ceiling_escalates_unavailable_and_null_disables_a_default(
         flaky.dispatch_id: ControlStatus.MANUAL,
         missing.dispatch_id: ControlStatus.ARMED,
     }
-    rec.run_cycle(now_ms=AFTER + 2 * WINDOW_MS)
+    rec.at(AFTER + 2 * WINDOW_MS).run_cycle()
     assert sql.control(missing.dispatch_id)["status"] == "armed"
 
 
 def test_statistics_count_each_kind_and_keep_the_last_failure_class(
-    world: World, store: PostgresStore, sql: SQL
+    world: World, store: Storage, sql: SQL
 ) -> None:
     (lease,) = world.crashed(1)
     script = iter(
@@ -167,7 +167,7 @@ def test_statistics_count_each_kind_and_keep_the_last_failure_class(
 
     rec = _reconciler(store, {"test.action": {"provider": "scripted"}}, answer)
     for step in range(4):
-        rec.run_cycle(now_ms=AFTER + step * 10_000)
+        rec.at(AFTER + step * 10_000).run_cycle()
     control = sql.control(lease.dispatch_id)
     assert control["finding_counts"] == {"unavailable": 2, "missing": 1, "conflict": 1}
     assert control["finding_count"] == 4

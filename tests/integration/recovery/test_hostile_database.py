@@ -32,7 +32,6 @@ from resolver.core.domain import (
 )
 from resolver.core.errors import LockTimeout, StatementTimeout, StorageUnavailable
 from resolver.db import migrate
-from resolver.db.repository import PostgresStore
 from resolver.demo import localpg
 from resolver.executor.client import ExecutionClient
 from resolver.human.api import create_app
@@ -42,6 +41,7 @@ from tests.helpers.api import auth
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
 from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
+from tests.helpers.stores import Storage
 
 LOCK_TIMEOUT_MS = 300
 SKIP_LOCK_TIMEOUT_MS = 20_000
@@ -52,9 +52,9 @@ EXECUTIONS, CONTROLS = "approved_action_executions", "approved_action_recovery_c
 
 
 @pytest.fixture
-def impatient(database_url: str) -> Iterator[PostgresStore]:
+def impatient(database_url: str) -> Iterator[Storage]:
     """A store with short lock and statement timeouts (settings, not test hooks)."""
-    with PostgresStore(
+    with Storage(
         database_url, lock_timeout_ms=LOCK_TIMEOUT_MS, statement_timeout_ms=STATEMENT_TIMEOUT_MS
     ) as store:
         yield store
@@ -108,33 +108,33 @@ ALICE = Principal("alice", NOW, ("mfa",), issuer=TEST_ISSUER, token_kid="test-ki
 
 @pytest.mark.usefixtures("granted")
 def test_a_locked_execution_fails_the_manual_decision_fast_and_typed(
-    world: World, impatient: PostgresStore, database_url: str, sql: SQL
+    world: World, impatient: Storage, database_url: str, sql: SQL
 ) -> None:
     lease = world.started()
     service = ManualResolutionService(impatient, signer=TEST_SIGNER)
     with operator_holds(database_url, (EXECUTIONS, lease.dispatch_id)):
         started = time.monotonic()
         with pytest.raises(LockTimeout):
-            service.decide(ALICE, decision(lease.dispatch_id, lease.version), now_ms=NOW)
+            service.at(NOW).decide(ALICE, decision(lease.dispatch_id, lease.version))
         waited = time.monotonic() - started
     assert waited < STATEMENT_TIMEOUT_MS / 1000, f"waited {waited:.2f}s for the lock"
     assert sql.resolutions(lease.dispatch_id) == []
     assert sql.execution(lease.dispatch_id)["state"] == "executing"
     # The operator's transaction ended: the same decision now commits.
-    service.decide(ALICE, decision(lease.dispatch_id, lease.version), now_ms=NOW)
+    service.at(NOW).decide(ALICE, decision(lease.dispatch_id, lease.version))
     assert sql.execution(lease.dispatch_id)["state"] == "failed"
 
 
 def test_a_locked_execution_fails_the_executor_fast_and_typed(
-    world: World, impatient: PostgresStore, database_url: str, sql: SQL
+    world: World, impatient: Storage, database_url: str, sql: SQL
 ) -> None:
     lease = world.started(now_ms=T0)
     executor = ExecutionClient(impatient, owner="executor-1", lease_seconds=1)
     done = Completion(Outcome.SUCCEEDED, "ok", "done-1", sha256_hex("receipt"))
     with operator_holds(database_url, (EXECUTIONS, lease.dispatch_id)):
         for call in (
-            lambda: executor.renew(lease, now_ms=T0 + 1),
-            lambda: executor.complete(lease, done, now_ms=T0 + 1),
+            lambda: executor.at(T0 + 1).renew(lease),
+            lambda: executor.at(T0 + 1).complete(lease, done),
         ):
             started = time.monotonic()
             with pytest.raises(LockTimeout):
@@ -147,15 +147,15 @@ def test_a_locked_execution_fails_the_executor_fast_and_typed(
         lease.version,
         "armed",
     )
-    executor.complete(lease, done, now_ms=T0 + 1)
+    executor.at(T0 + 1).complete(lease, done)
     assert sql.execution(lease.dispatch_id)["state"] == "succeeded"
 
 
 def test_a_statement_timeout_inside_the_page_commit_rolls_the_whole_page_back(
-    world: World, impatient: PostgresStore, database_url: str, sql: SQL
+    world: World, impatient: Storage, database_url: str, sql: SQL
 ) -> None:
     leases = world.crashed(2)
-    items = impatient.claim_due_page("replica-a", 16, REC_LEASE_MS, now_ms=NOW)
+    items = impatient.at(NOW).claim_due_page("replica-a", 16, REC_LEASE_MS)
     outcomes = [
         ItemOutcome(
             item,
@@ -169,19 +169,19 @@ def test_a_statement_timeout_inside_the_page_commit_rolls_the_whole_page_back(
         sleeping_trigger(database_url, "approved_action_recovery_resolutions", 2.0),
         pytest.raises(StatementTimeout),
     ):
-        impatient.commit_outcomes(outcomes, now_ms=NOW)
+        impatient.at(NOW).commit_outcomes(outcomes)
     for lease in leases:
         assert sql.execution(lease.dispatch_id)["state"] == "executing"
         assert sql.control(lease.dispatch_id)["status"] == "armed"
         assert sql.resolutions(lease.dispatch_id) == []
     # The recovery leases still hold: the same page commits once statements are fast again.
-    report = impatient.commit_outcomes(outcomes, now_ms=NOW)
+    report = impatient.at(NOW).commit_outcomes(outcomes)
     assert report.accepted == {lease.dispatch_id for lease in leases}
 
 
 @pytest.mark.usefixtures("granted")
 def test_a_statement_timeout_inside_the_manual_commit_writes_nothing(
-    world: World, impatient: PostgresStore, database_url: str, sql: SQL
+    world: World, impatient: Storage, database_url: str, sql: SQL
 ) -> None:
     lease = world.started()
     service = ManualResolutionService(impatient, signer=TEST_SIGNER)
@@ -190,12 +190,12 @@ def test_a_statement_timeout_inside_the_manual_commit_writes_nothing(
         sleeping_trigger(database_url, "recovery_authorizations", 2.0),
         pytest.raises(StatementTimeout),
     ):
-        service.decide(ALICE, request, now_ms=NOW)
+        service.at(NOW).decide(ALICE, request)
     assert sql.resolutions(lease.dispatch_id) == []
     assert sql.all("SELECT * FROM recovery_authorizations") == []
     assert sql.execution(lease.dispatch_id)["state"] == "executing"
     # Retrying the same decision (same mutation id) is safe and now commits.
-    service.decide(ALICE, request, now_ms=NOW)
+    service.at(NOW).decide(ALICE, request)
     assert sql.execution(lease.dispatch_id)["state"] == "failed"
 
 
@@ -256,7 +256,7 @@ def test_exhausted_connections_make_the_api_answer_503_problems_and_not_ready(
 ) -> None:
     url = crowded_server.url
     verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
-    with PostgresStore(url, connect_timeout_seconds=1, application_name="resolver:api") as store:
+    with Storage(url, connect_timeout_seconds=1, application_name="resolver:api") as store:
         app = create_app(
             store, verifier, readiness=readiness_check(store, url, 1), signer=TEST_SIGNER
         )
@@ -288,17 +288,17 @@ def test_exhausted_connections_make_the_api_answer_503_problems_and_not_ready(
 
 
 def test_the_claim_and_the_page_commit_skip_rows_an_operator_holds(
-    world: World, impatient: PostgresStore, database_url: str, sql: SQL
+    world: World, impatient: Storage, database_url: str, sql: SQL
 ) -> None:
     held_control, held_execution, free = (lease.dispatch_id for lease in world.crashed(3))
     with (
         # A lock timeout far above any time the two calls could take on a loaded machine: had
         # either waited for a held row, it would have waited that long.
-        PostgresStore(database_url, lock_timeout_ms=SKIP_LOCK_TIMEOUT_MS) as patient,
+        Storage(database_url, lock_timeout_ms=SKIP_LOCK_TIMEOUT_MS) as patient,
         operator_holds(database_url, (CONTROLS, held_control), (EXECUTIONS, held_execution)),
     ):
         started = time.monotonic()
-        items = patient.claim_due_page("replica-a", 16, REC_LEASE_MS, now_ms=NOW)
+        items = patient.at(NOW).claim_due_page("replica-a", 16, REC_LEASE_MS)
         assert {i.identity.dispatch_id for i in items} == {held_execution, free}
         outcomes = [
             ItemOutcome(
@@ -309,7 +309,7 @@ def test_the_claim_and_the_page_commit_skip_rows_an_operator_holds(
             )
             for item in items
         ]
-        report = patient.commit_outcomes(outcomes, now_ms=NOW)
+        report = patient.at(NOW).commit_outcomes(outcomes)
         waited = time.monotonic() - started
     # Neither call waited for the held rows: the free dispatch settled, the held one did not.
     assert waited < SKIP_LOCK_TIMEOUT_MS / 2000, f"waited {waited:.2f}s"
@@ -319,26 +319,26 @@ def test_the_claim_and_the_page_commit_skip_rows_an_operator_holds(
     assert sql.resolutions(held_execution) == []
     # Once the operator's transaction ends, the held dispatch settles after its lease lapses.
     later = NOW + REC_LEASE_MS
-    again = impatient.claim_due_page("replica-b", 16, REC_LEASE_MS, now_ms=later)
+    again = impatient.at(later).claim_due_page("replica-b", 16, REC_LEASE_MS)
     assert {i.identity.dispatch_id for i in again} == {held_control, held_execution}
     retry = [
         ItemOutcome(i, Finding.verified(Outcome.FAILED, sha256_hex("r"), "ok"), 1_000, f"m-{n}")
         for n, i in enumerate(again)
     ]
-    assert impatient.commit_outcomes(retry, now_ms=later).accepted == {
+    assert impatient.at(later).commit_outcomes(retry).accepted == {
         held_control,
         held_execution,
     }
 
 
 def test_the_page_commit_waits_for_a_row_held_for_an_instant(
-    world: World, impatient: PostgresStore, database_url: str, sql: SQL
+    world: World, impatient: Storage, database_url: str, sql: SQL
 ) -> None:
     """A claim that rechecked a control claimed since its snapshot holds its lock to its
     statement's end: a page commit arriving then waits for it (briefly) instead of leaving
     the item to wait a whole recovery lease."""
     held, free = (lease.dispatch_id for lease in world.crashed(2))
-    items = impatient.claim_due_page("replica-a", 16, REC_LEASE_MS, now_ms=NOW)
+    items = impatient.at(NOW).claim_due_page("replica-a", 16, REC_LEASE_MS)
     outcomes = [
         ItemOutcome(
             item,
@@ -353,7 +353,7 @@ def test_the_page_commit_waits_for_a_row_held_for_an_instant(
         holder.execute(f"SELECT 1 FROM {CONTROLS} WHERE dispatch_id = %s FOR UPDATE", (held,))
         holder_pid = holder.info.backend_pid
         commit = threading.Thread(
-            target=lambda: reports.append(impatient.commit_outcomes(outcomes, now_ms=NOW))
+            target=lambda: reports.append(impatient.at(NOW).commit_outcomes(outcomes))
         )
         commit.start()
         # The commit is waiting on the holder's lock (observed, not assumed): release it.

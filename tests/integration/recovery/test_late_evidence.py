@@ -29,13 +29,13 @@ from resolver.core.provider import Capability, ProviderRegistry
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.replica import LoopSettings, Replica
 from resolver.core.runtime import Runtime
-from resolver.db.repository import PostgresStore
 from resolver.human.manual import ManualResolutionService
 from resolver.telemetry.metrics import ResolverMetrics
 from tests.contention.checker import LATE_SNAPSHOT_SQL, check
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
 from tests.helpers.providers import ScriptedProvider, fixed
 from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
+from tests.helpers.stores import Storage
 
 NOW = T0 + EXEC_LEASE_MS + 60_000
 WINDOW_MS = 3_600_000
@@ -47,20 +47,20 @@ ALICE = Principal(
 
 
 @pytest.fixture
-def decide(store: PostgresStore, sql: SQL) -> Callable[[str, int, Decision], None]:
+def decide(store: Storage, sql: SQL) -> Callable[[str, int, Decision], None]:
     sql.all("INSERT INTO recovery_projects VALUES ('proj-1', 1)")
     sql.all("INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)")
     service = ManualResolutionService(store, signer=TEST_SIGNER)
 
     def decide(dispatch_id: str, version: int, decision: Decision) -> None:
         manual = ManualDecision(dispatch_id, decision, f"op-{dispatch_id}", version, "checked")
-        assert service.decide(ALICE, manual, now_ms=NOW) is ManualResult.COMMITTED
+        assert service.at(NOW).decide(ALICE, manual) is ManualResult.COMMITTED
 
     return decide
 
 
 def _watcher(
-    store: PostgresStore,
+    store: Storage,
     answer: Callable[[DispatchIdentity], Finding],
     *,
     owner: str = "r1",
@@ -83,7 +83,7 @@ def _metric(metrics: ResolverMetrics, name: str, **labels: str) -> float:
 
 
 def test_a_contradiction_is_recorded_counted_and_leaves_the_terminal_state(
-    world: World, store: PostgresStore, sql: SQL, decide: Callable[[str, int, Decision], None]
+    world: World, store: Storage, sql: SQL, decide: Callable[[str, int, Decision], None]
 ) -> None:
     (lease,) = world.crashed(1)
     decide(lease.dispatch_id, lease.version, Decision.CONFIRM_FAILED)
@@ -92,7 +92,7 @@ def test_a_contradiction_is_recorded_counted_and_leaves_the_terminal_state(
     metrics = ResolverMetrics(CollectorRegistry())
     watcher = _watcher(store, fixed(FindingKind.VERIFIED_SUCCEEDED), metrics=metrics)
 
-    report = watcher.run_cycle(now_ms=NOW + 1)
+    report = watcher.at(NOW + 1).run_cycle()
     assert [(r.recorded, r.agrees) for r in report.records] == [(True, False)]
     (late,) = sql.all("SELECT * FROM recovery_late_evidence")
     assert (late["dispatch_id"], late["finding"], late["agrees"]) == (
@@ -121,18 +121,18 @@ def test_a_contradiction_is_recorded_counted_and_leaves_the_terminal_state(
     (decision,) = store.list_decisions("alice", filters=DecisionFilter(), limit=10)
     assert decision.contradicted is True
     # The watch is closed: nothing is looked at or recorded again.
-    assert watcher.run_cycle(now_ms=NOW + CADENCE_MS * 2).claimed == 0
+    assert watcher.at(NOW + CADENCE_MS * 2).run_cycle().claimed == 0
     assert len(sql.all("SELECT * FROM recovery_late_evidence")) == 1
 
 
 def test_agreement_is_recorded_too_and_counts_no_contradiction(
-    world: World, store: PostgresStore, sql: SQL, decide: Callable[[str, int, Decision], None]
+    world: World, store: Storage, sql: SQL, decide: Callable[[str, int, Decision], None]
 ) -> None:
     (lease,) = world.crashed(1)
     decide(lease.dispatch_id, lease.version, Decision.CONFIRM_FAILED)
     metrics = ResolverMetrics(CollectorRegistry())
     watcher = _watcher(store, fixed(FindingKind.VERIFIED_FAILED), metrics=metrics)
-    report = watcher.run_cycle(now_ms=NOW + 1)
+    report = watcher.at(NOW + 1).run_cycle()
     assert [(r.recorded, r.agrees) for r in report.records] == [(True, True)]
     assert sql.one("SELECT agrees FROM recovery_late_evidence")["agrees"] is True
     assert (
@@ -147,7 +147,7 @@ def test_agreement_is_recorded_too_and_counts_no_contradiction(
 
 
 def test_non_final_findings_keep_watching_at_the_cadence_until_a_late_receipt_is_recorded(
-    world: World, store: PostgresStore, sql: SQL, decide: Callable[[str, int, Decision], None]
+    world: World, store: Storage, sql: SQL, decide: Callable[[str, int, Decision], None]
 ) -> None:
     early, late = world.crashed(2)
     decide(early.dispatch_id, early.version, Decision.CONFIRM_SUCCEEDED)
@@ -155,7 +155,7 @@ def test_non_final_findings_keep_watching_at_the_cadence_until_a_late_receipt_is
     answers = {early.dispatch_id: FindingKind.MISSING, late.dispatch_id: FindingKind.MISSING}
     watcher = _watcher(store, lambda i: fixed(answers[i.dispatch_id])(i))
 
-    report = watcher.run_cycle(now_ms=NOW + 1)
+    report = watcher.at(NOW + 1).run_cycle()
     assert (
         sorted((r.recorded, r.finding) for r in report.records)
         == [(False, FindingKind.MISSING)] * 2
@@ -165,13 +165,13 @@ def test_non_final_findings_keep_watching_at_the_cadence_until_a_late_receipt_is
         (None, NOW + 1 + CADENCE_MS, 1)
     }
     # Not due again before the cadence.
-    assert watcher.run_cycle(now_ms=NOW + CADENCE_MS).claimed == 0
+    assert watcher.at(NOW + CADENCE_MS).run_cycle().claimed == 0
 
     # The receipts arrive. One look a millisecond inside the window records; at the window's
     # end nothing is claimed, and the watch is closed instead.
     answers[early.dispatch_id] = FindingKind.VERIFIED_SUCCEEDED
     answers[late.dispatch_id] = FindingKind.VERIFIED_FAILED
-    inside = watcher.run_cycle(now_ms=NOW + WINDOW_MS - 1)
+    inside = watcher.at(NOW + WINDOW_MS - 1).run_cycle()
     assert {r.watch.identity.dispatch_id for r in inside.records if r.recorded} == {
         early.dispatch_id,
         late.dispatch_id,
@@ -185,40 +185,40 @@ def test_non_final_findings_keep_watching_at_the_cadence_until_a_late_receipt_is
 
 
 def test_at_the_end_of_the_window_the_watch_closes_unrecorded(
-    world: World, store: PostgresStore, sql: SQL, decide: Callable[[str, int, Decision], None]
+    world: World, store: Storage, sql: SQL, decide: Callable[[str, int, Decision], None]
 ) -> None:
     (lease,) = world.crashed(1)
     decide(lease.dispatch_id, lease.version, Decision.CONFIRM_SUCCEEDED)
     watcher = _watcher(store, fixed(FindingKind.VERIFIED_FAILED))
-    report = watcher.run_cycle(now_ms=NOW + WINDOW_MS)
+    report = watcher.at(NOW + WINDOW_MS).run_cycle()
     assert (report.expired, report.claimed, report.records) == (1, 0, ())
     watch = sql.one("SELECT * FROM recovery_late_watches")
     assert (watch["closed_reason"], watch["closed_at_ms"]) == ("window_elapsed", NOW + WINDOW_MS)
     assert sql.all("SELECT * FROM recovery_late_evidence") == []
-    assert watcher.run_cycle(now_ms=NOW + WINDOW_MS + CADENCE_MS).claimed == 0
+    assert watcher.at(NOW + WINDOW_MS + CADENCE_MS).run_cycle().claimed == 0
 
 
 def test_a_record_after_the_window_is_fenced_out(
-    world: World, store: PostgresStore, sql: SQL, decide: Callable[[str, int, Decision], None]
+    world: World, store: Storage, sql: SQL, decide: Callable[[str, int, Decision], None]
 ) -> None:
     """A look claimed inside the window whose record lands after it records nothing."""
     (lease,) = world.crashed(1)
     decide(lease.dispatch_id, lease.version, Decision.CONFIRM_SUCCEEDED)
-    (watch,) = store.claim_late_watches("r1", 10, LEASE_MS, WINDOW_MS, now_ms=NOW + WINDOW_MS - 1)
+    (watch,) = store.at(NOW + WINDOW_MS - 1).claim_late_watches("r1", 10, LEASE_MS, WINDOW_MS)
     observation = _observation(watch, FindingKind.VERIFIED_FAILED, "late-x-0")
-    assert store.record_late_observations("r1", [observation], WINDOW_MS, NOW + WINDOW_MS) == []
+    assert store.at(NOW + WINDOW_MS).record_late_observations("r1", [observation], WINDOW_MS) == []
     assert sql.all("SELECT * FROM recovery_late_evidence") == []
 
 
 def test_no_watch_for_an_action_type_without_an_automatic_provider(
-    world: World, store: PostgresStore, sql: SQL, decide: Callable[[str, int, Decision], None]
+    world: World, store: Storage, sql: SQL, decide: Callable[[str, int, Decision], None]
 ) -> None:
     (unsupported,) = world.crashed(1, action_type="shell.exec")
     # Inspected with no provider for shell.exec: `unsupported`, to the manual queue.
     reconciler = Reconciler(
         store, ProviderRegistry({}), ReconcilerSettings(owner="r", recovery_lease_ms=LEASE_MS)
     )
-    reconciler.run_cycle(now_ms=T0 + EXEC_LEASE_MS)
+    reconciler.at(T0 + EXEC_LEASE_MS).run_cycle()
     assert sql.control(unsupported.dispatch_id)["last_finding"] == "unsupported"
     decide(unsupported.dispatch_id, unsupported.version, Decision.CONFIRM_SUCCEEDED)
     assert sql.all("SELECT * FROM recovery_late_watches") == []
@@ -234,7 +234,7 @@ def test_no_watch_for_an_action_type_without_an_automatic_provider(
         return fixed(FindingKind.VERIFIED_SUCCEEDED)(identity)
 
     watcher = _watcher(store, answer, capability=Capability.MANUAL_ONLY)
-    report = watcher.run_cycle(now_ms=NOW + 1)
+    report = watcher.at(NOW + 1).run_cycle()
     assert [(r.recorded, r.finding) for r in report.records] == [(False, FindingKind.UNSUPPORTED)]
     assert asked == []
     watch = sql.one("SELECT * FROM recovery_late_watches")
@@ -243,7 +243,7 @@ def test_no_watch_for_an_action_type_without_an_automatic_provider(
 
 
 def test_an_abandoned_decision_opens_no_watch(
-    world: World, store: PostgresStore, sql: SQL, decide: Callable[[str, int, Decision], None]
+    world: World, store: Storage, sql: SQL, decide: Callable[[str, int, Decision], None]
 ) -> None:
     (lease,) = world.crashed(1)
     decide(lease.dispatch_id, lease.version, Decision.ABANDON_UNKNOWN)
@@ -251,26 +251,24 @@ def test_an_abandoned_decision_opens_no_watch(
 
 
 def test_a_stale_holder_records_nothing_once_another_replica_took_the_watch(
-    world: World, store: PostgresStore, sql: SQL, decide: Callable[[str, int, Decision], None]
+    world: World, store: Storage, sql: SQL, decide: Callable[[str, int, Decision], None]
 ) -> None:
     (lease,) = world.crashed(1)
     decide(lease.dispatch_id, lease.version, Decision.CONFIRM_FAILED)
-    (stale,) = store.claim_late_watches("r1", 10, LEASE_MS, WINDOW_MS, now_ms=NOW + 1)
+    (stale,) = store.at(NOW + 1).claim_late_watches("r1", 10, LEASE_MS, WINDOW_MS)
     # r1 stalls past its lease; r2 claims the same watch and records first.
-    (fresh,) = store.claim_late_watches("r2", 10, LEASE_MS, WINDOW_MS, now_ms=NOW + 2 + LEASE_MS)
+    (fresh,) = store.at(NOW + 2 + LEASE_MS).claim_late_watches("r2", 10, LEASE_MS, WINDOW_MS)
     assert fresh.watch_token != stale.watch_token
-    won = store.record_late_observations(
+    won = store.at(NOW + 3 + LEASE_MS).record_late_observations(
         "r2",
         [_observation(fresh, FindingKind.VERIFIED_SUCCEEDED, "late-b-0")],
         WINDOW_MS,
-        NOW + 3 + LEASE_MS,
     )
     assert [(r.recorded, r.agrees) for r in won] == [(True, False)]
-    lost = store.record_late_observations(
+    lost = store.at(NOW + 4 + LEASE_MS).record_late_observations(
         "r1",
         [_observation(stale, FindingKind.VERIFIED_SUCCEEDED, "late-a-0")],
         WINDOW_MS,
-        NOW + 4 + LEASE_MS,
     )
     assert lost == []
     (late,) = sql.all("SELECT * FROM recovery_late_evidence")
@@ -278,7 +276,7 @@ def test_a_stale_holder_records_nothing_once_another_replica_took_the_watch(
 
 
 def test_two_replicas_never_record_the_same_observation_twice(
-    world: World, store: PostgresStore, sql: SQL, decide: Callable[[str, int, Decision], None]
+    world: World, store: Storage, sql: SQL, decide: Callable[[str, int, Decision], None]
 ) -> None:
     """Racing replicas, each with a page smaller than the work and a lease short enough that
     watches come back: the recorded history holds each dispatch at most once, and so does
@@ -302,7 +300,7 @@ def test_two_replicas_never_record_the_same_observation_twice(
         for round_ in range(12):
             # lease_ms=1: a watch claimed by the other replica is claimable again a moment
             # later, so the two do claim the same watches and their records race.
-            report = watcher.run_cycle(now_ms=NOW + 10 * (round_ + 1))
+            report = watcher.at(NOW + 10 * (round_ + 1)).run_cycle()
             with lock:
                 history.extend((owner, r) for r in report.records)
         watcher.close()
@@ -351,7 +349,7 @@ def _observation(watch: LateWatch, kind: FindingKind, observation_id: str) -> La
 
 
 def test_a_cycle_runs_at_most_once_per_cadence_and_pages_while_pages_are_full(
-    world: World, store: PostgresStore, sql: SQL, decide: Callable[[str, int, Decision], None]
+    world: World, store: Storage, sql: SQL, decide: Callable[[str, int, Decision], None]
 ) -> None:
     for lease in world.crashed(5):
         decide(lease.dispatch_id, lease.version, Decision.CONFIRM_FAILED)
@@ -365,17 +363,17 @@ def test_a_cycle_runs_at_most_once_per_cadence_and_pages_while_pages_are_full(
         settings,
         Runtime(clock=lambda: clock[0]),
     )
-    first = watcher.run_if_due(NOW + 1)
+    first = watcher.at(NOW + 1).run_if_due()
     assert first is not None and first.claimed == 4  # two full pages, then the bound
-    assert watcher.run_if_due(NOW + 2) is None  # not again before the cadence
+    assert watcher.at(NOW + 2).run_if_due() is None  # not again before the cadence
     clock[0] += CADENCE_MS / 1000
-    second = watcher.run_if_due(NOW + 3)
+    second = watcher.at(NOW + 3).run_if_due()
     assert second is not None and second.claimed == 1  # the fifth; the others wait a cadence
     assert {w["observations"] for w in sql.all("SELECT * FROM recovery_late_watches")} == {1}
 
 
 def test_the_replica_loop_runs_the_watcher_between_cycles(
-    world: World, store: PostgresStore, sql: SQL, decide: Callable[[str, int, Decision], None]
+    world: World, store: Storage, sql: SQL, decide: Callable[[str, int, Decision], None]
 ) -> None:
     # On the real database clock, as a running replica sees it: a lease that expired long
     # ago, decided now.

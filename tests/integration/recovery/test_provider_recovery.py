@@ -27,7 +27,6 @@ from resolver.core.provider import ProviderRegistry
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.runtime import Runtime
 from resolver.db.readonly import ReadOnlyDatabase
-from resolver.db.repository import PostgresStore
 from resolver.evidence.contract import Scenario
 from resolver.evidence.readonly_http import ReadOnlyHttpClient
 from resolver.evidence.receipt_server import ReceiptServer
@@ -36,6 +35,7 @@ from resolver.executor.client import CompletionResult
 from resolver.executor.receipts import write_receipt
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
 from tests.helpers.harnesses import insert_run_fact, plant_install, signed
+from tests.helpers.stores import Storage
 
 AFTER = T0 + EXEC_LEASE_MS
 KEYS = KeyRing.ephemeral("e2e")
@@ -66,7 +66,7 @@ def registry(readonly: ReadOnlyDatabase, receipt_server: ReceiptServer) -> Provi
     )
 
 
-def reconciler(store: PostgresStore, registry: ProviderRegistry) -> Reconciler:
+def reconciler(store: Storage, registry: ProviderRegistry) -> Reconciler:
     settings = ReconcilerSettings(
         owner="e2e", page_size=64, recovery_lease_ms=30_000, backoff_base_ms=1_000
     )
@@ -95,7 +95,7 @@ def settled(sql: SQL, dispatch_id: str) -> tuple[str, str, str | None]:
 
 def test_every_provider_settles_its_dispatches_in_one_cycle(
     world: World,
-    store: PostgresStore,
+    store: Storage,
     sql: SQL,
     writer: psycopg.Connection[Any],
     registry: ProviderRegistry,
@@ -175,7 +175,7 @@ def test_every_provider_settles_its_dispatches_in_one_cycle(
     case("shell.exec", nothing, ("executing", "manual", "unsupported"))
     case("unmapped.type", nothing, ("executing", "manual", "unsupported"))
 
-    report = reconciler(store, registry).run_cycle(now_ms=AFTER)
+    report = reconciler(store, registry).at(AFTER).run_cycle()
 
     assert report.claimed == len(expected)
     actual = {d: settled(sql, d) for d in expected}
@@ -194,11 +194,11 @@ def test_every_provider_settles_its_dispatches_in_one_cycle(
 
 
 def test_missing_evidence_that_appears_later_settles_on_the_next_scan(
-    world: World, store: PostgresStore, sql: SQL, registry: ProviderRegistry, database_url: str
+    world: World, store: Storage, sql: SQL, registry: ProviderRegistry, database_url: str
 ) -> None:
     lease = world.started("db.mutation")
     rec = reconciler(store, registry)
-    rec.run_cycle(now_ms=AFTER)
+    rec.at(AFTER).run_cycle()
     assert settled(sql, lease.dispatch_id) == ("executing", "armed", "missing")
     # The slow executor's mutation commits after all, receipt included.
     with psycopg.connect(database_url) as conn, conn.transaction():
@@ -206,19 +206,19 @@ def test_missing_evidence_that_appears_later_settles_on_the_next_scan(
             conn, lease, outcome=Outcome.SUCCEEDED, result_code="ok", receipt_id="r", keys=KEYS
         )
     due = sql.control(lease.dispatch_id)["next_scan_at_ms"]
-    assert rec.run_cycle(now_ms=due).accepted == {lease.dispatch_id}
+    assert rec.at(due).run_cycle().accepted == {lease.dispatch_id}
     assert settled(sql, lease.dispatch_id) == ("succeeded", "resolved", "verified_succeeded")
 
 
 def test_source_down_moves_nothing(
-    world: World, store: PostgresStore, sql: SQL, receipt_server: ReceiptServer
+    world: World, store: Storage, sql: SQL, receipt_server: ReceiptServer
 ) -> None:
     lease = world.started("db.mutation")
     dead = ReadOnlyDatabase("postgresql://postgres@127.0.0.1:1/nowhere", timeout_seconds=1)
     dead.open()
     try:
         registry = ProviderRegistry({"db.mutation": InternalMutationProvider(dead, KEYS, 2)})
-        reconciler(store, registry).run_cycle(now_ms=AFTER)
+        reconciler(store, registry).at(AFTER).run_cycle()
     finally:
         dead.close()
     assert settled(sql, lease.dispatch_id) == ("executing", "armed", "unavailable")
@@ -239,7 +239,7 @@ class CountingDatabase(ReadOnlyDatabase):
     "provider_class", [InternalMutationProvider, RunCreateProvider, PackageInstallProvider]
 )
 def test_sql_providers_answer_a_page_with_one_query(
-    world: World, store: PostgresStore, database_url: str, provider_class: Any
+    world: World, store: Storage, database_url: str, provider_class: Any
 ) -> None:
     world.crashed(12, action_type="db.mutation")
     db = CountingDatabase(database_url, timeout_seconds=2)
@@ -250,8 +250,8 @@ def test_sql_providers_answer_a_page_with_one_query(
             if provider_class is InternalMutationProvider
             else provider_class(db, 2)
         )
-        report = reconciler(store, ProviderRegistry({"db.mutation": provider})).run_cycle(
-            now_ms=AFTER
+        report = (
+            reconciler(store, ProviderRegistry({"db.mutation": provider})).at(AFTER).run_cycle()
         )
     finally:
         db.close()
@@ -259,7 +259,7 @@ def test_sql_providers_answer_a_page_with_one_query(
 
 
 def test_a_slow_receipt_times_out_alone_and_the_page_commits_the_rest(
-    world: World, store: PostgresStore, sql: SQL, receipt_server: ReceiptServer
+    world: World, store: Storage, sql: SQL, receipt_server: ReceiptServer
 ) -> None:
     leases = [world.started("payments.charge") for _ in range(4)]
     identities = [identity(world, lease) for lease in leases]
@@ -272,7 +272,7 @@ def test_a_slow_receipt_times_out_alone_and_the_page_commits_the_rest(
     client = ReadOnlyHttpClient(receipt_server.base_url, timeout_seconds=0.5, max_body_bytes=8192)
     registry = ProviderRegistry({"payments.charge": HttpReceiptProvider(client, KEYS, 0.5)})
     try:
-        report = reconciler(store, registry).run_cycle(now_ms=AFTER)
+        report = reconciler(store, registry).at(AFTER).run_cycle()
     finally:
         registry.close()
     # The cycle returned while the slow request was still held by the server: it waited for
@@ -302,7 +302,7 @@ class ThreadNoting(InternalMutationProvider):
 
 @pytest.mark.parametrize("bounded", [True, False])
 def test_a_page_provider_that_bounds_its_own_time_runs_on_the_cycle_thread(
-    world: World, store: PostgresStore, sql: SQL, readonly: ReadOnlyDatabase, bounded: bool
+    world: World, store: Storage, sql: SQL, readonly: ReadOnlyDatabase, bounded: bool
 ) -> None:
     import threading
 
@@ -311,7 +311,7 @@ def test_a_page_provider_that_bounds_its_own_time_runs_on_the_cycle_thread(
     provider.threads = []
     if not bounded:
         provider.bounds_own_time = False  # type: ignore[misc]
-    report = reconciler(store, ProviderRegistry({"db.mutation": provider})).run_cycle(now_ms=AFTER)
+    report = reconciler(store, ProviderRegistry({"db.mutation": provider})).at(AFTER).run_cycle()
     assert report.claimed == 3
     on_cycle_thread = provider.threads == [threading.current_thread().name]
     assert on_cycle_thread is bounded
@@ -320,11 +320,11 @@ def test_a_page_provider_that_bounds_its_own_time_runs_on_the_cycle_thread(
 
 
 def test_a_failing_inline_page_provider_is_unavailable_and_the_page_commits(
-    world: World, store: PostgresStore, sql: SQL, readonly: ReadOnlyDatabase
+    world: World, store: Storage, sql: SQL, readonly: ReadOnlyDatabase
 ) -> None:
     (lease,) = world.crashed(1, action_type="db.mutation")
     provider = ThreadNoting(readonly, KEYS, 2)
     provider.threads, provider.fail = [], True
-    report = reconciler(store, ProviderRegistry({"db.mutation": provider})).run_cycle(now_ms=AFTER)
+    report = reconciler(store, ProviderRegistry({"db.mutation": provider})).at(AFTER).run_cycle()
     assert report.accepted == {lease.dispatch_id}
     assert settled(sql, lease.dispatch_id) == ("executing", "armed", "unavailable")

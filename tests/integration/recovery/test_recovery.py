@@ -8,7 +8,6 @@ import pytest
 
 from resolver.core.domain import FindingKind, ItemOutcome
 from resolver.core.errors import StorageUnavailable
-from resolver.db.repository import PostgresStore
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
 from tests.helpers.providers import (
     REC_LEASE_MS,
@@ -17,29 +16,30 @@ from tests.helpers.providers import (
     reconciler,
     verified,
 )
+from tests.helpers.stores import Storage
 
 AFTER = T0 + EXEC_LEASE_MS  # the crashed executions' leases have just expired
 
 
-def test_live_execution_lease_is_never_claimed(world: World, store: PostgresStore) -> None:
+def test_live_execution_lease_is_never_claimed(world: World, store: Storage) -> None:
     world.crashed(3)
-    assert store.claim_due_page("r", 16, REC_LEASE_MS, now_ms=AFTER - 1) == []
-    assert len(store.claim_due_page("r", 16, REC_LEASE_MS, now_ms=AFTER)) == 3
+    assert store.at(AFTER - 1).claim_due_page("r", 16, REC_LEASE_MS) == []
+    assert len(store.at(AFTER).claim_due_page("r", 16, REC_LEASE_MS)) == 3
 
 
-def test_claim_respects_page_size_and_keyset_order(world: World, store: PostgresStore) -> None:
+def test_claim_respects_page_size_and_keyset_order(world: World, store: Storage) -> None:
     leases = world.crashed(5)
-    page = store.claim_due_page("r", 2, REC_LEASE_MS, now_ms=AFTER)
+    page = store.at(AFTER).claim_due_page("r", 2, REC_LEASE_MS)
     assert [i.identity.dispatch_id for i in page] == sorted(x.dispatch_id for x in leases)[:2]
-    rest = store.claim_due_page("r", 16, REC_LEASE_MS, now_ms=AFTER)
+    rest = store.at(AFTER).claim_due_page("r", 16, REC_LEASE_MS)
     assert {i.identity.dispatch_id for i in rest} == {x.dispatch_id for x in leases} - {
         i.identity.dispatch_id for i in page
     }
 
 
-def test_claimed_item_carries_the_whole_identity(world: World, store: PostgresStore) -> None:
+def test_claimed_item_carries_the_whole_identity(world: World, store: Storage) -> None:
     (lease,) = world.crashed(1)
-    (item,) = store.claim_due_page("r", 16, REC_LEASE_MS, now_ms=AFTER)
+    (item,) = store.at(AFTER).claim_due_page("r", 16, REC_LEASE_MS)
     spec = world.specs[lease.dispatch_id]
     ident = item.identity
     assert (
@@ -64,26 +64,26 @@ def test_claimed_item_carries_the_whole_identity(world: World, store: PostgresSt
 
 
 def test_held_recovery_lease_is_not_reclaimed_until_it_expires(
-    world: World, store: PostgresStore
+    world: World, store: Storage
 ) -> None:
     world.crashed(1)
-    (first,) = store.claim_due_page("a", 16, REC_LEASE_MS, now_ms=AFTER)
-    assert store.claim_due_page("b", 16, REC_LEASE_MS, now_ms=AFTER + REC_LEASE_MS - 1) == []
-    (second,) = store.claim_due_page("b", 16, REC_LEASE_MS, now_ms=AFTER + REC_LEASE_MS)
+    (first,) = store.at(AFTER).claim_due_page("a", 16, REC_LEASE_MS)
+    assert store.at(AFTER + REC_LEASE_MS - 1).claim_due_page("b", 16, REC_LEASE_MS) == []
+    (second,) = store.at(AFTER + REC_LEASE_MS).claim_due_page("b", 16, REC_LEASE_MS)
     assert second.recovery_token != first.recovery_token
     assert second.recovery_version > first.recovery_version
 
 
 def test_two_concurrent_claimers_never_share_a_control(world: World, database_url: str) -> None:
     world.crashed(120)
-    stores = [PostgresStore(database_url) for _ in range(4)]
+    stores = [Storage(database_url) for _ in range(4)]
     claimed: list[list[str]] = [[] for _ in stores]
     start = threading.Barrier(len(stores))
 
     def claim(i: int) -> None:
         stores[i].open()
         start.wait()
-        while page := stores[i].claim_due_page(f"r{i}", 7, REC_LEASE_MS, now_ms=AFTER):
+        while page := stores[i].at(AFTER).claim_due_page(f"r{i}", 7, REC_LEASE_MS):
             claimed[i].extend(item.identity.dispatch_id for item in page)
 
     threads = [threading.Thread(target=claim, args=(i,)) for i in range(len(stores))]
@@ -98,10 +98,10 @@ def test_two_concurrent_claimers_never_share_a_control(world: World, database_ur
 
 
 def test_verified_success_commits_resolution_terminal_state_and_closed_control(
-    world: World, store: PostgresStore, sql: SQL
+    world: World, store: Storage, sql: SQL
 ) -> None:
     (lease,) = world.crashed(1)
-    report = reconciler(store, ScriptedProvider(verified)).run_cycle(now_ms=AFTER)
+    report = reconciler(store, ScriptedProvider(verified)).at(AFTER).run_cycle()
     assert report.accepted == {lease.dispatch_id}
     row = sql.execution(lease.dispatch_id)
     assert (row["state"], row["version"], row["finished_at_ms"]) == (
@@ -125,9 +125,9 @@ def test_verified_success_commits_resolution_terminal_state_and_closed_control(
     )
 
 
-def test_verified_failure_moves_to_failed(world: World, store: PostgresStore, sql: SQL) -> None:
+def test_verified_failure_moves_to_failed(world: World, store: Storage, sql: SQL) -> None:
     (lease,) = world.crashed(1)
-    reconciler(store, ScriptedProvider(fixed(FindingKind.VERIFIED_FAILED))).run_cycle(now_ms=AFTER)
+    reconciler(store, ScriptedProvider(fixed(FindingKind.VERIFIED_FAILED))).at(AFTER).run_cycle()
     assert sql.execution(lease.dispatch_id)["state"] == "failed"
 
 
@@ -135,18 +135,18 @@ def test_verified_failure_moves_to_failed(world: World, store: PostgresStore, sq
     "kind", [FindingKind.MISSING, FindingKind.STILL_RUNNING, FindingKind.UNAVAILABLE]
 )
 def test_non_terminal_findings_back_off_and_release(
-    world: World, store: PostgresStore, sql: SQL, kind: FindingKind
+    world: World, store: Storage, sql: SQL, kind: FindingKind
 ) -> None:
     (lease,) = world.crashed(1)
     rec = reconciler(store, ScriptedProvider(fixed(kind)))
-    rec.run_cycle(now_ms=AFTER)
+    rec.at(AFTER).run_cycle()
     control = sql.control(lease.dispatch_id)
     assert control["status"] == "armed" and control["last_finding"] == kind.value
     assert control["finding_count"] == 1 and control["recovery_token"] is None
     assert AFTER + 500 <= control["next_scan_at_ms"] <= AFTER + 1_000  # base 1s, equal jitter
     assert sql.execution(lease.dispatch_id)["state"] == "executing"
-    assert rec.run_cycle(now_ms=AFTER + 499).claimed == 0
-    rec.run_cycle(now_ms=AFTER + 1_000)
+    assert rec.at(AFTER + 499).run_cycle().claimed == 0
+    rec.at(AFTER + 1_000).run_cycle()
     second = sql.control(lease.dispatch_id)
     assert second["finding_count"] == 2
     assert AFTER + 2_000 <= second["next_scan_at_ms"] <= AFTER + 3_000  # doubled
@@ -154,11 +154,11 @@ def test_non_terminal_findings_back_off_and_release(
 
 @pytest.mark.parametrize("kind", [FindingKind.CONFLICT, FindingKind.UNSUPPORTED])
 def test_conflict_and_unsupported_wait_for_a_human(
-    world: World, store: PostgresStore, sql: SQL, kind: FindingKind
+    world: World, store: Storage, sql: SQL, kind: FindingKind
 ) -> None:
     (lease,) = world.crashed(1)
     rec = reconciler(store, ScriptedProvider(fixed(kind)))
-    rec.run_cycle(now_ms=AFTER)
+    rec.at(AFTER).run_cycle()
     control = sql.control(lease.dispatch_id)
     assert (control["status"], control["manual_at_ms"], control["last_finding"]) == (
         "manual",
@@ -167,59 +167,57 @@ def test_conflict_and_unsupported_wait_for_a_human(
     )
     row = sql.execution(lease.dispatch_id)
     assert row["state"] == "executing" and row["version"] == lease.version  # never auto-blocked
-    assert rec.run_cycle(now_ms=AFTER + 10**9).claimed == 0
+    assert rec.at(AFTER + 10**9).run_cycle().claimed == 0
 
 
 def test_action_type_without_provider_is_unsupported(
-    world: World, store: PostgresStore, sql: SQL
+    world: World, store: Storage, sql: SQL
 ) -> None:
     (lease,) = world.crashed(1, action_type="unmapped.type")
-    report = reconciler(store, ScriptedProvider(verified)).run_cycle(now_ms=AFTER)
+    report = reconciler(store, ScriptedProvider(verified)).at(AFTER).run_cycle()
     assert report.findings == {FindingKind.UNSUPPORTED: 1}
     assert sql.control(lease.dispatch_id)["status"] == "manual"
 
 
 def test_renew_revokes_the_recovery_lease_and_the_stale_commit_writes_nothing(
-    world: World, store: PostgresStore, sql: SQL
+    world: World, store: Storage, sql: SQL
 ) -> None:
     (lease,) = world.crashed(1)
-    (item,) = store.claim_due_page("stale", 16, REC_LEASE_MS, now_ms=AFTER)
-    renewed = world.executor.renew(lease, now_ms=AFTER + 10)  # the executor was alive after all
+    (item,) = store.at(AFTER).claim_due_page("stale", 16, REC_LEASE_MS)
+    renewed = world.executor.at(AFTER + 10).renew(lease)  # the executor was alive after all
     before = (sql.execution(lease.dispatch_id), sql.control(lease.dispatch_id))
     assert before[1]["recovery_token"] is None
     assert before[1]["next_scan_at_ms"] == renewed.lease_expires_at_ms
     outcome = ItemOutcome(item, verified(item.identity), 1_000, "auto-stale")
-    report = store.commit_outcomes([outcome], now_ms=AFTER + 20)
+    report = store.at(AFTER + 20).commit_outcomes([outcome])
     assert report.rejected == {lease.dispatch_id} and not report.accepted
     assert (sql.execution(lease.dispatch_id), sql.control(lease.dispatch_id)) == before
     assert sql.resolutions(lease.dispatch_id) == []
 
 
 def test_reclaimed_item_rejects_the_first_resolvers_commit(
-    world: World, store: PostgresStore, sql: SQL
+    world: World, store: Storage, sql: SQL
 ) -> None:
     (lease,) = world.crashed(1)
-    (old,) = store.claim_due_page("slow", 16, REC_LEASE_MS, now_ms=AFTER)
-    (new,) = store.claim_due_page("fast", 16, REC_LEASE_MS, now_ms=AFTER + REC_LEASE_MS)
-    stale = store.commit_outcomes(
-        [ItemOutcome(old, verified(old.identity), 0, "auto-1")], now_ms=AFTER + REC_LEASE_MS + 1
+    (old,) = store.at(AFTER).claim_due_page("slow", 16, REC_LEASE_MS)
+    (new,) = store.at(AFTER + REC_LEASE_MS).claim_due_page("fast", 16, REC_LEASE_MS)
+    stale = store.at(AFTER + REC_LEASE_MS + 1).commit_outcomes(
+        [ItemOutcome(old, verified(old.identity), 0, "auto-1")]
     )
     assert stale.rejected == {lease.dispatch_id}
-    fresh = store.commit_outcomes(
-        [ItemOutcome(new, verified(new.identity), 0, "auto-2")], now_ms=AFTER + REC_LEASE_MS + 2
+    fresh = store.at(AFTER + REC_LEASE_MS + 2).commit_outcomes(
+        [ItemOutcome(new, verified(new.identity), 0, "auto-2")]
     )
     assert fresh.accepted == {lease.dispatch_id}
     assert len(sql.resolutions(lease.dispatch_id)) == 1
 
 
-def test_page_commit_is_all_or_nothing_per_dispatch(
-    world: World, store: PostgresStore, sql: SQL
-) -> None:
+def test_page_commit_is_all_or_nothing_per_dispatch(world: World, store: Storage, sql: SQL) -> None:
     leases = world.crashed(4)
-    page = store.claim_due_page("r", 16, REC_LEASE_MS, now_ms=AFTER)
-    world.executor.renew(leases[1], now_ms=AFTER + 1)  # revokes one item of the page
+    page = store.at(AFTER).claim_due_page("r", 16, REC_LEASE_MS)
+    world.executor.at(AFTER + 1).renew(leases[1])  # revokes one item of the page
     outcomes = [ItemOutcome(i, verified(i.identity), 0, f"auto-{n}") for n, i in enumerate(page)]
-    report = store.commit_outcomes(outcomes, now_ms=AFTER + 2)
+    report = store.at(AFTER + 2).commit_outcomes(outcomes)
     assert report.rejected == {leases[1].dispatch_id}
     assert report.accepted == {x.dispatch_id for x in leases} - {leases[1].dispatch_id}
     assert sql.execution(leases[1].dispatch_id)["state"] == "executing"
@@ -228,11 +226,11 @@ def test_page_commit_is_all_or_nothing_per_dispatch(
         assert sql.execution(lease.dispatch_id)["state"] == "succeeded"
 
 
-def test_renew_rearms_a_manual_control(world: World, store: PostgresStore, sql: SQL) -> None:
+def test_renew_rearms_a_manual_control(world: World, store: Storage, sql: SQL) -> None:
     (lease,) = world.crashed(1)
-    reconciler(store, ScriptedProvider(fixed(FindingKind.CONFLICT))).run_cycle(now_ms=AFTER)
+    reconciler(store, ScriptedProvider(fixed(FindingKind.CONFLICT))).at(AFTER).run_cycle()
     assert sql.control(lease.dispatch_id)["status"] == "manual"
-    renewed = world.executor.renew(lease, now_ms=AFTER + 5)
+    renewed = world.executor.at(AFTER + 5).renew(lease)
     control = sql.control(lease.dispatch_id)
     assert (control["status"], control["manual_at_ms"], control["next_scan_at_ms"]) == (
         "armed",
@@ -242,51 +240,51 @@ def test_renew_rearms_a_manual_control(world: World, store: PostgresStore, sql: 
 
 
 def test_stop_requested_after_claim_releases_the_page(
-    world: World, store: PostgresStore, sql: SQL
+    world: World, store: Storage, sql: SQL
 ) -> None:
     (lease,) = world.crashed(1)
     provider = ScriptedProvider(verified)
-    report = reconciler(store, provider).run_cycle(now_ms=AFTER, should_stop=lambda: True)
+    report = reconciler(store, provider).at(AFTER).run_cycle(should_stop=lambda: True)
     assert report.released == 1 and provider.calls == []
     control = sql.control(lease.dispatch_id)
     assert control["recovery_token"] is None and control["next_scan_at_ms"] == AFTER
-    assert len(store.claim_due_page("other", 16, REC_LEASE_MS, now_ms=AFTER)) == 1
+    assert len(store.at(AFTER).claim_due_page("other", 16, REC_LEASE_MS)) == 1
 
 
-def test_provider_timeout_is_unavailable(world: World, store: PostgresStore, sql: SQL) -> None:
+def test_provider_timeout_is_unavailable(world: World, store: Storage, sql: SQL) -> None:
     (lease,) = world.crashed(1)
     gate = threading.Event()
     provider = ScriptedProvider(verified, timeout_seconds=0.2, gate=gate)
     try:
-        report = reconciler(store, provider).run_cycle(now_ms=AFTER)
+        report = reconciler(store, provider).at(AFTER).run_cycle()
     finally:
         gate.set()
     assert report.findings == {FindingKind.UNAVAILABLE: 1}
     assert sql.execution(lease.dispatch_id)["state"] == "executing"
 
 
-def test_provider_exception_is_unavailable(world: World, store: PostgresStore) -> None:
+def test_provider_exception_is_unavailable(world: World, store: Storage) -> None:
     world.crashed(1)
 
     def boom(_identity):  # type: ignore[no-untyped-def]
         raise RuntimeError("provider bug")
 
-    report = reconciler(store, ScriptedProvider(boom)).run_cycle(now_ms=AFTER)
+    report = reconciler(store, ScriptedProvider(boom)).at(AFTER).run_cycle()
     assert report.findings == {FindingKind.UNAVAILABLE: 1}
 
 
 def test_storage_unavailable_moves_no_state(
-    world: World, store: PostgresStore, sql: SQL, database_url: str
+    world: World, store: Storage, sql: SQL, database_url: str
 ) -> None:
     (lease,) = world.crashed(1)
-    (item,) = store.claim_due_page("r", 16, REC_LEASE_MS, now_ms=AFTER)
+    (item,) = store.at(AFTER).claim_due_page("r", 16, REC_LEASE_MS)
     before = (sql.execution(lease.dispatch_id), sql.control(lease.dispatch_id))
-    dead = PostgresStore("postgresql://postgres@127.0.0.1:1/nowhere", connect_timeout_seconds=1)
+    dead = Storage("postgresql://postgres@127.0.0.1:1/nowhere", connect_timeout_seconds=1)
     dead.open()
     try:
         with pytest.raises(StorageUnavailable, match="unavailable"):
-            dead.commit_outcomes(
-                [ItemOutcome(item, verified(item.identity), 0, "auto-x")], now_ms=AFTER
+            dead.at(AFTER).commit_outcomes(
+                [ItemOutcome(item, verified(item.identity), 0, "auto-x")]
             )
         with pytest.raises(StorageUnavailable):
             dead.claim_due_page("r", 16, REC_LEASE_MS)
@@ -295,11 +293,9 @@ def test_storage_unavailable_moves_no_state(
     assert (sql.execution(lease.dispatch_id), sql.control(lease.dispatch_id)) == before
 
 
-def test_connection_killed_mid_commit_rolls_back(
-    world: World, store: PostgresStore, sql: SQL
-) -> None:
+def test_connection_killed_mid_commit_rolls_back(world: World, store: Storage, sql: SQL) -> None:
     (lease,) = world.crashed(1)
-    (item,) = store.claim_due_page("r", 16, REC_LEASE_MS, now_ms=AFTER)
+    (item,) = store.at(AFTER).claim_due_page("r", 16, REC_LEASE_MS)
     before = sql.execution(lease.dispatch_id)
     # The commit stalls mid-transaction (its rows locked, the resolution being inserted: a
     # trigger sleeps), then its backend is terminated. The page commit skips rows another
@@ -316,8 +312,8 @@ def test_connection_killed_mid_commit_rolls_back(
 
     def commit() -> None:
         try:
-            store.commit_outcomes(
-                [ItemOutcome(item, verified(item.identity), 0, "auto-k")], now_ms=AFTER
+            store.at(AFTER).commit_outcomes(
+                [ItemOutcome(item, verified(item.identity), 0, "auto-k")]
             )
         except BaseException as exc:
             errors.append(exc)
@@ -344,7 +340,7 @@ def _wait_for_waiter(sql: SQL, condition: str) -> int:
     raise AssertionError("the commit never waited on the lock")
 
 
-def test_idle_cycle_writes_nothing(world: World, store: PostgresStore, sql: SQL) -> None:
+def test_idle_cycle_writes_nothing(world: World, store: Storage, sql: SQL) -> None:
     world.crashed(2)  # armed but not yet due
 
     def snapshot() -> list[dict[str, object]]:
@@ -355,7 +351,7 @@ def test_idle_cycle_writes_nothing(world: World, store: PostgresStore, sql: SQL)
     before = snapshot()
     rec = reconciler(store, ScriptedProvider(verified))
     for _ in range(5):
-        assert rec.run_cycle(now_ms=T0 + 1).claimed == 0
+        assert rec.at(T0 + 1).run_cycle().claimed == 0
     assert snapshot() == before
 
 

@@ -10,9 +10,9 @@ from resolver.core.events import CycleEvents, CycleReport, Stage
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.replica import LoopSettings, Replica, State
 from resolver.core.runtime import Runtime
-from resolver.db.repository import PostgresStore
 from tests.helpers.database import SQL, World
 from tests.helpers.providers import ScriptedProvider, registry, verified
+from tests.helpers.stores import Storage
 
 
 class Cycles(CycleEvents):
@@ -42,14 +42,14 @@ class Cycles(CycleEvents):
 
 
 def _replica(
-    store: PostgresStore,
+    store: Storage,
     provider: object,
     subscribers: tuple[CycleEvents, ...] = (),
     *,
     page_size: int = 16,
     cadence_seconds: float = 0.01,
     liveness_bound_seconds: float = float("inf"),
-) -> Replica[PostgresStore]:
+) -> Replica[Storage]:
     runtime = Runtime(rng=random.Random(3), subscribers=subscribers)
     rec = Reconciler(
         store,
@@ -66,7 +66,7 @@ def _replica(
 
 
 def test_stop_during_inspect_finishes_the_cycle_then_exits(
-    world: World, store: PostgresStore, sql: SQL
+    world: World, store: Storage, sql: SQL
 ) -> None:
     # Executions whose leases already expired on the real database clock.
     leases = [world.started(now_ms=0) for _ in range(3)]
@@ -87,7 +87,7 @@ def test_stop_during_inspect_finishes_the_cycle_then_exits(
 
 
 def test_a_cycle_outliving_the_grace_period_is_reported_and_its_leases_lapse(
-    world: World, store: PostgresStore, sql: SQL
+    world: World, store: Storage, sql: SQL
 ) -> None:
     lease = world.started(now_ms=0)
     gate, entered = threading.Event(), threading.Event()
@@ -107,7 +107,7 @@ def test_a_cycle_outliving_the_grace_period_is_reported_and_its_leases_lapse(
         rep.close()
 
 
-def test_health_reports_a_stalled_loop(store: PostgresStore) -> None:
+def test_health_reports_a_stalled_loop(store: Storage) -> None:
     rep = _replica(store, ScriptedProvider(verified), liveness_bound_seconds=0.0)
     assert rep.health().detail["state"] == "new"
     rep.run(once=True)
@@ -127,7 +127,7 @@ def test_health_reports_a_stalled_loop(store: PostgresStore) -> None:
 
 
 def test_dead_database_is_retried_with_backoff_and_moves_nothing(world: World, sql: SQL) -> None:
-    dead = PostgresStore("postgresql://postgres@127.0.0.1:1/none", connect_timeout_seconds=0.2)
+    dead = Storage("postgresql://postgres@127.0.0.1:1/none", connect_timeout_seconds=0.2)
     dead.open()
     cycles = Cycles(3)
     rep = _replica(dead, ScriptedProvider(verified), (cycles,))
@@ -141,7 +141,7 @@ def test_dead_database_is_retried_with_backoff_and_moves_nothing(world: World, s
     assert rep.cycles_completed == 0 and cycles.reports == []
 
 
-def test_full_page_goes_again_without_waiting(world: World, store: PostgresStore) -> None:
+def test_full_page_goes_again_without_waiting(world: World, store: Storage) -> None:
     for _ in range(5):
         world.started(now_ms=0)
     cycles = Cycles(3)

@@ -15,7 +15,6 @@ from resolver.app.cli import main
 from resolver.core.domain import Decision, FindingKind, ManualDecision, ManualResult, Principal
 from resolver.core.late_evidence import LateEvidenceSettings, LateEvidenceWatcher
 from resolver.core.provider import ProviderRegistry
-from resolver.db.repository import PostgresStore
 from resolver.db.retention import PostgresRetention
 from resolver.human.audit import exported_links, link_hash, recorded_exports, verify_chain
 from resolver.human.manual import ManualResolutionService
@@ -23,11 +22,12 @@ from resolver.retention import pruning as retention
 from tests.helpers.database import EXEC_LEASE_MS, SQL, World
 from tests.helpers.providers import ScriptedProvider, fixed
 from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
+from tests.helpers.stores import Storage
 
 DAY_MS = 86_400_000
 
 
-def _decide(store: PostgresStore, world: World, at_ms: int, n: int) -> str:
+def _decide(store: Storage, world: World, at_ms: int, n: int) -> str:
     lease = world.started(now_ms=at_ms)
     decided_at = at_ms + EXEC_LEASE_MS + 60_000
     decision = ManualDecision(
@@ -36,15 +36,17 @@ def _decide(store: PostgresStore, world: World, at_ms: int, n: int) -> str:
     principal = Principal(
         "alice", decided_at - 1_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid"
     )
-    result = ManualResolutionService(store, signer=TEST_SIGNER).decide(
-        principal, decision, now_ms=decided_at
+    result = (
+        ManualResolutionService(store, signer=TEST_SIGNER)
+        .at(decided_at)
+        .decide(principal, decision)
     )
     assert result is ManualResult.COMMITTED
     return lease.dispatch_id
 
 
 @pytest.fixture
-def chain(world: World, store: PostgresStore, sql: SQL) -> list[str]:
+def chain(world: World, store: Storage, sql: SQL) -> list[str]:
     """Five decisions, seq 1..5: three 40 days old (the first contradicted by late evidence),
     two from yesterday."""
     sql.all("INSERT INTO recovery_projects VALUES ('proj-1', 1)")
@@ -57,7 +59,7 @@ def chain(world: World, store: PostgresStore, sql: SQL) -> list[str]:
         ProviderRegistry({"test.action": ScriptedProvider(fixed(FindingKind.VERIFIED_SUCCEEDED))}),
         LateEvidenceSettings(owner="r1", page_size=1, pages_per_cycle=1),
     )
-    assert watcher.run_cycle(now_ms=old + EXEC_LEASE_MS + 61_000).records[0].contradicts
+    assert watcher.at(old + EXEC_LEASE_MS + 61_000).run_cycle().records[0].contradicts
     ids += [_decide(store, world, recent + n * 1_000, 3 + n) for n in range(2)]
     return ids
 
@@ -107,7 +109,7 @@ def test_the_export_carries_each_pruned_decision_link_and_its_late_evidence(
 
 
 def test_the_prune_run_records_the_range_of_links_it_removed(
-    pruned: Path, store: PostgresStore, sql: SQL
+    pruned: Path, store: Storage, sql: SQL
 ) -> None:
     (run,) = sql.all("SELECT audit_first_seq, audit_last_seq FROM recovery_prune_runs")
     assert (run["audit_first_seq"], run["audit_last_seq"]) == (1, 3)
@@ -121,7 +123,7 @@ def test_the_prune_run_records_the_range_of_links_it_removed(
 
 
 def test_a_pruned_range_verifies_from_the_export_and_not_without_it(
-    pruned: Path, store: PostgresStore
+    pruned: Path, store: Storage
 ) -> None:
     without = verify_chain(store).broken
     assert without is not None
@@ -130,7 +132,7 @@ def test_a_pruned_range_verifies_from_the_export_and_not_without_it(
     assert (report.broken, report.links, report.pruned, report.head_seq) == (None, 5, 3, 5)
 
 
-def test_a_tampered_exported_link_is_named(pruned: Path, store: PostgresStore) -> None:
+def test_a_tampered_exported_link_is_named(pruned: Path, store: Storage) -> None:
     _rewrite(pruned, 2, content=_lines(pruned)[1]["audit_link"]["content"].replace("op-", "xx-"))
     broken = verify_chain(store, exported=exported_links([pruned])).broken
     assert broken is not None
@@ -138,7 +140,7 @@ def test_a_tampered_exported_link_is_named(pruned: Path, store: PostgresStore) -
 
 
 def test_a_consistently_rewritten_export_breaks_at_the_first_stored_link(
-    pruned: Path, store: PostgresStore
+    pruned: Path, store: Storage
 ) -> None:
     """Rewriting the last exported link and its hash still cannot fool the stored chain."""
     link = next(line["audit_link"] for line in _lines(pruned) if line["audit_link"]["seq"] == 3)
@@ -150,7 +152,7 @@ def test_a_consistently_rewritten_export_breaks_at_the_first_stored_link(
 
 
 def test_a_tampered_stored_link_is_named_with_the_export_too(
-    pruned: Path, store: PostgresStore, database_url: str
+    pruned: Path, store: Storage, database_url: str
 ) -> None:
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute("SET session_replication_role = replica")
@@ -161,7 +163,7 @@ def test_a_tampered_stored_link_is_named_with_the_export_too(
 
 
 def test_an_export_that_disagrees_with_a_stored_link_is_named(
-    pruned: Path, store: PostgresStore, sql: SQL
+    pruned: Path, store: Storage, sql: SQL
 ) -> None:
     stored = sql.one("SELECT * FROM recovery_audit_chain WHERE seq = 4")
     forged = {**stored, "recorded_at_ms": stored["recorded_at_ms"] + 1}

@@ -32,7 +32,6 @@ from resolver.core.domain import (
 from resolver.core.errors import RetentionRefused
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.runtime import Runtime
-from resolver.db.repository import PostgresStore
 from resolver.db.retention import PostgresRetention
 from resolver.executor.client import ExecutionClient
 from resolver.human.manual import ManualResolutionService
@@ -42,6 +41,7 @@ from tests.helpers.database import EXEC_LEASE_MS, SQL, new_spec
 from tests.helpers.harnesses import CONTENT, insert_run_fact, plant_install
 from tests.helpers.providers import ScriptedProvider, fixed, registry
 from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
+from tests.helpers.stores import Storage
 
 DAY_MS = 86_400_000
 
@@ -102,7 +102,7 @@ class Population:
     """Dispatches by kind, built through the executor API, the reconciler and the manual
     service at chosen database-clock instants."""
 
-    store: PostgresStore
+    store: Storage
     sql: SQL
     now_ms: int
     executor: ExecutionClient = field(init=False)
@@ -117,13 +117,13 @@ class Population:
     def started(self, name: str, at_ms: int, **spec: Any) -> Any:
         created = self.executor.create_dispatch(new_spec(**spec))
         self.ids[name] = created.dispatch_id
-        lease = self.executor.lease(created.dispatch_id, now_ms=at_ms)
-        return self.executor.start(lease, now_ms=at_ms)
+        lease = self.executor.at(at_ms).lease(created.dispatch_id)
+        return self.executor.at(at_ms).start(lease)
 
     def completed(self, name: str, at_ms: int, receipt: bool = False, **spec: Any) -> None:
         lease = self.started(name, at_ms, **spec)
         completion = Completion(Outcome.SUCCEEDED, "done", f"m-{lease.dispatch_id}")
-        self.executor.complete(lease, completion, now_ms=at_ms + 100)
+        self.executor.at(at_ms + 100).complete(lease, completion)
         if receipt:
             self.receipt(name)
 
@@ -182,7 +182,7 @@ class Population:
             Runtime(rng=random.Random(5)),
         )
         try:
-            reconciler.run_cycle(now_ms=at_ms)
+            reconciler.at(at_ms).run_cycle()
         finally:
             reconciler.close()
 
@@ -195,8 +195,8 @@ class Population:
         principal = Principal(
             "alice", at_ms - 1_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid"
         )
-        ManualResolutionService(self.store, signer=TEST_SIGNER).decide(
-            principal, decision, now_ms=at_ms
+        ManualResolutionService(self.store, signer=TEST_SIGNER).at(at_ms).decide(
+            principal, decision
         )
 
 
@@ -205,7 +205,7 @@ def db_now(sql: SQL) -> int:
 
 
 @pytest.fixture
-def population(store: PostgresStore, sql: SQL) -> Population:
+def population(store: Storage, sql: SQL) -> Population:
     """Ten kinds of dispatch around a 30-day cut-off (old = 40 days, recent = 1 day ago)."""
     sql.all("INSERT INTO recovery_projects VALUES ('proj-1', 1)")
     sql.all("INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)")
@@ -219,7 +219,7 @@ def population(store: PostgresStore, sql: SQL) -> Population:
     pop.crashed("decided_old", old, FindingKind.CONFLICT)
     leased = pop.executor.create_dispatch(new_spec())  # leased, never started: stays
     pop.ids["leased_old"] = leased.dispatch_id
-    pop.executor.lease(leased.dispatch_id, now_ms=old)
+    pop.executor.at(old).lease(leased.dispatch_id)
     never = pop.executor.create_dispatch(new_spec())  # identity only: stays
     pop.ids["identity_only"] = never.dispatch_id
     pop.completed("completed_old", old, receipt=True)
@@ -499,7 +499,7 @@ def _until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
 
 
 def test_sigkill_mid_run_leaves_no_half_deleted_dispatch_and_the_next_run_finishes(
-    store: PostgresStore, sql: SQL, database_url: str
+    store: Storage, sql: SQL, database_url: str
 ) -> None:
     now = db_now(sql)
     pop = Population(store, sql, now)
@@ -579,7 +579,7 @@ def test_sigkill_mid_run_leaves_no_half_deleted_dispatch_and_the_next_run_finish
 
 
 def test_metrics_show_what_the_runs_pruned(
-    population: Population, retention_store: PostgresRetention, store: PostgresStore
+    population: Population, retention_store: PostgresRetention, store: Storage
 ) -> None:
     from prometheus_client import CollectorRegistry
 

@@ -19,10 +19,10 @@ from resolver.core.errors import ConfigError
 from resolver.core.liveness import Heartbeat, LivenessCheck, Probe, liveness_bound_seconds
 from resolver.core.provider import ProviderRegistry
 from resolver.db import migrate
-from resolver.db.repository import PostgresStore
 from resolver.telemetry.health import ReadinessCheck
 from resolver.telemetry.server import ObservabilityServer
 from tests.helpers.database import SECRET, with_password
+from tests.helpers.stores import Storage
 from tests.helpers.telemetry import free_port
 
 
@@ -100,7 +100,7 @@ def test_readyz_reports_a_schema_behind_head(database_url: str) -> None:
 
 def test_readyz_reports_an_unreachable_database_without_details() -> None:
     url = f"postgresql://postgres:{SECRET}@127.0.0.1:1/nowhere"
-    dead = PostgresStore(url, connect_timeout_seconds=1)
+    dead = Storage(url, connect_timeout_seconds=1)
     dead.open()
     try:
         readiness = ReadinessCheck(

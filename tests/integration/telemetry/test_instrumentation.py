@@ -16,7 +16,6 @@ from resolver.core.domain import DispatchIdentity, FindingKind, Outcome
 from resolver.core.errors import ConfigError
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.runtime import Runtime
-from resolver.db.repository import PostgresStore
 from resolver_test_support.crash import CrashInjection, CrashPoint
 from resolver_test_support.history import FileHistory, HistoryEvents
 from resolver_test_support.scripted import (
@@ -26,12 +25,13 @@ from resolver_test_support.scripted import (
 )
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
 from tests.helpers.providers import ScriptedProvider, registry, verified
+from tests.helpers.stores import Storage
 
 AFTER = T0 + EXEC_LEASE_MS
 
 
 def test_history_records_each_operation_with_its_fence(
-    world: World, store: PostgresStore, tmp_path: Path
+    world: World, store: Storage, tmp_path: Path
 ) -> None:
     leases = world.crashed(2)
     history = FileHistory(tmp_path / "h.jsonl", "replica-a")
@@ -41,7 +41,7 @@ def test_history_records_each_operation_with_its_fence(
         ReconcilerSettings(owner="replica-a", recovery_lease_ms=30_000),
         Runtime(rng=random.Random(1), subscribers=(HistoryEvents(history),)),
     )
-    rec.run_cycle(now_ms=AFTER)
+    rec.at(AFTER).run_cycle()
     history.close()
     lines = [json.loads(line) for line in (tmp_path / "h.jsonl").read_text().splitlines()]
     assert [(e["f"], e["type"]) for e in lines] == [

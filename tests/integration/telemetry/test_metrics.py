@@ -14,10 +14,10 @@ from resolver.core.errors import StorageUnavailable
 from resolver.core.provider import ProviderRegistry, build_registry
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.runtime import Runtime
-from resolver.db.repository import PostgresStore
 from resolver.telemetry.metrics import BacklogCollector, ResolverMetrics
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
 from tests.helpers.providers import ScriptedProvider, fixed, verified
+from tests.helpers.stores import Storage
 from tests.helpers.telemetry import crashed_ago
 
 AFTER = T0 + EXEC_LEASE_MS
@@ -43,7 +43,7 @@ def metrics(registry: CollectorRegistry) -> ResolverMetrics:
 
 
 def reconciler(
-    store: PostgresStore, providers: dict[str, object], metrics: ResolverMetrics
+    store: Storage, providers: dict[str, object], metrics: ResolverMetrics
 ) -> Reconciler:
     return Reconciler(
         store,
@@ -58,7 +58,7 @@ def value(registry: CollectorRegistry, name: str, **labels: str) -> float | None
 
 
 def test_a_cycle_counts_findings_resolutions_latencies_and_page_size(
-    world: World, store: PostgresStore, registry: CollectorRegistry, metrics: ResolverMetrics
+    world: World, store: Storage, registry: CollectorRegistry, metrics: ResolverMetrics
 ) -> None:
     world.crashed(2, action_type="pay.charge")
     world.crashed(1, action_type="db.mutation")
@@ -76,7 +76,7 @@ def test_a_cycle_counts_findings_resolutions_latencies_and_page_size(
         metrics,
     )
     try:
-        rec.run_cycle(now_ms=AFTER)
+        rec.at(AFTER).run_cycle()
     finally:
         rec.close()
 
@@ -126,14 +126,14 @@ def test_a_cycle_counts_findings_resolutions_latencies_and_page_size(
 
 
 def test_provider_timeout_is_counted_by_provider(
-    world: World, store: PostgresStore, registry: CollectorRegistry, metrics: ResolverMetrics
+    world: World, store: Storage, registry: CollectorRegistry, metrics: ResolverMetrics
 ) -> None:
     world.crashed(1)
     gate = threading.Event()
     slow = Named("slow_service", verified, timeout_seconds=0.2, gate=gate)
     rec = reconciler(store, {"test.action": slow}, metrics)
     try:
-        rec.run_cycle(now_ms=AFTER)
+        rec.at(AFTER).run_cycle()
     finally:
         gate.set()
         rec.close()
@@ -146,17 +146,17 @@ def test_provider_timeout_is_counted_by_provider(
 
 
 def test_a_stale_commit_counts_a_fence_rejection(
-    world: World, store: PostgresStore, registry: CollectorRegistry, metrics: ResolverMetrics
+    world: World, store: Storage, registry: CollectorRegistry, metrics: ResolverMetrics
 ) -> None:
     (lease,) = world.crashed(1)
 
     def renew_then_verify(identity: DispatchIdentity) -> Finding:
-        world.executor.renew(lease, now_ms=AFTER + 1)  # the executor was alive: lease revoked
+        world.executor.at(AFTER + 1).renew(lease)  # the executor was alive: lease revoked
         return verified(identity)
 
     rec = reconciler(store, {"test.action": Named("p", renew_then_verify)}, metrics)
     try:
-        report = rec.run_cycle(now_ms=AFTER + 2)
+        report = rec.at(AFTER + 2).run_cycle()
     finally:
         rec.close()
     assert report.rejected == {lease.dispatch_id}
@@ -167,17 +167,17 @@ def test_a_stale_commit_counts_a_fence_rejection(
 
 
 def test_a_revoked_lease_at_release_counts_a_fence_rejection(
-    world: World, store: PostgresStore, registry: CollectorRegistry, metrics: ResolverMetrics
+    world: World, store: Storage, registry: CollectorRegistry, metrics: ResolverMetrics
 ) -> None:
     (lease,) = world.crashed(1)
 
     def stop_after_renew() -> bool:
-        world.executor.renew(lease, now_ms=AFTER + 1)  # revoked between claim and release
+        world.executor.at(AFTER + 1).renew(lease)  # revoked between claim and release
         return True
 
     rec = reconciler(store, {"test.action": Named("p", verified)}, metrics)
     try:
-        report = rec.run_cycle(now_ms=AFTER + 2, should_stop=stop_after_renew)
+        report = rec.at(AFTER + 2).run_cycle(should_stop=stop_after_renew)
     finally:
         rec.close()
     assert report.released == 0
@@ -187,7 +187,7 @@ def test_a_revoked_lease_at_release_counts_a_fence_rejection(
 def test_storage_failure_counts_a_failed_cycle(
     registry: CollectorRegistry, metrics: ResolverMetrics
 ) -> None:
-    dead = PostgresStore("postgresql://postgres@127.0.0.1:1/nowhere", connect_timeout_seconds=1)
+    dead = Storage("postgresql://postgres@127.0.0.1:1/nowhere", connect_timeout_seconds=1)
     dead.open()
     rec = reconciler(dead, {}, metrics)
     try:
@@ -202,12 +202,12 @@ def test_storage_failure_counts_a_failed_cycle(
 
 
 def test_no_metric_carries_a_dispatch_id(
-    world: World, store: PostgresStore, registry: CollectorRegistry, metrics: ResolverMetrics
+    world: World, store: Storage, registry: CollectorRegistry, metrics: ResolverMetrics
 ) -> None:
     leases = world.crashed(3)
     rec = reconciler(store, {"test.action": Named("p", fixed(FindingKind.CONFLICT))}, metrics)
     try:
-        rec.run_cycle(now_ms=AFTER)
+        rec.at(AFTER).run_cycle()
     finally:
         rec.close()
     registry.register(BacklogCollector(store))
@@ -222,13 +222,13 @@ def test_no_metric_carries_a_dispatch_id(
 class CountingReader:
     """The real store, counting backlog reads (so caching is observable)."""
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: Storage) -> None:
         self.store = store
         self.reads = 0
 
     def backlog_snapshot(self, count_cap: int, now_ms: int | None = None) -> BacklogSnapshot:
         self.reads += 1
-        return self.store.backlog_snapshot(count_cap, now_ms)
+        return self.store.at(now_ms).backlog_snapshot(count_cap)
 
     def ping(self) -> None:
         self.store.ping()
@@ -248,7 +248,7 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def counting(store: PostgresStore) -> CountingReader:
+def counting(store: Storage) -> CountingReader:
     return CountingReader(store)
 
 
@@ -305,7 +305,7 @@ def test_registering_does_not_query_and_scrapes_within_the_ttl_share_one_read(
 def test_a_failed_backlog_read_omits_the_gauges_and_is_cached(
     registry: CollectorRegistry, clock: FakeClock
 ) -> None:
-    dead = PostgresStore("postgresql://postgres:pw@127.0.0.1:1/nowhere", connect_timeout_seconds=1)
+    dead = Storage("postgresql://postgres:pw@127.0.0.1:1/nowhere", connect_timeout_seconds=1)
     dead.open()
     reader = CountingReader(dead)
     registry.register(BacklogCollector(reader, ttl_seconds=5.0, clock=clock))
@@ -320,7 +320,7 @@ def test_a_failed_backlog_read_omits_the_gauges_and_is_cached(
 
 
 def test_the_provider_label_is_the_configured_provider_name(
-    world: World, store: PostgresStore, registry: CollectorRegistry, metrics: ResolverMetrics
+    world: World, store: Storage, registry: CollectorRegistry, metrics: ResolverMetrics
 ) -> None:
     world.crashed(1, action_type="pay.charge")
     providers = build_registry(
@@ -334,7 +334,7 @@ def test_the_provider_label_is_the_configured_provider_name(
         Runtime(subscribers=build_telemetry(metrics=metrics).subscribers),
     )
     try:
-        rec.run_cycle(now_ms=AFTER)
+        rec.at(AFTER).run_cycle()
     finally:
         rec.close()
     found = "resolver_findings_total"

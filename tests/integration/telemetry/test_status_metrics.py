@@ -10,12 +10,12 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from resolver.core.domain import FindingKind, ItemOutcome
-from resolver.db.repository import PostgresStore
 from resolver.db.statements import all_statements, fragment
 from resolver.telemetry.metrics import BacklogCollector
 from tests.helpers.cli import run
 from tests.helpers.database import SQL, World
 from tests.helpers.providers import fixed
+from tests.helpers.stores import Storage
 
 REC_LEASE_MS = 30_000
 
@@ -30,17 +30,16 @@ def _db_now(sql: SQL) -> int:
     return int(sql.one("SELECT resolver_now_ms(NULL) AS ms")["ms"])
 
 
-def _seed_backlog(world: World, store: PostgresStore, sql: SQL) -> None:
+def _seed_backlog(world: World, store: Storage, sql: SQL) -> None:
     """Every queue, on the real clock (the CLI reads it): due, waiting, manual, drifted."""
     past = _db_now(sql) - 120_000
     for action_type, n in (("pay.charge", 3), ("db.mutation", 2)):
         for _ in range(n):
             world.started(action_type, now_ms=past)
     world.started("pay.charge", now_ms=past + 10_000_000)  # live lease: waiting
-    first, held = store.claim_due_page("r", 2, REC_LEASE_MS, now_ms=past + 60_000)
-    store.commit_outcomes(
+    first, held = store.at(past + 60_000).claim_due_page("r", 2, REC_LEASE_MS)
+    store.at(past + 60_000).commit_outcomes(
         [ItemOutcome(first, fixed(FindingKind.CONFLICT)(first.identity), 0, "m-1")],
-        now_ms=past + 60_000,
     )
     del held  # its recovery lease ran out long ago: claimable again
     # A control armed for an older execution version than the execution's: no claim may take
@@ -58,7 +57,7 @@ def _seed_backlog(world: World, store: PostgresStore, sql: SQL) -> None:
 
 
 def test_status_and_metrics_report_the_same_backlog(
-    world: World, store: PostgresStore, sql: SQL, env: dict[str, str]
+    world: World, store: Storage, sql: SQL, env: dict[str, str]
 ) -> None:
     _seed_backlog(world, store, sql)
     registry = CollectorRegistry()

@@ -21,10 +21,10 @@ from resolver.core.domain import FindingKind
 from resolver.core.errors import ConfigError, StorageUnavailable
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.runtime import Runtime
-from resolver.db.repository import PostgresStore
 from resolver.telemetry.tracing import exporters_requested, tracing_from_env
 from tests.helpers.database import EXEC_LEASE_MS, T0, World
 from tests.helpers.providers import ScriptedProvider, fixed, registry, verified
+from tests.helpers.stores import Storage
 
 AFTER = T0 + EXEC_LEASE_MS
 
@@ -41,7 +41,7 @@ def tracer(exporter: InMemorySpanExporter) -> Tracer:
     return provider.get_tracer("test")
 
 
-def reconciler(store: PostgresStore, provider: object, tracer: Tracer) -> Reconciler:
+def reconciler(store: Storage, provider: object, tracer: Tracer) -> Reconciler:
     return Reconciler(
         store,
         registry("test.action", provider),
@@ -55,12 +55,12 @@ def by_name(spans: tuple[ReadableSpan, ...], name: str) -> list[ReadableSpan]:
 
 
 def test_a_cycle_is_one_trace_with_claim_inspect_and_commit_children(
-    world: World, store: PostgresStore, tracer: Tracer, exporter: InMemorySpanExporter
+    world: World, store: Storage, tracer: Tracer, exporter: InMemorySpanExporter
 ) -> None:
     leases = world.crashed(2)
     rec = reconciler(store, ScriptedProvider(verified), tracer)
     try:
-        rec.run_cycle(now_ms=AFTER)
+        rec.at(AFTER).run_cycle()
     finally:
         rec.close()
     spans = exporter.get_finished_spans()
@@ -99,13 +99,13 @@ def test_a_cycle_is_one_trace_with_claim_inspect_and_commit_children(
 
 
 def test_a_timed_out_inspection_is_marked_on_its_span(
-    world: World, store: PostgresStore, tracer: Tracer, exporter: InMemorySpanExporter
+    world: World, store: Storage, tracer: Tracer, exporter: InMemorySpanExporter
 ) -> None:
     world.crashed(1)
     gate = threading.Event()
     rec = reconciler(store, ScriptedProvider(verified, timeout_seconds=0.1, gate=gate), tracer)
     try:
-        rec.run_cycle(now_ms=AFTER)
+        rec.at(AFTER).run_cycle()
     finally:
         gate.set()
         rec.close()
@@ -120,7 +120,7 @@ def test_a_timed_out_inspection_is_marked_on_its_span(
 def test_a_storage_failure_ends_the_cycle_span_in_error(
     tracer: Tracer, exporter: InMemorySpanExporter
 ) -> None:
-    dead = PostgresStore("postgresql://postgres@127.0.0.1:1/nowhere", connect_timeout_seconds=1)
+    dead = Storage("postgresql://postgres@127.0.0.1:1/nowhere", connect_timeout_seconds=1)
     dead.open()
     rec = reconciler(dead, ScriptedProvider(fixed(FindingKind.MISSING)), tracer)
     try:
@@ -245,7 +245,7 @@ def collector() -> Iterator[Collector]:
 
 
 def test_spans_are_exported_over_otlp_when_configured(
-    world: World, store: PostgresStore, collector: Collector, monkeypatch: pytest.MonkeyPatch
+    world: World, store: Storage, collector: Collector, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
@@ -256,7 +256,7 @@ def test_spans_are_exported_over_otlp_when_configured(
     assert tracing.enabled
     rec = reconciler(store, ScriptedProvider(verified), tracing.tracer)
     try:
-        rec.run_cycle(now_ms=AFTER)
+        rec.at(AFTER).run_cycle()
     finally:
         rec.close()
         tracing.shutdown()  # flushes the batch processor: the export happens here

@@ -1,0 +1,70 @@
+"""The execution port: the executor protocol's functions, one call each."""
+
+from __future__ import annotations
+
+from resolver.core.domain import (
+    Completion,
+    DispatchSpec,
+    ExecutionLease,
+    ExecutionState,
+    ExecutionView,
+    ResolutionSource,
+)
+from resolver.db.store.handle import PortStore
+from resolver.db.store.rows import enums, fence, lease_of
+
+
+class PostgresExecutionStore(PortStore):
+    """What the executor API calls: create, lease, start, renew, complete, read."""
+
+    def create_dispatch(self, spec: DispatchSpec) -> bool:
+        params = {
+            "dispatch_id": spec.dispatch_id,
+            "approval_request_id": spec.approval_request_id,
+            "project_id": spec.project_id,
+            "action_type": spec.action_type,
+            "action_digest": spec.action_digest,
+            "idempotency_key": spec.idempotency_key,
+            "schema_version": spec.schema_version,
+            "supersedes_dispatch_id": spec.supersedes_dispatch_id,
+            "action_summary": spec.action_summary.json() if spec.action_summary else None,
+        }
+        row = self._db.one("dispatch_create", params)
+        assert row is not None  # the function answers one row or raises
+        return bool(row["created"])
+
+    def lease_execution(self, dispatch_id: str, owner: str, lease_ms: int) -> ExecutionLease:
+        params = {"dispatch_id": dispatch_id, "owner": owner, "lease_ms": lease_ms}
+        return lease_of(self._db.one("execution_lease", {**params, "now_ms": self._db.now_ms}))
+
+    def start_execution(self, lease: ExecutionLease, lease_ms: int) -> ExecutionLease:
+        return lease_of(
+            self._db.one("execution_start", fence(lease, lease_ms=lease_ms, now_ms=self._db.now_ms))
+        )
+
+    def renew_execution(self, lease: ExecutionLease, lease_ms: int) -> ExecutionLease:
+        return lease_of(
+            self._db.one("execution_renew", fence(lease, lease_ms=lease_ms, now_ms=self._db.now_ms))
+        )
+
+    def complete_execution(self, lease: ExecutionLease, completion: Completion) -> bool:
+        params = fence(
+            lease,
+            now_ms=self._db.now_ms,
+            outcome=completion.outcome.value,
+            result_code=completion.result_code,
+            mutation_id=completion.mutation_id,
+            evidence_digest=completion.evidence_digest,
+        )
+        row = self._db.one("execution_complete", params)
+        assert row is not None  # the function answers one row or raises
+        return bool(row["result"] == "committed")
+
+    def get_execution(self, dispatch_id: str) -> ExecutionView | None:
+        row = self._db.one("execution_get", {"dispatch_id": dispatch_id, "now_ms": self._db.now_ms})
+        if row is None:
+            return None
+        row.pop("token")
+        enums(row, state=ExecutionState, resolution_source=ResolutionSource)
+        enums(row, resolution_outcome=ExecutionState)
+        return ExecutionView(**row)

@@ -1,0 +1,153 @@
+"""The one database handle every port store runs on: the pool, its transactions, and the
+clock override; driver errors stop at this boundary."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Self
+
+import psycopg
+import psycopg_pool
+
+from resolver.db.connect import Pooler, Profile, build_pool, transaction
+from resolver.db.dsn import redact
+from resolver.db.errors import storage_error
+from resolver.db.statements import statement
+
+Row = dict[str, Any]
+
+
+class PostgresHandle:
+    """One connection pool; every port store's call is one short transaction on it.
+
+    `at(now_ms)` is a view of the same pool whose calls pass `now_ms` to the protocol
+    functions in place of the database clock. Only the table owner may (tests, tools): a pod
+    role's override is refused with RS005, and production never sets one.
+    """
+
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        min_connections: int = 1,
+        max_connections: int = 4,
+        connect_timeout_seconds: float = 5.0,
+        statement_timeout_ms: int = 10_000,
+        lock_timeout_ms: int = 2_000,
+        application_name: str = "approved-action-resolver",
+        pooler: Pooler = Pooler.NONE,
+    ) -> None:
+        self._url = redact(database_url)
+        self._profile = Profile(
+            application_name=application_name,
+            connect_timeout_seconds=connect_timeout_seconds,
+            # A row lock held elsewhere (an operator's open transaction) fails the call fast
+            # and typed (LockTimeout) instead of holding a pool connection until the
+            # statement timeout.
+            # No parallel workers: every statement here is an index walk bounded by a page or
+            # a cap (the console's counts stop at theirs), and a worker's start costs more
+            # than the walk; the planner still picks one for a count at the cap.
+            settings={
+                "statement_timeout": statement_timeout_ms,
+                "lock_timeout": lock_timeout_ms,
+                "max_parallel_workers_per_gather": 0,
+            },
+            pooler=pooler,
+        )
+        # Behind a transaction pooler a lone statement still needs its transaction: the
+        # settings are `SET LOCAL` in it.
+        self._single_statements = not self._profile.per_transaction
+        self._pool = build_pool(
+            database_url,
+            self._profile,
+            min_size=min_connections,
+            max_size=max_connections,
+            # Transactions are explicit (`transaction`); a lone statement is its own.
+            autocommit=True,
+        )
+        self._now_ms: int | None = None
+
+    @property
+    def now_ms(self) -> int | None:
+        """The clock override the calls pass (`p_now_ms`); None: the database clock."""
+        return self._now_ms
+
+    def at(self, now_ms: int) -> PostgresHandle:
+        """A view of this handle (the same pool) whose calls run at `now_ms`."""
+        view = copy.copy(self)
+        view._now_ms = now_ms
+        return view
+
+    def open(self) -> None:
+        # wait=False: a dead database must not block start-up; the first call reports it.
+        self._pool.open(wait=False)
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def __enter__(self) -> Self:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self, *, single_statement: bool = False) -> Iterator[psycopg.Connection[Row]]:
+        """One transaction. A single statement needs no BEGIN/COMMIT round trips: on these
+        autocommit connections it is a transaction of its own."""
+        try:
+            with self._pool.connection() as conn:
+                if single_statement and self._single_statements:
+                    yield conn
+                else:
+                    with transaction(conn, self._profile):
+                        yield conn
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+            typed = storage_error(exc, self._url)
+            if typed is None:
+                raise
+            raise typed from exc
+
+    def all(self, name: str, params: dict[str, Any]) -> list[Row]:
+        with self.transaction() as conn:
+            return conn.execute(statement(name), params).fetchall()
+
+    def one(self, name: str, params: dict[str, Any]) -> Row | None:
+        rows = self.all(name, params)
+        return rows[0] if rows else None
+
+    def filtered(self, name: str, params: dict[str, Any]) -> list[Row]:
+        """A statement with optional filters (`%(x)s IS NULL OR ...`) and a constant sort,
+        never prepared: its plan is made for these values, where the folded conditions leave
+        the list's own index walk. A prepared statement's generic plan keeps every branch."""
+        with self.transaction() as conn:
+            return conn.execute(statement(name), params, prepare=False).fetchall()
+
+    def ping(self) -> None:
+        self.all("ping", {})
+
+
+class PortStore:
+    """What every port's store shares: the handle it runs on, and `at` for a view of the
+    store on the same handle at an overridden clock (the table owner only)."""
+
+    def __init__(self, handle: PostgresHandle) -> None:
+        self._db = handle
+
+    @property
+    def handle(self) -> PostgresHandle:
+        return self._db
+
+    def at(self, now_ms: int) -> Self:
+        """This store over `handle.at(now_ms)`: `store.at(t).claim_due_page(...)`."""
+        return type(self)(self._db.at(now_ms))
+
+    def __enter__(self) -> Self:
+        self._db.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._db.close()

@@ -1,0 +1,106 @@
+"""The manual-resolution port: grants, the decision's context, the fenced human writes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from resolver.core.domain import (
+    Authority,
+    ControlStatus,
+    DecisionLimits,
+    ExecutionState,
+    Grant,
+    ManualContext,
+    ManualDecision,
+    OpenProposal,
+    ProposalClose,
+    ResolutionSource,
+    SignedFact,
+)
+from resolver.core.errors import ConstraintViolation
+from resolver.db.store.case_rows import proposal
+from resolver.db.store.handle import PortStore
+from resolver.db.store.rows import enums
+
+
+class PostgresManualStore(PortStore):
+    """What the manual-resolution service calls; every write is fenced in the database."""
+
+    def find_grant(self, project_id: str, user_id: str) -> Grant | None:
+        row = self._db.one("manual_grant_get", {"project_id": project_id, "user_id": user_id})
+        return None if row is None else Grant(**row)
+
+    def manual_context(self, dispatch_id: str, mutation_id: str) -> ManualContext | None:
+        params = {"dispatch_id": dispatch_id, "mutation_id": mutation_id, "now_ms": self._db.now_ms}
+        row = self._db.one("manual_context_get", params)
+        if row is None:
+            return None
+        enums(row, state=ExecutionState, control_status=ControlStatus)
+        enums(row, resolution_source=ResolutionSource, resolution_outcome=ExecutionState)
+        return ManualContext(**row)
+
+    def commit_manual(
+        self,
+        authority: Authority,
+        decision: ManualDecision,
+        fact: SignedFact,
+        limits: DecisionLimits,
+    ) -> str | None:
+        params = {
+            **_authorization(authority, limits),
+            "issuer": fact.issuer,
+            "token_kid": fact.token_kid,
+            "signing_kid": fact.signing_kid,
+            "signature": fact.signature,
+            "dispatch_id": decision.dispatch_id,
+            "outcome": decision.decision.terminal_state.value,
+            "mutation_id": decision.mutation_id,
+            "expected_execution_version": decision.expected_execution_version,
+            "reason_code": decision.reason_code,
+            "evidence_digest": decision.evidence_digest,
+            "proposal_ttl_ms": limits.proposal_ttl_ms,
+            "now_ms": self._db.now_ms,
+        }
+        try:
+            row = self._db.one("manual_commit", params)
+        except ConstraintViolation as exc:
+            # A reused mutation id: nothing was written; the service explains it.
+            if exc.constraint == "uq_approved_action_recovery_resolutions_mutation_id":
+                return None
+            raise
+        return None if row is None else str(row["result"])
+
+    def close_proposal(
+        self, authority: Authority, close: ProposalClose, limits: DecisionLimits
+    ) -> str | None:
+        params = {
+            **_authorization(authority, limits),
+            "dispatch_id": close.dispatch_id,
+            "action": close.action.value,
+            "mutation_id": close.mutation_id,
+            "reason_code": close.reason_code,
+            "now_ms": self._db.now_ms,
+        }
+        row = self._db.one("proposal_close", params)
+        return None if row is None else str(row["result"])
+
+    def open_proposal(self, dispatch_id: str) -> OpenProposal | None:
+        row = self._db.one(
+            "proposal_open_get", {"dispatch_id": dispatch_id, "now_ms": self._db.now_ms}
+        )
+        return None if row is None else proposal(row)
+
+
+def _authorization(authority: Authority, limits: DecisionLimits) -> dict[str, Any]:
+    """The authorization parameters every fenced human write takes."""
+    principal, grant = authority.principal, authority.grant
+    return {
+        "project_id": authority.project_id,
+        "user_id": principal.user_id,
+        "auth_time_ms": principal.auth_time_ms,
+        "amr": list(principal.amr),
+        "project_version": grant.project_version,
+        "role_binding_version": grant.role_binding_version,
+        "max_auth_age_ms": limits.max_auth_age_ms,
+        "clock_leeway_ms": limits.clock_leeway_ms,
+    }

@@ -1,0 +1,41 @@
+"""The executor's receipt statements, run in the caller's own transaction (the mutation's)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from resolver.core.domain import ExecutionLease
+from resolver.db.protocol import protocol_error
+from resolver.db.statements import statement
+from resolver.db.store.rows import Row, fence
+
+
+def receipt_identity(conn: psycopg.Connection[Any], lease: ExecutionLease) -> Row:
+    """The identity a receipt must carry, with the database clock (`db_now_ms`); the
+    execution stays locked FOR SHARE under the lease until the caller's transaction ends."""
+    return _call_in(conn, "receipt_identity", fence(lease, now_ms=None))
+
+
+def receipt_write(
+    conn: psycopg.Connection[Any], lease: ExecutionLease, receipt: Mapping[str, Any]
+) -> None:
+    """Insert a signed receipt v1 in the caller's transaction, fenced on the lease."""
+    _call_in(conn, "receipt_write", fence(lease, receipt=Jsonb(dict(receipt))))
+
+
+def _call_in(conn: psycopg.Connection[Any], name: str, params: dict[str, Any]) -> Row:
+    try:
+        with conn.cursor(row_factory=dict_row) as cur:
+            row = cur.execute(statement(name), params).fetchone()
+    except psycopg.DatabaseError as exc:
+        refused = protocol_error(exc)
+        if refused is None:
+            raise
+        raise refused from exc
+    assert row is not None  # the protocol functions answer one row or raise
+    return row
