@@ -14,9 +14,6 @@ from tests.helpers.api import auth, body
 from tests.helpers.database import SQL, World, new_spec
 from tests.helpers.oidc import token
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler
-from tests.integration.api.test_api import api
-
-__all__ = ["api"]
 
 
 @pytest.fixture

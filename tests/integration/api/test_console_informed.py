@@ -14,20 +14,17 @@ from resolver.core.domain import ActionSummary, DispatchIdentity, Finding, Findi
 from resolver.db.repository import PostgresStore
 from resolver.evidence.receipts import KeyRing, encode_receipt, receipt_finding, sign_receipt
 from resolver.executor import ExecutionClient
-from tests.helpers.console import sign_in_at_provider
-from tests.helpers.database import SQL, World, new_spec
-from tests.helpers.providers import ScriptedProvider, fixed, reconciler, verified
-from tests.integration.api.test_console import (  # noqa: F401 - fixtures
+from tests.helpers.console import (
     Site,
     apply_filter,
-    browser,
-    page,
     rendered,
     serious_violations,
     shoot,
     sign_in,
-    site,
+    sign_in_at_provider,
 )
+from tests.helpers.database import SQL, World, new_spec
+from tests.helpers.providers import ScriptedProvider, fixed, reconciler, verified
 
 playwright = pytest.importorskip("playwright.sync_api")
 expect = playwright.expect
@@ -66,8 +63,8 @@ def forged_case(store: PostgresStore, world: World) -> str:
 
 
 def test_a_forged_receipt_conflict_names_its_reason_and_demands_a_separate_acknowledgement(
-    site: Site,  # noqa: F811 - the fixtures of test_console
-    page: Any,  # noqa: F811
+    site: Site,
+    page: Any,
     store: PostgresStore,
     sql: SQL,
     world: World,
@@ -140,8 +137,8 @@ def test_a_forged_receipt_conflict_names_its_reason_and_demands_a_separate_ackno
 
 
 def test_the_queue_finds_cases_by_words_of_what_was_approved(
-    site: Site,  # noqa: F811 - the fixtures of test_console
-    page: Any,  # noqa: F811
+    site: Site,
+    page: Any,
     store: PostgresStore,
     sql: SQL,
     world: World,
@@ -158,8 +155,8 @@ def test_the_queue_finds_cases_by_words_of_what_was_approved(
 
 
 def test_find_opens_an_automatically_settled_dispatch_by_its_idempotency_key_and_clears_the_last(
-    site: Site,  # noqa: F811 - the fixtures of test_console
-    page: Any,  # noqa: F811
+    site: Site,
+    page: Any,
     store: PostgresStore,
     world: World,
     axe_source: str,
@@ -212,8 +209,8 @@ def lost_in(store: PostgresStore, world: World, project_id: str, count: int) -> 
 
 
 def test_a_selection_hidden_by_a_new_filter_is_cleared_and_nothing_outside_the_view_is_decided(
-    site: Site,  # noqa: F811 - the fixtures of test_console
-    page: Any,  # noqa: F811
+    site: Site,
+    page: Any,
     store: PostgresStore,
     sql: SQL,
     world: World,
@@ -258,8 +255,8 @@ def test_a_selection_hidden_by_a_new_filter_is_cleared_and_nothing_outside_the_v
 
 
 def test_a_selection_on_another_page_of_the_same_filter_is_counted_and_shown(
-    site: Site,  # noqa: F811 - the fixtures of test_console
-    page: Any,  # noqa: F811
+    site: Site,
+    page: Any,
 ) -> None:
     page.goto(f"{site.url}#/queue?limit=2")
     sign_in(page, "alice")
@@ -278,8 +275,8 @@ def test_a_selection_on_another_page_of_the_same_filter_is_counted_and_shown(
 
 
 def test_an_expired_token_signs_in_again_and_resends_the_same_decision(
-    site: Site,  # noqa: F811 - the fixtures of test_console
-    page: Any,  # noqa: F811
+    site: Site,
+    page: Any,
     sql: SQL,
 ) -> None:
     target = site.dispatch_ids[1]
@@ -320,8 +317,8 @@ def test_an_expired_token_signs_in_again_and_resends_the_same_decision(
 
 
 def test_the_list_refreshes_on_its_own_and_keeps_the_selection(
-    site: Site,  # noqa: F811 - the fixtures of test_console
-    page: Any,  # noqa: F811
+    site: Site,
+    page: Any,
     store: PostgresStore,
     world: World,
 ) -> None:
@@ -343,8 +340,8 @@ def test_the_list_refreshes_on_its_own_and_keeps_the_selection(
 
 
 def test_triage_counts_by_type_reason_and_executor_each_a_filter(
-    site: Site,  # noqa: F811 - the fixtures of test_console
-    page: Any,  # noqa: F811
+    site: Site,
+    page: Any,
     store: PostgresStore,
     world: World,
     axe_source: str,
@@ -376,8 +373,8 @@ def test_triage_counts_by_type_reason_and_executor_each_a_filter(
 
 
 def test_from_the_alert_s_console_link_to_a_correct_decision_in_four_interactions(
-    site: Site,  # noqa: F811 - the fixtures of test_console
-    page: Any,  # noqa: F811
+    site: Site,
+    page: Any,
     store: PostgresStore,
     sql: SQL,
     world: World,
@@ -423,8 +420,8 @@ def test_from_the_alert_s_console_link_to_a_correct_decision_in_four_interaction
 
 
 def test_an_open_list_sorted_by_action_type_pages_without_repeating_a_row(
-    site: Site,  # noqa: F811 - the fixtures of test_console
-    page: Any,  # noqa: F811
+    site: Site,
+    page: Any,
     store: PostgresStore,
     world: World,
 ) -> None:
@@ -450,8 +447,8 @@ def test_an_open_list_sorted_by_action_type_pages_without_repeating_a_row(
     ("width", "height"), [(800, 600), (640, 400)], ids=["800px-wide", "200pct-zoom"]
 )
 def test_every_view_has_no_serious_accessibility_violation_when_narrow_or_zoomed(
-    site: Site,  # noqa: F811 - the fixtures of test_console
-    browser: Any,  # noqa: F811
+    site: Site,
+    browser: Any,
     store: PostgresStore,
     world: World,
     axe_source: str,
