@@ -3,13 +3,25 @@
 import pytest
 
 from resolver.core.domain import FindingKind
-from tests.helpers.console import axe_source, npm_rig, provider
+from tests.helpers.api import api
+from tests.helpers.console import axe_source, browser, chromium, npm_rig, page, provider, site
 from tests.helpers.database import World
 from tests.helpers.oidc import jwks_file, signing_key
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler
 from tests.helpers.stores import Storage
 
-__all__ = ["axe_source", "jwks_file", "npm_rig", "provider", "signing_key"]
+__all__ = [
+    "api",
+    "axe_source",
+    "browser",
+    "chromium",
+    "jwks_file",
+    "npm_rig",
+    "page",
+    "provider",
+    "signing_key",
+    "site",
+]
 
 
 @pytest.fixture

@@ -3,9 +3,11 @@ worker, and the ports a worker hands its servers."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from tests.conftest import SHARED_STATE_GROUPS
+from tests.conftest import LONGEST_FIRST, SHARED_STATE_GROUPS
 from tests.helpers.telemetry import PORTS_FROM, PORTS_PER_WORKER, free_port
 
 EPHEMERAL_FROM = 32768  # Linux's default ip_local_port_range starts here
@@ -53,3 +55,12 @@ def test_each_worker_hands_out_ports_from_its_own_slice_below_the_ephemeral_rang
         "gw1": {PORTS_FROM // PORTS_PER_WORKER + 1},
         "gw3": {PORTS_FROM // PORTS_PER_WORKER + 3},
     }
+
+
+def test_the_longest_modules_are_handed_out_first(request: pytest.FixtureRequest) -> None:
+    root = Path(str(request.config.rootpath))
+    assert [p for p in LONGEST_FIRST if not (root / p).is_file()] == []  # no stale name
+    modules = [item.nodeid.split("::", 1)[0] for item in request.session.items]
+    ranked = [m for m in modules if m in LONGEST_FIRST]
+    assert modules[: len(ranked)] == ranked  # before every other module
+    assert ranked == sorted(ranked, key=LONGEST_FIRST.index)

@@ -124,3 +124,18 @@ def test_the_path_finder_sees_paths_wherever_they_stand(tmp_path: Path) -> None:
         "tests/helpers/harnesses.py",
     }
     assert named["other.md#a"] == tmp_path / "other.md"
+
+
+def test_no_test_module_imports_another() -> None:
+    """Fixtures and helpers two test modules share live in tests/helpers (tests/helpers/
+    __init__.py): importing a test module's fixtures would run its module-level skips and
+    register its fixtures twice."""
+    importing = re.compile(r"^\s*(?:from|import)\s+tests\.[\w.]*\btest_\w+", re.MULTILINE)
+    offenders = [
+        str(path.relative_to(ROOT))
+        for path in tracked_files()
+        if path.suffix == ".py"
+        and path.is_relative_to(ROOT / "tests")
+        and importing.search(path.read_text(encoding="utf-8"))
+    ]
+    assert offenders == []

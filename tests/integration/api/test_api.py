@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +19,6 @@ from tests.helpers.database import SQL
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
 from tests.helpers.signing import TEST_SIGNER
 from tests.helpers.stores import Storage
-
-
-@pytest.fixture
-def api(store: Storage, jwks_file: Path, sql: SQL) -> Iterator[httpx.Client]:
-    sql.all("INSERT INTO recovery_projects VALUES ('proj-1', 1)")
-    sql.all("INSERT INTO recovery_role_bindings VALUES ('proj-1', 'alice', 'approval.recover', 1)")
-    verifier = TokenVerifier.from_jwks_file(jwks_file, issuer=ISSUER, audience=AUDIENCE)
-    with Server(
-        create_app(store, verifier, limiter=RateLimiter(per_minute=5), signer=TEST_SIGNER)
-    ) as client:
-        yield client
 
 
 def test_queue_then_decide_then_replay(

@@ -19,9 +19,6 @@ from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World, new_spec
 from tests.helpers.oidc import token
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler
 from tests.helpers.stores import Storage
-from tests.integration.api.test_api import api
-
-__all__ = ["api"]
 
 
 @pytest.fixture

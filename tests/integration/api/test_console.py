@@ -4,12 +4,8 @@ code + PKCE, every view, the deep link, a decision, step-up, bulk, and an access
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,19 +14,30 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from resolver.core.domain import Finding, FindingKind
-from resolver.executor.client import ExecutionClient
 from resolver.human.api import create_app
-from resolver.human.auth import JwksUrl, TokenVerifier
+from resolver.human.auth import TokenVerifier
 from resolver.human.console_config import console_config
 from tests.helpers.api import body
 from tests.helpers.console import (
     CHROMIUM,
-    CHROMIUM_ARGS,
     CLIENT_ID,
-    Provider,
+    Site,
+    apply_filter,
+    decide_here,
+    last_answer,
+    listed,
+    open_case,
+    press_tab_until,
+    rendered,
     serious_violations,
+    shoot,
+    sign_in,
     sign_in_at_provider,
+    signed_in_tab,
 )
+from tests.helpers.console import decide_directly as _decide_directly
+from tests.helpers.console import grant as _grant
+from tests.helpers.console import two_people_for as _two_people_for
 from tests.helpers.database import SQL, World, new_spec
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler
@@ -40,97 +47,6 @@ from tests.helpers.stores import Storage
 playwright = pytest.importorskip("playwright.sync_api")
 expect = playwright.expect
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
-LINKS = json.dumps(
-    [
-        {
-            "label": "Approval",
-            "template": "https://platform.example/approvals/{approval_request_id}",
-        },
-        {"label": "Logs", "template": "https://logs.example/search?q={dispatch_id}&p={project_id}"},
-    ]
-)
-# Set to a directory (e.g. docs/images) to keep the queue and case screenshots of this run.
-SCREENSHOTS = os.environ.get("RESOLVER_TEST_SCREENSHOTS")
-
-
-@dataclass
-class Site:
-    url: str
-    dispatch_ids: list[str]
-    provider: Provider
-
-
-def _grant(sql: SQL, *users: str) -> None:
-    sql.all("INSERT INTO recovery_projects VALUES ('proj-1', 1)")
-    for user in users:
-        sql.all(
-            "INSERT INTO recovery_role_bindings VALUES ('proj-1', %s, 'approval.recover', 1)", user
-        )
-
-
-@pytest.fixture
-def site(store: Storage, sql: SQL, world: World, provider: Provider) -> Iterator[Site]:
-    """Three manual items; the API verifies the provider's tokens; sign-in is configured."""
-    _grant(sql, "alice", "bob", "carol")
-    # Each dispatch created, started at once on the real clock (the database's) and its
-    # executor lost: a 1 ms lease, so the timeline reads in order and no decision meets a
-    # live lease; the reconciler inspects them straight after.
-    executor = ExecutionClient(store, owner="executor-1", lease_seconds=0.001)
-    leases = []
-    for _ in range(3):
-        spec = executor.create_dispatch(new_spec())
-        world.specs[spec.dispatch_id] = spec
-        started_ms = int(time.time() * 1000) + 1  # after the creation's own clock reading
-        lease = executor.at(started_ms).lease(spec.dispatch_id)
-        leases.append(executor.at(started_ms).start(lease))
-    inspected_ms = started_ms + 10
-    reconciler(store, ScriptedProvider(fixed(FindingKind.UNSUPPORTED))).at(inspected_ms).run_cycle()
-    verifier = TokenVerifier.from_jwks_url(
-        JwksUrl(provider.jwks_uri), issuer=provider.issuer, audience=AUDIENCE
-    )
-    console = console_config(client_id=CLIENT_ID, issuer=provider.issuer, links=LINKS)
-    with Server(
-        create_app(store, verifier, console=console, signer=TEST_SIGNER), port=provider.console_port
-    ):
-        yield Site(provider.console_url, [x.dispatch_id for x in leases], provider)
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    with playwright.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    context.grant_permissions(["clipboard-read", "clipboard-write"])
-    tab = context.new_page()
-    errors: list[str] = []
-    tab.on("pageerror", lambda exc: errors.append(str(exc)))
-    yield tab
-    context.close()
-    assert errors == [], errors  # no uncaught script error in any test
-
-
-def sign_in(page: Any, user: str, *, second_factor: bool = True) -> None:
-    page.locator("#signin-oidc").click()
-    sign_in_at_provider(page, user, second_factor=second_factor)
-    page.locator("#who").wait_for()
-
-
-def shoot(page: Any, name: str) -> None:
-    if SCREENSHOTS:
-        page.screenshot(path=str(Path(SCREENSHOTS) / name), full_page=True)
-
-
-def decide_here(page: Any, decision: str, reason: str) -> None:
-    page.locator(f"#one-{decision}").check()
-    page.fill("#one-reason", reason)
-    page.locator("#verified").check()
-    page.locator("#decide-submit").click()
 
 
 def test_sign_in_with_pkce_see_the_queue_open_a_case_and_decide(
@@ -370,70 +286,6 @@ def test_a_bulk_decision_on_a_stale_sign_in_steps_up_and_then_decides_every_item
     assert all(len(sql.resolutions(d)) == 1 for d in site.dispatch_ids)
 
 
-def _decide_directly(
-    client: httpx.Client,
-    dispatch_id: str,
-    version: int,
-    page: Any,
-    *,
-    decision: str = "confirm_succeeded",
-    reason: str = "vendor_confirmed",
-) -> httpx.Response:
-    """Another tab of the user signed in on `page`, deciding through the API with its token."""
-    access = page.evaluate("sessionStorage.getItem('resolver.token')")
-    return client.post(
-        f"/v1/dispatches/{dispatch_id}/resolution",
-        json={
-            "decision": decision,
-            "mutation_id": f"other-tab-{dispatch_id}",
-            "expected_execution_version": version,
-            "reason_code": reason,
-        },
-        headers={"Authorization": f"Bearer {access}"},
-    )
-
-
-def signed_in_tab(browser: Any, site: Site, user: str) -> Any:
-    """Another person at another desk: their own browser context, signed in at the provider."""
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    tab = context.new_page()
-    tab.goto(site.url)
-    sign_in(tab, user)
-    return tab
-
-
-def rendered(page: Any) -> None:
-    """Waits until the console has drawn the view its address names.
-
-    The console marks `#main` busy while it redraws and names the drawn route when done: a
-    changed URL alone says nothing about what is on screen, and a loaded machine draws late.
-    """
-    page.wait_for_function(
-        "() => { const main = document.getElementById('main');"
-        " return main.getAttribute('aria-busy') === 'false'"
-        " && main.dataset.route === window.location.hash; }"
-    )
-
-
-def listed(page: Any) -> list[str]:
-    """The dispatch ids of the list as shown, top to bottom, once the list has been drawn."""
-    rendered(page)
-    return page.locator("#list tbody tr td a.mono").all_text_contents()
-
-
-def apply_filter(page: Any, **fields: str) -> None:
-    before = page.url
-    for name, value in fields.items():
-        control = page.locator(f"#f-{name}")
-        if control.evaluate("node => node.tagName") == "SELECT":
-            control.select_option(value)
-        else:
-            control.fill(value)
-    page.locator("#filters button[type=submit]").click()
-    page.wait_for_function("before => window.location.href !== before", arg=before)
-    rendered(page)
-
-
 def test_the_waiting_view_filters_looks_up_counts_and_pages_oldest_first_across_a_reload(
     site: Site, page: Any, world: World, store: Storage, axe_source: str
 ) -> None:
@@ -670,23 +522,6 @@ def test_a_filtered_queue_page_survives_a_reload(site: Site, page: Any) -> None:
     assert page.locator("#f-action_type").input_value() == "test.action"
     assert sorted(listed(page)) == sorted(site.dispatch_ids)
     assert page.locator("#counts").text_content().startswith("3 cases match the filter.")
-
-
-def _two_people_for(sql: SQL, decision: str) -> None:
-    """The platform's rule: this decision on a test.action needs a second person."""
-    sql.all("INSERT INTO recovery_two_person_rules VALUES ('test.action', %s)", decision)
-
-
-def open_case(tab: Any, site: Site, dispatch_id: str) -> None:
-    tab.goto(f"{site.url}#/dispatch/{dispatch_id}")
-    tab.locator("h2").filter(has_text=dispatch_id).wait_for()
-    tab.locator("#decide").wait_for()
-
-
-def last_answer(tab: Any, starts: str) -> str:
-    answer = tab.locator("#answers li").first
-    answer.filter(has_text=starts).wait_for()
-    return str(answer.text_content())
 
 
 def test_two_signed_in_people_propose_and_confirm_a_decision(
@@ -1070,12 +905,3 @@ def test_keyboard_only_opens_a_case_and_decides_at_200_percent_zoom_with_no_side
     assert last_answer(tab, "200") == f"200 committed: {first} is now failed."
     assert sql.execution(first)["state"] == "failed"
     context.close()
-
-
-def press_tab_until(tab: Any, selector: str, limit: int = 60) -> None:
-    target = tab.locator(selector)
-    for _ in range(limit):
-        tab.keyboard.press("Tab")
-        if target.evaluate("node => node === document.activeElement"):
-            return
-    pytest.fail(f"{selector} is not reachable with Tab")

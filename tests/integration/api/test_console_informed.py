@@ -27,21 +27,18 @@ from resolver.db.retention import PostgresRetention
 from resolver.evidence.receipts import KeyRing, encode_receipt, receipt_finding, sign_receipt
 from resolver.executor import ExecutionClient
 from resolver.retention import pruning as retention
-from tests.helpers.console import sign_in_at_provider
-from tests.helpers.database import SQL, World, new_spec
-from tests.helpers.providers import ScriptedProvider, fixed, reconciler, verified
-from tests.helpers.stores import Storage
-from tests.integration.api.test_console import (  # noqa: F401 - fixtures
+from tests.helpers.console import (
     Site,
     apply_filter,
-    browser,
-    page,
     rendered,
     serious_violations,
     shoot,
     sign_in,
-    site,
+    sign_in_at_provider,
 )
+from tests.helpers.database import SQL, World, new_spec
+from tests.helpers.providers import ScriptedProvider, fixed, reconciler, verified
+from tests.helpers.stores import Storage
 
 playwright = pytest.importorskip("playwright.sync_api")
 expect = playwright.expect
@@ -80,8 +77,8 @@ def forged_case(store: Storage, world: World) -> str:
 
 
 def test_a_forged_receipt_conflict_names_its_reason_and_demands_a_separate_acknowledgement(
-    site: Site,  # noqa: F811 - the fixtures of test_console
-    page: Any,  # noqa: F811
+    site: Site,
+    page: Any,
     store: Storage,
     sql: SQL,
     world: World,
@@ -154,8 +151,8 @@ def test_a_forged_receipt_conflict_names_its_reason_and_demands_a_separate_ackno
 
 
 def test_the_queue_finds_cases_by_words_of_what_was_approved(
-    site: Site,  # noqa: F811 - the fixtures of test_console
-    page: Any,  # noqa: F811
+    site: Site,
+    page: Any,
     store: Storage,
     sql: SQL,
     world: World,
@@ -172,8 +169,8 @@ def test_the_queue_finds_cases_by_words_of_what_was_approved(
 
 
 def test_find_opens_an_automatically_settled_dispatch_by_its_idempotency_key_and_clears_the_last(
-    site: Site,  # noqa: F811 - the fixtures of test_console
-    page: Any,  # noqa: F811
+    site: Site,
+    page: Any,
     store: Storage,
     world: World,
     axe_source: str,
@@ -226,8 +223,8 @@ def lost_in(store: Storage, world: World, project_id: str, count: int) -> list[s
 
 
 def test_a_selection_hidden_by_a_new_filter_is_cleared_and_nothing_outside_the_view_is_decided(
-    site: Site,  # noqa: F811 - the fixtures of test_console
-    page: Any,  # noqa: F811
+    site: Site,
+    page: Any,
     store: Storage,
     sql: SQL,
     world: World,
@@ -272,8 +269,8 @@ def test_a_selection_hidden_by_a_new_filter_is_cleared_and_nothing_outside_the_v
 
 
 def test_a_selection_on_another_page_of_the_same_filter_is_counted_and_shown(
-    site: Site,  # noqa: F811 - the fixtures of test_console
-    page: Any,  # noqa: F811
+    site: Site,
+    page: Any,
 ) -> None:
     page.goto(f"{site.url}#/queue?limit=2")
     sign_in(page, "alice")
@@ -292,8 +289,8 @@ def test_a_selection_on_another_page_of_the_same_filter_is_counted_and_shown(
 
 
 def test_an_expired_token_signs_in_again_and_resends_the_same_decision(
-    site: Site,  # noqa: F811 - the fixtures of test_console
-    page: Any,  # noqa: F811
+    site: Site,
+    page: Any,
     sql: SQL,
 ) -> None:
     target = site.dispatch_ids[1]
@@ -334,8 +331,8 @@ def test_an_expired_token_signs_in_again_and_resends_the_same_decision(
 
 
 def test_the_list_refreshes_on_its_own_and_keeps_the_selection(
-    site: Site,  # noqa: F811 - the fixtures of test_console
-    page: Any,  # noqa: F811
+    site: Site,
+    page: Any,
     store: Storage,
     world: World,
 ) -> None:
@@ -357,8 +354,8 @@ def test_the_list_refreshes_on_its_own_and_keeps_the_selection(
 
 
 def test_triage_counts_by_type_reason_and_executor_each_a_filter(
-    site: Site,  # noqa: F811 - the fixtures of test_console
-    page: Any,  # noqa: F811
+    site: Site,
+    page: Any,
     store: Storage,
     world: World,
     axe_source: str,
@@ -390,8 +387,8 @@ def test_triage_counts_by_type_reason_and_executor_each_a_filter(
 
 
 def test_from_the_alert_s_console_link_to_a_correct_decision_in_four_interactions(
-    site: Site,  # noqa: F811 - the fixtures of test_console
-    page: Any,  # noqa: F811
+    site: Site,
+    page: Any,
     store: Storage,
     sql: SQL,
     world: World,
@@ -437,8 +434,8 @@ def test_from_the_alert_s_console_link_to_a_correct_decision_in_four_interaction
 
 
 def test_an_open_list_sorted_by_action_type_pages_without_repeating_a_row(
-    site: Site,  # noqa: F811 - the fixtures of test_console
-    page: Any,  # noqa: F811
+    site: Site,
+    page: Any,
     store: Storage,
     world: World,
 ) -> None:
@@ -464,8 +461,8 @@ def test_an_open_list_sorted_by_action_type_pages_without_repeating_a_row(
     ("width", "height"), [(800, 600), (640, 400)], ids=["800px-wide", "200pct-zoom"]
 )
 def test_every_view_has_no_serious_accessibility_violation_when_narrow_or_zoomed(
-    site: Site,  # noqa: F811 - the fixtures of test_console
-    browser: Any,  # noqa: F811
+    site: Site,
+    browser: Any,
     store: Storage,
     world: World,
     axe_source: str,
@@ -531,8 +528,8 @@ def utc_text(ms: int) -> str:
 
 
 def test_a_waiting_case_shows_its_next_look_and_when_it_escalates(
-    site: Site,  # noqa: F811 - the fixtures of test_console
-    page: Any,  # noqa: F811
+    site: Site,
+    page: Any,
     store: Storage,
     sql: SQL,
     world: World,
@@ -573,8 +570,8 @@ def test_a_waiting_case_shows_its_next_look_and_when_it_escalates(
 
 
 def test_find_lists_a_pruned_dispatch_with_its_run_instead_of_opening_a_case_that_is_gone(
-    site: Site,  # noqa: F811 - the fixtures of test_console
-    page: Any,  # noqa: F811
+    site: Site,
+    page: Any,
     store: Storage,
     sql: SQL,
     database_url: str,

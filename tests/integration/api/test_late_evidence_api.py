@@ -12,9 +12,6 @@ from tests.helpers.api import auth, body
 from tests.helpers.oidc import token
 from tests.helpers.providers import ScriptedProvider, fixed, verified
 from tests.helpers.stores import Storage
-from tests.integration.api.test_api import api
-
-__all__ = ["api"]
 
 
 def test_a_contradicting_receipt_shows_in_the_case_and_the_decisions_list(
