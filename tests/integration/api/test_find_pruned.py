@@ -20,9 +20,7 @@ from tests.helpers.database import EXEC_LEASE_MS, SQL, new_spec
 from tests.helpers.oidc import token
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler
 from tests.helpers.stores import Storage
-from tests.integration.api.test_api import api
 
-__all__ = ["api"]
 
 DAY_MS = 86_400_000
 
