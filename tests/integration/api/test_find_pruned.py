@@ -21,7 +21,6 @@ from tests.helpers.oidc import token
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler
 from tests.helpers.stores import Storage
 
-
 DAY_MS = 86_400_000
 
 
