@@ -3,8 +3,9 @@
 The console's find and the first page of each list, as the API's read routes run them
 (the repository's statements, one round trip each, the caller's project scope included), on a
 database holding `--settled` dispatches settled by their executor or automatically (1,000,000
-by default), `--manual` cases in the manual queue and `--decided` manual decisions, seeded
-set-based as the table owner. Each sample picks another dispatch: a find by idempotency key
+by default), `--manual` cases in the manual queue (`--proposals` of them with an open
+two-person proposal), `--waiting` cases waiting for evidence and `--decided` manual decisions,
+seeded set-based as the table owner. Each sample picks another dispatch: a find by idempotency key
 (the automatically settled dispatch a pasted key names), by dispatch id and by approval id;
 the first page (50 rows) and the total of the manual queue, the waiting list, the proposals
 list, the triage counts and the decisions list. The figures are p50/p95/max per read, in
@@ -59,6 +60,10 @@ def _seed(url: str, args: argparse.Namespace) -> dict[str, float]:
         seed.seed_manual(conn, args.manual, prefix="m-", now_ms=now_ms)
         took["manual"] = round(time.monotonic() - t0, 1)
         t0 = time.monotonic()
+        seed.seed_proposals(conn, min(args.proposals, args.manual), prefix="m-", now_ms=now_ms)
+        seed.seed_waiting(conn, args.waiting, prefix="w-", now_ms=now_ms)
+        took["waiting and proposals"] = round(time.monotonic() - t0, 1)
+        t0 = time.monotonic()
         seed.seed_late_window(
             conn,
             args.decided,
@@ -91,12 +96,31 @@ def _reads(
             USER, CaseList.MANUAL, CaseFilter(), COUNT_CAP
         ),
         "waiting list, first page": lambda: store.list_cases(USER, CaseList.WAITING, 50),
+        "waiting list, total": lambda: store.count_cases(
+            USER, CaseList.WAITING, CaseFilter(), COUNT_CAP
+        ),
         "proposals, first page": lambda: store.list_cases(
             USER, CaseList.MANUAL, 50, None, CaseFilter(open_proposal=True)
+        ),
+        "proposals, total": lambda: store.count_cases(
+            USER, CaseList.MANUAL, CaseFilter(open_proposal=True), COUNT_CAP
         ),
         "decisions, first page": lambda: store.list_decisions(USER, DecisionFilter(), 50),
         "decisions, total": lambda: store.count_decisions(USER, DecisionFilter(), COUNT_CAP),
     }
+
+
+def _check_seeded(store: PostgresCaseReader, args: argparse.Namespace) -> None:
+    """Each list holds what was seeded: a page measured on an empty list proves nothing."""
+    pages = {
+        "manual queue": (CaseList.MANUAL, CaseFilter(), args.manual),
+        "waiting list": (CaseList.WAITING, CaseFilter(), args.waiting),
+        "proposals": (CaseList.MANUAL, CaseFilter(open_proposal=True), args.proposals),
+    }
+    for name, (which, filters, seeded) in pages.items():
+        rows = len(store.list_cases(USER, which, 50, None, filters))
+        if rows != min(50, seeded, args.manual if name == "proposals" else seeded):
+            raise SystemExit(f"the {name} shows {rows} rows of the {seeded} seeded")
 
 
 def _measure(reads: dict[str, Callable[[], Any]], samples: int) -> dict[str, dict[str, float]]:
@@ -125,6 +149,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             _grant(url)
             vacuum(url, checkpoint=True)
             with PostgresCaseReader(PostgresHandle(url)) as store:
+                _check_seeded(store, args)
                 reads = _reads(store, random.Random(args.seed), args.settled)
                 _measure(reads, max(1, args.samples // 10))  # warm the pool and the caches
                 figures = _measure(reads, args.samples)
@@ -134,6 +159,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "settled": args.settled,
         "manual": args.manual,
+        "waiting": args.waiting,
+        "proposals": args.proposals,
         "decided": args.decided,
         "samples": args.samples,
         "seeding_seconds": seeding,
@@ -150,6 +177,8 @@ def main() -> None:
     parser.add_argument("--settled", type=int, default=1_000_000)
     parser.add_argument("--manual", type=int, default=2_000)
     parser.add_argument("--decided", type=int, default=20_000)
+    parser.add_argument("--waiting", type=int, default=2_000)
+    parser.add_argument("--proposals", type=int, default=200)
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--seed", type=int, default=7)
     report = run(parser.parse_args())

@@ -88,6 +88,18 @@ def seed_manual(conn: psycopg.Connection[Any], count: int, *, prefix: str, now_m
     )
 
 
+def seed_waiting(conn: psycopg.Connection[Any], count: int, *, prefix: str, now_ms: int) -> None:
+    """The waiting list: expired leases whose controls were inspected once and re-armed."""
+    _in_batches(
+        conn, sql.SEED_WAITING, count, 1, prefix=prefix, action_type="bench.waiting", now_ms=now_ms
+    )
+
+
+def seed_proposals(conn: psycopg.Connection[Any], count: int, *, prefix: str, now_ms: int) -> None:
+    """Open two-person proposals on the first `count` manual cases seeded under `prefix`."""
+    _in_batches(conn, sql.SEED_PROPOSALS, count, 1, prefix=prefix, now_ms=now_ms)
+
+
 def seed_late_window(
     conn: psycopg.Connection[Any],
     count: int,

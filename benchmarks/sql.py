@@ -182,6 +182,52 @@ WHERE d.dispatch_id >= %(low)s AND d.dispatch_id <= %(high)s AND e.state = 'exec
 # Seeding writes executions past `leased` and receipts of expired leases in one statement: the
 # owner's import of history, which the state-machine triggers let through only with this flag
 # set in the transaction (docs/schema.md, "Importing history").
+# Waiting for evidence: expired leases, controls armed and inspected once (`missing`), the
+# next look a minute away and an escalation window of an hour from the first inspection.
+SEED_WAITING: LiteralString = (
+    """
+WITH g AS (
+    SELECT n, %(prefix)s || lpad(n::text, 9, '0') AS id
+    FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS n
+),
+"""
+    + _SEEDED_DISPATCHES
+    + """e AS (
+    INSERT INTO approved_action_executions (
+        dispatch_id, state, owner, token, version, attempt, lease_expires_at_ms, started_at_ms)
+    SELECT dispatch_id, 'executing', 'bench-executor', gen_random_uuid(), 2, 1,
+           %(now_ms)s - 1800000, %(now_ms)s - 1830000
+    FROM d
+    RETURNING dispatch_id, lease_expires_at_ms, started_at_ms
+)
+INSERT INTO approved_action_recovery_controls (
+    dispatch_id, status, execution_version, next_scan_at_ms, armed_at_ms, last_finding,
+    finding_count, finding_counts, first_inspected_at_ms, last_inspected_at_ms,
+    escalates_at_ms, recovery_version)
+SELECT dispatch_id, 'armed', 2, %(now_ms)s + 60000, started_at_ms, 'missing', 1,
+       '{"missing": 1}', lease_expires_at_ms + 1000, lease_expires_at_ms + 1000,
+       lease_expires_at_ms + 1000 + 3600000, 2
+FROM e
+"""
+)
+
+# Open two-person proposals on the first %(last)s cases of the manual queue (prefix
+# %(prefix)s), as the manual commit records a first person's decision: unsigned, which the
+# list reads never look at.
+SEED_PROPOSALS: LiteralString = """
+INSERT INTO recovery_proposals (
+    dispatch_id, mutation_id, outcome, expected_execution_version, reason_code, proposed_by,
+    project_id, project_version, role_binding_version, auth_time_ms, amr, proposed_at_ms,
+    expires_at_ms)
+SELECT d.dispatch_id, 'p-' || d.dispatch_id, 'succeeded', 2, 'checked_downstream_succeeded',
+       'bench-proposer', d.project_id, 1, 1, %(now_ms)s - 60000, '{pwd,otp}',
+       %(now_ms)s - 60000, %(now_ms)s + 86400000
+FROM approved_action_dispatches AS d
+WHERE d.dispatch_id IN (
+    SELECT %(prefix)s || lpad(n::text, 9, '0')
+    FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS n)
+"""
+
 IMPORT_HISTORY: LiteralString = "SELECT set_config('resolver.import_history', 'on', true)"
 
 RECEIPTS_COPY: LiteralString = (

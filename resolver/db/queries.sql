@@ -377,10 +377,17 @@ SELECT c.dispatch_id, d.project_id, d.action_type, c.last_finding, c.finding_cou
 FROM approved_action_recovery_controls AS c
 JOIN approved_action_dispatches AS d USING (dispatch_id)
 JOIN approved_action_executions AS e USING (dispatch_id)
-LEFT JOIN recovery_proposals AS pr
-  ON pr.dispatch_id = c.dispatch_id
- AND
-     -- include: proposal_open
+-- A probe per listed case (the open-proposal index): as a plain join, the planner could hash
+-- every open proposal against every case and sort the whole list for one page. There is at
+-- most one open proposal per dispatch; the LIMIT keeps the subquery from being flattened
+-- back into a join.
+LEFT JOIN LATERAL (
+    SELECT pr.* FROM recovery_proposals AS pr
+    WHERE pr.dispatch_id = c.dispatch_id
+      AND
+          -- include: proposal_open
+    LIMIT 1
+) AS pr ON true
 WHERE c.status = 'manual'
   -- Oldest first (the manual index's own order), or grouped by another column first
   -- (`sort`): the keyset then leads with that column. A constant sort folds away.
@@ -442,10 +449,17 @@ SELECT c.dispatch_id, d.project_id, d.action_type, c.last_finding, c.finding_cou
 FROM approved_action_recovery_controls AS c
 JOIN approved_action_dispatches AS d USING (dispatch_id)
 JOIN approved_action_executions AS e USING (dispatch_id)
-LEFT JOIN recovery_proposals AS pr
-  ON pr.dispatch_id = c.dispatch_id
- AND
-     -- include: proposal_open
+-- A probe per listed case (the open-proposal index): as a plain join, the planner could hash
+-- every open proposal against every case and sort the whole list for one page. There is at
+-- most one open proposal per dispatch; the LIMIT keeps the subquery from being flattened
+-- back into a join.
+LEFT JOIN LATERAL (
+    SELECT pr.* FROM recovery_proposals AS pr
+    WHERE pr.dispatch_id = c.dispatch_id
+      AND
+          -- include: proposal_open
+    LIMIT 1
+) AS pr ON true
 WHERE c.status = 'armed' AND c.first_inspected_at_ms IS NOT NULL
   AND CASE WHEN %(sort)s::text = 'age'
            THEN (c.first_inspected_at_ms, c.dispatch_id)
