@@ -24,7 +24,8 @@ from resolver.core.domain import (
     ProviderFailure,
     ResolutionSource,
 )
-from resolver.db.store.rows import Row, enums
+from resolver.db.store.handle import Row
+from resolver.db.store.rows import enums
 
 
 def queue_item(row: Row) -> ManualQueueItem:

@@ -26,7 +26,7 @@ from resolver.db.store.case_rows import (
     queue_item,
     two_person,
 )
-from resolver.db.store.handle import PortStore
+from resolver.db.store.handle import PortStore, Row
 
 
 class PostgresCaseReader(PortStore):
@@ -97,28 +97,20 @@ class PostgresCaseReader(PortStore):
             row = conn.execute(statement("case_get"), params).fetchone()
             if row is None:
                 return None
+
             # The case row says which of these exist: a settled case mostly has none, and
             # each read skipped is a round trip saved.
-            mutation_id = row["resolution_mutation_id"]
-            authorizations = (
-                conn.execute(
-                    statement("case_authorizations"), {"mutation_id": mutation_id}
-                ).fetchall()
-                if row["has_authorizations"]
-                else []
+            def rows_if(present: bool, name: str, params: dict[str, Any]) -> list[Row]:
+                return conn.execute(statement(name), params).fetchall() if present else []
+
+            authorizations = rows_if(
+                row["has_authorizations"],
+                "case_authorizations",
+                {"mutation_id": row["resolution_mutation_id"]},
             )
-            late = (
-                conn.execute(
-                    statement("case_late_evidence"), {"dispatch_id": dispatch_id}
-                ).fetchall()
-                if row["has_late_evidence"]
-                else []
-            )
-            proposals = (
-                conn.execute(statement("case_proposals"), {"dispatch_id": dispatch_id}).fetchall()
-                if row["has_proposals"]
-                else []
-            )
+            by_dispatch = {"dispatch_id": dispatch_id}
+            late = rows_if(row["has_late_evidence"], "case_late_evidence", by_dispatch)
+            proposals = rows_if(row["has_proposals"], "case_proposals", by_dispatch)
         return msgspec.structs.replace(
             case(row, authorizations, late),
             two_person_decisions=two_person(row["two_person_outcomes"]),

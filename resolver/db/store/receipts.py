@@ -12,7 +12,8 @@ from psycopg.types.json import Jsonb
 from resolver.core.domain import ExecutionLease
 from resolver.db.protocol import protocol_error
 from resolver.db.statements import statement
-from resolver.db.store.rows import Row, fence
+from resolver.db.store.handle import Row
+from resolver.db.store.rows import fence
 
 
 def receipt_identity(conn: psycopg.Connection[Any], lease: ExecutionLease) -> Row:

@@ -18,8 +18,7 @@ from resolver.core.domain import (
     ItemOutcome,
     LateWatch,
 )
-
-Row = dict[str, Any]
+from resolver.db.store.handle import Row
 
 
 def enums(row: Row, **columns: Callable[[str], StrEnum]) -> None:
