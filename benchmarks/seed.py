@@ -84,14 +84,29 @@ def seed_closed(
 def seed_manual(conn: psycopg.Connection[Any], count: int, *, prefix: str, now_ms: int) -> None:
     """The manual queue: recovery_required executions whose controls wait for a human."""
     _in_batches(
-        conn, sql.SEED_MANUAL, count, 1, prefix=prefix, action_type="bench.manual", now_ms=now_ms
+        conn,
+        sql.SEED_MANUAL,
+        count,
+        1,
+        prefix=prefix,
+        action_type="bench.manual",
+        lease_expires_at_ms=now_ms - 3_600_000,
+        started_at_ms=now_ms - 3_630_000,
     )
 
 
 def seed_waiting(conn: psycopg.Connection[Any], count: int, *, prefix: str, now_ms: int) -> None:
     """The waiting list: expired leases whose controls were inspected once and re-armed."""
     _in_batches(
-        conn, sql.SEED_WAITING, count, 1, prefix=prefix, action_type="bench.waiting", now_ms=now_ms
+        conn,
+        sql.SEED_WAITING,
+        count,
+        1,
+        prefix=prefix,
+        action_type="bench.waiting",
+        now_ms=now_ms,
+        lease_expires_at_ms=now_ms - 1_800_000,
+        started_at_ms=now_ms - 1_830_000,
     )
 
 

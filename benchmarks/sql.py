@@ -13,6 +13,15 @@ from __future__ import annotations
 
 from typing import LiteralString
 
+# Every seed's ids: `n` from %(first)s to %(last)s, each id %(prefix)s and `n` padded to nine
+# digits (the CTE `g`).
+_SEEDED_IDS: LiteralString = """
+WITH g AS (
+    SELECT n, %(prefix)s || lpad(n::text, 9, '0') AS id
+    FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS n
+),
+"""
+
 # Every seed's dispatches, one per row of its `g` (n, id): the CTE `d` of each statement below.
 _SEEDED_DISPATCHES: LiteralString = """
 d AS (
@@ -26,15 +35,10 @@ d AS (
 ),
 """
 
-# Past the start barrier with a lease until %(lease_expires_at_ms)s, control armed: due
-# (recovery_required) once the lease has expired, never claimable while it is live.
-SEED_ARMED: LiteralString = (
-    """
-WITH g AS (
-    SELECT n, %(prefix)s || lpad(n::text, 9, '0') AS id
-    FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS n
-),
-"""
+# Every seed's executions past the start barrier, leased until %(lease_expires_at_ms)s: the
+# CTE `e` (with `g` and `d` before it), which each statement below follows with its controls.
+_SEEDED_EXECUTING: LiteralString = (
+    _SEEDED_IDS
     + _SEEDED_DISPATCHES
     + """e AS (
     INSERT INTO approved_action_executions (
@@ -44,7 +48,14 @@ WITH g AS (
     FROM d
     RETURNING dispatch_id, lease_expires_at_ms, started_at_ms
 )
-INSERT INTO approved_action_recovery_controls (
+"""
+)
+
+# Past the start barrier with a lease until %(lease_expires_at_ms)s, control armed: due
+# (recovery_required) once the lease has expired, never claimable while it is live.
+SEED_ARMED: LiteralString = (
+    _SEEDED_EXECUTING
+    + """INSERT INTO approved_action_recovery_controls (
     dispatch_id, status, execution_version, next_scan_at_ms, armed_at_ms)
 SELECT dispatch_id, 'armed', 2, lease_expires_at_ms, started_at_ms FROM e
 """
@@ -52,12 +63,7 @@ SELECT dispatch_id, 'armed', 2, lease_expires_at_ms, started_at_ms FROM e
 
 # Settled history: completed executions (half by their executor, half by a resolution).
 SEED_CLOSED: LiteralString = (
-    """
-WITH g AS (
-    SELECT n, %(prefix)s || lpad(n::text, 9, '0') AS id
-    FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS n
-),
-"""
+    _SEEDED_IDS
     + _SEEDED_DISPATCHES
     + """e AS (
     INSERT INTO approved_action_executions (
@@ -91,22 +97,8 @@ FROM e
 # The manual queue: executions recovery_required (lease expired long ago) whose controls a
 # conflicting finding handed to a human, as the automatic commit leaves them.
 SEED_MANUAL: LiteralString = (
-    """
-WITH g AS (
-    SELECT n, %(prefix)s || lpad(n::text, 9, '0') AS id
-    FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS n
-),
-"""
-    + _SEEDED_DISPATCHES
-    + """e AS (
-    INSERT INTO approved_action_executions (
-        dispatch_id, state, owner, token, version, attempt, lease_expires_at_ms, started_at_ms)
-    SELECT dispatch_id, 'executing', 'bench-executor', gen_random_uuid(), 2, 1,
-           %(now_ms)s - 3600000, %(now_ms)s - 3630000
-    FROM d
-    RETURNING dispatch_id, lease_expires_at_ms, started_at_ms
-)
-INSERT INTO approved_action_recovery_controls (
+    _SEEDED_EXECUTING
+    + """INSERT INTO approved_action_recovery_controls (
     dispatch_id, status, execution_version, next_scan_at_ms, armed_at_ms, manual_at_ms,
     manual_reason, last_finding, finding_count, finding_counts, first_inspected_at_ms,
     last_inspected_at_ms, recovery_version)
@@ -185,22 +177,8 @@ WHERE d.dispatch_id >= %(low)s AND d.dispatch_id <= %(high)s AND e.state = 'exec
 # Waiting for evidence: expired leases, controls armed and inspected once (`missing`), the
 # next look a minute away and an escalation window of an hour from the first inspection.
 SEED_WAITING: LiteralString = (
-    """
-WITH g AS (
-    SELECT n, %(prefix)s || lpad(n::text, 9, '0') AS id
-    FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS n
-),
-"""
-    + _SEEDED_DISPATCHES
-    + """e AS (
-    INSERT INTO approved_action_executions (
-        dispatch_id, state, owner, token, version, attempt, lease_expires_at_ms, started_at_ms)
-    SELECT dispatch_id, 'executing', 'bench-executor', gen_random_uuid(), 2, 1,
-           %(now_ms)s - 1800000, %(now_ms)s - 1830000
-    FROM d
-    RETURNING dispatch_id, lease_expires_at_ms, started_at_ms
-)
-INSERT INTO approved_action_recovery_controls (
+    _SEEDED_EXECUTING
+    + """INSERT INTO approved_action_recovery_controls (
     dispatch_id, status, execution_version, next_scan_at_ms, armed_at_ms, last_finding,
     finding_count, finding_counts, first_inspected_at_ms, last_inspected_at_ms,
     escalates_at_ms, recovery_version)
