@@ -2,29 +2,38 @@
 
 The key comes from the dispatch's immutable identity (`resolver.evidence.object_store`):
 `{prefix}{project_id}/{dispatch_id}.receipt.json`. Executors publish it once with a
-conditional PUT that refuses to overwrite (docs/executor-sdk.md); this provider GETs it.
+conditional PUT that refuses to overwrite (docs/executor-sdk.md); this provider reads it.
 
-| what the store answers                                        | finding                       |
-|---------------------------------------------------------------|-------------------------------|
-| the object, receipt v1 verifies, outcome succeeded / failed   | verified_succeeded / _failed  |
-| the object with any shape, size, key, signature or identity mismatch | conflict               |
-| versioned bucket: more than one version, or a delete marker   | conflict (it was overwritten) |
-| NoSuchKey (404), or no version of the key                     | missing                       |
-| 403, NoSuchBucket, a redirect, another 4xx, no credentials    | unavailable (`configuration`) |
-| 5xx, 503 SlowDown, 429, a refused or reset connection, DNS    | unavailable (`outage`)        |
-| a connect or read timeout, or the page's time ran out         | unavailable (`timeout`)       |
+Evidence fails closed: a store that could replace a receipt without leaving a trace is not
+evidence. At start the provider asks the bucket whether it keeps versions
+(GetBucketVersioning, a read); a bucket that does not is a configuration error unless the
+operator accepted that weaker evidence (`accept_overwritable_store: true`). On a versioned
+bucket the provider lists the versions of the one key and reads the **first**: any later
+version or delete marker is a conflict of its own, whether or not the store honoured the
+publisher's `If-None-Match`.
 
-With `versioned: true` the provider first lists the versions of that one key
-(ListObjectVersions with the key as prefix): a GET answers the newest version only, and only
-the version listing shows that an older one existed or that one was deleted. It then GETs the
-one version it listed, by id. Without versioning it sends one GET and lists nothing.
+| what the store holds                                       | finding                      |
+|------------------------------------------------------------|------------------------------|
+| one version; receipt v1 verifies, outcome succeeded/failed | verified_succeeded / _failed |
+| the first version fails a receipt check                    | conflict (its reason)        |
+| a later version, or a delete marker                        | conflict (`overwritten`,     |
+|                                                            | `deleted`)                   |
+| the first version written while versioning was off         | conflict (`written_unversioned`) |
+| the first version stored after the lease ended             | conflict (`published_late`)  |
+| over the size cap                                          | conflict (`too_large`)       |
+| NoSuchKey (404), or no version of the key                  | missing                      |
+| 403, NoSuchBucket, a redirect, another 4xx, no credentials | unavailable (configuration)  |
+| 5xx, 503 SlowDown, 429, a refused or reset connection, DNS | unavailable (outage)         |
+| a connect or read timeout, or the page's time ran out      | unavailable (timeout)        |
 """
 
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
+from datetime import datetime
 from typing import Any
 
 import structlog
@@ -33,6 +42,7 @@ from pydantic import Field
 from resolver.evidence import (
     MAX_RAW_RECEIPT_BYTES,
     Capability,
+    ConfigError,
     DispatchIdentity,
     Finding,
     FindingKind,
@@ -41,22 +51,38 @@ from resolver.evidence import (
     parse_provider_settings,
     receipt_finding,
 )
-from resolver.evidence.object_store import ObjectStoreSettings, make_client, receipt_key
+from resolver.evidence.object_store import (
+    ObjectStoreSettings,
+    bucket_versioning,
+    make_client,
+    receipt_key,
+)
 
 NAME = "object_receipt"
 log = structlog.get_logger("providers.object_receipt")
 
 _MISSING = Finding(FindingKind.MISSING)
-_CONFLICT = Finding(FindingKind.CONFLICT)
 _TIMEOUT = Finding(FindingKind.UNAVAILABLE, failure=ProviderFailure.TIMEOUT, cause="timeout")
 _TRANSIENT_4XX = frozenset({408, 425, 429})
+# Versions listed per key: the key is the listing's prefix, so a longer key that starts with
+# it may share the page; more versions of the key itself than fit are a conflict anyway.
+_LISTED_VERSIONS = 8
+# The version id a store gives an object written while the bucket kept no versions.
+_NULL_VERSION = "null"
 
 
 class ObjectReceiptSettings(ObjectStoreSettings):
-    versioned: bool = Field(
+    accept_overwritable_store: bool = Field(
         default=False,
-        description="set true when the bucket keeps versions: an overwritten receipt is then "
-        "a conflict",
+        description="set true only to accept a bucket without versioning, where a receipt "
+        "can be replaced without a trace (docs/providers.md, weaker evidence)",
+    )
+    max_clock_skew_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        le=60,
+        description="use 0..60 seconds: how far the store's clock may run ahead of the "
+        "database's before a receipt counts as stored after the lease ended",
     )
     max_in_flight: int = Field(
         default=16,
@@ -66,9 +92,45 @@ class ObjectReceiptSettings(ObjectStoreSettings):
     )
 
 
+class _StoreGuarantee:
+    """Whether the bucket keeps versions, asked once (again while the store did not answer).
+
+    A bucket that keeps none is refused unless the weaker evidence was accepted; the answer
+    is cached once it is known, a failure to ask is the inspection's failure.
+    """
+
+    def __init__(self, client: Any, settings: ObjectReceiptSettings) -> None:
+        self._client = client
+        self._settings = settings
+        self._lock = threading.Lock()
+        self._versioned: bool | None = None
+
+    def versioned(self) -> bool:
+        if self._versioned is None:
+            with self._lock:
+                if self._versioned is None:
+                    self._versioned = self._ask()
+        return self._versioned
+
+    def _ask(self) -> bool:
+        settings = self._settings
+        status = bucket_versioning(self._client, settings.bucket)
+        if status == "Enabled":
+            return True
+        if not settings.accept_overwritable_store:
+            raise ConfigError(
+                f"bucket {settings.bucket} keeps no versions (the store says "
+                f"{status or 'never enabled'}), so a receipt there can be replaced without a "
+                "trace; enable versioning on the bucket, or set accept_overwritable_store: true "
+                "to accept that weaker evidence (docs/providers.md)"
+            )
+        return False
+
+
 class ObjectReceiptProvider:
-    """One GET per dispatch (a listing and a GET when versioned), a page's requests run at
-    once on a small pool; what is not answered within the timeout reads as unavailable."""
+    """A version listing and one GET per dispatch (one GET on an accepted unversioned
+    bucket); a page's requests run at once on a small pool; what is not answered within the
+    timeout reads as unavailable."""
 
     capability = Capability.AUTOMATIC
     # The page waits at most timeout_seconds for its requests (the botocore timeouts bound
@@ -79,8 +141,28 @@ class ObjectReceiptProvider:
         self._client = client
         self._settings = settings
         self._keys = keys.require_keys(NAME)
+        self._guarantee = _StoreGuarantee(client, settings)
+        self._skew_ms = int(settings.max_clock_skew_seconds * 1000)
         self.timeout_seconds = settings.timeout_seconds
         self._pool = ThreadPoolExecutor(settings.max_in_flight, thread_name_prefix=NAME)
+
+    def check_store(self) -> None:
+        """Ask the bucket what it guarantees now: a `ConfigError` if it keeps no versions
+        and nobody accepted that; a store that does not answer is asked again later."""
+        try:
+            self._guarantee.versioned()
+        except ConfigError:
+            raise
+        except Exception as exc:
+            finding = _failure(None, exc)
+            if finding.failure is ProviderFailure.CONFIGURATION:
+                raise ConfigError(
+                    f"bucket {self._settings.bucket}: the store refused GetBucketVersioning "
+                    f"({finding.cause}); grant s3:GetBucketVersioning on the bucket to the "
+                    "resolver's identity (docs/providers.md)"
+                ) from None
+            bucket = self._settings.bucket
+            log.warning("receipt_store_unchecked", bucket=bucket, cause=finding.cause)
 
     def inspect(self, identity: DispatchIdentity) -> Finding:
         return self.inspect_page([identity])[identity.dispatch_id]
@@ -96,41 +178,69 @@ class ObjectReceiptProvider:
     def _inspect_one(self, identity: DispatchIdentity) -> Finding:
         key = receipt_key(self._settings.prefix, identity.project_id, identity.dispatch_id)
         try:
-            return self._read(identity, key)
+            if self._guarantee.versioned():
+                return self._read_first_version(identity, key)
+            return self._read(identity, {"Key": key})
+        except ConfigError:
+            # The bucket lost its guarantee (or was never asked): nothing it holds is evidence.
+            return _unavailable(ProviderFailure.CONFIGURATION, "unversioned_bucket")
         except Exception as exc:
             return _failure(identity, exc)
 
-    def _read(self, identity: DispatchIdentity, key: str) -> Finding:
-        bucket = self._settings.bucket
-        request: dict[str, Any] = {"Bucket": bucket, "Key": key}
-        if self._settings.versioned:
-            listed = self._client.list_object_versions(Bucket=bucket, Prefix=key, MaxKeys=4)
-            versions = [v for v in listed.get("Versions", ()) if v["Key"] == key]
-            markers = [m for m in listed.get("DeleteMarkers", ()) if m["Key"] == key]
-            if not versions and not markers:
-                return _MISSING
-            if len(versions) != 1 or markers:
-                _rejected(identity, "overwritten")
-                return _CONFLICT
-            request["VersionId"] = versions[0]["VersionId"]
+    def _read_first_version(self, identity: DispatchIdentity, key: str) -> Finding:
+        listed = self._client.list_object_versions(
+            Bucket=self._settings.bucket, Prefix=key, MaxKeys=_LISTED_VERSIONS
+        )
+        versions = [v for v in listed.get("Versions", ()) if v["Key"] == key]
+        markers = [m for m in listed.get("DeleteMarkers", ()) if m["Key"] == key]
+        if not versions and not markers:
+            return _MISSING
+        if not versions or (listed.get("IsTruncated") and listed.get("NextKeyMarker") == key):
+            # Only markers, or more versions than a page: the first is beyond what we read.
+            return _rejected(identity, "deleted" if not versions else "overwritten")
+        # A store lists a key's versions newest first: the first version is the last listed
+        # (not the oldest LastModified: two versions may share a second).
+        first = versions[-1]
+        found = self._read(identity, {"Key": key, "VersionId": first["VersionId"]})
+        if found.kind is FindingKind.CONFLICT:
+            return found
+        if markers:
+            return _rejected(identity, "deleted")
+        if len(versions) > 1:
+            return _rejected(identity, "overwritten")
+        if first["VersionId"] == _NULL_VERSION and not self._settings.accept_overwritable_store:
+            return _rejected(identity, "written_unversioned")
+        return found
+
+    def _read(self, identity: DispatchIdentity, request: dict[str, Any]) -> Finding:
         try:
-            reply = self._client.get_object(**request)
+            reply = self._client.get_object(Bucket=self._settings.bucket, **request)
         except Exception as exc:
-            if _code(exc) == "NoSuchKey":
+            if _code(exc) in ("NoSuchKey", "NoSuchVersion"):
                 return _MISSING
             raise
         body = reply["Body"]
         try:
             if reply.get("ContentLength", 0) > MAX_RAW_RECEIPT_BYTES:
-                _rejected(identity, "too_large")
-                return _CONFLICT
+                return _rejected(identity, "too_large")
             data = body.read(MAX_RAW_RECEIPT_BYTES + 1)
         finally:
             body.close()
         if len(data) > MAX_RAW_RECEIPT_BYTES:
-            _rejected(identity, "too_large")
-            return _CONFLICT
-        return receipt_finding(data, identity, self._keys, source=NAME)
+            return _rejected(identity, "too_large")
+        found = receipt_finding(data, identity, self._keys, source=NAME)
+        if found.kind.is_verified and self._stored_late(identity, reply.get("LastModified")):
+            return _rejected(identity, "published_late")
+        return found
+
+    def _stored_late(self, identity: DispatchIdentity, stored: datetime | None) -> bool:
+        """The store recorded the object after the lease ended: a PUT held somewhere and
+        applied late. An executor sends none that could land after its lease (the SDKs'
+        rule), so what the store shows once recovery may read stays what it will show."""
+        if identity.lease_expires_at_ms is None or stored is None:
+            return False
+        stored_ms = int(stored.timestamp() * 1000)
+        return stored_ms > identity.lease_expires_at_ms + self._skew_ms
 
     def close(self) -> None:
         """Stop the pool and close the pooled connections (the registry calls this)."""
@@ -138,8 +248,9 @@ class ObjectReceiptProvider:
         self._client.close()
 
 
-def _rejected(identity: DispatchIdentity, reason: str) -> None:
+def _rejected(identity: DispatchIdentity, reason: str) -> Finding:
     log.warning("receipt_rejected", source=NAME, dispatch_id=identity.dispatch_id, reason=reason)
+    return Finding(FindingKind.CONFLICT, cause=reason)
 
 
 def _code(exc: BaseException) -> str:
@@ -156,13 +267,15 @@ def _status(exc: BaseException) -> int:
     return 0
 
 
-def _failure(identity: DispatchIdentity, exc: BaseException) -> Finding:
+def _failure(identity: DispatchIdentity | None, exc: BaseException) -> Finding:
     """What a failed request means: it heals (outage, timeout) or it will not (configuration)."""
     bx = importlib.import_module("botocore.exceptions")  # untyped: see object_store
 
     # Debug: the reconciler logs the classified failure once per cycle and action type.
     log.debug(
-        "receipt_store_unavailable", dispatch_id=identity.dispatch_id, error=type(exc).__name__
+        "receipt_store_unavailable",
+        dispatch_id=identity.dispatch_id if identity else None,
+        error=type(exc).__name__,
     )
     if isinstance(exc, bx.ConnectTimeoutError | bx.ReadTimeoutError):
         return _TIMEOUT
@@ -189,8 +302,15 @@ def _unavailable(failure: ProviderFailure, cause: str) -> Finding:
 
 
 def create(settings: Mapping[str, Any]) -> ObjectReceiptProvider:
-    """The `resolver.providers` entry point: settings from the YAML config."""
+    """The `resolver.providers` entry point: settings from the YAML config. A bucket that
+    keeps no versions is refused here, unless its weaker evidence was accepted."""
     parsed = parse_provider_settings(ObjectReceiptSettings, settings, NAME)
     keys = KeyRing.from_environment().require_keys(NAME)
     client = make_client(parsed, max_pool=parsed.max_in_flight, read_only=True)
-    return ObjectReceiptProvider(client, parsed, keys)
+    provider = ObjectReceiptProvider(client, parsed, keys)
+    try:
+        provider.check_store()
+    except BaseException:
+        provider.close()
+        raise
+    return provider

@@ -114,6 +114,23 @@ _VERIFIED_KINDS = frozenset(
 )
 
 
+# The reason a conflict carries when its provider named none (`Finding.reason`).
+UNEXPLAINED_CONFLICT = "unexplained"
+# Conflict reasons that suggest the evidence itself was forged or tampered with: confirming
+# such a case as succeeded needs the decision's own acknowledgement (`tamper_acknowledged`),
+# which the API requires and the console asks for.
+TAMPERING_REASONS = frozenset(
+    {
+        "unknown_kid",
+        "bad_signature",
+        "digest_mismatch",
+        "identity_mismatch",
+        # object_receipt: a receipt object replaced or removed after it was published.
+        "overwritten",
+        "deleted",
+    }
+)
+
 # The manual reason of a control whose non-final finding outlasted its escalation window.
 ESCALATION_REASON = "evidence_window_elapsed"
 # The findings an escalation window may be configured for: those the routing re-arms (neither
@@ -202,6 +219,11 @@ class DispatchIdentity(msgspec.Struct, frozen=True):
     attempt: int
     started_at_ms: int
     idempotency_key: str
+    lease_expires_at_ms: int | None = None
+    """When the execution's lease ran out, on the database clock, as recovery read it (None
+    where no lease end is known: a contract harness, a caller of its own). Not part of what a
+    receipt binds: a provider whose store records when evidence arrived may refuse what
+    arrived after it (`object_receipt`: `published_late`)."""
 
 
 class Finding(msgspec.Struct, frozen=True):
@@ -239,6 +261,17 @@ class Finding(msgspec.Struct, frozen=True):
                 )
         elif self.evidence_digest is not None or self.result_code is not None:
             raise ValueError(f"a {self.kind} finding carries no evidence")
+
+    @property
+    def reason(self) -> str | None:
+        """The reason code the control keeps (`last_reason`): the provider's cause, else an
+        unavailable source's failure class; a conflict always has one (`unexplained` when
+        its provider named none), so no conflict reaches a person without a reason."""
+        if self.cause is not None:
+            return self.cause
+        if self.failure is not None:
+            return self.failure.value
+        return UNEXPLAINED_CONFLICT if self.kind is FindingKind.CONFLICT else None
 
     @property
     def outcome(self) -> Outcome | None:
@@ -552,6 +585,14 @@ class ManualContext(msgspec.Struct, frozen=True):
     mutation_proposal_closed_as: str | None = None
     """The mutation id names a proposal (or its closing): how it ended, None while open."""
     mutation_proposed_by: str | None = None
+    last_finding: str | None = None
+    """The control's last finding and its reason code: what the decision is taken on."""
+    last_reason: str | None = None
+
+    @property
+    def suggests_tampering(self) -> bool:
+        """The evidence conflicts for a reason that suggests forgery or tampering."""
+        return self.last_finding == FindingKind.CONFLICT and self.last_reason in TAMPERING_REASONS
 
 
 class OpenProposal(msgspec.Struct, frozen=True):
@@ -868,6 +909,9 @@ class ManualDecision(msgspec.Struct, frozen=True):
     expected_execution_version: int
     reason_code: str
     evidence_digest: str | None = None
+    tamper_acknowledged: bool = False
+    """The person knows the evidence may be forged and checked the downstream system: what
+    `confirm_succeeded` needs on a conflict whose reason is in `TAMPERING_REASONS`."""
 
     def __post_init__(self) -> None:
         check_mutation_id(self.mutation_id)

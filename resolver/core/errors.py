@@ -84,6 +84,14 @@ class ProposalConflict(FenceConflict):
         self.code = code
 
 
+class TamperAcknowledgementRequired(FenceConflict):
+    """`confirm_succeeded` on a case whose evidence conflicts for a reason that suggests
+    forgery or tampering, without the decision's `tamper_acknowledged`: nothing was written.
+    The API answers a 409 problem with this code."""
+
+    code = "tamper_acknowledgement_required"
+
+
 class LeaseLost(FenceConflict):
     """The caller's execution lease expired or was taken over; it may no longer start."""
 

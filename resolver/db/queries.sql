@@ -140,7 +140,7 @@ WHERE c.dispatch_id = due.dispatch_id
 RETURNING c.dispatch_id, c.recovery_token::text, c.recovery_version, c.execution_version,
           c.finding_count, d.schema_version, d.approval_request_id, d.project_id,
           d.action_type, d.action_digest, d.idempotency_key, e.attempt, e.started_at_ms,
-          now.ms AS claimed_at_ms;
+          e.lease_expires_at_ms, now.ms AS claimed_at_ms;
 
 -- name: commit_automatic
 -- The fenced page commit (resolver_commit_automatic, resolver/db/schema/08_commits.sql): locks
@@ -184,7 +184,8 @@ WHERE b.project_id = %(project_id)s AND b.user_id = %(user_id)s
   AND b.permission = 'approval.recover';
 
 -- name: manual_context_get
--- Everything needed to explain why a manual commit did not apply.
+-- Everything needed to explain why a manual commit did not apply, and the evidence the
+-- decision is taken on (the control's last finding and reason).
 SELECT d.project_id, e.state, e.version, e.lease_expires_at_ms,
        c.status AS control_status,
        r.mutation_id AS resolution_mutation_id, r.source AS resolution_source,
@@ -197,6 +198,7 @@ SELECT d.project_id, e.state, e.version, e.lease_expires_at_ms,
         WHERE a.mutation_id = r.mutation_id AND a.user_id <> r.actor_user_id
         LIMIT 1) AS resolution_confirmed_by,
        mp.closed_as AS mutation_proposal_closed_as, mp.proposed_by AS mutation_proposed_by,
+       c.last_finding, c.last_reason,
        resolver_now_ms(%(now_ms)s) AS db_now_ms
 FROM approved_action_dispatches AS d
 JOIN approved_action_executions AS e USING (dispatch_id)
@@ -872,7 +874,8 @@ WHERE w.dispatch_id = due.dispatch_id
   AND d.dispatch_id = w.dispatch_id
 RETURNING w.dispatch_id, w.watch_token::text, w.decided_outcome, w.observations,
           d.schema_version, d.approval_request_id, d.project_id, d.action_type,
-          d.action_digest, d.idempotency_key, e.attempt, e.started_at_ms;
+          d.action_digest, d.idempotency_key, e.attempt, e.started_at_ms,
+          e.lease_expires_at_ms;
 
 -- name: late_watch_expire
 -- Closes up to %(limit)s open watches whose window has elapsed on the database clock (the

@@ -47,12 +47,16 @@ def action_types(endpoint_url: str, bucket: str) -> dict[str, dict[str, object]]
 
 
 def ensure_bucket(endpoint_url: str, bucket: str) -> None:
-    """The demo's store may be empty (a fresh MinIO or moto): make the bucket if it is."""
+    """The demo's store may be empty (a fresh MinIO or moto): make the bucket if it is, with
+    versioning on (`object_receipt` reads no bucket that could overwrite silently)."""
     client: Any = make_client(settings(endpoint_url, bucket), max_pool=1, read_only=False)
     try:
         existing = {b["Name"] for b in client.list_buckets().get("Buckets", [])}
         if bucket not in existing:
             client.create_bucket(Bucket=bucket)
+            client.put_bucket_versioning(
+                Bucket=bucket, VersioningConfiguration={"Status": "Enabled"}
+            )
     finally:
         client.close()
 

@@ -166,6 +166,9 @@ class ProviderContract:
         finding = provider.inspect(identity)
         assert not finding.kind.is_verified
         assert finding.kind is expected_kind(provider, scenario)
+        if finding.kind is FindingKind.CONFLICT:
+            # A person decides a conflict: the finding says why (its cause, a reason code).
+            assert finding.cause is not None, f"{scenario.value}: a conflict names its cause"
 
     def test_still_running(self, provider_harness: ProviderHarness) -> None:
         identity = planted(provider_harness, Scenario.STILL_RUNNING)

@@ -10,8 +10,11 @@ projects' receipts. Ids match `[A-Za-z0-9][A-Za-z0-9_.:-]*`, so a key never hold
 anything a URL must escape beyond what the client does.
 
 The client is botocore's (SigV4, the standard credential chain: environment, web identity
-for IRSA / workload identity, container and instance metadata, profiles). It is imported
-only when an object-storage provider or publisher is built: the `s3` extra installs it.
+for IRSA / workload identity, container and instance metadata, profiles). `profile` names a
+profile of the shared AWS config files instead, so each action type may read or publish as
+its own identity (a profile may assume a role: `role_arn` with `source_profile`,
+`credential_source` or `web_identity_token_file`). It is imported only when an
+object-storage provider or publisher is built: the `s3` extra installs it.
 """
 
 from __future__ import annotations
@@ -28,8 +31,10 @@ from resolver.core.errors import ConfigError
 BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]\Z")
 PREFIX_PATTERN = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}/){0,8}\Z")
 RECEIPT_SUFFIX = ".receipt.json"
+# Profile names of the shared AWS config files (letters, digits and a few separators).
+PROFILE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.@+=,\-]{0,63}$"
 # The only operations a reader may send; every one of them is an HTTP GET.
-READ_OPERATIONS = frozenset({"GetObject", "ListObjectVersions"})
+READ_OPERATIONS = frozenset({"GetObject", "ListObjectVersions", "GetBucketVersioning"})
 _READ_METHODS = frozenset({"GET", "HEAD"})
 
 
@@ -58,6 +63,12 @@ class ObjectStoreSettings(BaseModel):
     )
     timeout_seconds: float = Field(
         default=5.0, gt=0, le=60, description="use a number of seconds in (0, 60]"
+    )
+    profile: str | None = Field(
+        default=None,
+        pattern=PROFILE_PATTERN,
+        description="name a profile of the shared AWS config files (AWS_CONFIG_FILE, "
+        "AWS_SHARED_CREDENTIALS_FILE) to use its identity, e.g. a role for this action type",
     )
 
     @field_validator("bucket")
@@ -92,8 +103,8 @@ def make_client(
 ) -> Any:
     """A botocore S3 client with the settings' timeouts and no retries of its own.
 
-    `session`: a botocore session to take credentials from (a profile, say); by default a
-    new one with the standard credential chain.
+    `session`: a botocore session to take credentials from; by default a new one with the
+    settings' `profile`, or the standard credential chain when it names none.
 
     `read_only`: a handler refuses, before signing, any operation but the reads above and
     any request that is not a GET/HEAD, so a reader cannot write even by mistake.
@@ -120,12 +131,33 @@ def make_client(
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
     )
-    session = session or botocore_session.get_session()
+    if session is None:
+        session = _session(botocore_session, settings.profile)
     client = session.create_client("s3", endpoint_url=settings.endpoint_url, config=config)
     if read_only:
         client.meta.events.register("before-call.s3", _refuse_writes)
         client.meta.events.register("before-send.s3", _refuse_write_methods)
     return client
+
+
+def _session(botocore_session: Any, profile: str | None) -> Any:
+    """A session with the standard credential chain, or the named profile's identity."""
+    if profile is None:
+        return botocore_session.get_session()
+    session = botocore_session.Session(profile=profile)
+    if profile not in session.available_profiles:
+        raise ConfigError(
+            f"profile: {profile!r} is in no shared AWS config file; add a [profile {profile}] "
+            "section to the file AWS_CONFIG_FILE names (or ~/.aws/config), or remove the setting"
+        )
+    return session
+
+
+def bucket_versioning(client: Any, bucket: str) -> str | None:
+    """The bucket's versioning status as the store reports it: `Enabled`, `Suspended`, or
+    None when versioning was never turned on (or the store does not say)."""
+    status = client.get_bucket_versioning(Bucket=bucket).get("Status")
+    return str(status) if status else None
 
 
 def _refuse_writes(model: Any, **_: Any) -> None:

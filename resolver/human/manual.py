@@ -15,6 +15,7 @@ import copy
 from resolver.core.domain import (
     REASON_CODE_PATTERN,
     Authority,
+    Decision,
     DecisionLimits,
     ExecutionState,
     Grant,
@@ -36,6 +37,7 @@ from resolver.core.errors import (
     PermissionDenied,
     ProposalConflict,
     StrongAuthRequired,
+    TamperAcknowledgementRequired,
 )
 from resolver.core.ports import ManualStore
 from resolver.human.signing import DecisionFacts, FactSigner, PersonFacts
@@ -106,6 +108,7 @@ class ManualResolutionService:
         self._require_strong(principal)
         context = self._context(decision.dispatch_id, decision.mutation_id)
         grant = self._grant(decision.dispatch_id, context.project_id, principal)
+        _require_tamper_acknowledgement(context, decision)
         authority = Authority(principal, context.project_id, grant)
         answer = self._store.commit_manual(
             authority, decision, self._sign(authority, decision), self._limits
@@ -252,6 +255,24 @@ class ManualResolutionService:
         raise FenceConflict(
             f"decision on {decision.dispatch_id!r} lost a concurrent update; retry",
             current=as_now,
+        )
+
+
+def _require_tamper_acknowledgement(context: ManualContext, decision: ManualDecision) -> None:
+    """A possible forgery is never confirmed as succeeded by one click: the decision itself
+    must say the person knows and checked the downstream system (the console asks; this is
+    where it is enforced). A settled case is left to the commit's replay rules."""
+    if (
+        decision.decision is Decision.CONFIRM_SUCCEEDED
+        and not decision.tamper_acknowledged
+        and context.state is ExecutionState.EXECUTING
+        and context.suggests_tampering
+    ):
+        raise TamperAcknowledgementRequired(
+            f"the evidence conflicts ({context.last_reason}) in a way that suggests forgery or "
+            "tampering: confirm succeeded only after checking the downstream system, and say "
+            "so with tamper_acknowledged: true",
+            current=_as_now(context),
         )
 
 

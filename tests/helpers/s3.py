@@ -14,10 +14,11 @@ import json
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import botocore.session
@@ -28,12 +29,26 @@ from resolver.evidence.object_store import ObjectStoreSettings, make_client
 
 REGION = "us-east-1"
 BUCKET = "receipts"
-VERSIONED_BUCKET = "receipts-versioned"
+"""Keeps every version: what the docs require."""
+UNVERSIONED_BUCKET = "receipts-unversioned"
+"""Keeps no versions: `object_receipt` reads it only with `accept_overwritable_store`."""
 PREFIX = "receipts/"
 
 _SERVER = """
 import sys, threading
+import moto.iam.access_control as access
 from moto.server import ThreadedMotoServer
+
+# moto checks a version listing as the action s3:ListObjectVersions (the API operation's
+# name); AWS checks s3:ListBucketVersions, the name the docs' policies grant.
+_AWS_ACTIONS = {"s3:ListObjectVersions": "s3:ListBucketVersions"}
+_checked = access.S3IAMRequest.__init__
+
+def _as_aws_names(self, *args, **kwargs):
+    _checked(self, *args, **kwargs)
+    self._action = _AWS_ACTIONS.get(self._action, self._action)
+
+access.S3IAMRequest.__init__ = _as_aws_names
 server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
 server.start()
 print(server.get_host_and_port()[1], flush=True)
@@ -43,8 +58,9 @@ server.stop()
 
 
 def reader_policy(bucket: str, prefix: str) -> dict[str, Any]:
-    """docs/providers.md's read-only policy: read receipts under the prefix, list that prefix
-    (so an absent key answers 404, not 403) and, on a versioned bucket, its versions."""
+    """docs/providers.md's read-only policy: read receipts (and their versions) under the
+    prefix, list that prefix's versions (so an absent key answers 404, not 403), and read
+    whether the bucket keeps versions."""
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -58,6 +74,11 @@ def reader_policy(bucket: str, prefix: str) -> dict[str, Any]:
                 "Action": ["s3:ListBucket", "s3:ListBucketVersions"],
                 "Resource": f"arn:aws:s3:::{bucket}",
                 "Condition": {"StringLike": {"s3:prefix": [f"{prefix}*"]}},
+            },
+            {
+                "Effect": "Allow",
+                "Action": "s3:GetBucketVersioning",
+                "Resource": f"arn:aws:s3:::{bucket}",
             },
         ],
     }
@@ -214,6 +235,60 @@ class S3Server:
         settings = ObjectStoreSettings(**{**self.settings(bucket), **extra})
         return make_client(settings, max_pool=16, read_only=True, session=session_of(self.reader))
 
+    def role_profiles(self, directory: Path, roles: Mapping[str, dict[str, Any]]) -> dict[str, str]:
+        """A role per name with its policy, and the shared AWS config files that name each as
+        a profile assuming it (`role_arn` with `source_profile`) from one base user that may
+        only assume them: the environment to point botocore at those files and this STS."""
+        url = f"http://127.0.0.1:{self.upstream_port}"
+        iam = self.client_for("iam", self.admin, direct=True)
+        trust = {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "sts:AssumeRole"}
+            ],
+        }
+        arns = {}
+        for name, policy in roles.items():
+            role = iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust))
+            iam.put_role_policy(RoleName=name, PolicyName=name, PolicyDocument=json.dumps(policy))
+            arns[name] = role["Role"]["Arn"]
+        base = f"base-{directory.name}"[:64]
+        iam.create_user(UserName=base)
+        may_assume = {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Allow", "Action": "sts:AssumeRole", "Resource": sorted(arns.values())}
+            ],
+        }
+        iam.put_user_policy(
+            UserName=base, PolicyName="assume", PolicyDocument=json.dumps(may_assume)
+        )
+        key = iam.create_access_key(UserName=base)["AccessKey"]
+        config = "".join(
+            f"[profile {name}]\nrole_arn = {arn}\nsource_profile = base\nregion = {REGION}\n"
+            for name, arn in arns.items()
+        )
+        (directory / "config").write_text(f"[profile base]\nregion = {REGION}\n{config}")
+        (directory / "credentials").write_text(
+            f"[base]\naws_access_key_id = {key['AccessKeyId']}\n"
+            f"aws_secret_access_key = {key['SecretAccessKey']}\n"
+        )
+        return {
+            "AWS_CONFIG_FILE": str(directory / "config"),
+            "AWS_SHARED_CREDENTIALS_FILE": str(directory / "credentials"),
+            "AWS_ENDPOINT_URL_STS": url,
+        }
+
+    def client_for(self, service: str, who: Credentials, *, direct: bool = False) -> BaseClient:
+        """A client of another service of this server (IAM, STS) signing as `who`."""
+        return botocore.session.get_session().create_client(
+            service,
+            endpoint_url=f"http://127.0.0.1:{self.upstream_port}" if direct else self.proxy_url,
+            region_name=REGION,
+            aws_access_key_id=who.access_key,
+            aws_secret_access_key=who.secret_key,
+        )
+
 
 def session_of(who: Credentials) -> botocore.session.Session:
     session = botocore.session.get_session()
@@ -242,13 +317,13 @@ def _setup(port: int) -> tuple[Credentials, Credentials, Credentials]:
         config=Config(s3={"addressing_style": "path"}),
         **anon,
     )
-    for bucket in (BUCKET, VERSIONED_BUCKET):
+    for bucket in (BUCKET, UNVERSIONED_BUCKET):
         s3.create_bucket(Bucket=bucket)
-    s3.put_bucket_versioning(Bucket=VERSIONED_BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
     creds = []
     policies = {
-        "reader": [reader_policy(b, PREFIX) for b in (BUCKET, VERSIONED_BUCKET)],
-        "writer": [writer_policy(b, PREFIX) for b in (BUCKET, VERSIONED_BUCKET)],
+        "reader": [reader_policy(b, PREFIX) for b in (BUCKET, UNVERSIONED_BUCKET)],
+        "writer": [writer_policy(b, PREFIX) for b in (BUCKET, UNVERSIONED_BUCKET)],
         "admin": [
             {
                 "Version": "2012-10-17",

@@ -103,9 +103,19 @@ def test_the_documented_policies_are_the_ones_the_tests_enforce() -> None:
 
 
 def test_the_documented_configuration_builds_the_provider(
-    monkeypatch: pytest.MonkeyPatch,
+    s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("RESOLVER_RECEIPT_KEYS", f"{KEY[0]}={KEY[1]}")
+    # AWS itself is this server (its default endpoint), as the reader; the profiles the
+    # per-action-type example names exist, each a role reading its own prefix.
+    roles = {
+        "artifact-reader": reader_policy(BUCKET, "artifacts/"),
+        "report-reader": reader_policy(BUCKET, "reports/"),
+    }
+    env = s3.reader.env() | s3.role_profiles(tmp_path, roles)
+    env["AWS_ENDPOINT_URL_S3"] = s3.proxy_url
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
     documents = [yaml.safe_load(b) for b in blocks(PROVIDERS_DOC, "yaml")]
     configured = [
         {t: c for t, c in d["action_types"].items() if c.get("provider") == "object_receipt"}
@@ -113,11 +123,11 @@ def test_the_documented_configuration_builds_the_provider(
         if isinstance(d, dict) and "action_types" in d
     ]
     found = [c for c in configured if c]
-    assert len(found) == 2  # the overview and the full example
+    assert len(found) == 3  # the overview, the full example, credentials per action type
     for action_types in found:
         registry = build_registry(action_types)
         try:
-            (provider,) = registry.by_action_type.values()
-            assert isinstance(provider, ObjectReceiptProvider)
+            for provider in registry.by_action_type.values():
+                assert isinstance(provider, ObjectReceiptProvider)
         finally:
             registry.close()

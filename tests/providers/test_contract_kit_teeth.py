@@ -41,6 +41,16 @@ class MissingMeansFailed(TrustsAnyReceipt):
         return finding
 
 
+class ConflictsWithoutReason(TrustsAnyReceipt):
+    """Refuses the right evidence but never says why: a person would decide blind."""
+
+    def inspect(self, identity: DispatchIdentity) -> Finding:
+        finding = self._inner.inspect(identity)
+        if finding.kind is FindingKind.CONFLICT:
+            return Finding(FindingKind.CONFLICT)
+        return finding
+
+
 class AuditsItsReads(TrustsAnyReceipt):
     """Writes an audit row on every inspect: a side effect, however harmless it looks."""
 
@@ -69,6 +79,14 @@ def test_kit_catches_a_provider_that_trusts_tampered_receipts(
 ) -> None:
     harness = Wrapped(receipt_server, receipt_keys, TrustsAnyReceipt)
     with pytest.raises(AssertionError):
+        KIT.test_untrustworthy_evidence_is_conflict_never_success(harness, Scenario.TAMPERED)
+
+
+def test_kit_catches_a_provider_whose_conflicts_name_no_reason(
+    receipt_server: ReceiptServer, receipt_keys: KeyRing
+) -> None:
+    harness = Wrapped(receipt_server, receipt_keys, ConflictsWithoutReason)
+    with pytest.raises(AssertionError, match="a conflict names its cause"):
         KIT.test_untrustworthy_evidence_is_conflict_never_success(harness, Scenario.TAMPERED)
 
 

@@ -1,24 +1,33 @@
 """`object_receipt` against a real S3-compatible server (moto's server mode on loopback, with
-signature checking and the docs' IAM policies on): every finding, the contract kit, an
-overwritten object, throttling and the read-only guard."""
+signature checking and the docs' IAM policies on): every finding, the contract kit, a bucket
+that could overwrite silently refused at start, an overwritten or deleted object as a
+conflict with its reason, throttling and the read-only guard."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import botocore.exceptions
 import msgspec
 import pytest
+import yaml
 
 from providers.object_receipt import ObjectReceiptProvider, ObjectReceiptSettings, create
 from resolver.core.domain import (
+    TAMPERING_REASONS,
     DispatchIdentity,
     FindingKind,
     Outcome,
     ProviderFailure,
     canonical_json,
 )
+from resolver.core.errors import ConfigError
 from resolver.core.provider import build_registry
 from resolver.evidence.contract import NotApplicable, ProviderContract, Scenario
 from resolver.evidence.object_store import make_client, receipt_key
@@ -27,9 +36,10 @@ from tests.helpers.harnesses import closed_port, new_identity, signed
 from tests.helpers.s3 import (
     BUCKET,
     PREFIX,
-    VERSIONED_BUCKET,
+    UNVERSIONED_BUCKET,
     Credentials,
     S3Server,
+    reader_policy,
     running_s3_server,
     session_of,
 )
@@ -151,10 +161,12 @@ def _conflicting_bodies(identity: DispatchIdentity) -> dict[str, bytes]:
 @pytest.mark.parametrize(
     "case", list(_conflicting_bodies(new_identity(None))), ids=lambda c: c.replace(" ", "_")
 )
-def test_untrustworthy_objects_are_conflict(s3: S3Server, case: str) -> None:
+def test_untrustworthy_objects_are_conflict_with_a_reason(s3: S3Server, case: str) -> None:
     identity = new_identity(None)
     publish(s3, identity, _conflicting_bodies(identity)[case])
-    assert provider(s3).inspect(identity).kind is FindingKind.CONFLICT
+    finding = provider(s3).inspect(identity)
+    assert finding.kind is FindingKind.CONFLICT
+    assert finding.cause is not None  # a person sees why
 
 
 def test_a_receipt_under_another_dispatchs_key_is_conflict(s3: S3Server) -> None:
@@ -163,26 +175,152 @@ def test_a_receipt_under_another_dispatchs_key_is_conflict(s3: S3Server) -> None
     assert provider(s3).inspect(mine).kind is FindingKind.CONFLICT
 
 
-def test_an_overwritten_object_is_conflict_in_a_versioned_bucket(s3: S3Server) -> None:
+def test_an_overwritten_receipt_is_a_tamper_conflict_with_its_reason(s3: S3Server) -> None:
     identity = new_identity(None)
-    body = receipt(identity)
-    publish(s3, identity, body, VERSIONED_BUCKET)
-    versioned = provider(s3, bucket=VERSIONED_BUCKET, versioned=True)
-    assert versioned.inspect(identity).kind is FindingKind.VERIFIED_SUCCEEDED
-    # Someone with more rights than a publisher rewrites it, even with the same bytes.
-    s3.client(s3.admin).put_object(Bucket=VERSIONED_BUCKET, Key=key_of(identity), Body=body)
-    assert versioned.inspect(identity).kind is FindingKind.CONFLICT
-    # Without the listing a GET sees only the newest version, which verifies.
-    assert provider(s3, bucket=VERSIONED_BUCKET).inspect(identity).kind.is_verified
+    publish(s3, identity, receipt(identity))
+    reader = provider(s3)
+    assert reader.inspect(identity).kind is FindingKind.VERIFIED_SUCCEEDED
+    # Someone holding the receipt key and more rights than a publisher rewrites it with a
+    # valid, re-signed `failed` receipt: the newest version verifies, the first one counts.
+    forged = receipt(identity, Outcome.FAILED)
+    s3.client(s3.admin).put_object(Bucket=BUCKET, Key=key_of(identity), Body=forged)
+    finding = reader.inspect(identity)
+    assert (finding.kind, finding.cause) == (FindingKind.CONFLICT, "overwritten")
+    assert finding.reason in TAMPERING_REASONS
 
 
-def test_a_deleted_receipt_is_conflict_in_a_versioned_bucket(s3: S3Server) -> None:
+def test_a_deleted_receipt_is_a_tamper_conflict_with_its_reason(s3: S3Server) -> None:
     identity = new_identity(None)
-    publish(s3, identity, receipt(identity), VERSIONED_BUCKET)
-    s3.client(s3.admin).delete_object(Bucket=VERSIONED_BUCKET, Key=key_of(identity))
-    versioned = provider(s3, bucket=VERSIONED_BUCKET, versioned=True)
-    assert versioned.inspect(identity).kind is FindingKind.CONFLICT
-    assert versioned.inspect(new_identity(None)).kind is FindingKind.MISSING
+    publish(s3, identity, receipt(identity))
+    s3.client(s3.admin).delete_object(Bucket=BUCKET, Key=key_of(identity))
+    reader = provider(s3)
+    finding = reader.inspect(identity)
+    assert (finding.kind, finding.cause) == (FindingKind.CONFLICT, "deleted")
+    assert finding.reason in TAMPERING_REASONS
+    assert reader.inspect(new_identity(None)).kind is FindingKind.MISSING
+
+
+def test_the_first_version_is_the_evidence_when_a_store_ignores_if_none_match(
+    s3: S3Server,
+) -> None:
+    # A store that ignores the condition (radosgw on a versioned bucket) lets a genuine PUT
+    # land on top of a planted object: the planted first version is what is judged.
+    identity, other = new_identity(None), new_identity(None)
+    s3.client(s3.admin).put_object(Bucket=BUCKET, Key=key_of(identity), Body=receipt(other))
+    s3.client(s3.admin).put_object(Bucket=BUCKET, Key=key_of(identity), Body=receipt(identity))
+    finding = provider(s3).inspect(identity)
+    assert (finding.kind, finding.cause) == (FindingKind.CONFLICT, "identity_mismatch")
+
+
+def test_a_receipt_written_while_versioning_was_off_is_a_conflict(s3: S3Server) -> None:
+    # Versions began after the object was written: an overwrite before then left no trace.
+    bucket = f"receipts-late-{uuid.uuid4().hex[:8]}"
+    admin = s3.client(s3.admin)
+    admin.create_bucket(Bucket=bucket)
+    identity = new_identity(None)
+    admin.put_object(Bucket=bucket, Key=key_of(identity), Body=receipt(identity))
+    admin.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    finding = provider(s3, s3.admin, bucket=bucket).inspect(identity)
+    assert (finding.kind, finding.cause) == (FindingKind.CONFLICT, "written_unversioned")
+    accepted = provider(s3, s3.admin, bucket=bucket, accept_overwritable_store=True)
+    assert accepted.inspect(identity).kind is FindingKind.VERIFIED_SUCCEEDED
+
+
+def test_a_bucket_without_versions_is_refused_at_start_in_one_line(
+    s3: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reader_environment(s3, monkeypatch)
+    with pytest.raises(ConfigError) as refused:
+        create(s3.settings(UNVERSIONED_BUCKET))
+    message = str(refused.value)
+    assert "\n" not in message
+    assert f"bucket {UNVERSIONED_BUCKET} keeps no versions" in message
+    assert "accept_overwritable_store: true" in message
+    # A provider built without create() fails closed too: nothing there is evidence.
+    identity = new_identity(None)
+    publish(s3, identity, receipt(identity), UNVERSIONED_BUCKET)
+    finding = provider(s3, bucket=UNVERSIONED_BUCKET).inspect(identity)
+    assert (finding.kind, finding.failure, finding.cause) == (
+        FindingKind.UNAVAILABLE,
+        ProviderFailure.CONFIGURATION,
+        "unversioned_bucket",
+    )
+    # The earlier `versioned` switch is gone: the bucket itself says.
+    with pytest.raises(ConfigError, match="versioned: provider object_receipt has no such"):
+        create(s3.settings(BUCKET, versioned=True))
+
+
+def test_resolver_run_refuses_a_bucket_without_versions_in_one_line(
+    s3: S3Server, database_url: str, tmp_path: Path
+) -> None:
+    config = tmp_path / "providers.yaml"
+    settings = s3.settings(UNVERSIONED_BUCKET)
+    config.write_text(
+        yaml.safe_dump(
+            {"action_types": {"artifact.push": {"provider": "object_receipt", **settings}}}
+        )
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RESOLVER_", "AWS_"))}
+    env |= s3.reader.env() | {
+        "RESOLVER_DATABASE_URL": database_url,
+        "RESOLVER_CONFIG": str(config),
+        "RESOLVER_RECEIPT_KEYS": f"object-test={KEYS.keys['object-test'].hex()}",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "resolver", "run", "--once"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    # The one human line beside the JSON log lines, no traceback.
+    (line,) = [x for x in done.stderr.splitlines() if x.strip() and not x.startswith("{")]
+    assert line.startswith("configuration error: ")
+    assert f"action_types.artifact.push: bucket {UNVERSIONED_BUCKET} keeps no versions" in line
+    assert "accept_overwritable_store: true" in line
+
+
+def test_the_opt_in_accepts_the_weaker_evidence_of_a_bucket_without_versions(
+    s3: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reader_environment(s3, monkeypatch)
+    accepted = create(s3.settings(UNVERSIONED_BUCKET, accept_overwritable_store=True))
+    try:
+        identity = new_identity(None)
+        publish(s3, identity, receipt(identity), UNVERSIONED_BUCKET)
+        gets = s3.recorder.count("GET")
+        assert accepted.inspect(identity).kind is FindingKind.VERIFIED_SUCCEEDED
+        assert s3.recorder.count("GET") == gets + 1  # one GET: nothing to list
+        # What the operator accepted: a valid re-signed receipt replaces the first silently.
+        forged = receipt(identity, Outcome.FAILED)
+        s3.client(s3.admin).put_object(Bucket=UNVERSIONED_BUCKET, Key=key_of(identity), Body=forged)
+        assert accepted.inspect(identity).kind is FindingKind.VERIFIED_FAILED
+    finally:
+        accepted.close()
+
+
+def test_a_reader_that_may_not_ask_about_versions_is_refused_at_start(
+    s3: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in Credentials(s3.reader.access_key, "x" * 40).env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("RESOLVER_RECEIPT_KEYS", f"object-test={KEYS.keys['object-test'].hex()}")
+    with pytest.raises(ConfigError, match=r"refused GetBucketVersioning \(http_403\)"):
+        create(s3.settings())
+
+
+def test_a_store_down_at_start_is_asked_again_instead_of_stopping_the_replica(
+    s3: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reader_environment(s3, monkeypatch)
+    down = create(s3.settings(endpoint_url=f"http://127.0.0.1:{closed_port()}"))
+    try:
+        finding = down.inspect(new_identity(None))
+        assert (finding.kind, finding.failure) == (FindingKind.UNAVAILABLE, ProviderFailure.OUTAGE)
+    finally:
+        down.close()
 
 
 def test_a_second_publication_is_refused_by_the_store(s3: S3Server) -> None:
@@ -231,8 +369,11 @@ def test_refused_credentials_and_a_wrong_bucket_are_configuration(s3: S3Server) 
     forged = Credentials(s3.reader.access_key, "x" * 40)
     finding = provider(s3, forged).inspect(identity)
     assert (finding.failure, finding.cause) == (ProviderFailure.CONFIGURATION, "http_403")
-    # The reader's policy does not reach beyond its prefix.
-    finding = provider(s3, prefix="elsewhere/").inspect(identity)
+    # The reader's policy does not reach beyond its prefix (a GET: moto does not evaluate the
+    # listing's s3:prefix condition).
+    finding = provider(
+        s3, bucket=UNVERSIONED_BUCKET, prefix="elsewhere/", accept_overwritable_store=True
+    ).inspect(identity)
     assert (finding.failure, finding.cause) == (ProviderFailure.CONFIGURATION, "http_403")
     finding = provider(s3, s3.admin, bucket="no-such-bucket").inspect(identity)
     assert (finding.failure, finding.cause) == (ProviderFailure.CONFIGURATION, "no_such_bucket")
@@ -264,12 +405,17 @@ def test_a_page_mixes_findings_and_equals_its_items(s3: S3Server) -> None:
     ]
 
 
-def test_configured_through_the_registry_with_the_standard_credential_chain(
-    s3: S3Server, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def reader_environment(s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The standard credential chain as the reader, and the receipt key."""
     for name, value in s3.reader.env().items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("RESOLVER_RECEIPT_KEYS", f"object-test={KEYS.keys['object-test'].hex()}")
+
+
+def test_configured_through_the_registry_with_the_standard_credential_chain(
+    s3: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reader_environment(s3, monkeypatch)
     registry = build_registry({"artifact.push": {"provider": "object_receipt", **s3.settings()}})
     try:
         identity = msgspec.structs.replace(new_identity(None), action_type="artifact.push")
@@ -278,6 +424,57 @@ def test_configured_through_the_registry_with_the_standard_credential_chain(
         assert found is not None and found.inspect(identity).kind.is_verified
     finally:
         registry.close()
+
+
+def test_each_action_type_reads_as_its_own_role(
+    s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    roles = {
+        "artifact-reader": reader_policy(BUCKET, "artifacts/"),
+        "report-reader": reader_policy(BUCKET, "reports/"),
+    }
+    for name, value in s3.role_profiles(tmp_path, roles).items():
+        monkeypatch.setenv(name, value)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)  # no identity but the profiles
+    monkeypatch.setenv("RESOLVER_RECEIPT_KEYS", f"object-test={KEYS.keys['object-test'].hex()}")
+    per_type = {
+        "artifact.push": ("artifacts/", "artifact-reader"),
+        "report.send": ("reports/", "report-reader"),
+        # A profile whose role may not read the prefix it is pointed at.
+        "report.misread": ("reports/", "artifact-reader"),
+    }
+    registry = build_registry(
+        {
+            action: {"provider": "object_receipt", **s3.settings(prefix=prefix, profile=profile)}
+            for action, (prefix, profile) in per_type.items()
+        }
+    )
+    try:
+        found = {}
+        for action, (prefix, _) in per_type.items():
+            identity = msgspec.structs.replace(new_identity(None), action_type=action)
+            key = receipt_key(prefix, identity.project_id, identity.dispatch_id)
+            s3.client(s3.admin).put_object(Bucket=BUCKET, Key=key, Body=receipt(identity))
+            provider = registry.for_action(action)
+            assert provider is not None
+            found[action] = provider.inspect(identity)
+    finally:
+        registry.close()
+    assert found["artifact.push"].kind is FindingKind.VERIFIED_SUCCEEDED
+    assert found["report.send"].kind is FindingKind.VERIFIED_SUCCEEDED
+    misread = found["report.misread"]
+    assert (misread.failure, misread.cause) == (ProviderFailure.CONFIGURATION, "http_403")
+
+
+def test_a_profile_no_config_file_names_is_a_start_up_error(
+    s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "config").write_text("[profile other]\nregion = us-east-1\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("RESOLVER_RECEIPT_KEYS", f"object-test={KEYS.keys['object-test'].hex()}")
+    with pytest.raises(ConfigError, match="profile: 'artifact-reader' is in no shared AWS config"):
+        create(s3.settings(profile="artifact-reader"))
 
 
 @pytest.mark.parametrize(
@@ -289,11 +486,10 @@ def test_configured_through_the_registry_with_the_standard_credential_chain(
         ("endpoint_url", "minio:9000"),
         ("timeout_seconds", 0),
         ("secret_access_key", "x"),
+        ("profile", "no spaces allowed"),
     ],
 )
 def test_bad_settings_are_a_clear_start_up_error(setting: str, value: object) -> None:
-    from resolver.core.errors import ConfigError
-
     with pytest.raises(ConfigError, match=setting):
         create({"bucket": "receipts", setting: value})
 

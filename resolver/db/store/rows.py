@@ -14,7 +14,6 @@ from resolver.core.domain import (
     DispatchIdentity,
     ExecutionLease,
     ExecutionState,
-    Finding,
     ItemOutcome,
     LateWatch,
 )
@@ -68,6 +67,7 @@ CLAIM_COLUMNS = (
     "idempotency_key",
     "attempt",
     "started_at_ms",
+    "lease_expires_at_ms",
     "claimed_at_ms",
 )
 
@@ -86,6 +86,7 @@ def claimed(
     idempotency_key: str,
     attempt: int,
     started_at_ms: int,
+    lease_expires_at_ms: int,
     claimed_at_ms: int,
 ) -> ClaimedItem:
     # Positional, in the fields' declared order: a page builds two of these per row, and
@@ -100,6 +101,7 @@ def claimed(
         attempt,
         started_at_ms,
         idempotency_key,
+        lease_expires_at_ms,
     )
     return ClaimedItem(
         identity,
@@ -123,6 +125,7 @@ def late_watch(row: Row) -> LateWatch:
             attempt=row["attempt"],
             started_at_ms=row["started_at_ms"],
             idempotency_key=row["idempotency_key"],
+            lease_expires_at_ms=row["lease_expires_at_ms"],
         ),
         watch_token=row["watch_token"],
         decided_outcome=ExecutionState(row["decided_outcome"]),
@@ -150,19 +153,11 @@ def page_items(outcomes: Sequence[ItemOutcome]) -> str:
                 "delay_ms": o.retry_delay_ms,
                 "failure": o.finding.failure.value if o.finding.failure is not None else None,
                 "escalate_after_ms": o.escalate_after_ms,
-                "reason": _reason(o.finding),
+                "reason": o.finding.reason,
             }
             for o in outcomes
         ]
     ).decode("utf-8")
-
-
-def _reason(finding: Finding) -> str | None:
-    """The inspection's reason code for the control: the provider's cause, else the failure
-    class of an unavailable source (`timeout`, `outage`)."""
-    if finding.cause is not None:
-        return finding.cause
-    return finding.failure.value if finding.failure is not None else None
 
 
 # msgspec's encoder: the page as one compact JSON text in C, several times faster than the

@@ -7,6 +7,7 @@ from importlib import resources
 
 from fastapi import APIRouter, Response
 
+from resolver.core.domain import TAMPERING_REASONS
 from resolver.human.api.problems import ApiError
 from resolver.human.console_config import ConsoleConfig
 
@@ -28,7 +29,13 @@ def console_router(config: ConsoleConfig, strong_auth_seconds: int = 300) -> API
         name: (assets / name).read_bytes() for name in CONSOLE_FILES if name != CONSOLE_CONFIG
     }
     # How long a strong sign-in counts for a decision: the console says when it runs out.
-    document = {**config.public_document(), "strong_auth_seconds": strong_auth_seconds}
+    # and which conflict reasons need an acknowledgement before confirm_succeeded (the API
+    # refuses the decision without it; the console asks for it).
+    document = {
+        **config.public_document(),
+        "strong_auth_seconds": strong_auth_seconds,
+        "tampering_reasons": sorted(TAMPERING_REASONS),
+    }
     cached[CONSOLE_CONFIG] = json.dumps(document).encode()
     headers = {
         "Content-Security-Policy": config.content_security_policy(),

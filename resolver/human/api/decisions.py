@@ -57,6 +57,7 @@ def decide(
         expected_execution_version=body.expected_execution_version,
         reason_code=body.reason_code,
         evidence_digest=body.evidence_digest,
+        tamper_acknowledged=body.tamper_acknowledged,
     )
     result = context.service.decide(user, decision)
     context.events.decided(body.decision.terminal_state, result)

@@ -9,7 +9,7 @@ response models are the API's own, not the storage rows.
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from resolver.core.domain import (
     BIGINT_MAX,
@@ -36,6 +36,12 @@ class DecisionRequest(BaseModel):
     expected_execution_version: StrictInt = Field(ge=1, le=BIGINT_MAX)
     reason_code: StrictStr = Field(pattern=REASON_CODE_REGEX)
     evidence_digest: StrictStr | None = Field(default=None, pattern=HEX64_REGEX)
+    tamper_acknowledged: StrictBool = Field(
+        default=False,
+        description="true: the decider knows the evidence may be forged and checked the "
+        "downstream system; required for confirm_succeeded when the case's conflict reason "
+        "suggests tampering (else 409 tamper_acknowledgement_required)",
+    )
 
 
 class CurrentState(BaseModel):

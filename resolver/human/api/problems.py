@@ -24,6 +24,7 @@ from resolver.core.errors import (
     SchemaNotReady,
     StorageUnavailable,
     StrongAuthRequired,
+    TamperAcknowledgementRequired,
 )
 from resolver.human.api.models import MAX_BODY_BYTES, CurrentState, Problem
 from resolver.human.manual import MAX_AUTH_AGE_MS
@@ -111,6 +112,12 @@ def _domain_mapping() -> dict[type[Exception], Callable[[Exception], ApiError]]:
         # Before FenceConflict (its base class): the first matching kind answers.
         ProposalConflict: lambda e: ApiError(
             409, cast(ProposalConflict, e).code, str(e), current=cast(ProposalConflict, e).current
+        ),
+        TamperAcknowledgementRequired: lambda e: ApiError(
+            409,
+            TamperAcknowledgementRequired.code,
+            str(e),
+            current=cast(FenceConflict, e).current,
         ),
         FenceConflict: lambda e: ApiError(
             409, "conflict", str(e), current=cast(FenceConflict, e).current

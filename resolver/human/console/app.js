@@ -47,10 +47,13 @@ const REASONS = {
   timeout: "the evidence source did not answer in time", outage: "the evidence source is down",
   configuration: "the evidence source is misconfigured", error: "the evidence source failed",
   sqlstate_42501: "the evidence source refused access (permission denied)",
+  overwritten: "the receipt object was replaced after it was published",
+  deleted: "the receipt object was deleted after it was published",
+  written_unversioned: "the receipt object was written while its bucket kept no versions: it may have been replaced",
+  published_late: "the store recorded the receipt after the executor's lease had ended",
+  unversioned_bucket: "the receipt bucket keeps no versions, so nothing in it counts as evidence",
+  unexplained: "the evidence conflicts and its provider gave no reason",
 };
-// Conflicts whose reason suggests the evidence itself was forged or tampered with: confirming
-// such a case as succeeded needs its own, separate acknowledgement.
-const TAMPERING = new Set(["unknown_kid", "bad_signature", "digest_mismatch", "identity_mismatch"]);
 const FINDING_WORDS = {
   conflict: "Evidence conflicts", unsupported: "No provider can check it", missing: "No evidence found yet",
   still_running: "The action still looks in progress", unavailable: "The evidence source could not be read",
@@ -592,8 +595,12 @@ function reasonWords(code) {
   return code ? REASONS[code] || `the provider reported ${code}` : null;
 }
 
+// Conflicts whose reason suggests the evidence itself was forged or tampered with (the API's
+// list, in its config): confirming such a case as succeeded needs its own acknowledgement,
+// which the API requires as `tamper_acknowledged`.
 function suggestsTampering(c) {
-  return Boolean(c.control && c.control.last_finding === "conflict" && TAMPERING.has(c.control.last_reason));
+  return Boolean(c.control && c.control.last_finding === "conflict" &&
+    (config.tampering_reasons || []).includes(c.control.last_reason));
 }
 
 // What a list is ordered by and what its age filter measures: entering the queue for the
@@ -1060,6 +1067,7 @@ function decidePanel(target) {
       expected_execution_version: target.version,
     };
     if (data.get("evidence_digest")) body.evidence_digest = data.get("evidence_digest");
+    if (ack && ack.checked && body.decision === "confirm_succeeded") body.tamper_acknowledged = true;
     await send(answers, "POST", "/v1/dispatches/" + encodeURIComponent(target.dispatch_id) + "/resolution", body);
   });
   suggestReason(form);

@@ -12,11 +12,13 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+from resolver.core.domain import TAMPERING_REASONS, Finding, FindingKind
 from resolver.human.api import RateLimiter, create_app
 from resolver.human.auth import TokenVerifier
 from tests.helpers.api import auth, body
-from tests.helpers.database import SQL
+from tests.helpers.database import SQL, World
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
+from tests.helpers.providers import ScriptedProvider, reconciler
 from tests.helpers.signing import TEST_SIGNER
 from tests.helpers.stores import Storage
 
@@ -40,6 +42,91 @@ def test_queue_then_decide_then_replay(
     drift = api.post(url, json=body(version, reason_code="other"), headers=auth(token(signing_key)))
     assert drift.status_code == 409 and drift.headers["content-type"] == "application/problem+json"
     assert api.get("/v1/manual-queue", headers=auth(token(signing_key))).json()["items"] == []
+
+
+def conflict_case(world: World, store: Storage, reason: str | None) -> tuple[str, int]:
+    """A lost execution whose evidence conflicts for `reason`: in the manual queue."""
+    lease = world.started(now_ms=1_000_000)
+    finding = Finding(FindingKind.CONFLICT, cause=reason)
+    reconciler(store, ScriptedProvider(lambda _identity: finding)).run_cycle()
+    return lease.dispatch_id, lease.version
+
+
+@pytest.mark.parametrize("reason", ["bad_signature", "overwritten"])
+def test_confirm_succeeded_on_possibly_forged_evidence_needs_the_acknowledgement(
+    api: httpx.Client,
+    world: World,
+    store: Storage,
+    signing_key: rsa.RSAPrivateKey,
+    sql: SQL,
+    reason: str,
+) -> None:
+    dispatch_id, version = conflict_case(world, store, reason)
+    assert sql.control(dispatch_id)["last_reason"] == reason
+    url = f"/v1/dispatches/{dispatch_id}/resolution"
+    succeeded = body(version, decision="confirm_succeeded", mutation_id="op-ok")
+    refused = api.post(url, json=succeeded, headers=auth(token(signing_key)))
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["code"] == "tamper_acknowledgement_required"
+    assert reason in refused.json()["title"]
+    assert refused.json()["current"]["state"] == "executing"
+    assert sql.execution(dispatch_id)["state"] == "executing"
+    assert sql.resolutions(dispatch_id) == []
+    # Said in the decision itself, the same request goes through.
+    acknowledged = {**succeeded, "tamper_acknowledged": True}
+    answer = api.post(url, json=acknowledged, headers=auth(token(signing_key)))
+    assert answer.status_code == 200, answer.text
+    assert sql.execution(dispatch_id)["state"] == "succeeded"
+
+
+@pytest.mark.parametrize(
+    ("reason", "decision"),
+    [
+        ("bad_signature", "confirm_failed"),
+        ("too_large", "confirm_succeeded"),
+        (None, "confirm_succeeded"),
+    ],
+)
+def test_the_acknowledgement_is_asked_only_of_a_success_on_possibly_forged_evidence(
+    api: httpx.Client,
+    world: World,
+    store: Storage,
+    signing_key: rsa.RSAPrivateKey,
+    sql: SQL,
+    reason: str | None,
+    decision: str,
+) -> None:
+    assert reason not in TAMPERING_REASONS or decision != "confirm_succeeded"
+    dispatch_id, version = conflict_case(world, store, reason)
+    # A conflict without a provider's reason still carries one.
+    assert sql.control(dispatch_id)["last_reason"] == (reason or "unexplained")
+    answer = api.post(
+        f"/v1/dispatches/{dispatch_id}/resolution",
+        json=body(version, decision=decision),
+        headers=auth(token(signing_key)),
+    )
+    assert answer.status_code == 200, answer.text
+
+
+def test_a_bulk_decision_never_confirms_possibly_forged_evidence(
+    api: httpx.Client, world: World, store: Storage, signing_key: rsa.RSAPrivateKey, sql: SQL
+) -> None:
+    dispatch_id, version = conflict_case(world, store, "unknown_kid")
+    item = {"dispatch_id": dispatch_id, "mutation_id": "b-1", "expected_execution_version": version}
+    answer = api.post(
+        "/v1/resolutions/bulk",
+        json={"decision": "confirm_succeeded", "reason_code": "checked", "items": [item]},
+        headers=auth(token(signing_key)),
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["results"] == [
+        {
+            "dispatch_id": dispatch_id,
+            "result": "conflict",
+            "code": "tamper_acknowledgement_required",
+        }
+    ]
+    assert sql.execution(dispatch_id)["state"] == "executing"
 
 
 @pytest.mark.parametrize(
