@@ -7,9 +7,11 @@ overwrite a receipt that is already there.
 The fence (docs/executor-sdk.md states it for users): a PUT is sent only while the lease
 surely outlasts the whole request plus a margin, on the executor's conservative lease clock,
 and never after that point, retries included. Recovery can begin only once the lease has run
-out in the database, so by then nothing of this executor is in flight or still to come: what
-the provider reads is frozen, whatever point the executor crashed at. A receipt of an earlier
-or later attempt is refused by the provider's fence check (attempt and start are signed).
+out in the database, so by then no request of this executor is still to leave it, whatever
+point the executor crashed at. A request held on the way (a proxy, a slow store) may still be
+applied later: the provider refuses an object the store recorded after the lease ended
+(`published_late`). A receipt of an earlier or later attempt is refused by the provider's
+fence check (attempt and start are signed).
 """
 
 from __future__ import annotations

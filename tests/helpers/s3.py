@@ -124,6 +124,14 @@ class Recorder:
     """Forward requests of these methods, then keep their replies until `release` is set."""
     release: threading.Event = field(default_factory=threading.Event)
     held: threading.Event = field(default_factory=threading.Event)
+    delay: frozenset[str] = frozenset()
+    """Keep requests of these methods before forwarding them until `forward` is set: a store
+    (or a proxy before it) that applies a request long after its client gave up."""
+    forward: threading.Event = field(default_factory=threading.Event)
+    delayed: int = 0
+    """How many requests are held back right now."""
+    applied_late: int = 0
+    """How many held-back requests were forwarded once `forward` was set."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def methods(self) -> frozenset[str]:
@@ -157,6 +165,9 @@ def _handler(upstream_port: int, recorder: Recorder) -> type[BaseHTTPRequestHand
                 if inject:
                     recorder.slow_down -= 1
                     recorder.throttled += 1
+            if self.command in recorder.delay:
+                self._delay_then_forward(body)
+                return
             if inject:
                 self.send_response(503)
                 self.send_header("Content-Type", "application/xml")
@@ -186,6 +197,24 @@ def _handler(upstream_port: int, recorder: Recorder) -> type[BaseHTTPRequestHand
                     self.wfile.write(data)
             finally:
                 conn.close()
+
+        def _delay_then_forward(self, body: bytes) -> None:
+            """Held until `forward`; then sent as it came, its answer to nobody (the client
+            closed the connection long ago)."""
+            with recorder.lock:
+                recorder.delayed += 1
+            recorder.forward.wait(120)
+            conn = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=30)
+            try:
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
+                conn.request(self.command, self.path, body=body, headers=headers)
+                conn.getresponse().read()
+            finally:
+                conn.close()
+                with recorder.lock:
+                    recorder.delayed -= 1
+                    recorder.applied_late += 1
+            self.close_connection = True
 
         do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 
@@ -375,6 +404,7 @@ def running_s3_server() -> Iterator[S3Server]:
             )
         finally:
             recorder.release.set()
+            recorder.forward.set()
             proxy.shutdown()
             proxy.server_close()
     finally:

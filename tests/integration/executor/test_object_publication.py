@@ -63,6 +63,8 @@ def _clean_faults(s3: S3Server) -> Iterator[None]:
     s3.recorder.slow_down = 0
     s3.recorder.hold = frozenset()
     s3.recorder.release.set()
+    s3.recorder.delay = frozenset()
+    s3.recorder.forward.set()
 
 
 def publisher(s3: S3Server, **settings: object) -> ReceiptPublisher:
@@ -98,23 +100,30 @@ def wait_until(condition: object, what: str) -> None:
         time.sleep(0.02)
 
 
-def lease_expired(sql: SQL, dispatch_id: str) -> bool:
+def lease_expired(sql: SQL, dispatch_id: str, by_ms: int = 0) -> bool:
     row = sql.one(
-        "SELECT lease_expires_at_ms <= resolver_now_ms(NULL) AS expired"
+        "SELECT lease_expires_at_ms + %s <= resolver_now_ms(NULL) AS expired"
         " FROM approved_action_executions WHERE dispatch_id = %s",
+        by_ms,
         dispatch_id,
     )
     return bool(row["expired"])
 
 
-def resolver_run_once(s3: S3Server, database_url: str, tmp_path: Path) -> None:
+def resolver_run_once(
+    s3: S3Server,
+    database_url: str,
+    tmp_path: Path,
+    provider: dict[str, object] | None = None,
+    settings: dict[str, str] | None = None,
+) -> None:
     config = tmp_path / "providers.yaml"
-    config.write_text(
-        yaml.safe_dump({"action_types": {ACTION: {"provider": "object_receipt", **s3.settings()}}})
-    )
+    action = {"provider": "object_receipt", **s3.settings(), **(provider or {})}
+    config.write_text(yaml.safe_dump({"action_types": {ACTION: action}}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RESOLVER_", "AWS_"))}
     env |= RECEIPT_ENV | s3.reader.env()
     env |= {"RESOLVER_DATABASE_URL": database_url, "RESOLVER_CONFIG": str(config)}
+    env |= settings or {}
     done = subprocess.run(
         [sys.executable, "-m", "resolver", "run", "--once"],
         env=env,
@@ -187,6 +196,51 @@ def test_a_crash_at_every_point_of_the_publication_settles_from_the_store(
         assert sql.resolutions(dispatch_id) == []
     # Frozen: nothing of the dead executor can still arrive.
     assert stored(s3, dispatch_id) == body
+
+
+def test_a_put_the_store_applies_after_the_lease_ended_is_no_evidence(
+    s3: S3Server, store: Storage, database_url: str, sql: SQL, tmp_path: Path
+) -> None:
+    """A proxy holds the executor's PUTs past the lease; the client gives up and nothing it
+    could still send leaves. The store applies one long after: recovery's verdict stands on
+    what the store held when the lease ended, never on the late object."""
+    dispatch_id = dispatch(store)
+    s3.recorder.forward.clear()
+    s3.recorder.delay = frozenset({"PUT"})
+    with (
+        pytest.raises((PublicationUnknown, LeaseLost)),
+        runner(store, database_url).run(dispatch_id) as effect,
+    ):
+        effect.publish_receipt(publisher(s3), Outcome.SUCCEEDED, "pushed", receipt_id="late")
+    assert s3.recorder.delayed >= 1 and stored(s3, dispatch_id) is None
+    wait_until(lambda: lease_expired(sql, dispatch_id), "the executor's lease to end")
+    # No clock allowance: the store and the database share this host's clock.
+    strict = {"max_clock_skew_seconds": 0}
+    quick = {"RESOLVER_BACKOFF_BASE_SECONDS": "0.2", "RESOLVER_BACKOFF_MAX_SECONDS": "0.5"}
+    resolver_run_once(s3, database_url, tmp_path, strict, quick)
+    assert sql.control(dispatch_id)["last_finding"] == "missing"
+    # The store applies what the proxy held, in a later second than the lease's end (it
+    # records whole seconds): one PUT lands, the rest are refused (412).
+    wait_until(lambda: lease_expired(sql, dispatch_id, by_ms=1000), "a second past the lease")
+    s3.recorder.forward.set()
+    wait_until(lambda: s3.recorder.delayed == 0, "the held PUTs to reach the store")
+    s3.recorder.delay = frozenset()
+    assert stored(s3, dispatch_id) is not None
+    wait_until(lambda: due(sql, dispatch_id), "the next look at the dispatch")
+    resolver_run_once(s3, database_url, tmp_path, strict, quick)
+    control = sql.control(dispatch_id)
+    assert (control["last_finding"], control["last_reason"]) == ("conflict", "published_late")
+    assert sql.execution(dispatch_id)["state"] == "executing"
+    assert sql.resolutions(dispatch_id) == []
+
+
+def due(sql: SQL, dispatch_id: str) -> bool:
+    row = sql.one(
+        "SELECT next_scan_at_ms <= resolver_now_ms(NULL) AS due"
+        " FROM approved_action_recovery_controls WHERE dispatch_id = %s",
+        dispatch_id,
+    )
+    return bool(row["due"])
 
 
 # -- the fence ---------------------------------------------------------------------------------
