@@ -11,20 +11,17 @@ from dataclasses import dataclass
 import grimp
 import pytest
 
+from resolver._compat import SHIMS, Kind
+
 PACKAGES = ("resolver", "providers")
 Edges = Mapping[str, set[str]]
 
 DRIVERS = ("psycopg", "psycopg_pool", "sqlalchemy", "alembic")
 WEB_STACK = ("fastapi", "starlette", "uvicorn")
-# The previous release's import paths (resolver/_deprecated.py), kept for one release.
-DEPRECATED_STUBS = (
-    "resolver.domain",
-    "resolver.errors",
-    "resolver.receipts",
-    "resolver.readonly_http",
-    "resolver.execution",
-    "resolver.testing",
-)
+# The previous release's import paths that are whole modules (stubs), and every module that
+# hosts a shim of resolver/_compat (a stub, or a live module still answering an old name).
+DEPRECATED_STUBS = tuple(s.module for s in SHIMS if s.kind in (Kind.MODULE, Kind.PLUGIN))
+SHIM_HOSTS = tuple(sorted({s.module for s in SHIMS}))
 
 # One module per port of resolver.core.ports (resolver/db/store/).
 PORT_STORES = tuple(
@@ -43,6 +40,8 @@ class Forbidden:
     targets: tuple[str, ...]
     exempt: tuple[str, ...] = ()
     transitive: bool = False
+    exempt_exactly: tuple[str, ...] = ()
+    """Exempt these modules themselves, not the modules under them."""
 
 
 RULES = (
@@ -87,10 +86,12 @@ RULES = (
         targets=PORT_STORES,
     ),
     Forbidden(
-        "the product composes the port stores, never the deprecated aggregate of them all",
+        "only the modules hosting a shim reach the compatibility package (the product composes"
+        " the port stores, never the deprecated aggregate of them all)",
         importers=PACKAGES,
-        targets=("resolver.db.repository",),
-        exempt=("resolver.executor",),
+        targets=("resolver._compat",),
+        exempt=("resolver._compat",),
+        exempt_exactly=SHIM_HOSTS,
     ),
 )
 
@@ -115,6 +116,8 @@ def violations(edges: Edges, rule: Forbidden) -> list[str]:
     found = []
     for module in sorted(edges):
         if not _under(module, rule.importers) or _under(module, rule.exempt):
+            continue
+        if module in rule.exempt_exactly:
             continue
         reached = _reachable(edges, module) if rule.transitive else edges[module]
         found += [f"{module} -> {t}" for t in sorted(reached) if _under(t, rule.targets)]
@@ -203,7 +206,9 @@ PLANTED = [
     (RULES[4], "resolver.demo.simple", "providers.internal_mutation", None),
     (RULES[5], "providers.http_receipt", "resolver.receipts", None),
     (RULES[6], "resolver.db.store.manual", "resolver.db.store.cases", None),
-    (RULES[7], "resolver.app.composition", "resolver.db.repository", None),
+    (RULES[7], "resolver.app.composition", "resolver._compat.postgres_store", None),
+    # The executor API hosts a shim; the modules under it do not.
+    (RULES[7], "resolver.executor.receipts", "resolver._compat", None),
 ]
 
 
