@@ -72,7 +72,27 @@ class ManualDecision(msgspec.Struct, frozen=True):
             raise ValueError("expected_execution_version must be >= 1")
 
 
+class ManualCommitAnswer(StrEnum):
+    """What the fenced manual commit answered when it applied (resolver_commit_manual's
+    `result`); no answer at all means a fence held and nothing was written."""
+
+    COMMITTED = "committed"
+    """The decision settled the case: alone, or confirming a proposal."""
+    PROPOSED = "proposed"
+    """A two-person case: recorded as a proposal (or found open), nothing settled."""
+    SECOND_PERSON_REQUIRED = "second_person_required"
+    """The proposer decided again: a different person must confirm; nothing written."""
+    REJECTED = "rejected"
+    """A different decision closed the open proposal as rejected; nothing settled."""
+    VOIDED = "voided"
+    """The proposer no longer holds the permission: the proposal is void."""
+    PROPOSAL_LIMIT = "proposal_limit"
+    """The case already had as many proposals as one may; nothing written."""
+
+
 class ManualResult(StrEnum):
+    """A decision's result, as the API answers it."""
+
     COMMITTED = "committed"
     REPLAYED = "replayed"
     PROPOSED = "proposed"
@@ -93,6 +113,21 @@ class ProposalClose(msgspec.Struct, frozen=True):
     action: ProposalAction
     mutation_id: str
     reason_code: str
+
+
+class ProposalCloseAnswer(StrEnum):
+    """What closing a proposal answered when the grant fence held (resolver_proposal_close's
+    `result`): how it closed, or why it did not."""
+
+    WITHDRAWN = "withdrawn"
+    REJECTED = "rejected"
+    REPLAYED = "replayed"
+    """This mutation id already closed it the same way."""
+    STALE_AUTH = "stale_auth"
+    NO_PROPOSAL = "no_proposal"
+    NOT_PROPOSER = "not_proposer"
+    OWN_PROPOSAL = "own_proposal"
+    MUTATION_USED = "mutation_used"
 
 
 class ProposalResult(StrEnum):
