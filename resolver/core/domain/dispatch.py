@@ -21,8 +21,8 @@ from resolver.core.domain.shapes import (
 from resolver.core.errors import InvalidDispatch
 
 # What was approved, for people: the same rules as resolver_action_summary_problem
-# (resolver/db/schema/01_recovery_core.sql), checked here first for a clear error in the
-# executor's own process; the database checks them again.
+# (resolver/db/schema/functions/01_recovery_core.sql), checked here first for a clear error in
+# the executor's own process; the database checks them again.
 SUMMARY_MAX_BYTES = 2048
 SUMMARY_MAX_FACTS = 8
 _SUMMARY_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")

@@ -1,8 +1,9 @@
 """The domain's sets: execution states, control statuses, finding kinds and their routing,
 provider failures, outcomes, resolution sources and decisions.
 
-Each is spelled once here and once in the database (resolver/db/schema/01_recovery_core.sql);
-tests/integration/schema/test_domain_sets.py compares the two.
+Each is spelled once here and once in the database
+(resolver/db/schema/functions/01_recovery_core.sql); tests/integration/schema/test_domain_sets.py
+compares the two.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The shapes of the domain's strings and numbers: identifiers, action types, codes, digests.
 
-Each is spelled once here and once in the database (resolver/db/schema/01_recovery_core.sql);
-tests/integration/schema/test_domain_sets.py compares the two, and the console's copies with
-these.
+Each is spelled once here and once in the database
+(resolver/db/schema/functions/01_recovery_core.sql); tests/integration/schema/test_domain_sets.py
+compares the two, and the console's copies with these.
 """
 
 from __future__ import annotations
