@@ -22,11 +22,15 @@ import msgspec
 from providers._sql import SqlPageProvider, SqlSourceSettings
 from resolver._compat import forward
 from resolver.evidence import (
+    RECEIPT_REASONS,
+    SQL_SOURCE_REASONS,
     DispatchIdentity,
     Finding,
     FindingKind,
     KeyRing,
     ReadOnlyDatabase,
+    Reason,
+    declare,
     parse_provider_settings,
     receipt_finding,
 )
@@ -73,6 +77,13 @@ def _json_array(values: list[str]) -> str:
     return msgspec.json.encode(values).decode()
 
 
+@declare(
+    reasons=(
+        Reason("no_receipt", "no receipt was found"),
+        *RECEIPT_REASONS,
+        *SQL_SOURCE_REASONS,
+    ),
+)
 def create(settings: Mapping[str, Any]) -> InternalMutationProvider:
     """The `resolver.providers` entry point: settings from the YAML config."""
     parsed = parse_provider_settings(InternalMutationSettings, settings, NAME)
