@@ -39,8 +39,10 @@ from typing import Any
 import structlog
 from pydantic import Field
 
+from providers._declared import MISSING_FOR_AN_HOUR
 from resolver.evidence import (
     MAX_RAW_RECEIPT_BYTES,
+    RECEIPT_REASONS,
     Capability,
     ConfigError,
     DispatchIdentity,
@@ -48,6 +50,8 @@ from resolver.evidence import (
     FindingKind,
     KeyRing,
     ProviderFailure,
+    Reason,
+    declare,
     parse_provider_settings,
     receipt_finding,
 )
@@ -301,6 +305,29 @@ def _unavailable(failure: ProviderFailure, cause: str) -> Finding:
     return Finding(FindingKind.UNAVAILABLE, failure=failure, cause=cause)
 
 
+@declare(
+    reasons=(
+        *RECEIPT_REASONS,
+        Reason("no_credentials", "the resolver found no credentials for the object store"),
+        Reason("no_such_bucket", "the receipt bucket does not exist"),
+        Reason("connect", "the object store could not be reached"),
+        Reason("slow_down", "the object store asked the resolver to slow down"),
+        Reason("client", "the object store client failed before an answer"),
+        Reason("overwritten", "the receipt object was replaced after it was published", True),
+        Reason("deleted", "the receipt object was deleted after it was published", True),
+        Reason(
+            "written_unversioned",
+            "the receipt object was written while its bucket kept no versions: it may have "
+            "been replaced",
+        ),
+        Reason("published_late", "the store recorded the receipt after the executor's lease ended"),
+        Reason(
+            "unversioned_bucket",
+            "the receipt bucket keeps no versions, so nothing in it counts as evidence",
+        ),
+    ),
+    escalate_after_seconds=MISSING_FOR_AN_HOUR,
+)
 def create(settings: Mapping[str, Any]) -> ObjectReceiptProvider:
     """The `resolver.providers` entry point: settings from the YAML config. A bucket that
     keeps no versions is refused here, unless its weaker evidence was accepted."""

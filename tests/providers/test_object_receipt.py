@@ -20,7 +20,6 @@ import yaml
 
 from providers.object_receipt import ObjectReceiptProvider, ObjectReceiptSettings, create
 from resolver.core.domain import (
-    TAMPERING_REASONS,
     DispatchIdentity,
     FindingKind,
     Outcome,
@@ -28,7 +27,7 @@ from resolver.core.domain import (
     canonical_json,
 )
 from resolver.core.errors import ConfigError
-from resolver.core.provider import build_registry
+from resolver.core.provider import build_registry, installed_reasons
 from resolver.evidence.contract import NotApplicable, ProviderContract, Scenario
 from resolver.evidence.object_store import make_client, receipt_key
 from resolver.evidence.receipts import KeyRing, sign_receipt
@@ -91,6 +90,8 @@ def receipt(identity: DispatchIdentity, outcome: Outcome = Outcome.SUCCEEDED) ->
 
 
 class ObjectReceiptHarness:
+    entry_point = "object_receipt"
+
     def __init__(self, s3: S3Server) -> None:
         self.s3 = s3
 
@@ -186,7 +187,7 @@ def test_an_overwritten_receipt_is_a_tamper_conflict_with_its_reason(s3: S3Serve
     s3.client(s3.admin).put_object(Bucket=BUCKET, Key=key_of(identity), Body=forged)
     finding = reader.inspect(identity)
     assert (finding.kind, finding.cause) == (FindingKind.CONFLICT, "overwritten")
-    assert finding.reason in TAMPERING_REASONS
+    assert finding.reason in installed_reasons().tampering
 
 
 def test_a_deleted_receipt_is_a_tamper_conflict_with_its_reason(s3: S3Server) -> None:
@@ -196,7 +197,7 @@ def test_a_deleted_receipt_is_a_tamper_conflict_with_its_reason(s3: S3Server) ->
     reader = provider(s3)
     finding = reader.inspect(identity)
     assert (finding.kind, finding.cause) == (FindingKind.CONFLICT, "deleted")
-    assert finding.reason in TAMPERING_REASONS
+    assert finding.reason in installed_reasons().tampering
     assert reader.inspect(new_identity(None)).kind is FindingKind.MISSING
 
 
@@ -495,7 +496,8 @@ def test_bad_settings_are_a_clear_start_up_error(setting: str, value: object) ->
 
 
 def test_missing_escalates_after_an_hour_by_default() -> None:
+    from resolver.core.declarations import declaration_of
     from resolver.core.escalation import escalation_policy
 
-    policy = escalation_policy("object_receipt", None)
+    policy = escalation_policy(declaration_of(create).escalate_after_seconds, None)
     assert policy.windows_ms == {FindingKind.MISSING: 3_600_000}

@@ -7,7 +7,7 @@ from importlib import resources
 
 from fastapi import APIRouter, Response
 
-from resolver.core.domain import TAMPERING_REASONS
+from resolver.core.declarations import ReasonCatalogue
 from resolver.human.api.problems import ApiError
 from resolver.human.console_config import ConsoleConfig
 
@@ -22,19 +22,20 @@ CONSOLE_FILES = {
 }
 
 
-def console_router(config: ConsoleConfig, strong_auth_seconds: int = 300) -> APIRouter:
-    """Every file read once, served from memory with the console's security headers."""
+def console_router(
+    config: ConsoleConfig, reasons: ReasonCatalogue, strong_auth_seconds: int = 300
+) -> APIRouter:
+    """Every file read once, served from memory with the console's security headers;
+    `reasons` are the declared evidence reason codes the console words and flags."""
     assets = resources.files("resolver.human") / "console"
     cached = {
         name: (assets / name).read_bytes() for name in CONSOLE_FILES if name != CONSOLE_CONFIG
     }
     # How long a strong sign-in counts for a decision: the console says when it runs out.
-    # and which conflict reasons need an acknowledgement before confirm_succeeded (the API
-    # refuses the decision without it; the console asks for it).
     document = {
         **config.public_document(),
         "strong_auth_seconds": strong_auth_seconds,
-        "tampering_reasons": sorted(TAMPERING_REASONS),
+        "evidence_reasons": reasons.public_document(),
     }
     cached[CONSOLE_CONFIG] = json.dumps(document).encode()
     headers = {

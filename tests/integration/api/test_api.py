@@ -12,7 +12,8 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from resolver.core.domain import TAMPERING_REASONS, Finding, FindingKind
+from resolver.core.domain import Finding, FindingKind
+from resolver.core.provider import installed_reasons
 from resolver.human.api import RateLimiter, create_app
 from resolver.human.auth import TokenVerifier
 from tests.helpers.api import auth, body
@@ -96,7 +97,7 @@ def test_the_acknowledgement_is_asked_only_of_a_success_on_possibly_forged_evide
     reason: str | None,
     decision: str,
 ) -> None:
-    assert reason not in TAMPERING_REASONS or decision != "confirm_succeeded"
+    assert reason not in installed_reasons().tampering or decision != "confirm_succeeded"
     dispatch_id, version = conflict_case(world, store, reason)
     # A conflict without a provider's reason still carries one.
     assert sql.control(dispatch_id)["last_reason"] == (reason or "unexplained")
