@@ -166,6 +166,68 @@ def sql_surface(database_url: str) -> Surface:
     return found
 
 
+PROTOCOL_DOC = ROOT / "docs" / "executor-protocol.md"
+_SIGNATURE = re.compile(r"(resolver_\w+)\((.*?)\)\s*RETURNS\s+(.+?)(?=\n\s*\n|\Z)", re.S)
+
+
+def _normalized(text: str) -> str:
+    """A signature as the catalog spells it, whatever the layout: casts of defaults gone
+    (`NULL::text`), one space at most, none inside brackets."""
+    text = re.sub(r"::[a-z ]+?(?=[,)]|$)", "", text)
+    text = re.sub(r"\s+", " ", text).strip()
+    return re.sub(r"\s*([(),])\s*", r"\1", text).replace(",", ", ")
+
+
+def documented_signatures(doc: Path = PROTOCOL_DOC) -> dict[str, str]:
+    """Every `resolver_…(…) RETURNS …` of the page's Functions section, as surface entries."""
+    text = doc.read_text(encoding="utf-8")
+    section = text[text.index("\n## Functions") : text.index("\n## Versioning")]
+    found: dict[str, str] = {}
+    for block in re.findall(r"```sql\n(.*?)```", section, re.S):
+        for name, arguments, result in _SIGNATURE.findall(block):
+            found[f"sql:{name}({_normalized(arguments)})"] = f"RETURNS {_normalized(result)}"
+    return found
+
+
+def catalog_signatures(surface: Mapping[str, str]) -> dict[str, str]:
+    """The SQL protocol entries of a surface, spelt the way `documented_signatures` is."""
+    return {
+        f"sql:{key[4:].split('(', 1)[0]}({_normalized(key.split('(', 1)[1][:-1])})": (
+            f"RETURNS {_normalized(value.removeprefix('RETURNS '))}"
+        )
+        for key, value in surface.items()
+        if key.startswith("sql:")
+    }
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+
+
+def droppable(released_version: str, doc: Path = PROTOCOL_DOC) -> frozenset[str]:
+    """Functions the Versioning table kept beside their replacement in a release already out:
+    only their old signatures may leave the surface now."""
+    text = doc.read_text(encoding="utf-8")
+    table = text[text.index("\n## Versioning") :]
+    names = set()
+    for name, since in re.findall(r"^\| `(resolver_\w+)`[^|]*\| [^|]*\| ([0-9.]+) \|", table, re.M):
+        if _version(since) <= _version(released_version):
+            names.add(name)
+    return frozenset(names)
+
+
+def removed_signatures(
+    released: Mapping[str, str], current: Mapping[str, str], allowed: frozenset[str]
+) -> list[str]:
+    """SQL protocol signatures of the last release that are gone (changed in place, or
+    dropped before their time): a function's signature never changes in place."""
+    return sorted(
+        key
+        for key in released
+        if key.startswith("sql:") and key not in current and key[4:].split("(", 1)[0] not in allowed
+    )
+
+
 @contextmanager
 def migrated_database(server_url: str | None) -> Iterator[str]:
     from tests.helpers.postgres import DatabaseFactory, test_server

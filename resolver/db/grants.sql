@@ -56,7 +56,8 @@ BEGIN
     FOR fn IN
         SELECT p.oid::regprocedure FROM pg_proc AS p
         WHERE p.pronamespace = 'resolver'::regnamespace
-          AND p.proname IN ('resolver_dispatch_create', 'resolver_execution_lease',
+          AND p.proname IN ('resolver_dispatch_create', 'resolver_dispatch_create_v2',
+                            'resolver_execution_lease',
                             'resolver_execution_start', 'resolver_execution_renew',
                             'resolver_execution_complete', 'resolver_receipt_identity',
                             'resolver_receipt_write')

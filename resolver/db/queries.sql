@@ -29,7 +29,7 @@ SELECT 1;
 -- The executor protocol (docs/executor-protocol.md): each transition is a
 -- fenced function on the database clock; a refusal raises SQLSTATE class RS.
 SELECT dispatch_id, created, created_at_ms
-FROM resolver_dispatch_create(
+FROM resolver_dispatch_create_v2(
     p_dispatch_id => %(dispatch_id)s, p_approval_request_id => %(approval_request_id)s,
     p_project_id => %(project_id)s, p_action_type => %(action_type)s,
     p_action_digest => %(action_digest)s, p_idempotency_key => %(idempotency_key)s,

@@ -466,7 +466,7 @@ export class Executor {
     if (summary !== null && (typeof summary !== "object" || Array.isArray(summary))) {
       throw new TypeError("actionSummary must be { title, facts: [{ label, value }] } or null");
     }
-    return call(this.pool, "SELECT * FROM resolver_dispatch_create($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb)", [
+    return call(this.pool, "SELECT * FROM resolver_dispatch_create_v2($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb)", [
       d.dispatchId,
       d.approvalRequestId,
       d.projectId,

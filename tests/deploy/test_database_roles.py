@@ -936,9 +936,12 @@ def test_functions_applied_again_keep_every_role_s_grant_without_running_the_gra
     migrate.upgrade(migrator)
     with psycopg.connect(migrator, autocommit=True) as conn:
         assert conn.execute(FUNCTION_ACLS).fetchall() == before
-        assert conn.execute(
-            "SELECT oid FROM pg_proc WHERE proname = 'resolver_execution_start'"
-        ).fetchall() != oids, "the functions were not applied again"
+        assert (
+            conn.execute(
+                "SELECT oid FROM pg_proc WHERE proname = 'resolver_execution_start'"
+            ).fetchall()
+            != oids
+        ), "the functions were not applied again"
         assert conn.execute(
             "SELECT has_function_privilege('resolver_executor',"
             " 'resolver.resolver_execution_start(text, text, uuid, bigint, bigint, bigint)',"

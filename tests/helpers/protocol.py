@@ -12,6 +12,7 @@ from tests.helpers.database import SQL, T0, new_spec
 LEASE_MS = 1_000
 PROTOCOL = (
     "resolver_dispatch_create",
+    "resolver_dispatch_create_v2",
     "resolver_execution_lease",
     "resolver_execution_start",
     "resolver_execution_renew",

@@ -103,6 +103,34 @@ def test_an_unchanged_surface_needs_no_line() -> None:
     assert ps.unexplained(released, dict(released), CHANGELOG_WITHOUT) == []
 
 
+def test_no_released_protocol_signature_changed_in_place() -> None:
+    """A protocol function's signature of the last release is still there, unless the
+    Versioning table of docs/executor-protocol.md kept it beside its `_v2` for a release."""
+    released = json.loads(ps.RELEASED.read_text())
+    allowed = ps.droppable(released["version"])
+    assert ps.removed_signatures(released["surface"], ps.load(ps.SNAPSHOT), allowed) == []
+
+
+def test_an_in_place_change_of_a_released_signature_is_caught() -> None:
+    released = ps.load(ps.RELEASED)
+    (old,) = [k for k in released if k.startswith("sql:resolver_execution_renew(")]
+    changed = {k: v for k, v in released.items() if k != old}
+    changed[old.replace("p_lease_ms bigint", "p_lease_ms integer")] = released[old]
+    assert ps.removed_signatures(released, changed, frozenset()) == [old]
+    # Named in the changelog or not: that is no excuse for a signature.
+    assert ps.removed_signatures(released, changed, ps.droppable("0.1.0")) == [old]
+    # Kept beside its replacement for a release already out, it may go.
+    assert ps.removed_signatures(released, changed, frozenset({"resolver_execution_renew"})) == []
+
+
+def test_the_docs_spell_every_protocol_signature_as_the_database() -> None:
+    """docs/executor-protocol.md's code blocks are the catalog's signatures (arguments,
+    defaults, results), and every function the executor may call is documented."""
+    assert ps.documented_signatures() == ps.catalog_signatures(ps.load(ps.SNAPSHOT))
+    named = {key[4:].split("(", 1)[0] for key in ps.documented_signatures()}
+    assert named == set(ps.protocol_function_names())
+
+
 def test_the_version_lives_in_one_place() -> None:
     version = resolver.__version__
     assert importlib.metadata.version("approved-action-resolver") == version

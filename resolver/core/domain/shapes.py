@@ -14,7 +14,7 @@ import re
 # before a trailing newline, which PostgreSQL's check would then refuse at commit time.
 ID_REGEX = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 ID_PATTERN = re.compile(ID_REGEX.removesuffix("$") + r"\Z")
-# The shape of an action type, in the same text as resolver_dispatch_create's check.
+# The shape of an action type, in the same text as resolver_dispatch_create_v2's check.
 ACTION_TYPE_REGEX = r"^[a-z][a-z0-9_.-]{0,63}$"
 ACTION_TYPE_PATTERN = re.compile(ACTION_TYPE_REGEX.removesuffix("$") + r"\Z")
 RESULT_CODE_PATTERN = re.compile(r"^[a-z0-9_.\-]{1,64}\Z")

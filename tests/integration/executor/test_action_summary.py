@@ -29,7 +29,7 @@ def _create(sql: SQL, summary: Any) -> dict[str, Any]:
     spec = new_spec("pay.charge")
     return call(
         sql,
-        "resolver_dispatch_create",
+        "resolver_dispatch_create_v2",
         dispatch_id=spec.dispatch_id,
         approval_request_id=spec.approval_request_id,
         project_id=spec.project_id,
@@ -111,7 +111,7 @@ BAD = [
 def test_the_database_refuses_a_summary_that_breaks_a_rule_naming_the_rule_not_the_content(
     sql: SQL, summary: Any, rule: str
 ) -> None:
-    message = refused(sql, INVALID_INPUT, "resolver_dispatch_create", **_args(summary))
+    message = refused(sql, INVALID_INPUT, "resolver_dispatch_create_v2", **_args(summary))
     assert rule in message
     assert "--force" not in message and "pw@" not in message and "Bearer abc" not in message
     # The constraint holds for the table owner too, whatever function it bypasses.

@@ -71,6 +71,45 @@ def test_create_is_idempotent_and_refuses_a_different_identity(sql: SQL) -> None
     assert "names no dispatch" in message
 
 
+def test_the_previous_release_signature_of_create_still_answers(sql: SQL) -> None:
+    """0.1.0's eight arguments, positionally as its executors call them: the summary came
+    with resolver_dispatch_create_v2, beside it, never in place."""
+    signature = "resolver_dispatch_create(text, text, text, text, text, text, integer, text)"
+    # What a DBA's GRANT, an ALTER or a typed prepare names: the exact signature.
+    assert sql.one("SELECT to_regprocedure(%s) IS NOT NULL AS present", signature) == {
+        "present": True
+    }
+    spec = new_spec()
+    row = sql.one(
+        "SELECT * FROM resolver_dispatch_create(%s, %s, %s, %s, %s, %s, %s, %s)",
+        spec.dispatch_id,
+        spec.approval_request_id,
+        spec.project_id,
+        spec.action_type,
+        spec.action_digest,
+        spec.idempotency_key,
+        1,
+        None,
+    )
+    assert row["created"] is True
+    # The same dispatch through _v2 without a summary is the same fact (idempotent).
+    again = call(
+        sql,
+        "resolver_dispatch_create_v2",
+        dispatch_id=spec.dispatch_id,
+        approval_request_id=spec.approval_request_id,
+        project_id=spec.project_id,
+        action_type=spec.action_type,
+        action_digest=spec.action_digest,
+        idempotency_key=spec.idempotency_key,
+    )
+    assert again["created"] is False
+    assert sql.one(
+        "SELECT action_summary FROM approved_action_dispatches WHERE dispatch_id = %s",
+        spec.dispatch_id,
+    ) == {"action_summary": None}
+
+
 def test_lease_refusals(sql: SQL) -> None:
     lease = leased(sql)
     args = {"dispatch_id": lease["dispatch_id"], "owner": "other", "lease_ms": LEASE_MS}

@@ -95,7 +95,9 @@ def test_a_held_lock_times_out_each_attempt_and_the_migration_succeeds_once_rele
             return len(seen) >= 2
 
         wait_until(retried)
-        assert migrate.current_revision(database_url) == RELEASE_0_1_0_STAMP, "nothing committed yet"
+        assert migrate.current_revision(database_url) == RELEASE_0_1_0_STAMP, (
+            "nothing committed yet"
+        )
         assert migration.is_alive()
     migration.join(30)
     assert not migration.is_alive() and not failure, failure

@@ -104,7 +104,11 @@ $$;
 -- RS002 lease lost, RS003 not leasable, RS004 not found, RS005 invalid input (RS006: a
 -- state-machine trigger refused a write). The completion, resolver_execution_complete, is one
 -- of the three commits and lives beside the other two in 08_commits.sql.
-CREATE OR REPLACE FUNCTION resolver_dispatch_create(
+--
+-- A signature never changes in place (docs/executor-protocol.md, Versioning): the action
+-- summary came with resolver_dispatch_create_v2, and resolver_dispatch_create keeps the
+-- previous release's eight arguments for its executors, recording no summary.
+CREATE OR REPLACE FUNCTION resolver_dispatch_create_v2(
     p_dispatch_id text, p_approval_request_id text, p_project_id text, p_action_type text,
     p_action_digest text, p_idempotency_key text, p_schema_version integer DEFAULT 1,
     p_supersedes_dispatch_id text DEFAULT NULL, p_action_summary jsonb DEFAULT NULL
@@ -191,6 +195,20 @@ BEGIN
         quote_literal(p_dispatch_id), quote_literal(p_idempotency_key)
         USING ERRCODE = 'RS005';
 END
+$$;
+
+CREATE OR REPLACE FUNCTION resolver_dispatch_create(
+    p_dispatch_id text, p_approval_request_id text, p_project_id text, p_action_type text,
+    p_action_digest text, p_idempotency_key text, p_schema_version integer DEFAULT 1,
+    p_supersedes_dispatch_id text DEFAULT NULL
+)
+RETURNS TABLE (
+    dispatch_id text, created boolean, created_at_ms bigint
+)
+LANGUAGE sql VOLATILE SECURITY DEFINER AS $$
+    SELECT * FROM resolver_dispatch_create_v2(
+        p_dispatch_id, p_approval_request_id, p_project_id, p_action_type, p_action_digest,
+        p_idempotency_key, p_schema_version, p_supersedes_dispatch_id, NULL)
 $$;
 
 CREATE OR REPLACE FUNCTION resolver_execution_lease(
@@ -471,7 +489,8 @@ REVOKE EXECUTE ON FUNCTION
     resolver_protocol_now_ms(bigint),
     resolver_protocol_check_lease(text, bigint),
     resolver_protocol_refuse(text, text, text, uuid, bigint, bigint),
-    resolver_dispatch_create(text, text, text, text, text, text, integer, text, jsonb),
+    resolver_dispatch_create_v2(text, text, text, text, text, text, integer, text, jsonb),
+    resolver_dispatch_create(text, text, text, text, text, text, integer, text),
     resolver_execution_lease(text, text, bigint, bigint),
     resolver_execution_start(text, text, uuid, bigint, bigint, bigint),
     resolver_execution_renew(text, text, uuid, bigint, bigint, bigint),
@@ -601,7 +620,8 @@ BEGIN
         'resolver_protocol_now_ms(bigint)',
         'resolver_protocol_check_lease(text, bigint)',
         'resolver_protocol_refuse(text, text, text, uuid, bigint, bigint)',
-        'resolver_dispatch_create(text, text, text, text, text, text, integer, text, jsonb)',
+        'resolver_dispatch_create_v2(text, text, text, text, text, text, integer, text, jsonb)',
+        'resolver_dispatch_create(text, text, text, text, text, text, integer, text)',
         'resolver_execution_lease(text, text, bigint, bigint)',
         'resolver_execution_start(text, text, uuid, bigint, bigint, bigint)',
         'resolver_execution_renew(text, text, uuid, bigint, bigint, bigint)',
