@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from resolver.core.domain import PAGE_SIZE_HARD_CAP
-from resolver.core.errors import ConfigError
+from resolver.core.errors import ConfigError, settings_error
 from resolver.db import dsn
-from resolver.db.connect import Pooler
+from resolver.db.connect import ConnectionSettings
 
 if TYPE_CHECKING:
     from resolver.human.console_config import ConsoleConfig
@@ -42,18 +42,15 @@ def _default_replica_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
-class Settings(BaseSettings):
-    """Every field maps to `RESOLVER_<FIELD>`; units are in the names."""
+class Settings(ConnectionSettings):
+    """Every field maps to `RESOLVER_<FIELD>`; units are in the names. How connections are
+    made (pooler, timeouts) is `ConnectionSettings`, which the executor SDK reads alone."""
 
     model_config = SettingsConfigDict(env_prefix="RESOLVER_", extra="ignore", frozen=True)
 
     database_url: str | None = Field(
         default=None,
         description="PostgreSQL URL or key=value string, e.g. postgresql://resolver@db:5432/app",
-    )
-    database_pooler: Pooler = Field(
-        default=Pooler.NONE,
-        description="transaction, session or none: what sits between the resolver and PostgreSQL",
     )
     config: Path | None = Field(default=None, description="YAML provider config file")
     api_host: str = Field(default="127.0.0.1", description="manual-resolution API bind address")
@@ -124,13 +121,8 @@ class Settings(BaseSettings):
     late_evidence_cadence_seconds: float = Field(default=300.0, ge=1, le=86_400)
     shutdown_grace_seconds: float = Field(default=25.0, gt=0)
     storage_retry_max_seconds: float = Field(default=30.0, gt=0)
-    connect_timeout_seconds: float = Field(default=5.0, gt=0)
     startup_timeout_seconds: float = Field(
         default=120.0, ge=0, description="`resolver run` waits this long for the database"
-    )
-    statement_timeout_ms: int = Field(default=10_000, ge=100)
-    lock_timeout_ms: int = Field(
-        default=2_000, ge=1, description="a row lock held elsewhere fails a call after this long"
     )
     max_connections: int = Field(default=4, ge=1, le=64)
     http_port: int = Field(
@@ -184,11 +176,6 @@ class Settings(BaseSettings):
         if self.backoff_max_seconds < self.backoff_base_seconds:
             raise ValueError(
                 "RESOLVER_BACKOFF_MAX_SECONDS must be >= RESOLVER_BACKOFF_BASE_SECONDS"
-            )
-        if self.lock_timeout_ms >= self.statement_timeout_ms:
-            raise ValueError(
-                "RESOLVER_LOCK_TIMEOUT_MS must be below RESOLVER_STATEMENT_TIMEOUT_MS (a lock "
-                "wait must fail as itself, typed, before the statement timeout cancels it)"
             )
         self.check_lease_budget()
         return self
@@ -282,21 +269,9 @@ def load_settings(**overrides: Any) -> Settings:
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc)) from None
+        raise settings_error(exc.errors(), secret_fields=SECRET_FIELDS) from None
     except ConfigError:
         raise
-
-
-def _describe(exc: ValidationError) -> str:
-    lines = []
-    for error in exc.errors():
-        loc = "_".join(str(part) for part in error["loc"]).upper()
-        key = f"RESOLVER_{loc}" if loc else "configuration"
-        msg = str(error["msg"]).removeprefix("Value error, ")
-        secret = loc.lower() in SECRET_FIELDS
-        got = "" if secret else f" (got {error.get('input')!r})"
-        lines.append(f"{key}: {msg}{got}" if loc else msg)
-    return "invalid configuration: " + "; ".join(lines)
 
 
 def known_variables(extra: Iterable[str] = ()) -> frozenset[str]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
+
 
 class ResolverError(Exception):
     """Base of every error the resolver raises on purpose."""
@@ -9,6 +12,24 @@ class ResolverError(Exception):
 
 class ConfigError(ResolverError):
     """A configuration value is wrong; the message names the key and the fix."""
+
+
+def settings_error(
+    errors: Iterable[Mapping[str, Any]],
+    *,
+    prefix: str = "RESOLVER_",
+    secret_fields: Collection[str] = frozenset(),
+) -> ConfigError:
+    """One line for a pydantic-settings model's validation errors (`exc.errors()`): each
+    variable with what is wrong and, unless it may hold a secret, what it was."""
+    lines = []
+    for error in errors:
+        loc = "_".join(str(part) for part in error["loc"]).upper()
+        key = f"{prefix}{loc}" if loc else "configuration"
+        msg = str(error["msg"]).removeprefix("Value error, ")
+        got = "" if loc.lower() in secret_fields else f" (got {error.get('input')!r})"
+        lines.append(f"{key}: {msg}{got}" if loc else msg)
+    return ConfigError("invalid configuration: " + "; ".join(lines))
 
 
 class StorageUnavailable(ResolverError):

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from enum import StrEnum
-from typing import Any
+from typing import Any, Self
 
 import msgspec
 import psycopg
@@ -27,8 +27,10 @@ import psycopg_pool
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row, tuple_row
+from pydantic import Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from resolver.core.errors import ConfigError
+from resolver.core.errors import ConfigError, settings_error
 from resolver.db.dsn import libpq_dsn
 
 Row = dict[str, Any]
@@ -63,6 +65,42 @@ def pooler_from_env(environ: Mapping[str, str] | None = None) -> Pooler:
     """The declared pooler, for callers handed a URL only (the executor SDK, providers)."""
     env = os.environ if environ is None else environ
     return parse_pooler(env.get(POOLER_ENV))
+
+
+class ConnectionSettings(BaseSettings):
+    """How every connection is made, from the same `RESOLVER_*` variables wherever it is made:
+    the replicas' `Settings` hold these fields, and the executor SDK's `PostgresHandle` reads
+    them alone, so an executor behind the replicas' pooler runs with their pooler mode and
+    timeouts without being told twice."""
+
+    model_config = SettingsConfigDict(env_prefix="RESOLVER_", extra="ignore", frozen=True)
+
+    database_pooler: Pooler = Field(
+        default=Pooler.NONE,
+        description="transaction, session or none: what sits between the resolver and PostgreSQL",
+    )
+    connect_timeout_seconds: float = Field(default=5.0, gt=0)
+    statement_timeout_ms: int = Field(default=10_000, ge=100)
+    lock_timeout_ms: int = Field(
+        default=2_000, ge=1, description="a row lock held elsewhere fails a call after this long"
+    )
+
+    @model_validator(mode="after")
+    def _lock_before_statement(self) -> Self:
+        if self.lock_timeout_ms >= self.statement_timeout_ms:
+            raise ValueError(
+                "RESOLVER_LOCK_TIMEOUT_MS must be below RESOLVER_STATEMENT_TIMEOUT_MS (a lock "
+                "wait must fail as itself, typed, before the statement timeout cancels it)"
+            )
+        return self
+
+    @classmethod
+    def from_environment(cls) -> ConnectionSettings:
+        """The settings from the environment; a bad value is one `ConfigError` naming it."""
+        try:
+            return cls()
+        except ValidationError as exc:
+            raise settings_error(exc.errors()) from None
 
 
 class Profile(msgspec.Struct, frozen=True, kw_only=True):
@@ -155,14 +193,14 @@ def connect(
     conn: Connection = psycopg.connect(libpq_dsn(url), autocommit=autocommit, **kwargs)
     try:
         _apply_session(conn, profile)
-        _verify_options(conn, profile)
+        verify_options(conn, profile)
     except BaseException:
         conn.close()
         raise
     return conn
 
 
-def _verify_options(conn: Connection, profile: Profile) -> None:
+def verify_options(conn: Connection, profile: Profile) -> None:
     """Refuse a connection whose startup options were dropped on the way.
 
     A pooler told to ignore `options` (CloudNativePG's default) passes the connection

@@ -7,11 +7,13 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.database import SQL
+from tests.helpers.pgbouncer import Bouncer, pgbouncer
 from tests.protocol.conftest import ROOT
 
 DOC = ROOT / "docs" / "executor-sdk.md"
@@ -68,6 +70,49 @@ def test_the_node_example_runs(node_sdk: Path, database_url: str, sql: SQL) -> N
         "committed",
         "succeeded",
     )
+    assert sql.execution("doc-d-42")["evidence_digest"] == result["evidenceDigest"]
+    assert sql.one("SELECT balance FROM accounts WHERE id = 42")["balance"] == 90
+
+
+@pytest.fixture(scope="module")
+def transaction_pooler(pg_server: str) -> Iterator[Bouncer]:
+    """PgBouncer in transaction mode, configured as the docs configure it."""
+    with pgbouncer(pg_server, "transaction", users=["postgres"]) as running:
+        yield running
+
+
+@pytest.mark.usefixtures("accounts")
+def test_the_python_example_runs_through_pgbouncer(
+    transaction_pooler: Bouncer, database_url: str, sql: SQL, tmp_path: Path
+) -> None:
+    script = tmp_path / "example.py"
+    script.write_text(block("python"))
+    out = run_example(
+        [sys.executable, str(script)],
+        tmp_path,
+        transaction_pooler.url(database_url),
+        RESOLVER_DATABASE_POOLER="transaction",
+        RESOLVER_RECEIPT_KEYS=f"{KEY[0]}={KEY[1]}",
+        RESOLVER_RECEIPT_SIGNING_KID=KEY[0],
+    )
+    assert "RunResult(dispatch_id='doc-d-42', completion=<CompletionResult.COMMITTED" in out
+    assert sql.execution("doc-d-42")["state"] == "succeeded"
+    assert sql.one("SELECT balance FROM accounts WHERE id = 42")["balance"] == 90
+
+
+@pytest.mark.usefixtures("accounts")
+def test_the_node_example_runs_through_pgbouncer(
+    transaction_pooler: Bouncer, node_sdk: Path, database_url: str, sql: SQL
+) -> None:
+    (node_sdk / "doc-example.mjs").write_text(block("js"))
+    out = run_example(
+        ["node", "doc-example.mjs"],
+        node_sdk,
+        transaction_pooler.url(database_url),
+        RECEIPT_KEY=f"{KEY[0]}={KEY[1]}",
+    )
+    result = json.loads(out)
+    assert (result["result"], result["state"]) == ("committed", "succeeded")
     assert sql.execution("doc-d-42")["evidence_digest"] == result["evidenceDigest"]
     assert sql.one("SELECT balance FROM accounts WHERE id = 42")["balance"] == 90
 

@@ -6,17 +6,25 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import psycopg
 import psycopg_pool
 
-from resolver.db.connect import Pooler, Profile, build_pool, transaction
+from resolver.db.connect import (
+    ConnectionSettings,
+    Pooler,
+    Profile,
+    build_pool,
+    transaction,
+    verify_options,
+)
 from resolver.db.dsn import redact
 from resolver.db.errors import storage_error
 from resolver.db.statements import statement
 
 Row = dict[str, Any]
+T = TypeVar("T")
 
 
 class PostgresHandle:
@@ -33,12 +41,20 @@ class PostgresHandle:
         *,
         min_connections: int = 1,
         max_connections: int = 4,
-        connect_timeout_seconds: float = 5.0,
-        statement_timeout_ms: int = 10_000,
-        lock_timeout_ms: int = 2_000,
+        connect_timeout_seconds: float | None = None,
+        statement_timeout_ms: int | None = None,
+        lock_timeout_ms: int | None = None,
         application_name: str = "approved-action-resolver",
-        pooler: Pooler = Pooler.NONE,
+        pooler: Pooler | None = None,
     ) -> None:
+        """What is not given comes from the replicas' own settings (`ConnectionSettings`:
+        RESOLVER_DATABASE_POOLER, RESOLVER_CONNECT_TIMEOUT_SECONDS,
+        RESOLVER_STATEMENT_TIMEOUT_MS, RESOLVER_LOCK_TIMEOUT_MS, and their defaults)."""
+        env = ConnectionSettings.from_environment()
+        connect_timeout_seconds = _given(connect_timeout_seconds, env.connect_timeout_seconds)
+        statement_timeout_ms = _given(statement_timeout_ms, env.statement_timeout_ms)
+        lock_timeout_ms = _given(lock_timeout_ms, env.lock_timeout_ms)
+        pooler = _given(pooler, env.database_pooler)
         self._url = redact(database_url)
         self._profile = Profile(
             application_name=application_name,
@@ -68,6 +84,9 @@ class PostgresHandle:
             autocommit=True,
         )
         self._now_ms: int | None = None
+        # Whether a connection of this pool showed the server applied the settings sent as
+        # startup options (a pooler nobody declared drops them): asked once, by the first call.
+        self._options_verified = self._profile.pooler is not Pooler.NONE
 
     @property
     def now_ms(self) -> int | None:
@@ -100,6 +119,9 @@ class PostgresHandle:
         autocommit connections it is a transaction of its own."""
         try:
             with self._pool.connection() as conn:
+                if not self._options_verified:
+                    verify_options(conn, self._profile)
+                    self._options_verified = True
                 if single_statement and self._single_statements:
                     yield conn
                 else:
@@ -128,6 +150,10 @@ class PostgresHandle:
 
     def ping(self) -> None:
         self.all("ping", {})
+
+
+def _given(value: T | None, default: T) -> T:
+    return default if value is None else value
 
 
 class PortStore:
