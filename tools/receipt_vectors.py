@@ -130,8 +130,10 @@ def transport_case(base: dict[str, Any]) -> dict[str, Any]:
 
 def escapes_case(base: dict[str, Any]) -> dict[str, Any]:
     """Escapes in either hex case mean their character: the canonical form has none."""
-    raw = base["receipt"].replace('"vec-k1"', '"vec\\u002Dk1"').replace(
-        '"charged"', '"\\u0063h\\u0061rged"'
+    raw = (
+        base["receipt"]
+        .replace('"vec-k1"', '"vec\\u002Dk1"')
+        .replace('"charged"', '"\\u0063h\\u0061rged"')
     )
     raw = raw.replace('"ar-77"', '"ar\\u002d77"')
     return {

@@ -170,13 +170,22 @@ class PostgresStore:
         decision: ManualDecision,
         project_id: str,
         grant: Grant,
-        fact: SignedFact,
         *,
         max_auth_age_ms: int,
         clock_leeway_ms: int,
         proposal_ttl_ms: int,
         now_ms: int | None = None,
+        fact: SignedFact | None = None,
     ) -> str | None:
+        """The previous release's call, and `fact=`: the database records a human decision
+        only with the API's signed authorization fact now, so a call without one is refused
+        here, before anything is sent, with what to pass."""
+        if fact is None:
+            raise ValueError(
+                "commit_manual needs fact=: the signed authorization fact of the decision "
+                "(resolver.human.signing.FactSigner signs it; the manual-resolution API does "
+                "this for you), since the database refuses a decision without it"
+            )
         return self._on(now_ms).human.commit_manual(
             Authority(principal, project_id, grant),
             decision,

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from resolver.core.domain import ExecutionState
+from resolver.core.domain import Decision, ExecutionState, Grant, ManualDecision, Principal
 from resolver.executor import (
     ExecutionClient,
     PostgresExecutionStore,
@@ -73,3 +73,26 @@ def test_the_clients_clock_per_call_still_works_and_warns(store: Storage) -> Non
         lease = client.lease(spec.dispatch_id, now_ms=T0)
     assert w[0].filename == __file__
     assert lease.lease_expires_at_ms == T0 + 30_000
+
+
+def test_the_old_manual_commit_call_is_taken_and_refused_before_anything_is_sent(
+    old: PostgresStore, sql: SQL
+) -> None:
+    """0.1.0's call had no signed fact; the database records no decision without one now, so
+    the call is accepted as it was written and refused with what to pass, writing nothing."""
+    spec = new_spec()
+    old.create_dispatch(spec)
+    principal = Principal("alice", T0, ("mfa",), issuer="https://idp", token_kid="k1")
+    decision = ManualDecision(spec.dispatch_id, Decision.CONFIRM_FAILED, "m-1", 2, "checked")
+    with pytest.raises(ValueError, match="commit_manual needs fact="):
+        old.commit_manual(
+            principal,
+            decision,
+            "proj-1",
+            Grant(1, 1),
+            max_auth_age_ms=300_000,
+            clock_leeway_ms=30_000,
+            proposal_ttl_ms=3_600_000,
+            now_ms=AFTER,
+        )
+    assert sql.resolutions(spec.dispatch_id) == []
