@@ -364,6 +364,42 @@ def settings_surface() -> Surface:
     return found
 
 
+def builtin_providers() -> dict[str, str]:
+    """The product's own `resolver.providers` entry points (name -> module), from
+    pyproject.toml: the test-support distribution's providers are not public."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    points: dict[str, str] = project["entry-points"]["resolver.providers"]
+    return {name: target.split(":", 1)[0] for name, target in points.items()}
+
+
+def provider_surface() -> Surface:
+    """Each built-in provider's settings (docs/versioning.md: public): the keys its settings
+    model takes, with their type and default."""
+    from pydantic import BaseModel
+
+    found: Surface = {}
+    for name, module_name in sorted(builtin_providers().items()):
+        module = importlib.import_module(module_name)
+        models = [
+            value
+            for value in vars(module).values()
+            if inspect.isclass(value)
+            and issubclass(value, BaseModel)
+            and value.__module__ == module_name
+        ]
+        if not models:
+            found[f"provider:{name}"] = "no settings"
+        for model in models:
+            for key, field in model.model_fields.items():
+                default = "required" if field.is_required() else repr(field.get_default())
+                annotation = field.annotation
+                kind = annotation.__name__ if isinstance(annotation, type) else str(annotation)
+                found[f"provider:{name}.{key}"] = f"{kind} = {default}"
+    return found
+
+
 def node_surface() -> Surface:
     declared = (ROOT / "sdk" / "node" / "index.d.ts").read_text(encoding="utf-8")
     found: Surface = {}
@@ -386,6 +422,7 @@ def collect(database_url: str) -> Surface:
         **metric_surface(),
         **chart_surface(),
         **settings_surface(),
+        **provider_surface(),
         **node_surface(),
     }
     return dict(sorted(surface.items()))
@@ -405,6 +442,8 @@ def mention(key: str) -> str:
         return name.split(" ", 1)[1]
     if kind == "sql":
         return name.split("(", 1)[0]
+    if kind == "provider":
+        return name.split(".", 1)[0]  # the provider whose settings changed
     return name
 
 

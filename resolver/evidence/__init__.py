@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         FindingKind,
         Outcome,
         ProviderFailure,
+        action_digest,
         canonical_json,
         sha256_hex,
     )
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
         ProviderFactory,
         parse_provider_settings,
     )
+    from resolver.db.connect import Pooler
     from resolver.db.readonly import SQL_SOURCE_REASONS, ReadOnlyDatabase, Row
     from resolver.evidence.readonly_http import (
         HTTP_SOURCE_REASONS,
@@ -81,6 +83,7 @@ _HOMES: dict[str, str] = {
             "FindingKind",
             "Outcome",
             "ProviderFailure",
+            "action_digest",
             "canonical_json",
             "sha256_hex",
         ),
@@ -106,6 +109,7 @@ _HOMES: dict[str, str] = {
         ),
         "resolver.core.provider",
     ),
+    **dict.fromkeys(("Pooler",), "resolver.db.connect"),
     **dict.fromkeys(("SQL_SOURCE_REASONS", "ReadOnlyDatabase", "Row"), "resolver.db.readonly"),
     **dict.fromkeys(
         (
@@ -152,6 +156,7 @@ __all__ = [
     "MethodNotAllowed",
     "Outcome",
     "PageEvidenceProvider",
+    "Pooler",
     "ProviderDeclaration",
     "ProviderFactory",
     "ProviderFailure",
@@ -166,6 +171,7 @@ __all__ = [
     "StorageUnavailable",
     "TlsSettings",
     "VerifiedReceipt",
+    "action_digest",
     "canonical_json",
     "declare",
     "parse_provider_settings",

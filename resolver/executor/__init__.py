@@ -11,7 +11,10 @@ from resolver.core.domain import (
     Completion,
     DispatchSpec,
     ExecutionLease,
+    ExecutionState,
+    ExecutionView,
     Outcome,
+    ResolutionSource,
     SummaryFact,
     action_digest,
     sha256_hex,
@@ -28,10 +31,21 @@ from resolver.core.errors import (
     ResolverError,
     StorageUnavailable,
 )
+from resolver.core.ports import ExecutionStore
+from resolver.db.connect import Pooler
 from resolver.db.store.execution import PostgresExecutionStore
 from resolver.db.store.handle import PostgresHandle
+from resolver.evidence.object_store import ObjectStoreSettings
 from resolver.evidence.receipts import KeyRing
 from resolver.executor.client import CompletionResult, ExecutionClient
+from resolver.executor.object_receipts import (
+    PublicationError,
+    PublicationFailed,
+    PublicationUnknown,
+    PublishedReceipt,
+    ReceiptAlreadyPublished,
+    ReceiptPublisher,
+)
 from resolver.executor.receipts import WrittenReceipt, write_receipt
 from resolver.executor.side_effects import RunResult, SideEffect, SideEffectRunner
 
@@ -43,6 +57,9 @@ __all__ = [
     "DispatchSpec",
     "ExecutionClient",
     "ExecutionLease",
+    "ExecutionState",
+    "ExecutionStore",
+    "ExecutionView",
     "FenceConflict",
     "InvalidDispatch",
     "KeyRing",
@@ -50,11 +67,20 @@ __all__ = [
     "MutationNotCommitted",
     "NotFound",
     "NotLeasable",
+    "ObjectStoreSettings",
     "Outcome",
+    "Pooler",
     "PostgresExecutionStore",
     "PostgresHandle",
     "PostgresStore",
+    "PublicationError",
+    "PublicationFailed",
+    "PublicationUnknown",
+    "PublishedReceipt",
+    "ReceiptAlreadyPublished",
+    "ReceiptPublisher",
     "ReceiptRejected",
+    "ResolutionSource",
     "ResolverError",
     "RunResult",
     "SideEffect",

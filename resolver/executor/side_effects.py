@@ -211,7 +211,7 @@ class SideEffect:
         self.check()
         runner = self._runner
         try:
-            runner.renew(self._lease)
+            runner._renew(self._lease)
             identity, now_ms = _fenced_identity(runner, self.lease)
         except (FenceConflict, NotFound) as exc:
             self.lose(f"{type(exc).__name__}: {exc}")
@@ -255,7 +255,7 @@ class SideEffect:
         if self._lease.remaining(runner.clock()) >= runner.lease_seconds / 2:
             return
         try:
-            runner.renew(self._lease)
+            runner._renew(self._lease)
         except (FenceConflict, NotFound) as exc:
             self.lose(f"{type(exc).__name__}: {exc}")
             raise
@@ -265,7 +265,7 @@ class SideEffect:
         wait = runner.renew_interval
         while not self._stop.wait(wait):
             try:
-                runner.renew(self._lease)
+                runner._renew(self._lease)
                 wait = runner.renew_interval
             except (FenceConflict, NotFound) as exc:  # LeaseLost is a FenceConflict
                 self.lose(f"{type(exc).__name__}: {exc}")
@@ -387,7 +387,7 @@ class SideEffectRunner:
         # One completion per execution attempt; the token is unique to that lease.
         return f"c-{lease.token}"
 
-    def renew(self, lease: _Lease) -> None:
+    def _renew(self, lease: _Lease) -> None:
         """One renewal; the new deadline counts from before the call."""
         asked = self.clock()
         lease.renewed(self.client.renew(lease.get()), asked)

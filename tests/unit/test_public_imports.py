@@ -6,14 +6,19 @@ without a warning."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
+import inspect
 import re
 import subprocess
 import sys
 import textwrap
+import typing
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 
 import resolver.evidence
@@ -30,7 +35,8 @@ SURFACES = {
 
 
 def python_blocks(text: str) -> list[str]:
-    return [textwrap.dedent(b) for b in re.findall(r"```python\n(.*?)```", text, re.S)]
+    # Every python block, a tagged one (```python publish) too.
+    return [textwrap.dedent(b) for b in re.findall(r"```python[^\n]*\n(.*?)```", text, re.S)]
 
 
 def doc_imports(doc: str) -> list[tuple[str, str]]:
@@ -318,11 +324,17 @@ def test_the_complete_examples_type_check_strictly_against_the_surfaces(tmp_path
         for b in python_blocks((ROOT / "docs" / "providers.md").read_text())
         if "class RefundProvider" in b
     ]
-    (executor,) = python_blocks((ROOT / "docs" / "executor-sdk.md").read_text())
+    # The executor of executor-sdk.md, and its publisher of receipt objects.
+    executor, publisher = python_blocks((ROOT / "docs" / "executor-sdk.md").read_text())
     (tmp_path / "none.ini").write_text("[mypy]\n")
-    files = [tmp_path / "provider_example.py", tmp_path / "executor_example.py"]
+    files = [
+        tmp_path / "provider_example.py",
+        tmp_path / "executor_example.py",
+        tmp_path / "publisher_example.py",
+    ]
     files[0].write_text(provider)
     files[1].write_text(executor)
+    files[2].write_text(publisher)
     checked = mypy(files, tmp_path)
     assert checked.returncode == 0, checked.stdout
     # The check is live: a name that is not on the surface is an error.
@@ -370,3 +382,93 @@ def test_following_the_changelog_alone_upgrades_an_old_executor(tmp_path: Path) 
     )
     assert old.returncode == 0, old.stderr
     assert "DeprecationWarning" in old.stderr
+
+
+# -- what the public signatures take and return ---------------------------------------------
+
+# Public names whose signatures may name internal types, and why: nothing else may.
+INTERNAL_SIGNATURES_ALLOWED = {
+    # The deprecated store of every port (0.1.0's), going in 0.3.0: its calls are the
+    # replicas' and the API's, kept as they were, not an executor's.
+    "resolver.executor.PostgresStore": "deprecated aggregate of every internal port",
+    # Built by SideEffectRunner.run only, with the runner's private lease clock.
+    "resolver.executor.SideEffect.__init__": "built by the runner, never by an adopter",
+}
+
+
+def _classes(annotation: object, found: set[type]) -> None:
+    if isinstance(annotation, type):
+        found.add(annotation)
+    origin = typing.get_origin(annotation)
+    if isinstance(origin, type):
+        found.add(origin)
+    for argument in typing.get_args(annotation):
+        _classes(argument, found)
+
+
+def _signatures(where: str, value: object) -> Iterator[tuple[str, object]]:
+    """Every callable a public name offers: a function, or a class's constructor, fields,
+    public methods and properties."""
+    if inspect.isfunction(value):
+        yield where, value
+        return
+    if not inspect.isclass(value):
+        return
+    if issubclass(value, msgspec.Struct) or dataclasses.is_dataclass(value):
+        yield f"{where} fields", value
+    if "model_fields" in vars(value):  # a pydantic model: its fields
+        yield f"{where} fields", value
+    for name, member in vars(value).items():
+        if name.startswith("_") and name != "__init__":
+            continue
+        if isinstance(member, property) and member.fget is not None:
+            yield f"{where}.{name}", member.fget
+        elif isinstance(member, classmethod | staticmethod):
+            yield f"{where}.{name}", member.__func__
+        elif inspect.isfunction(member):
+            yield f"{where}.{name}", member
+
+
+def non_public_in_signatures() -> dict[str, set[str]]:
+    public = {id(getattr(m, n)) for m in SURFACES.values() for n in m.__all__}
+    found: dict[str, set[str]] = {}
+    for surface, module in SURFACES.items():
+        for name in module.__all__:
+            where = f"{surface}.{name}"
+            if where in INTERNAL_SIGNATURES_ALLOWED:
+                continue
+            for place, callable_ in _signatures(where, getattr(module, name)):
+                if place in INTERNAL_SIGNATURES_ALLOWED:
+                    continue
+                classes: set[type] = set()
+                for hint in typing.get_type_hints(callable_).values():
+                    _classes(hint, classes)
+                internal = {
+                    f"{c.__module__}.{c.__qualname__}"
+                    for c in classes
+                    if c.__module__.split(".")[0] in ("resolver", "providers")
+                    and id(c) not in public
+                }
+                if internal:
+                    found[place] = internal
+    return found
+
+
+def test_every_type_a_public_signature_takes_or_returns_is_public() -> None:
+    """An adopter can name what they pass and what they get: every class in a public
+    signature (parameters, results, fields) is on a public surface itself."""
+    assert non_public_in_signatures() == {}
+
+
+def test_the_signature_walk_sees_an_internal_type(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Taking ReceiptPublisher off the surface makes SideEffect.publish_receipt a finding.
+    monkeypatch.setattr(
+        resolver.executor,
+        "__all__",
+        [n for n in resolver.executor.__all__ if n != "ReceiptPublisher"],
+    )
+    found = non_public_in_signatures()
+    assert (
+        "resolver.executor.object_receipts.ReceiptPublisher"
+        in found["resolver.executor.SideEffect.publish_receipt"]
+    )

@@ -49,6 +49,7 @@ def test_the_record_sees_every_kind_of_surface() -> None:
         "alert",
         "chart",
         "env",
+        "provider",
         "node",
     }
     assert "sql:resolver_receipt_write" in " ".join(ps.load(ps.SNAPSHOT))
