@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -83,6 +84,10 @@ class ReceiptPublisher:
         self.margin_seconds = margin_seconds
         self._client = make_client(settings, max_pool=2, read_only=False, session=session)
         self._sleep = sleep
+        # Whether this thread's PUT reached the HTTP layer: botocore's last event before the
+        # request leaves. A failure before it (no credentials, no region) sent nothing.
+        self._sending = threading.local()
+        self._client.meta.events.register("before-send.s3.PutObject", self._handed_over)
 
     @property
     def request_seconds(self) -> float:
@@ -118,6 +123,7 @@ class ReceiptPublisher:
                     "too little of the lease is left to publish the receipt before it runs "
                     "out: nothing was published"
                 )
+            self._sending.sent = False
             try:
                 reply = self._client.put_object(
                     Bucket=self.settings.bucket,
@@ -144,6 +150,10 @@ class ReceiptPublisher:
         landed), or an error to raise."""
         bx = importlib.import_module("botocore.exceptions")  # untyped: see object_store
 
+        if not getattr(self._sending, "sent", False):
+            # Refused before it left (no credentials, no region, a bad parameter): nothing
+            # can land, and trying again will not help.
+            raise PublicationFailed(f"the receipt's PUT was never sent: {exc}") from exc
         if isinstance(exc, bx.ConnectTimeoutError | bx.EndpointConnectionError):
             return False  # never reached the store
         if isinstance(exc, bx.ReadTimeoutError | bx.ConnectionClosedError | bx.HTTPClientError):
@@ -168,6 +178,9 @@ class ReceiptPublisher:
         raise PublicationFailed(
             f"the store refused the receipt's PUT: HTTP {status} {code}"
         ) from None
+
+    def _handed_over(self, **_: Any) -> None:
+        self._sending.sent = True
 
     def _stored(self, key: str) -> tuple[bytes, str, str | None] | None:
         try:

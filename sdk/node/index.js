@@ -808,6 +808,21 @@ const RETRY_NAMES = new Set(["SlowDown", "Throttling", "ConditionalRequestConfli
 const BACKOFF_MS = [50, 100, 200, 400, 800];
 const NOT_SENT = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH"]);
 
+// Marks the moment the command's request reaches the HTTP handler: the innermost middleware
+// of the last step, after serialization, endpoint resolution and signing. Every failure
+// before it (a missing region or credentials) sent nothing.
+function markHandedOver(command) {
+  const handedOver = { value: false };
+  command.middlewareStack.add(
+    (next) => async (args) => {
+      handedOver.value = true;
+      return next(args);
+    },
+    { step: "deserialize", priority: "low", name: "receiptRequestHandedOver" },
+  );
+  return handedOver;
+}
+
 /** Where the receipt of `dispatchId` (in `projectId`) lives in the bucket. */
 export const receiptKey = (prefix, projectId, dispatchId) => `${prefix}${projectId}/${dispatchId}.receipt.json`;
 
@@ -858,11 +873,10 @@ export class ReceiptPublisher {
         if (maybeLanded) throw new PublicationUnknown("a PUT of the receipt may have landed and the lease leaves no time to ask again");
         throw new LeaseLost("too little of the lease is left to publish the receipt before it runs out: nothing was published", "RS002");
       }
+      const put = new sdk.PutObjectCommand({ Bucket: this.bucket, Key: key, Body: bytes, IfNoneMatch: "*", ContentType: "application/json" });
+      const handedOver = markHandedOver(put);
       try {
-        const reply = await this.#client.send(
-          new sdk.PutObjectCommand({ Bucket: this.bucket, Key: key, Body: bytes, IfNoneMatch: "*", ContentType: "application/json" }),
-          { abortSignal: AbortSignal.timeout(this.requestTimeoutMs) },
-        );
+        const reply = await this.#client.send(put, { abortSignal: AbortSignal.timeout(this.requestTimeoutMs) });
         return { key, etag: reply.ETag, versionId: reply.VersionId ?? null, evidenceDigest };
       } catch (err) {
         const status = err?.$metadata?.httpStatusCode ?? 0;
@@ -870,8 +884,15 @@ export class ReceiptPublisher {
           if (maybeLanded && (await this.#storedEquals(sdk, key, bytes))) return { key, etag: null, versionId: null, evidenceDigest };
           throw new ReceiptAlreadyPublished(`a receipt is already published at ${key}: the store refused to overwrite it`, { cause: err });
         }
+        if (status === 0 && !handedOver.value) {
+          // The client failed before its HTTP handler had the request (no region, no
+          // credentials, a bad endpoint): nothing left, nothing can land, and trying again
+          // will not help. Only a request the handler had may have reached the store.
+          throw new PublicationFailed(`the receipt's PUT was never sent: ${err?.message ?? err}`, { cause: err });
+        }
         if (status === 0) {
-          // No answer: refused before sending, or sent and unanswered (it may have landed).
+          // No answer to a request the handler had: refused on connecting, or sent and
+          // unanswered (it may have landed).
           if (!NOT_SENT.has(err?.code)) maybeLanded = true;
           continue;
         }

@@ -262,3 +262,33 @@ test("credentials that may not write are a typed failure; a retrying client is r
   const retrying = new ReceiptPublisher({ client: s3("S3_WRITER", { maxAttempts: 3 }), bucket: S3_BUCKET });
   await assert.rejects(retrying.publish("receipts/proj-node/x.receipt.json", "{}", lease), /maxAttempts: 1/);
 });
+
+// Nothing left the client (no region, no credentials): nothing can have landed, so the
+// failure is PublicationFailed, with what the client said as its `cause`, never "unknown".
+test("a PUT the client never sent is a PublicationFailed with its cause", { skip }, async () => {
+  const lease = { leaseLeftMs: () => 60_000, leaseMs: 30_000 };
+  const cases = {
+    "no region": new S3Client({ endpoint: proxy.url, forcePathStyle: true, credentials: credentials("S3_WRITER"), maxAttempts: 1 }),
+    "no credentials": new S3Client({
+      endpoint: proxy.url,
+      region: "us-east-1",
+      forcePathStyle: true,
+      maxAttempts: 1,
+      credentials: async () => {
+        throw new Error("no credentials in this process");
+      },
+    }),
+  };
+  for (const [what, client] of Object.entries(cases)) {
+    const puts = proxy.puts;
+    const publisher = new ReceiptPublisher({ client, bucket: S3_BUCKET, requestTimeoutMs: 1_000 });
+    const refused = await publisher.publish(`receipts/proj-node/never-${crypto.randomUUID()}.receipt.json`, "{}", lease).then(
+      () => assert.fail(`${what}: published`),
+      (err) => err,
+    );
+    assert.ok(refused instanceof PublicationFailed, `${what}: ${refused?.name}: ${refused?.message}`);
+    assert.ok(refused.cause instanceof Error, `${what}: no cause`);
+    assert.match(refused.message, /never sent/);
+    assert.equal(proxy.puts, puts, `${what}: a request reached the store`);
+  }
+});

@@ -383,3 +383,27 @@ def test_credentials_that_may_not_write_are_a_typed_failure(s3: S3Server) -> Non
             lease_left=lambda: 60.0,
             lease_seconds=30.0,
         )
+
+
+def test_a_put_the_client_never_sent_is_a_failure_with_its_cause(
+    s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No credentials anywhere: botocore refuses before anything leaves, so nothing can have
+    landed: PublicationFailed from the client's own error, never 'unknown'."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "empty").write_text("")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "empty"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "empty"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    puts = s3.recorder.count("PUT")
+    nobody = ReceiptPublisher(ObjectStoreSettings(**{**s3.settings(), "timeout_seconds": 1}))
+    with pytest.raises(PublicationFailed, match="never sent") as refused:
+        nobody.publish(
+            "receipts/proj-1/nobody.receipt.json",
+            b"{}",
+            lease_left=lambda: 60.0,
+            lease_seconds=30.0,
+        )
+    assert type(refused.value.__cause__).__name__ == "NoCredentialsError"
+    assert s3.recorder.count("PUT") == puts
