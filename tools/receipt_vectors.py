@@ -256,6 +256,32 @@ def rejected_cases() -> list[dict[str, Any]]:
             signed(body_for(IDENTITY, started_at_ms=str(IDENTITY["started_at_ms"]))),
             IDENTITY,
         ),
+        # The order of the checks (docs/receipts.md, "What the resolver checks"): where two
+        # rules are broken, the step that comes first names the reason.
+        rejected(
+            "order-float-inside-an-array",
+            "float",
+            "step 3 before step 4: the float is met while parsing, before the value is found "
+            "not to be an object",
+            "[1.5]",
+            IDENTITY,
+        ),
+        rejected(
+            "order-duplicate-then-float",
+            "float",
+            "step 3: a repeated key is found when its object closes, a float when it is read; "
+            "here the float is read before the object closes",
+            duplicate.replace('"attempt":1,', '"attempt":1.5,'),
+            IDENTITY,
+        ),
+        rejected(
+            "order-bad-outcome-and-integer-sig",
+            "bad_type",
+            "step 8 takes the fields in a fixed order: sig (a number, bad_type) comes before "
+            "outcome (not succeeded or failed, bad_value)",
+            {**good, "outcome": "maybe", "sig": 7},
+            IDENTITY,
+        ),
     ]
 
 

@@ -42,6 +42,24 @@ def test_every_rejection_reason_is_documented() -> None:
     assert {reason.value for reason in RejectReason} <= set(re.findall(r"`([a-z_]+)`", table))
 
 
+def test_the_numbered_steps_take_the_fields_in_the_verifiers_order() -> None:
+    """Step 8 names the fields in the order both verifiers check them (the Node SDK's
+    INT_FIELDS and PATTERN_FIELDS are the same lists as these)."""
+    from resolver.evidence.receipts import _INT_FIELDS, _PATTERN_FIELDS
+
+    step = re.search(r"^8\. (.*?)^9\. ", section("## What the resolver checks"), re.M | re.S)
+    assert step is not None
+    named = re.findall(r"`([a-z_]+)`", step.group(1))
+    fields = [n for n in dict.fromkeys(named) if n in RECEIPT_FIELDS]
+    assert fields == [*_INT_FIELDS, *_PATTERN_FIELDS, "outcome"]
+    source = (DOC.parents[1] / "sdk" / "node" / "index.js").read_text(encoding="utf-8")
+    node_ints = re.search(r"const INT_FIELDS = \[(.*?)\];", source, re.S)
+    node_patterns = re.search(r"const PATTERN_FIELDS = \[(.*?)\n\];", source, re.S)
+    assert node_ints is not None and node_patterns is not None
+    assert re.findall(r'"(\w+)"', node_ints.group(1)) == list(_INT_FIELDS)
+    assert re.findall(r'\["(\w+)"', node_patterns.group(1)) == list(_PATTERN_FIELDS)
+
+
 def test_the_worked_example_is_what_the_resolver_signs_and_verifies() -> None:
     key_hex, signed_bytes, sig, digest = blocks("## A worked example")
     body = json.loads(signed_bytes)
