@@ -45,3 +45,21 @@ def test_the_doc_names_every_role_the_sql_creates() -> None:
         re.findall(r"CREATE ROLE (\w+)", (ROOT / "deploy/sql/roles.sql").read_text("utf-8"))
     )
     assert roles and all(f"`{role}`" in DOC.read_text(encoding="utf-8") for role in roles)
+
+
+def test_the_install_section_gives_each_face_its_own_role() -> None:
+    """Section 3 says which role each face logs in as, as the chart wires it
+    (tests/deploy/test_chart_api.py): the replicas as resolver_runtime, the API as
+    resolver_api, with a Secret of each to create; the API never with the runtime role."""
+    text = DOC.read_text(encoding="utf-8")
+    section = text[text.index("## 3. Install with Helm") : text.index("\n## 4.")]
+    secrets = dict(
+        re.findall(
+            r"create secret generic (\S+) \\\n\s+--from-literal=url='postgresql://(\w+):", section
+        )
+    )
+    assert secrets.get("resolver-runtime-db") == "resolver_runtime"
+    assert secrets.get("resolver-api-db") == "resolver_api"
+    api = section[section.index("**The manual-resolution API**") :].split("\n\n", 1)[0]
+    assert "`resolver_api`" in api and "api.database.existingSecret" in api
+    assert "runtime role:" not in api and "uses the runtime role" not in api
