@@ -9,7 +9,7 @@ import pytest
 import structlog
 from psycopg.rows import dict_row
 
-from resolver.db.readonly import ReadOnlyDatabase
+from resolver.db.evidence import ReadOnlyDatabase
 from resolver.executor.client import ExecutionClient
 from tests.helpers.database import EXEC_LEASE_MS, SQL, World
 from tests.helpers.postgres import DatabaseFactory, test_server

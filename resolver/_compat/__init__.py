@@ -18,6 +18,7 @@ Nothing in the product imports this package except the modules that host a shim 
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,6 +51,9 @@ class Kind(StrEnum):
     """A deprecated class (`what`), warning when built."""
     ARGUMENT = "argument"
     """A deprecated keyword argument (`what`), warning when passed."""
+    INTERNAL = "internal"
+    """A module behind the surfaces that docs of an earlier layout told adopters to import
+    from: a public name read from it outside the product warns, naming its public path."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,21 +72,32 @@ class Shim:
     """Only these names (None: every name of `home`, and every name of `surfaces`)."""
     what: str = ""
     """CLASS and ARGUMENT: the deprecated thing, as the warning names it."""
+    instead: str = ""
+    """What to do instead, for names no surface has (the warning says it rather than point
+    at an internal module)."""
 
     def resolve(self, name: str) -> tuple[Any, str]:
-        """The object `name` resolves to and where to import it from now, or AttributeError."""
+        """The object `name` resolves to and what to do now (`import X from Y`, or this row's
+        `instead`), or AttributeError."""
         if name.startswith("_") or (self.names is not None and name not in self.names):
             raise self._missing(name)
         public = [s for s in self.surfaces if name in import_module(s).__all__]
         if public:
-            return getattr(import_module(public[0]), name), " or ".join(public)
+            return getattr(import_module(public[0]), name), f"import {name} from " + " or ".join(
+                public
+            )
         try:
             value = getattr(import_module(self.home), name)
         except AttributeError:
             raise self._missing(name) from None
         if isinstance(value, ModuleType):
             raise self._missing(name)
-        return value, f"{self.home} (internal: not covered by docs/versioning.md)"
+        if self.instead:
+            return value, self.instead
+        return (
+            value,
+            f"import {name} from {self.home} (internal: not covered by docs/versioning.md)",
+        )
 
     def _missing(self, name: str) -> AttributeError:
         return AttributeError(f"module {self.module!r} has no attribute {name!r}")
@@ -122,6 +137,8 @@ SHIMS: tuple[Shim, ...] = (
         (EXECUTOR,),
         names=frozenset({"PostgresStore"}),
     ),
+    # The SQL providers' reader kept its path through the re-layout, undeclared: internal now.
+    Shim("resolver.db.readonly", Kind.MODULE, REMOVED_IN, "resolver.db.evidence", (EVIDENCE,)),
     # The previous release's module `resolver.evidence` (a package now, the provider API)
     # also held the provider registry, which is internal now.
     Shim(
@@ -129,6 +146,12 @@ SHIMS: tuple[Shim, ...] = (
         Kind.NAMES,
         REMOVED_IN,
         "resolver.core.provider",
+        instead=(
+            "the registry is internal to `resolver run`; build your provider by calling its "
+            "factory (what your `resolver.providers` entry point names) with an action "
+            "type's settings, and prove it with resolver.evidence.contract "
+            "(docs/providers.md)"
+        ),
         names=frozenset(
             {
                 "ENTRY_POINT_GROUP",
@@ -149,12 +172,33 @@ SHIMS: tuple[Shim, ...] = (
         (EXECUTOR,),
         names=frozenset({"WrittenReceipt", "write_receipt"}),
     ),
+    # Modules behind the surfaces that an interim layout's guides (and this release's own
+    # object-storage example, until fixed) named: they stay where they are, internal, and a
+    # public name read from them outside the product warns.
+    *(
+        Shim(module, Kind.INTERNAL, REMOVED_IN, surfaces=surfaces)
+        for module, surfaces in (
+            ("resolver.core.domain", (EVIDENCE, EXECUTOR)),
+            ("resolver.core.errors", (EVIDENCE, EXECUTOR)),
+            ("resolver.core.provider", (EVIDENCE,)),
+            ("resolver.evidence.receipts", (EVIDENCE, EXECUTOR)),
+            ("resolver.evidence.object_store", (EXECUTOR,)),
+            ("resolver.executor.object_receipts", (EXECUTOR,)),
+        )
+    ),
     # Deprecated in this release itself: the store of every port, and the clock per call.
     Shim("resolver.executor", Kind.CLASS, REMOVED_IN, what=POSTGRES_STORE),
     Shim("resolver.executor.client", Kind.ARGUMENT, REMOVED_IN, what=NOW_MS),
 )
 
 _BY_MODULE = {s.module: s for s in SHIMS if s.kind in (Kind.MODULE, Kind.NAMES, Kind.PLUGIN)}
+_INTERNAL = {s.module: s for s in SHIMS if s.kind is Kind.INTERNAL}
+# Whose reads are the product's own (its packages, its tests and tools) or the import
+# machinery's on the way to an importing line: only what is left is an adopter's code.
+_INSIDE = frozenset(
+    {"resolver", "providers", "resolver_test_support", "tests", "tools", "benchmarks"}
+)
+_MACHINERY = frozenset({"importlib", "typing", "inspect", "pydoc", "abc"})
 _BY_WHAT = {s.what: s for s in SHIMS if s.what}
 
 
@@ -180,13 +224,53 @@ def forward(module: str, *, stacklevel: int = 2) -> Callable[[str], Any]:
         value, where = shim.resolve(name)
         warnings.warn(
             f"{module}.{name} is deprecated and will be removed in {shim.removed_in}: "
-            f"import {name} from {where} (see CHANGELOG.md, Upgrading)",
+            f"{where} (see CHANGELOG.md, Upgrading)",
             DeprecationWarning,
             stacklevel=stacklevel,  # the line that imports the name
         )
         return value
 
     return __getattr__
+
+
+def guard_internal(module: str) -> None:
+    """Make `module` (a row of kind INTERNAL, calling this last) warn when code outside the
+    product reads one of its public names: the warning names the public path."""
+    sys.modules[module].__class__ = _Internal
+
+
+class _Internal(ModuleType):
+    """A module whose public names warn when read from outside the product.
+
+    Only reads by name through the module object pass here (`from m import name`, `m.name`):
+    the product's own are told apart by the reading frame's module, and cost one frame look
+    each, at import time."""
+
+    def __getattribute__(self, name: str) -> Any:
+        value = super().__getattribute__(name)
+        if name[:1] != "_":
+            reader = str(sys._getframe(1).f_globals.get("__name__", ""))
+            top = reader.partition(".")[0]
+            if top not in _INSIDE and top not in _MACHINERY:
+                _warn_internal(super().__getattribute__("__name__"), name, value)
+        return value
+
+
+def _warn_internal(module: str, name: str, value: Any) -> None:
+    shim = _INTERNAL[module]
+    public = [
+        s
+        for s in shim.surfaces
+        if name in import_module(s).__all__ and getattr(import_module(s), name) is value
+    ]
+    if not public:
+        return  # never public: nothing was promised about it, and no path to send anyone to
+    warnings.warn(
+        f"{module} is internal; {module}.{name} warns until {shim.removed_in}: import {name} "
+        f"from {' or '.join(public)} (see CHANGELOG.md, Upgrading)",
+        DeprecationWarning,
+        stacklevel=3,  # this function, __getattribute__, then the reading line
+    )
 
 
 def plugin_imported(module: str) -> None:

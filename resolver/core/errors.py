@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
+from resolver._compat import guard_internal
+
 
 class ResolverError(Exception):
     """Base of every error the resolver raises on purpose."""
@@ -170,3 +172,7 @@ class CommitUnknown(ResolverError):
 class MutationNotCommitted(ResolverError):
     """The reply to the mutation's COMMIT was lost and a re-read proves it rolled back: its
     receipt does not exist, so neither does the mutation. Nothing was completed."""
+
+
+# Last: public names read from here outside the product warn (resolver/_compat).
+guard_internal(__name__)

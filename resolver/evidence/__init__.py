@@ -49,7 +49,7 @@ if TYPE_CHECKING:
         parse_provider_settings,
     )
     from resolver.db.connect import Pooler
-    from resolver.db.readonly import SQL_SOURCE_REASONS, ReadOnlyDatabase, Row
+    from resolver.db.evidence import SQL_SOURCE_REASONS, ReadOnlyDatabase, Row
     from resolver.evidence.readonly_http import (
         HTTP_SOURCE_REASONS,
         HttpReply,
@@ -110,7 +110,7 @@ _HOMES: dict[str, str] = {
         "resolver.core.provider",
     ),
     **dict.fromkeys(("Pooler",), "resolver.db.connect"),
-    **dict.fromkeys(("SQL_SOURCE_REASONS", "ReadOnlyDatabase", "Row"), "resolver.db.readonly"),
+    **dict.fromkeys(("SQL_SOURCE_REASONS", "ReadOnlyDatabase", "Row"), "resolver.db.evidence"),
     **dict.fromkeys(
         (
             "HTTP_SOURCE_REASONS",

@@ -25,7 +25,7 @@ from psycopg.types.json import Jsonb
 from providers.internal_mutation import InternalMutationProvider
 from providers.package_install import PackageInstallProvider
 from resolver.core.domain import DispatchIdentity, ExecutionLease, FindingKind, Outcome
-from resolver.db.readonly import ReadOnlyDatabase
+from resolver.db.evidence import ReadOnlyDatabase
 from resolver.evidence.receipts import KeyRing, sign_receipt
 from tests.helpers.harnesses import new_identity, plant_install
 from tests.helpers.roles import RoleDatabase, as_role, crash

@@ -19,7 +19,7 @@ from providers.package_install import PackageInstallProvider
 from providers.run_create import RunCreateProvider
 from resolver.core.domain import DispatchIdentity, Outcome, action_digest, canonical_json
 from resolver.core.provider import EvidenceProvider
-from resolver.db.readonly import ReadOnlyDatabase
+from resolver.db.evidence import ReadOnlyDatabase
 from resolver.evidence.contract import NotApplicable, Scenario
 from resolver.evidence.readonly_http import ReadOnlyHttpClient
 from resolver.evidence.receipt_server import ReceiptServer

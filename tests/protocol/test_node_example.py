@@ -74,7 +74,7 @@ def test_node_receipt_verifies_with_the_resolvers_provider(
     """The receipt the Node example signs is accepted by the internal_mutation provider."""
     from providers.internal_mutation import InternalMutationProvider
     from resolver.core.domain import DispatchIdentity, FindingKind
-    from resolver.db.readonly import ReadOnlyDatabase
+    from resolver.db.evidence import ReadOnlyDatabase
     from resolver.evidence.receipts import KeyRing
 
     dispatch_id = f"node-{uuid.uuid4().hex[:8]}"

@@ -29,7 +29,7 @@ from resolver.core.liveness import Probe
 from resolver.core.provider import ProviderRegistry
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.runtime import Runtime
-from resolver.db.readonly import ReadOnlyDatabase, is_transient
+from resolver.db.evidence import ReadOnlyDatabase, is_transient
 from resolver.evidence.receipts import KeyRing
 from resolver.telemetry.health import ProviderHealth, ReadinessCheck
 from resolver.telemetry.metrics import ResolverMetrics

@@ -18,7 +18,7 @@ from resolver.app.config import load_provider_config
 from resolver.core.domain import DispatchIdentity, FindingKind, Outcome, ProviderFailure
 from resolver.core.errors import ConfigError, FenceConflict, SourceMisconfigured
 from resolver.core.provider import build_registry, discover_factories
-from resolver.db.readonly import ReadOnlyDatabase
+from resolver.db.evidence import ReadOnlyDatabase
 from resolver.evidence.receipts import KeyRing
 from resolver.executor.receipts import write_receipt
 from tests.helpers.database import SQL, T0, World

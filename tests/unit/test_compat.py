@@ -26,9 +26,9 @@ SURFACES = ("resolver.evidence", "resolver.executor", "resolver.evidence.contrac
 BY_MODULE = {s.module: s for s in SHIMS if s.kind in (Kind.MODULE, Kind.NAMES, Kind.PLUGIN)}
 
 # Old paths of the tables that import without a warning: the module kept its path and is
-# the surface itself, or (`resolver.db.readonly`) it did not move and is internal now. Each
-# is checked to be silent indeed, so adding its shim means removing it here.
-SILENT = {"resolver.evidence", "resolver.db.readonly"}
+# the surface itself. Each is checked to be silent indeed, so adding its shim means removing
+# it here.
+SILENT = {"resolver.evidence"}
 
 
 # -- the removal release ------------------------------------------------------------------
@@ -219,8 +219,17 @@ def test_every_name_of_a_moved_module_imports_from_its_old_path(
         assert shim is None or name not in (shim.names or ())
         assert imported_silently(old, name) is value
         return
-    # The warning names the surface that has the name, else its internal module.
+    # The warning names the surface that has the name; else what to do instead, never an
+    # internal module to import from (the registry's names); else that internal module.
     public = [s for s in shim.surfaces if name in importlib.import_module(s).__all__]
+    if not public and shim.instead:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert getattr(importlib.import_module(old), name) is value
+        (message,) = [str(w.message) for w in caught]
+        assert message.startswith(f"{old}.{name} is deprecated and will be removed in ")
+        assert shim.instead in message and "import " not in message
+        return
     assert imported_with_warning(old, name, (public or [new])[0], shim.removed_in) is value
 
 
@@ -239,7 +248,9 @@ def test_every_shim_is_a_row_of_the_changelog() -> None:
     for paths, _, _ in module_rows():
         olds.add(paths[0].rsplit(".", 1)[0] if paths[0].startswith("providers.") else paths[0])
     for shim in SHIMS:
-        if shim.kind in (Kind.CLASS, Kind.ARGUMENT):  # `PostgresStore`, `now_ms=`
+        if shim.kind is Kind.INTERNAL:  # named in the upgrade notes, not moved
+            assert f"`{shim.module}`" in upgrading(), shim.module
+        elif shim.kind in (Kind.CLASS, Kind.ARGUMENT):  # `PostgresStore`, `now_ms=`
             assert f"`{shim.what.split('.')[-1].split(chr(39))[0]}`" in upgrading(), shim.what
         else:
             assert shim.module in olds, f"{shim.module} has a shim but no row in CHANGELOG.md"
@@ -265,3 +276,41 @@ def test_an_unknown_or_private_name_on_a_stub_is_an_attribute_error() -> None:
         resolver.domain._reject_floats  # noqa: B018
     with pytest.raises(AttributeError):
         resolver.domain.msgspec  # noqa: B018 (a module the home imports, not a name of it)
+
+
+# -- internal modules an earlier layout's docs named -----------------------------------------
+
+INTERNAL = [s for s in SHIMS if s.kind is Kind.INTERNAL]
+
+
+def read_as(reader: str, module: str, name: str) -> list[str]:
+    """`from module import name` in a module called `reader`; the warnings it gave."""
+    code = compile(f"from {module} import {name}", f"<{reader}>", "exec")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        exec(code, {"__name__": reader})
+    return [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)]
+
+
+@pytest.mark.parametrize("shim", INTERNAL, ids=lambda s: s.module)
+def test_a_public_name_read_from_an_internal_module_outside_the_product_warns(
+    shim: Shim,
+) -> None:
+    module = importlib.import_module(shim.module)
+    surfaces = [importlib.import_module(s) for s in shim.surfaces]
+    public = sorted(n for s in surfaces for n in s.__all__ if vars(module).get(n) is getattr(s, n))
+    assert public, shim.module  # the row guards something
+    for name in public:
+        (message,) = read_as("adopter", shim.module, name)
+        assert re.search(
+            rf"^{re.escape(shim.module)} is internal; .* until {re.escape(shim.removed_in)}: "
+            rf"import {name} from resolver\.",
+            message,
+        ), message
+        # The product's own reads, and its tests', are not warned about.
+        assert read_as("resolver.somewhere", shim.module, name) == []
+        assert read_as("tests.somewhere", shim.module, name) == []
+
+
+def test_a_name_that_was_never_public_reads_silently_from_outside() -> None:
+    assert read_as("adopter", "resolver.core.domain", "ClaimedItem") == []

@@ -26,7 +26,7 @@ from resolver.core.errors import FenceConflict
 from resolver.core.provider import ProviderRegistry
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.runtime import Runtime
-from resolver.db.readonly import ReadOnlyDatabase
+from resolver.db.evidence import ReadOnlyDatabase
 from resolver.evidence.contract import Scenario
 from resolver.evidence.readonly_http import ReadOnlyHttpClient
 from resolver.evidence.receipt_server import ReceiptServer
