@@ -86,8 +86,8 @@ GRANT EXECUTE ON FUNCTION resolver_finding_status(text) TO resolver_runtime;
 -- The manual commit and the proposal close: SECURITY DEFINER, the API's one way to record a
 -- human decision (signed authorization facts, two people where the rules say so). The
 -- replicas' role may run neither.
-REVOKE EXECUTE ON FUNCTION resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], text, text, text, text, bigint, bigint, bigint, bigint) FROM PUBLIC, resolver_runtime;
-GRANT EXECUTE ON FUNCTION resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], text, text, text, text, bigint, bigint, bigint, bigint) TO resolver_api;
+REVOKE EXECUTE ON FUNCTION resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], text, text, text, text, bigint, bigint, bigint, bigint, boolean, text[]) FROM PUBLIC, resolver_runtime;
+GRANT EXECUTE ON FUNCTION resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], text, text, text, text, bigint, bigint, bigint, bigint, boolean, text[]) TO resolver_api;
 REVOKE EXECUTE ON FUNCTION resolver_proposal_close(text, text, text, text, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint) FROM PUBLIC, resolver_runtime;
 GRANT EXECUTE ON FUNCTION resolver_proposal_close(text, text, text, text, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint) TO resolver_api;
 -- Run only inside the commits, as the owner: nobody else may call them.

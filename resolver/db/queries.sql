@@ -218,7 +218,8 @@ WHERE d.dispatch_id = %(dispatch_id)s;
 -- fact, resolution and terminal state in one transaction, fenced on the grant's versions,
 -- authentication age, expected execution version, recovery_required and an open control.
 -- `result`: committed, or for a two-person case proposed, second_person_required, rejected,
--- voided, proposal_limit. No row: nothing applied (manual_context_get explains why).
+-- voided, proposal_limit; tamper_unacknowledged for a success on possibly forged evidence
+-- without the acknowledgement. No row: nothing applied (manual_context_get explains why).
 SELECT dispatch_id, version, result, proposal_id
 FROM resolver_commit_manual(
     p_dispatch_id => %(dispatch_id)s, p_mutation_id => %(mutation_id)s,
@@ -232,7 +233,9 @@ FROM resolver_commit_manual(
     p_issuer => %(issuer)s, p_token_kid => %(token_kid)s, p_signing_kid => %(signing_kid)s,
     p_signature => %(signature)s,
     p_max_auth_age_ms => %(max_auth_age_ms)s, p_clock_leeway_ms => %(clock_leeway_ms)s,
-    p_now_ms => %(now_ms)s, p_proposal_ttl_ms => %(proposal_ttl_ms)s);
+    p_now_ms => %(now_ms)s, p_proposal_ttl_ms => %(proposal_ttl_ms)s,
+    p_tamper_acknowledged => %(tamper_acknowledged)s,
+    p_tampering_reasons => %(tampering_reasons)s::text[]);
 
 -- name: proposal_close
 -- Withdraw (the proposer) or reject (someone else) the open proposal of a dispatch

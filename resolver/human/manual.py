@@ -16,10 +16,8 @@ from collections.abc import Collection, Mapping
 from resolver.core.domain import (
     REASON_CODE_PATTERN,
     Authority,
-    Decision,
     DecisionLimits,
     ExecutionState,
-    FindingKind,
     Grant,
     ManualCommitAnswer,
     ManualContext,
@@ -124,7 +122,9 @@ class ManualResolutionService:
         self.max_auth_age_ms = max_auth_age_ms
         """How recent a decision's strong authentication must be (the console shows it)."""
         self._strong_amr = strong_amr
-        self._limits = DecisionLimits(max_auth_age_ms, clock_leeway_ms, proposal_ttl_ms)
+        self._limits = DecisionLimits(
+            max_auth_age_ms, clock_leeway_ms, proposal_ttl_ms, self._tampering
+        )
 
     def at(self, now_ms: int) -> ManualResolutionService:
         """This service with its store at `now_ms` (tests drive the database clock)."""
@@ -136,7 +136,6 @@ class ManualResolutionService:
         self._require_strong(principal)
         context = self._context(decision.dispatch_id, decision.mutation_id)
         grant = self._grant(decision.dispatch_id, context.project_id, principal)
-        _require_tamper_acknowledgement(context, decision, self._tampering)
         authority = Authority(principal, context.project_id, grant)
         answer = self._store.commit_manual(
             authority, decision, self._sign(authority, decision), self._limits
@@ -145,8 +144,10 @@ class ManualResolutionService:
             return self._explain(principal, decision, grant)
         if answer in WRITTEN:
             return WRITTEN[answer]
-        code, title = PROPOSAL_REFUSALS[answer]
         ctx = self._context(decision.dispatch_id, decision.mutation_id)
+        if answer is ManualCommitAnswer.TAMPER_UNACKNOWLEDGED:
+            raise _tamper_unacknowledged(ctx)
+        code, title = PROPOSAL_REFUSALS[answer]
         raise ProposalConflict(code, title, current=_as_now(ctx))
 
     def open_proposal(self, dispatch_id: str) -> OpenProposal | None:
@@ -284,25 +285,15 @@ class ManualResolutionService:
         )
 
 
-def _require_tamper_acknowledgement(
-    context: ManualContext, decision: ManualDecision, tampering: frozenset[str]
-) -> None:
-    """A possible forgery is never confirmed as succeeded by one click: the decision itself
-    must say the person knows and checked the downstream system (the console asks; this is
-    where it is enforced). A settled case is left to the commit's replay rules."""
-    if (
-        decision.decision is Decision.CONFIRM_SUCCEEDED
-        and not decision.tamper_acknowledged
-        and context.state is ExecutionState.EXECUTING
-        and context.last_finding == FindingKind.CONFLICT
-        and context.last_reason in tampering
-    ):
-        raise TamperAcknowledgementRequired(
-            f"the evidence conflicts ({context.last_reason}) in a way that suggests forgery or "
-            "tampering: confirm succeeded only after checking the downstream system, and say "
-            "so with tamper_acknowledged: true",
-            current=_as_now(context),
-        )
+def _tamper_unacknowledged(context: ManualContext) -> TamperAcknowledgementRequired:
+    """The commit's refusal of a success on possibly forged evidence without the decision's
+    acknowledgement (the rule is the commit's: the console asks, the database holds it)."""
+    return TamperAcknowledgementRequired(
+        f"the evidence conflicts ({context.last_reason}) in a way that suggests forgery or "
+        "tampering: confirm succeeded only after checking the downstream system, and say so "
+        "with tamper_acknowledged: true",
+        current=_as_now(context),
+    )
 
 
 def _unknown(dispatch_id: str) -> NotFound:

@@ -47,12 +47,14 @@ class Authority(msgspec.Struct, frozen=True):
 
 class DecisionLimits(msgspec.Struct, frozen=True):
     """The service's limits a fenced human write is held to: how old the strong sign-in may
-    be, the leeway for a sign-in time ahead of the database clock, and how long a proposal
-    stays open."""
+    be, the leeway for a sign-in time ahead of the database clock, how long a proposal
+    stays open, and the conflict reasons whose `confirm_succeeded` needs the decision's
+    tamper acknowledgement (what the installed providers declare)."""
 
     max_auth_age_ms: int
     clock_leeway_ms: int
     proposal_ttl_ms: int
+    tampering: frozenset[str] = frozenset()
 
 
 class ManualDecision(msgspec.Struct, frozen=True):
@@ -91,6 +93,9 @@ class ManualCommitAnswer(StrEnum):
     """The proposer no longer holds the permission: the proposal is void."""
     PROPOSAL_LIMIT = "proposal_limit"
     """The case already had as many proposals as one may; nothing written."""
+    TAMPER_UNACKNOWLEDGED = "tamper_unacknowledged"
+    """`confirm_succeeded` on a conflict whose reason suggests tampering, without the
+    decision's `tamper_acknowledged`: nothing written."""
 
 
 class ManualResult(StrEnum):

@@ -61,6 +61,8 @@ class PostgresManualStore(PortStore):
             "reason_code": decision.reason_code,
             "evidence_digest": decision.evidence_digest,
             "proposal_ttl_ms": limits.proposal_ttl_ms,
+            "tamper_acknowledged": decision.tamper_acknowledged,
+            "tampering_reasons": sorted(limits.tampering),
             "now_ms": self._db.now_ms,
         }
         try:

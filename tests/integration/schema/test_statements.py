@@ -74,6 +74,8 @@ DUMMY = {
     "pid": 1,
     "backend_start": None,
     "proposal_ttl_ms": 60_000,
+    "tamper_acknowledged": False,
+    "tampering_reasons": ["bad_signature"],
     "action": "withdraw",
     "window_ms": 1,
     "renamed": "{}",

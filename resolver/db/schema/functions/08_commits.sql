@@ -276,7 +276,8 @@ CREATE OR REPLACE FUNCTION resolver_commit_manual(
     p_project_version bigint, p_role_binding_version bigint, p_auth_time_ms bigint,
     p_amr text[], p_issuer text, p_token_kid text, p_signing_kid text, p_signature text,
     p_max_auth_age_ms bigint, p_clock_leeway_ms bigint,
-    p_now_ms bigint DEFAULT NULL, p_proposal_ttl_ms bigint DEFAULT 3600000
+    p_now_ms bigint DEFAULT NULL, p_proposal_ttl_ms bigint DEFAULT 3600000,
+    p_tamper_acknowledged boolean DEFAULT false, p_tampering_reasons text[] DEFAULT '{}'
 )
 RETURNS TABLE (dispatch_id text, version bigint, result text, proposal_id bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
@@ -351,6 +352,18 @@ BEGIN
            AND prop.evidence_digest IS NOT DISTINCT FROM p_evidence_digest THEN
             RETURN QUERY SELECT p_dispatch_id, v_version, 'proposed'::text, prop.proposal_id;
         END IF;
+        RETURN;
+    END IF;
+    -- Possibly forged evidence is never confirmed as succeeded without the decision's own
+    -- acknowledgement (the caller names the reasons that suggest tampering: the providers
+    -- declare them). The control is read under a lock, after the execution's (the lock
+    -- order), so no inspection changes the evidence between this check and the commit.
+    IF p_outcome = 'succeeded' AND NOT coalesce(p_tamper_acknowledged, false) AND EXISTS (
+           SELECT 1 FROM approved_action_recovery_controls AS tc
+           WHERE tc.dispatch_id = p_dispatch_id AND tc.last_finding = 'conflict'
+             AND tc.last_reason = ANY (coalesce(p_tampering_reasons, '{}'))
+           FOR SHARE) THEN
+        RETURN QUERY SELECT p_dispatch_id, v_version, 'tamper_unacknowledged'::text, NULL::bigint;
         RETURN;
     END IF;
     IF prop.proposal_id IS NULL AND NOT resolver_needs_two_people(v_action_type, p_outcome) THEN
@@ -776,7 +789,7 @@ REVOKE EXECUTE ON FUNCTION
     resolver_commit_automatic(json, bigint),
     resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint,
                            bigint, text[], text, text, text, text, bigint, bigint, bigint,
-                           bigint),
+                           bigint, boolean, text[]),
     resolver_settle_manual(text, text, text, text, text, bigint, text, bigint, json),
     resolver_proposal_close(text, text, text, text, text, text, bigint, bigint, bigint, text[],
                             bigint, bigint, bigint),
@@ -794,7 +807,7 @@ BEGIN
         'resolver_commit_automatic(json, bigint)',
         'resolver_commit_wait_executions(text[])',
         'resolver_commit_wait_controls(text[])',
-        'resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], text, text, text, text, bigint, bigint, bigint, bigint)',
+        'resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], text, text, text, text, bigint, bigint, bigint, bigint, boolean, text[])',
         'resolver_settle_manual(text, text, text, text, text, bigint, text, bigint, json)',
         'resolver_proposal_close(text, text, text, text, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint)',
         'resolver_execution_complete(text, text, uuid, bigint, text, text, text, text, bigint)',
