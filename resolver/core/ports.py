@@ -100,11 +100,16 @@ class ManualStore(ClockOverride, Protocol):
         limits: DecisionLimits,
     ) -> str | None:
         """What the fenced commit did (`committed`, `proposed`, ... see queries.sql
-        manual_commit), or None when a fence held and nothing was written."""
+        manual_commit), or None when a fence held and nothing was written. Raises FactConsumed
+        (the fact was recorded before) or ActRefused (its act does not fit the case)."""
         ...
 
     def close_proposal(
-        self, authority: Authority, close: ProposalClose, limits: DecisionLimits
+        self,
+        authority: Authority,
+        close: ProposalClose,
+        fact: SignedFact,
+        limits: DecisionLimits,
     ) -> str | None:
         """The proposal close's answer (queries.sql proposal_close), None on a grant fence."""
         ...
@@ -177,7 +182,7 @@ class AuditReader(Protocol):
 
     def audit_head(self) -> tuple[int, str] | None: ...
 
-    def audit_unlinked(self) -> tuple[str, str] | None: ...
+    def audit_unlinked(self, acts_since_ms: int | None = None) -> tuple[str, str] | None: ...
 
     def audit_export_recorded(self, export_digest: str) -> bool: ...
 

@@ -278,8 +278,10 @@ def test_the_database_refuses_a_single_person_resolution_however_it_is_written(
         f' "role_binding_version": 1, "auth_time_ms": 1, "amr": ["mfa"],'
         f' "authorized_at_ms": {NOW}, {signed}}}'
     )
-    invented = alice.replace('"alice"', '"mallory"')
+    other = alice.replace("ab" * 64, "cd" * 64)
+    invented = other.replace('"alice"', '"mallory"')
     unsigned = alice.replace('"alice"', '"bob"').replace(f", {signed}", "")
+    copied = alice.replace('"alice"', '"bob"')  # alice's signature again, in bob's name
     settle = (
         "SELECT * FROM resolver_settle_manual(%s, 'op-x', 'succeeded', NULL, 'r', %s,"
         " 'alice', %s, %s::json)"
@@ -298,6 +300,12 @@ def test_the_database_refuses_a_single_person_resolution_however_it_is_written(
             # Deferred to the commit: the authorization facts come after the resolution.
             with pytest.raises(psycopg.errors.CheckViolation, match="needs 2 people"):
                 conn.commit()
+    # A signature counts once: the same one twice is refused at once, by its unique index.
+    with psycopg.connect(database_url) as conn:
+        for table, trigger in GUARDS:
+            conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER {trigger}")
+        with pytest.raises(psycopg.errors.UniqueViolation, match="signature"):
+            conn.execute(settle, (lease.dispatch_id, lease.version, NOW, f"[{alice}, {copied}]"))
     _untouched(policy, lease)
 
 
@@ -601,8 +609,12 @@ def test_retention_exports_both_people_in_one_line_and_prunes_the_proposals(
         "alice",
         "bob",
     ]
+    # The withdrawal is a link of its own, exported beside the decision's.
+    (withdrawal,) = line["close_links"]
+    assert withdrawal["mutation_id"] == "w"
+    assert json.loads(withdrawal["content"])["event"] == "withdraw"
     report = verify_chain(store, exported=exported_links([path]))
-    assert (report.broken, report.pruned) == (None, 1)
+    assert (report.broken, report.pruned) == (None, 2)
     assert verify_chain(store).broken is not None  # without the export the link is missing
 
 
