@@ -196,8 +196,8 @@ class ChainWalk:
         """A proposal this act ends is still open, and no fact of it was counted before."""
         proposal = content.get("proposal")
         if proposal is not None:
-            closer = fact_act(facts[-1])
-            assert closer is not None  # _act_problem checked every fact's act
+            # _act_problem checked the facts: the proposer's propose and one closing act.
+            (closer,) = [a for a in map(fact_act, facts) if a is not None and a.act != Act.PROPOSE]
             if proposal["proposal_id"] in self.closed_proposals:
                 return f"proposal_not_open: proposal {proposal['proposal_id']} was already ended"
             if not proposal["proposed_at_ms"] <= closer.verified_at_ms < proposal["expires_at_ms"]:
