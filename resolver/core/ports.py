@@ -31,11 +31,13 @@ from resolver.core.domain import (
     LateObservation,
     LateRecord,
     LateWatch,
+    ManualCommitAnswer,
     ManualContext,
     ManualDecision,
     ManualQueueItem,
     OpenProposal,
     ProposalClose,
+    ProposalCloseAnswer,
     PruneRunRecord,
     SignedFact,
 )
@@ -98,10 +100,10 @@ class ManualStore(ClockOverride, Protocol):
         decision: ManualDecision,
         fact: SignedFact,
         limits: DecisionLimits,
-    ) -> str | None:
-        """What the fenced commit did (`committed`, `proposed`, ... see queries.sql
-        manual_commit), or None when a fence held and nothing was written. Raises FactConsumed
-        (the fact was recorded before) or ActRefused (its act does not fit the case)."""
+    ) -> ManualCommitAnswer | None:
+        """What the fenced commit did, or None when a fence held and nothing was written.
+        Raises FactConsumed (the fact was recorded before, or verified outside the clock
+        leeway) or ActRefused (its act does not fit the function or the case)."""
         ...
 
     def close_proposal(
@@ -110,8 +112,9 @@ class ManualStore(ClockOverride, Protocol):
         close: ProposalClose,
         fact: SignedFact,
         limits: DecisionLimits,
-    ) -> str | None:
-        """The proposal close's answer (queries.sql proposal_close), None on a grant fence."""
+    ) -> ProposalCloseAnswer | None:
+        """The proposal close's answer, or None when the grant fence held. Raises
+        FactConsumed or ActRefused like the commit."""
         ...
 
     def open_proposal(self, dispatch_id: str) -> OpenProposal | None: ...

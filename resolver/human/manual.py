@@ -4,13 +4,15 @@ There is no retry, reset-to-pending, clear-start-barrier or dispatch edit. Doing
 again means a new dispatch that references this one (`supersedes_dispatch_id`).
 
 Where the database's two-person rules say so, the first decision is a proposal and a second,
-different person's same decision settles it (docs/manual-resolution.md); the database decides
-which, so this service only turns its answer into a result or a typed refusal.
+different person's same decision settles it (docs/manual-resolution.md). Each request is one
+act of one person, signed as such; the database records it only if it is that act, once, and
+this service turns its answer into a result or a typed refusal.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import NoReturn
 
 from resolver.core.domain import (
@@ -20,6 +22,7 @@ from resolver.core.domain import (
     DecisionLimits,
     ExecutionState,
     Grant,
+    ManualCommitAnswer,
     ManualContext,
     ManualDecision,
     ManualResult,
@@ -27,6 +30,7 @@ from resolver.core.domain import (
     Principal,
     ProposalAction,
     ProposalClose,
+    ProposalCloseAnswer,
     ProposalResult,
     ResolutionSource,
     SignedFact,
@@ -50,29 +54,43 @@ STRONG_AMR = frozenset({"mfa", "hwk", "swk", "otp", "fido"})
 # How long a proposal waits for its second person: long enough to find a colleague on call,
 # short enough that the evidence both looked at is still the evidence.
 PROPOSAL_TTL_MS = 60 * 60 * 1000
-# What a two-person answer of the manual commit that settles nothing means to the caller.
-PROPOSAL_REFUSALS: dict[str, tuple[str, str]] = {
-    "second_person_required": (
-        "second_person_required",
-        "you proposed this decision: a different person with the same permission must "
-        "confirm it (or you withdraw it)",
-    ),
-    "rejected": (
-        "proposal_rejected",
-        "a different decision rejected the open proposal; nothing was committed: reload the "
-        "case, then propose again",
-    ),
-    "voided": (
+# What each answer of the manual commit means to the caller: a result when it wrote the
+# decision or its proposal, else the refusal (a 409 problem code and its title).
+WRITTEN: Mapping[ManualCommitAnswer, ManualResult] = {
+    ManualCommitAnswer.COMMITTED: ManualResult.COMMITTED,
+    ManualCommitAnswer.PROPOSED: ManualResult.PROPOSED,
+}
+PROPOSAL_REFUSALS: Mapping[ManualCommitAnswer, tuple[str, str]] = {
+    ManualCommitAnswer.VOIDED: (
         "proposal_voided",
         "the proposer no longer holds the permission; the proposal is void and nothing was "
         "committed",
     ),
-    "proposal_limit": (
+    ManualCommitAnswer.PROPOSAL_LIMIT: (
         "proposal_limit",
         "this case already had 16 proposals; settle it by talking it through first",
     ),
 }
-CLOSE_REFUSALS: dict[str, tuple[str, str]] = {
+# The service's own refusals of a two-person decision, decided on the case as read (the
+# database refuses the same acts, RS008): the proposer deciding again, and a different
+# decision, which rejects the open proposal as this person's act and settles nothing.
+SECOND_PERSON_REQUIRED = (
+    "second_person_required",
+    "you proposed this decision: a different person with the same permission must "
+    "confirm it (or you withdraw it)",
+)
+PROPOSAL_REJECTED = (
+    "proposal_rejected",
+    "a different decision rejected the open proposal; nothing was committed: reload the "
+    "case, then propose again",
+)
+# The same for closing a proposal (a stale sign-in is answered as for a decision), and why a
+# close is refused, as the case was read.
+CLOSED: Mapping[ProposalCloseAnswer, ProposalResult] = {
+    ProposalCloseAnswer.WITHDRAWN: ProposalResult.WITHDRAWN,
+    ProposalCloseAnswer.REJECTED: ProposalResult.REJECTED,
+}
+CLOSE_REFUSALS: Mapping[str, tuple[str, str]] = {
     "no_proposal": ("no_proposal", "there is no open proposal on this dispatch"),
     "not_proposer": ("not_proposer", "only the proposer can withdraw a proposal"),
     "own_proposal": ("own_proposal", "you cannot reject your own proposal: withdraw it"),
@@ -143,15 +161,13 @@ class ManualResolutionService:
                 return self._explain(principal, decision, grant)
             except ActRefused:
                 continue  # the case changed since it was read: read it and sign again
-            if answer == "committed":
-                return ManualResult.COMMITTED
-            if answer == "proposed":
-                return ManualResult.PROPOSED
-            if answer is not None:
-                code, title = PROPOSAL_REFUSALS[answer]
-                ctx = self._context(decision.dispatch_id, decision.mutation_id)
-                raise ProposalConflict(code, title, current=_as_now(ctx))
-            return self._explain(principal, decision, grant)
+            if answer is None:
+                return self._explain(principal, decision, grant)
+            if answer in WRITTEN:
+                return WRITTEN[answer]
+            code, title = PROPOSAL_REFUSALS[answer]
+            ctx = self._context(decision.dispatch_id, decision.mutation_id)
+            raise ProposalConflict(code, title, current=_as_now(ctx))
         raise self._kept_changing(decision.dispatch_id, decision.mutation_id)
 
     def open_proposal(self, dispatch_id: str) -> OpenProposal | None:
@@ -185,7 +201,7 @@ class ManualResolutionService:
                 return _explain_close(principal, close, self._context(dispatch_id, mutation_id))
             except ActRefused:
                 continue  # the proposal changed since it was read: read it and sign again
-            return ProposalResult(answer)
+            return answer
         raise self._kept_changing(dispatch_id, mutation_id)
 
     def _plan(
@@ -197,7 +213,7 @@ class ManualResolutionService:
         if ctx.open_proposal_id is None:
             return (Act.PROPOSE if outcome in ctx.two_person_outcomes else Act.DECIDE), None
         if ctx.open_proposed_by == principal.user_id:
-            code, title = PROPOSAL_REFUSALS["second_person_required"]
+            code, title = SECOND_PERSON_REQUIRED
             raise ProposalConflict(code, title, current=_as_now(ctx))
         if ctx.open_outcome is outcome and ctx.open_evidence_digest == decision.evidence_digest:
             return Act.CONFIRM, ctx.open_proposal_id
@@ -212,11 +228,13 @@ class ManualResolutionService:
             decision.dispatch_id, ProposalAction.REJECT, decision.mutation_id, decision.reason_code
         )
         self._close(authority, close, ctx)
-        code, title = PROPOSAL_REFUSALS["rejected"]
+        code, title = PROPOSAL_REJECTED
         ctx = self._context(decision.dispatch_id, decision.mutation_id)
         raise ProposalConflict(code, title, current=_as_now(ctx))
 
-    def _close(self, authority: Authority, close: ProposalClose, ctx: ManualContext) -> str:
+    def _close(
+        self, authority: Authority, close: ProposalClose, ctx: ManualContext
+    ) -> ProposalResult:
         """Record a reject or withdraw of the open proposal `ctx` read; its answer, or the
         refusal it means (the grant changed, the authentication went stale)."""
         assert ctx.open_proposal_id is not None and ctx.open_outcome is not None
@@ -233,9 +251,9 @@ class ManualResolutionService:
             raise PermissionDenied(
                 f"{PERMISSION} on project {authority.project_id!r} changed; retry"
             )
-        if answer == "stale_auth":
+        if answer is ProposalCloseAnswer.STALE_AUTH:
             raise StrongAuthRequired(self._stale_auth_message())
-        return answer
+        return CLOSED[answer]
 
     def _sign(
         self,

@@ -10,10 +10,12 @@ from resolver.core.domain import (
     DecisionLimits,
     ExecutionState,
     Grant,
+    ManualCommitAnswer,
     ManualContext,
     ManualDecision,
     OpenProposal,
     ProposalClose,
+    ProposalCloseAnswer,
     ResolutionSource,
     SignedFact,
 )
@@ -47,7 +49,7 @@ class PostgresManualStore(PortStore):
         decision: ManualDecision,
         fact: SignedFact,
         limits: DecisionLimits,
-    ) -> str | None:
+    ) -> ManualCommitAnswer | None:
         params = {
             **_authorization(authority, fact, limits),
             "dispatch_id": decision.dispatch_id,
@@ -67,7 +69,7 @@ class PostgresManualStore(PortStore):
             if exc.constraint in _CONSUMED_ONCE:
                 raise FactConsumed(str(exc)) from exc
             raise
-        return None if row is None else str(row["result"])
+        return None if row is None else ManualCommitAnswer(row["result"])
 
     def close_proposal(
         self,
@@ -75,7 +77,7 @@ class PostgresManualStore(PortStore):
         close: ProposalClose,
         fact: SignedFact,
         limits: DecisionLimits,
-    ) -> str | None:
+    ) -> ProposalCloseAnswer | None:
         params = {
             **_authorization(authority, fact, limits),
             "dispatch_id": close.dispatch_id,
@@ -89,7 +91,7 @@ class PostgresManualStore(PortStore):
             if exc.constraint in _CONSUMED_ONCE:
                 raise FactConsumed(str(exc)) from exc
             raise
-        return None if row is None else str(row["result"])
+        return None if row is None else ProposalCloseAnswer(row["result"])
 
     def open_proposal(self, dispatch_id: str) -> OpenProposal | None:
         row = self._db.one(
