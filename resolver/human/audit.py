@@ -1,8 +1,9 @@
 """Verifying the audit chain of manual decisions (`resolver audit verify`).
 
-Each manual decision's statement appends a link: its canonical content and
-`hash = sha256(prev_hash || content)`, the first link's `prev_hash` being 64 zeros. The
-verifier walks the chain in order and names the first link that breaks, by kind:
+Each act of a person (a manual decision, a reject or withdrawal of a proposal) appends a link
+in its own statement: its canonical content and `hash = sha256(prev_hash || content)`, the
+first link's `prev_hash` being 64 zeros. The verifier walks the chain in order and names the
+first link that breaks, by kind:
 
 - `seq_gap`: a link is missing (or the chain does not start at 1);
 - `prev_hash`: a link does not point at its predecessor's hash (a link removed or reordered);

@@ -17,11 +17,12 @@ CREATE INDEX ix_recovery_resolutions_manual
     INCLUDE (dispatch_id)
     WHERE source = 'manual';
 
--- The audit chain: one link per manual decision, written by the decision's own statement.
--- `content` is the canonical JSON of the decision as committed (resolution and authorization
--- facts); `hash` = sha256(prev_hash || content), hex. The link holds its content; an
--- --include-audit prune exports it, then deletes it with its decision, and
--- `resolver audit verify --export` walks the pruned range from the export.
+-- The audit chain: one link per act of a person (a manual decision, a reject or withdrawal of
+-- a proposal), written by the act's own statement. `content` is the canonical JSON of the act
+-- as committed (the resolution or the proposal, and the authorization facts); `hash` =
+-- sha256(prev_hash || content), hex. The link holds its content; an --include-audit prune
+-- exports it, then deletes it with its dispatch's facts, and `resolver audit verify --export`
+-- walks the pruned range from the export.
 CREATE TABLE recovery_audit_chain (
     seq bigint NOT NULL,
     mutation_id text NOT NULL,
