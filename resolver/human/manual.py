@@ -237,11 +237,13 @@ class ManualResolutionService:
     ) -> ProposalResult:
         """Record a reject or withdraw of the open proposal `ctx` read; its answer, or the
         refusal it means (the grant changed, the authentication went stale)."""
+        # The caller read an open proposal: its id, outcome and version come together.
         assert ctx.open_proposal_id is not None and ctx.open_outcome is not None
+        assert ctx.open_expected_version is not None
         facts = DecisionFacts(
             dispatch_id=close.dispatch_id,
             outcome=ctx.open_outcome.value,
-            expected_execution_version=ctx.open_expected_version or 0,
+            expected_execution_version=ctx.open_expected_version,
             evidence_digest=ctx.open_evidence_digest,
         )
         act = ActFacts(close.action.act, close.mutation_id, ctx.open_proposal_id, ctx.db_now_ms)
