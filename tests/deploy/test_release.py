@@ -8,7 +8,6 @@ import shutil
 import subprocess
 import sys
 import tarfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
