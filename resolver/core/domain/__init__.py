@@ -46,6 +46,7 @@ from resolver.core.domain.cases import (
     ManualQueueItem,
 )
 from resolver.core.domain.decisions import (
+    Act,
     Authority,
     DecisionLimits,
     Grant,
@@ -145,6 +146,7 @@ __all__ = [
     "TERMINAL_STATES",
     "UNEXPLAINED_CONFLICT",
     "VERIFIED_KINDS",
+    "Act",
     "ActionSummary",
     "AuditLink",
     "Authority",
