@@ -172,19 +172,18 @@ class PostgresStore:
         grant: Grant,
         *,
         max_auth_age_ms: int,
+        clock_leeway_ms: int | None = None,
         proposal_ttl_ms: int,
         now_ms: int | None = None,
         fact: SignedFact | None = None,
     ) -> str | None:
         """The previous release's call, and `fact=`: the database records a human decision
         only with the API's signed authorization fact now, so a call without one is refused
-        here, before anything is sent, with what to pass."""
-        if fact is None:
-            raise ValueError(
-                "commit_manual needs fact=: the signed authorization fact of the decision "
-                "(resolver.human.signing.FactSigner signs it; the manual-resolution API does "
-                "this for you), since the database refuses a decision without it"
-            )
+        here, before anything is sent, with what to pass. `clock_leeway_ms` is taken and not
+        used: the database's decision policy sets the leeway now."""
+        del clock_leeway_ms
+        _require_fact(fact, "commit_manual")
+        assert fact is not None
         return self._on(now_ms).human.commit_manual(
             Authority(principal, project_id, grant),
             decision,
@@ -201,11 +200,16 @@ class PostgresStore:
         reason_code: str,
         project_id: str,
         grant: Grant,
-        fact: SignedFact,
         *,
         max_auth_age_ms: int,
+        clock_leeway_ms: int | None = None,
         now_ms: int | None = None,
+        fact: SignedFact | None = None,
     ) -> str | None:
+        """The previous release's call, and `fact=` (see `commit_manual`)."""
+        del clock_leeway_ms
+        _require_fact(fact, "close_proposal")
+        assert fact is not None
         # The close takes no proposal time to live: the one it holds is never read.
         return self._on(now_ms).human.close_proposal(
             Authority(principal, project_id, grant),
@@ -303,3 +307,12 @@ class PostgresStore:
 
     def count_decisions(self, user_id: str, filters: DecisionFilter, count_cap: int) -> int:
         return self._stores.human.count_decisions(user_id, filters, count_cap)
+
+
+def _require_fact(fact: SignedFact | None, call: str) -> None:
+    if fact is None:
+        raise ValueError(
+            f"{call} needs fact=: the signed authorization fact of the act "
+            "(resolver.human.signing.FactSigner signs it; the manual-resolution API does this "
+            "for you), since the database records no human act without it"
+        )
