@@ -125,6 +125,7 @@ def running_radosgw() -> Iterator[Radosgw]:
         )  # fmt: skip
         _daemon(directory, "ceph-mon", "--mkfs", "-i", "a", "--monmap", monmap)
         _daemon(directory, "ceph-mon", "-i", "a")
+        _until_the_monitor_answers(directory)
         _run(directory, "ceph", "osd", "create", "--connect-timeout", "60", timeout=90)
         _daemon(directory, "ceph-osd", "-i", "0", "--mkfs")
         _daemon(directory, "ceph-osd", "-i", "0")
@@ -141,6 +142,21 @@ def running_radosgw() -> Iterator[Radosgw]:
     finally:
         _stop(directory)
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def _until_the_monitor_answers(directory: Path) -> None:
+    """Until the monitor has formed its quorum and answers commands (on a loaded machine a
+    first command may be refused while it is still starting)."""
+    deadline = time.monotonic() + START_SECONDS
+    while True:
+        try:
+            _run(directory, "ceph", "quorum_status", "--connect-timeout", "10", timeout=30)
+            return
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            if time.monotonic() > deadline:
+                log = (directory / "log" / "mon.a.log").read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"the monitor never answered: {exc}\n{log}") from exc
+            time.sleep(0.5)  # polling a daemon that is still starting
 
 
 def _wait_answering(port: int) -> None:
