@@ -330,9 +330,9 @@ def graphile_case(url: str) -> tuple[Runner, Callable[[], None]]:
 
 
 def python_case(url: str) -> tuple[Runner, Callable[[], None]]:
-    """The Python SDK exactly as docs/executor-sdk.md shows it: the store over its pool, the
-    runner, and per action `create_dispatch`, then `run` with the mutation and its receipt in
-    `effect.transaction()`."""
+    """The Python SDK exactly as docs/executor-sdk.md shows it: the store and the runner once
+    per process, and per action `create_dispatch`, then `run` with the mutation and its
+    receipt in `effect.transaction()`."""
     from resolver.executor import (
         DispatchSpec,
         ExecutionClient,
@@ -364,7 +364,11 @@ def python_case(url: str) -> tuple[Runner, Callable[[], None]]:
         time_it.since("complete", body_ended)
         assert effect.result is not None
 
-    return run, lambda: store.__exit__(None, None, None)
+    def close() -> None:
+        runner.close()
+        store.__exit__(None, None, None)
+
+    return run, close
 
 
 CASES: dict[str, Callable[[str], tuple[Runner, Callable[[], None]]]] = {

@@ -68,7 +68,9 @@ FROM resolver_receipt_identity(
     p_version => %(version)s, p_now_ms => %(now_ms)s);
 
 -- name: receipt_write
-SELECT dispatch_id, written_at_ms
+-- The transaction's own id comes back with the receipt: what the executor SDK judges a lost
+-- COMMIT reply by (resolver/db/mutation.py), at no round trip of its own.
+SELECT dispatch_id, written_at_ms, pg_current_xact_id()::text AS xact_id
 FROM resolver_receipt_write(
     p_dispatch_id => %(dispatch_id)s, p_owner => %(owner)s, p_token => %(token)s::uuid,
     p_version => %(version)s, p_receipt => %(receipt)s);
@@ -827,18 +829,18 @@ SELECT coalesce(sum(dispatches_pruned), 0)::bigint AS dispatches_pruned,
        max(finished_at_ms) AS last_finished_at_ms
 FROM recovery_prune_runs;
 
--- name: session_mark
--- The executor SDK notes which session runs its mutation: a pid alone is reused.
-SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid();
+-- name: transaction_terminate
+-- A lost COMMIT reply: end the backend still running the receipt's transaction (if any) so
+-- it can no longer commit. A backend shows the low 32 bits of its transaction id; while the
+-- 64-bit one is in progress no other transaction in progress has the same low bits.
+SELECT pg_terminate_backend(a.pid) FROM pg_stat_activity AS a
+WHERE a.backend_xid::text = (%(xact_id)s::text::bigint %% 4294967296)::text
+  AND pg_xact_status(%(xact_id)s::text::xid8) = 'in progress';
 
--- name: session_terminate
--- A lost COMMIT reply: end the old session (if still there) so it can no longer commit.
-SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-WHERE pid = %(pid)s AND backend_start = %(backend_start)s;
-
--- name: session_alive
-SELECT 1 AS alive FROM pg_stat_activity
-WHERE pid = %(pid)s AND backend_start = %(backend_start)s;
+-- name: transaction_status
+-- `committed`, `aborted` or `in progress`; NULL once too old to know (never for a
+-- transaction of the last few minutes).
+SELECT pg_xact_status(%(xact_id)s::text::xid8) AS status;
 
 -- name: receipt_signature
 -- The receipt's signature is unique to its whole body: equal signatures, same receipt.

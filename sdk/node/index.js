@@ -597,7 +597,6 @@ export class SideEffect {
     let broken = false;
     try {
       await call(conn, "BEGIN");
-      const mark = await call(conn, SESSION_MARK);
       let value;
       try {
         value = await fn(conn);
@@ -614,7 +613,7 @@ export class SideEffect {
         if (serverAnswered(err)) throw this.#refusedCommit(err);
         broken = true;
         if (own) conn.release(true);
-        await this.#judgeLostCommit(mark);
+        await this.#judgeLostCommit();
       }
       return value;
     } finally {
@@ -629,8 +628,9 @@ export class SideEffect {
     if (!key) throw new ReceiptError("the Executor has no receipt key", "unknown_kid");
     const identity = await call(client, "SELECT * FROM resolver_receipt_identity($1, $2, $3, $4)", fence(this.lease));
     const signed = signReceipt({ identity, outcome, resultCode, finishedAtMs: identity.db_now_ms, receiptId, key });
-    await call(client, "SELECT * FROM resolver_receipt_write($1, $2, $3, $4, $5::jsonb)", [...fence(this.lease), signed.json]);
-    this.#receipt = signed;
+    // The write names its own transaction: a lost COMMIT reply is judged by it (no lookup).
+    const written = await call(client, RECEIPT_WRITE, [...fence(this.lease), signed.json]);
+    this.#receipt = { ...signed, xactId: written.xact_id };
     this.record(outcome, resultCode, { evidenceDigest: signed.evidenceDigest });
     return signed.evidenceDigest;
   }
@@ -732,12 +732,12 @@ export class SideEffect {
     return typed;
   }
 
-  async #judgeLostCommit(mark) {
+  async #judgeLostCommit() {
     let verdict = "unknown";
     let conn;
     try {
       conn = await this.#executor.pool.connect();
-      verdict = await judge(conn, mark, this.lease.dispatch_id, this.#receipt.sig, Math.max(5_000, this.remainingMs()));
+      verdict = await judge(conn, this.#receipt.xactId, this.lease.dispatch_id, this.#receipt.sig, Math.max(5_000, this.remainingMs()));
     } catch {
       verdict = "unknown";
     } finally {
@@ -756,24 +756,30 @@ export class SideEffect {
   }
 }
 
-// Which session runs the mutation: a pid alone is reused, so its start time too.
-const SESSION_MARK =
-  "SELECT pid, backend_start::text AS backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()";
-const SESSION = "FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2::timestamptz";
+// The receipt's write answers the id of its transaction (64 bits, never reused, and the same
+// behind a transaction pooler): what a lost COMMIT reply is judged by.
+const RECEIPT_WRITE =
+  "SELECT *, pg_current_xact_id()::text AS xact_id FROM resolver_receipt_write($1, $2, $3, $4, $5::jsonb)";
+// A backend shows the low 32 bits of its transaction id; while the 64-bit one is in progress
+// no other transaction in progress has the same low bits.
+const TERMINATE =
+  "SELECT pg_terminate_backend(pid) FROM pg_stat_activity " +
+  "WHERE backend_xid::text = ($1::text::bigint % 4294967296)::text AND pg_xact_status($1::text::xid8) = 'in progress'";
+const STATUS = "SELECT pg_xact_status($1::text::xid8) AS status";
 
 /**
- * Whether the lost COMMIT of session `mark` committed: end that session (it could still
- * commit while we look), wait it out, then look for the receipt with this run's signature.
+ * Whether the lost COMMIT of transaction `xactId` committed: end the backend still running
+ * it (it could still commit while we look), wait it out, then look for the receipt with this
+ * run's signature.
  */
-async function judge(conn, mark, dispatchId, sig, timeoutMs) {
-  const params = [mark.pid, mark.backend_start];
+async function judge(conn, xactId, dispatchId, sig, timeoutMs) {
   try {
-    await conn.query(`SELECT pg_terminate_backend(pid) ${SESSION}`, params);
+    await conn.query(TERMINATE, [xactId]);
   } catch (err) {
     if (err.code !== "42501") throw err; // another role's session: wait for it instead
   }
   const deadline = now() + timeoutMs;
-  while ((await conn.query(`SELECT 1 ${SESSION}`, params)).rowCount > 0) {
+  while ((await conn.query(STATUS, [xactId])).rows[0]?.status === "in progress") {
     if (now() >= deadline) return "unknown";
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
