@@ -379,6 +379,9 @@ class ClaimedItem(msgspec.Struct, frozen=True):
     finding_count: int
     claimed_at_ms: int | None = None
     """The database clock at the claim: lets a history checker prove no live lease was taken."""
+    next_due_at_ms: int | None = None
+    """When the next armed control falls due after this claim (None: none is armed past it):
+    how long a replica may sleep after a partial page."""
 
 
 def check_mutation_id(mutation_id: str) -> None:

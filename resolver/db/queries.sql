@@ -109,7 +109,7 @@ AND EXISTS (
 
 -- name: recovery_claim_due_page
 -- One keyset page of due controls whose execution is recovery_required (executing with an
--- expired lease). The claimed row's next_scan_at_ms moves to the recovery lease expiry, so
+-- expired lease), each row with when the next armed control falls due. The claimed row's next_scan_at_ms moves to the recovery lease expiry, so
 -- a replica that dies holding it hands it back by time alone.
 -- `now` is read through scalar subqueries (one value, an index bound), not joined: a join
 -- hides the due index's order from the planner, which then sorts every due row per claim.
@@ -142,7 +142,17 @@ WHERE c.dispatch_id = due.dispatch_id
 RETURNING c.dispatch_id, c.recovery_token::text, c.recovery_version, c.execution_version,
           c.finding_count, d.schema_version, d.approval_request_id, d.project_id,
           d.action_type, d.action_digest, d.idempotency_key, e.attempt, e.started_at_ms,
-          now.ms AS claimed_at_ms;
+          now.ms AS claimed_at_ms,
+          -- When the next armed control falls due after this page (NULL: none is armed
+          -- past now), so a replica sleeps until then after a partial page instead of a
+          -- whole cadence: one entry of the due index, read once per claim that returns a
+          -- row (an uncorrelated subquery), never by an empty claim. It sees the statement's
+          -- snapshot: the rows just claimed were due, not past now.
+          (SELECT n.next_scan_at_ms
+           FROM approved_action_recovery_controls AS n
+           WHERE n.status = 'armed' AND n.next_scan_at_ms > (SELECT ms FROM now)
+           ORDER BY n.next_scan_at_ms
+           LIMIT 1) AS next_due_at_ms;
 
 -- name: commit_automatic
 -- The fenced page commit (resolver_commit_automatic, resolver/db/schema/08_commits.sql): locks
