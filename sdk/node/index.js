@@ -428,17 +428,39 @@ function checkBinding(receipt, identity) {
 const fence = (lease) => [lease.dispatch_id, lease.owner, lease.token, lease.version];
 const now = () => performance.now();
 
-async function call(queryable, text, values) {
+async function call(queryable, text, values, prepared = false) {
   try {
-    return (await queryable.query(text, values)).rows[0];
+    return (await queryable.query(prepared ? { name: statementName(text), text, values } : text, values)).rows[0];
   } catch (err) {
     throw protocolError(err) ?? err;
   }
 }
 
+// A protocol call prepared once per connection, by a name its text decides (two texts never
+// share one). Only where no pooler sits between: a transaction pooler may hand the next
+// transaction to a server connection that lacks the statement. RESOLVER_DATABASE_POOLER
+// declares one, as for the Python SDK.
+const statementNames = new Map();
+function statementName(text) {
+  let name = statementNames.get(text);
+  if (name === undefined) {
+    name = `aae_${sha256Hex(text).slice(0, 24)}`;
+    statementNames.set(text, name);
+  }
+  return name;
+}
+const POOLERS = new Set(["none", "session", "transaction"]);
+function preparedByDefault() {
+  const declared = (process.env.RESOLVER_DATABASE_POOLER ?? "none").trim().toLowerCase() || "none";
+  if (!POOLERS.has(declared)) {
+    throw new TypeError(`RESOLVER_DATABASE_POOLER=${declared} is not a pooler mode: use transaction, session or none`);
+  }
+  return declared === "none";
+}
+
 /** Protocol calls and the high-level `run`, over a `pg.Pool` (or anything with connect/query). */
 export class Executor {
-  constructor({ pool, owner, key, leaseMs = 30_000, renewFraction = 1 / 3, completeAttempts = 3 }) {
+  constructor({ pool, owner, key, leaseMs = 30_000, renewFraction = 1 / 3, completeAttempts = 3, prepared }) {
     if (!pool) throw new TypeError("Executor needs a pg.Pool");
     if (typeof owner !== "string" || owner.length === 0) throw new TypeError("Executor needs an owner name");
     if (!Number.isSafeInteger(leaseMs) || leaseMs < 1 || leaseMs > 86_400_000) {
@@ -453,6 +475,7 @@ export class Executor {
     this.leaseMs = leaseMs;
     this.renewIntervalMs = Math.max(1, Math.floor(leaseMs * renewFraction));
     this.completeAttempts = completeAttempts;
+    this.prepared = prepared ?? preparedByDefault();
   }
 
   /**
@@ -477,20 +500,20 @@ export class Executor {
       d.supersedesDispatchId ?? null,
       // Only the two known keys, in a fixed order: an exact re-create compares equal.
       summary === null ? null : JSON.stringify({ title: summary.title, facts: (summary.facts ?? []).map((f) => ({ label: f.label, value: f.value })) }),
-    ]);
+    ], this.prepared);
   }
 
   lease(dispatchId) {
-    return call(this.pool, "SELECT * FROM resolver_execution_lease($1, $2, $3)", [dispatchId, this.owner, this.leaseMs]);
+    return call(this.pool, "SELECT * FROM resolver_execution_lease($1, $2, $3)", [dispatchId, this.owner, this.leaseMs], this.prepared);
   }
 
   /** The start barrier: only after it returns may the side effect begin. */
   start(lease) {
-    return call(this.pool, "SELECT * FROM resolver_execution_start($1, $2, $3, $4, $5)", [...fence(lease), this.leaseMs]);
+    return call(this.pool, "SELECT * FROM resolver_execution_start($1, $2, $3, $4, $5)", [...fence(lease), this.leaseMs], this.prepared);
   }
 
   renew(lease) {
-    return call(this.pool, "SELECT * FROM resolver_execution_renew($1, $2, $3, $4, $5)", [...fence(lease), this.leaseMs]);
+    return call(this.pool, "SELECT * FROM resolver_execution_renew($1, $2, $3, $4, $5)", [...fence(lease), this.leaseMs], this.prepared);
   }
 
   /** Terminal state; `result` is `committed`, or `replayed` for an exact replay. */
@@ -501,7 +524,7 @@ export class Executor {
       resultCode,
       mutationId ?? defaultMutationId(lease),
       evidenceDigest,
-    ]);
+    ], this.prepared);
   }
 
   /**
@@ -626,10 +649,11 @@ export class SideEffect {
   async writeReceipt(client, { outcome, resultCode, receiptId }) {
     const key = this.#executor.key;
     if (!key) throw new ReceiptError("the Executor has no receipt key", "unknown_kid");
-    const identity = await call(client, "SELECT * FROM resolver_receipt_identity($1, $2, $3, $4)", fence(this.lease));
+    const prepared = this.#executor.prepared;
+    const identity = await call(client, "SELECT * FROM resolver_receipt_identity($1, $2, $3, $4)", fence(this.lease), prepared);
     const signed = signReceipt({ identity, outcome, resultCode, finishedAtMs: identity.db_now_ms, receiptId, key });
     // The write names its own transaction: a lost COMMIT reply is judged by it (no lookup).
-    const written = await call(client, RECEIPT_WRITE, [...fence(this.lease), signed.json]);
+    const written = await call(client, RECEIPT_WRITE, [...fence(this.lease), signed.json], prepared);
     this.#receipt = { ...signed, xactId: written.xact_id };
     this.record(outcome, resultCode, { evidenceDigest: signed.evidenceDigest });
     return signed.evidenceDigest;
