@@ -111,6 +111,10 @@ class Databases:
             migrate.upgrade(url)
         return url
 
+    def adopt(self, name: str) -> None:
+        """A database made here another way (a template's copy): dropped with the others."""
+        self._created.append(name)
+
     def drop(self, url: str) -> None:
         name = url.rsplit("/", 1)[-1]
         with psycopg.connect(self._server.url, autocommit=True) as conn:

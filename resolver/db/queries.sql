@@ -72,7 +72,9 @@ FROM resolver_receipt_identity(
     p_version => %(version)s, p_now_ms => %(now_ms)s);
 
 -- name: receipt_write
-SELECT dispatch_id, written_at_ms
+-- The transaction's own id comes back with the receipt: what the executor SDK judges a lost
+-- COMMIT reply by (resolver/db/mutation.py), at no round trip of its own.
+SELECT dispatch_id, written_at_ms, pg_current_xact_id()::text AS xact_id
 FROM resolver_receipt_write(
     p_dispatch_id => %(dispatch_id)s, p_owner => %(owner)s, p_token => %(token)s::uuid,
     p_version => %(version)s, p_receipt => %(receipt)s);
@@ -111,7 +113,7 @@ AND EXISTS (
 
 -- name: recovery_claim_due_page
 -- One keyset page of due controls whose execution is recovery_required (executing with an
--- expired lease). The claimed row's next_scan_at_ms moves to the recovery lease expiry, so
+-- expired lease), each row with when the next armed control falls due. The claimed row's next_scan_at_ms moves to the recovery lease expiry, so
 -- a replica that dies holding it hands it back by time alone.
 -- `now` is read through scalar subqueries (one value, an index bound), not joined: a join
 -- hides the due index's order from the planner, which then sorts every due row per claim.
@@ -144,7 +146,17 @@ WHERE c.dispatch_id = due.dispatch_id
 RETURNING c.dispatch_id, c.recovery_token::text, c.recovery_version, c.execution_version,
           c.finding_count, d.schema_version, d.approval_request_id, d.project_id,
           d.action_type, d.action_digest, d.idempotency_key, e.attempt, e.started_at_ms,
-          now.ms AS claimed_at_ms;
+          now.ms AS claimed_at_ms,
+          -- When the next armed control falls due after this page (NULL: none is armed
+          -- past now), so a replica sleeps until then after a partial page instead of a
+          -- whole cadence: one entry of the due index, read once per claim that returns a
+          -- row (an uncorrelated subquery), never by an empty claim. It sees the statement's
+          -- snapshot: the rows just claimed were due, not past now.
+          (SELECT n.next_scan_at_ms
+           FROM approved_action_recovery_controls AS n
+           WHERE n.status = 'armed' AND n.next_scan_at_ms > (SELECT ms FROM now)
+           ORDER BY n.next_scan_at_ms
+           LIMIT 1) AS next_due_at_ms;
 
 -- name: commit_automatic
 -- The fenced page commit (resolver_commit_automatic, resolver/db/schema/functions/08_commits.sql): locks
@@ -857,18 +869,18 @@ SELECT coalesce(sum(dispatches_pruned), 0)::bigint AS dispatches_pruned,
        max(finished_at_ms) AS last_finished_at_ms
 FROM recovery_prune_runs;
 
--- name: session_mark
--- The executor SDK notes which session runs its mutation: a pid alone is reused.
-SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid();
+-- name: transaction_terminate
+-- A lost COMMIT reply: end the backend still running the receipt's transaction (if any) so
+-- it can no longer commit. A backend shows the low 32 bits of its transaction id; while the
+-- 64-bit one is in progress no other transaction in progress has the same low bits.
+SELECT pg_terminate_backend(a.pid) FROM pg_stat_activity AS a
+WHERE a.backend_xid::text = (%(xact_id)s::text::bigint %% 4294967296)::text
+  AND pg_xact_status(%(xact_id)s::text::xid8) = 'in progress';
 
--- name: session_terminate
--- A lost COMMIT reply: end the old session (if still there) so it can no longer commit.
-SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-WHERE pid = %(pid)s AND backend_start = %(backend_start)s;
-
--- name: session_alive
-SELECT 1 AS alive FROM pg_stat_activity
-WHERE pid = %(pid)s AND backend_start = %(backend_start)s;
+-- name: transaction_status
+-- `committed`, `aborted` or `in progress`; NULL once too old to know (never for a
+-- transaction of the last few minutes).
+SELECT pg_xact_status(%(xact_id)s::text::xid8) AS status;
 
 -- name: receipt_signature
 -- The receipt's signature is unique to its whole body: equal signatures, same receipt.

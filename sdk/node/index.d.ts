@@ -172,8 +172,15 @@ export class Executor {
     renewFraction?: number;
     /** Tries of `complete` when its reply is lost (an exact replay is idempotent). Default 3. */
     completeAttempts?: number;
+    /**
+     * Prepare each protocol call once per connection. Default: unless RESOLVER_DATABASE_POOLER
+     * declares a pooler (`session` or `transaction`); pass false behind a transaction pooler
+     * that does not keep prepared statements.
+     */
+    prepared?: boolean;
   });
   readonly pool: pg.Pool;
+  readonly prepared: boolean;
   readonly owner: string;
   readonly leaseMs: number;
   createDispatch(spec: DispatchSpec): Promise<{ dispatch_id: string; created: boolean; created_at_ms: string }>;

@@ -428,17 +428,39 @@ function checkBinding(receipt, identity) {
 const fence = (lease) => [lease.dispatch_id, lease.owner, lease.token, lease.version];
 const now = () => performance.now();
 
-async function call(queryable, text, values) {
+async function call(queryable, text, values, prepared = false) {
   try {
-    return (await queryable.query(text, values)).rows[0];
+    return (await queryable.query(prepared ? { name: statementName(text), text, values } : text, values)).rows[0];
   } catch (err) {
     throw protocolError(err) ?? err;
   }
 }
 
+// A protocol call prepared once per connection, by a name its text decides (two texts never
+// share one). Only where no pooler sits between: a transaction pooler may hand the next
+// transaction to a server connection that lacks the statement. RESOLVER_DATABASE_POOLER
+// declares one, as for the Python SDK.
+const statementNames = new Map();
+function statementName(text) {
+  let name = statementNames.get(text);
+  if (name === undefined) {
+    name = `aae_${sha256Hex(text).slice(0, 24)}`;
+    statementNames.set(text, name);
+  }
+  return name;
+}
+const POOLERS = new Set(["none", "session", "transaction"]);
+function preparedByDefault() {
+  const declared = (process.env.RESOLVER_DATABASE_POOLER ?? "none").trim().toLowerCase() || "none";
+  if (!POOLERS.has(declared)) {
+    throw new TypeError(`RESOLVER_DATABASE_POOLER=${declared} is not a pooler mode: use transaction, session or none`);
+  }
+  return declared === "none";
+}
+
 /** Protocol calls and the high-level `run`, over a `pg.Pool` (or anything with connect/query). */
 export class Executor {
-  constructor({ pool, owner, key, leaseMs = 30_000, renewFraction = 1 / 3, completeAttempts = 3 }) {
+  constructor({ pool, owner, key, leaseMs = 30_000, renewFraction = 1 / 3, completeAttempts = 3, prepared }) {
     if (!pool) throw new TypeError("Executor needs a pg.Pool");
     if (typeof owner !== "string" || owner.length === 0) throw new TypeError("Executor needs an owner name");
     if (!Number.isSafeInteger(leaseMs) || leaseMs < 1 || leaseMs > 86_400_000) {
@@ -453,6 +475,7 @@ export class Executor {
     this.leaseMs = leaseMs;
     this.renewIntervalMs = Math.max(1, Math.floor(leaseMs * renewFraction));
     this.completeAttempts = completeAttempts;
+    this.prepared = prepared ?? preparedByDefault();
   }
 
   /**
@@ -477,20 +500,20 @@ export class Executor {
       d.supersedesDispatchId ?? null,
       // Only the two known keys, in a fixed order: an exact re-create compares equal.
       summary === null ? null : JSON.stringify({ title: summary.title, facts: (summary.facts ?? []).map((f) => ({ label: f.label, value: f.value })) }),
-    ]);
+    ], this.prepared);
   }
 
   lease(dispatchId) {
-    return call(this.pool, "SELECT * FROM resolver_execution_lease($1, $2, $3)", [dispatchId, this.owner, this.leaseMs]);
+    return call(this.pool, "SELECT * FROM resolver_execution_lease($1, $2, $3)", [dispatchId, this.owner, this.leaseMs], this.prepared);
   }
 
   /** The start barrier: only after it returns may the side effect begin. */
   start(lease) {
-    return call(this.pool, "SELECT * FROM resolver_execution_start($1, $2, $3, $4, $5)", [...fence(lease), this.leaseMs]);
+    return call(this.pool, "SELECT * FROM resolver_execution_start($1, $2, $3, $4, $5)", [...fence(lease), this.leaseMs], this.prepared);
   }
 
   renew(lease) {
-    return call(this.pool, "SELECT * FROM resolver_execution_renew($1, $2, $3, $4, $5)", [...fence(lease), this.leaseMs]);
+    return call(this.pool, "SELECT * FROM resolver_execution_renew($1, $2, $3, $4, $5)", [...fence(lease), this.leaseMs], this.prepared);
   }
 
   /** Terminal state; `result` is `committed`, or `replayed` for an exact replay. */
@@ -501,7 +524,7 @@ export class Executor {
       resultCode,
       mutationId ?? defaultMutationId(lease),
       evidenceDigest,
-    ]);
+    ], this.prepared);
   }
 
   /**
@@ -597,7 +620,6 @@ export class SideEffect {
     let broken = false;
     try {
       await call(conn, "BEGIN");
-      const mark = await call(conn, SESSION_MARK);
       let value;
       try {
         value = await fn(conn);
@@ -614,7 +636,7 @@ export class SideEffect {
         if (serverAnswered(err)) throw this.#refusedCommit(err);
         broken = true;
         if (own) conn.release(true);
-        await this.#judgeLostCommit(mark);
+        await this.#judgeLostCommit();
       }
       return value;
     } finally {
@@ -627,10 +649,12 @@ export class SideEffect {
   async writeReceipt(client, { outcome, resultCode, receiptId }) {
     const key = this.#executor.key;
     if (!key) throw new ReceiptError("the Executor has no receipt key", "unknown_kid");
-    const identity = await call(client, "SELECT * FROM resolver_receipt_identity($1, $2, $3, $4)", fence(this.lease));
+    const prepared = this.#executor.prepared;
+    const identity = await call(client, "SELECT * FROM resolver_receipt_identity($1, $2, $3, $4)", fence(this.lease), prepared);
     const signed = signReceipt({ identity, outcome, resultCode, finishedAtMs: identity.db_now_ms, receiptId, key });
-    await call(client, "SELECT * FROM resolver_receipt_write($1, $2, $3, $4, $5::jsonb)", [...fence(this.lease), signed.json]);
-    this.#receipt = signed;
+    // The write names its own transaction: a lost COMMIT reply is judged by it (no lookup).
+    const written = await call(client, RECEIPT_WRITE, [...fence(this.lease), signed.json], prepared);
+    this.#receipt = { ...signed, xactId: written.xact_id };
     this.record(outcome, resultCode, { evidenceDigest: signed.evidenceDigest });
     return signed.evidenceDigest;
   }
@@ -732,12 +756,12 @@ export class SideEffect {
     return typed;
   }
 
-  async #judgeLostCommit(mark) {
+  async #judgeLostCommit() {
     let verdict = "unknown";
     let conn;
     try {
       conn = await this.#executor.pool.connect();
-      verdict = await judge(conn, mark, this.lease.dispatch_id, this.#receipt.sig, Math.max(5_000, this.remainingMs()));
+      verdict = await judge(conn, this.#receipt.xactId, this.lease.dispatch_id, this.#receipt.sig, Math.max(5_000, this.remainingMs()));
     } catch {
       verdict = "unknown";
     } finally {
@@ -756,24 +780,30 @@ export class SideEffect {
   }
 }
 
-// Which session runs the mutation: a pid alone is reused, so its start time too.
-const SESSION_MARK =
-  "SELECT pid, backend_start::text AS backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()";
-const SESSION = "FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2::timestamptz";
+// The receipt's write answers the id of its transaction (64 bits, never reused, and the same
+// behind a transaction pooler): what a lost COMMIT reply is judged by.
+const RECEIPT_WRITE =
+  "SELECT *, pg_current_xact_id()::text AS xact_id FROM resolver_receipt_write($1, $2, $3, $4, $5::jsonb)";
+// A backend shows the low 32 bits of its transaction id; while the 64-bit one is in progress
+// no other transaction in progress has the same low bits.
+const TERMINATE =
+  "SELECT pg_terminate_backend(pid) FROM pg_stat_activity " +
+  "WHERE backend_xid::text = ($1::text::bigint % 4294967296)::text AND pg_xact_status($1::text::xid8) = 'in progress'";
+const STATUS = "SELECT pg_xact_status($1::text::xid8) AS status";
 
 /**
- * Whether the lost COMMIT of session `mark` committed: end that session (it could still
- * commit while we look), wait it out, then look for the receipt with this run's signature.
+ * Whether the lost COMMIT of transaction `xactId` committed: end the backend still running
+ * it (it could still commit while we look), wait it out, then look for the receipt with this
+ * run's signature.
  */
-async function judge(conn, mark, dispatchId, sig, timeoutMs) {
-  const params = [mark.pid, mark.backend_start];
+async function judge(conn, xactId, dispatchId, sig, timeoutMs) {
   try {
-    await conn.query(`SELECT pg_terminate_backend(pid) ${SESSION}`, params);
+    await conn.query(TERMINATE, [xactId]);
   } catch (err) {
     if (err.code !== "42501") throw err; // another role's session: wait for it instead
   }
   const deadline = now() + timeoutMs;
-  while ((await conn.query(`SELECT 1 ${SESSION}`, params)).rowCount > 0) {
+  while ((await conn.query(STATUS, [xactId])).rows[0]?.status === "in progress") {
     if (now() >= deadline) return "unknown";
     await new Promise((resolve) => setTimeout(resolve, 50));
   }

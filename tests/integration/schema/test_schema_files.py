@@ -397,8 +397,10 @@ ID_SAMPLES = [
 
 
 def test_python_and_the_database_check_one_id_shape(from_files: str) -> None:
-    # The same pattern text in both languages, and the same verdict on every edge.
-    assert f"SELECT p_value ~ '{ID_REGEX}'" in schema_script()
+    # The same verdict on every edge in both languages. The database spells the pattern as a
+    # length and character classes (a bounded repetition costs its regex engine 17 µs a
+    # call), so the verdicts, not the texts, are what must agree.
+    assert ID_REGEX == r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
     with psycopg.connect(from_files) as conn:
         rows = conn.execute(
             "SELECT v, resolver_is_id(v) FROM unnest(%s::text[]) AS v", [ID_SAMPLES]
