@@ -28,7 +28,7 @@ from resolver.core.errors import InvalidDispatch
 
 # The domain's sets and shapes, each spelled once in Python here and once in the database
 # (resolver/db/schema/01_recovery_core.sql); tests/integration/schema/test_domain_sets.py
-# compares the two, and the console's copies (resolver/human/console/app.js) with these.
+# compares the two, and the console's copies (resolver/human/console/*.js) with these.
 
 # The one shape of an identifier, in the same text as the database's resolver_is_id; request
 # models validate with it as it is. In Python it ends in `\Z`, not `$`: `$` also matches

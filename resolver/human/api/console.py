@@ -4,32 +4,31 @@
 
 import json
 from importlib import resources
+from pathlib import PurePosixPath
 
 from fastapi import APIRouter, Response
 
 from resolver.human.api.problems import ApiError
 from resolver.human.console_config import ConsoleConfig
 
-# What the console may fetch; config.json is built from ConsoleConfig, the rest ship in the wheel.
+# What the console may fetch: the page, its ES modules (served as they are, no build step) and
+# its stylesheet, as shipped in the wheel's console directory; and config.json, built from
+# ConsoleConfig. Nothing else answers, whatever the name asked for.
 CONSOLE_CONFIG = "config.json"
-CONSOLE_FILES = {
-    "index.html": "text/html",
-    "app.js": "text/javascript",
-    "auth.js": "text/javascript",
-    "app.css": "text/css",
-    CONSOLE_CONFIG: "application/json",
-}
+MEDIA_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
 
 
 def console_router(config: ConsoleConfig, strong_auth_seconds: int = 300) -> APIRouter:
     """Every file read once, served from memory with the console's security headers."""
     assets = resources.files("resolver.human") / "console"
-    cached = {
-        name: (assets / name).read_bytes() for name in CONSOLE_FILES if name != CONSOLE_CONFIG
-    }
+    cached: dict[str, tuple[bytes, str]] = {}
+    for entry in assets.iterdir():
+        media_type = MEDIA_TYPES.get(PurePosixPath(entry.name).suffix)
+        if media_type is not None and entry.is_file():
+            cached[entry.name] = (entry.read_bytes(), media_type)
     # How long a strong sign-in counts for a decision: the console says when it runs out.
     document = {**config.public_document(), "strong_auth_seconds": strong_auth_seconds}
-    cached[CONSOLE_CONFIG] = json.dumps(document).encode()
+    cached[CONSOLE_CONFIG] = (json.dumps(document).encode(), "application/json")
     headers = {
         "Content-Security-Policy": config.content_security_policy(),
         "Referrer-Policy": "no-referrer",
@@ -37,7 +36,8 @@ def console_router(config: ConsoleConfig, strong_auth_seconds: int = 300) -> API
     router = APIRouter(include_in_schema=False)
 
     def serve(name: str) -> Response:
-        return Response(cached[name], media_type=CONSOLE_FILES[name], headers=headers)
+        content, media_type = cached[name]
+        return Response(content, media_type=media_type, headers=headers)
 
     @router.get("/console")
     def console() -> Response:
@@ -45,7 +45,7 @@ def console_router(config: ConsoleConfig, strong_auth_seconds: int = 300) -> API
 
     @router.get("/console/{name}")
     def console_asset(name: str) -> Response:
-        if name not in CONSOLE_FILES or name == "index.html":
+        if name not in cached or name == "index.html":
             raise ApiError(404, "not_found", "no such page")
         return serve(name)
 
