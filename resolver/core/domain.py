@@ -54,6 +54,10 @@ BIGINT_MAX = 2**63 - 1
 # executor's own process; the database checks them again.
 SUMMARY_MAX_BYTES = 2048
 SUMMARY_MAX_FACTS = 8
+# Find by words of what was approved: fewer characters than this are not a search (they would
+# match nearly everything), more than the longest id is not a lookup.
+FIND_WORDS_MIN = 3
+FIND_MAX = 128
 _SUMMARY_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
 _SUMMARY_SECRET_LABEL = re.compile(
     r"(passw|secret|token|api.?key|private.?key|credential|authori[sz]ation|cookie)", re.I
@@ -626,7 +630,8 @@ class FoundDispatch(msgspec.Struct, frozen=True):
     action_type: str
     created_at_ms: int
     matched_by: str
-    """Which id matched: `dispatch_id`, `idempotency_key` or `approval_request_id`."""
+    """What matched: `dispatch_id`, `idempotency_key`, `approval_request_id`, or `summary`
+    (words of what was approved)."""
     state: str | None
     """The execution's state; None when it was never leased."""
     control_status: str | None
@@ -744,6 +749,15 @@ class CaseAuthorization(msgspec.Struct, frozen=True):
     role: str
 
 
+class PruneMark(msgspec.Struct, frozen=True):
+    """Retention pruned part of a dispatch: when, by which run, and the sha256 of the export
+    that run wrote (None when it wrote none)."""
+
+    run_id: int
+    pruned_at_ms: int
+    export_digest: str | None = None
+
+
 class Case(msgspec.Struct, frozen=True):
     """Everything known about one dispatch, read-only: what an operator decides on."""
 
@@ -760,6 +774,8 @@ class Case(msgspec.Struct, frozen=True):
     """Every two-person proposal of the case, open or closed, oldest first."""
     two_person_decisions: tuple[Decision, ...] = ()
     """The decisions a two-person rule covers for this action type."""
+    pruned: PruneMark | None = None
+    """Retention pruned its execution (its identity and decision kept as audit facts)."""
 
 
 class DecisionFilter(msgspec.Struct, frozen=True):

@@ -269,8 +269,18 @@ def listed(page: Any) -> list[str]:
     return page.locator("#list tbody tr td a.mono").all_text_contents()
 
 
+def open_filters(page: Any) -> None:
+    """Unfold the list's filters (folded away so the rows come first), as a person would."""
+    rendered(page)
+    panel = page.locator("#filter-panel")
+    if panel.get_attribute("open") is None:
+        panel.locator("summary").click()
+    page.locator("#filters button[type=submit]").wait_for()
+
+
 def apply_filter(page: Any, **fields: str) -> None:
     before = page.url
+    open_filters(page)
     for name, value in fields.items():
         control = page.locator(f"#f-{name}")
         if control.evaluate("node => node.tagName") == "SELECT":

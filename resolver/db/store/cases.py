@@ -7,6 +7,8 @@ from typing import Any
 import msgspec
 
 from resolver.core.domain import (
+    FIND_WORDS_MIN,
+    ID_PATTERN,
     NO_FILTER,
     ActionSummary,
     Case,
@@ -118,8 +120,15 @@ class PostgresCaseReader(PortStore):
         )
 
     def find_dispatches(self, user_id: str, q: str) -> list[FoundDispatch]:
-        """Every readable dispatch whose dispatch id, idempotency key or approval id is `q`."""
-        rows = self._db.all("dispatch_find", {"user_id": user_id, "q": q})
+        """Every readable dispatch whose dispatch id, idempotency key or approval id is `q`
+        (when `q` has an id's shape), or whose summary of what was approved contains `q` as
+        words (when it is long enough), newest first."""
+        params = {
+            "user_id": user_id,
+            "q": q if ID_PATTERN.match(q) else None,
+            "summary": q if len(q) >= FIND_WORDS_MIN else None,
+        }
+        rows = self._db.all("dispatch_find", params)
         return [
             FoundDispatch(
                 **{**row, "action_summary": ActionSummary.from_stored(row["action_summary"])}

@@ -8,7 +8,7 @@ from pathlib import PurePosixPath
 
 from fastapi import APIRouter, Response
 
-from resolver.human.api.problems import ApiError
+from resolver.human.api.problems import STEP_UP_ACR_VALUES, ApiError
 from resolver.human.console_config import ConsoleConfig
 
 # What the console may fetch: the page, its ES modules (served as they are, no build step) and
@@ -26,8 +26,14 @@ def console_router(config: ConsoleConfig, strong_auth_seconds: int = 300) -> API
         media_type = MEDIA_TYPES.get(PurePosixPath(entry.name).suffix)
         if media_type is not None and entry.is_file():
             cached[entry.name] = (entry.read_bytes(), media_type)
-    # How long a strong sign-in counts for a decision: the console says when it runs out.
-    document = {**config.public_document(), "strong_auth_seconds": strong_auth_seconds}
+    # How long a strong sign-in counts for a decision (the console says when it runs out), and
+    # what a decision's sign-in asks the identity provider for (the step-up's acr_values): a
+    # console whose token expired mid-decision signs in again as the decision needs, once.
+    document = {
+        **config.public_document(),
+        "strong_auth_seconds": strong_auth_seconds,
+        "step_up_acr_values": STEP_UP_ACR_VALUES,
+    }
     cached[CONSOLE_CONFIG] = (json.dumps(document).encode(), "application/json")
     headers = {
         "Content-Security-Policy": config.content_security_policy(),

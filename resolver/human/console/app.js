@@ -1,28 +1,33 @@
 // The operator console: three lists, the case view and decisions, against the same-origin API.
 // Data is only ever placed as text (textContent, attribute values): nothing from the server or
-// the address bar becomes markup. All state a reload must keep lives in the URL fragment.
-// This entry module owns the render loop, the start and the lists' refresh; each view lives in
-// a module of its own.
+// the address bar becomes markup. All state a reload must keep lives in the URL fragment (and
+// the tab's sessionStorage: the token, the selection, the list a case was opened from).
+// This entry module owns the render loop, the start and the clock (relative times, the
+// session line, live refresh); each view lives in a module of its own.
+import * as auth from "./auth.js";
+import { runBulk, updateBulkCount } from "./bulk.js";
+import { checkCase, renderCase } from "./case.js";
+import { answersArea, send } from "./decide.js";
+import { el, say, tick } from "./dom.js";
+import { find, renderFind, renderOldest } from "./find.js";
+import { renderList } from "./lists.js";
+import { liveTick } from "./live.js";
+import { onRedraw, route, setNav } from "./nav.js";
+import { renderIdentity, updateSession } from "./session.js";
+import { config, keepFormFor, restoreSelection, setConfig } from "./state.js";
+import { VIEWS } from "./views.js";
+
+// How long a new tab waits for an open tab of the console to share its session.
+const ASK_TABS_MS = 600;
+
 // Each render draws into a slot of its own: a slower, older render (the operator changed the
 // filter while a page was loading) then finishes into a detached slot instead of mixing its
 // rows into the view on screen. `aria-busy` tells assistive technology (and anyone waiting
 // for the page) that the view is being redrawn; `data-route` names the view that was drawn.
-import * as auth from "./auth.js";
-import { runBulk, updateBulkCount } from "./bulk.js";
-import { renderCase } from "./case.js";
-import { answersArea, send } from "./decide.js";
-import { el, say } from "./dom.js";
-import { find, renderFind, renderOldest } from "./find.js";
-import { renderList } from "./lists.js";
-import { onRedraw, route, setNav } from "./nav.js";
-import { renderIdentity, updateSession } from "./session.js";
-import { config, setConfig } from "./state.js";
-import { VIEWS } from "./views.js";
-
 let renders = 0;
 
-// `quiet`: a refresh of the list on screen (polling). The new rows are drawn off screen and
-// swapped in at once, keeping the scroll position, the focused control and the selection.
+// `quiet`: a refresh of the list on screen (live refresh). The new rows are drawn off screen
+// and swapped in at once, keeping the scroll position, the focused control and the selection.
 async function render(quiet) {
   const generation = ++renders;
   const where = route();
@@ -54,10 +59,11 @@ async function render(quiet) {
   main.dataset.route = window.location.hash;
   main.setAttribute("aria-busy", "false");
   const heading = slot.querySelector("h2");
-  if (heading && document.activeElement === document.body) heading.focus();
+  if (heading && document.activeElement === document.body) heading.focus({ preventScroll: true });
 }
 
-// After a sign-in that carried a request to resend: the view, then the request once more.
+// After a sign-in that carried a request to resend: the view (with the decision's form as the
+// operator filled it), then the request once more.
 async function resume(result) {
   if (!result || !result.retry) return;
   const retry = result.retry;
@@ -66,8 +72,9 @@ async function resume(result) {
     await runBulk(retry.request);
     return;
   }
+  if (retry.form) keepFormFor(retry.form.dispatchId, retry.form.values);
   await render();
-  await send(answersArea(), retry.method, retry.path, retry.body, true);
+  await send(answersArea(), retry.method, retry.path, retry.body, true, retry.form);
 }
 
 async function loadConfig() {
@@ -82,6 +89,31 @@ async function loadConfig() {
   codes.replaceChildren(...(config.reason_codes || []).map((code) => el("option", { value: code })));
 }
 
+// The lists redraw off screen; never while the operator is filling in a bulk decision or a
+// filter (the typed reason and chosen decision would be lost). An open case is read again and
+// says when it changed.
+function refreshNow() {
+  return route().view === "case" ? checkCase() : render(true);
+}
+
+function heldBy() {
+  const where = route();
+  const main = document.getElementById("main");
+  if (main.getAttribute("aria-busy") === "true" || main.dataset.route !== window.location.hash) return "the page loads";
+  if (!VIEWS[where.view]) return null;
+  const form = document.getElementById("bulk-form");
+  if (form && (form.querySelector("input[name=decision]:checked") || form.querySelector("#bulk-reason").value ||
+    document.getElementById("bulk-summary") || document.getElementById("bulk-bar"))) return "you fill in the bulk decision";
+  if (document.activeElement && document.activeElement.closest("#filters")) return "you edit the filters";
+  return null;
+}
+
+function everySecond() {
+  tick();
+  updateSession();
+  liveTick(refreshNow, heldBy);
+}
+
 onRedraw(render);
 
 document.addEventListener("DOMContentLoaded", async () => {
@@ -91,6 +123,9 @@ document.addEventListener("DOMContentLoaded", async () => {
     find(document.getElementById("find-q").value.trim());
   });
   await loadConfig();
+  // Another tab's sign-in or sign-out is this tab's too.
+  auth.shareSession(() => render());
+  restoreSelection();
   let result = null;
   try {
     result = await auth.finishSignIn();
@@ -99,25 +134,10 @@ document.addEventListener("DOMContentLoaded", async () => {
     say("Sign-in failed: " + error.message, "error");
     return;
   }
+  // A tab opened from a link (an alert's) takes the session of the console's open tabs.
+  if (!auth.token() && !result && auth.signInAvailable()) await auth.askOtherTabs(ASK_TABS_MS);
   window.addEventListener("hashchange", () => render());
   if (result && result.retry) await resume(result);
   else await render();
-  window.setInterval(updateSession, 15000);
-  window.setInterval(refreshList, REFRESH_MS);
+  window.setInterval(everySecond, 1000);
 });
-
-// Lists refresh on their own; never while the operator is filling a form on them (the typed
-// reason and chosen decision would be lost), nor in a hidden tab.
-const REFRESH_MS = 30000;
-
-function refreshList() {
-  const where = route();
-  const main = document.getElementById("main");
-  if (!VIEWS[where.view] || document.visibilityState !== "visible" || main.getAttribute("aria-busy") === "true") return;
-  if (main.dataset.route !== window.location.hash) return;
-  const form = document.getElementById("bulk-form");
-  if (form && (form.querySelector("input[name=decision]:checked") || form.querySelector("#bulk-reason").value ||
-    document.getElementById("bulk-summary") || document.getElementById("bulk-bar"))) return;
-  if (document.activeElement && document.activeElement.closest("#filters")) return;
-  render(true);
-}

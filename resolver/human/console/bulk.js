@@ -1,17 +1,23 @@
-// Bulk decisions: the selection, its review before anything is written, and the chunked send
-// with every item's result.
+// Bulk decisions: the selection (its actions in a bar that stays in view while the list
+// scrolls), its review before anything is written, and the chunked send with every item's
+// result; the counts above the list are read again after it.
 import * as auth from "./auth.js";
+import { refreshCounts } from "./counts.js";
 import { DECISIONS, decisionChoices, reasonFields } from "./decide.js";
-import { caseLink, el, problemText, say } from "./dom.js";
+import { caseLink, el, plural, problemText, say } from "./dom.js";
+import { route } from "./nav.js";
 import { signInAgain, stepUp } from "./session.js";
-import { known, selected } from "./state.js";
+import { keepSelection, known, selected } from "./state.js";
 import { BULK_CHUNK, SELECT_ALL_CAP, apiQuery, matchesFilter } from "./views.js";
 
 export function updateBulkCount() {
+  keepSelection();
   const count = document.getElementById("bulk-count");
   if (count) count.textContent = `${selected.size} selected`;
   const button = document.getElementById("bulk-submit");
   if (button) button.textContent = `Review ${selected.size} selected`;
+  const jump = document.getElementById("bulk-jump");
+  if (jump) jump.hidden = selected.size === 0;
   const outside = Array.from(selected).filter((id) => !document.querySelector(`#list tr[data-dispatch-id="${CSS.escape(id)}"]`));
   const note = document.getElementById("bulk-outside");
   if (note) {
@@ -21,16 +27,17 @@ export function updateBulkCount() {
   }
 }
 
-
-export function bulkPanel(view, params, page) {
+// The selection's actions, in a bar that stays at the bottom of the screen while the list is
+// in view: its count, select this page, everything matching, none, and the way to decide.
+export function bulkDock(view, params, page) {
   const allOnPage = el("button", { type: "button", id: "select-page", text: "Select this page", onclick: () => {
     page.items.forEach((item) => selected.add(item.dispatch_id));
-    document.querySelectorAll("#list .pick").forEach((box) => { box.checked = true; });
+    document.querySelectorAll("#list .pick:not(:disabled)").forEach((box) => { box.checked = true; });
     updateBulkCount();
   } });
   const allMatching = el("button", { type: "button", id: "select-matching", text: "Select everything matching the filter", onclick: async () => {
     const count = await selectMatching(view, params);
-    document.querySelectorAll("#list .pick").forEach((box) => { box.checked = true; });
+    document.querySelectorAll("#list .pick:not(:disabled)").forEach((box) => { box.checked = true; });
     updateBulkCount();
     say(`${count} selected from every page of this filter.`, "ok");
   } });
@@ -39,11 +46,23 @@ export function bulkPanel(view, params, page) {
     document.querySelectorAll("#list .pick").forEach((box) => { box.checked = false; });
     updateBulkCount();
   } });
+  return el("div", { id: "bulk-dock", className: "dock", role: "region", "aria-label": "Selection" },
+    el("span", { id: "bulk-count", role: "status", text: `${selected.size} selected` }), " ",
+    allOnPage, " ", allMatching, " ", none, " ",
+    el("a", { href: "#bulk-title", id: "bulk-jump", hidden: selected.size === 0, text: "Decide the selection ↓", onclick: (event) => {
+      // The link's target is a heading, not a route: move there without touching the fragment.
+      event.preventDefault();
+      const heading = document.getElementById("bulk-title");
+      heading.scrollIntoView({ block: "start" });
+      heading.focus({ preventScroll: true });
+    } }),
+    el("details", { id: "bulk-outside", hidden: true }, el("summary", { text: "" }), el("ul")));
+}
+
+export function bulkPanel(view, params) {
   const form = el("form", { id: "bulk-form", "aria-labelledby": "bulk-title" },
-    el("h3", { id: "bulk-title", text: "Decide the selection" }),
+    el("h3", { id: "bulk-title", tabindex: "-1", text: "Decide the selection" }),
     el("p", { text: "One decision and reason for every selected dispatch; each is still its own fenced decision and two-person rules apply per item." }),
-    el("p", {}, allOnPage, " ", allMatching, " ", none, " ", el("span", { id: "bulk-count", role: "status", text: `${selected.size} selected` })),
-    el("details", { id: "bulk-outside", hidden: true }, el("summary", { text: "" }), el("ul")),
     decisionChoices("bulk"), ...reasonFields("bulk"),
     el("div", { className: "field" }, el("input", { type: "checkbox", id: "bulk-verified", required: true }),
       el("label", { for: "bulk-verified", text: "I checked these outcomes outside the system" })),
@@ -168,5 +187,8 @@ export async function runBulk(request) {
   }
   say("Bulk decision done: " + Object.entries(tally).map(([k, v]) => `${v} ${k}`).join(", ") + ".", tally.committed ? "ok" : "");
   updateBulkCount();
+  // What the list counts changed with every item written: say it now, not at the next load.
+  const where = route();
+  await refreshCounts(where.view, where.params, plural(request.items.length, "row", "rows"));
 }
 

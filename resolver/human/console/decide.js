@@ -1,36 +1,39 @@
 // Deciding one case: the three decisions and their consequences, the attestation, the
 // forged-evidence acknowledgement, a two-person proposal, and every answer as it came back.
+// A sign-in that interrupts a decision (an expired token, a step-up) keeps everything chosen:
+// the form is put back as it was and the same request, with the same mutation id, is sent
+// once more.
 import * as auth from "./auth.js";
 import { age, copyButton, el, problemText, say, utc, when } from "./dom.js";
 import { redraw } from "./nav.js";
 import { reasonWords } from "./reasons.js";
-import { signInAgain, stepUp } from "./session.js";
-import { config } from "./state.js";
+import { amrText, signInAgain, stepUp, tokenWorks } from "./session.js";
+import { config, keepFormFor, takeFormFor } from "./state.js";
 
+// Each decision's consequence, said before the click and short enough to read beside it.
+// Nothing here tells anyone to run an action again: whether that is safe depends on what
+// happened, which the operator is checking.
 export const DECISIONS = {
   confirm_succeeded: {
     label: "Confirm succeeded",
-    consequence: "Marks it succeeded: nothing will run it again. Choose this only if you checked " +
-      "that the side effect happened. To run it again anyway, create a new dispatch that supersedes this one.",
+    consequence: "Marks it succeeded: nothing will run it again. Only if you saw that the side effect happened.",
   },
   confirm_failed: {
     label: "Confirm failed",
-    consequence: "Marks it failed: nothing will run it again, and the platform treats the action as " +
-      "not done. Choose this only if you checked that the side effect did not happen. To do it after " +
-      "all, create a new dispatch that supersedes this one.",
+    consequence: "Marks it failed: nothing will run it again, and the platform treats the action as not done.",
   },
   abandon_unknown: {
     label: "Abandon as unknown",
-    consequence: "Marks it blocked with the outcome unknown: nothing will run it again. To do the " +
-      "action again, create a new approval and dispatch that supersedes this one, knowing it may " +
-      "already have happened once.",
+    consequence: "Marks it blocked with the outcome unknown: nothing will run it again. It may have happened once.",
   },
 };
+
+// What the API accepts as a strong sign-in (the `amr` values a decision needs one of).
+const STRONG_AMR = ["mfa", "hwk", "swk", "otp", "fido"];
 
 export function decisionLabel(decision) {
   return DECISIONS[decision] ? DECISIONS[decision].label : decision;
 }
-
 
 export function decisionChoices(prefix) {
   const fieldset = el("fieldset", { className: "decisions" }, el("legend", { text: "Decision" }));
@@ -46,27 +49,53 @@ export function decisionChoices(prefix) {
 
 export function reasonFields(prefix) {
   return [
-    el("div", { className: "field" },
-      el("label", { for: prefix + "-reason", text: "Reason code (pick one or type your own)" }),
+    el("div", { className: "field inline" },
+      el("label", { for: prefix + "-reason", text: "Reason code (pick or type your own)" }),
       el("input", { id: prefix + "-reason", name: "reason_code", list: "reason-codes", required: true, pattern: "[a-z0-9_.\\-]{1,64}", autocomplete: "off" })),
-    el("div", { className: "field" },
-      el("label", { for: prefix + "-digest", text: "Evidence digest (optional, sha256 hex of what you checked)" }),
-      el("input", { id: prefix + "-digest", name: "evidence_digest", pattern: "[0-9a-f]{64}", className: "wide", autocomplete: "off" })),
+    el("details", { className: "digest" },
+      el("summary", { text: "Evidence digest (optional)" }),
+      el("div", { className: "field" },
+        el("label", { for: prefix + "-digest", text: "sha256 hex of what you checked" }),
+        el("input", { id: prefix + "-digest", name: "evidence_digest", pattern: "[0-9a-f]{64}", className: "wide", autocomplete: "off" }))),
   ];
 }
 
+// What the operator chose, to put back after a sign-in.
+function formValues(form, mutationId) {
+  const data = new FormData(form);
+  return {
+    decision: data.get("decision"), reason_code: data.get("reason_code") || "",
+    evidence_digest: data.get("evidence_digest") || "", verified: data.get("verified") === "on",
+    tamper_ack: data.get("tamper_ack") === "on", mutation_id: mutationId,
+  };
+}
+
+function putBack(form, values) {
+  const choice = values.decision && form.querySelector(`input[name=decision][value="${CSS.escape(values.decision)}"]`);
+  if (choice) {
+    choice.checked = true;
+    choice.dispatchEvent(new Event("change"));
+  }
+  form.querySelector("[name=reason_code]").value = values.reason_code;
+  const digest = form.querySelector("[name=evidence_digest]");
+  digest.value = values.evidence_digest;
+  if (values.evidence_digest) digest.closest("details").open = true;
+  form.querySelector("#verified").checked = values.verified;
+  const ack = form.querySelector("#tamper-ack");
+  if (ack) ack.checked = values.tamper_ack;
+}
 
 export function decidePanel(target) {
-  const answers = el("ol", { id: "answers", "aria-live": "polite" });
+  const answers = el("ol", { id: "answers", "aria-live": "polite", "aria-label": "Answers" });
   const section = el("section", { id: "decide", className: "card", "aria-labelledby": "decide-title" },
-    el("h3", { id: "decide-title", text: target.proposal ? "Two-person decision" : "Decide" }));
+    el("h3", { id: "decide-title", className: "visually-hidden", text: target.proposal ? "Two-person decision" : "Decide" }));
   const mine = target.proposal && target.proposal.proposed_by === (auth.tokenClaims() || {}).sub;
   const form = el("form", { id: "decide-form" });
   if (target.proposal) section.append(proposalBox(target, form, answers, mine));
   // The proposer cannot settle its own proposal (the API answers second_person_required):
   // it may only withdraw it, so the decision form is not offered to it.
   if (mine) {
-    section.append(el("h4", { text: "Answers" }), answers);
+    section.append(answers);
     return section;
   }
   const choices = decisionChoices("one");
@@ -75,8 +104,12 @@ export function decidePanel(target) {
     el("div", { className: "field" }, el("input", { type: "checkbox", id: "verified", name: "verified", required: true }),
       el("label", { for: "verified", text: "I checked the outcome outside the system" })),
     el("button", { type: "submit", id: "decide-submit", text: target.proposal ? "Record this decision instead" : "Record decision" }));
-  // One mutation id per form: a resubmission after a lost answer replays, never doubles.
-  const mutationId = crypto.randomUUID();
+  suggestReason(form);
+  const restored = takeFormFor(target.dispatch_id);
+  // One mutation id per form (kept across a sign-in): a resubmission after a lost answer
+  // replays, never doubles.
+  const mutationId = (restored && restored.mutation_id) || crypto.randomUUID();
+  if (restored) putBack(form, restored);
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const data = new FormData(form);
@@ -90,15 +123,15 @@ export function decidePanel(target) {
       expected_execution_version: target.version,
     };
     if (data.get("evidence_digest")) body.evidence_digest = data.get("evidence_digest");
-    await send(answers, "POST", "/v1/dispatches/" + encodeURIComponent(target.dispatch_id) + "/resolution", body);
+    const kept = { dispatchId: target.dispatch_id, values: formValues(form, mutationId) };
+    await send(answers, "POST", "/v1/dispatches/" + encodeURIComponent(target.dispatch_id) + "/resolution", body, null, kept);
   });
-  suggestReason(form);
   // The second person's view leads with the proposal and its one confirm step; deciding
   // differently (which rejects the proposal) is there, folded away.
   const body = target.proposal
-    ? el("details", { id: "decide-other" }, el("summary", { text: "Decide differently (this rejects the proposal, nothing is settled)" }), form)
+    ? el("details", { id: "decide-other", open: Boolean(restored) }, el("summary", { text: "Decide differently (this rejects the proposal, nothing is settled)" }), form)
     : form;
-  section.append(body, el("h4", { text: "Answers" }), answers);
+  section.append(body, answers);
   return section;
 }
 
@@ -127,10 +160,9 @@ function tamperWarning(choices, reason) {
   const ack = el("input", { type: "checkbox", id: "tamper-ack", name: "tamper_ack" });
   const box = el("div", { id: "tamper-warning", className: "notice alarm" },
     el("p", {}, el("strong", { text: "The evidence may be forged. " }),
-      `The conflict's reason is ${reason}: ${reasonWords(reason)}. A receipt like this is what a forged or ` +
-      "tampered success looks like; it proves nothing. Confirm succeeded only if the downstream system itself shows the action happened."),
+      `The conflict's reason is ${reason}: ${reasonWords(reason)}. It proves nothing: confirm succeeded only if the downstream system itself shows it happened.`),
     el("div", { className: "field" }, ack,
-      el("label", { for: "tamper-ack", text: "I know this evidence may be forged, and I checked the downstream system myself" })));
+      el("label", { for: "tamper-ack", text: "I know it may be forged, and I checked the downstream system myself" })));
   const succeeded = choices.querySelector("#one-confirm_succeeded").closest(".choice");
   succeeded.append(box);
   choices.querySelectorAll("input[name=decision]").forEach((radio) => radio.addEventListener("change", () => {
@@ -151,11 +183,10 @@ function proposalBox(target, form, answers, mine) {
       el("strong", { text: decisionLabel(p.decision) }),
       ` (reason ${p.reason_code}) `, when(p.proposed_at_ms), "."),
     el("p", { id: "proposal-expires" }, "It expires ", when(p.expires_at_ms),
-      `: unless a second person confirms it by then, nothing is decided. It was made on execution version ${p.expected_execution_version}; any change to the execution voids it.`),
+      `: unconfirmed by then, nothing is decided. Made on execution version ${p.expected_execution_version}: any change to the execution voids it.`),
     p.evidence_digest ? el("p", {}, "Evidence digest: ", el("span", { className: "mono", text: p.evidence_digest })) : null,
-    consequence ? el("p", { className: "consequence", text: "If confirmed: " + consequence }) : null,
-    el("p", { text: mine ? "You proposed it: a different person with the same permission must confirm or reject it. You may withdraw it." :
-      `Confirming records the same decision (${p.decision}) in your name and settles the case. A different decision in the form below rejects this proposal and commits nothing.` }));
+    consequence ? el("p", { id: "proposal-consequence", className: "consequence", text: "If confirmed: " + consequence }) : null,
+    mine ? el("p", { text: "You proposed it: a different person with the same permission must confirm or reject it. You may withdraw it." }) : null);
   const closeForm = el("form", { id: "proposal-form", className: "filters" },
     el("div", { className: "field" },
       el("label", { for: "close-reason", text: mine ? "Reason code for withdrawing" : "Reason code for rejecting" }),
@@ -173,7 +204,7 @@ function proposalBox(target, form, answers, mine) {
     // digest; the reason is the confirmer's own if typed below, else the proposer's.
     const attest = el("input", { type: "checkbox", id: "confirm-verified" });
     box.append(el("div", { className: "field" }, attest,
-      el("label", { for: "confirm-verified", text: "I checked the outcome outside the system myself" })),
+      el("label", { for: "confirm-verified", text: "I checked the outcome outside the system myself; confirming records it in my name" })),
     el("p", {}, el("button", { type: "button", id: "confirm-proposal", text: `Confirm ${p.proposed_by}'s proposal (${decisionLabel(p.decision)})`, onclick: () => {
       if (!attest.checked) {
         say("Tick “I checked the outcome outside the system myself” to confirm.", "error");
@@ -202,24 +233,44 @@ function proposalBox(target, form, answers, mine) {
   return box;
 }
 
-// Sends one request and shows its answer exactly as it came back; a step-up answer starts the
-// step-up sign-in and the same request (same mutation id) is sent once more afterwards.
-export async function send(answers, method, path, body, afterStepUp) {
+// Sends one request and shows its answer exactly as it came back. A token that no longer
+// works (expired here, or refused by the API) and a step-up answer start a sign-in; `kept` is
+// the form as the operator filled it, put back afterwards; the same request (same mutation id)
+// is sent once more. `after` names the sign-in this send follows, if any.
+export async function send(answers, method, path, body, after, kept) {
+  const retry = { kind: "request", method, path, body, back: window.location.hash, form: kept || null };
+  if (!after && auth.signInAvailable() && !tokenWorks()) return signInAgain(retry);
   const answer = await auth.api(method, path, body);
-  if (answer.status === 401 && answer.body.code === "step_up_required" && !afterStepUp && auth.signInAvailable()) {
-    return stepUp(answer, { kind: "request", method, path, body, back: window.location.hash });
+  if (answer.status === 401 && answer.body.code === "step_up_required" && !after && auth.signInAvailable()) {
+    return stepUp(answer, retry);
   }
-  if (answer.status === 401 && ["invalid_token", "unauthenticated"].includes(answer.body.code) && !afterStepUp && auth.signInAvailable()) {
-    return signInAgain({ kind: "request", method, path, body, back: window.location.hash });
+  if (answer.status === 401 && ["invalid_token", "unauthenticated"].includes(answer.body.code)) {
+    auth.refuseToken();
+    if (!after && auth.signInAvailable()) return signInAgain(retry);
   }
-  showAnswer(answers, answer, afterStepUp);
+  showAnswer(answers, answer, after);
   // The case changed (or was not as this page showed it): show it as it is now, with this
-  // answer on top.
-  if (answer.ok || answer.status === 409) window.setTimeout(() => redraw().then(() => showAnswer(answersArea(), answer, afterStepUp)), 0);
+  // answer on top. Anything else leaves the form as it is, everything chosen still there.
+  if (answer.ok || answer.status === 409) window.setTimeout(() => redraw().then(() => showAnswer(answersArea(), answer, after)), 0);
+  else if (kept) keepFormFor(kept.dispatchId, kept.values);
   return answer;
 }
 
-function showAnswer(answers, answer, afterStepUp) {
+// What a second refusal after a sign-in means, in words that match what happened.
+function afterSignInText(answer) {
+  const claims = auth.tokenClaims() || {};
+  if (answer.body.code === "step_up_required") {
+    const strong = [].concat(claims.amr || []).some((m) => STRONG_AMR.includes(m));
+    const how = claims.amr ? ` (${amrText(claims)})` : "";
+    return strong
+      ? ` The identity provider signed you in again${how}, but not recently enough for a decision: nothing was recorded, and your choices are kept below.`
+      : ` The identity provider signed you in again${how} without a second factor, which a decision needs: nothing was recorded, and your choices are kept below.`;
+  }
+  if (answer.status === 401) return " The API did not accept the new sign-in either: nothing was recorded, and your choices are kept below.";
+  return "";
+}
+
+function showAnswer(answers, answer, after) {
   const b = answer.body || {};
   let text;
   let kind = "error";
@@ -235,21 +286,22 @@ function showAnswer(answers, answer, afterStepUp) {
   } else if (answer.ok) {
     text = `${answer.status} ${b.result || "ok"}.`;
     kind = "ok";
+  } else if (after) {
+    text = problemText(answer) + afterSignInText(answer);
   } else if (b.code === "step_up_required") {
-    text = problemText(answer) + (afterStepUp ? " Signing in again did not bring strong enough authentication." : " Sign in again with a second factor, then retry.");
+    text = problemText(answer) + " Sign in again with a second factor, then record it again.";
   } else {
     text = problemText(answer);
   }
-  answers.prepend(el("li", { className: "answer " + kind, text: (afterStepUp ? "After signing in again: " : "") + text }));
+  answers.prepend(el("li", { className: "answer " + kind, text: (after ? "After signing in again: " : "") + text }));
   say(text, kind);
 }
 
 export function answersArea() {
   let answers = document.getElementById("answers");
   if (!answers) {
-    answers = el("ol", { id: "answers", "aria-live": "polite" });
+    answers = el("ol", { id: "answers", "aria-live": "polite", "aria-label": "Answers" });
     document.getElementById("main").append(el("section", { className: "card", "aria-label": "Answers" }, el("h3", { text: "Answers" }), answers));
   }
   return answers;
 }
-

@@ -1,5 +1,5 @@
 // Small shared helpers: building nodes (always as text, never markup), the status line, times
-// in UTC with their relative age, and the answer of a failed request in words.
+// in UTC with a relative age that keeps ticking, and the answer of a failed request in words.
 
 export function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -11,7 +11,7 @@ export function el(tag, attrs, ...children) {
     else node.setAttribute(key, value === true ? "" : String(value));
   });
   children.flat().forEach((child) => {
-    if (child === null || child === undefined) return;
+    if (child === null || child === undefined || child === false) return;
     node.append(typeof child === "string" ? document.createTextNode(child) : child);
   });
   return node;
@@ -22,7 +22,6 @@ export function say(text, kind) {
   status.textContent = text;
   status.className = kind || "";
 }
-
 
 function pad(n) {
   return String(n).padStart(2, "0");
@@ -43,10 +42,25 @@ export function utc(ms) {
     `${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())} UTC`;
 }
 
+// The relative age as a node that `tick` keeps true: a page left open never reads "in 1 s"
+// about a time that passed long ago.
+export function relative(ms, bare) {
+  return el("span", { className: "age", "data-age-of": String(ms), "data-bare": bare ? "1" : null, text: bare ? age(ms) : `(${age(ms)})` });
+}
+
 export function when(ms) {
   if (ms === null || ms === undefined) return el("span", { text: "—" });
   const iso = new Date(ms).toISOString();
-  return el("time", { datetime: iso, title: iso }, utc(ms), el("span", { className: "age", text: ` (${age(ms)})` }));
+  return el("time", { datetime: iso, title: iso }, utc(ms), " ", relative(ms));
+}
+
+// Every relative age on the page, said again against the clock now.
+export function tick() {
+  document.querySelectorAll("[data-age-of]").forEach((node) => {
+    const said = age(Number(node.dataset.ageOf));
+    const text = node.dataset.bare ? said : `(${said})`;
+    if (node.textContent !== text) node.textContent = text;
+  });
 }
 
 export function caseLink(id) {
@@ -64,7 +78,6 @@ export function problemText(answer) {
   return text;
 }
 
-
 export function copyButton(label, value) {
   return el("button", { type: "button", className: "copy", "aria-label": "Copy " + label, text: "Copy", onclick: async () => {
     try {
@@ -76,3 +89,6 @@ export function copyButton(label, value) {
   } });
 }
 
+export function plural(n, one, several) {
+  return n === 1 ? `1 ${one}` : `${n.toLocaleString("en")} ${several}`;
+}

@@ -1,45 +1,67 @@
-// The three lists: filters, triage counts, the page of rows and the pager.
+// The lists: the rows first, filters folded away (saying which are active), the triage
+// counts, a live-refresh line, and the selection's actions in a bar that stays in view.
 import * as auth from "./auth.js";
-import { bulkPanel, updateBulkCount } from "./bulk.js";
+import { bulkDock, bulkPanel, updateBulkCount } from "./bulk.js";
+import { countsText, triage } from "./counts.js";
 import { decisionLabel } from "./decide.js";
-import { age, caseLink, el, problemText, say, when } from "./dom.js";
+import { caseLink, el, problemText, relative, say, when } from "./dom.js";
+import { liveBar } from "./live.js";
 import { listHash } from "./nav.js";
-import { reasonSentence } from "./reasons.js";
 import { needSignIn } from "./session.js";
-import { filterKey, known, selected, selectionMovedTo } from "./state.js";
+import { filterKey, known, rememberList, selected, selectionMovedTo } from "./state.js";
 import {
-  AGES, FINDINGS, OLDER_TOTAL_CAP, PAGE_SIZES, SORTS, TRIAGE, VIEWS,
+  AGES, FINDINGS, PAGE_SIZES, SORTS, VIEWS,
   apiQuery, firstRow, isFiltered, matchesFilter, pageSize, sinceMs,
 } from "./views.js";
+
+export const LIST_REFRESH_MS = 30000;
+const TRIAGE_FOLDED_KEY = "resolver.triage.folded";
+const findingOptions = (any) => [["", any], ...FINDINGS.map((f) => [f, f])];
+
+// Each filter's label and control: one table, read by the form and by the line that says
+// which filters are active.
+const FIELDS = {
+  q: ["Dispatch id, idempotency key or approval id", "text", { className: "wide" }],
+  project_id: ["Project", "text", { list: "dl-project_id" }],
+  owner: ["Executor", "text", { list: "dl-owner" }],
+  last_reason: ["Reason", "text", { list: "dl-reason" }],
+  summary: ["What was approved (words)", "text", { maxlength: 100 }],
+  action_type: ["Action type", "text", { list: "dl-action_type" }],
+  user_id: ["Decided by", "text", {}],
+  last_finding: ["Finding", findingOptions("any finding")],
+  overridden_finding: ["Finding overridden", findingOptions("any finding")],
+  min_age_seconds: ["Age", AGES],
+  sort: ["Order", SORTS],
+  // Plain YYYY-MM-DD text, not a date picker: a picker shows the browser's locale order,
+  // and an on-call engineer must never wonder whether 03/04 is March or April.
+  since: ["From (UTC day, YYYY-MM-DD)", "day", {}],
+  until: ["To (UTC day, YYYY-MM-DD, included)", "day", {}],
+};
+
+// "Action type: pay.charge; Age: over 4 hours": each active filter with its label.
+function activeFilters(view, params) {
+  return VIEWS[view].filters.filter((name) => params.get(name)).map((name) => {
+    const [label, kind] = FIELDS[name];
+    const option = Array.isArray(kind) && kind.find(([value]) => value === params.get(name));
+    return `${label.replace(/ \(.*\)$/, "")}: ${option ? option[1] : params.get(name)}`;
+  });
+}
 
 function filterForm(view, params) {
   const spec = VIEWS[view];
   const form = el("form", { id: "filters", className: "filters", role: "search", "aria-label": "Filter " + spec.title });
   const field = (name, label, control) => el("div", { className: "field" }, el("label", { for: "f-" + name, text: label }), control);
-  const input = (name, extra) => el("input", { id: "f-" + name, name, value: params.get(name) || "", ...extra });
+  const input = (name, extra) => el("input", { id: "f-" + name, name, value: params.get(name) || "", autocomplete: "off", ...extra });
   const select = (name, options, fallback = "") => {
     const control = el("select", { id: "f-" + name, name });
     options.forEach(([value, text]) => control.append(el("option", { value, text, selected: (params.get(name) || fallback) === value })));
     return control;
   };
   spec.filters.forEach((name) => {
-    if (name === "q") form.append(field(name, "Dispatch id, idempotency key or approval id", input(name, { className: "wide", autocomplete: "off" })));
-    else if (name === "project_id") form.append(field(name, "Project", input(name, { list: "dl-project_id", autocomplete: "off" })));
-    else if (name === "owner") form.append(field(name, "Executor", input(name, { list: "dl-owner", autocomplete: "off" })));
-    else if (name === "last_reason") form.append(field(name, "Reason", input(name, { list: "dl-reason", autocomplete: "off" })));
-    else if (name === "summary") form.append(field(name, "What was approved (words)", input(name, { autocomplete: "off", maxlength: 100 })));
-    else if (name === "action_type") form.append(field(name, "Action type", input(name, { list: "dl-action_type", autocomplete: "off" })));
-    else if (name === "user_id") form.append(field(name, "Decided by", input(name)));
-    else if (name === "last_finding") form.append(field(name, "Finding", select(name, [["", "any finding"], ...FINDINGS.map((f) => [f, f])])));
-    else if (name === "overridden_finding") form.append(field(name, "Finding overridden", select(name, [["", "any finding"], ...FINDINGS.map((f) => [f, f])])));
-    else if (name === "min_age_seconds") form.append(field(name, "Age", select(name, AGES)));
-    else if (name === "sort") form.append(field(name, "Order", select(name, SORTS)));
-    // Plain YYYY-MM-DD text, not a date picker: a picker shows the browser's locale order,
-    // and an on-call engineer must never wonder whether 03/04 is March or April.
-    else if (name === "since" || name === "until") {
-      form.append(field(name, name === "since" ? "From (UTC day, YYYY-MM-DD)" : "To (UTC day, YYYY-MM-DD, included)",
-        input(name, { pattern: "\\d{4}-\\d{2}-\\d{2}", placeholder: "YYYY-MM-DD", size: 11, autocomplete: "off" })));
-    }
+    const [label, kind, extra] = FIELDS[name];
+    if (Array.isArray(kind)) form.append(field(name, label, select(name, kind)));
+    else if (kind === "day") form.append(field(name, label, input(name, { pattern: "\\d{4}-\\d{2}-\\d{2}", placeholder: "YYYY-MM-DD", size: 11 })));
+    else form.append(field(name, label, input(name, extra)));
   });
   const size = String(pageSize(params));
   const sizes = PAGE_SIZES.includes(size) ? PAGE_SIZES : [...PAGE_SIZES, size].sort((a, b) => a - b);
@@ -55,29 +77,20 @@ function filterForm(view, params) {
     });
     window.location.hash = listHash(view, next);
   });
-  return form;
+  // Folded away, so the rows come first; the summary says which filters are active.
+  const active = activeFilters(view, params);
+  const summary = active.length ? `Filters: ${active.length} active (${active.join("; ")})` : "Filters: none active";
+  const panel = el("details", { id: "filter-panel", className: "fold" }, el("summary", { id: "filter-summary", text: summary }), form);
+  const clear = active.length ? el("a", { href: "#/" + view, id: "clear-filters", text: "Clear filters" }) : null;
+  return el("div", { className: "filter-line" }, panel, clear);
 }
 
-
-function countsText(view, params, page) {
-  const filtered = isFiltered(view, params);
-  const first = firstRow(params);
-  const sorted = SORTS.find(([value]) => value && value === params.get("sort"));
-  const order = view === "decided" ? "newest first" : sorted ? `${sorted[1]}, oldest first within` : "oldest first";
-  const shown = page.items.length ? ` Showing rows ${first} to ${first + page.items.length - 1}, ${order}.` : "";
-  if (typeof page.total === "number") {
-    const [one, several] = VIEWS[view].noun;
-    const cap = typeof page.total_cap === "number" ? page.total_cap : OLDER_TOTAL_CAP;
-    const many = page.total >= cap ? `${cap.toLocaleString("en")} or more ${several}` : page.total === 1 ? `1 ${one}` : `${page.total} ${several}`;
-    const verb = page.total === 1 ? "matches" : "match";
-    return (filtered ? `${many} ${verb} the filter.` : `${many} in this list.`) + shown;
-  }
-  // An older API's decisions list: no total, so say only whether more follow.
-  if (view === "decided") {
-    return (page.items.length ? shown.trim() : "No decision on this page.") + (page.next_cursor ? " More on the next page." : "");
-  }
-  // An older API: no totals, and it may ignore filters (this page was filtered here).
-  return `${page.items.length} on this page.` + (filtered ? " This API reports no totals and filters nothing: the console filtered this page itself." : "");
+// The triage counts, folded or open as the operator left them.
+function triagePanel(section) {
+  const panel = el("details", { id: "triage-panel", className: "fold", open: sessionStorage.getItem(TRIAGE_FOLDED_KEY) !== "1" },
+    el("summary", { text: "Counts by action type, reason, project and executor" }), section);
+  panel.addEventListener("toggle", () => sessionStorage.setItem(TRIAGE_FOLDED_KEY, panel.open ? "0" : "1"));
+  return panel;
 }
 
 export async function renderList(main, view, params) {
@@ -86,8 +99,10 @@ export async function renderList(main, view, params) {
     const before = selected.size;
     if (selectionMovedTo(filterKey(view, params)) && before) say(`Selection cleared: the ${before} selected under the previous filter were not kept.`, "");
   }
+  rememberList(window.location.hash || "#/" + view);
   document.title = `${spec.title} · approved-action resolver`;
-  main.append(el("h2", { tabindex: "-1", text: spec.title }), el("p", { className: "lede", text: spec.lede }), filterForm(view, params));
+  main.append(el("div", { className: "list-head" }, el("h2", { tabindex: "-1", text: spec.title }), liveBar(LIST_REFRESH_MS, "this list")),
+    el("p", { className: "lede", text: spec.lede }), filterForm(view, params));
   const answer = await auth.api("GET", apiQuery(view, params, params.get("cursor"), pageSize(params)));
   if (answer.status === 401) return needSignIn(main);
   if (answer.status === 404 && view !== "queue") {
@@ -103,43 +118,22 @@ export async function renderList(main, view, params) {
   const page = answer.body;
   if (typeof page.total !== "number") page.items = page.items.filter((item) => matchesFilter(view, item, params));
   page.items.forEach((item) => known.set(item.dispatch_id, item));
-  if (view !== "decided") main.append(await triage(view, params));
+  if (view !== "decided") main.append(triagePanel(await triage(view, params)));
   main.append(el("p", { id: "counts", text: countsText(view, params, page) }));
   if (page.items.length === 0) {
     main.append(el("p", { id: "empty", text: isFiltered(view, params) ? "Nothing matches this filter." : spec.empty }));
   } else {
-    main.append(listTable(view, page.items));
+    // The selection bar follows the rows: it sticks to the bottom of the screen while they
+    // are in view, so selecting never needs a scroll to the end of the page.
+    const rows = el("div", { className: "rows" }, listTable(view, page.items));
+    if (spec.bulk) rows.append(bulkDock(view, params, page));
+    main.append(rows);
   }
   main.append(pager(view, params, page.next_cursor, page.items.length));
   if (spec.bulk && page.items.length) {
-    main.append(bulkPanel(view, params, page));
+    main.append(bulkPanel(view, params));
     updateBulkCount();
   }
-}
-
-// Above the list: the matching cases by action type, reason, project and executor, each count
-// a link that adds its filter; the values also become the filter fields' suggestions.
-async function triage(view, params) {
-  const section = el("section", { id: "triage", "aria-label": "Counts by type, reason, project and executor" });
-  const answer = await auth.api("GET", apiQuery(view, params, null, 1).replace("?", "/counts?"));
-  if (!answer.ok) return section;
-  TRIAGE.forEach(([dimension, title]) => {
-    const counts = answer.body[dimension] || {};
-    const list = el("ul", { className: "chips", id: "triage-" + dimension });
-    Object.entries(counts).forEach(([value, n]) => {
-      const next = new URLSearchParams(params);
-      ["cursor", "from"].forEach((p) => next.delete(p));
-      const name = dimension === "reason" ? (FINDINGS.includes(value) ? "last_finding" : "last_reason") : dimension;
-      next.set(name, value);
-      const sentence = dimension === "reason" ? reasonSentence(value) : null;
-      const words = sentence ? ` (${sentence})` : "";
-      list.append(el("li", {}, el("a", { href: listHash(view, next), title: value + words, text: `${value}: ${n}` })));
-    });
-    const datalist = document.getElementById("dl-" + dimension) || document.body.appendChild(el("datalist", { id: "dl-" + dimension }));
-    datalist.replaceChildren(...Object.keys(counts).map((value) => el("option", { value })));
-    if (list.children.length) section.append(el("div", { className: "triage" }, el("h3", { text: title }), list));
-  });
-  return section;
 }
 
 function pager(view, params, nextCursor, shown) {
@@ -161,7 +155,7 @@ function pager(view, params, nextCursor, shown) {
 
 function proposalText(proposal) {
   if (!proposal) return "—";
-  return `${proposal.decision} proposed by ${proposal.proposed_by}, expires ${age(proposal.expires_at_ms)}`;
+  return [`${proposal.decision} proposed by ${proposal.proposed_by}, expires `, relative(proposal.expires_at_ms, true)];
 }
 
 function listTable(view, items) {
@@ -208,7 +202,7 @@ function listRow(view, item) {
   cell(view === "waiting" ? item.last_failure_class || "—" : whyHere(item));
   cell(when(sinceMs(view, item)));
   if (view === "waiting") cell(...waitingTimes(item.next_look_at_ms, item.escalates_at_ms, item.last_finding));
-  cell(proposalText(item.proposal));
+  cell(...[].concat(proposalText(item.proposal)));
   return row;
 }
 

@@ -11,7 +11,7 @@ export const TRIAGE = [["action_type", "By action type"], ["reason", "By reason"
 export const VIEWS = {
   queue: {
     title: "Manual queue", path: "/v1/manual-queue", filters: LIST_FILTERS, bulk: true, noun: ["case", "cases"],
-    lede: "Evidence could not settle these executions. Each decision is final and audited.",
+    lede: "Evidence could not settle these executions. Each decision is final and audited; nothing here runs an action again.",
     empty: "Nothing waits for a decision.",
     columns: ["Dispatch", "What was approved", "Project", "Action type", "Executor", "Last finding", "Why here", "In queue since", "Proposal"],
   },
@@ -45,7 +45,6 @@ export function isFiltered(view, params) {
   return VIEWS[view].filters.some((name) => name !== "sort" && params.get(name));
 }
 
-
 export function apiQuery(view, params, cursor, limit) {
   const query = new URLSearchParams({ limit: String(limit || 50), ...(VIEWS[view].fixed || {}) });
   VIEWS[view].filters.forEach((name) => {
@@ -71,15 +70,11 @@ export function firstRow(params) {
   return params.get("cursor") && Number.isInteger(n) && n >= 1 ? n : 1;
 }
 
-
-
 // What a list is ordered by and what its age filter measures: entering the queue for the
 // manual queue, the first inspection for the waiting list (the API's own keyset).
 export function sinceMs(view, item) {
   return view === "waiting" ? item.first_inspected_at_ms : item.manual_at_ms;
 }
-
-
 
 // The filter checked in the page too: an older API ignores filter parameters, and a bulk
 // selection must never take in more than the operator filtered for.

@@ -307,7 +307,7 @@ def test_an_expired_token_signs_in_again_and_resends_the_same_decision(
     sign_in(page, "alice")
     rendered(page)
     expect(page.locator("#session")).to_contain_text("session until ")
-    expect(page.locator("#session")).to_contain_text("decisions without signing in again until ")
+    expect(page.locator("#session")).to_contain_text("decisions until ")
     page.locator("#one-confirm_failed").check()
     page.fill("#one-reason", "vendor_declined")
     page.locator("#verified").check()
@@ -558,18 +558,20 @@ def test_a_waiting_case_shows_its_next_look_and_when_it_escalates(
     row.locator("a.mono").click()
     rendered(page)
     expect(page.locator("#case-state")).to_have_text("Outcome unknown: still looking for evidence")
-    headline = page.locator("#headline")
-    expect(headline).to_contain_text(f"Next look {utc_text(install['next_scan_at_ms'])}")
-    expect(headline).to_contain_text(
+    # Why (the finding and its reason) and how long it waits and when it escalates: apart.
+    expect(page.locator("#headline")).to_have_text("No evidence found yet.")
+    waited = page.locator("#waited")
+    expect(waited).to_contain_text(f"Next look {utc_text(install['next_scan_at_ms'])}")
+    expect(waited).to_contain_text(
         f"Goes to the manual queue {utc_text(install['escalates_at_ms'])} (in "
     )
-    expect(headline).to_contain_text("min) if the evidence is still missing then")
+    expect(waited).to_contain_text("min) if the evidence is still missing then")
     expect(page.locator("#timeline")).to_contain_text(
         "Escalates to the manual queue if still missing"
     )
 
 
-def test_find_lists_a_pruned_dispatch_with_its_run_instead_of_opening_a_case_that_is_gone(
+def test_find_opens_a_pruned_dispatch_on_a_page_that_says_what_retention_kept(
     site: Site,
     page: Any,
     store: Storage,
@@ -593,12 +595,14 @@ def test_find_lists_a_pruned_dispatch_with_its_run_instead_of_opening_a_case_tha
     page.fill("#find-q", spec.idempotency_key)
     page.locator("#find button").click()
     main = page.locator("#main")
-    expect(main).to_have_attribute("data-route", f"#/find?q={spec.idempotency_key}")
+    expect(main).to_have_attribute("data-route", f"#/dispatch/{spec.dispatch_id}")
     expect(main).to_have_attribute("aria-busy", "false")
-    expect(page.locator("#found-count")).to_have_text("1 dispatch matches.")
-    row = page.locator(f"#found tr[data-dispatch-id='{spec.dispatch_id}']")
-    expect(row).to_contain_text("succeeded, settled by its executor")
-    expect(row.locator(".pruned")).to_contain_text(
-        f"by prune run {run['run_id']}; no export was written"
+    expect(page.locator("#case-state")).to_have_text(
+        "Pruned by retention: succeeded, settled by its executor"
     )
+    pruned = page.locator("#pruned")
+    expect(pruned).to_contain_text(f"by prune run {run['run_id']}.")
+    expect(pruned).to_contain_text("The run wrote no export: what it removed is kept nowhere.")
+    expect(pruned).to_contain_text("Kept: the dispatch id, its project and action type")
+    expect(page.locator("#decide")).to_have_count(0)
     assert serious_violations(page, axe_source) == []
