@@ -48,6 +48,9 @@ async function render(quiet) {
   // A find that names one dispatch moved on to its case: that render marks the page drawn.
   if (generation !== renders || moved) return;
   if (quiet) {
+    // The operator started filling something in while this refresh was on its way: the view
+    // on screen stays, everything typed and chosen with it.
+    if (heldBy()) return;
     const focused = document.activeElement && document.activeElement.id;
     const [x, y] = [window.scrollX, window.scrollY];
     main.replaceChildren(slot);

@@ -85,9 +85,14 @@ function filterForm(view, params) {
   return el("div", { className: "filter-line" }, panel, clear);
 }
 
-// The triage counts, folded or open as the operator left them.
+// The triage counts, folded or open as the operator left them; folded at first on a narrow
+// screen (or at 200 % zoom), where they would push the rows out of the first screen.
+const NARROW = "(max-width: 45rem)";
+
 function triagePanel(section) {
-  const panel = el("details", { id: "triage-panel", className: "fold", open: sessionStorage.getItem(TRIAGE_FOLDED_KEY) !== "1" },
+  const left = sessionStorage.getItem(TRIAGE_FOLDED_KEY);
+  const open = left === null ? !window.matchMedia(NARROW).matches : left !== "1";
+  const panel = el("details", { id: "triage-panel", className: "fold", open },
     el("summary", { text: "Counts by action type, reason, project and executor" }), section);
   panel.addEventListener("toggle", () => sessionStorage.setItem(TRIAGE_FOLDED_KEY, panel.open ? "0" : "1"));
   return panel;
