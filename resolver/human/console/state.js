@@ -6,7 +6,7 @@
 const SELECTION_KEY = "resolver.selection";
 const LIST_KEY = "resolver.last-list";
 
-export let config = { oidc: null, links: [], reason_codes: [] };
+export let config = { oidc: null, links: [], reason_codes: [], evidence_reasons: {} };
 
 export function setConfig(value) {
   config = value;
