@@ -643,24 +643,17 @@ WHERE d.dispatch_id = %(dispatch_id)s
 
 -- name: dispatch_find
 -- Find: every dispatch the caller may read whose dispatch id, idempotency key or approval
--- request id is exactly `q` (each has its own index), or whose summary of what was approved
--- contains the words `summary` (NULL: ids only; `q` NULL: words only), whatever its state:
--- open, waiting, settled by its executor or automatically, decided, superseded, pruned.
--- Newest first, at most 20 (an approval request dispatched again under new ids has several).
--- A pruned dispatch is found by the record its prune left (recovery_pruned_dispatches, the
--- idempotency key as its sha256; no summary) with the run that pruned it and the run's export
--- digest; one whose identity stayed (its decision audited) is found by its identity, with the
--- same.
+-- request id is exactly `q` (each has its own index), whatever its state: open, waiting,
+-- settled by its executor or automatically, decided, superseded, pruned. Newest first, at
+-- most 20 (an approval request dispatched again under new ids has several). A pruned
+-- dispatch is found by the record its prune left (recovery_pruned_dispatches, the
+-- idempotency key as its sha256) with the run that pruned it and the run's export digest;
+-- one whose identity stayed (its decision audited) is found by its identity, with the same.
 SELECT found.* FROM (
     SELECT d.dispatch_id, d.project_id, d.action_type, d.created_at_ms, d.action_summary,
            CASE WHEN d.dispatch_id = %(q)s::text THEN 'dispatch_id'
                 WHEN d.approval_request_id = %(q)s::text THEN 'approval_request_id'
-                -- Neither of those, yet the lookup matched: the idempotency key did.
-                WHEN %(q)s::text IS NOT NULL
-                 AND
-                     -- include: dispatch_lookup
-                THEN 'idempotency_key'
-                ELSE 'summary' END AS matched_by,
+                ELSE 'idempotency_key' END AS matched_by,
            coalesce(e.state, t.state) AS state, c.status AS control_status,
            coalesce(c.closed_by, t.closed_by) AS closed_by,
            t.pruned_at_ms, t.run_id AS pruned_run_id, pr.export_digest AS pruned_export_digest
@@ -671,13 +664,9 @@ SELECT found.* FROM (
     LEFT JOIN recovery_pruned_dispatches AS t
       ON t.dispatch_id = d.dispatch_id AND t.created_at_ms = d.created_at_ms
     LEFT JOIN recovery_prune_runs AS pr ON pr.run_id = t.run_id
-    WHERE ((%(q)s::text IS NOT NULL
-            AND
-                -- include: dispatch_lookup
-           )
-           OR
-              -- include: summary_words
-          )
+    WHERE %(q)s::text IS NOT NULL
+      AND
+          -- include: dispatch_lookup
       AND
           -- include: case_readable
     UNION ALL
@@ -698,6 +687,30 @@ SELECT found.* FROM (
           -- include: case_readable
 ) AS found
 ORDER BY found.created_at_ms DESC, found.dispatch_id
+LIMIT 20;
+
+-- name: dispatch_find_words
+-- Find by words of what was approved: every dispatch the caller may read whose summary
+-- contains `summary` (see summary_words), whatever its state, newest first, at most 20. Its
+-- own statement, asked for on its own: an id lookup never pays for a scan of the summaries.
+-- A dispatch pruned whole keeps no summary; one whose identity stayed is found with its
+-- prune run.
+SELECT d.dispatch_id, d.project_id, d.action_type, d.created_at_ms, d.action_summary,
+       'summary' AS matched_by,
+       coalesce(e.state, t.state) AS state, c.status AS control_status,
+       coalesce(c.closed_by, t.closed_by) AS closed_by,
+       t.pruned_at_ms, t.run_id AS pruned_run_id, pr.export_digest AS pruned_export_digest
+FROM approved_action_dispatches AS d
+LEFT JOIN approved_action_executions AS e ON e.dispatch_id = d.dispatch_id
+LEFT JOIN approved_action_recovery_controls AS c ON c.dispatch_id = d.dispatch_id
+LEFT JOIN recovery_pruned_dispatches AS t
+  ON t.dispatch_id = d.dispatch_id AND t.created_at_ms = d.created_at_ms
+LEFT JOIN recovery_prune_runs AS pr ON pr.run_id = t.run_id
+WHERE
+      -- include: summary_words
+  AND
+      -- include: case_readable
+ORDER BY d.created_at_ms DESC, d.dispatch_id
 LIMIT 20;
 
 -- name: case_authorizations

@@ -29,7 +29,6 @@ from resolver.core.domain.canonical import (
     sha256_hex,
 )
 from resolver.core.domain.cases import (
-    FIND_MAX,
     FIND_WORDS_MIN,
     NO_FILTER,
     Case,
@@ -132,7 +131,6 @@ __all__ = [
     "ESCALATABLE",
     "ESCALATION_REASON",
     "FINDING_ROUTE",
-    "FIND_MAX",
     "FIND_WORDS_MIN",
     "HEX64_PATTERN",
     "HEX64_REGEX",

@@ -58,9 +58,8 @@ class ManualQueueItem(msgspec.Struct, frozen=True):
 
 
 # Find by words of what was approved: fewer characters than this are not a search (they would
-# match nearly everything), more than the longest id is not a lookup.
+# match nearly everything).
 FIND_WORDS_MIN = 3
-FIND_MAX = 128
 
 
 class FoundDispatch(msgspec.Struct, frozen=True):

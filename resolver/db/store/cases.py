@@ -7,8 +7,6 @@ from typing import Any
 import msgspec
 
 from resolver.core.domain import (
-    FIND_WORDS_MIN,
-    ID_PATTERN,
     NO_FILTER,
     ActionSummary,
     Case,
@@ -120,21 +118,13 @@ class PostgresCaseReader(PortStore):
         )
 
     def find_dispatches(self, user_id: str, q: str) -> list[FoundDispatch]:
-        """Every readable dispatch whose dispatch id, idempotency key or approval id is `q`
-        (when `q` has an id's shape), or whose summary of what was approved contains `q` as
-        words (when it is long enough), newest first."""
-        params = {
-            "user_id": user_id,
-            "q": q if ID_PATTERN.match(q) else None,
-            "summary": q if len(q) >= FIND_WORDS_MIN else None,
-        }
-        rows = self._db.all("dispatch_find", params)
-        return [
-            FoundDispatch(
-                **{**row, "action_summary": ActionSummary.from_stored(row["action_summary"])}
-            )
-            for row in rows
-        ]
+        """Every readable dispatch whose dispatch id, idempotency key or approval id is `q`."""
+        return _found(self._db.all("dispatch_find", {"user_id": user_id, "q": q}))
+
+    def find_by_words(self, user_id: str, words: str) -> list[FoundDispatch]:
+        """Every readable dispatch whose summary of what was approved contains `words` (its
+        title, a fact's label or value, any case), newest first."""
+        return _found(self._db.all("dispatch_find_words", {"user_id": user_id, "summary": words}))
 
     def list_decisions(
         self,
@@ -159,6 +149,13 @@ class PostgresCaseReader(PortStore):
             "decisions_total", {**_decision_filter(user_id, filters), "count_cap": count_cap}
         )
         return int(row["total"])
+
+
+def _found(rows: list[Row]) -> list[FoundDispatch]:
+    return [
+        FoundDispatch(**{**row, "action_summary": ActionSummary.from_stored(row["action_summary"])})
+        for row in rows
+    ]
 
 
 def _case_filter(user_id: str, filters: CaseFilter, now_ms: int | None) -> dict[str, Any]:

@@ -20,7 +20,6 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict
 from resolver.core.domain import (
     ACTION_TYPE_REGEX,
     BIGINT_MAX,
-    FIND_MAX,
     FIND_WORDS_MIN,
     ID_PATTERN,
     ID_REGEX,
@@ -592,25 +591,28 @@ def decisions(
 def find(
     context: Context,
     user: User,
-    q: Annotated[
-        str,
+    q: Lookup = None,
+    words: Annotated[
+        str | None,
         Query(
-            min_length=1,
-            max_length=FIND_MAX,
+            min_length=FIND_WORDS_MIN,
+            max_length=100,
             pattern=ONE_LINE,
-            description=(
-                "an exact dispatch id, idempotency key or approval id, or words of what was"
-                f" approved (at least {FIND_WORDS_MIN} characters, any case)"
-            ),
+            description="words of what was approved (its title, a fact's label or value), any case",
         ),
-    ],
+    ] = None,
 ) -> FindPage:
-    """Every dispatch you may read that the id names, or whose summary of what was approved
-    (title, a fact's label or value) contains the words, whatever its state: open, waiting,
-    settled by its executor or automatically, decided, superseded, pruned. A pruned dispatch
-    says when, by which prune run and under which export digest; it is found by its ids for
-    one retention period after its prune (the record then goes too; it keeps no summary)."""
-    found = context.store.find_dispatches(user.user_id, q)
+    """Every dispatch you may read that the id `q` names exactly, or whose summary of what
+    was approved contains `words`, whatever its state: open, waiting, settled by its executor
+    or automatically, decided, superseded, pruned. Give one of the two. A pruned dispatch says
+    when, by which prune run and under which export digest; it is found by its ids for one
+    retention period after its prune (the record then goes too; it keeps no summary)."""
+    if (q is None) == (words is None):
+        raise ApiError(422, "invalid_request", "give exactly one of q (an id) and words")
+    if q is not None:
+        found = context.store.find_dispatches(user.user_id, q)
+    else:
+        found = context.store.find_by_words(user.user_id, str(words))
     return FindPage(items=[FoundEntry.of(f) for f in found])
 
 

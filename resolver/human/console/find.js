@@ -10,8 +10,8 @@ import { known, rememberList } from "./state.js";
 import { VIEWS } from "./views.js";
 
 export const ID_SHAPE = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
-// Words of what was approved: as many characters as the API takes, on one line. Shorter than
-// three is not a search (it would match nearly everything).
+// Words of what was approved: as many characters as the API takes (`words` of GET /v1/find),
+// on one line. Shorter than three is not a search (it would match nearly everything).
 const WORDS_MIN = 3;
 const WORDS_MAX = 100;
 const CONTROL = /[\u0000-\u001f\u007f]/;
@@ -78,8 +78,9 @@ const MATCHED = {
   dispatch_id: "dispatch id", idempotency_key: "idempotency key", approval_request_id: "approval id", summary: "what was approved",
 };
 
-// What the typed text is: ids and words (looked up as they are), a link (its ids looked up),
-// or something that cannot be looked up, with the reason.
+// What the typed text is: an id (looked up exactly, then as words if it names nothing: an
+// order number has an id's shape too), words, a link (its ids looked up), or something that
+// cannot be looked up, with the reason.
 function understand(q) {
   if (!q) return { problem: "Type a dispatch id, an idempotency key, an approval id or words of what was approved." };
   if (CONTROL.test(q)) return { problem: "It holds a control character (a line break, a tab): paste one id or one line of words." };
@@ -97,10 +98,10 @@ function understand(q) {
     if (!ids.length) return { problem: "It is a link with no id in it: open the approval it points to and paste the approval id or the dispatch id." };
     return { ids, link: true };
   }
-  if (ID_SHAPE.test(q)) return { ids: [q] };
+  if (ID_SHAPE.test(q)) return { ids: [q], words: q.length >= WORDS_MIN && q.length <= WORDS_MAX ? q : null };
   if (q.length < WORDS_MIN) return { problem: `Words of what was approved need ${WORDS_MIN} characters or more.` };
   if (q.length > WORDS_MAX) return { problem: `At most ${WORDS_MAX} characters: paste one id, or a few words of what was approved.` };
-  return { ids: [q], words: true };
+  return { ids: [], words: q };
 }
 
 export async function renderFind(main, q) {
@@ -115,14 +116,29 @@ export async function renderFind(main, q) {
   }
   if (asked.link) main.append(el("p", { id: "found-link", className: "notice", text: `That is a link, not an id: looking up the ids in it (${asked.ids.join(", ")}).` }));
   const items = [];
+  const add = (found) => found.forEach((item) => { if (!items.some((seen) => seen.dispatch_id === item.dispatch_id)) items.push(item); });
   for (const one of asked.ids) {
     const answer = await auth.api("GET", "/v1/find?q=" + encodeURIComponent(one));
     if (answer.status === 401) { needSignIn(main); return false; }
-    if (answer.ok) answer.body.items.forEach((item) => { if (!items.some((seen) => seen.dispatch_id === item.dispatch_id)) items.push(item); });
-    else if (answer.status === 404 && ID_SHAPE.test(one)) items.push(...await findWithOlderApi(one));
-    else if (answer.status === 422 && !ID_SHAPE.test(one)) {
-      main.append(el("p", { id: "found-none", className: "error", text: "This API finds by exact id only (dispatch id, idempotency key or approval id), not by words." }));
+    if (answer.ok) add(answer.body.items);
+    else if (answer.status === 404) add(await findWithOlderApi(one));
+    else {
+      main.append(el("p", { className: "error", role: "alert", text: problemText(answer) }));
       return false;
+    }
+  }
+  // Words only when no id matched: what was pasted named no dispatch, so it may be an order
+  // number, a customer or an amount.
+  if (!items.length && asked.words) {
+    const answer = await auth.api("GET", "/v1/find?words=" + encodeURIComponent(asked.words));
+    if (answer.status === 401) { needSignIn(main); return false; }
+    if (answer.ok) add(answer.body.items);
+    else if (answer.status === 422 || answer.status === 404) {
+      // An API that finds by id only answers a `words` query as invalid.
+      if (!asked.ids.length) {
+        main.append(el("p", { id: "found-none", className: "error", text: "This API finds by exact id only (dispatch id, idempotency key or approval id), not by words." }));
+        return false;
+      }
     } else {
       main.append(el("p", { className: "error", role: "alert", text: problemText(answer) }));
       return false;

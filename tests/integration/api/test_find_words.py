@@ -18,10 +18,14 @@ from tests.helpers.providers import ScriptedProvider, fixed, reconciler
 from tests.helpers.stores import Storage
 
 
-def find(api: httpx.Client, key: rsa.RSAPrivateKey, q: str) -> list[tuple[str, str]]:
-    answer = api.get("/v1/find", params={"q": q}, headers=auth(token(key)))
+def find(api: httpx.Client, key: rsa.RSAPrivateKey, words: str) -> list[tuple[str, str]]:
+    answer = api.get("/v1/find", params={"words": words}, headers=auth(token(key)))
     assert answer.status_code == 200, answer.text
     return [(item["dispatch_id"], item["matched_by"]) for item in answer.json()["items"]]
+
+
+def asked(api: httpx.Client, key: rsa.RSAPrivateKey, **params: str) -> int:
+    return api.get("/v1/find", params=params, headers=auth(token(key))).status_code
 
 
 def test_find_by_words_of_what_was_approved_in_every_state_and_only_where_one_may_read(
@@ -63,9 +67,15 @@ def test_find_by_words_of_what_was_approved_in_every_state_and_only_where_one_ma
     assert find(api, signing_key, '"in full"') == [(settled, "summary")]
     assert find(api, signing_key, "2_490") == []
     assert find(api, signing_key, "2%490") == []
-    # Ids are still found exactly, and say which id matched.
-    assert find(api, signing_key, f"idem-{queued}") == [(queued, "idempotency_key")]
-    # Two characters are not a search; a control character is not a query at all.
-    assert find(api, signing_key, "EU") == []
-    bad = api.get("/v1/find", params={"q": "ord\n7781"}, headers=auth(token(signing_key)))
-    assert bad.status_code == 422
+    # Ids are found exactly through q, never as words: words find no id.
+    by_id = api.get("/v1/find", params={"q": f"idem-{queued}"}, headers=auth(token(signing_key)))
+    assert [(i["dispatch_id"], i["matched_by"]) for i in by_id.json()["items"]] == [
+        (queued, "idempotency_key")
+    ]
+    assert find(api, signing_key, f"idem-{queued}") == []
+    # Two characters are not a search, a control character is not a query, and one asks for
+    # ids or words, not both and not neither.
+    assert asked(api, signing_key, words="EU") == 422
+    assert asked(api, signing_key, words="ord\n7781") == 422
+    assert asked(api, signing_key, q=queued, words="ord-7781") == 422
+    assert asked(api, signing_key) == 422
