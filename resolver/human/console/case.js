@@ -196,7 +196,7 @@ function renderCaseBody(main, c) {
     ["Finished", when(x.finished_at_ms)], ["Result code", x.result_code || "—"],
   ]) : c.pruned ? null : facts("Execution", [["State", "never leased"]]);
   const details = el("div", { className: "grid details" },
-    c.pruned ? prunedCard(c.pruned, "its identity, its resolution and who decided it (the audit facts)") : null,
+    c.pruned ? prunedCard(c.pruned, "its identity and its resolution" + (c.authorizations && c.authorizations.length ? ", with who decided it" : "") + " (the audit facts)") : null,
     facts("Identity", [
       ["Dispatch", id.dispatch_id, true], ["Approval request", id.approval_request_id, true],
       ["Idempotency key", id.idempotency_key, true], ["Action digest", id.action_digest, true],
@@ -344,7 +344,9 @@ function approvedCard(c) {
   const section = el("section", { id: "approved", className: "card", "aria-labelledby": "approved-title" },
     el("h3", { id: "approved-title", text: "What was approved" }));
   if (!s) {
-    section.append(el("p", { className: "hint", text: "The executor gave no summary of this action: check the approval it names (" + c.identity.approval_request_id + ") before you decide." }));
+    const check = isOpen(c) ? ": check the approval it names (" + c.identity.approval_request_id + ") before you decide."
+      : "; the approval it names is " + c.identity.approval_request_id + ".";
+    section.append(el("p", { className: "hint", text: "The executor gave no summary of this action" + check }));
     return section;
   }
   const list = el("dl", { className: "facts" });

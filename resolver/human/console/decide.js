@@ -205,7 +205,7 @@ function proposalBox(target, form, answers, mine) {
     const attest = el("input", { type: "checkbox", id: "confirm-verified" });
     box.append(el("div", { className: "field" }, attest,
       el("label", { for: "confirm-verified", text: "I checked the outcome outside the system myself; confirming records it in my name" })),
-    el("p", {}, el("button", { type: "button", id: "confirm-proposal", text: `Confirm ${p.proposed_by}'s proposal (${decisionLabel(p.decision)})`, onclick: () => {
+    el("p", {}, el("button", { type: "button", id: "confirm-proposal", className: "primary", text: `Confirm ${p.proposed_by}'s proposal (${decisionLabel(p.decision)})`, onclick: () => {
       if (!attest.checked) {
         say("Tick “I checked the outcome outside the system myself” to confirm.", "error");
         attest.focus();

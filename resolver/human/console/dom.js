@@ -89,6 +89,12 @@ export function copyButton(label, value) {
   } });
 }
 
+// What was approved, in one cell: the title, then its facts.
+export function summaryLine(summary) {
+  const facts = (summary.facts || []).map((f) => `${f.label}: ${f.value}`).join(" · ");
+  return el("span", { className: "summary" }, el("strong", { text: summary.title }), facts ? el("br") : null, facts ? el("span", { className: "hint", text: facts }) : null);
+}
+
 export function plural(n, one, several) {
   return n === 1 ? `1 ${one}` : `${n.toLocaleString("en")} ${several}`;
 }

@@ -3,7 +3,7 @@
 // (#/find?q=...): whatever was on screen before is replaced, whatever was typed, so a previous
 // case never stays under an answer about something else.
 import * as auth from "./auth.js";
-import { caseLink, el, problemText, say, when } from "./dom.js";
+import { caseLink, el, problemText, say, summaryLine, when } from "./dom.js";
 import { redraw } from "./nav.js";
 import { needSignIn } from "./session.js";
 import { known, rememberList } from "./state.js";
@@ -161,7 +161,7 @@ export async function renderFind(main, q) {
     const row = el("tr", { "data-dispatch-id": item.dispatch_id });
     const cell = (...content) => row.append(el("td", { "data-label": columns[row.children.length] }, ...content));
     cell(caseLink(item.dispatch_id));
-    cell(item.action_summary ? item.action_summary.title : "—");
+    cell(item.action_summary ? summaryLine(item.action_summary) : "—");
     cell(item.project_id);
     cell(item.action_type);
     cell(MATCHED[item.matched_by] || (item.matched_by || "").replace(/_/g, " "));

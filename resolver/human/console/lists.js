@@ -4,7 +4,7 @@ import * as auth from "./auth.js";
 import { bulkDock, bulkPanel, updateBulkCount } from "./bulk.js";
 import { countsText, triage } from "./counts.js";
 import { decisionLabel } from "./decide.js";
-import { caseLink, el, problemText, relative, say, when } from "./dom.js";
+import { caseLink, el, problemText, relative, say, summaryLine, when } from "./dom.js";
 import { liveBar } from "./live.js";
 import { listHash } from "./nav.js";
 import { needSignIn } from "./session.js";
@@ -231,11 +231,6 @@ function twoPeopleMark(decisions) {
   return [" ", el("span", { className: "badge two-people", text: "needs two people: " + decisions.map(decisionLabel).join(", ").toLowerCase() })];
 }
 
-// A summary in one line for a list row: the title, then its facts.
-function summaryLine(summary) {
-  const facts = (summary.facts || []).map((f) => `${f.label}: ${f.value}`).join(" · ");
-  return el("span", { className: "summary" }, el("strong", { text: summary.title }), facts ? el("br") : null, facts ? el("span", { className: "hint", text: facts }) : null);
-}
 
 // Why a case is in the manual queue, said once and in words (the finding has its own column).
 function whyHere(item) {

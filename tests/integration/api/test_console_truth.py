@@ -330,7 +330,7 @@ def test_a_pruned_dispatch_s_page_says_what_retention_kept_without_a_script_erro
     )
     pruned = tab.locator("#pruned")
     expect(pruned).to_contain_text(f"by prune run {run['run_id']}.")
-    expect(pruned).to_contain_text("Kept: its identity, its resolution and who decided it")
+    expect(pruned).to_contain_text("Kept: its identity and its resolution (the audit facts).")
     expect(pruned.locator(".digest-text")).to_have_text(run["export_digest"])
     digest_fits = pruned.locator(".digest-text").evaluate(
         "n => n.getBoundingClientRect().right <= window.innerWidth"
