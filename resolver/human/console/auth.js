@@ -233,9 +233,6 @@ export async function signIn(stepUp, retry, silent) {
   window.location.assign(url.toString());
 }
 
-// OIDC Core 3.1.2.6: what a provider answers a `prompt=none` request it cannot serve silently.
-const SILENT_ANSWERS = new Set(["login_required", "interaction_required", "consent_required", "account_selection_required"]);
-
 // The identity provider's redirect back: check state, exchange the code with the PKCE
 // verifier, check the ID token's issuer, audience and nonce, keep the access token.
 // Returns {back, retry} or throws with a message for the operator; null when not a callback.
@@ -246,9 +243,9 @@ export async function finishSignIn() {
   sessionStorage.removeItem(PENDING_KEY);
   history.replaceState(null, "", "/console" + (pending ? pending.back : ""));
   if (!pending || query.get("state") !== pending.state) throw new Error("sign-in answer does not match a sign-in started here (state); sign in again");
-  // A silent sign-in the provider could not do without the person: nothing failed, the
-  // console asks for a sign-in as it would have without trying.
-  if (pending.silent && SILENT_ANSWERS.has(query.get("error"))) return { back: pending.back, retry: null, silentFailed: true };
+  // A silent sign-in the provider could not do without the person (or does not do at all):
+  // nothing failed, the console asks for a sign-in as it would have without trying.
+  if (pending.silent && query.has("error")) return { back: pending.back, retry: null, silentFailed: query.get("error") };
   if (query.has("error")) throw new Error("the identity provider refused: " + query.get("error"));
   const provider = await discovery();
   const form = new URLSearchParams({
