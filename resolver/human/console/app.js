@@ -17,8 +17,9 @@ import { renderIdentity, updateSession } from "./session.js";
 import { config, keepFormFor, restoreSelection, setConfig } from "./state.js";
 import { VIEWS } from "./views.js";
 
-// How long a new tab waits for an open tab of the console to share its session.
-const ASK_TABS_MS = 600;
+// How long a new tab waits for an open tab of the console to share its session (only when
+// one said it is open): its answer comes as soon as that tab's page runs, even on a busy machine.
+const ASK_TABS_MS = 3000;
 
 // Each render draws into a slot of its own: a slower, older render (the operator changed the
 // filter while a page was loading) then finishes into a detached slot instead of mixing its
@@ -112,6 +113,7 @@ function heldBy() {
 }
 
 function everySecond() {
+  auth.sayAlive();
   tick();
   updateSession();
   liveTick(refreshNow, heldBy);
@@ -142,5 +144,7 @@ document.addEventListener("DOMContentLoaded", async () => {
   window.addEventListener("hashchange", () => render());
   if (result && result.retry) await resume(result);
   else await render();
+  auth.sayAlive();
+  window.addEventListener("pagehide", () => auth.sayGone());
   window.setInterval(everySecond, 1000);
 });

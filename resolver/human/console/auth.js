@@ -3,8 +3,8 @@
 // Three ways to hold a token, in this order: an OIDC sign-in (authorization code + PKCE as a
 // public client, when /console/config.json names a client), a link carrying `#token=…` (the
 // demo), or none at all (an identity proxy adds the Authorization header). Tokens live only in
-// the sessionStorage of the console's open tabs: never a cookie, never localStorage, never a
-// URL sent to a server. The console's tabs of one browser share one session: a new tab asks
+// the sessionStorage of the console's open tabs: never a cookie, never localStorage (which
+// holds only when a tab last said it is open), never a URL sent to a server. The console's tabs of one browser share one session: a new tab asks
 // the others (a same-origin BroadcastChannel) before it signs in, and a sign-in or sign-out in
 // one tab reaches the rest.
 
@@ -14,6 +14,10 @@ const SILENT_KEY = "resolver.oidc.silent-at";
 // Set by "Sign out": no silent sign-in until the person signs in again themselves.
 const OUT_KEY = "resolver.signed-out";
 const CHANNEL = "resolver.console.session";
+// When a console tab with a working session last said it is open (a time, nothing secret):
+// a new tab waits for an answer only while one may come.
+const ALIVE_KEY = "resolver.console.alive";
+const ALIVE_WITHIN_MS = 5000;
 // One silent sign-in (`prompt=none`) per tab in this long at most: an identity provider that
 // answers but whose token the API refuses must not bounce the tab back and forth.
 const SILENT_EVERY_MS = 60 * 1000;
@@ -104,10 +108,22 @@ export function shareSession(changed) {
   });
 }
 
-// A tab opened without a token (an alert's link, a pasted link) asks the open tabs for theirs;
-// null when none answers within `waitMs`.
+// Called every second by a tab: while its session works, the others know a tab can answer.
+export function sayAlive() {
+  const mine = token();
+  if (mine && !expired(mine) && !tokenRefused()) localStorage.setItem(ALIVE_KEY, String(Date.now()));
+}
+
+// A tab that closes stops saying so (another open tab says it again within a second).
+export function sayGone() {
+  localStorage.removeItem(ALIVE_KEY);
+}
+
+// A tab opened without a token (an alert's link, a pasted link) asks the open tabs for theirs,
+// when one said it is open in the last few seconds; null when none answers within `waitMs`.
 export function askOtherTabs(waitMs) {
-  if (!channel) return Promise.resolve(null);
+  const alive = Number(localStorage.getItem(ALIVE_KEY) || 0);
+  if (!channel || Date.now() - alive > ALIVE_WITHIN_MS) return Promise.resolve(null);
   return new Promise((resolve) => {
     const answered = (event) => {
       const message = event.data || {};
