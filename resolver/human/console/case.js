@@ -6,7 +6,7 @@
 import * as auth from "./auth.js";
 import { decidePanel, decisionLabel } from "./decide.js";
 import { caseLink, copyButton, el, problemText, say, utc, when } from "./dom.js";
-import { foundState, prunedText } from "./find.js";
+import { foundState } from "./find.js";
 import { liveBar } from "./live.js";
 import { redraw, route } from "./nav.js";
 import { reasonWords, suggestsForgery } from "./reasons.js";
@@ -14,7 +14,7 @@ import { needSignIn } from "./session.js";
 import { config, known, lastList } from "./state.js";
 import { VIEWS } from "./views.js";
 
-export const CASE_REFRESH_MS = 15000;
+const CASE_REFRESH_MS = 15000;
 
 const FINDING_WORDS = {
   conflict: "Evidence conflicts", unsupported: "No provider can check it", missing: "No evidence found yet",
@@ -166,7 +166,7 @@ function timeline(c) {
   return el("section", { className: "card", "aria-label": "Timeline" }, el("h3", { text: "Timeline" }), list);
 }
 
-export function isOpen(c) {
+function isOpen(c) {
   return Boolean(c.execution && c.execution.recovery_required && !c.resolution);
 }
 

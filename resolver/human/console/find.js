@@ -9,7 +9,7 @@ import { needSignIn } from "./session.js";
 import { known, rememberList } from "./state.js";
 import { VIEWS } from "./views.js";
 
-export const ID_SHAPE = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
+const ID_SHAPE = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
 // Words of what was approved: as many characters as the API takes (`words` of GET /v1/find),
 // on one line. Shorter than three is not a search (it would match nearly everything).
 const WORDS_MIN = 3;
@@ -68,7 +68,7 @@ export function foundState(item) {
 
 // Retention pruned it: when, by which run, and the sha256 of the run's export (where its
 // record is kept), if the run wrote one.
-export function prunedText(pruned) {
+function prunedText(pruned) {
   if (!pruned) return [];
   const where = pruned.export_digest ? ["exported (sha256 ", el("span", { className: "mono digest-text", text: pruned.export_digest }), ")"] : ["no export was written"];
   return [el("br"), el("span", { className: "pruned" }, "pruned ", when(pruned.pruned_at_ms), ` by prune run ${pruned.run_id}; `, ...where)];

@@ -14,7 +14,7 @@ import {
   apiQuery, firstRow, isFiltered, matchesFilter, pageSize, sinceMs,
 } from "./views.js";
 
-export const LIST_REFRESH_MS = 30000;
+const LIST_REFRESH_MS = 30000;
 const TRIAGE_FOLDED_KEY = "resolver.triage.folded";
 const findingOptions = (any) => [["", any], ...FINDINGS.map((f) => [f, f])];
 

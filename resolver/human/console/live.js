@@ -11,7 +11,7 @@ let lastAt = null;
 let dueAt = Infinity;
 let running = false;
 
-export function paused() {
+function paused() {
   return sessionStorage.getItem(PAUSED_KEY) === "1";
 }
 

@@ -34,7 +34,7 @@ export function amrText(claims) {
   return [].concat(claims.amr || []).join(", ");
 }
 
-export function sessionLeft(claims) {
+function sessionLeft(claims) {
   return claims && claims.exp ? claims.exp * 1000 - Date.now() : Infinity;
 }
 
@@ -70,7 +70,7 @@ export function updateSession() {
   line.className = Math.min(sessionLeft(claims), strong) < WARN_BEFORE_MS ? "warn" : "hint";
 }
 
-export async function startSignIn(stepUp, retry, silent) {
+async function startSignIn(stepUp, retry, silent) {
   try {
     await auth.signIn(stepUp, retry, silent);
   } catch (error) {

@@ -4,7 +4,7 @@
 export const FINDINGS = ["conflict", "unsupported", "missing", "still_running", "unavailable"];
 // "over 4 hours" is the manual-queue alert's threshold (ResolverManualQueueAgeing).
 export const AGES = [["", "any age"], ["300", "over 5 minutes"], ["3600", "over 1 hour"], ["14400", "over 4 hours (the alert's threshold)"], ["86400", "over 1 day"]];
-export const LIST_FILTERS = ["project_id", "action_type", "owner", "last_finding", "last_reason", "min_age_seconds", "summary", "q", "sort"];
+const LIST_FILTERS = ["project_id", "action_type", "owner", "last_finding", "last_reason", "min_age_seconds", "summary", "q", "sort"];
 export const SORTS = [["", "oldest first"], ["action_type", "by action type"], ["project_id", "by project"], ["last_finding", "by last finding"]];
 // The triage counts above a list, each value a filter (and a suggestion in its filter field).
 export const TRIAGE = [["action_type", "By action type"], ["reason", "By reason"], ["project_id", "By project"], ["owner", "By executor"]];
