@@ -157,6 +157,8 @@ class CaseReader(ClockOverride, Protocol):
 
     def find_dispatches(self, user_id: str, q: str) -> list[FoundDispatch]: ...
 
+    def find_by_words(self, user_id: str, words: str) -> list[FoundDispatch]: ...
+
     def case_counts(
         self,
         user_id: str,

@@ -320,6 +320,20 @@ EXISTS (SELECT 1 FROM recovery_role_bindings AS b
 (%(q)s::text IS NULL OR d.dispatch_id = %(q)s::text OR d.idempotency_key = %(q)s::text
  OR d.approval_request_id = %(q)s::text)
 
+-- fragment: summary_words
+-- Words of what was approved, for dispatch `d`: the summary's title, a fact's label or a
+-- fact's value contains `summary`, any case (the JSON's own keys never match). The first test
+-- is on the summary as text with the words escaped the way JSON text escapes them (so an
+-- index on lower(action_summary::text) can serve it); the second checks each string itself.
+%(summary)s::text IS NOT NULL
+AND lower(d.action_summary::text) LIKE '%%' || replace(replace(replace(
+        substr(to_jsonb(lower(%(summary)s::text))::text, 2,
+               length(to_jsonb(lower(%(summary)s::text))::text) - 2),
+        '\', '\\'), '%%', '\%%'), '_', '\_') || '%%'
+AND EXISTS (SELECT 1 FROM jsonb_path_query(d.action_summary, 'strict $.**') AS s(v)
+            WHERE jsonb_typeof(s.v) = 'string'
+              AND strpos(lower(s.v #>> '{}'), lower(%(summary)s::text)) > 0)
+
 -- fragment: case_filter
 -- The filters of the manual queue and the waiting list, for dispatch `d` and control `c`;
 -- a NULL parameter does not filter. `since_ms` is when the case entered the list.
@@ -337,7 +351,9 @@ AND (%(last_reason)s::text IS NULL OR c.last_reason = %(last_reason)s::text)
 -- Words of what was approved (the summary's title and facts), case-insensitive: the open
 -- lists are bounded by their partial indexes, so a substring test costs a bounded scan.
 AND (%(summary)s::text IS NULL
-     OR strpos(lower(d.action_summary::text), lower(%(summary)s::text)) > 0)
+     OR
+        -- include: summary_words
+    )
 -- Open two-person proposals only: the cases waiting for a second person. On the control's
 -- id, so the few open proposals filter the list's index scan before any dispatch is read.
 AND (NOT %(open_proposal)s::boolean
@@ -641,12 +657,19 @@ SELECT d.dispatch_id, d.approval_request_id, d.project_id, d.action_type, d.acti
        pr.outcome AS proposal_outcome, pr.proposed_by, pr.proposed_at_ms,
        pr.expires_at_ms AS proposal_expires_at_ms, pr.reason_code AS proposal_reason_code,
        pr.evidence_digest AS proposal_evidence_digest,
-       pr.expected_execution_version AS proposal_expected_version
+       pr.expected_execution_version AS proposal_expected_version,
+       -- Retention pruned its execution and kept its identity (an audited decision): when,
+       -- by which run, under which export.
+       pt.run_id AS pruned_run_id, pt.pruned_at_ms, pru.export_digest AS pruned_export_digest
 FROM approved_action_dispatches AS d
 CROSS JOIN now
 LEFT JOIN approved_action_executions AS e ON e.dispatch_id = d.dispatch_id
 LEFT JOIN approved_action_recovery_controls AS c ON c.dispatch_id = d.dispatch_id
 LEFT JOIN approved_action_recovery_resolutions AS r ON r.dispatch_id = d.dispatch_id
+-- The same dispatch, not an earlier one under a reused id.
+LEFT JOIN recovery_pruned_dispatches AS pt
+  ON pt.dispatch_id = d.dispatch_id AND pt.created_at_ms = d.created_at_ms
+LEFT JOIN recovery_prune_runs AS pru ON pru.run_id = pt.run_id
 LEFT JOIN recovery_proposals AS pr
   ON pr.dispatch_id = d.dispatch_id
  AND
@@ -702,6 +725,30 @@ SELECT found.* FROM (
           -- include: case_readable
 ) AS found
 ORDER BY found.created_at_ms DESC, found.dispatch_id
+LIMIT 20;
+
+-- name: dispatch_find_words
+-- Find by words of what was approved: every dispatch the caller may read whose summary
+-- contains `summary` (see summary_words), whatever its state, newest first, at most 20. Its
+-- own statement, asked for on its own: an id lookup never pays for a scan of the summaries.
+-- A dispatch pruned whole keeps no summary; one whose identity stayed is found with its
+-- prune run.
+SELECT d.dispatch_id, d.project_id, d.action_type, d.created_at_ms, d.action_summary,
+       'summary' AS matched_by,
+       coalesce(e.state, t.state) AS state, c.status AS control_status,
+       coalesce(c.closed_by, t.closed_by) AS closed_by,
+       t.pruned_at_ms, t.run_id AS pruned_run_id, pr.export_digest AS pruned_export_digest
+FROM approved_action_dispatches AS d
+LEFT JOIN approved_action_executions AS e ON e.dispatch_id = d.dispatch_id
+LEFT JOIN approved_action_recovery_controls AS c ON c.dispatch_id = d.dispatch_id
+LEFT JOIN recovery_pruned_dispatches AS t
+  ON t.dispatch_id = d.dispatch_id AND t.created_at_ms = d.created_at_ms
+LEFT JOIN recovery_prune_runs AS pr ON pr.run_id = t.run_id
+WHERE
+      -- include: summary_words
+  AND
+      -- include: case_readable
+ORDER BY d.created_at_ms DESC, d.dispatch_id
 LIMIT 20;
 
 -- name: case_authorizations

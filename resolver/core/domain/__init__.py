@@ -29,6 +29,7 @@ from resolver.core.domain.canonical import (
     sha256_hex,
 )
 from resolver.core.domain.cases import (
+    FIND_WORDS_MIN,
     NO_FILTER,
     Case,
     CaseAuthorization,
@@ -43,6 +44,7 @@ from resolver.core.domain.cases import (
     DecisionRecord,
     FoundDispatch,
     ManualQueueItem,
+    PruneMark,
 )
 from resolver.core.domain.decisions import (
     Act,
@@ -130,6 +132,7 @@ __all__ = [
     "ESCALATABLE",
     "ESCALATION_REASON",
     "FINDING_ROUTE",
+    "FIND_WORDS_MIN",
     "HEX64_PATTERN",
     "HEX64_REGEX",
     "ID_PATTERN",
@@ -193,6 +196,7 @@ __all__ = [
     "ProposalRecord",
     "ProposalResult",
     "ProviderFailure",
+    "PruneMark",
     "PruneRunRecord",
     "ResolutionSource",
     "SignedFact",

@@ -33,7 +33,12 @@ from resolver.core.domain import (
 from resolver.db.definitions import schema_script
 
 ROOT = Path(__file__).resolve().parents[3]
-CONSOLE = ROOT / "resolver" / "human" / "console" / "app.js"
+CONSOLE = ROOT / "resolver" / "human" / "console"
+
+
+def _console_source() -> str:
+    """Every module of the console, one after the other."""
+    return "\n".join(p.read_text(encoding="utf-8") for p in sorted(CONSOLE.glob("*.js")))
 
 
 def _one(url: str, query: str, *params: object) -> object:
@@ -144,16 +149,16 @@ def test_the_terminal_set_is_spelled_once_in_sql_and_once_in_python() -> None:
 
 
 def _js_regex(name: str) -> str:
-    match = re.search(rf"const {name} = /(.+)/;", CONSOLE.read_text(encoding="utf-8"))
-    assert match, f"{name} not found in {CONSOLE.name}"
-    return match.group(1)
+    found = re.findall(rf"const {name} = /(.+)/;", _console_source())
+    assert len(found) == 1, f"{name} is not defined once in the console's modules"
+    return str(found[0])
 
 
 def test_the_consoles_shapes_are_pythons() -> None:
     assert _js_regex("ID_SHAPE") == ID_REGEX
     # The reason code as an HTML `pattern` attribute: anchored by the browser, escaped once
     # more inside the JavaScript string.
-    source = CONSOLE.read_text(encoding="utf-8")
+    source = _console_source()
     attributes = set(re.findall(r'name: "reason_code"[^}]*pattern: "([^"]+)"', source))
     unescaped = {a.replace("\\\\", "\\") for a in attributes}
     assert unescaped == {REASON_CODE_REGEX.removeprefix("^").removesuffix("$")}
