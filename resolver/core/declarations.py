@@ -175,10 +175,11 @@ CORE_REASONS = (
     Reason(ProviderFailure.CONFIGURATION.value, "the evidence source is misconfigured"),
     Reason(ProviderFailure.ERROR.value, "the evidence provider failed"),
 )
-# A source's own refusal passed through as a code (`http_403`, `sqlstate_42501`): its shape
+# A source's own refusal passed through as a code (`http_403`, `sqlstate_42501`,
+# `mysql_1142`): its shape
 # is bounded, its values are the source's. A provider need not declare each one, though it
 # may give the common ones a sentence.
-SOURCE_REFUSAL_PATTERN = re.compile(r"^(http_[1-5][0-9]{2}|sqlstate_[0-9a-z]{5})\Z")
+SOURCE_REFUSAL_PATTERN = re.compile(r"^(http_[1-5][0-9]{2}|sqlstate_[0-9a-z]{5}|mysql_[0-9]{4})\Z")
 
 
 class ReasonCatalogue(msgspec.Struct, frozen=True):
