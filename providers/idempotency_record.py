@@ -51,10 +51,11 @@ from resolver.evidence import (
     declare,
     parse_provider_settings,
 )
-from resolver.evidence.bindings import binding_evidence_digest, verify_binding
+from resolver.evidence.bindings import IDEMPOTENCY_RECORD, binding_evidence_digest, verify_binding
 
 NAME = "idempotency_record"
-EVIDENCE_KIND = "idempotency_record"
+# The kind of object the token is bound to: the one the SDK helper signs.
+EVIDENCE_KIND = IDEMPOTENCY_RECORD
 # The columns the query answers: `status` and `binding` always, `result_code` if it has one.
 _STATUS, _BINDING, _RESULT = "status", "binding", "result_code"
 # What a query may ask by name: the identity's key and, to narrow a shared table, its ids.

@@ -56,7 +56,7 @@ _KIND = re.compile(r"^[a-z][a-z0-9_.-]{0,63}\Z")
 # The kinds of bound object, each with where its token sits and what its subject is.
 # A downstream service's idempotency record: the token in the record, no subject (the record
 # is found by the idempotency key, which the signature covers).
-IDEMPOTENCY_RECORD = "idempotency_record"
+IDEMPOTENCY_RECORD = "request_record"
 # A Git commit: the token in a trailer of its message; the subject its tree and parents.
 GIT_COMMIT = "git_commit"
 GIT_TRAILER = "Resolver-Binding"

@@ -186,7 +186,7 @@ export function signReceipt({ identity, outcome, resultCode, finishedAtMs, recei
 // -- binding v1: the token left where a side effect lands (docs/providers.md) ------------------
 
 export const BINDING_VERSION = 1;
-export const IDEMPOTENCY_RECORD = "idempotency_record";
+export const IDEMPOTENCY_RECORD = "request_record";
 export const GIT_COMMIT = "git_commit";
 export const GIT_TRAILER = "Resolver-Binding";
 export const OCI_MANIFEST = "oci_manifest";

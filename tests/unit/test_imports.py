@@ -14,7 +14,7 @@ import pytest
 PACKAGES = ("resolver", "providers")
 Edges = Mapping[str, set[str]]
 
-DRIVERS = ("psycopg", "psycopg_pool", "sqlalchemy", "alembic")
+DRIVERS = ("psycopg", "psycopg_pool", "sqlalchemy", "alembic", "pymysql")
 WEB_STACK = ("fastapi", "starlette", "uvicorn")
 # The previous release's import paths (resolver/_deprecated.py), kept for one release.
 DEPRECATED_STUBS = (
