@@ -38,11 +38,11 @@ from resolver.core.runtime import Runtime
 from resolver.evidence.receipts import KeyRing, sign_receipt
 from resolver.executor import git_commit_trailer, idempotency_binding
 from resolver.executor.client import ExecutionClient
+from tests.helpers import postgres
 from tests.helpers.database import EXEC_LEASE_MS, T0, new_spec
 from tests.helpers.downstream import QUERY, STATUSES, MariaDbService
 from tests.helpers.git_server import GitServer, running_git_server
 from tests.helpers.mariadb import MariaDb, running_mariadb
-from tests.helpers import postgres
 from tests.helpers.postgres import DatabaseFactory
 from tests.helpers.stores import Storage
 
