@@ -1,6 +1,7 @@
 """The share settled without a person: one realistic mix of approved actions, the same crashes,
 recovered with the providers a platform had before (no provider for the calls, pushes and
-registry uploads: a person decides each) and with those it has now.
+registry uploads: a person decides each) and with those it has now, against real PostgreSQL,
+MariaDB, git daemon and OCI registry servers.
 
 Run it as a test (it checks what each crash must become) or print the table:
 
@@ -17,6 +18,7 @@ then is waiting (recovery-required, no window) or in the manual queue.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import sys
@@ -36,7 +38,7 @@ from resolver.core.provider import build_registry
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.runtime import Runtime
 from resolver.evidence.receipts import KeyRing, sign_receipt
-from resolver.executor import git_commit_trailer, idempotency_binding
+from resolver.executor import git_commit_trailer, idempotency_binding, oci_annotations
 from resolver.executor.client import ExecutionClient
 from tests.helpers import postgres
 from tests.helpers.database import EXEC_LEASE_MS, T0, new_spec
@@ -44,6 +46,8 @@ from tests.helpers.downstream import QUERY, STATUSES, MariaDbService
 from tests.helpers.git_server import GitServer, running_git_server
 from tests.helpers.mariadb import MariaDb, running_mariadb
 from tests.helpers.postgres import DatabaseFactory
+from tests.helpers.registry import Registry, image, layer_digests, running_registry
+from tests.helpers.registry import available as registry_available
 from tests.helpers.stores import Storage
 
 KEYS = KeyRing({"mix-k1": bytes.fromhex("2c" * 32)}, signing_kid="mix-k1")
@@ -55,6 +59,8 @@ MIX = {  # action type: (weight out of 100, what it is)
     "shell.exec": (10, "shell command"),
 }
 REPO = "releases"
+IMAGES = "platform/images"
+IMAGE_CONFIG = json.dumps({"architecture": "amd64", "os": "linux"}).encode()
 HOUR_AND_A_MINUTE_MS = 3_660_000
 
 
@@ -71,9 +77,18 @@ def crashes(count: int, seed: int) -> list[Crash]:
     return [Crash(rng.choice(kinds), rng.random() < 0.5) for _ in range(count)]
 
 
-def before(url: str, git: GitServer) -> dict[str, dict[str, Any]]:
+@dataclass(frozen=True)
+class Landing:
+    """Where the side effects land: the service's database, the Git server, the registry."""
+
+    service: MariaDbService
+    git: GitServer
+    registry: Registry
+
+
+def before(url: str, landing: Landing) -> dict[str, dict[str, Any]]:
     """Out of the box before: receipts for internal mutations, nothing for the rest."""
-    del git
+    del landing
     manual = {"provider": "manual_only"}
     return {
         "db.mutation": {"provider": "internal_mutation", "database_url": url},
@@ -84,9 +99,9 @@ def before(url: str, git: GitServer) -> dict[str, dict[str, Any]]:
     }
 
 
-def after(url: str, git: GitServer) -> dict[str, dict[str, Any]]:
-    """Now: the service's own records and the repository's commits answer for themselves.
-    The registry has no provider yet, and a shell command never has a question to ask."""
+def after(url: str, landing: Landing) -> dict[str, dict[str, Any]]:
+    """Now: the service's own records, the repository's commits and the registry's manifests
+    answer for themselves; a shell command never has a question to ask."""
     manual = {"provider": "manual_only"}
     return {
         "db.mutation": {"provider": "internal_mutation", "database_url": url},
@@ -99,10 +114,14 @@ def after(url: str, git: GitServer) -> dict[str, dict[str, Any]]:
         },
         "deploy.release": {
             "provider": "git_ref",
-            "url": git.url(REPO),
+            "url": landing.git.url(REPO),
             "ref": "refs/tags/deploy/{idempotency_key}",
         },
-        "image.push": manual,
+        "image.push": {
+            "provider": "oci_artifact",
+            "repository": IMAGES,
+            **landing.registry.settings(),
+        },
         "shell.exec": manual,
     }
 
@@ -110,10 +129,11 @@ def after(url: str, git: GitServer) -> dict[str, dict[str, Any]]:
 class World:
     """One resolver database with the crashes, and the places their side effects land."""
 
-    def __init__(self, url: str, service: MariaDbService, git: GitServer) -> None:
+    def __init__(self, url: str, landing: Landing) -> None:
         self.url = url
-        self.service = service
-        self.git = git
+        self.service = landing.service
+        self.git = landing.git
+        self.registry = landing.registry
 
     def crash(self, store: Storage, run: str, number: int, crash: Crash) -> str:
         spec = new_spec(crash.action_type, dispatch_id=f"mix-{run}-{number:05d}")
@@ -161,7 +181,15 @@ class World:
             trailer = git_commit_trailer(identity, KEYS, tree=tree, parents=[])
             commit, _ = self.git.commit(REPO, files=files, message=f"Release\n\n{trailer}\n")
             self.git.set_ref(REPO, f"refs/tags/deploy/{identity.idempotency_key}", commit)
-        # An image push or a shell command leaves nothing any provider here can read.
+        elif action_type == "image.push":
+            content = f"image {identity.dispatch_id}".encode()
+            config_digest, layer_digest = layer_digests(IMAGE_CONFIG, content)
+            annotations = oci_annotations(
+                identity, KEYS, config_digest=config_digest, layer_digests=[layer_digest]
+            )
+            manifest = image(self.registry, IMAGES, annotations, content)
+            self.registry.push_manifest(IMAGES, identity.idempotency_key, manifest)
+        # A shell command leaves nothing any provider can read.
 
 
 def recover(url: str, config: Mapping[str, Mapping[str, Any]], store: Storage) -> Counter[str]:
@@ -188,7 +216,7 @@ def recover(url: str, config: Mapping[str, Mapping[str, Any]], store: Storage) -
 
 
 def measure(
-    databases: DatabaseFactory, service: MariaDbService, git: GitServer, count: int, seed: int
+    databases: DatabaseFactory, landing: Landing, count: int, seed: int
 ) -> dict[str, Counter[str]]:
     """The same crashes under both configurations, each in a database of its own."""
     mix = crashes(count, seed)
@@ -197,10 +225,10 @@ def measure(
     for name, configure in (("before", before), ("after", after)):
         url = databases.create()
         with Storage(url, max_connections=4) as store:
-            world = World(url, service, git)
+            world = World(url, landing)
             for number, crash in enumerate(mix):
                 world.crash(store, f"{run}{name[0]}", number, crash)
-            results[name] = recover(url, configure(url, git), store)
+            results[name] = recover(url, configure(url, landing), store)
     return results
 
 
@@ -232,6 +260,14 @@ def table(results: Mapping[str, Counter[str]], count: int) -> str:
 
 
 @pytest.fixture(scope="module")
+def oci_registry() -> Iterator[Registry]:
+    if not registry_available():
+        pytest.skip("Debian's docker-registry is needed")
+    with running_registry() as registry:
+        yield registry
+
+
+@pytest.fixture(scope="module")
 def git_server() -> Iterator[GitServer]:
     with running_git_server() as server:
         server.create(REPO)
@@ -242,15 +278,17 @@ def test_the_same_crashes_reach_a_person_only_where_no_evidence_can_answer(
     databases: DatabaseFactory,
     mariadb: MariaDb,
     git_server: GitServer,
+    oci_registry: Registry,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     service = MariaDbService(mariadb)
     monkeypatch.setenv("MIX_SERVICE_URL", service.reader_url())
+    monkeypatch.setenv("REGISTRY_READER_PASSWORD", "reader-pw")
     monkeypatch.setenv("RESOLVER_RECEIPT_KEYS", f"mix-k1={'2c' * 32}")
     try:
         count = 100
         mix = crashes(count, seed=7)
-        results = measure(databases, service, git_server, count, seed=7)
+        results = measure(databases, Landing(service, git_server, oci_registry), count, seed=7)
     finally:
         service.close()
     landed = Counter(c.action_type for c in mix if c.landed)
@@ -258,12 +296,11 @@ def test_the_same_crashes_reach_a_person_only_where_no_evidence_can_answer(
     b, a = results["before"], results["after"]
     for action_type in ("refunds.create", "deploy.release", "image.push", "shell.exec"):
         assert b[f"{action_type}:manual"] == landed[action_type] + lost[action_type]
-    for action_type in ("refunds.create", "deploy.release"):
+    for action_type in ("refunds.create", "deploy.release", "image.push"):
         # Bound and authentic: settled; never landed: missing past the window, to a person.
         assert a[f"{action_type}:settled"] == landed[action_type]
         assert a[f"{action_type}:manual"] == lost[action_type]
-    for action_type in ("image.push", "shell.exec"):
-        assert a[f"{action_type}:manual"] == b[f"{action_type}:manual"]
+    assert a["shell.exec:manual"] == b["shell.exec:manual"]
     for side in (b, a):  # internal mutations: settled from receipts, else recovery-required
         assert side["db.mutation:settled"] == landed["db.mutation"]
         assert side["db.mutation:waiting"] == lost["db.mutation"]
@@ -285,13 +322,15 @@ def main(argv: list[str] | None = None) -> int:
         maria = stack.enter_context(running_mariadb())
         git = stack.enter_context(running_git_server())
         git.create(REPO)
+        registry = stack.enter_context(running_registry())
         service = MariaDbService(maria)
         stack.callback(service.close)
         os.environ |= {
+            "REGISTRY_READER_PASSWORD": "reader-pw",
             "MIX_SERVICE_URL": service.reader_url(),
             "RESOLVER_RECEIPT_KEYS": f"mix-k1={'2c' * 32}",
         }
-        results = measure(databases, service, git, args.dispatches, args.seed)
+        results = measure(databases, Landing(service, git, registry), args.dispatches, args.seed)
     print(table(results, args.dispatches))
     return 0
 
