@@ -20,7 +20,7 @@ from typing import Any, LiteralString
 import msgspec
 
 from providers._sql import SqlPageProvider, SqlSourceSettings
-from resolver._deprecated import forward
+from resolver._compat import forward
 from resolver.evidence import (
     RECEIPT_REASONS,
     SQL_SOURCE_REASONS,
@@ -93,9 +93,5 @@ def create(settings: Mapping[str, Any]) -> InternalMutationProvider:
 
 
 # The previous release exported the executor's receipt writer from here; it is the executor
-# SDK's now (`resolver.executor`), and these names warn for one release.
-_forward = forward(__name__, "resolver.executor.receipts", ("WrittenReceipt", "write_receipt"))
-
-
-def __getattr__(name: str) -> Any:
-    return _forward(name)
+# SDK's now (`resolver.executor`), and these names warn (resolver/_compat).
+__getattr__ = forward(__name__)

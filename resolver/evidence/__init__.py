@@ -15,7 +15,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from resolver._deprecated import forward
+from resolver._compat import forward
 
 if TYPE_CHECKING:
     from resolver.core.declarations import (
@@ -186,19 +186,8 @@ __all__ = [
 ]
 
 # The previous release's module `resolver.evidence` (now this package) also held the provider
-# registry; those names still resolve, with a warning, for one release.
-_deprecated = forward(
-    __name__,
-    "resolver.core.provider",
-    (
-        "ENTRY_POINT_GROUP",
-        "ProviderRegistry",
-        "SettingsModel",
-        "build_registry",
-        "discover_factories",
-        "installed_entry_points",
-    ),
-)
+# registry; those names still resolve, with a warning (resolver/_compat).
+_deprecated = forward(__name__, stacklevel=3)
 
 
 # Hidden from type checkers: a module `__getattr__` would make every name, a misspelt one

@@ -530,7 +530,7 @@ def _check_well_formed(
 
 # The canonical encoder of canonical_json, for values parse_receipt_json produced: that
 # parser already refused floats, NaN and non-string keys, so the walk looking for them
-# (domain._reject_floats) would find nothing.
+# (_reject_floats of resolver.core.domain.canonical) would find nothing.
 _CANONICAL = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
 )
