@@ -196,7 +196,7 @@ class ReadOnlyGit:
             # git gives no error codes, and its text is never read: a server that does not
             # answer a connection is an outage, one that answers and refuses will not heal.
             if remote and not self._reachable(deadline):
-                raise GitUnavailable(ProviderFailure.OUTAGE, "connect")
+                raise GitUnavailable(ProviderFailure.OUTAGE, "git_unreachable")
             raise GitUnavailable(ProviderFailure.CONFIGURATION, "git_refused")
         return done.stdout
 
@@ -345,7 +345,7 @@ def _token(settings: GitRefSettings) -> str | None:
             "ref_not_bound",
             "the dispatch's ref exists but its commit carries no binding trailer",
         ),
-        Reason("connect", "the Git server could not be reached"),
+        Reason("git_unreachable", "the Git server could not be reached"),
         Reason("git_refused", "the Git server refused the read (repository, access or protocol)"),
         *RECEIPT_REASONS,
     ),
