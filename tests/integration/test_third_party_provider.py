@@ -115,7 +115,15 @@ def test_migrate_creates_its_table_once_and_registers_it_for_the_prune(
             assert recorded == [("0001_ledger_entries",), ("definitions",)]
             assert conn.execute(
                 "SELECT table_name, dispatch_column, provider FROM resolver_evidence_tables"
-            ).fetchall() == [("ledger_entries", "dispatch_id", "ledger")]
+                " ORDER BY table_name"
+            ).fetchall() == [
+                # The built-ins' own tables, registered through the same declaration.
+                ("ledger_entries", "dispatch_id", "ledger"),
+                ("package_commit_markers", "dispatch_id", "package_install"),
+                ("package_install_records", "dispatch_id", "package_install"),
+                ("package_install_targets", "dispatch_id", "package_install"),
+                ("run_origin_facts", "dispatch_id", "run_create"),
+            ]
             applied = conn.execute(
                 "SELECT applied_at_ms FROM resolver_provider_migrations ORDER BY name"
             ).fetchall()

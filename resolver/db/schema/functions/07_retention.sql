@@ -157,14 +157,6 @@ BEGIN
     DELETE FROM approved_action_executions WHERE dispatch_id = ANY (v_settled);
     DELETE FROM action_receipts WHERE dispatch_id = ANY (v_settled || v_remnants);
     GET DIAGNOSTICS v_n = ROW_COUNT; v_evidence := v_evidence + v_n;
-    DELETE FROM run_origin_facts WHERE dispatch_id = ANY (v_settled || v_remnants);
-    GET DIAGNOSTICS v_n = ROW_COUNT; v_evidence := v_evidence + v_n;
-    DELETE FROM package_install_records WHERE dispatch_id = ANY (v_settled || v_remnants);
-    GET DIAGNOSTICS v_n = ROW_COUNT; v_evidence := v_evidence + v_n;
-    DELETE FROM package_install_targets WHERE dispatch_id = ANY (v_settled || v_remnants);
-    GET DIAGNOSTICS v_n = ROW_COUNT; v_evidence := v_evidence + v_n;
-    DELETE FROM package_commit_markers WHERE dispatch_id = ANY (v_settled || v_remnants);
-    GET DIAGNOSTICS v_n = ROW_COUNT; v_evidence := v_evidence + v_n;
     -- Each provider's own evidence tables, as `resolver migrate` registered them from what the
     -- installed providers declare: their rows of these dispatches go too.
     FOR v_table IN
