@@ -28,6 +28,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from providers._bound_record import MISSING, RECORD_REASONS, Statuses, judge_record
 from providers._declared import MISSING_FOR_AN_HOUR
 from resolver.db import dsn
 from resolver.db.readonly_mariadb import MARIADB_SOURCE_REASONS, ReadOnlyMariaDatabase
@@ -40,52 +41,24 @@ from resolver.evidence import (
     Finding,
     FindingKind,
     KeyRing,
-    Outcome,
     ProviderFailure,
     ReadOnlyDatabase,
     Reason,
-    ReceiptRejected,
     Row,
     SourceMisconfigured,
     StorageUnavailable,
     declare,
     parse_provider_settings,
 )
-from resolver.evidence.bindings import IDEMPOTENCY_RECORD, binding_evidence_digest, verify_binding
 
 NAME = "idempotency_record"
-# The kind of object the token is bound to: the one the SDK helper signs.
-EVIDENCE_KIND = IDEMPOTENCY_RECORD
 # The columns the query answers: `status` and `binding` always, `result_code` if it has one.
 _STATUS, _BINDING, _RESULT = "status", "binding", "result_code"
 # What a query may ask by name: the identity's key and, to narrow a shared table, its ids.
 PARAMETERS = ("idempotency_key", "dispatch_id", "project_id", "action_type")
 _PARAMETER = re.compile(r"%\(([a-z_]+)\)s")
-_RESULT_CODE = re.compile(r"^[a-z0-9_.-]{1,64}\Z")
-
-_MISSING = Finding(FindingKind.MISSING, cause="no_record")
-_UNBOUND = Finding(FindingKind.CONFLICT, cause="record_not_bound")
 _SEVERAL = Finding(FindingKind.CONFLICT, cause="several_records")
-_UNKNOWN_STATUS = Finding(FindingKind.CONFLICT, cause="unknown_status")
-_STILL_RUNNING = Finding(FindingKind.STILL_RUNNING)
 _OUTAGE = Finding(FindingKind.UNAVAILABLE, failure=ProviderFailure.OUTAGE)
-
-
-class Statuses(BaseModel):
-    """Which of the service's status values mean what; a value in no list is a conflict."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    succeeded: tuple[str, ...] = Field(min_length=1)
-    failed: tuple[str, ...] = ()
-    still_running: tuple[str, ...] = ()
-
-    @model_validator(mode="after")
-    def _disjoint(self) -> Statuses:
-        values = [*self.succeeded, *self.failed, *self.still_running]
-        if len(values) != len(set(values)):
-            raise ValueError("a status value may be in one list only")
-        return self
 
 
 class IdempotencyRecordSettings(BaseModel):
@@ -192,7 +165,7 @@ class IdempotencyRecordProvider:
                 FindingKind.UNAVAILABLE, failure=ProviderFailure.CONFIGURATION, cause=exc.cause
             )
         if not rows:
-            return _MISSING
+            return MISSING
         if len(rows) > 1:
             return _SEVERAL
         return self._judge(identity, rows[0])
@@ -203,39 +176,17 @@ class IdempotencyRecordProvider:
             return Finding(
                 FindingKind.UNAVAILABLE, failure=ProviderFailure.CONFIGURATION, cause="bad_query"
             )
-        token = row[_BINDING]
-        if not isinstance(token, str) or not token.strip():
-            return _UNBOUND
-        try:
-            verify_binding(token, identity, kind=EVIDENCE_KIND, subject="", keys=self._keys)
-        except ReceiptRejected as exc:
-            return Finding(FindingKind.CONFLICT, cause=exc.reason)
-        status = str(row[_STATUS])
-        if status in self._statuses.still_running:
-            return _STILL_RUNNING
-        if status in self._statuses.succeeded:
-            outcome = Outcome.SUCCEEDED
-        elif status in self._statuses.failed:
-            outcome = Outcome.FAILED
-        else:
-            return _UNKNOWN_STATUS
-        code = _result_code(row.get(_RESULT), status, outcome)
-        record = f"{identity.idempotency_key}:{status}:{code}"
-        return Finding.verified(
-            outcome, binding_evidence_digest(EVIDENCE_KIND, record, token.strip()), code
+        return judge_record(
+            identity,
+            status=row[_STATUS],
+            token=row[_BINDING],
+            result_code=row.get(_RESULT),
+            statuses=self._statuses,
+            keys=self._keys,
         )
 
     def close(self) -> None:
         self._source.close()
-
-
-def _result_code(value: object, status: str, outcome: Outcome) -> str:
-    """The service's own result code when it has the shape, else its status, else the
-    outcome: a resolution always stores a bounded code, never the service's free text."""
-    for candidate in (value, status.lower()):
-        if isinstance(candidate, str) and _RESULT_CODE.match(candidate):
-            return candidate
-    return outcome.value
 
 
 def _open(settings: IdempotencyRecordSettings) -> _Source:
@@ -251,17 +202,10 @@ def _open(settings: IdempotencyRecordSettings) -> _Source:
 
 @declare(
     reasons=(
-        Reason("no_record", "the service has no idempotency record with this key"),
-        Reason(
-            "record_not_bound",
-            "the service's record for this key carries no binding to the approved action",
-        ),
+        *RECORD_REASONS,
         Reason(
             "several_records",
             "the service holds more than one record for this key",
-        ),
-        Reason(
-            "unknown_status", "the service's record has a status the configuration maps to nothing"
         ),
         Reason("bad_query", "the configured query does not answer the status and binding columns"),
         *RECEIPT_REASONS,
