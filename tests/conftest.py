@@ -12,6 +12,8 @@ from psycopg.rows import dict_row
 from resolver.db.readonly import ReadOnlyDatabase
 from resolver.executor.client import ExecutionClient
 from tests.helpers.database import EXEC_LEASE_MS, SQL, World
+from tests.helpers.mariadb import MariaDb, running_mariadb
+from tests.helpers.mariadb import available as mariadb_available
 from tests.helpers.postgres import DatabaseFactory, test_server
 from tests.helpers.stores import Storage
 
@@ -109,6 +111,15 @@ def _has_fixture_beyond_a_test(item: pytest.Item) -> bool:
 def pg_server() -> Iterator[str]:
     with test_server() as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def mariadb() -> Iterator[MariaDb]:
+    """A private MariaDB server (Debian's mariadb-server binaries) for the session."""
+    if not mariadb_available():
+        pytest.skip("Debian's mariadb-server (mariadbd, mariadb-install-db) is not installed")
+    with running_mariadb() as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

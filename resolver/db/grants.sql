@@ -128,14 +128,13 @@ REVOKE EXECUTE ON FUNCTION resolver_recovery_lease_released(bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_recovery_lease_released(bigint) TO resolver_runtime;
 REVOKE EXECUTE ON FUNCTION resolver_reject_mutation(), resolver_guard_definer_write() FROM PUBLIC;
 
--- Evidence of the built-in SQL providers: executors (and the platform's
--- run service) write it in the same transaction as their side effect; providers only read.
--- Internal receipts go through resolver_receipt_write (fenced on the executor's lease).
+-- Internal receipts: executors write them through resolver_receipt_write (fenced on their
+-- lease), in the same transaction as their mutation; providers only read. A provider's own
+-- evidence tables get their grants from the provider's grants.sql, which
+-- `resolver migrate --grants` applies after this file.
 GRANT SELECT ON action_receipts TO resolver_executor;
 REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON action_receipts FROM resolver_executor;
-GRANT SELECT, INSERT ON package_install_records, package_install_targets, package_commit_markers TO resolver_executor;
-GRANT SELECT, INSERT, UPDATE ON run_origin_facts TO resolver_executor;
-GRANT SELECT ON action_receipts, run_origin_facts, package_install_records, package_install_targets, package_commit_markers TO resolver_evidence_reader;
+GRANT SELECT ON action_receipts TO resolver_evidence_reader;
 
 -- The access-policy mirror of manual decisions. The platform's own role keeps
 -- it in step. A decision locks the grant FOR SHARE so a concurrent revocation cannot slip

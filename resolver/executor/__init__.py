@@ -9,6 +9,7 @@ from resolver._compat.postgres_store import PostgresStore
 from resolver.core.domain import (
     ActionSummary,
     Completion,
+    DispatchIdentity,
     DispatchSpec,
     ExecutionLease,
     Outcome,
@@ -31,6 +32,13 @@ from resolver.core.errors import (
 from resolver.db.store.execution import PostgresExecutionStore
 from resolver.db.store.handle import PostgresHandle
 from resolver.evidence.receipts import KeyRing
+from resolver.executor.bindings import (
+    git_commit_evidence_digest,
+    git_commit_trailer,
+    idempotency_binding,
+    oci_annotations,
+    oci_manifest_evidence_digest,
+)
 from resolver.executor.client import CompletionResult, ExecutionClient
 from resolver.executor.receipts import WrittenReceipt, write_receipt
 from resolver.executor.side_effects import RunResult, SideEffect, SideEffectRunner
@@ -40,6 +48,7 @@ __all__ = [
     "CommitUnknown",
     "Completion",
     "CompletionResult",
+    "DispatchIdentity",
     "DispatchSpec",
     "ExecutionClient",
     "ExecutionLease",
@@ -63,6 +72,11 @@ __all__ = [
     "SummaryFact",
     "WrittenReceipt",
     "action_digest",
+    "git_commit_evidence_digest",
+    "git_commit_trailer",
+    "idempotency_binding",
+    "oci_annotations",
+    "oci_manifest_evidence_digest",
     "sha256_hex",
     "write_receipt",
 ]

@@ -189,6 +189,17 @@ class SideEffect:
         self.record(outcome, result_code, evidence_digest=digest)
         return digest
 
+    def identity(self) -> DispatchIdentity:
+        """The dispatch's identity, read under the live lease (`FenceConflict`/`LeaseLost`
+        if it no longer holds): what a binding token is signed over
+        (`resolver.executor.bindings`)."""
+        self.check()
+        try:
+            return _fenced_identity(self._runner, self.lease)[0]
+        except (FenceConflict, NotFound) as exc:
+            self.lose(f"{type(exc).__name__}: {exc}")
+            raise
+
     def publish_receipt(
         self,
         publisher: ReceiptPublisher,

@@ -85,6 +85,25 @@ export interface SignedReceipt {
   /** sha256 of `json`: what the resolver stores; pass it to `complete`. */
   evidenceDigest: string;
 }
+/** Binding v1: the token an executor leaves where its side effect lands (docs/providers.md). */
+export const BINDING_VERSION: 1;
+export const IDEMPOTENCY_RECORD: "request_record";
+export const GIT_COMMIT: "git_commit";
+export const GIT_TRAILER: "Resolver-Binding";
+export const OCI_MANIFEST: "oci_manifest";
+export const OCI_ANNOTATION: "org.approved-action-resolver.binding";
+/** `v1 dispatch=… attempt=… kid=… sig=…`, the same bytes as the Python SDK's. */
+export function signBinding(args: { identity: ReceiptIdentity; kind: string; subject?: string; key: ReceiptKey }): string;
+export function bindingEvidenceDigest(kind: string, objectId: string, token: string): string;
+/** For the downstream service to keep in its idempotency record (e.g. a `Resolver-Binding` header). */
+export function idempotencyBinding(identity: ReceiptIdentity, key: ReceiptKey): string;
+/** `Resolver-Binding: …`, the last line of a commit message, bound to its tree and parents. */
+export function gitCommitTrailer(identity: ReceiptIdentity, key: ReceiptKey, commit: { tree: string; parents?: string[] }): string;
+export function gitCommitEvidenceDigest(commit: string, trailer: string): string;
+/** `{ "org.approved-action-resolver.binding": … }`, bound to the manifest's config and layers. */
+export function ociAnnotations(identity: ReceiptIdentity, key: ReceiptKey, manifest: { configDigest: string; layerDigests?: string[] }): Record<string, string>;
+export function ociManifestEvidenceDigest(manifestDigest: string, annotations: Record<string, string>): string;
+
 export function signReceipt(args: {
   identity: ReceiptIdentity;
   outcome: Outcome;
@@ -202,6 +221,8 @@ export class SideEffect {
   record(outcome: Outcome, resultCode: string, options?: { evidenceDigest?: string | null; mutationId?: string }): void;
   transaction<T>(fn: (client: pg.ClientBase) => Promise<T>, options?: { client?: pg.ClientBase }): Promise<T>;
   writeReceipt(client: pg.ClientBase, args: { outcome: Outcome; resultCode: string; receiptId: string }): Promise<string>;
+  /** The dispatch's identity, read under the live lease: what a binding token is signed over. */
+  identity(): Promise<ReceiptIdentity>;
   /** Sign receipt v1 and PUT it to object storage (If-None-Match: *) while the lease surely outlasts the request. */
   publishReceipt(publisher: ReceiptPublisher, args: { outcome: Outcome; resultCode: string; receiptId: string }): Promise<PublishedReceipt>;
 }

@@ -183,6 +183,76 @@ export function signReceipt({ identity, outcome, resultCode, finishedAtMs, recei
   return { receipt, signed, sig, json, evidenceDigest: sha256Hex(utf8(json)) };
 }
 
+// -- binding v1: the token left where a side effect lands (docs/providers.md) ------------------
+
+export const BINDING_VERSION = 1;
+export const IDEMPOTENCY_RECORD = "request_record";
+export const GIT_COMMIT = "git_commit";
+export const GIT_TRAILER = "Resolver-Binding";
+export const OCI_MANIFEST = "oci_manifest";
+export const OCI_ANNOTATION = "org.approved-action-resolver.binding";
+const BINDING_KIND = /^[a-z][a-z0-9_.-]{0,63}$/;
+
+/**
+ * The binding v1 token for `identity` (the row `sideEffect.identity()` answers), an evidence
+ * `kind` and its `subject`, signed with `key`: `v1 dispatch=… attempt=… kid=… sig=…`. The
+ * same bytes as Python's `resolver.evidence.bindings.sign_binding`.
+ */
+export function signBinding({ identity, kind, subject = "", key }) {
+  if (typeof kind !== "string" || !BINDING_KIND.test(kind)) throw new ReceiptError("a binding kind matches [a-z][a-z0-9_.-]{0,63}", "bad_value");
+  if (typeof subject !== "string" || !subject.isWellFormed()) throw new ReceiptError("a binding subject is a string", "bad_value");
+  const secret = secretBytes(key);
+  const message = canonicalJson({
+    v: BigInt(BINDING_VERSION),
+    kind,
+    subject,
+    schema_version: exactInteger(identity.schema_version, "schema_version"),
+    dispatch_id: checked(identity.dispatch_id, ID, "dispatch_id"),
+    approval_request_id: checked(identity.approval_request_id, ID, "approval_request_id"),
+    project_id: checked(identity.project_id, ID, "project_id"),
+    action_type: checked(identity.action_type, ACTION_TYPE, "action_type"),
+    action_digest: checked(identity.action_digest, HEX64, "action_digest"),
+    attempt: exactInteger(identity.attempt, "attempt"),
+    started_at_ms: exactInteger(identity.started_at_ms, "started_at_ms"),
+    idempotency_key: checked(identity.idempotency_key, ID, "idempotency_key"),
+  });
+  const sig = crypto.createHmac("sha256", secret).update(utf8(message)).digest("hex");
+  const kid = checked(key.kid, KID, "kid");
+  return `v${BINDING_VERSION} dispatch=${identity.dispatch_id} attempt=${exactInteger(identity.attempt, "attempt")} kid=${kid} sig=${sig}`;
+}
+
+/** The evidence digest the resolver gives a verified bound object: complete with it. */
+export function bindingEvidenceDigest(kind, objectId, token) {
+  return sha256Hex(utf8(canonicalJson({ evidence: kind, object: objectId, binding: token })));
+}
+
+/** The token to send with a request for the downstream service to keep in its idempotency record. */
+export function idempotencyBinding(identity, key) {
+  return signBinding({ identity, kind: IDEMPOTENCY_RECORD, subject: "", key });
+}
+
+/** The trailer line that ends a commit message: bound to the commit's tree and parents. */
+export function gitCommitTrailer(identity, key, { tree, parents = [] }) {
+  const subject = ["tree", tree, ...parents.map((p) => `parent ${p}`)].join(" ");
+  return `${GIT_TRAILER}: ${signBinding({ identity, kind: GIT_COMMIT, subject, key })}`;
+}
+
+/** The evidence digest of the commit `commit` carrying `trailer`. */
+export function gitCommitEvidenceDigest(commit, trailer) {
+  return bindingEvidenceDigest(GIT_COMMIT, commit, trailer.slice(`${GIT_TRAILER}: `.length));
+}
+
+/** The annotation to put in an OCI manifest: bound to its config and layers. */
+export function ociAnnotations(identity, key, { configDigest, layerDigests = [] }) {
+  const subject = ["config", configDigest, ...layerDigests.map((d) => `layer ${d}`)].join(" ");
+  return { [OCI_ANNOTATION]: signBinding({ identity, kind: OCI_MANIFEST, subject, key }) };
+}
+
+/** The evidence digest of the manifest `manifestDigest` carrying `annotations`. */
+export function ociManifestEvidenceDigest(manifestDigest, annotations) {
+  return bindingEvidenceDigest(OCI_MANIFEST, manifestDigest, annotations[OCI_ANNOTATION]);
+}
+
 function secretBytes(key) {
   if (!key || typeof key.secretHex !== "string" || !/^([0-9a-fA-F]{2}){32,}$/.test(key.secretHex)) {
     throw new ReceiptError("the receipt key needs a kid and a secretHex of at least 32 bytes", "bad_value");
@@ -665,6 +735,20 @@ export class SideEffect {
    * heartbeat stops, the lease is renewed once, the identity is read fenced on it (a lost
    * lease publishes nothing), and the PUT leaves only while the lease surely outlasts it.
    */
+  /**
+   * The dispatch's identity, read under the live lease (a lost fence throws and cancels):
+   * what a binding token is signed over (`idempotencyBinding`, `gitCommitTrailer`, ...).
+   */
+  async identity() {
+    this.throwIfCancelled();
+    try {
+      return await call(this.#executor.pool, "SELECT * FROM resolver_receipt_identity($1, $2, $3, $4)", fence(this.lease));
+    } catch (err) {
+      if (err instanceof FenceConflict || err instanceof NotFound) this.#lose(err);
+      throw err;
+    }
+  }
+
   async publishReceipt(publisher, { outcome, resultCode, receiptId }) {
     const key = this.#executor.key;
     if (!key) throw new ReceiptError("the Executor has no receipt key", "unknown_kid");

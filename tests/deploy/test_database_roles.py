@@ -962,3 +962,33 @@ def test_functions_applied_again_keep_every_role_s_grant_without_running_the_gra
             " 'resolver.resolver_execution_start(text, text, uuid, bigint, bigint, bigint)',"
             " 'EXECUTE')"
         ).fetchone() == (True,)
+
+
+def test_a_provider_s_own_grants_cover_its_own_table(role_db: RoleDatabase) -> None:
+    # The test-support distribution's ledger provider: its grants.sql, applied by the same
+    # `resolver migrate --grants` as the resolver's, is all that opens its table to a role.
+    privileges = role_db.admin_rows(
+        "SELECT grantee, privilege_type FROM information_schema.role_table_grants"
+        " WHERE table_name = 'ledger_entries' AND grantee LIKE 'resolver\\_%'"
+        " AND grantee <> 'resolver_migrator'"  # the owner: every privilege
+        " ORDER BY grantee, privilege_type"
+    )
+    assert [(p["grantee"], p["privilege_type"]) for p in privileges] == [
+        ("resolver_evidence_reader", "SELECT"),
+        ("resolver_executor", "INSERT"),
+        ("resolver_executor", "SELECT"),
+    ]
+    with role_db.connect("resolver_evidence_reader") as reader:
+        assert reader.execute("SELECT count(*) AS n FROM ledger_entries").fetchone() == {"n": 0}
+        # With the session's read-only default lifted, the grant alone still refuses.
+        reader.execute("SET default_transaction_read_only = off")
+        with pytest.raises(errors.InsufficientPrivilege):
+            reader.execute(
+                "INSERT INTO ledger_entries (dispatch_id, idempotency_key, action_digest, attempt,"
+                " amount_cents, state, entry_digest) VALUES ('x', 'x', 'x', 1, 1, 'booked', 'x')"
+            )
+    with (
+        role_db.connect("resolver_runtime") as runtime,
+        pytest.raises(errors.InsufficientPrivilege),
+    ):
+        runtime.execute("SELECT count(*) FROM ledger_entries")

@@ -21,18 +21,23 @@ BUILT_INS = {
     "package_install",
     "http_receipt",
     "object_receipt",
+    "idempotency_record",
+    "http_lookup",
+    "git_ref",
+    "oci_artifact",
 }
 # Modules of the test rig, wherever they might land by mistake.
 TEST_ONLY_NAMES = {"scripted", "bench_providers", "history", "crash", "postgres"}
 # What resolver/evidence may ship: the providers' toolkit (receipts, the read-only HTTP client
-# and its engine, the object-store key layout and client), the provider contract kit and the
-# receipt service it plays.
+# and its engine, the object-store key layout and client, the binding tokens), the provider
+# contract kit and the receipt service it plays.
 SHIPPED_KIT = {
     "__init__.py",
     "receipts.py",
     "readonly_http.py",
     "object_store.py",
     "http_exchange.py",
+    "bindings.py",
     "contract.py",
     "receipt_server.py",
 }
@@ -87,8 +92,11 @@ def test_no_test_only_module_ships(wheel: zipfile.ZipFile) -> None:
 def test_every_sql_file_of_the_schema_ships(wheel: zipfile.ZipFile) -> None:
     # The migrations read their SQL files at run time, and the schema files are the current
     # definition: an installed release without them cannot migrate.
+    # And the providers' own schemas: `resolver migrate` reads them from the installed package.
     in_tree = {
-        path.relative_to(ROOT).as_posix() for path in (ROOT / "resolver" / "db").rglob("*.sql")
+        path.relative_to(ROOT).as_posix()
+        for folder in (ROOT / "resolver" / "db", ROOT / "providers")
+        for path in folder.rglob("*.sql")
     }
     shipped = {name for name in wheel.namelist() if name.endswith(".sql")}
     assert any("/schema/" in name for name in in_tree)

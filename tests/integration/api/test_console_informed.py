@@ -432,3 +432,55 @@ def test_find_opens_a_pruned_dispatch_on_a_page_that_says_what_retention_kept(
     expect(pruned).to_contain_text("Kept: the dispatch id, its project and action type")
     expect(page.locator("#decide")).to_have_count(0)
     assert serious_violations(page, axe_source) == []
+
+
+def test_a_third_party_provider_s_reason_reads_in_its_own_words_and_warns_of_tampering(
+    site: Site, page: Any, store: Storage, sql: SQL, world: World, database_url: str
+) -> None:
+    # The test-support distribution's ledger provider, through its entry point: its entry for
+    # this refund was altered after booking. The console knows nothing of it but what the API
+    # serves from its declaration.
+    from resolver_test_support.ledger import entry_digest
+
+    executor = ExecutionClient(store, owner="ledger-worker-1", lease_seconds=0.001)
+    spec = executor.create_dispatch(new_spec("ledger.refund", action_summary=CHARGE))
+    world.specs[spec.dispatch_id] = spec
+    started_ms = int(time.time() * 1000) + 1
+    executor.at(started_ms).start(executor.at(started_ms).lease(spec.dispatch_id))
+    entry = {
+        "dispatch_id": spec.dispatch_id,
+        "idempotency_key": spec.idempotency_key,
+        "action_digest": spec.action_digest,
+        "attempt": 1,
+        "amount_cents": 249_000,
+        "state": "booked",
+    }
+    digest = entry_digest({**entry, "amount_cents": 2490})  # booked for 24.90, now 2,490.00
+    sql.all(
+        "INSERT INTO ledger_entries (dispatch_id, idempotency_key, action_digest, attempt,"
+        " amount_cents, state, entry_digest) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+        *entry.values(),
+        digest,
+    )
+    registry = build_registry(
+        {"ledger.refund": {"provider": "ledger", "database_url": database_url}}
+    )
+    settings = ReconcilerSettings(owner="r", recovery_lease_ms=30_000, backoff_base_ms=60_000)
+    try:
+        Reconciler(store, registry, settings, Runtime(rng=random.Random(3))).at(
+            started_ms + 10
+        ).run_cycle()
+    finally:
+        registry.close()
+    assert sql.control(spec.dispatch_id)["last_reason"] == "ledger_entry_altered"
+
+    page.goto(f"{site.url}#/dispatch/{spec.dispatch_id}")
+    sign_in(page, "alice")
+    rendered(page)
+    expect(page.locator("#headline")).to_have_text(
+        "Evidence conflicts: the ledger entry no longer matches its digest: it was changed"
+        " after booking."
+    )
+    warning = page.locator("#tamper-warning")
+    expect(warning).to_contain_text("The evidence may be forged.")
+    expect(warning).to_contain_text("ledger_entry_altered")

@@ -33,7 +33,7 @@ from resolver.core.domain import (
     ProposalResult,
 )
 from resolver.core.errors import ConfigError
-from resolver.db import definitions, migrate, schema_files
+from resolver.db import definitions, migrate, provider_schemas, schema_files
 from resolver.db.definitions import schema_script
 from resolver.db.migrate import MIGRATIONS_DIR
 from resolver.db.schema_files import (
@@ -75,6 +75,15 @@ def _build_from_files(url: str) -> None:
     with psycopg.connect(url) as conn:
         # No parameters: one simple query holding every statement, as `psql -f` would send it.
         conn.execute(schema_script())  # type: ignore[call-overload]
+        # Then the installed providers' own schemas, as `resolver migrate` applies them.
+
+        def run(text: str, params: dict[str, object] | None = None) -> list[tuple[object, ...]]:
+            cursor = conn.execute(text, params)  # type: ignore[call-overload]
+            return list(cursor.fetchall()) if cursor.description else []
+
+        provider_schemas.apply(
+            run, provider_schemas.installed_schemas(), definitions_reapplied=True
+        )
 
 
 @pytest.fixture(scope="module")

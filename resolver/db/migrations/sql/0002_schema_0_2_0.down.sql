@@ -107,6 +107,8 @@ ALTER TABLE recovery_prune_runs
     DROP COLUMN audit_last_seq;
 
 DROP TABLE recovery_pruned_dispatches;
+-- resolver migrate rolled every provider's own schema back before this (provider_schemas.py).
+DROP TABLE resolver_provider_migrations, resolver_evidence_tables;
 
 DROP INDEX ix_recovery_resolutions_manual;
 CREATE INDEX ix_recovery_resolutions_manual

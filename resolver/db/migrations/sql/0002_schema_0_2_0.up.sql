@@ -175,6 +175,24 @@ CREATE TABLE recovery_pruned_dispatches (
 );
 
 CREATE INDEX ix_recovery_pruned_dispatches_idempotency_key_sha256 ON recovery_pruned_dispatches (idempotency_key_sha256);
+
+-- Providers' own schemas: the migrations `resolver migrate` applied of each, and the evidence
+-- tables a prune empties with the dispatch (resolver/db/provider_schemas.py).
+CREATE TABLE resolver_provider_migrations (
+    provider TEXT NOT NULL,
+    name TEXT NOT NULL,
+    checksum TEXT NOT NULL,
+    applied_at_ms BIGINT DEFAULT (extract(epoch from clock_timestamp()) * 1000)::bigint NOT NULL,
+    CONSTRAINT pk_resolver_provider_migrations PRIMARY KEY (provider, name),
+    CONSTRAINT ck_resolver_provider_migrations_checksum_hex CHECK (checksum ~ '^[0-9a-f]{64}$')
+);
+
+CREATE TABLE resolver_evidence_tables (
+    table_name TEXT NOT NULL,
+    dispatch_column TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    CONSTRAINT pk_resolver_evidence_tables PRIMARY KEY (table_name)
+);
 CREATE INDEX ix_recovery_pruned_dispatches_approval_request_id ON recovery_pruned_dispatches (approval_request_id);
 CREATE INDEX ix_recovery_pruned_dispatches_pruned_at_ms ON recovery_pruned_dispatches (pruned_at_ms, dispatch_id);
 CREATE INDEX ix_recovery_pruned_dispatches_run_id ON recovery_pruned_dispatches (run_id);

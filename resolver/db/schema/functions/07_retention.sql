@@ -67,6 +67,7 @@ DECLARE
     v_n bigint;
     v_first_seq bigint;
     v_last_seq bigint;
+    v_table record;
 BEGIN
     SELECT * INTO r FROM recovery_prune_runs WHERE run_id = p_run_id FOR NO KEY UPDATE;
     IF NOT FOUND OR r.finished_at_ms IS NOT NULL THEN
@@ -164,14 +165,17 @@ BEGIN
     DELETE FROM approved_action_executions WHERE dispatch_id = ANY (v_settled);
     DELETE FROM action_receipts WHERE dispatch_id = ANY (v_settled || v_remnants);
     GET DIAGNOSTICS v_n = ROW_COUNT; v_evidence := v_evidence + v_n;
-    DELETE FROM run_origin_facts WHERE dispatch_id = ANY (v_settled || v_remnants);
-    GET DIAGNOSTICS v_n = ROW_COUNT; v_evidence := v_evidence + v_n;
-    DELETE FROM package_install_records WHERE dispatch_id = ANY (v_settled || v_remnants);
-    GET DIAGNOSTICS v_n = ROW_COUNT; v_evidence := v_evidence + v_n;
-    DELETE FROM package_install_targets WHERE dispatch_id = ANY (v_settled || v_remnants);
-    GET DIAGNOSTICS v_n = ROW_COUNT; v_evidence := v_evidence + v_n;
-    DELETE FROM package_commit_markers WHERE dispatch_id = ANY (v_settled || v_remnants);
-    GET DIAGNOSTICS v_n = ROW_COUNT; v_evidence := v_evidence + v_n;
+    -- Each provider's own evidence tables, as `resolver migrate` registered them from what the
+    -- installed providers declare: their rows of these dispatches go too.
+    FOR v_table IN
+        SELECT t.table_name, t.dispatch_column FROM resolver_evidence_tables AS t
+        ORDER BY t.table_name
+    LOOP
+        EXECUTE format('DELETE FROM %I WHERE %I = ANY ($1)',
+                       v_table.table_name, v_table.dispatch_column)
+            USING v_settled || v_remnants;
+        GET DIAGNOSTICS v_n = ROW_COUNT; v_evidence := v_evidence + v_n;
+    END LOOP;
 
     -- Identity rows go when nothing audits them (no decision, and no reject or withdraw of
     -- a proposal: closed by the executor's own completion) or when the audit facts go too; a
