@@ -5,6 +5,7 @@ acknowledgement a possibly forged success needs. Waits only for rendered state."
 from __future__ import annotations
 
 import json
+import random
 import time
 from typing import Any
 
@@ -14,6 +15,9 @@ from resolver.core.domain import (
     Completion,
     Outcome,
 )
+from resolver.core.provider import build_registry
+from resolver.core.reconciler import Reconciler, ReconcilerSettings
+from resolver.core.runtime import Runtime
 from resolver.db.retention import PostgresRetention
 from resolver.executor import ExecutionClient
 from resolver.retention import pruning as retention
@@ -26,7 +30,7 @@ from tests.helpers.console import (
     sign_in,
     sign_in_at_provider,
 )
-from tests.helpers.console_cases import forged_case, lost_in, utc_text, waiting_cases
+from tests.helpers.console_cases import CHARGE, forged_case, lost_in, utc_text, waiting_cases
 from tests.helpers.database import SQL, World, new_spec
 from tests.helpers.providers import ScriptedProvider, reconciler, verified
 from tests.helpers.stores import Storage
