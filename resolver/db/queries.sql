@@ -919,3 +919,38 @@ SELECT l.finding, l.agrees, l.evidence_digest, l.observed_at_ms
 FROM recovery_late_evidence AS l
 WHERE l.dispatch_id = %(dispatch_id)s
 ORDER BY l.observed_at_ms, l.observation_id;
+
+-- name: outcomes_after
+-- The outcome feed (resolver/db/schema/09_outcome_feed.sql, docs/outcomes.md): records after a
+-- cursor, in feed order, only below the oldest running transaction, so none can still commit
+-- before a cursor this hands out.
+SELECT cursor, kind, dispatch_id, approval_request_id, project_id, action_type, state,
+       settled_by, finding, result_code, evidence_digest, mutation_id, reason_code, actors,
+       superseded_by, occurred_at_ms
+FROM resolver_outcomes_after(
+    p_cursor => %(cursor)s, p_limit => %(limit)s, p_project_id => %(project_id)s);
+
+-- name: outcome_cursor_now
+SELECT resolver_outcome_cursor_now() AS cursor;
+
+-- name: outcome_consumer_cursor
+SELECT resolver_outcome_consumer_cursor(p_consumer => %(consumer)s) AS cursor;
+
+-- name: outcome_consumer_save
+SELECT resolver_outcome_consumer_save(p_consumer => %(consumer)s, p_cursor => %(cursor)s)
+       AS cursor;
+
+-- name: outcome_consumer_drop
+SELECT resolver_outcome_consumer_drop(p_consumer => %(consumer)s) AS dropped;
+
+-- name: dispatch_status
+SELECT dispatch_id, approval_request_id, project_id, action_type, idempotency_key,
+       supersedes_dispatch_id, superseded_by, state, attempt, lease_expires_at_ms,
+       started_at_ms, finished_at_ms, result_code, evidence_digest, settled_by, finding,
+       reason_code, actors, control_status, created_at_ms, db_now_ms
+FROM resolver_dispatch_status(p_dispatch_id => %(dispatch_id)s);
+
+-- name: dispatch_history
+SELECT cursor, kind, state, settled_by, finding, result_code, reason_code, actors,
+       superseded_by, attempt, occurred_at_ms
+FROM resolver_dispatch_history(p_dispatch_id => %(dispatch_id)s);
