@@ -53,6 +53,18 @@ from resolver.executor.client import ExecutionClient
 from resolver.executor.side_effects import SideEffectRunner
 from resolver.outcomes.feed import OutcomeFeed
 
+__all__ = [
+    "Approval",
+    "ApprovalExpired",
+    "ApprovedAction",
+    "ApprovedActionNode",
+    "EffectCall",
+    "EffectResult",
+    "Observer",
+    "dispatch_ids",
+    "unobserved",
+]
+
 # The steps of one tool call, in order, for an observer (logs, traces, a test's crash
 # injection): approved, leased, barrier_crossed, effect_applied, receipt_committed, completed.
 Observer = Callable[[str, str], None]

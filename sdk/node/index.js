@@ -905,3 +905,198 @@ export class ReceiptPublisher {
     return this.#sdk;
   }
 }
+
+// -- the outcome feed (docs/outcomes.md) ------------------------------------------------------
+
+/** The channel a settling commit notifies (resolver_outcome_channel() in the schema). */
+export const OUTCOME_CHANNEL = "resolver_outcomes";
+export const OUTCOME_EVENT_SOURCE = "urn:approved-action-resolver:outcomes";
+export const OUTCOME_EVENT_TYPE_PREFIX = "approved-action-resolver.outcome.";
+const TERMINAL = new Set(["succeeded", "failed", "blocked"]);
+
+/** A dispatch was not settled within the wait; `status` is the last one read. */
+export class OutcomeTimeout extends Error {
+  constructor(message, status) {
+    super(message);
+    this.name = "OutcomeTimeout";
+    this.status = status;
+  }
+}
+
+/** A feed record as a CloudEvents 1.0 event (structured JSON): forward it unchanged. */
+export function toCloudEvent(record, source = OUTCOME_EVENT_SOURCE) {
+  return {
+    specversion: "1.0",
+    id: record.cursor,
+    source,
+    type: OUTCOME_EVENT_TYPE_PREFIX + record.kind,
+    subject: record.dispatch_id,
+    time: new Date(Number(record.occurred_at_ms)).toISOString(),
+    datacontenttype: "application/json",
+    data: record,
+  };
+}
+
+const abortable = (ms, signal) =>
+  new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+    signal?.addEventListener("abort", done, { once: true });
+  });
+
+/**
+ * The runtime's side of the outcome feed, over a pg.Pool. `wake: "listen"` (the default) keeps
+ * one client of its own LISTENing while it waits; `"poll"` reads again after a pause that
+ * doubles from `pollMinMs` to `pollMaxMs` (behind PgBouncer in transaction mode, where LISTEN
+ * cannot work). Delivery is at least once: de-duplicate by `cursor`.
+ */
+export class OutcomeFeed {
+  constructor({ pool, wake = "listen", pollMinMs = 50, pollMaxMs = 2_000, listenFallbackMs = 10_000 }) {
+    if (!pool) throw new TypeError("OutcomeFeed needs a pg.Pool");
+    if (wake !== "listen" && wake !== "poll") throw new RangeError('wake must be "listen" or "poll"');
+    if (!(pollMinMs > 0 && pollMinMs <= pollMaxMs)) throw new RangeError("pollMinMs must be positive and at most pollMaxMs");
+    this.pool = pool;
+    this.wake = wake;
+    this.pollMinMs = pollMinMs;
+    this.pollMaxMs = pollMaxMs;
+    this.listenFallbackMs = listenFallbackMs;
+  }
+
+  async #rows(text, values) {
+    try {
+      return (await this.pool.query(text, values)).rows;
+    } catch (err) {
+      throw protocolError(err) ?? err;
+    }
+  }
+
+  /** Up to `limit` (1-1000) records after `cursor` (null: the beginning), in feed order. */
+  read(cursor = null, { limit = 100, projectId = null } = {}) {
+    return this.#rows("SELECT * FROM resolver_outcomes_after($1, $2, $3)", [cursor, limit, projectId]);
+  }
+
+  async cursorNow() {
+    return (await this.#rows("SELECT resolver_outcome_cursor_now() AS cursor"))[0].cursor;
+  }
+
+  async consumerCursor(consumer) {
+    return (await this.#rows("SELECT resolver_outcome_consumer_cursor($1) AS cursor", [consumer]))[0].cursor;
+  }
+
+  /** Store a consumer's cursor after handling (it never moves back); answers the stored one. */
+  async saveCursor(consumer, cursor) {
+    return (await this.#rows("SELECT resolver_outcome_consumer_save($1, $2) AS cursor", [consumer, cursor]))[0].cursor;
+  }
+
+  async dropConsumer(consumer) {
+    return (await this.#rows("SELECT resolver_outcome_consumer_drop($1) AS dropped", [consumer]))[0].dropped;
+  }
+
+  /** One dispatch now, or null. `state` is effective on the database clock. */
+  async status(dispatchId) {
+    return (await this.#rows("SELECT * FROM resolver_dispatch_status($1)", [dispatchId]))[0] ?? null;
+  }
+
+  history(dispatchId) {
+    return this.#rows("SELECT * FROM resolver_dispatch_history($1)", [dispatchId]);
+  }
+
+  /** A waiter: LISTEN before the first read (a commit in between still wakes it). */
+  async #pacer(signal) {
+    let pause = this.pollMinMs;
+    if (this.wake === "poll") {
+      return {
+        progressed: () => (pause = this.pollMinMs),
+        wait: async (ms) => {
+          await abortable(Math.min(ms, pause), signal);
+          pause = Math.min(pause * 2, this.pollMaxMs);
+        },
+        close: async () => {},
+      };
+    }
+    const client = await this.pool.connect();
+    // A notification between two waits is kept (`pending`) until the next one.
+    let pending = false;
+    const keep = () => (pending = true);
+    let wake = keep;
+    const onNotify = () => wake();
+    client.on("notification", onNotify);
+    try {
+      await client.query(`LISTEN ${OUTCOME_CHANNEL}`);
+    } catch (err) {
+      client.off("notification", onNotify);
+      client.release(err);
+      throw err;
+    }
+    return {
+      progressed: () => {},
+      wait: async (ms) => {
+        if (pending) {
+          pending = false;
+          return;
+        }
+        const woken = new Promise((resolve) => (wake = resolve));
+        await Promise.race([woken, abortable(Math.min(ms, this.listenFallbackMs), signal)]);
+        wake = keep;
+      },
+      close: async () => {
+        client.off("notification", onNotify);
+        try {
+          await client.query(`UNLISTEN ${OUTCOME_CHANNEL}`);
+          client.release();
+        } catch (err) {
+          client.release(err);
+        }
+      },
+    };
+  }
+
+  /**
+   * Hand every record to `handle` from `consumer`'s stored cursor until `signal` aborts; the
+   * cursor is saved after each batch was handled (at least once).
+   */
+  async follow(consumer, handle, { start = "beginning", signal, batch = 100, projectId = null } = {}) {
+    let cursor = await this.consumerCursor(consumer);
+    if (cursor === null) cursor = start === "now" ? await this.cursorNow() : "";
+    const pacer = await this.#pacer(signal);
+    try {
+      while (!signal?.aborted) {
+        const records = await this.read(cursor, { limit: batch, projectId });
+        if (records.length === 0) {
+          await pacer.wait(Infinity);
+          continue;
+        }
+        pacer.progressed();
+        for (const record of records) await handle(record);
+        cursor = await this.saveCursor(consumer, records.at(-1).cursor);
+      }
+    } finally {
+      await pacer.close();
+    }
+  }
+
+  /** The dispatch's status once settled; OutcomeTimeout after `timeoutMs`, NotFound if none. */
+  async waitForOutcome(dispatchId, timeoutMs, { signal } = {}) {
+    const deadline = performance.now() + timeoutMs;
+    const pacer = await this.#pacer(signal);
+    try {
+      for (;;) {
+        const status = await this.status(dispatchId);
+        if (status === null) throw new NotFound(`no dispatch ${dispatchId}`, "RS004");
+        if (TERMINAL.has(status.state)) return status;
+        const left = deadline - performance.now();
+        if (left <= 0 || signal?.aborted) {
+          throw new OutcomeTimeout(`dispatch ${dispatchId} is ${status.state} after ${timeoutMs} ms`, status);
+        }
+        await pacer.wait(left);
+      }
+    } finally {
+      await pacer.close();
+    }
+  }
+}
