@@ -28,7 +28,7 @@ import msgspec
 from resolver.core.errors import InvalidDispatch
 
 # The domain's sets and shapes, each spelled once in Python here and once in the database
-# (resolver/db/schema/01_recovery_core.sql); tests/integration/schema/test_domain_sets.py
+# (resolver/db/schema/functions/01_recovery_core.sql); tests/integration/schema/test_domain_sets.py
 # compares the two, and the console's copies (resolver/human/console/app.js) with these.
 
 # The one shape of an identifier, in the same text as the database's resolver_is_id; request
@@ -51,7 +51,7 @@ HEX64_REGEX = r"^[0-9a-f]{64}$"
 BIGINT_MAX = 2**63 - 1
 
 # What was approved, for people: the same rules as resolver_action_summary_problem
-# (resolver/db/schema/01_recovery_core.sql), checked here first for a clear error in the
+# (resolver/db/schema/functions/01_recovery_core.sql), checked here first for a clear error in the
 # executor's own process; the database checks them again.
 SUMMARY_MAX_BYTES = 2048
 SUMMARY_MAX_FACTS = 8

@@ -17,7 +17,7 @@
 SET search_path = resolver;
 
 -- What an earlier grants.sql gave the replicas' role, which the API pods used to log in as
--- too: writes on what a decision records. Revoked first (migration 0020_face_roles does the same), so
+-- too: writes on what a decision records. Revoked first (the 0.2.0 migration does the same), so
 -- the column grants below are all that is left; idempotent.
 REVOKE INSERT, UPDATE, DELETE, TRUNCATE
     ON approved_action_recovery_resolutions, recovery_authorizations, recovery_proposals,
@@ -35,9 +35,9 @@ REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON approved_action_dispatches FROM resol
 -- Executions and recovery controls are versioned rows. The replicas claim a page and hand
 -- recovery leases back by writing the lease columns of a control (and its next scan), nothing
 -- else; they settle, re-arm and escalate only through resolver_commit_automatic. Executors
--- write them only through the protocol functions (migration 0004), so they get SELECT and no
+-- write them only through the protocol functions, so they get SELECT and no
 -- write privilege at all; upgrading from an older grants.sql revokes what it used to give
--- (migration 0020_face_roles revokes the replicas' former table-wide UPDATE).
+-- (the 0.2.0 migration revokes the replicas' former table-wide UPDATE).
 GRANT SELECT ON approved_action_executions TO resolver_runtime, resolver_api;
 GRANT SELECT ON approved_action_recovery_controls TO resolver_runtime, resolver_api;
 GRANT UPDATE (recovery_owner, recovery_token, recovery_version, recovery_lease_expires_at_ms,
@@ -47,7 +47,7 @@ GRANT SELECT ON approved_action_executions, approved_action_recovery_controls TO
 REVOKE INSERT, UPDATE, DELETE, TRUNCATE
     ON approved_action_executions, approved_action_recovery_controls FROM resolver_executor;
 
--- The executor protocol (migration 0004, docs/executor-protocol.md): SECURITY DEFINER
+-- The executor protocol (docs/executor-protocol.md): SECURITY DEFINER
 -- functions that fence inside the database. Executable by the executor role only.
 DO $$
 DECLARE
@@ -73,7 +73,7 @@ GRANT SELECT ON approved_action_recovery_resolutions, recovery_authorizations
 -- Executors read a resolution that won the race against their completion (exact replay).
 GRANT SELECT ON approved_action_recovery_resolutions TO resolver_executor;
 
--- The automatic commit (resolver/db/schema/08_commits.sql): SECURITY DEFINER, the replicas'
+-- The automatic commit (resolver/db/schema/functions/08_commits.sql): SECURITY DEFINER, the replicas'
 -- one way to settle, re-arm or escalate. resolver_commit_page is its name in release 0.1.0,
 -- whose replicas call it during a rolling upgrade.
 REVOKE EXECUTE ON FUNCTION resolver_commit_page(json, bigint) FROM PUBLIC;
@@ -95,7 +95,7 @@ REVOKE EXECUTE ON FUNCTION
     resolver_commit_wait_executions(text[]),
     resolver_commit_wait_controls(text[])
     FROM PUBLIC, resolver_runtime, resolver_api;
--- Two people where it matters (migration 0013): both faces read the rules (only the owner and
+-- Two people where it matters: both faces read the rules (only the owner and
 -- the policy writer write them) and the proposals (only the manual commit, the proposal
 -- close and the void trigger write them).
 GRANT SELECT ON recovery_two_person_rules, recovery_proposals TO resolver_runtime, resolver_api;
@@ -123,7 +123,7 @@ REVOKE EXECUTE ON FUNCTION resolver_recovery_lease_released(bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_recovery_lease_released(bigint) TO resolver_runtime;
 REVOKE EXECUTE ON FUNCTION resolver_reject_mutation(), resolver_guard_definer_write() FROM PUBLIC;
 
--- Evidence of the built-in SQL providers (migration 0002): executors (and the platform's
+-- Evidence of the built-in SQL providers: executors (and the platform's
 -- run service) write it in the same transaction as their side effect; providers only read.
 -- Internal receipts go through resolver_receipt_write (fenced on the executor's lease).
 GRANT SELECT ON action_receipts TO resolver_executor;
@@ -132,7 +132,7 @@ GRANT SELECT, INSERT ON package_install_records, package_install_targets, packag
 GRANT SELECT, INSERT, UPDATE ON run_origin_facts TO resolver_executor;
 GRANT SELECT ON action_receipts, run_origin_facts, package_install_records, package_install_targets, package_commit_markers TO resolver_evidence_reader;
 
--- The access-policy mirror of manual decisions (migration 0003). The platform's own role keeps
+-- The access-policy mirror of manual decisions. The platform's own role keeps
 -- it in step. A decision locks the grant FOR SHARE so a concurrent revocation cannot slip
 -- past it, and PostgreSQL requires an UPDATE privilege for that lock: the narrowest one is
 -- UPDATE of the version column; the manual commit takes that lock as the owner now, so both
@@ -141,11 +141,11 @@ GRANT SELECT ON recovery_projects, recovery_role_bindings TO resolver_runtime, r
 -- The platform that owns projects and role bindings writes the mirror (deploy/sql/roles.sql's
 -- resolver_policy_writer, or your platform's login granted it): every verb on these two tables,
 -- nothing on any other. Deleting a binding is how a grant is revoked. It also keeps the
--- two-person rules (migration 0013): which decisions on which action types need two people.
+-- two-person rules: which decisions on which action types need two people.
 GRANT SELECT, INSERT, UPDATE, DELETE ON recovery_projects, recovery_role_bindings TO resolver_policy_writer;
 GRANT SELECT, INSERT, DELETE ON recovery_two_person_rules TO resolver_policy_writer;
 
--- Retention (migration 0005). The prune functions are SECURITY DEFINER: they run as the
+-- Retention. The prune functions are SECURITY DEFINER: they run as the
 -- owner, check the retention rules (settled and older than the cut-off, audit facts only with
 -- an export digest) and are the only way past the insert-only triggers. The retention role may
 -- call them and the database clock, nothing else: no table privilege at all.
@@ -165,11 +165,11 @@ GRANT EXECUTE ON FUNCTION resolver_now_ms(bigint) TO resolver_retention;
 -- The /metrics of both faces read the run history (resolver_pruned_dispatches_total), and
 -- `resolver audit verify` the range of audit links each run removed.
 GRANT SELECT ON recovery_prune_runs TO resolver_runtime, resolver_api;
--- What a prune leaves of each dispatch (migration 0025): the API's find reads it; only the
+-- What a prune leaves of each dispatch: the API's find reads it; only the
 -- prune batch (its owner's function) writes it.
 GRANT SELECT ON recovery_pruned_dispatches TO resolver_runtime, resolver_api;
 
--- The audit chain of manual decisions (migration 0008). The manual commit inserts a link and
+-- The audit chain of manual decisions. The manual commit inserts a link and
 -- moves the one-row head in the same statement, as the owner; links are insert-only (a
 -- trigger refuses UPDATE and DELETE, for the owner too). `resolver audit verify` reads both,
 -- as either face.
@@ -186,7 +186,7 @@ GRANT EXECUTE ON FUNCTION
     resolver_audit_content(text, text, text, text, text, bigint, text, text, bigint, json)
     TO resolver_runtime, resolver_api;
 
--- Late evidence after a human decision (migration 0014). A manual decision's own statement
+-- Late evidence after a human decision. A manual decision's own statement
 -- opens its watch (a SECURITY DEFINER trigger); the replicas claim watches and close elapsed
 -- ones (the lease and closing columns, never DELETE) and record late evidence only through
 -- resolver_record_late_evidence (SECURITY DEFINER); late evidence is insert-only.

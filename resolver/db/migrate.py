@@ -6,10 +6,13 @@ checks the revision with one psycopg query and reads the revision graph from the
 files' own `revision` / `down_revision` lines, which keeps a third of a second of imports
 (and their CPU, times every replica that starts at once) out of its start-up.
 
-Revision ids follow the files: `NNNN_what_it_changes`, numbered in the order they apply.
-A database stamped with an id an earlier release used (`RENAMED_REVISIONS`) is moved to
-today's id by `resolver migrate` in the same transaction, before Alembic reads it; the
-start-up and readiness checks read either.
+Revision ids follow the files, numbered in the order they apply: one migration per release
+(`0001_schema_0_1_0`, `0002_schema_0_2_0`, ...), tables only. The functions and triggers are
+applied around them from their one definition (resolver/db/definitions.py). A database
+stamped with the id release 0.1.0 used for its head (`RELEASED_REVISIONS`) is moved to
+today's id by `resolver migrate` in the same transaction, before Alembic reads it, and a
+downgrade to that revision stamps the old id back, so that release recognises its schema;
+the start-up and readiness checks read either.
 
 Migrations and grants run under a `lock_timeout`: DDL that cannot get its lock gives up
 quickly instead of queueing, because every later statement on that table (the replicas'
@@ -28,7 +31,7 @@ from contextlib import contextmanager
 from enum import StrEnum
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, LiteralString
 
 import msgspec
 import psycopg
@@ -38,6 +41,7 @@ from resolver.core.errors import (
     ConfigError,
     MigrationLockTimeout,
 )
+from resolver.db import definitions
 from resolver.db.connect import Pooler, Profile, connect
 from resolver.db.dsn import redact, sqlalchemy_url
 from resolver.db.errors import migration_error, unreachable
@@ -58,19 +62,16 @@ _DOWN_REVISION = re.compile(
 GRANTS_FILE = Path(__file__).with_name("grants.sql")
 DEFAULT_CONNECT_TIMEOUT_SECONDS = 5.0
 
-# Old revision id -> today's, for the revisions renamed when the chain was renumbered to its
-# order of application and each named for what it changes. The schema each id stands for is
-# unchanged. Never reuse an old id: a database stamped with it would be moved.
-RENAMED_REVISIONS: Mapping[str, str] = {
-    "0007_each_rule_once": "0007_sibling_commits",
-    "0009_perf": "0008_hot_fillfactor",
-    "0010_adoption_fixes": "0009_protocol_fences",
-    "0011_one_id_shape": "0010_id_shape_function",
-    "0012_commit_skip_locked": "0011_commit_skip_locked",
-    "0008_human_decision": "0012_human_decision",
-    "0016_perf": "0016_commit_waits_skipped",
-    "0017_check_cost": "0017_check_char_classes",
+# The id a release stamped for its head -> the revision that stands for the same tables today.
+# Release 0.1.0 shipped eighteen migrations; their tables are 0001_schema_0_1_0 now. Only a
+# release's head needs an entry: no installation stops between two revisions of a release.
+# Never reuse an old id: a database stamped with it would be moved.
+RELEASED_REVISIONS: Mapping[str, str] = {
+    "0018_late_expire_index": "0001_schema_0_1_0",
 }
+# Advisory lock key of `resolver migrate` ("resolver" in ASCII): two migrations at once (two
+# Jobs, a Job and an operator) run one after the other instead of interleaving their steps.
+MIGRATION_LOCK_KEY = 0x7265736F6C766572
 
 log = structlog.get_logger("resolver.migrate")
 
@@ -170,7 +171,12 @@ def schema_status(
 
 def today_revision(revision: str) -> str:
     """`revision` under today's id: an id an earlier release used maps to its new name."""
-    return RENAMED_REVISIONS.get(revision, revision)
+    return RELEASED_REVISIONS.get(revision, revision)
+
+
+def released_id(revision: str) -> str | None:
+    """The id the release whose head `revision` is stamped, when it differs from today's."""
+    return next((old for old, new in RELEASED_REVISIONS.items() if new == revision), None)
 
 
 def classify(current: str | None) -> SchemaStatus:
@@ -192,16 +198,24 @@ def _scripts() -> ScriptDirectory:
 def upgrade(
     database_url: str, revision: str = "head", policy: MigrationPolicy = DEFAULT_POLICY
 ) -> None:
-    """Migrate to `revision`; a no-op when already there (idempotent)."""
-    _retrying(database_url, policy, "upgrade", lambda conn: _alembic(conn, database_url, revision))
+    """Migrate to `revision` and apply this release's functions and triggers; a no-op when
+    both are already there (idempotent).
+
+    Only the head carries this release's definitions: `revision` may name an older one only
+    when the database is already there or past it (nothing to do), never to stop short of the
+    head (the release whose head it is does that, with its own definitions).
+    """
+    _retrying(database_url, policy, "upgrade", lambda conn: _upgrade(conn, database_url, revision))
 
 
 def downgrade(database_url: str, revision: str, policy: MigrationPolicy = DEFAULT_POLICY) -> None:
+    """Back to `revision` (or `base`): the table downgrades, then the functions and triggers
+    that revision had, as this database recorded them."""
     _retrying(
         database_url,
         policy,
         "downgrade",
-        lambda conn: _alembic(conn, database_url, revision, down=True),
+        lambda conn: _downgrade(conn, database_url, revision),
     )
 
 
@@ -228,14 +242,52 @@ def _run_script(conn: sa.Connection, script: str) -> None:
 
 
 def upgrade_sql(revision: str = "head") -> str:
-    """The DDL `upgrade` would run, without touching any database (`resolver migrate --sql`)."""
+    """The script `upgrade` would run from an empty schema or any earlier revision, without
+    touching a database (`resolver migrate --sql`): one transaction holding the definitions'
+    steps around the table migrations. It keeps no copy of the definitions it replaces (a
+    script cannot know them), so a database upgraded with it can be downgraded only to
+    revisions it was migrated at online."""
     from alembic import command
 
+    target = _target(revision)
     out = io.StringIO()
     cfg = alembic_config("postgresql://offline", out)
     with _revision_errors():
-        command.upgrade(cfg, today_revision(revision), sql=True)
-    return out.getvalue()
+        command.upgrade(cfg, target, sql=True)
+    record = definitions.script("record") % {
+        "revision": _quoted(target),
+        "checksum": _quoted(definitions.checksum()),
+        "script": _dollar_quoted(definitions.applied_script()),
+    }
+    return (
+        "\n\n".join(
+            [
+                "BEGIN;",
+                definitions.script("bookkeeping") + ";",
+                definitions.script("clear") + ";",
+                definitions.functions_script(),
+                out.getvalue().strip(),
+                definitions.triggers_script(),
+                definitions.script("restore_privileges") + ";",
+                record + ";",
+                "COMMIT;",
+            ]
+        )
+        + "\n"
+    )
+
+
+def _quoted(value: str) -> str:
+    if "'" in value or "\\" in value:
+        raise ValueError(f"{value!r} cannot be quoted plainly")
+    return f"'{value}'"
+
+
+def _dollar_quoted(value: str) -> str:
+    tag = "$resolver_definitions$"
+    if tag in value:
+        raise ValueError(f"the definitions contain {tag}")
+    return f"{tag}{value}{tag}"
 
 
 @contextmanager
@@ -285,17 +337,106 @@ def _engine(database_url: str, policy: MigrationPolicy) -> sa.Engine:
     )
 
 
+def _target(revision: str) -> str:
+    """`revision` as a revision id of this release ("head" is its head)."""
+    target = head_revision() if revision == "head" else today_revision(revision)
+    if target not in revision_graph():
+        known = ", ".join(sorted(revision_graph()))
+        raise ConfigError(
+            f"unknown revision {revision!r}; this release knows {known} (and head, base)"
+        )
+    return target
+
+
+def _ancestors(revision: str | None) -> set[str]:
+    graph = revision_graph()
+    seen: set[str] = set()
+    while revision is not None and revision not in seen:
+        seen.add(revision)
+        revision = graph.get(revision)
+    return seen
+
+
+def _upgrade(conn: sa.Connection, database_url: str, revision: str) -> None:
+    target = _target(revision)
+    _lock(conn)
+    _rename_revision(conn)
+    current = _current(conn)
+    if target != head_revision():
+        if target in _ancestors(current):
+            return
+        raise ConfigError(
+            f"cannot stop at {target}: this release's functions are those of "
+            f"{head_revision()}; upgrade to the head, or run the release whose head "
+            f"{target} is"
+        )
+    if current == target and definitions.is_current(conn, target):
+        return
+    definitions.prepare(conn, at_revision=current)
+    _alembic(conn, database_url, target)
+    definitions.finish(conn, target)
+
+
+def _downgrade(conn: sa.Connection, database_url: str, revision: str) -> None:
+    target = "base" if revision == "base" else _target(revision)
+    _lock(conn)
+    _rename_revision(conn)
+    if target == "base":
+        definitions.clear(conn)
+        _alembic(conn, database_url, "base", down=True)
+        definitions.clear(conn)
+        definitions.forget(conn)
+        return
+    if target not in _ancestors(_current(conn)):
+        raise ConfigError(f"the schema is not past {target}: nothing to downgrade")
+    try:
+        script = definitions.recorded(conn, target)
+    except definitions.DefinitionsMissing:
+        raise ConfigError(
+            f"cannot downgrade to {target}: this database has no record of the functions it "
+            "had there (it never ran at that revision under this release or a later one). "
+            "Restore a backup taken at that revision instead"
+        ) from None
+    definitions.clear(conn)
+    _alembic(conn, database_url, target, down=True)
+    # The table downgrades freed what a check constraint held (a domain-set function).
+    definitions.clear(conn)
+    definitions.restore(conn, script)
+    old = released_id(target)
+    if old is not None:
+        _execute(conn, statement("schema_revision_stamp"), {"revision": target, "stamp": old})
+
+
+def _lock(conn: sa.Connection) -> None:
+    _execute(conn, "SELECT pg_advisory_xact_lock(%(key)s)", {"key": MIGRATION_LOCK_KEY})
+
+
+def _current(conn: sa.Connection) -> str | None:
+    exists = conn.exec_driver_sql("SELECT to_regclass('alembic_version') IS NOT NULL").scalar()
+    if not exists:
+        return None
+    value = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+    return None if value is None else str(value)
+
+
+def _execute(conn: sa.Connection, text: LiteralString, params: dict[str, object]) -> None:
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(text, params)
+    finally:
+        cursor.close()
+
+
 def _alembic(conn: sa.Connection, database_url: str, revision: str, *, down: bool = False) -> None:
     from alembic import command
 
     cfg = alembic_config(database_url)
     cfg.attributes["connection"] = conn
-    _rename_revision(conn)
     with _revision_errors():
         if down:
-            command.downgrade(cfg, today_revision(revision))
+            command.downgrade(cfg, revision)
         else:
-            command.upgrade(cfg, today_revision(revision))
+            command.upgrade(cfg, revision)
 
 
 def _rename_revision(conn: sa.Connection) -> None:
@@ -306,7 +447,7 @@ def _rename_revision(conn: sa.Connection) -> None:
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
         cursor.execute(
-            statement("schema_revision_rename"), {"renamed": json.dumps(dict(RENAMED_REVISIONS))}
+            statement("schema_revision_rename"), {"renamed": json.dumps(dict(RELEASED_REVISIONS))}
         )
         for old, new in cursor.fetchall():
             log.info("schema_revision_renamed", old=old, new=new)

@@ -1,4 +1,4 @@
-"""The executor protocol's SQLSTATEs (migration 0004) and the typed errors they become."""
+"""The executor protocol's SQLSTATEs and the typed errors they become."""
 
 from __future__ import annotations
 

@@ -18,11 +18,15 @@ FROM json_each_text(%(renamed)s::json) AS r
 WHERE v.version_num = r.key
 RETURNING r.key, r.value;
 
+-- name: schema_revision_stamp
+-- `resolver migrate --downgrade` to a released head: the stamp that release knows its schema by.
+UPDATE alembic_version SET version_num = %(stamp)s WHERE version_num = %(revision)s;
+
 -- name: ping
 SELECT 1;
 
 -- name: dispatch_create
--- The executor protocol (migration 0004, docs/executor-protocol.md): each transition is a
+-- The executor protocol (docs/executor-protocol.md): each transition is a
 -- fenced function on the database clock; a refusal raises SQLSTATE class RS.
 SELECT dispatch_id, created, created_at_ms
 FROM resolver_dispatch_create(
@@ -143,7 +147,7 @@ RETURNING c.dispatch_id, c.recovery_token::text, c.recovery_version, c.execution
           now.ms AS claimed_at_ms;
 
 -- name: commit_automatic
--- The fenced page commit (resolver_commit_automatic, resolver/db/schema/08_commits.sql): locks
+-- The fenced page commit (resolver_commit_automatic, resolver/db/schema/functions/08_commits.sql): locks
 -- the verified items' executions, then every control of the page, in key order; writes only
 -- the items whose recovery lease, open control, execution version and expired execution lease
 -- still hold; answers their dispatch ids with the status each control took (the routing
@@ -208,7 +212,7 @@ LEFT JOIN recovery_proposals AS mp
 WHERE d.dispatch_id = %(dispatch_id)s;
 
 -- name: manual_commit
--- A human decision (resolver_commit_manual, resolver/db/schema/08_commits.sql): authorization
+-- A human decision (resolver_commit_manual, resolver/db/schema/functions/08_commits.sql): authorization
 -- fact, resolution and terminal state in one transaction, fenced on the grant's versions,
 -- authentication age, expected execution version, recovery_required and an open control.
 -- `result`: committed, or for a two-person case proposed, second_person_required, rejected,
@@ -342,7 +346,7 @@ LIMIT 1;
 
 -- name: audit_unlinked
 -- The first manual resolution recorded since the chain began that has no link (a decision
--- written around the chain). Decisions recorded before migration 0012 precede the first link.
+-- written around the chain). Decisions recorded before the chain began precede the first link.
 SELECT r.mutation_id, r.dispatch_id
 FROM approved_action_recovery_resolutions AS r
 WHERE r.source = 'manual'
@@ -791,7 +795,7 @@ JOIN approved_action_dispatches AS d USING (dispatch_id)
 GROUP BY o.queue, d.action_type
 ORDER BY o.queue, d.action_type;
 
--- Retention (`resolver prune`, migration 0005). The retention role holds EXECUTE on the
+-- Retention (`resolver prune`). The retention role holds EXECUTE on the
 -- prune functions and nothing else; the rules live in those functions, not here.
 
 -- name: prune_db_now
@@ -845,7 +849,7 @@ WHERE pid = %(pid)s AND backend_start = %(backend_start)s;
 SELECT receipt->>'sig' AS sig FROM action_receipts WHERE dispatch_id = %(dispatch_id)s;
 
 -- name: late_watch_claim
--- Late evidence (resolver/db/schema/06_late_evidence.sql): one page of open watches that are
+-- Late evidence (resolver/db/schema/functions/06_late_evidence.sql): one page of open watches that are
 -- due and still inside the window, with the identity their provider needs. Like the
 -- control claim: the partial index of open watches only, SKIP LOCKED, a fresh token that
 -- fences the record, and next_scan_at_ms moved to the lease expiry (a dead holder's watch
@@ -878,7 +882,7 @@ RETURNING w.dispatch_id, w.watch_token::text, w.decided_outcome, w.observations,
 -- Closes up to %(limit)s open watches whose window has elapsed on the database clock (the
 -- open watches only: the partial index), without waiting on one a replica holds. The bound
 -- is on the bare column, so the index of open watches by decision time reads the elapsed
--- ones only (migration 0018_late_expire_index), oldest first.
+-- ones only, oldest first.
 WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms),
 elapsed AS (
     SELECT w.dispatch_id

@@ -1,7 +1,7 @@
 """PostgreSQL side of `resolver prune`: one connection, one short transaction per call.
 
-Every call goes through the prune functions of migration 0005; driver errors stop here and
-come out as the typed errors of `resolver.core.errors`.
+Every call goes through the prune functions (resolver/db/schema/functions/07_retention.sql);
+driver errors stop here and come out as the typed errors of `resolver.core.errors`.
 """
 
 from __future__ import annotations

@@ -1,10 +1,13 @@
-"""The database's truth as SQL files: today's definition and the versioned migrations.
+"""The database's truth as SQL files: today's tables, the functions and triggers, the migrations.
 
-`schema/NN_concern.sql` holds the current definition of every table, index, function and
-trigger, one concern per file, applied in name order (`schema_script`). A migration is a
-pair `migrations/sql/<revision>.up.sql` / `.down.sql`, which its Alembic revision module
-runs as it is (`migration_script`). The catalog-diff test proves a database migrated step by
-step equals one built from the current files, so a change to the schema changes both.
+`schema/tables/NN_concern.sql` is today's definition of every table, index and constraint, to
+read and to compare with: `resolver migrate` never runs it (the migrations build the tables).
+`schema/functions/NN_concern.sql` is the only definition of every function and trigger: the
+migrate step applies it (resolver/db/definitions.py). A migration is a pair
+`migrations/sql/<revision>.up.sql` / `.down.sql` of table changes, which its Alembic revision
+module runs as it is (`migration_script`). The catalog-diff test proves that a database
+migrated from empty, and one upgraded from the previous release, equal one built from the
+current files.
 """
 
 from __future__ import annotations
@@ -13,18 +16,19 @@ from pathlib import Path
 from typing import Literal
 
 SCHEMA_DIR = Path(__file__).with_name("schema")
+TABLES_DIR = SCHEMA_DIR / "tables"
+FUNCTIONS_DIR = SCHEMA_DIR / "functions"
 MIGRATIONS_SQL_DIR = Path(__file__).parent / "migrations" / "sql"
 
 Direction = Literal["up", "down"]
 
 
-def schema_files() -> list[Path]:
-    return sorted(SCHEMA_DIR.glob("*.sql"))
+def table_files() -> list[Path]:
+    return sorted(TABLES_DIR.glob("*.sql"))
 
 
-def schema_script() -> str:
-    """Every current-definition file, in order, as one script (for an empty schema)."""
-    return "\n".join(path.read_text(encoding="utf-8") for path in schema_files())
+def function_files() -> list[Path]:
+    return sorted(FUNCTIONS_DIR.glob("*.sql"))
 
 
 def migration_file(revision: str, direction: Direction) -> Path:

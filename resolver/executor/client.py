@@ -1,8 +1,8 @@
 """The executor API: create a dispatch, lease it, cross the start barrier, renew, complete.
 
-A thin caller of the executor protocol's SQL functions (migration 0004,
-docs/executor-protocol.md): every call is one fenced transaction on the database clock, and
-every refusal is decided inside the database and raised here as its typed error. A lost fence
+A thin caller of the executor protocol's SQL functions (docs/executor-protocol.md): every
+call is one fenced transaction on the database clock, and every refusal is decided inside
+the database and raised here as its typed error. A lost fence
 is an answer (`FenceConflict`, `LeaseLost`), never a reason to retry blindly.
 """
 

@@ -1,7 +1,7 @@
 """Retention: prune settled dispatches in bounded batches, exporting audit facts first.
 
 The rules (what is settled, what is an audit fact, what may go) live in the database's
-prune functions (migration 0005); this module drives them: cut-off on the database clock,
+prune functions; this module drives them: cut-off on the database clock,
 the export written, flushed and fsynced before anything it lists is deleted, one short
 transaction per batch, a run row that counts every committed batch.
 """

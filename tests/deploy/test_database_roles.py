@@ -34,6 +34,7 @@ from resolver.executor.client import CompletionResult, ExecutionClient
 from tests.helpers.database import T0, new_spec
 from tests.helpers.postgres import with_database
 from tests.helpers.providers import ScriptedProvider, fixed, registry
+from tests.helpers.releases import load_release_0_1_0
 from tests.helpers.roles import (
     GRANTS_SQL,
     ROLES_SQL,
@@ -884,7 +885,7 @@ def test_migrate_with_grants_removes_the_old_grants_of_an_existing_installation(
     migrator = with_database(role_db.urls["resolver_migrator"], name)
     try:
         run_sql_file(admin_url, ROLES_SQL)
-        migrate.upgrade(migrator, "0019_domain_sets")
+        load_release_0_1_0(migrator, schema="resolver")
         with psycopg.connect(migrator, autocommit=True) as conn:
             conn.execute("SET search_path = resolver")
             conn.execute(LEGACY_GRANTS)  # type: ignore[call-overload]
@@ -908,3 +909,38 @@ def test_migrate_with_grants_removes_the_old_grants_of_an_existing_installation(
             admin.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
+
+
+FUNCTION_ACLS = (
+    "SELECT p.oid::regprocedure::text,"
+    " array_to_string(ARRAY(SELECT a::text FROM unnest(p.proacl) AS a ORDER BY 1), ',')"
+    " FROM pg_proc AS p WHERE p.pronamespace = 'resolver'::regnamespace ORDER BY 1"
+)
+
+
+def test_functions_applied_again_keep_every_role_s_grant_without_running_the_grants(
+    role_db: RoleDatabase,
+) -> None:
+    """`resolver migrate` re-creates the functions whenever their files change: each role keeps
+    what grants.sql gave it on every function of the same signature, with no window between
+    the migration's commit and the next `--grants` in which a replica or executor is refused."""
+    migrator = role_db.urls["resolver_migrator"]
+    with psycopg.connect(migrator, autocommit=True) as conn:
+        before = conn.execute(FUNCTION_ACLS).fetchall()
+        assert any("resolver_runtime=X" in (acl or "") for _, acl in before)
+        # What a changed definition file looks like to the next migrate.
+        conn.execute("UPDATE resolver.resolver_definitions SET checksum = 'changed'")
+        oids = conn.execute(
+            "SELECT oid FROM pg_proc WHERE proname = 'resolver_execution_start'"
+        ).fetchall()
+    migrate.upgrade(migrator)
+    with psycopg.connect(migrator, autocommit=True) as conn:
+        assert conn.execute(FUNCTION_ACLS).fetchall() == before
+        assert conn.execute(
+            "SELECT oid FROM pg_proc WHERE proname = 'resolver_execution_start'"
+        ).fetchall() != oids, "the functions were not applied again"
+        assert conn.execute(
+            "SELECT has_function_privilege('resolver_executor',"
+            " 'resolver.resolver_execution_start(text, text, uuid, bigint, bigint, bigint)',"
+            " 'EXECUTE')"
+        ).fetchone() == (True,)

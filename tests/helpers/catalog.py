@@ -1,6 +1,6 @@
 """A database's schema as comparable text: the catalog-diff test's two sides.
 
-Each object of the current schema (alembic's bookkeeping table aside) becomes one entry,
+Each object of the current schema (the migrate step's bookkeeping tables aside) becomes one entry,
 `kind name` -> the definition PostgreSQL itself prints (`pg_get_functiondef`,
 `pg_get_triggerdef`, `pg_get_indexdef`, `pg_get_constraintdef`, column types and defaults as
 `format_type` / `pg_get_expr` render them, ACLs as `aclitem` text). Two databases with the
@@ -27,7 +27,7 @@ _QUERIES: tuple[str, ...] = (
     FROM pg_class AS c
     WHERE c.relnamespace = current_schema()::regnamespace
       AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f')
-      AND c.relname <> 'alembic_version'
+      AND c.relname NOT IN ('alembic_version', 'resolver_definitions')
     """,
     """
     SELECT 'column ' || c.relname || '.' || a.attname,
@@ -44,7 +44,7 @@ _QUERIES: tuple[str, ...] = (
     LEFT JOIN pg_attrdef AS d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
     WHERE c.relnamespace = current_schema()::regnamespace
       AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
-      AND c.relname <> 'alembic_version'
+      AND c.relname NOT IN ('alembic_version', 'resolver_definitions')
       AND a.attnum > 0 AND NOT a.attisdropped
     """,
     """
@@ -56,7 +56,7 @@ _QUERIES: tuple[str, ...] = (
     LEFT JOIN pg_class AS c ON c.oid = k.conrelid
     LEFT JOIN pg_type AS t ON t.oid = k.contypid
     WHERE k.connamespace = current_schema()::regnamespace
-      AND coalesce(c.relname, '') <> 'alembic_version'
+      AND coalesce(c.relname, '') NOT IN ('alembic_version', 'resolver_definitions')
     """,
     """
     SELECT 'index ' || i.relname,
@@ -65,7 +65,7 @@ _QUERIES: tuple[str, ...] = (
     FROM pg_index AS x
     JOIN pg_class AS i ON i.oid = x.indexrelid
     JOIN pg_class AS c ON c.oid = x.indrelid
-    WHERE c.relnamespace = current_schema()::regnamespace AND c.relname <> 'alembic_version'
+    WHERE c.relnamespace = current_schema()::regnamespace AND c.relname NOT IN ('alembic_version', 'resolver_definitions')
     """,
     """
     SELECT 'function ' || p.oid::regprocedure::text,

@@ -1,8 +1,9 @@
 """Alembic environment: runs migrations on the connection `resolver.db.migrate` hands over.
 
 Alembic only orders and applies the numbered SQL files here: the schema is defined by
-resolver/db/schema/*.sql, so there is no SQLAlchemy model to compare against
-(`target_metadata` is None, and autogenerate has nothing to generate from).
+resolver/db/schema/, so there is no SQLAlchemy model to compare against (`target_metadata`
+is None, and autogenerate has nothing to generate from). resolver.db.migrate applies the
+functions and triggers around these migrations.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ def run_offline() -> None:
         target_metadata=None,
         literal_binds=True,
         dialect_opts={"paramstyle": "named"},
-        transaction_per_migration=True,
+        # resolver.db.migrate.upgrade_sql wraps the whole script, definitions included, in
+        # one transaction of its own.
+        transactional_ddl=False,
     )
     with context.begin_transaction():
         context.run_migrations()

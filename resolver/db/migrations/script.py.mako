@@ -1,7 +1,9 @@
 """${message}
 
-The SQL is ../sql/${up_revision}.up.sql and .down.sql, run as it is. Write both files, and
-change the current definition in resolver/db/schema/ to match (test_schema_files.py diffs them).
+The SQL is ../sql/${up_revision}.up.sql and .down.sql, run as it is: tables, columns,
+constraints, indexes, privileges and data only. Functions and triggers are not migrated: they
+are defined once in resolver/db/schema/functions/ (resolver/db/README.md). Change the tables'
+current definition in resolver/db/schema/tables/ to match (test_schema_files.py diffs them).
 
 Revision ID: ${up_revision}
 Revises: ${down_revision | comma,n}

@@ -13,6 +13,7 @@ import structlog
 
 from tests.helpers.cli import RESOLVER, run
 from tests.helpers.database import SQL
+from tests.helpers.releases import load_release_0_1_0
 
 
 @pytest.fixture
@@ -145,14 +146,17 @@ def test_signal_stops_the_loop_with_exit_0(env: dict[str, str], sig: signal.Sign
     assert "resolver_stopped" in rest
 
 
-def test_rolling_upgrade_schema_states(env: dict[str, str], sql: SQL) -> None:
-    # Behind (an older known revision): refuse and say how to fix.
-    down = run(env, "migrate", "--downgrade", "0001_recovery_core")
-    assert down.returncode == 0 and "0001_recovery_core" in down.stdout
-    behind = run(env, "run", "--once")
+def test_rolling_upgrade_schema_states(env: dict[str, str], sql: SQL, databases) -> None:  # type: ignore[no-untyped-def]
+    # Behind (the previous release's schema): refuse and say how to fix; then migrate.
+    old = databases.create_empty()
+    load_release_0_1_0(old)
+    behind = run({**env, "RESOLVER_DATABASE_URL": old}, "run", "--once")
     assert behind.returncode == 3 and "run `resolver migrate` first" in behind.stderr
+    migrated = run({**env, "RESOLVER_DATABASE_URL": old}, "migrate")
+    assert migrated.returncode == 0, migrated.stderr
+    assert run({**env, "RESOLVER_DATABASE_URL": old}, "run", "--once").returncode == 0
+    databases.drop(old)
     # Ahead (a revision a newer release wrote): keep working, with a warning.
-    assert run(env, "migrate").returncode == 0
     sql.all("UPDATE alembic_version SET version_num = '9999_from_a_newer_release'")
     ahead = run(env, "run", "--once")
     assert ahead.returncode == 0, ahead.stderr

@@ -169,34 +169,3 @@ def test_receipt_is_fenced_on_the_lease_and_bound_to_the_identity(sql: SQL) -> N
     finally:
         sql.conn.rollback()
         sql.conn.autocommit = True
-
-
-def test_downgrade_drops_everything_0004_added_and_keeps_rows(database_url: str, sql: SQL) -> None:
-    from resolver.db import migrate
-
-    run = started(sql)
-    before = sql.execution(run["dispatch_id"])
-
-    def added() -> list[str]:
-        functions = sql.all(
-            "SELECT proname AS name FROM pg_proc WHERE proname LIKE 'resolver\\_%%'"
-            " AND proname NOT IN ('resolver_now_ms', 'resolver_reject_mutation',"
-            " 'resolver_guard_run_origin')"
-        )
-        triggers = sql.all(
-            "SELECT tgname AS name FROM pg_trigger WHERE NOT tgisinternal"
-            " AND tgrelid IN ('approved_action_executions'::regclass,"
-            " 'approved_action_recovery_controls'::regclass)"
-        )
-        return sorted(r["name"] for r in functions + triggers)
-
-    # Later revisions add objects of their own (retention): count 0004's alone.
-    migrate.downgrade(database_url, "0004_executor_protocol")
-    assert len(added()) == 10 + 4 + 6  # protocol + helpers, trigger functions, triggers
-    migrate.downgrade(database_url, "0003_manual_policy")
-    assert added() == []
-    assert sql.execution(run["dispatch_id"]) == before
-    migrate.upgrade(database_url, "0004_executor_protocol")
-    assert len(added()) == 20
-    assert sql.execution(run["dispatch_id"]) == before
-    migrate.upgrade(database_url)

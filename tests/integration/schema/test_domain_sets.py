@@ -28,7 +28,7 @@ from resolver.core.domain import (
     FindingKind,
     Outcome,
 )
-from resolver.db.schema_files import schema_script
+from resolver.db.definitions import schema_script
 
 ROOT = Path(__file__).resolve().parents[3]
 CONSOLE = ROOT / "resolver" / "human" / "console" / "app.js"
@@ -128,7 +128,9 @@ def test_the_terminal_set_is_spelled_once_in_sql_and_once_in_python() -> None:
     migrations = resolver / "db" / "migrations"
     sql = [p for p in resolver.rglob("*.sql") if migrations not in p.parents]
     python = list(resolver.rglob("*.py"))
-    assert [s.split(":")[0] for s in _spellings(sql)] == ["resolver/db/schema/01_recovery_core.sql"]
+    assert [s.split(":")[0] for s in _spellings(sql)] == [
+        "resolver/db/schema/functions/01_recovery_core.sql"
+    ]
     assert [s.split(":")[0] for s in _spellings(python)] == ["resolver/core/domain.py"]
     # The console tells a settled execution by its finish time (a CHECK ties the two).
     assert _spellings(list(resolver.rglob("*.js"))) == []

@@ -1,9 +1,9 @@
 """Migrations under a lock_timeout, on real PostgreSQL: DDL gives up instead of queueing.
 
-A transaction holds the lock an executor's INSERT holds on approved_action_dispatches;
-migration 0002 adds foreign keys to that table and so needs a conflicting lock. Each attempt
-must give up after lock_timeout (letting the transactions queued behind it through), roll
-back, retry, and succeed once the lock is released.
+A transaction holds the lock an executor's INSERT holds on approved_action_dispatches; the
+upgrade from release 0.1.0 replaces that table's triggers and adds a column to it, and so needs
+a conflicting lock. Each attempt must give up after lock_timeout (letting the transactions
+queued behind it through), roll back, retry, and succeed once the lock is released.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from click.testing import CliRunner
 from resolver.app.cli import main
 from resolver.core.errors import MigrationFailed, MigrationLockTimeout, StorageUnavailable
 from resolver.db import migrate
+from tests.helpers.postgres import DatabaseFactory
+from tests.helpers.releases import RELEASE_0_1_0_STAMP, load_release_0_1_0
 
-BEFORE_FK = "0001_recovery_core"
 FAST = migrate.MigrationPolicy(
     connect_timeout_seconds=5,
     lock_timeout_ms=200,
@@ -54,6 +55,15 @@ def waiting_migration_pids(url: str) -> set[int]:
     return {int(pid) for (pid,) in rows}
 
 
+@pytest.fixture
+def release_url(databases: DatabaseFactory) -> Iterator[str]:
+    """A database as release 0.1.0 left it: the upgrade has every table to change."""
+    url = databases.create_empty()
+    load_release_0_1_0(url)
+    yield url
+    databases.drop(url)
+
+
 def wait_until(condition: object, seconds: float = 30.0) -> None:
     assert callable(condition)
     deadline = time.monotonic() + seconds
@@ -63,9 +73,9 @@ def wait_until(condition: object, seconds: float = 30.0) -> None:
 
 
 def test_a_held_lock_times_out_each_attempt_and_the_migration_succeeds_once_released(
-    database_url: str,
+    release_url: str,
 ) -> None:
-    migrate.downgrade(database_url, BEFORE_FK)
+    database_url = release_url
     failure: list[BaseException] = []
 
     def run() -> None:
@@ -85,7 +95,7 @@ def test_a_held_lock_times_out_each_attempt_and_the_migration_succeeds_once_rele
             return len(seen) >= 2
 
         wait_until(retried)
-        assert migrate.current_revision(database_url) == BEFORE_FK, "nothing committed yet"
+        assert migrate.current_revision(database_url) == RELEASE_0_1_0_STAMP, "nothing committed yet"
         assert migration.is_alive()
     migration.join(30)
     assert not migration.is_alive() and not failure, failure
@@ -93,11 +103,11 @@ def test_a_held_lock_times_out_each_attempt_and_the_migration_succeeds_once_rele
 
 
 def test_transactions_queued_behind_waiting_ddl_get_through_within_the_lock_timeout(
-    database_url: str,
+    release_url: str,
 ) -> None:
     """Without lock_timeout the second executor would wait behind the DDL, which waits behind
     the first: it fails here on its own 3 s lock_timeout while the first still holds."""
-    migrate.downgrade(database_url, BEFORE_FK)
+    database_url = release_url
     migration = threading.Thread(
         target=migrate.upgrade, args=(database_url,), kwargs={"policy": FAST}
     )
@@ -113,14 +123,14 @@ def test_transactions_queued_behind_waiting_ddl_get_through_within_the_lock_time
 
 
 def test_a_lock_held_through_every_attempt_fails_typed_and_changes_nothing(
-    database_url: str,
+    release_url: str,
 ) -> None:
-    migrate.downgrade(database_url, BEFORE_FK)
+    database_url = release_url
     policy = migrate.MigrationPolicy(lock_timeout_ms=100, attempts=3, retry_delay_seconds=0.01)
     with executor_insert_lock(database_url), pytest.raises(MigrationLockTimeout) as failed:
         migrate.upgrade(database_url, policy=policy)
     assert "3 attempts of 100 ms" in str(failed.value)
-    assert migrate.current_revision(database_url) == BEFORE_FK
+    assert migrate.current_revision(database_url) == RELEASE_0_1_0_STAMP
 
 
 def test_a_server_that_never_answers_fails_within_the_connect_timeout() -> None:

@@ -46,7 +46,11 @@ def test_offline_sql_prints_the_ddl() -> None:
     ddl = migrate.upgrade_sql()
     assert "CREATE TABLE approved_action_recovery_controls" in ddl
     assert "CREATE INDEX ix_recovery_controls_due" in ddl
-    assert "WHERE status = 'armed'" in ddl
+    assert "WHERE (status = 'armed'::text)" in ddl
+    # The functions before the table migrations, the triggers after them, in one transaction.
+    assert ddl.index("FUNCTION resolver_execution_start(") < ddl.index("CREATE TABLE approved_")
+    assert ddl.index("CREATE TABLE approved_") < ddl.index("CREATE TRIGGER approved_action_")
+    assert ddl.startswith("BEGIN;") and ddl.rstrip().endswith("COMMIT;")
 
 
 @pytest.mark.parametrize(

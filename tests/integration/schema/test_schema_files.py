@@ -1,30 +1,48 @@
 """The current SQL files and the migrations build the same database, to the last function body.
 
-resolver/db/schema/ is today's definition; resolver/db/migrations/sql/ is how a deployed
-database got there. A fresh database migrated one revision at a time must have exactly the
-catalog of one built from the current files (tables, columns, constraints, indexes,
-functions with their bodies, triggers, privileges, comments), and every downgrade must undo
-its upgrade exactly.
+resolver/db/schema/tables/ is today's definition of the tables, resolver/db/schema/functions/
+the only definition of the functions and triggers, resolver/db/migrations/sql/ how a deployed
+database's tables got here (one migration per release). An empty database migrated, a
+database of release 0.1.0 upgraded, and one upgraded, downgraded and upgraded again must all
+have exactly the catalog of one built from the current files (tables, columns, constraints,
+indexes, functions with their bodies, triggers, privileges, comments), keeping every row.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
 
 from resolver.core.domain import ID_PATTERN, ID_REGEX
-from resolver.db import migrate
+from resolver.core.errors import ConfigError
+from resolver.db import definitions, migrate, schema_files
+from resolver.db.definitions import schema_script
 from resolver.db.migrate import MIGRATIONS_DIR
 from resolver.db.schema_files import (
     MIGRATIONS_SQL_DIR,
+    function_files,
     migration_file,
-    schema_files,
-    schema_script,
+    table_files,
 )
+from resolver.db.sql_script import split
 from tests.helpers.catalog import Catalog, catalog, catalog_diff
 from tests.helpers.postgres import DatabaseFactory
+from tests.helpers.releases import (
+    RELEASE_0_1_0_EXPORT,
+    RELEASE_0_1_0_STAMP,
+    load_release_0_1_0,
+    table_rows,
+)
+
+REPO = Path(__file__).parents[3]
 
 
 def _revisions() -> list[str]:
@@ -41,7 +59,7 @@ def _revisions() -> list[str]:
 def _build_from_files(url: str) -> None:
     with psycopg.connect(url) as conn:
         # No parameters: one simple query holding every statement, as `psql -f` would send it.
-        conn.execute(schema_script())
+        conn.execute(schema_script())  # type: ignore[call-overload]
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +70,11 @@ def from_files(databases: DatabaseFactory) -> Iterator[str]:
     databases.drop(url)
 
 
+@pytest.fixture(scope="module")
+def files_catalog(from_files: str) -> Catalog:
+    return catalog(from_files)
+
+
 @pytest.fixture
 def empty(databases: DatabaseFactory) -> Iterator[str]:
     url = databases.create_empty()
@@ -59,63 +82,192 @@ def empty(databases: DatabaseFactory) -> Iterator[str]:
     databases.drop(url)
 
 
-def test_migrating_step_by_step_builds_what_the_current_files_define(
-    from_files: str, empty: str
-) -> None:
-    for revision in _revisions():
-        migrate.upgrade(empty, revision)
-    assert migrate.current_revision(empty) == migrate.head_revision()
-    diff = catalog_diff(catalog(from_files), catalog(empty), ("schema files", "migrations"))
-    assert diff == "", f"resolver/db/schema/ and the migrations disagree:\n{diff}"
+@pytest.fixture
+def release_0_1_0(empty: str) -> str:
+    load_release_0_1_0(empty)
+    return empty
 
 
-def test_a_database_stamped_with_renamed_revision_ids_migrates_cleanly(
-    from_files: str, empty: str
+def _same_as_files(files_catalog: Catalog, url: str, label: str) -> None:
+    diff = catalog_diff(files_catalog, catalog(url), ("schema files", label))
+    assert diff == "", f"resolver/db/schema/ and {label} disagree:\n{diff}"
+
+
+def _rows_kept(before: dict[str, list[dict[str, object]]], url: str) -> None:
+    """Every row of `before` is still there, its columns unchanged (new columns aside)."""
+    after = table_rows(url, list(before))
+    for table, rows in before.items():
+        kept = [{key: row[key] for key in old} for row, old in zip(after[table], rows, strict=True)]
+        assert kept == rows, table
+
+
+def test_migrating_an_empty_database_builds_what_the_current_files_define(
+    files_catalog: Catalog, empty: str
 ) -> None:
-    # A database an earlier release migrated carries that release's revision ids: at every
-    # renamed revision the stamp goes back to the old id, and `resolver migrate` carries on.
-    old_id = {new: old for old, new in migrate.RENAMED_REVISIONS.items()}
-    stamped: list[str] = []
-    for revision in _revisions():
-        migrate.upgrade(empty, revision)
-        assert migrate.current_revision(empty) == revision
-        if revision in old_id:
-            with psycopg.connect(empty) as conn:
-                conn.execute("UPDATE alembic_version SET version_num = %s", [old_id[revision]])
-            stamped.append(old_id[revision])
-            assert migrate.classify(old_id[revision]) is migrate.SchemaStatus.BEHIND
-    assert sorted(stamped) == sorted(migrate.RENAMED_REVISIONS)
     migrate.upgrade(empty)
     assert migrate.current_revision(empty) == migrate.head_revision()
-    diff = catalog_diff(catalog(from_files), catalog(empty), ("schema files", "migrations"))
+    _same_as_files(files_catalog, empty, "an empty database migrated")
+
+
+def test_release_0_1_0_upgrades_in_one_step_keeping_every_row_and_its_audit_chain(
+    files_catalog: Catalog, release_0_1_0: str
+) -> None:
+    assert migrate.current_revision(release_0_1_0) == RELEASE_0_1_0_STAMP
+    assert migrate.classify(RELEASE_0_1_0_STAMP) is migrate.SchemaStatus.BEHIND
+    before = table_rows(release_0_1_0)
+    assert all(before.values()), [table for table, rows in before.items() if not rows]
+    migrate.upgrade(release_0_1_0)
+    assert migrate.current_revision(release_0_1_0) == migrate.head_revision()
+    _same_as_files(files_catalog, release_0_1_0, "release 0.1.0 upgraded")
+    _rows_kept(before, release_0_1_0)
+    verified = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "resolver",
+            "audit",
+            "verify",
+            "--export",
+            str(RELEASE_0_1_0_EXPORT),
+        ],
+        env={**os.environ, "RESOLVER_DATABASE_URL": release_0_1_0},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert verified.returncode == 0, verified.stderr
+    assert "audit chain verified: 4 links (1 with pruned facts" in verified.stdout
+
+
+def test_back_to_release_0_1_0_with_its_own_functions_and_forward_again(
+    files_catalog: Catalog, release_0_1_0: str
+) -> None:
+    as_released = catalog(release_0_1_0)
+    rows = table_rows(release_0_1_0)
+    migrate.upgrade(release_0_1_0)
+    migrate.downgrade(release_0_1_0, "0001_schema_0_1_0")
+    # The stamp release 0.1.0 knows, and exactly its tables, functions, triggers and privileges.
+    assert migrate.current_revision(release_0_1_0) == RELEASE_0_1_0_STAMP
+    diff = catalog_diff(as_released, catalog(release_0_1_0), ("release 0.1.0", "downgraded"))
     assert diff == "", diff
-    # An old id is a valid target too, and lands on the same revision under its new id.
-    migrate.downgrade(empty, "0009_perf")
-    assert migrate.current_revision(empty) == "0008_hot_fillfactor"
-    migrate.upgrade(empty, "0012_commit_skip_locked")
-    assert migrate.current_revision(empty) == "0011_commit_skip_locked"
+    assert table_rows(release_0_1_0) == rows
+    migrate.upgrade(release_0_1_0)
+    _same_as_files(files_catalog, release_0_1_0, "downgraded and upgraded again")
+    _rows_kept(rows, release_0_1_0)
 
 
-def test_every_downgrade_undoes_its_upgrade_exactly(empty: str) -> None:
-    after: dict[str | None, Catalog] = {None: catalog(empty)}
-    revisions = _revisions()
-    for revision in revisions:
-        migrate.upgrade(empty, revision)
-        after[revision] = catalog(empty)
-    for revision in reversed(revisions):
-        previous = migrate.revision_graph()[revision]
-        migrate.downgrade(empty, previous or "base")
-        diff = catalog_diff(
-            after[previous], catalog(empty), (f"upgraded to {previous}", "downgraded")
-        )
-        assert diff == "", f"downgrading {revision} leaves a different schema:\n{diff}"
+def test_a_downgrade_below_what_the_database_recorded_is_refused_and_changes_nothing(
+    empty: str,
+) -> None:
+    migrate.upgrade(empty)
+    before = catalog(empty)
+    with pytest.raises(ConfigError, match="no record of the functions it had there"):
+        migrate.downgrade(empty, "0001_schema_0_1_0")
+    assert catalog(empty) == before
+    assert migrate.current_revision(empty) == migrate.head_revision()
+
+
+def test_a_revision_short_of_the_head_is_refused_unless_already_past(empty: str) -> None:
+    # This release carries only its head's functions: stopping short needs the older release.
+    with pytest.raises(ConfigError, match="cannot stop at 0001_schema_0_1_0"):
+        migrate.upgrade(empty, "0001_schema_0_1_0")
+    assert migrate.current_revision(empty) is None
+    migrate.upgrade(empty)
+    migrate.upgrade(empty, "0001_schema_0_1_0")  # already past it: nothing to do
+    migrate.upgrade(empty, RELEASE_0_1_0_STAMP)
+    assert migrate.current_revision(empty) == migrate.head_revision()
+
+
+def test_the_printed_script_builds_the_same_database_from_empty(
+    files_catalog: Catalog, empty: str
+) -> None:
+    with psycopg.connect(empty, autocommit=True) as conn:
+        conn.execute(migrate.upgrade_sql())  # type: ignore[call-overload]
+    _same_as_files(files_catalog, empty, "the printed script on an empty database")
+    migrate.upgrade(empty)  # what the script recorded is what this release applies: no-op
+    _same_as_files(files_catalog, empty, "the printed script, then migrate")
+
+
+def test_a_changed_function_is_one_file_and_migrate_applies_it(
+    files_catalog: Catalog, empty: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    migrate.upgrade(empty)
+    scratch = tmp_path / "functions"
+    shutil.copytree(schema_files.FUNCTIONS_DIR, scratch)
+    target = scratch / "01_recovery_core.sql"
+    text = target.read_text(encoding="utf-8")
+    body = "RETURN ARRAY['succeeded', 'failed', 'blocked'];"
+    assert text.count(body) == 1
+    target.write_text(text.replace(body, f"-- changed in a scratch copy\n    {body}"), "utf-8")
+    monkeypatch.setattr(schema_files, "FUNCTIONS_DIR", scratch)
+    for cached in (
+        definitions._statements,
+        definitions.functions_script,
+        definitions.triggers_script,
+        definitions.checksum,
+    ):
+        cached.cache_clear()
+    try:
+        migrate.upgrade(empty)
+        changed = catalog(empty)
+        diff = catalog_diff(files_catalog, changed, ("the files", "the scratch copy migrated"))
+        touched = {line[1:].split(":")[0] for line in diff.splitlines()[2:] if line[:1] in "+-"}
+        assert touched == {"function resolver_terminal_states()"}, diff
+        assert "changed in a scratch copy" in changed["function resolver_terminal_states()"]
+        with psycopg.connect(empty) as conn:
+            recorded = conn.execute("SELECT recorded_at FROM resolver_definitions").fetchall()
+        migrate.upgrade(empty)  # unchanged since: nothing is applied again
+        with psycopg.connect(empty) as conn:
+            assert (
+                conn.execute("SELECT recorded_at FROM resolver_definitions").fetchall() == recorded
+            )
+    finally:
+        for cached in (
+            definitions._statements,
+            definitions.functions_script,
+            definitions.triggers_script,
+            definitions.checksum,
+        ):
+            cached.cache_clear()
+
+
+_DEFINES = re.compile(
+    r"^\s*CREATE\s+(OR\s+REPLACE\s+)?(CONSTRAINT\s+)?(FUNCTION|PROCEDURE|TRIGGER)\b", re.I
+)
+
+
+def test_no_migration_holds_a_function_or_trigger() -> None:
+    for path in sorted(MIGRATIONS_SQL_DIR.glob("*.sql")):
+        for statement in split(path.read_text(encoding="utf-8")):
+            assert not _DEFINES.match(statement.code), f"{path.name}: {statement.code[:80]}"
+    for path in table_files():
+        for statement in split(path.read_text(encoding="utf-8")):
+            assert not _DEFINES.match(statement.code), f"{path.name}: {statement.code[:80]}"
+
+
+def test_each_function_body_is_written_in_exactly_one_shipped_file(from_files: str) -> None:
+    with psycopg.connect(from_files) as conn:
+        bodies = conn.execute(
+            "SELECT p.proname, p.prosrc FROM pg_proc AS p"
+            " WHERE p.pronamespace = current_schema()::regnamespace"
+        ).fetchall()
+    shipped = [
+        path.read_text(encoding="utf-8")
+        for folder in ("resolver", "providers")
+        for path in (REPO / folder).rglob("*")
+        if path.suffix in {".sql", ".py"} and path.is_file()
+    ]
+    assert len(bodies) > 40
+    for name, body in bodies:
+        assert sum(body.strip() in text for text in shipped) == 1, name
 
 
 def test_the_files_are_one_per_concern_and_hold_no_migration_bookkeeping() -> None:
-    names = [path.name for path in schema_files()]
-    assert names == sorted(names) and len(names) >= 6
-    # Numbered uniquely: the load order is the numbers, never the alphabet after them.
-    assert [name[:3] for name in names] == [f"{n:02d}_" for n in range(1, len(names) + 1)]
+    for files in (table_files(), function_files()):
+        names = [path.name for path in files]
+        # Numbered uniquely: the load order is the numbers, never the alphabet after them.
+        assert names == sorted(names) and len(names) >= 6
+        assert len({name[:3] for name in names}) == len(names)
     assert "alembic_version" not in schema_script()
 
 
@@ -141,11 +293,11 @@ def test_revisions_are_named_for_what_they_change() -> None:
     assert named_after_history == []
 
 
-def test_renamed_revision_ids_map_to_known_ids_and_are_never_reused() -> None:
+def test_released_revision_ids_map_to_known_ids_and_are_never_reused() -> None:
     graph = migrate.revision_graph()
-    assert set(migrate.RENAMED_REVISIONS.values()) <= set(graph)
-    assert not set(migrate.RENAMED_REVISIONS) & set(graph)
-    for old in migrate.RENAMED_REVISIONS:
+    assert set(migrate.RELEASED_REVISIONS.values()) <= set(graph)
+    assert not set(migrate.RELEASED_REVISIONS) & set(graph)
+    for old in migrate.RELEASED_REVISIONS:
         assert migrate.classify(old) is migrate.SchemaStatus.BEHIND
 
 

@@ -77,6 +77,8 @@ DUMMY = {
     "action": "withdraw",
     "window_ms": 1,
     "renamed": "{}",
+    "revision": "r",
+    "stamp": "s",
 }
 
 

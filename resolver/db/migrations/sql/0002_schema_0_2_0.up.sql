@@ -1,0 +1,138 @@
+-- From the tables of release 0.1.0 to those of release 0.2.0, in one step. Tables, columns,
+-- constraints, indexes and privileges only: `resolver migrate` has already replaced the
+-- functions (so a check may call the domain's set functions) and adds the triggers after this
+-- file (resolver/db/README.md).
+
+-- Each domain set is spelled once, in a function of the schema, and every check reads it there.
+ALTER TABLE approved_action_executions
+    DROP CONSTRAINT ck_approved_action_executions_state_known,
+    ADD CONSTRAINT ck_approved_action_executions_state_known
+        CHECK (state IN ('leased','executing') OR state = ANY (resolver_terminal_states())),
+    DROP CONSTRAINT ck_approved_action_executions_finished_iff_terminal,
+    ADD CONSTRAINT ck_approved_action_executions_finished_iff_terminal
+        CHECK ((state = ANY (resolver_terminal_states())) = (finished_at_ms IS NOT NULL));
+
+ALTER TABLE approved_action_recovery_resolutions
+    DROP CONSTRAINT ck_approved_action_recovery_resolutions_outcome_known,
+    ADD CONSTRAINT ck_approved_action_recovery_resolutions_outcome_known
+        CHECK (outcome = ANY (resolver_terminal_states())),
+    DROP CONSTRAINT ck_approved_action_recovery_resolutions_automatic_is_verified,
+    ADD CONSTRAINT ck_approved_action_recovery_resolutions_automatic_is_verified
+        CHECK (source <> 'automatic' OR (resolver_finding_outcome(finding) IS NOT NULL
+               AND evidence_digest IS NOT NULL AND result_code IS NOT NULL
+               AND actor_user_id IS NULL AND outcome <> 'blocked'));
+
+ALTER TABLE recovery_two_person_rules
+    DROP CONSTRAINT ck_recovery_two_person_rules_decision_known,
+    ADD CONSTRAINT ck_recovery_two_person_rules_decision_known
+        CHECK (resolver_decision_settles(decision) IS NOT NULL);
+
+ALTER TABLE recovery_late_evidence
+    DROP CONSTRAINT ck_recovery_late_evidence_finding_verified,
+    ADD CONSTRAINT ck_recovery_late_evidence_finding_verified
+        CHECK (resolver_finding_outcome(finding) IS NOT NULL);
+
+-- What was approved, for people: an optional bounded summary on the immutable dispatch.
+ALTER TABLE approved_action_dispatches
+    ADD COLUMN action_summary JSONB,
+    ADD CONSTRAINT ck_approved_action_dispatches_action_summary_shape
+        CHECK (resolver_action_summary_problem(action_summary) IS NULL);
+
+-- Why evidence says what it says (the last reason code and a count per code), and when a
+-- waiting case escalates.
+ALTER TABLE approved_action_recovery_controls
+    DROP CONSTRAINT ck_approved_action_recovery_controls_finding_known,
+    ADD CONSTRAINT ck_approved_action_recovery_controls_finding_known
+        CHECK (last_finding IS NULL OR last_finding = ANY (resolver_finding_kinds())),
+    ADD COLUMN last_reason TEXT,
+    ADD COLUMN reason_counts JSONB DEFAULT '{}'::jsonb NOT NULL,
+    ADD COLUMN escalates_at_ms BIGINT,
+    ADD CONSTRAINT ck_approved_action_recovery_controls_last_reason_shape
+        CHECK (last_reason IS NULL OR (length(last_reason) BETWEEN 1 AND 32 AND last_reason !~ '[^a-z0-9_]')),
+    ADD CONSTRAINT ck_approved_action_recovery_controls_reason_counts_object
+        CHECK (jsonb_typeof(reason_counts) = 'object');
+
+-- Signed authorization facts: the API signs who decided, with which token, what and when.
+ALTER TABLE recovery_authorizations
+    ADD COLUMN issuer TEXT,
+    ADD COLUMN token_kid TEXT,
+    ADD COLUMN signing_kid TEXT,
+    ADD COLUMN signature TEXT,
+    ADD CONSTRAINT ck_recovery_authorizations_signed_whole CHECK ((signature IS NULL) = (signing_kid IS NULL) AND (signature IS NULL) = (issuer IS NULL) AND (signature IS NULL) = (token_kid IS NULL)),
+    ADD CONSTRAINT ck_recovery_authorizations_signature_hex CHECK (signature IS NULL OR signature ~ '^[0-9a-f]{128}$'),
+    ADD CONSTRAINT ck_recovery_authorizations_signing_kid_shape CHECK (signing_kid IS NULL OR signing_kid ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$'),
+    ADD CONSTRAINT ck_recovery_authorizations_issuer_printable CHECK (issuer IS NULL OR (length(issuer) BETWEEN 1 AND 512 AND issuer !~ '[[:cntrl:]]')),
+    ADD CONSTRAINT ck_recovery_authorizations_token_kid_printable CHECK (token_kid IS NULL OR (length(token_kid) BETWEEN 1 AND 256 AND token_kid !~ '[[:cntrl:]]'));
+
+ALTER TABLE recovery_proposals
+    DROP CONSTRAINT ck_recovery_proposals_outcome_known,
+    ADD CONSTRAINT ck_recovery_proposals_outcome_known CHECK (outcome = ANY (resolver_terminal_states())),
+    ADD COLUMN issuer text,
+    ADD COLUMN token_kid text,
+    ADD COLUMN signing_kid text,
+    ADD COLUMN signature text,
+    ADD CONSTRAINT ck_recovery_proposals_signed_whole
+        CHECK ((signature IS NULL) = (signing_kid IS NULL) AND (signature IS NULL) = (issuer IS NULL)
+               AND (signature IS NULL) = (token_kid IS NULL)),
+    ADD CONSTRAINT ck_recovery_proposals_signature_hex
+        CHECK (signature IS NULL OR signature ~ '^[0-9a-f]{128}$');
+
+-- The audit range an --include-audit prune removed, so a verifier can walk across it.
+ALTER TABLE recovery_prune_runs
+    ADD COLUMN audit_first_seq BIGINT,
+    ADD COLUMN audit_last_seq BIGINT,
+    ADD CONSTRAINT ck_recovery_prune_runs_audit_range CHECK ((audit_first_seq IS NULL) = (audit_last_seq IS NULL) AND audit_first_seq <= audit_last_seq);
+
+-- What retention kept of a pruned dispatch, so find still answers for it.
+CREATE TABLE recovery_pruned_dispatches (
+    dispatch_id TEXT NOT NULL,
+    idempotency_key_sha256 TEXT NOT NULL,
+    approval_request_id TEXT NOT NULL,
+    project_id TEXT NOT NULL,
+    action_type TEXT NOT NULL,
+    created_at_ms BIGINT NOT NULL,
+    state TEXT,
+    closed_by TEXT,
+    run_id BIGINT NOT NULL,
+    pruned_at_ms BIGINT NOT NULL,
+    CONSTRAINT pk_recovery_pruned_dispatches PRIMARY KEY (dispatch_id),
+    CONSTRAINT fk_recovery_pruned_dispatches_run_id FOREIGN KEY(run_id) REFERENCES recovery_prune_runs (run_id),
+    CONSTRAINT ck_recovery_pruned_dispatches_key_sha256_hex CHECK (idempotency_key_sha256 ~ '^[0-9a-f]{64}$')
+);
+
+CREATE INDEX ix_recovery_pruned_dispatches_idempotency_key_sha256 ON recovery_pruned_dispatches (idempotency_key_sha256);
+CREATE INDEX ix_recovery_pruned_dispatches_approval_request_id ON recovery_pruned_dispatches (approval_request_id);
+CREATE INDEX ix_recovery_pruned_dispatches_pruned_at_ms ON recovery_pruned_dispatches (pruned_at_ms, dispatch_id);
+CREATE INDEX ix_recovery_pruned_dispatches_run_id ON recovery_pruned_dispatches (run_id);
+
+-- The decisions list walks newest first along this index, which now answers the dispatch too.
+DROP INDEX ix_recovery_resolutions_manual;
+CREATE INDEX ix_recovery_resolutions_manual
+    ON approved_action_recovery_resolutions (resolved_at_ms, resolution_id)
+    INCLUDE (dispatch_id)
+    WHERE source = 'manual';
+
+-- Each face its own role: release 0.1.0's grants.sql let the replicas' role (and through it
+-- the API) write what a decision records. From this release only SECURITY DEFINER functions
+-- do; grants.sql gives back what each face still needs. A table nobody was granted anything on
+-- keeps its default privileges untouched.
+DO $$
+DECLARE
+    t regclass;
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'resolver_runtime') THEN
+        RETURN;
+    END IF;
+    FOR t IN
+        SELECT c.oid::regclass FROM pg_class AS c
+        WHERE c.relnamespace = current_schema()::regnamespace AND c.relacl IS NOT NULL
+          AND c.relname IN ('approved_action_recovery_resolutions', 'recovery_authorizations',
+                            'recovery_proposals', 'recovery_audit_chain', 'recovery_audit_head',
+                            'recovery_late_evidence', 'approved_action_executions',
+                            'approved_action_recovery_controls', 'recovery_late_watches',
+                            'recovery_projects', 'recovery_role_bindings')
+    LOOP
+        EXECUTE format('REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON %s FROM resolver_runtime', t);
+    END LOOP;
+END
+$$;

@@ -1,0 +1,692 @@
+-- The executor protocol. Every executor transition is a `resolver_…` function (SECURITY
+-- DEFINER, search_path pinned) that fences on the database clock and refuses with a SQLSTATE
+-- of class RS (docs/executor-protocol.md); triggers reject any write outside the state
+-- machine, even from the table owner.
+-- The only definition: `resolver migrate` applies every file of this folder, in name order,
+-- whenever one of them changed (functions before the table migrations, triggers after them;
+-- resolver/db/README.md). A change here is the whole change: no migration repeats it.
+
+-- Helpers the protocol functions call (not part of the protocol; no EXECUTE for anyone else).
+CREATE OR REPLACE FUNCTION resolver_protocol_now_ms(
+    p_now_ms bigint
+)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
+BEGIN
+    -- The clock override is the test clock: only the schema owner's own sessions (the
+    -- test suites) may move time; an executor role gets the database clock or a refusal.
+    IF p_now_ms IS NOT NULL AND NOT pg_has_role(session_user, current_user, 'MEMBER') THEN
+        RAISE EXCEPTION 'p_now_ms (the test clock) is refused for role %', session_user
+            USING ERRCODE = 'RS005',
+                  HINT = 'pass NULL: the protocol runs on the database clock';
+    END IF;
+    RETURN resolver_now_ms(p_now_ms);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION resolver_protocol_check_lease(
+    p_owner text, p_lease_ms bigint
+)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE SECURITY DEFINER AS $$
+BEGIN
+    IF p_owner IS NULL OR length(p_owner) NOT BETWEEN 1 AND 128 THEN
+        RAISE EXCEPTION 'p_owner must be 1-128 characters' USING ERRCODE = 'RS005';
+    END IF;
+    IF p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1 AND 86400000 THEN
+        RAISE EXCEPTION 'p_lease_ms must be between 1 and 86400000 (one day)'
+            USING ERRCODE = 'RS005';
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION resolver_protocol_refuse(
+    p_step text, p_dispatch_id text, p_owner text, p_token uuid, p_version bigint,
+    p_now_ms bigint
+)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
+DECLARE
+    seen approved_action_executions%ROWTYPE;
+BEGIN
+    -- Explains a fenced write that matched no row: which fence did not hold.
+    SELECT * INTO seen FROM approved_action_executions AS e
+    WHERE e.dispatch_id = p_dispatch_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'dispatch % has no execution', quote_literal(p_dispatch_id)
+            USING ERRCODE = 'RS004';
+    END IF;
+    -- A takeover always issues a new token: a stale version under the caller's own token is
+    -- its own renew moving on, not a takeover.
+    IF seen.state = 'leased' AND seen.version <> p_version AND seen.token IS DISTINCT FROM p_token THEN
+        RAISE EXCEPTION 'lease on % was taken over (attempt %): % fence lost',
+            quote_literal(p_dispatch_id), seen.attempt, p_step
+            USING ERRCODE = 'RS002', HINT = 'stop: never start the side effect';
+    END IF;
+    IF seen.version = p_version AND (seen.owner, seen.token) IS DISTINCT FROM (p_owner, p_token) THEN
+        RAISE EXCEPTION '% of % rejected: the owner/token fence does not hold',
+            p_step, quote_literal(p_dispatch_id)
+            USING ERRCODE = 'RS001';
+    END IF;
+    IF seen.state = 'leased' AND seen.version <> p_version
+       AND (seen.owner, seen.token) = (p_owner, p_token) THEN
+        RAISE EXCEPTION '% of % at version % rejected: a stale version, the execution is % at version % (a later renew moved it on)',
+            p_step, quote_literal(p_dispatch_id), p_version, seen.state, seen.version
+            USING ERRCODE = 'RS001',
+                  HINT = 'pass the version the last call returned; stop a heartbeat before the mutation''s transaction';
+    END IF;
+    -- Receipts are fenced on the live lease: once recovery may settle the execution, no
+    -- receipt (and so no mutation in the same transaction) may commit.
+    IF p_step = 'receipt' AND seen.state = 'executing' AND seen.lease_expires_at_ms <= p_now_ms THEN
+        RAISE EXCEPTION 'lease on % expired at % ms (now % ms): a receipt needs a live lease; roll back the mutation',
+            quote_literal(p_dispatch_id), seen.lease_expires_at_ms, p_now_ms
+            USING ERRCODE = 'RS002',
+                  HINT = 'renew before the mutation''s transaction; nothing of this transaction commits';
+    END IF;
+    IF p_step = 'start' AND seen.state = 'leased' THEN
+        RAISE EXCEPTION 'lease on % expired before the start barrier (at % ms, now % ms)',
+            quote_literal(p_dispatch_id), seen.lease_expires_at_ms, p_now_ms
+            USING ERRCODE = 'RS002', HINT = 'lease again; never start the side effect';
+    END IF;
+    IF p_step = 'start' THEN
+        RAISE EXCEPTION 'dispatch % is already % (version %): the start fence does not hold',
+            quote_literal(p_dispatch_id), seen.state, seen.version
+            USING ERRCODE = 'RS001';
+    END IF;
+    RAISE EXCEPTION '% of % at version % rejected: the version/state fence does not hold, now % at version %',
+        p_step, quote_literal(p_dispatch_id), p_version, seen.state, seen.version
+        USING ERRCODE = 'RS001';
+END
+$$;
+
+-- The protocol: each function is SECURITY DEFINER with its search_path pinned (below), fences
+-- inside the database on the database clock, and refuses with SQLSTATE RS001 fence conflict,
+-- RS002 lease lost, RS003 not leasable, RS004 not found, RS005 invalid input (RS006: a
+-- state-machine trigger refused a write). The completion, resolver_execution_complete, is one
+-- of the three commits and lives beside the other two in 08_commits.sql.
+CREATE OR REPLACE FUNCTION resolver_dispatch_create(
+    p_dispatch_id text, p_approval_request_id text, p_project_id text, p_action_type text,
+    p_action_digest text, p_idempotency_key text, p_schema_version integer DEFAULT 1,
+    p_supersedes_dispatch_id text DEFAULT NULL, p_action_summary jsonb DEFAULT NULL
+)
+RETURNS TABLE (
+    dispatch_id text, created boolean, created_at_ms bigint
+)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
+#variable_conflict use_column
+DECLARE
+    field text;
+    existing approved_action_dispatches%ROWTYPE;
+    problem text;
+BEGIN
+    FOREACH field IN ARRAY ARRAY['p_dispatch_id', 'p_approval_request_id',
+                                 'p_project_id', 'p_idempotency_key'] LOOP
+        IF NOT coalesce(resolver_is_id(CASE field
+                WHEN 'p_dispatch_id' THEN p_dispatch_id
+                WHEN 'p_approval_request_id' THEN p_approval_request_id
+                WHEN 'p_project_id' THEN p_project_id
+                ELSE p_idempotency_key END), false) THEN
+            RAISE EXCEPTION '% must be 1-128 characters of [A-Za-z0-9_.:-], starting alphanumeric', field
+                USING ERRCODE = 'RS005';
+        END IF;
+    END LOOP;
+    IF NOT coalesce(p_action_type ~ '^[a-z][a-z0-9_.-]{0,63}$', false) THEN
+        RAISE EXCEPTION 'p_action_type must match [a-z][a-z0-9_.-]{0,63}'
+            USING ERRCODE = 'RS005';
+    END IF;
+    IF NOT coalesce(p_action_digest ~ '^[0-9a-f]{64}$', false) THEN
+        RAISE EXCEPTION 'p_action_digest must be a lowercase hex sha256'
+            USING ERRCODE = 'RS005';
+    END IF;
+    IF p_schema_version IS NULL OR p_schema_version < 1 THEN
+        RAISE EXCEPTION 'p_schema_version must be >= 1' USING ERRCODE = 'RS005';
+    END IF;
+    -- What was approved, for people: optional; an executor that does not
+    -- pass it records none. Refused with the rule it breaks, never with its content.
+    problem := resolver_action_summary_problem(p_action_summary);
+    IF problem IS NOT NULL THEN
+        RAISE EXCEPTION 'p_action_summary %', problem
+            USING ERRCODE = 'RS005',
+                  HINT = 'a title and up to 8 labelled facts for people; never secrets, tool arguments or raw responses';
+    END IF;
+    IF p_supersedes_dispatch_id IS NOT NULL AND (
+           p_supersedes_dispatch_id = p_dispatch_id
+           OR NOT EXISTS (SELECT 1 FROM approved_action_dispatches AS s
+                          WHERE s.dispatch_id = p_supersedes_dispatch_id)) THEN
+        RAISE EXCEPTION 'supersedes_dispatch_id % names no dispatch', quote_literal(p_supersedes_dispatch_id)
+            USING ERRCODE = 'RS005';
+    END IF;
+    INSERT INTO approved_action_dispatches AS d (
+        dispatch_id, approval_request_id, project_id, action_type, action_digest,
+        idempotency_key, schema_version, supersedes_dispatch_id, action_summary)
+    VALUES (p_dispatch_id, p_approval_request_id, p_project_id, p_action_type,
+            p_action_digest, p_idempotency_key, p_schema_version, p_supersedes_dispatch_id,
+            p_action_summary)
+    ON CONFLICT DO NOTHING
+    RETURNING d.dispatch_id, true, d.created_at_ms INTO dispatch_id, created, created_at_ms;
+    IF FOUND THEN
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    -- An exact re-create is the same fact; anything else reuses an id for a new action.
+    SELECT * INTO existing FROM approved_action_dispatches AS d
+    WHERE d.dispatch_id = p_dispatch_id OR d.idempotency_key = p_idempotency_key
+    ORDER BY d.dispatch_id = p_dispatch_id DESC
+    LIMIT 1;
+    IF (existing.dispatch_id, existing.approval_request_id, existing.project_id,
+        existing.action_type, existing.action_digest, existing.idempotency_key,
+        existing.schema_version::integer)
+           IS NOT DISTINCT FROM
+       (p_dispatch_id, p_approval_request_id, p_project_id, p_action_type,
+        p_action_digest, p_idempotency_key, p_schema_version)
+       AND existing.supersedes_dispatch_id IS NOT DISTINCT FROM p_supersedes_dispatch_id
+       AND existing.action_summary IS NOT DISTINCT FROM p_action_summary THEN
+        dispatch_id := existing.dispatch_id;
+        created := false;
+        created_at_ms := existing.created_at_ms;
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    RAISE EXCEPTION 'dispatch % or idempotency key % is already recorded with a different identity; a new action needs a new dispatch id and idempotency key',
+        quote_literal(p_dispatch_id), quote_literal(p_idempotency_key)
+        USING ERRCODE = 'RS005';
+END
+$$;
+
+CREATE OR REPLACE FUNCTION resolver_execution_lease(
+    p_dispatch_id text, p_owner text, p_lease_ms bigint, p_now_ms bigint DEFAULT NULL
+)
+RETURNS TABLE (
+    dispatch_id text, owner text, token uuid, version bigint, attempt integer,
+    lease_expires_at_ms bigint, state text
+)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
+#variable_conflict use_column
+DECLARE
+    now_ms bigint;
+    seen approved_action_executions%ROWTYPE;
+BEGIN
+    PERFORM resolver_protocol_check_lease(p_owner, p_lease_ms);
+    now_ms := resolver_protocol_now_ms(p_now_ms);
+    IF NOT EXISTS (SELECT 1 FROM approved_action_dispatches AS d
+                   WHERE d.dispatch_id = p_dispatch_id) THEN
+        RAISE EXCEPTION 'dispatch % does not exist', quote_literal(p_dispatch_id)
+            USING ERRCODE = 'RS004';
+    END IF;
+    -- First lease, or takeover of a `leased` execution whose lease expired (it never
+    -- crossed the barrier, so running it again is safe). `executing` never leases again.
+    INSERT INTO approved_action_executions AS e (
+        dispatch_id, state, owner, token, version, attempt, lease_expires_at_ms)
+    VALUES (p_dispatch_id, 'leased', p_owner, gen_random_uuid(), 1, 1, now_ms + p_lease_ms)
+    ON CONFLICT (dispatch_id) DO UPDATE
+    SET owner = EXCLUDED.owner,
+        token = EXCLUDED.token,
+        version = e.version + 1,
+        attempt = e.attempt + 1,
+        lease_expires_at_ms = EXCLUDED.lease_expires_at_ms
+    WHERE e.state = 'leased' AND e.lease_expires_at_ms <= now_ms
+    RETURNING e.dispatch_id, e.owner, e.token, e.version, e.attempt,
+              e.lease_expires_at_ms, e.state
+    INTO dispatch_id, owner, token, version, attempt, lease_expires_at_ms, state;
+    IF FOUND THEN
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    SELECT * INTO seen FROM approved_action_executions AS e
+    WHERE e.dispatch_id = p_dispatch_id;
+    IF seen.state = 'leased' THEN
+        RAISE EXCEPTION 'dispatch % is leased by % until its lease expires (at % ms, now % ms)',
+            quote_literal(p_dispatch_id), quote_literal(seen.owner),
+            seen.lease_expires_at_ms, now_ms
+            USING ERRCODE = 'RS003', HINT = 'retry after the lease expires';
+    END IF;
+    RAISE EXCEPTION 'dispatch % is %: past the start barrier only recovery or a human may settle it',
+        quote_literal(p_dispatch_id), seen.state
+        USING ERRCODE = 'RS003';
+END
+$$;
+
+CREATE OR REPLACE FUNCTION resolver_execution_start(
+    p_dispatch_id text, p_owner text, p_token uuid, p_version bigint, p_lease_ms bigint,
+    p_now_ms bigint DEFAULT NULL
+)
+RETURNS TABLE (
+    dispatch_id text, owner text, token uuid, version bigint, attempt integer,
+    lease_expires_at_ms bigint, state text, started_at_ms bigint
+)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
+#variable_conflict use_column
+DECLARE
+    now_ms bigint;
+BEGIN
+    PERFORM resolver_protocol_check_lease(p_owner, p_lease_ms);
+    now_ms := resolver_protocol_now_ms(p_now_ms);
+    -- The start barrier: leased -> executing and the control armed, one transaction.
+    -- Lock order: the execution row (this UPDATE), then the control (the INSERT).
+    UPDATE approved_action_executions AS e
+    SET state = 'executing',
+        version = e.version + 1,
+        started_at_ms = now_ms,
+        lease_expires_at_ms = now_ms + p_lease_ms
+    WHERE e.dispatch_id = p_dispatch_id AND e.owner = p_owner AND e.token = p_token
+      AND e.version = p_version AND e.state = 'leased' AND e.lease_expires_at_ms > now_ms
+    RETURNING e.dispatch_id, e.owner, e.token, e.version, e.attempt,
+              e.lease_expires_at_ms, e.state, e.started_at_ms
+    INTO dispatch_id, owner, token, version, attempt, lease_expires_at_ms, state,
+         started_at_ms;
+    IF NOT FOUND THEN
+        PERFORM resolver_protocol_refuse(
+            'start', p_dispatch_id, p_owner, p_token, p_version, now_ms);
+    END IF;
+    INSERT INTO approved_action_recovery_controls (
+        dispatch_id, status, execution_version, next_scan_at_ms, armed_at_ms)
+    VALUES (dispatch_id, 'armed', version, lease_expires_at_ms, started_at_ms);
+    RETURN NEXT;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION resolver_execution_renew(
+    p_dispatch_id text, p_owner text, p_token uuid, p_version bigint, p_lease_ms bigint,
+    p_now_ms bigint DEFAULT NULL
+)
+RETURNS TABLE (
+    dispatch_id text, owner text, token uuid, version bigint, attempt integer,
+    lease_expires_at_ms bigint, state text, controls_rearmed integer
+)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
+#variable_conflict use_column
+DECLARE
+    now_ms bigint;
+    was text;
+BEGIN
+    PERFORM resolver_protocol_check_lease(p_owner, p_lease_ms);
+    now_ms := resolver_protocol_now_ms(p_now_ms);
+    UPDATE approved_action_executions AS e
+    SET version = e.version + 1,
+        lease_expires_at_ms = now_ms + p_lease_ms
+    WHERE e.dispatch_id = p_dispatch_id AND e.owner = p_owner AND e.token = p_token
+      AND e.version = p_version AND e.state IN ('leased', 'executing')
+    RETURNING e.dispatch_id, e.owner, e.token, e.version, e.attempt,
+              e.lease_expires_at_ms, e.state
+    INTO dispatch_id, owner, token, version, attempt, lease_expires_at_ms, state;
+    IF NOT FOUND THEN
+        PERFORM resolver_protocol_refuse(
+            'renew', p_dispatch_id, p_owner, p_token, p_version, now_ms);
+    END IF;
+    -- The control follows: new execution_version, recovery lease revoked
+    -- (recovery_version+1), next scan pushed to the new expiry, and a manual control
+    -- re-armed (the executor is alive after all). Lock order: the execution (above), then
+    -- the control, read first so that only a manual -> armed change counts as re-armed.
+    SELECT c.status INTO was FROM approved_action_recovery_controls AS c
+    WHERE c.dispatch_id = p_dispatch_id AND c.status IN ('armed', 'manual')
+    FOR UPDATE;
+    UPDATE approved_action_recovery_controls AS c
+    SET execution_version = version,
+        status = 'armed',
+        manual_at_ms = NULL,
+        (recovery_version, recovery_owner, recovery_token, recovery_lease_expires_at_ms)
+            = (SELECT * FROM resolver_recovery_lease_released(c.recovery_version)),
+        next_scan_at_ms = lease_expires_at_ms
+    WHERE c.dispatch_id = p_dispatch_id AND c.status IN ('armed', 'manual');
+    controls_rearmed := CASE WHEN was = 'manual' THEN 1 ELSE 0 END;
+    RETURN NEXT;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION resolver_receipt_identity(
+    p_dispatch_id text, p_owner text, p_token uuid, p_version bigint,
+    p_now_ms bigint DEFAULT NULL
+)
+RETURNS TABLE (
+    schema_version integer, dispatch_id text, approval_request_id text, project_id text,
+    action_type text, action_digest text, idempotency_key text, attempt integer,
+    started_at_ms bigint, db_now_ms bigint
+)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
+#variable_conflict use_column
+DECLARE
+    now_ms bigint;
+BEGIN
+    now_ms := resolver_protocol_now_ms(p_now_ms);
+    -- FOR SHARE keeps a resolver or a human from settling the execution until the
+    -- caller's transaction (the mutation and its receipt) commits or rolls back; the live
+    -- lease is checked here, at the write, and again at commit (resolver_check_receipt_lease).
+    RETURN QUERY
+    SELECT d.schema_version::integer, d.dispatch_id, d.approval_request_id, d.project_id,
+           d.action_type, d.action_digest, d.idempotency_key, e.attempt, e.started_at_ms,
+           now_ms
+    FROM approved_action_executions AS e
+    JOIN approved_action_dispatches AS d USING (dispatch_id)
+    WHERE e.dispatch_id = p_dispatch_id AND e.owner = p_owner AND e.token = p_token
+      AND e.version = p_version AND e.state = 'executing' AND e.lease_expires_at_ms > now_ms
+    FOR SHARE OF e;
+    IF NOT FOUND THEN
+        PERFORM resolver_protocol_refuse(
+            'receipt', p_dispatch_id, p_owner, p_token, p_version, now_ms);
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION resolver_receipt_write(
+    p_dispatch_id text, p_owner text, p_token uuid, p_version bigint, p_receipt jsonb
+)
+RETURNS TABLE (
+    dispatch_id text, written_at_ms bigint
+)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
+#variable_conflict use_column
+DECLARE
+    identity record;
+    field text;
+BEGIN
+    SELECT * INTO identity FROM resolver_receipt_identity(
+        p_dispatch_id, p_owner, p_token, p_version, NULL);
+    IF p_receipt IS NULL OR jsonb_typeof(p_receipt) <> 'object' THEN
+        RAISE EXCEPTION 'p_receipt must be a JSON object (receipt v1)'
+            USING ERRCODE = 'RS005';
+    END IF;
+    -- Drivers hand bigints back as strings; a receipt's numbers are JSON integers.
+    FOREACH field IN ARRAY ARRAY['v', 'attempt', 'started_at_ms', 'finished_at_ms'] LOOP
+        IF p_receipt ? field AND jsonb_typeof(p_receipt -> field) <> 'number' THEN
+            RAISE EXCEPTION 'receipt field % must be a JSON integer, not a JSON %', field,
+                jsonb_typeof(p_receipt -> field)
+                USING ERRCODE = 'RS005',
+                      HINT = 'convert the bigint your driver returned as a string (Number() in JavaScript)';
+        END IF;
+    END LOOP;
+    -- The receipt must name this execution; shape and signature are the provider's to
+    -- verify when it reads (a tampered receipt is a `conflict` there, never success).
+    FOREACH field IN ARRAY ARRAY['dispatch_id', 'approval_request_id', 'project_id',
+                                 'action_type', 'action_digest', 'idempotency_key',
+                                 'attempt', 'started_at_ms'] LOOP
+        IF (p_receipt -> field) IS DISTINCT FROM (to_jsonb(identity) -> field) THEN
+            RAISE EXCEPTION 'receipt field % does not match dispatch %', field,
+                quote_literal(p_dispatch_id)
+                USING ERRCODE = 'RS005';
+        END IF;
+    END LOOP;
+    INSERT INTO action_receipts AS a (dispatch_id, receipt)
+    VALUES (p_dispatch_id, p_receipt)
+    RETURNING a.dispatch_id, a.written_at_ms INTO dispatch_id, written_at_ms;
+    RETURN NEXT;
+END
+$$;
+
+-- A bulk import of history (a benchmark's seed, a restore) by the tables' owner may write rows
+-- the functions would write one transition at a time: with `resolver.import_history` set to
+-- `on` in its transaction, the insert guards and the receipt's lease check let it through.
+-- Nobody else can: the flag counts only for a member of the owning role.
+CREATE OR REPLACE FUNCTION resolver_importing_history(p_table regclass) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(current_setting('resolver.import_history', true), '') = 'on'
+       AND pg_has_role(session_user, (SELECT c.relowner FROM pg_class AS c WHERE c.oid = p_table),
+                       'MEMBER')
+$$;
+
+-- An execution is born `leased` at version 1 (resolver_execution_lease writes it so), a control
+-- `armed` (by the start barrier); inserting either in a later state would skip the state machine.
+CREATE OR REPLACE FUNCTION resolver_guard_insert() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER AS $$
+BEGIN
+    IF resolver_importing_history(TG_RELID) THEN
+        RETURN NULL;
+    END IF;
+    RAISE EXCEPTION '%: INSERT of % rejected (%)', TG_TABLE_NAME, NEW.dispatch_id,
+        CASE TG_TABLE_NAME
+            WHEN 'approved_action_executions'
+                THEN 'an execution is born leased, at version 1 and attempt 1, with no start or outcome'
+            ELSE 'a control is born armed by the start barrier, with no recovery lease'
+        END
+        USING ERRCODE = 'RS006',
+              HINT = 'executors write executions and controls only through the resolver_execution_* functions';
+END
+$$;
+
+-- At commit, a receipt's execution must still hold a live lease: a receipt written while the
+-- lease was live but committed after it expired (a slow transaction) rolls back with the
+-- mutation in its transaction, instead of landing beside a human's decision on the same
+-- version. Only an `executing` execution is checked (a provider's evidence may predate one).
+CREATE OR REPLACE FUNCTION resolver_check_receipt_lease() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER AS $$
+DECLARE
+    expires bigint;
+    now_ms bigint;
+BEGIN
+    SELECT e.lease_expires_at_ms INTO expires FROM approved_action_executions AS e
+    WHERE e.dispatch_id = NEW.dispatch_id AND e.state = 'executing';
+    now_ms := resolver_now_ms(NULL);
+    IF FOUND AND expires <= now_ms AND NOT resolver_importing_history(TG_RELID) THEN
+        RAISE EXCEPTION 'the receipt of % would commit after its execution lease expired (at % ms, now % ms): the transaction rolls back',
+            quote_literal(NEW.dispatch_id), expires, now_ms
+            USING ERRCODE = 'RS002',
+                  HINT = 'renew before the mutation''s transaction; nothing of this transaction committed';
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- Functions are executable by PUBLIC by default; resolver/db/grants.sql grants the protocol
+-- to the executor role. The helpers (resolver_protocol_*) are nobody else's to call.
+REVOKE EXECUTE ON FUNCTION
+    resolver_protocol_now_ms(bigint),
+    resolver_protocol_check_lease(text, bigint),
+    resolver_protocol_refuse(text, text, text, uuid, bigint, bigint),
+    resolver_dispatch_create(text, text, text, text, text, text, integer, text, jsonb),
+    resolver_execution_lease(text, text, bigint, bigint),
+    resolver_execution_start(text, text, uuid, bigint, bigint, bigint),
+    resolver_execution_renew(text, text, uuid, bigint, bigint, bigint),
+    resolver_receipt_identity(text, text, uuid, bigint, bigint),
+    resolver_receipt_write(text, text, uuid, bigint, jsonb)
+FROM PUBLIC;
+
+-- Names the rule a write broke (the triggers below call it only then).
+CREATE OR REPLACE FUNCTION resolver_guard_execution() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    rule text;
+BEGIN
+    rule := CASE
+        WHEN OLD.state = ANY (resolver_terminal_states()) THEN 'a terminal execution never changes'
+        WHEN NEW.dispatch_id <> OLD.dispatch_id THEN 'an execution keeps its dispatch_id'
+        WHEN OLD.state = 'executing' AND NEW.state = 'leased'
+            THEN 'executing never returns to leased'
+        WHEN NOT (NEW.state = OLD.state OR (OLD.state = 'leased' AND NEW.state = 'executing')
+                  OR (OLD.state = 'executing' AND NEW.state = ANY (resolver_terminal_states())))
+            THEN 'only leased -> executing -> terminal (the start barrier cannot be skipped)'
+        WHEN NEW.version < OLD.version OR NEW.attempt < OLD.attempt
+            THEN 'version and attempt never decrease'
+        WHEN NEW.version = OLD.version AND NEW.lease_expires_at_ms > OLD.lease_expires_at_ms
+            THEN 'a lease is extended only with a version bump'
+        WHEN NEW.version = OLD.version
+            THEN 'a state, owner or token change needs a version bump'
+        ELSE 'started_at_ms is set once, at the start barrier'
+    END;
+    RAISE EXCEPTION 'approved_action_executions %: % rejected (%)', NEW.dispatch_id, TG_OP, rule
+        USING ERRCODE = 'RS006',
+              HINT = 'executors change executions only through the resolver_execution_* functions';
+END
+$$;
+
+CREATE OR REPLACE FUNCTION resolver_guard_control() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    rule text;
+BEGIN
+    rule := CASE
+        WHEN OLD.status = 'resolved' THEN 'a resolved control never reopens or changes'
+        WHEN NEW.dispatch_id <> OLD.dispatch_id THEN 'a control keeps its dispatch_id'
+        WHEN NEW.execution_version < OLD.execution_version
+          OR NEW.recovery_version < OLD.recovery_version
+            THEN 'execution_version and recovery_version never decrease'
+        ELSE 'a recovery lease changes only with a recovery_version bump'
+    END;
+    RAISE EXCEPTION 'approved_action_recovery_controls %: % rejected (%)',
+        NEW.dispatch_id, TG_OP, rule
+        USING ERRCODE = 'RS006',
+              HINT = 'controls change only through the resolver_execution_* functions and the resolver';
+END
+$$;
+
+-- At commit, every open control follows its execution's version: a renew or completion that
+-- forgot the control (a hand-written executor) fails instead of leaving recovery a stale fence.
+CREATE OR REPLACE FUNCTION resolver_check_control_in_step() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    control_version bigint;
+    execution_version bigint;
+BEGIN
+    SELECT c.execution_version, e.version INTO control_version, execution_version
+    FROM approved_action_recovery_controls AS c
+    JOIN approved_action_executions AS e USING (dispatch_id)
+    WHERE c.dispatch_id = NEW.dispatch_id AND c.status <> 'resolved';
+    IF FOUND AND control_version <> execution_version THEN
+        RAISE EXCEPTION 'dispatch %: an open control''s execution_version (%) must equal its execution''s version (%) at commit',
+            NEW.dispatch_id, control_version, execution_version
+            USING ERRCODE = 'RS006',
+                  HINT = 'update the control in the same transaction (resolver_execution_renew does)';
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- A terminal transition must close its control in the same statement (the functions and the
+-- resolver's commits do, in one statement). Checked once per statement over its transition
+-- table, so settling a page of 64 costs one set-based lookup, not 64 deferred row checks.
+CREATE OR REPLACE FUNCTION resolver_check_settled_closed() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    left_open text;
+BEGIN
+    -- An index probe per settled row (= ANY of an array): a join with the transition table,
+    -- which has no statistics, may be planned as a scan of every control.
+    SELECT c.dispatch_id INTO left_open
+    FROM approved_action_recovery_controls AS c
+    WHERE c.dispatch_id = ANY ((SELECT array_agg(n.dispatch_id) FROM settled AS n
+                                WHERE n.state = ANY (resolver_terminal_states()))::text[])
+      AND c.status <> 'resolved'
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'dispatch %: an open control''s execution_version must equal its execution''s version; a terminal execution''s control is closed by the same statement',
+            left_open
+            USING ERRCODE = 'RS006',
+                  HINT = 'settle through resolver_execution_complete (or close the control in the same statement)';
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+REVOKE EXECUTE ON FUNCTION
+    resolver_guard_execution(),
+    resolver_guard_control(),
+    resolver_check_control_in_step(),
+    resolver_check_settled_closed(),
+    resolver_check_receipt_lease(),
+    resolver_guard_insert(),
+    resolver_importing_history(regclass)
+FROM PUBLIC;
+
+-- The commit-time checks read both tables whoever commits (an executor reaches them only
+-- through the functions above).
+ALTER FUNCTION resolver_check_control_in_step() SECURITY DEFINER;
+
+ALTER FUNCTION resolver_check_settled_closed() SECURITY DEFINER;
+
+-- Each function resolves names through a search_path pinned to the migrated schema, with
+-- pg_temp last so a caller's temporary table can never shadow a protocol table.
+DO $$
+DECLARE
+    fn text;
+BEGIN
+    FOREACH fn IN ARRAY ARRAY[
+        'resolver_protocol_now_ms(bigint)',
+        'resolver_protocol_check_lease(text, bigint)',
+        'resolver_protocol_refuse(text, text, text, uuid, bigint, bigint)',
+        'resolver_dispatch_create(text, text, text, text, text, text, integer, text, jsonb)',
+        'resolver_execution_lease(text, text, bigint, bigint)',
+        'resolver_execution_start(text, text, uuid, bigint, bigint, bigint)',
+        'resolver_execution_renew(text, text, uuid, bigint, bigint, bigint)',
+        'resolver_receipt_identity(text, text, uuid, bigint, bigint)',
+        'resolver_receipt_write(text, text, uuid, bigint, jsonb)',
+        'resolver_guard_execution()',
+        'resolver_guard_control()',
+        'resolver_check_control_in_step()',
+        'resolver_check_settled_closed()',
+        'resolver_check_receipt_lease()',
+        'resolver_guard_insert()',
+        'resolver_importing_history(regclass)'
+    ] LOOP
+        EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp',
+                       fn, current_schema());
+    END LOOP;
+END
+$$;
+
+-- The state machine, enforced for every writer (the table owner included). Each WHEN holds
+-- exactly when a rule is broken, so an allowed write never calls a function. AFTER, not
+-- BEFORE: a BEFORE ROW UPDATE trigger makes PostgreSQL lock (and WAL-log the lock of) every
+-- old row before it can even evaluate WHEN; an AFTER row trigger's WHEN is evaluated when the
+-- event would be queued, at no extra cost, and its error aborts the statement alike.
+CREATE TRIGGER approved_action_executions_state_machine
+    AFTER UPDATE ON approved_action_executions FOR EACH ROW WHEN (
+    OLD.state = ANY (resolver_terminal_states())
+    OR NEW.dispatch_id <> OLD.dispatch_id
+    OR NOT (NEW.state = OLD.state
+            OR (OLD.state = 'leased' AND NEW.state = 'executing')
+            OR (OLD.state = 'executing' AND NEW.state = ANY (resolver_terminal_states())))
+    OR NEW.version < OLD.version
+    OR NEW.attempt < OLD.attempt
+    OR (NEW.version = OLD.version
+        AND (NEW.lease_expires_at_ms > OLD.lease_expires_at_ms OR NEW.state <> OLD.state
+             OR NEW.owner <> OLD.owner OR NEW.token <> OLD.token))
+    OR (OLD.started_at_ms IS NOT NULL AND NEW.started_at_ms IS DISTINCT FROM OLD.started_at_ms)
+) EXECUTE FUNCTION resolver_guard_execution();
+
+CREATE TRIGGER approved_action_recovery_controls_state_machine
+    AFTER UPDATE ON approved_action_recovery_controls FOR EACH ROW WHEN (
+    OLD.status = 'resolved'
+    OR NEW.dispatch_id <> OLD.dispatch_id
+    OR NEW.execution_version < OLD.execution_version
+    OR NEW.recovery_version < OLD.recovery_version
+    OR (NEW.recovery_version = OLD.recovery_version
+        AND (NEW.recovery_token IS DISTINCT FROM OLD.recovery_token
+             OR NEW.recovery_lease_expires_at_ms > OLD.recovery_lease_expires_at_ms))
+) EXECUTE FUNCTION resolver_guard_control();
+
+CREATE CONSTRAINT TRIGGER approved_action_executions_control_in_step
+    AFTER UPDATE OF version ON approved_action_executions
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+    WHEN (NEW.version <> OLD.version AND NEW.state <> ALL (resolver_terminal_states()))
+    EXECUTE FUNCTION resolver_check_control_in_step();
+
+CREATE TRIGGER approved_action_executions_settled_closed
+    AFTER UPDATE ON approved_action_executions REFERENCING NEW TABLE AS settled
+    FOR EACH STATEMENT EXECUTE FUNCTION resolver_check_settled_closed();
+
+CREATE CONSTRAINT TRIGGER approved_action_recovery_controls_armed_in_step
+    AFTER INSERT ON approved_action_recovery_controls
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.status <> 'resolved')
+    EXECUTE FUNCTION resolver_check_control_in_step();
+
+CREATE CONSTRAINT TRIGGER approved_action_recovery_controls_in_step
+    AFTER UPDATE OF execution_version ON approved_action_recovery_controls
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+    WHEN (NEW.status <> 'resolved' AND NEW.execution_version <> OLD.execution_version)
+    EXECUTE FUNCTION resolver_check_control_in_step();
+
+CREATE CONSTRAINT TRIGGER action_receipts_live_lease
+    AFTER INSERT ON action_receipts
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+    EXECUTE FUNCTION resolver_check_receipt_lease();
+
+CREATE TRIGGER approved_action_executions_born_leased
+    AFTER INSERT ON approved_action_executions FOR EACH ROW WHEN (
+    NEW.state <> 'leased' OR NEW.version <> 1 OR NEW.attempt <> 1
+    OR NEW.started_at_ms IS NOT NULL OR NEW.finished_at_ms IS NOT NULL
+    OR NEW.result_code IS NOT NULL OR NEW.completion_mutation_id IS NOT NULL
+    OR NEW.evidence_digest IS NOT NULL
+) EXECUTE FUNCTION resolver_guard_insert();
+
+CREATE TRIGGER approved_action_recovery_controls_born_armed
+    AFTER INSERT ON approved_action_recovery_controls FOR EACH ROW WHEN (
+    NEW.status <> 'armed' OR NEW.recovery_token IS NOT NULL OR NEW.closed_by IS NOT NULL
+) EXECUTE FUNCTION resolver_guard_insert();

@@ -1,0 +1,322 @@
+-- Retention: resolver_prune_batch prunes settled dispatches (the only way past the
+-- insert-only triggers, which look for it on the call stack) and what else keeps retention
+-- safe.
+-- The only definition: `resolver migrate` applies every file of this folder, in name order,
+-- whenever one of them changed (functions before the table migrations, triggers after them;
+-- resolver/db/README.md). A change here is the whole change: no migration repeats it.
+
+-- A resolution outlives its execution under retention: an identity that was settled must never
+-- get a new execution (a lease, whatever writes it), or an approved action could run twice.
+CREATE OR REPLACE FUNCTION resolver_refuse_settled_lease() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER AS $$
+BEGIN
+    -- Only when no execution exists: INSERT ... ON CONFLICT (the lease) fires this before the
+    -- conflict check, and a settled execution that still exists is the lease's to refuse
+    -- (RS003, past the start barrier).
+    IF EXISTS (SELECT 1 FROM approved_action_recovery_resolutions AS r
+               WHERE r.dispatch_id = NEW.dispatch_id)
+       AND NOT EXISTS (SELECT 1 FROM approved_action_executions AS e
+                       WHERE e.dispatch_id = NEW.dispatch_id) THEN
+        RAISE EXCEPTION 'dispatch % was settled by a resolution (its execution was pruned): it is never leased again; a new action needs a new dispatch',
+            quote_literal(NEW.dispatch_id)
+            USING ERRCODE = 'restrict_violation';
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION resolver_prune_begin(
+    p_cutoff_ms bigint, p_include_audit boolean, p_export_digest text, p_actor text)
+RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER AS $$
+DECLARE
+    v_run_id bigint;
+BEGIN
+    IF p_cutoff_ms IS NULL OR p_cutoff_ms > resolver_now_ms(NULL) THEN
+        RAISE EXCEPTION 'prune cut-off must be a time in the past'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_export_digest IS NOT NULL AND NOT p_export_digest ~ '^[0-9a-f]{64}$' THEN
+        RAISE EXCEPTION 'an export digest is a lowercase hex sha256'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF coalesce(p_include_audit, true) AND p_export_digest IS NULL THEN
+        RAISE EXCEPTION 'pruning audit facts requires the sha256 of their export'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO recovery_prune_runs (started_at_ms, cutoff_ms, include_audit, export_digest,
+                                     db_user, actor)
+    VALUES (resolver_now_ms(NULL), p_cutoff_ms, p_include_audit, p_export_digest,
+            session_user, left(p_actor, 128))
+    RETURNING run_id INTO v_run_id;
+    RETURN v_run_id;
+END
+$$;
+
+-- One batch: lock what it may take (SKIP LOCKED, never waits on a row another transaction
+-- holds), re-check every rule under the lock, delete, count. All or nothing per dispatch.
+CREATE OR REPLACE FUNCTION resolver_prune_batch(p_run_id bigint, p_limit integer, p_dispatch_ids text[])
+RETURNS TABLE (dispatches bigint, audit bigint, evidence bigint, remnants bigint)
+LANGUAGE plpgsql SECURITY DEFINER AS $$
+DECLARE
+    r recovery_prune_runs;
+    v_settled text[];
+    v_remnants text[] := '{}';
+    v_rows text[];
+    v_audit text[];
+    v_evidence bigint := 0;
+    v_n bigint;
+    v_first_seq bigint;
+    v_last_seq bigint;
+BEGIN
+    SELECT * INTO r FROM recovery_prune_runs WHERE run_id = p_run_id FOR NO KEY UPDATE;
+    IF NOT FOUND OR r.finished_at_ms IS NOT NULL THEN
+        RAISE EXCEPTION 'prune run % is not open', p_run_id USING ERRCODE = 'no_data_found';
+    END IF;
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
+        RAISE EXCEPTION 'prune batch size must be between 1 and 10000'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- Deleting only what was exported: a run with an export names its dispatches.
+    IF r.export_digest IS NOT NULL AND p_dispatch_ids IS NULL THEN
+        RAISE EXCEPTION 'a run with an export prunes only the dispatches it exported'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF cardinality(p_dispatch_ids) > p_limit THEN
+        RAISE EXCEPTION 'more dispatch ids than the batch size'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    -- Settled: terminal execution, resolved control, both older than the cut-off. Locks the
+    -- execution, the control and the identity; anything held elsewhere waits for a later run.
+    IF p_dispatch_ids IS NULL THEN
+        SELECT coalesce(array_agg(s.dispatch_id), '{}') INTO v_settled FROM (
+            SELECT c.dispatch_id
+            FROM approved_action_recovery_controls AS c
+            JOIN approved_action_executions AS e USING (dispatch_id)
+            JOIN approved_action_dispatches AS d USING (dispatch_id)
+            WHERE c.status = 'resolved' AND c.closed_at_ms < r.cutoff_ms
+              AND e.state = ANY (resolver_terminal_states()) AND e.finished_at_ms < r.cutoff_ms
+            ORDER BY c.closed_at_ms, c.dispatch_id
+            LIMIT p_limit
+            FOR UPDATE OF e, c, d SKIP LOCKED) AS s;
+    ELSE
+        SELECT coalesce(array_agg(s.dispatch_id), '{}') INTO v_settled FROM (
+            SELECT c.dispatch_id
+            FROM approved_action_recovery_controls AS c
+            JOIN approved_action_executions AS e USING (dispatch_id)
+            JOIN approved_action_dispatches AS d USING (dispatch_id)
+            WHERE c.dispatch_id = ANY (p_dispatch_ids)
+              AND c.status = 'resolved' AND c.closed_at_ms < r.cutoff_ms
+              AND e.state = ANY (resolver_terminal_states()) AND e.finished_at_ms < r.cutoff_ms
+            FOR UPDATE OF e, c, d SKIP LOCKED) AS s;
+    END IF;
+
+    -- Audit remnants (include-audit only): identity and resolution left by an earlier prune.
+    -- A resolution proves the dispatch was settled; no execution means nothing can run it.
+    IF r.include_audit THEN
+        SELECT coalesce(array_agg(s.dispatch_id), '{}') INTO v_remnants FROM (
+            SELECT d.dispatch_id
+            FROM approved_action_dispatches AS d
+            JOIN approved_action_recovery_resolutions AS res USING (dispatch_id)
+            WHERE d.dispatch_id = ANY (p_dispatch_ids)
+              AND res.resolved_at_ms < r.cutoff_ms
+              AND NOT EXISTS (SELECT 1 FROM approved_action_executions AS e
+                              WHERE e.dispatch_id = d.dispatch_id)
+            FOR UPDATE OF d SKIP LOCKED) AS s;
+    END IF;
+
+    -- What stays findable of each dispatch this batch prunes, before its
+    -- rows go: a remnant pruned again keeps the state and closure its first run recorded.
+    INSERT INTO recovery_pruned_dispatches AS t (
+        dispatch_id, idempotency_key_sha256, approval_request_id, project_id, action_type,
+        created_at_ms, state, closed_by, run_id, pruned_at_ms)
+    SELECT d.dispatch_id, encode(sha256(convert_to(d.idempotency_key, 'UTF8')), 'hex'),
+           d.approval_request_id, d.project_id, d.action_type, d.created_at_ms, e.state,
+           c.closed_by, p_run_id, resolver_now_ms(NULL)
+    FROM approved_action_dispatches AS d
+    LEFT JOIN approved_action_executions AS e ON e.dispatch_id = d.dispatch_id
+    LEFT JOIN approved_action_recovery_controls AS c ON c.dispatch_id = d.dispatch_id
+    WHERE d.dispatch_id = ANY (v_settled || v_remnants)
+    ON CONFLICT (dispatch_id) DO UPDATE
+    SET run_id = EXCLUDED.run_id,
+        pruned_at_ms = EXCLUDED.pruned_at_ms,
+        state = coalesce(EXCLUDED.state, t.state),
+        closed_by = coalesce(EXCLUDED.closed_by, t.closed_by);
+    -- The records' own retention: one period after their prune, at most a batch's worth.
+    DELETE FROM recovery_pruned_dispatches AS t
+    WHERE t.dispatch_id IN (SELECT o.dispatch_id FROM recovery_pruned_dispatches AS o
+                            WHERE o.pruned_at_ms < r.cutoff_ms
+                            ORDER BY o.pruned_at_ms, o.dispatch_id
+                            LIMIT p_limit
+                            FOR UPDATE SKIP LOCKED);
+
+    -- The fact triggers let these deletes through because this function is on their call
+    -- stack (resolver_reject_mutation); nothing a session sets opens them.
+    DELETE FROM approved_action_recovery_controls WHERE dispatch_id = ANY (v_settled);
+    DELETE FROM approved_action_executions WHERE dispatch_id = ANY (v_settled);
+    DELETE FROM action_receipts WHERE dispatch_id = ANY (v_settled || v_remnants);
+    GET DIAGNOSTICS v_n = ROW_COUNT; v_evidence := v_evidence + v_n;
+    DELETE FROM run_origin_facts WHERE dispatch_id = ANY (v_settled || v_remnants);
+    GET DIAGNOSTICS v_n = ROW_COUNT; v_evidence := v_evidence + v_n;
+    DELETE FROM package_install_records WHERE dispatch_id = ANY (v_settled || v_remnants);
+    GET DIAGNOSTICS v_n = ROW_COUNT; v_evidence := v_evidence + v_n;
+    DELETE FROM package_install_targets WHERE dispatch_id = ANY (v_settled || v_remnants);
+    GET DIAGNOSTICS v_n = ROW_COUNT; v_evidence := v_evidence + v_n;
+    DELETE FROM package_commit_markers WHERE dispatch_id = ANY (v_settled || v_remnants);
+    GET DIAGNOSTICS v_n = ROW_COUNT; v_evidence := v_evidence + v_n;
+
+    -- Identity rows go when nothing audits them (closed by the executor's own completion) or
+    -- when the audit facts go too; a dispatch a newer one supersedes keeps its identity.
+    SELECT coalesce(array_agg(d.dispatch_id), '{}') INTO v_rows
+    FROM approved_action_dispatches AS d
+    WHERE d.dispatch_id = ANY (v_settled || v_remnants)
+      AND (r.include_audit OR NOT EXISTS (
+              SELECT 1 FROM approved_action_recovery_resolutions AS res
+              WHERE res.dispatch_id = d.dispatch_id))
+      AND NOT EXISTS (SELECT 1 FROM approved_action_dispatches AS n
+                      WHERE n.supersedes_dispatch_id = d.dispatch_id);
+    SELECT coalesce(array_agg(res.dispatch_id), '{}') INTO v_audit
+    FROM approved_action_recovery_resolutions AS res
+    WHERE res.dispatch_id = ANY (v_rows);
+
+    DELETE FROM recovery_authorizations AS a
+    USING approved_action_recovery_resolutions AS res
+    WHERE a.mutation_id = res.mutation_id AND res.dispatch_id = ANY (v_audit);
+    -- Their audit links go with them: the export carries each link, so
+    -- `resolver audit verify --export` still walks the whole chain. The run records the range
+    -- of links it removed: a link is accepted as pruned only inside the
+    -- range of the run whose export carries it.
+    WITH removed AS (
+        DELETE FROM recovery_audit_chain AS l
+        USING approved_action_recovery_resolutions AS res
+        WHERE l.mutation_id = res.mutation_id AND res.dispatch_id = ANY (v_audit)
+        RETURNING l.seq
+    )
+    SELECT min(seq), max(seq) INTO v_first_seq, v_last_seq FROM removed;
+    -- Late evidence and its watch go by ON DELETE CASCADE from the resolution.
+    DELETE FROM approved_action_recovery_resolutions WHERE dispatch_id = ANY (v_audit);
+    DELETE FROM approved_action_dispatches WHERE dispatch_id = ANY (v_rows);
+
+    dispatches := cardinality(v_settled);
+    audit := cardinality(v_audit);
+    evidence := v_evidence;
+    remnants := cardinality(ARRAY(SELECT unnest(v_remnants) INTERSECT SELECT unnest(v_rows)));
+    UPDATE recovery_prune_runs
+    SET batches = batches + 1,
+        dispatches_pruned = dispatches_pruned + dispatches,
+        audit_pruned = audit_pruned + audit,
+        evidence_pruned = evidence_pruned + evidence,
+        last_batch_at_ms = resolver_now_ms(NULL),
+        audit_first_seq = least(audit_first_seq, v_first_seq),
+        audit_last_seq = greatest(audit_last_seq, v_last_seq)
+    WHERE run_id = p_run_id;
+    RETURN NEXT;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION resolver_prune_finish(p_run_id bigint)
+RETURNS TABLE (dispatches_pruned bigint, audit_pruned bigint, evidence_pruned bigint)
+LANGUAGE sql SECURITY DEFINER AS $$
+    UPDATE recovery_prune_runs
+    SET finished_at_ms = resolver_now_ms(NULL)
+    WHERE run_id = p_run_id AND finished_at_ms IS NULL
+    RETURNING dispatches_pruned, audit_pruned, evidence_pruned
+$$;
+
+-- What a run would take, for --dry-run and the export: one JSON document per dispatch with
+-- its identity, terminal state, resolution and authorization (no evidence, no secrets).
+-- `authorization` is the deciding person's fact; `authorizations` every
+-- person's, two for a two-person decision, so the export still holds one line per dispatch.
+CREATE OR REPLACE FUNCTION resolver_prune_candidates(
+    p_cutoff_ms bigint, p_include_audit boolean, p_after text, p_limit integer)
+RETURNS TABLE (dispatch_id text, audited boolean, record jsonb)
+LANGUAGE sql STABLE SECURITY DEFINER AS $$
+    WITH ids AS (
+        (SELECT c.dispatch_id
+         FROM approved_action_recovery_controls AS c
+         JOIN approved_action_executions AS e USING (dispatch_id)
+         WHERE c.dispatch_id > p_after
+           AND c.status = 'resolved' AND c.closed_at_ms < p_cutoff_ms
+           AND e.state = ANY (resolver_terminal_states()) AND e.finished_at_ms < p_cutoff_ms
+         ORDER BY c.dispatch_id
+         LIMIT least(p_limit, 10000))
+        UNION ALL
+        (SELECT res.dispatch_id
+         FROM approved_action_recovery_resolutions AS res
+         WHERE p_include_audit AND res.dispatch_id > p_after
+           AND res.resolved_at_ms < p_cutoff_ms
+           AND NOT EXISTS (SELECT 1 FROM approved_action_executions AS e
+                           WHERE e.dispatch_id = res.dispatch_id)
+         ORDER BY res.dispatch_id
+         LIMIT least(p_limit, 10000))
+    ),
+    page AS (SELECT i.dispatch_id FROM ids AS i ORDER BY i.dispatch_id
+             LIMIT least(p_limit, 10000))
+    SELECT d.dispatch_id, res.dispatch_id IS NOT NULL,
+           jsonb_build_object(
+               'v', 1,
+               'dispatch', to_jsonb(d),
+               'execution', CASE WHEN e.dispatch_id IS NOT NULL THEN jsonb_build_object(
+                   'state', e.state, 'attempt', e.attempt, 'version', e.version,
+                   'started_at_ms', e.started_at_ms, 'finished_at_ms', e.finished_at_ms,
+                   'result_code', e.result_code,
+                   'completion_mutation_id', e.completion_mutation_id,
+                   'evidence_digest', e.evidence_digest,
+                   'closed_by', c.closed_by, 'closed_at_ms', c.closed_at_ms) END,
+               'resolution', to_jsonb(res),
+               'authorization', (SELECT to_jsonb(a) FROM recovery_authorizations AS a
+                                 WHERE a.mutation_id = res.mutation_id
+                                   AND a.user_id = res.actor_user_id),
+               'authorizations', (SELECT jsonb_agg(to_jsonb(a) ORDER BY a.user_id)
+                                  FROM recovery_authorizations AS a
+                                  WHERE a.mutation_id = res.mutation_id),
+               -- Migration 0015: the decision's audit link, so a pruned range of the chain
+               -- stays verifiable from the export, and the late evidence beside it.
+               'audit_link', (SELECT jsonb_build_object(
+                                  'seq', l.seq, 'mutation_id', l.mutation_id,
+                                  'dispatch_id', l.dispatch_id, 'content', l.content,
+                                  'prev_hash', l.prev_hash, 'hash', l.hash,
+                                  'recorded_at_ms', l.recorded_at_ms)
+                              FROM recovery_audit_chain AS l
+                              WHERE l.mutation_id = res.mutation_id),
+               'late_evidence', (SELECT to_jsonb(le) FROM recovery_late_evidence AS le
+                                 WHERE le.dispatch_id = res.dispatch_id))
+    FROM page AS p
+    JOIN approved_action_dispatches AS d USING (dispatch_id)
+    LEFT JOIN approved_action_executions AS e ON e.dispatch_id = d.dispatch_id
+    LEFT JOIN approved_action_recovery_controls AS c ON c.dispatch_id = d.dispatch_id
+    LEFT JOIN approved_action_recovery_resolutions AS res ON res.dispatch_id = d.dispatch_id
+    ORDER BY d.dispatch_id
+$$;
+
+-- Executable by PUBLIC by default; resolver/db/grants.sql grants what each role may run.
+REVOKE EXECUTE ON FUNCTION
+    resolver_refuse_settled_lease(),
+    resolver_prune_candidates(bigint, boolean, text, integer),
+    resolver_prune_finish(bigint),
+    resolver_prune_batch(bigint, integer, text[]),
+    resolver_prune_begin(bigint, boolean, text, text)
+FROM PUBLIC;
+
+-- A definer function resolves names through a pinned path, the migrated schema first and
+-- pg_temp last, so no caller can shadow a table or a function with an object of its own.
+DO $$
+DECLARE
+    fn text;
+BEGIN
+    FOREACH fn IN ARRAY ARRAY[
+        'resolver_refuse_settled_lease()',
+        'resolver_prune_candidates(bigint, boolean, text, integer)',
+        'resolver_prune_finish(bigint)',
+        'resolver_prune_batch(bigint, integer, text[])',
+        'resolver_prune_begin(bigint, boolean, text, text)'
+    ] LOOP
+        EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp',
+                       fn, current_schema());
+    END LOOP;
+END
+$$;
+
+CREATE TRIGGER approved_action_executions_settled_identity
+    BEFORE INSERT ON approved_action_executions
+    FOR EACH ROW EXECUTE FUNCTION resolver_refuse_settled_lease();

@@ -1,0 +1,52 @@
+"""Databases as an earlier release left them, for the upgrade and downgrade tests.
+
+tests/upgrade/release-0.1.0.sql is a database release 0.1.0's own code migrated and filled
+(tests/upgrade/make_release_dump.py says how): its tables, functions, triggers and privileges,
+and rows in every table, stamped with the revision id that release used.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+UPGRADE_DIR = Path(__file__).parents[1] / "upgrade"
+RELEASE_0_1_0 = UPGRADE_DIR / "release-0.1.0.sql"
+# The audit facts its prune removed with `--include-audit`: `audit verify --export` walks them.
+RELEASE_0_1_0_EXPORT = UPGRADE_DIR / "release-0.1.0.export.jsonl"
+RELEASE_0_1_0_STAMP = "0018_late_expire_index"
+
+
+def load_release_0_1_0(url: str, schema: str = "public") -> None:
+    """Restore the 0.1.0 database into `url`'s `schema` (which must exist and be empty)."""
+    script = RELEASE_0_1_0.read_text(encoding="utf-8")
+    if schema != "public":
+        script = script.replace("public.", f"{schema}.")
+    with psycopg.connect(url) as conn:
+        conn.execute(script)  # type: ignore[call-overload]
+
+
+def table_rows(url: str, tables: list[str] | None = None) -> dict[str, list[Any]]:
+    """Each table's rows as JSON, in a stable order (the columns a table had in 0.1.0 compare
+    equal across an upgrade when `tables` names only those)."""
+    with psycopg.connect(url) as conn:
+        names = tables or [
+            name
+            for (name,) in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+                " AND tablename NOT IN ('alembic_version', 'resolver_definitions') ORDER BY 1"
+            ).fetchall()
+        ]
+        return {
+            name: [
+                row
+                for (row,) in conn.execute(
+                    psycopg.sql.SQL("SELECT to_jsonb(t) FROM {} AS t ORDER BY 1").format(
+                        psycopg.sql.Identifier(name)
+                    )
+                ).fetchall()
+            ]
+            for name in names
+        }
