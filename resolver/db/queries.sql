@@ -925,9 +925,9 @@ WHERE l.dispatch_id = %(dispatch_id)s
 ORDER BY l.observed_at_ms, l.observation_id;
 
 -- name: outcomes_after
--- The outcome feed (resolver/db/schema/09_outcome_feed.sql, docs/outcomes.md): records after a
--- cursor, in feed order, only below the oldest running transaction, so none can still commit
--- before a cursor this hands out.
+-- The outcome feed (resolver/db/schema/functions/09_outcome_feed.sql, docs/outcomes.md):
+-- records after a cursor, in feed order, only below the oldest running transaction, so none
+-- can still commit before a cursor this hands out.
 SELECT cursor, kind, dispatch_id, approval_request_id, project_id, action_type, state,
        settled_by, finding, result_code, evidence_digest, mutation_id, reason_code, actors,
        superseded_by, occurred_at_ms

@@ -21,6 +21,7 @@ IMMUTABLE_TABLES: tuple[str, ...] = (
     "package_commit_markers",
     "recovery_audit_chain",
     "recovery_late_evidence",
+    "recovery_outcomes",
 )
 
 

@@ -79,6 +79,8 @@ DUMMY = {
     "renamed": "{}",
     "revision": "r",
     "stamp": "s",
+    "cursor": "",
+    "consumer": "c",
 }
 
 

@@ -1,5 +1,9 @@
 -- The outcome feed: one record per settled outcome, appended in the transaction that settles
--- it, read in order with a cursor by the runtime that owns the run (docs/outcomes.md).
+-- it, read in order with a cursor by the runtime that owns the run (docs/outcomes.md). Its
+-- tables are in resolver/db/schema/tables/09_outcome_feed.sql.
+-- The only definition: `resolver migrate` applies every file of this folder, in name order,
+-- whenever one of them changed (functions before the table migrations, triggers after them;
+-- resolver/db/README.md). A change here is the whole change: no migration repeats it.
 --
 -- Ordering without gaps. A record's place in the feed is (xid, seq): the id of the
 -- transaction that wrote it (pg_current_xact_id(), assigned before the transaction commits)
@@ -11,54 +15,12 @@
 -- out. A transaction that is running (or starts later) has an id at or above the horizon, so
 -- its records sort after every cursor handed out so far. The cost: a record waits until every
 -- transaction that started before it ended (an idle-in-transaction session holds the feed
--- back; its lag is the age of the oldest transaction).
-
-CREATE TABLE recovery_outcomes (
-    xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
-    seq bigint GENERATED ALWAYS AS IDENTITY,
-    kind text NOT NULL,
-    dispatch_id text NOT NULL,
-    approval_request_id text NOT NULL,
-    project_id text NOT NULL,
-    action_type text NOT NULL,
-    state text NOT NULL,
-    settled_by text,
-    finding text,
-    result_code text,
-    evidence_digest text,
-    mutation_id text,
-    reason_code text,
-    actors text[],
-    superseded_by text,
-    occurred_at_ms bigint NOT NULL,
-    CONSTRAINT pk_recovery_outcomes PRIMARY KEY (xid, seq),
-    CONSTRAINT ck_recovery_outcomes_kind_known
-        CHECK (kind IN ('settled', 'contradicted', 'superseded')),
-    CONSTRAINT ck_recovery_outcomes_settled_by_known
-        CHECK (settled_by IS NULL OR settled_by IN ('executor', 'resolver', 'person')),
-    CONSTRAINT ck_recovery_outcomes_settled_terminal
-        CHECK (kind <> 'settled' OR (state = ANY (resolver_terminal_states()) AND settled_by IS NOT NULL)),
-    CONSTRAINT ck_recovery_outcomes_superseded_names
-        CHECK ((kind = 'superseded') = (superseded_by IS NOT NULL))
-);
-CREATE INDEX ix_recovery_outcomes_dispatch_id ON recovery_outcomes (dispatch_id);
-
--- Registered consumers and the cursor each saved after handling what it read. Retention keeps
--- every record a registered consumer has not passed yet (resolver_prune_candidates).
-CREATE TABLE recovery_outcome_consumers (
-    consumer text NOT NULL,
-    cursor_xid xid8 NOT NULL,
-    cursor_position bigint NOT NULL,
-    registered_at_ms bigint NOT NULL,
-    saved_at_ms bigint NOT NULL,
-    CONSTRAINT pk_recovery_outcome_consumers PRIMARY KEY (consumer),
-    CONSTRAINT ck_recovery_outcome_consumers_consumer_shape
-        CHECK (consumer ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$')
-);
+-- back; its lag is the age of the oldest transaction). Transaction ids go on across a
+-- failover (the standby replays them), so a cursor stays valid on the new primary.
 
 -- The channel a settling commit notifies (at COMMIT, once per transaction: PostgreSQL folds
 -- identical notifications of one transaction into one). No payload: a listener reads the feed.
-CREATE FUNCTION resolver_outcome_channel() RETURNS text
+CREATE OR REPLACE FUNCTION resolver_outcome_channel() RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 'resolver_outcomes' $$;
 
 -- Appends, one trigger per kind of transition, each in the statement that makes it. AFTER
@@ -71,7 +33,7 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 'resolver_outcomes' $$;
 -- just become terminal. Who settled it: no resolution, the executor's own completion; an
 -- automatic resolution, the resolver with its finding; a manual one, the person(s) whose
 -- authorization facts it carries.
-CREATE FUNCTION resolver_outcomes_append_settled() RETURNS trigger
+CREATE OR REPLACE FUNCTION resolver_outcomes_append_settled() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER AS $$
 BEGIN
     INSERT INTO recovery_outcomes (
@@ -102,7 +64,7 @@ $$;
 
 -- contradicted: a verified late finding that disagrees with a person's decision. The terminal
 -- state stays what the person decided; the record says what the evidence says.
-CREATE FUNCTION resolver_outcomes_append_contradicted() RETURNS trigger
+CREATE OR REPLACE FUNCTION resolver_outcomes_append_contradicted() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER AS $$
 BEGIN
     INSERT INTO recovery_outcomes (
@@ -126,7 +88,7 @@ $$;
 -- superseded: a new dispatch names this one as the action it does again. The record carries
 -- the old dispatch's state at that moment (`pending` when it was never leased,
 -- `recovery_required` read as everywhere else) and the new dispatch's id.
-CREATE FUNCTION resolver_outcomes_append_superseded() RETURNS trigger
+CREATE OR REPLACE FUNCTION resolver_outcomes_append_superseded() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER AS $$
 BEGIN
     INSERT INTO recovery_outcomes (
@@ -145,7 +107,7 @@ $$;
 
 -- The state a runtime reads: `pending` before the first lease, `recovery_required` for an
 -- executing execution whose lease has expired (never stored), the stored state otherwise.
-CREATE FUNCTION resolver_effective_state(p_state text, p_lease_expires_at_ms bigint,
+CREATE OR REPLACE FUNCTION resolver_effective_state(p_state text, p_lease_expires_at_ms bigint,
                                          p_now_ms bigint)
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
@@ -175,7 +137,7 @@ CREATE TRIGGER recovery_outcomes_definer_write AFTER INSERT ON recovery_outcomes
         'resolver_outcomes_append_superseded');
 
 -- A cursor is `xid:seq`, as the reads below hand it out; '' or NULL is the beginning.
-CREATE FUNCTION resolver_outcome_cursor_parse(p_cursor text, OUT xid xid8, OUT seq bigint)
+CREATE OR REPLACE FUNCTION resolver_outcome_cursor_parse(p_cursor text, OUT xid xid8, OUT seq bigint)
 LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
     IF p_cursor IS NULL OR p_cursor = '' THEN
@@ -194,7 +156,7 @@ $$;
 
 -- Records after a cursor, in feed order, below the horizon (see the top of this file). At
 -- most p_limit (1-1000); p_project_id narrows to one project.
-CREATE FUNCTION resolver_outcomes_after(
+CREATE OR REPLACE FUNCTION resolver_outcomes_after(
     p_cursor text DEFAULT NULL, p_limit integer DEFAULT 100, p_project_id text DEFAULT NULL)
 RETURNS TABLE (
     cursor text, kind text, dispatch_id text, approval_request_id text, project_id text,
@@ -228,13 +190,13 @@ $$;
 
 -- The cursor of "now": everything already settled lies before it, everything still to come
 -- after it. A consumer that wants only new outcomes starts here.
-CREATE FUNCTION resolver_outcome_cursor_now() RETURNS text
+CREATE OR REPLACE FUNCTION resolver_outcome_cursor_now() RETURNS text
 LANGUAGE sql STABLE SECURITY DEFINER AS $$
     SELECT pg_snapshot_xmin(pg_current_snapshot())::text || ':0'
 $$;
 
 -- A registered consumer's stored cursor (NULL: not registered).
-CREATE FUNCTION resolver_outcome_consumer_cursor(p_consumer text) RETURNS text
+CREATE OR REPLACE FUNCTION resolver_outcome_consumer_cursor(p_consumer text) RETURNS text
 LANGUAGE sql STABLE SECURITY DEFINER AS $$
     SELECT c.cursor_xid::text || ':' || c.cursor_position::text
     FROM recovery_outcome_consumers AS c WHERE c.consumer = p_consumer
@@ -243,7 +205,7 @@ $$;
 -- Saves a consumer's cursor after it handled what it read (registers it on first save). A
 -- cursor never moves back: saving an older one keeps the stored one, so a slow duplicate of a
 -- consumer cannot undo a faster one's progress. Answers the cursor now stored.
-CREATE FUNCTION resolver_outcome_consumer_save(p_consumer text, p_cursor text) RETURNS text
+CREATE OR REPLACE FUNCTION resolver_outcome_consumer_save(p_consumer text, p_cursor text) RETURNS text
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
 DECLARE
     at_xid xid8;
@@ -276,7 +238,7 @@ END
 $$;
 
 -- Unregisters a consumer: retention no longer waits for it. True when it was registered.
-CREATE FUNCTION resolver_outcome_consumer_drop(p_consumer text) RETURNS boolean
+CREATE OR REPLACE FUNCTION resolver_outcome_consumer_drop(p_consumer text) RETURNS boolean
 LANGUAGE sql VOLATILE SECURITY DEFINER AS $$
     WITH gone AS (DELETE FROM recovery_outcome_consumers AS c
                   WHERE c.consumer = p_consumer RETURNING 1)
@@ -286,7 +248,7 @@ $$;
 -- One dispatch as a runtime sees it: its identity, the state it is in now (effective, on the
 -- database clock), what settled it, and the newest dispatch that supersedes it. No row: no such
 -- dispatch.
-CREATE FUNCTION resolver_dispatch_status(p_dispatch_id text)
+CREATE OR REPLACE FUNCTION resolver_dispatch_status(p_dispatch_id text)
 RETURNS TABLE (
     dispatch_id text, approval_request_id text, project_id text, action_type text,
     idempotency_key text, supersedes_dispatch_id text, superseded_by text, state text,
@@ -323,7 +285,7 @@ $$;
 
 -- One dispatch's history, oldest first: created, started (the barrier), then its feed records
 -- (settled, contradicted, superseded), each with its cursor. Times are the database clock's.
-CREATE FUNCTION resolver_dispatch_history(p_dispatch_id text)
+CREATE OR REPLACE FUNCTION resolver_dispatch_history(p_dispatch_id text)
 RETURNS TABLE (
     cursor text, kind text, state text, settled_by text, finding text, result_code text,
     reason_code text, actors text[], superseded_by text, attempt integer,
@@ -352,12 +314,27 @@ LANGUAGE sql STABLE SECURITY DEFINER AS $$
     ORDER BY h.rank, h.xid, h.seq
 $$;
 
+-- Executable by PUBLIC by default: nobody may call the appends (they run as triggers) or the
+-- helpers (they run inside the definers, as the owner); resolver/db/grants.sql grants the
+-- reads and the consumer cursors to the roles that follow the feed.
 REVOKE EXECUTE ON FUNCTION
+    resolver_outcome_channel(),
     resolver_outcomes_append_settled(),
     resolver_outcomes_append_contradicted(),
-    resolver_outcomes_append_superseded()
+    resolver_outcomes_append_superseded(),
+    resolver_effective_state(text, bigint, bigint),
+    resolver_outcome_cursor_parse(text),
+    resolver_outcomes_after(text, integer, text),
+    resolver_outcome_cursor_now(),
+    resolver_outcome_consumer_cursor(text),
+    resolver_outcome_consumer_save(text, text),
+    resolver_outcome_consumer_drop(text),
+    resolver_dispatch_status(text),
+    resolver_dispatch_history(text)
 FROM PUBLIC;
 
+-- A definer function resolves names through a pinned path, the migrated schema first and
+-- pg_temp last, so no caller can shadow a table or a function with an object of its own.
 DO $$
 DECLARE
     fn text;
