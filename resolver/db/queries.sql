@@ -958,3 +958,9 @@ FROM resolver_dispatch_status(p_dispatch_id => %(dispatch_id)s);
 SELECT cursor, kind, state, settled_by, finding, result_code, reason_code, actors,
        superseded_by, attempt, occurred_at_ms
 FROM resolver_dispatch_history(p_dispatch_id => %(dispatch_id)s);
+
+-- name: outcome_listen_started
+-- Right after LISTEN: the next transaction id. A transaction below it may have committed (and
+-- notified) before the LISTEN, its records still held back by an older one: the listener
+-- reads until the horizon reaches this id.
+SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS next_xid;

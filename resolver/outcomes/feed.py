@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from enum import StrEnum
+from functools import partial
 from types import TracebackType
 from typing import Self
 
@@ -21,7 +22,7 @@ from resolver.core.errors import NotFound, OutcomeTimeout
 from resolver.core.ports import OutcomeReader
 from resolver.db.connect import Pooler, Profile, pooler_from_env
 from resolver.db.store.handle import PostgresHandle
-from resolver.db.store.outcomes import OutcomeListener, PostgresOutcomeReader
+from resolver.db.store.outcomes import OutcomeListener, PostgresOutcomeReader, cursor_xid
 
 
 class Wake(StrEnum):
@@ -46,20 +47,32 @@ class Start(StrEnum):
 
 
 class _Pacer:
-    """One reader's wait between reads: a notification (LISTEN) or a growing pause (POLL)."""
+    """One reader's wait between reads: a notification (LISTEN) or a growing pause (POLL).
 
-    def __init__(self, feed: OutcomeFeed, stop: threading.Event) -> None:
+    A notification names the transaction that committed; its records are readable once the
+    horizon has passed that id. A transaction that took its id earlier and still runs holds
+    them back after the notification, and nobody notifies when it ends: so a feed reader woken
+    too early (`horizon` set) polls with the growing pause, still woken by notifications, until
+    a read began with the horizon past every id it was told about.
+    """
+
+    def __init__(self, feed: OutcomeFeed, stop: threading.Event, *, horizon: bool) -> None:
         self._feed = feed
         self._stop = stop
         self._listener: OutcomeListener | None = None
         self._pause = feed.poll_min_seconds
+        self._horizon = horizon
+        self._behind: int | None = None
+        """The highest transaction id notified whose records may still be held back."""
 
     def __enter__(self) -> Self:
         if self._feed.wake is Wake.LISTEN:
             # LISTEN before the first read: a commit between that read and the wait then
             # still wakes it.
             self._listener = self._feed.listener()
-            self._listener.open()
+            # What committed before the LISTEN sent no notification to this reader, and may
+            # still be held back: read until the horizon reaches the id it started at.
+            self._note(self._listener.open() - 1)
         return self
 
     def __exit__(
@@ -68,17 +81,38 @@ class _Pacer:
         if self._listener is not None:
             self._listener.close()
 
-    def progressed(self) -> None:
-        self._pause = self._feed.poll_min_seconds
+    def read(self, read: Callable[[], list[OutcomeRecord]]) -> list[OutcomeRecord]:
+        """One read of the feed, noting whether it covered every notified transaction."""
+        horizon = None
+        if self._behind is not None:
+            # Taken before the read: the read's own horizon is at least this one.
+            horizon = cursor_xid(self._feed.cursor_now())
+        records = read()
+        if records:
+            self._pause = self._feed.poll_min_seconds
+        if horizon is not None and self._behind is not None and horizon > self._behind:
+            self._behind = None
+        return records
 
     def wait(self, at_most_seconds: float) -> None:
-        if self._listener is not None:
+        if self._listener is not None and self._behind is None:
             # A notification lost with a connection (a failover) costs at most one fallback
             # period: the reader reads again then anyway.
-            self._listener.wait(min(at_most_seconds, self._feed.listen_fallback_seconds))
+            self._note(
+                self._listener.wait(min(at_most_seconds, self._feed.listen_fallback_seconds))
+            )
             return
-        self._stop.wait(min(at_most_seconds, self._pause))
+        pause = min(at_most_seconds, self._pause)
         self._pause = min(self._pause * 2, self._feed.poll_max_seconds)
+        if self._listener is not None:
+            self._note(self._listener.wait(pause))
+        else:
+            self._stop.wait(pause)
+
+    def _note(self, notified: int | None) -> None:
+        if notified is not None and self._horizon:
+            self._behind = notified if self._behind is None else max(self._behind, notified)
+            self._pause = self._feed.poll_min_seconds
 
 
 class OutcomeFeed:
@@ -191,11 +225,10 @@ class OutcomeFeed:
         """Every record after `cursor`, waiting for new ones, until `stop` is set. You keep
         the cursor (each record's `cursor`) wherever you like, after handling the record."""
         stop = stop or threading.Event()
-        with _Pacer(self, stop) as pacer:
+        with _Pacer(self, stop, horizon=True) as pacer:
             while not stop.is_set():
-                records = self.read(cursor, limit=batch, project_id=project_id)
+                records = pacer.read(partial(self.read, cursor, limit=batch, project_id=project_id))
                 if records:
-                    pacer.progressed()
                     yield from records
                     cursor = records[-1].cursor
                     continue
@@ -219,13 +252,12 @@ class OutcomeFeed:
         cursor = self.consumer_cursor(consumer)
         if cursor is None:
             cursor = "" if start is Start.BEGINNING else self.cursor_now()
-        with _Pacer(self, stop) as pacer:
+        with _Pacer(self, stop, horizon=True) as pacer:
             while not stop.is_set():
-                records = self.read(cursor, limit=batch, project_id=project_id)
+                records = pacer.read(partial(self.read, cursor, limit=batch, project_id=project_id))
                 if not records:
                     pacer.wait(float("inf"))
                     continue
-                pacer.progressed()
                 for record in records:
                     handle(record)
                 cursor = self.save_cursor(consumer, records[-1].cursor)
@@ -241,7 +273,7 @@ class OutcomeFeed:
         deadline = time.monotonic() + timeout
         stop = stop or threading.Event()
         pacing: AbstractContextManager[_Pacer | None] = (
-            _Pacer(self, stop) if timeout > 0 else nullcontext()
+            _Pacer(self, stop, horizon=False) if timeout > 0 else nullcontext()
         )
         with pacing as pacer:
             while True:

@@ -913,6 +913,7 @@ export const OUTCOME_CHANNEL = "resolver_outcomes";
 export const OUTCOME_EVENT_SOURCE = "urn:approved-action-resolver:outcomes";
 export const OUTCOME_EVENT_TYPE_PREFIX = "approved-action-resolver.outcome.";
 const TERMINAL = new Set(["succeeded", "failed", "blocked"]);
+const cursorXid = (cursor) => BigInt(cursor.split(":")[0] || "0");
 
 /** A dispatch was not settled within the wait; `status` is the last one read. */
 export class OutcomeTimeout extends Error {
@@ -1006,12 +1007,28 @@ export class OutcomeFeed {
     return this.#rows("SELECT * FROM resolver_dispatch_history($1)", [dispatchId]);
   }
 
-  /** A waiter: LISTEN before the first read (a commit in between still wakes it). */
-  async #pacer(signal) {
+  /**
+   * A waiter: LISTEN before the first read (a commit in between still wakes it), or a pause
+   * that doubles while nothing arrives. A notification names the transaction that committed;
+   * its records are readable once the horizon has passed that id, and a transaction that took
+   * its id earlier and still runs holds them back past the notification (nobody notifies when
+   * it ends). So a feed reader woken too early (`horizon`) polls, still woken by notifications,
+   * until a read began with the horizon past every id it was told about.
+   */
+  async #pacer(signal, { horizon = false } = {}) {
     let pause = this.pollMinMs;
+    let behind = null; // the highest notified id whose records may still be held back
+    const read = async (reading) => {
+      let before = null;
+      if (behind !== null) before = cursorXid(await this.cursorNow());
+      const records = await reading();
+      if (records.length > 0) pause = this.pollMinMs;
+      if (before !== null && behind !== null && before > behind) behind = null;
+      return records;
+    };
     if (this.wake === "poll") {
       return {
-        progressed: () => (pause = this.pollMinMs),
+        read,
         wait: async (ms) => {
           await abortable(Math.min(ms, pause), signal);
           pause = Math.min(pause * 2, this.pollMaxMs);
@@ -1020,29 +1037,59 @@ export class OutcomeFeed {
       };
     }
     const client = await this.pool.connect();
-    // A notification between two waits is kept (`pending`) until the next one.
-    let pending = false;
-    const keep = () => (pending = true);
+    // Notifications between two waits are kept (`pending`) until the next one.
+    let pending = null;
+    const keep = (xid) => (pending = pending === null || xid > pending ? xid : pending);
     let wake = keep;
-    const onNotify = () => wake();
+    const onNotify = (msg) => wake(/^[0-9]+$/.test(msg.payload ?? "") ? BigInt(msg.payload) : 0n);
     client.on("notification", onNotify);
+    const note = (xid) => {
+      if (xid === null || !horizon) return;
+      behind = behind === null || xid > behind ? xid : behind;
+      pause = this.pollMinMs;
+    };
     try {
       await client.query(`LISTEN ${OUTCOME_CHANNEL}`);
+      // What committed before the LISTEN sent this reader no notification and may still be
+      // held back: read until the horizon reaches the next id at this moment.
+      const { rows } = await client.query("SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS next_xid");
+      note(BigInt(rows[0].next_xid) - 1n);
     } catch (err) {
       client.off("notification", onNotify);
       client.release(err);
       throw err;
     }
+    // The highest id notified within `ms` (null: none, or aborted); the timer never outlives it.
+    const notified = (ms) => {
+      if (pending !== null) {
+        const xid = pending;
+        pending = null;
+        return Promise.resolve(xid);
+      }
+      return new Promise((resolve) => {
+        const done = (xid) => {
+          clearTimeout(timer);
+          signal?.removeEventListener("abort", aborted);
+          wake = keep;
+          resolve(xid);
+        };
+        const aborted = () => done(null);
+        const timer = setTimeout(aborted, ms);
+        if (signal?.aborted) return aborted();
+        signal?.addEventListener("abort", aborted, { once: true });
+        wake = done;
+      });
+    };
     return {
-      progressed: () => {},
+      read,
       wait: async (ms) => {
-        if (pending) {
-          pending = false;
+        if (behind === null) {
+          note(await notified(Math.min(ms, this.listenFallbackMs)));
           return;
         }
-        const woken = new Promise((resolve) => (wake = resolve));
-        await Promise.race([woken, abortable(Math.min(ms, this.listenFallbackMs), signal)]);
-        wake = keep;
+        const waited = Math.min(ms, pause);
+        pause = Math.min(pause * 2, this.pollMaxMs);
+        note(await notified(waited));
       },
       close: async () => {
         client.off("notification", onNotify);
@@ -1063,15 +1110,14 @@ export class OutcomeFeed {
   async follow(consumer, handle, { start = "beginning", signal, batch = 100, projectId = null } = {}) {
     let cursor = await this.consumerCursor(consumer);
     if (cursor === null) cursor = start === "now" ? await this.cursorNow() : "";
-    const pacer = await this.#pacer(signal);
+    const pacer = await this.#pacer(signal, { horizon: true });
     try {
       while (!signal?.aborted) {
-        const records = await this.read(cursor, { limit: batch, projectId });
+        const records = await pacer.read(() => this.read(cursor, { limit: batch, projectId }));
         if (records.length === 0) {
           await pacer.wait(Infinity);
           continue;
         }
-        pacer.progressed();
         for (const record of records) await handle(record);
         cursor = await this.saveCursor(consumer, records.at(-1).cursor);
       }

@@ -21,6 +21,7 @@ from resolver.core.domain import (
 from resolver.db.connect import Profile, connect
 from resolver.db.dsn import redact
 from resolver.db.errors import storage_error
+from resolver.db.statements import statement
 from resolver.db.store.handle import PortStore, Row
 from resolver.db.store.rows import enums
 
@@ -83,9 +84,18 @@ class PostgresOutcomeReader(PortStore):
         return entries
 
 
+def _xid(payload: str) -> int:
+    return int(payload) if payload.isdigit() else 0
+
+
+def cursor_xid(cursor: str) -> int:
+    """The transaction id part of a cursor (`xid:seq`), as the feed hands it out."""
+    return int(cursor.partition(":")[0] or 0)
+
+
 class OutcomeListener:
     """One session that LISTENs on the feed's channel: `wait` returns when a settling
-    transaction committed since the last wait (or at the timeout).
+    transaction committed since the last wait (or at the timeout), with its id.
 
     LISTEN needs a session of its own: behind a transaction-pooling PgBouncer the next
     transaction may run on another server connection, and notifications would go to whichever
@@ -97,29 +107,34 @@ class OutcomeListener:
         self._profile = profile
         self._conn: psycopg.Connection[Any] | None = None
 
-    def open(self) -> None:
-        """Connect and LISTEN. A notification sent from here on is kept until `wait`."""
+    def open(self) -> int:
+        """Connect and LISTEN. A notification sent from here on is kept until `wait`. Answers
+        the next transaction id at that moment: a commit below it may have gone unnotified."""
         try:
             conn = connect(self._url, self._profile, autocommit=True)
             conn.execute(f"LISTEN {OUTCOME_CHANNEL}")
+            row = conn.execute(statement("outcome_listen_started")).fetchone()
         except psycopg.Error as exc:
             raise self._typed(exc) from exc
         self._conn = conn
+        assert row is not None
+        return int(row[0])
 
-    def wait(self, timeout_seconds: float) -> bool:
-        """True when at least one notification arrived within the timeout; drains them all."""
+    def wait(self, timeout_seconds: float) -> int | None:
+        """The highest transaction id notified within the timeout (None: nothing arrived);
+        drains every notification already there. A payload that is not an id counts as 0."""
         conn = self._conn
         if conn is None:
             raise RuntimeError("OutcomeListener.wait before open")
         try:
-            woken = False
-            for _ in conn.notifies(timeout=max(timeout_seconds, 0.0), stop_after=1):
-                woken = True
-            if woken:
+            notified: int | None = None
+            for note in conn.notifies(timeout=max(timeout_seconds, 0.0), stop_after=1):
+                notified = _xid(note.payload)
+            if notified is not None:
                 # Several commits may have notified meanwhile: one read covers them all.
-                for _ in conn.notifies(timeout=0.0):
-                    pass
-            return woken
+                for note in conn.notifies(timeout=0.0):
+                    notified = max(notified, _xid(note.payload))
+            return notified
         except psycopg.Error as exc:
             self.close()
             raise self._typed(exc) from exc

@@ -31,6 +31,96 @@ async function started(executor) {
   return { id, lease: await executor.start(await executor.lease(id)) };
 }
 
+// The records of `ids` after `from`, once all are readable: the horizon is the cluster's, so a
+// write transaction elsewhere on the server may hold fresh records back a moment.
+async function readUntil(feed, from, ids) {
+  const deadline = performance.now() + 60_000;
+  for (;;) {
+    const records = (await feed.read(from, { limit: 1000 })).filter((r) => ids.includes(r.dispatch_id));
+    if (records.length === ids.length || performance.now() > deadline) return records;
+    await new Promise((resolve) => setTimeout(resolve, 50)); // the poll interval; the read decides
+  }
+}
+
+// A feed whose reads a test can watch: `empty` resolves at the first read that came back
+// empty after `arm()`.
+const resolvers = () => {
+  let resolve;
+  const promise = new Promise((r) => (resolve = r));
+  return { promise, resolve };
+};
+
+class WatchedFeed extends OutcomeFeed {
+  armed = false;
+  #empty = resolvers();
+  #reading = resolvers();
+  get empty() {
+    return this.#empty.promise;
+  }
+  get reading() {
+    return this.#reading.promise;
+  }
+  arm() {
+    this.armed = true;
+  }
+  async read(cursor, options) {
+    const armed = this.armed;
+    const records = await super.read(cursor, options);
+    this.#reading.resolve();
+    if (armed && records.length === 0) this.#empty.resolve();
+    return records;
+  }
+}
+
+for (const olderBegins of ["before the follower starts", "after it started"]) {
+  test(`a follower woken while an older transaction holds the record back still gets it (${olderBegins})`, { skip, timeout: 90_000 }, async () => {
+    // An hour's fallback: the record arrives only if the follower keeps reading until the
+    // horizon passes what it was told about (or what may have committed before its LISTEN).
+    const executor = new Executor({ pool, owner: "node-outcomes" });
+    const feed = new WatchedFeed({ pool, listenFallbackMs: 3_600_000 });
+    const { id, lease } = await started(executor);
+    const consumer = `node-held-${crypto.randomUUID().slice(0, 8)}`;
+    await feed.saveCursor(consumer, await feed.cursorNow());
+    const older = await pool.connect();
+    const stop = new AbortController();
+    const seen = [];
+    const follow = () =>
+      feed.follow(
+        consumer,
+        (record) => {
+          seen.push(record.dispatch_id);
+          if (record.dispatch_id === id) stop.abort();
+        },
+        { signal: stop.signal },
+      );
+    const settle = () => executor.complete(lease, { outcome: "succeeded", resultCode: "ok", mutationId: `m-${id}` });
+    let following;
+    try {
+      await older.query("BEGIN");
+      if (olderBegins === "before the follower starts") {
+        await older.query("SELECT pg_current_xact_id()");
+        await settle();
+        feed.arm();
+        following = follow();
+      } else {
+        following = follow();
+        await feed.reading;
+        await older.query("SELECT pg_current_xact_id()");
+        await settle();
+        feed.arm();
+      }
+      await feed.empty; // read past the settling commit, and held back
+      assert.equal(seen.includes(id), false);
+      await older.query("COMMIT");
+    } finally {
+      older.release();
+    }
+    await following;
+    assert.equal(seen.at(-1), id);
+    await feed.dropConsumer(consumer);
+  });
+}
+
 for (const wake of ["listen", "poll"]) {
   test(`waitForOutcome (${wake}) returns the status the completion settled`, { skip }, async () => {
     const executor = new Executor({ pool, owner: "node-outcomes" });
@@ -63,7 +153,7 @@ test("the feed reads in order, maps to CloudEvents, and a consumer follows from 
     await executor.complete(lease, { outcome: i === 1 ? "failed" : "succeeded", resultCode: "done", mutationId: `m-${id}` });
     ids.push(id);
   }
-  const records = (await feed.read(from, { limit: 100 })).filter((r) => ids.includes(r.dispatch_id));
+  const records = await readUntil(feed, from, ids);
   assert.deepEqual(records.map((r) => r.dispatch_id), ids);
   assert.deepEqual(records.map((r) => r.state), ["succeeded", "failed", "succeeded"]);
   const event = toCloudEvent(records[0]);

@@ -80,6 +80,80 @@ def test_a_reader_never_passes_a_transaction_that_is_still_running(
     assert _key(got[0].cursor) < _key(got[1].cursor)
 
 
+class _Watched(OutcomeFeed):
+    """A feed whose reads a test can watch: `empty` is set by a read that came back empty
+    once `armed` was set."""
+
+    def __init__(self, database_url: str, **options: object) -> None:
+        super().__init__(database_url, **options)  # type: ignore[arg-type]
+        self.armed = threading.Event()
+        self.reading = threading.Event()
+        self.empty = threading.Event()
+
+    def read(
+        self, cursor: str | None = None, *, limit: int = 100, project_id: str | None = None
+    ) -> list[OutcomeRecord]:
+        armed = self.armed.is_set()
+        records = super().read(cursor, limit=limit, project_id=project_id)
+        self.reading.set()
+        if armed and not records:
+            self.empty.set()
+        return records
+
+
+@pytest.mark.parametrize("older_begins", ["before the reader starts", "after it started"])
+def test_a_listener_woken_while_an_older_transaction_holds_the_record_back_still_gets_it(
+    store: Storage, database_url: str, older_begins: str
+) -> None:
+    """The notification comes at the settling commit; an older transaction that writes no
+    outcome and never notifies holds the record back past it. With a fallback of an hour, the
+    reader gets the record only if it keeps reading until the horizon passes what it was told
+    about (or, before its LISTEN, what may have committed unnoticed)."""
+    dispatch_id, lease = started(store, 60)
+    got: list[OutcomeRecord] = []
+    stop = threading.Event()
+    with (
+        _Watched(database_url, wake=Wake.LISTEN, listen_fallback_seconds=3600) as feed,
+        psycopg.connect(database_url) as older,
+    ):
+        start = feed.cursor_now()
+
+        def consume() -> None:
+            for record in feed.stream(start, stop=stop):
+                got.append(record)
+                stop.set()
+
+        def settle() -> None:
+            ExecutionClient(store, owner="exec").complete(
+                lease,  # type: ignore[arg-type]
+                Completion(Outcome.SUCCEEDED, "ok", f"m-{dispatch_id}"),
+            )
+
+        reader = threading.Thread(target=consume)
+        if older_begins == "before the reader starts":
+            older.execute("SELECT pg_current_xact_id()")
+            settle()
+            feed.armed.set()
+            reader.start()
+        else:
+            reader.start()
+            assert feed.reading.wait(30)
+            older.execute("SELECT pg_current_xact_id()")
+            settle()
+            feed.armed.set()
+        try:
+            # The reader has read past the settling commit and found nothing: held back.
+            assert feed.empty.wait(30)
+            assert got == []
+            older.commit()
+            reader.join(60)
+        finally:
+            stop.set()
+            reader.join(10)
+    assert not reader.is_alive(), "the reader waited for a notification that never comes"
+    assert [r.dispatch_id for r in got] == [dispatch_id]
+
+
 @pytest.mark.parametrize("wake", [Wake.LISTEN, Wake.POLL])
 def test_concurrent_settling_transactions_reach_every_consumer_once_in_order(
     store: Storage, database_url: str, sql: SQL, wake: Wake

@@ -18,10 +18,16 @@
 -- back; its lag is the age of the oldest transaction). Transaction ids go on across a
 -- failover (the standby replays them), so a cursor stays valid on the new primary.
 
--- The channel a settling commit notifies (at COMMIT, once per transaction: PostgreSQL folds
--- identical notifications of one transaction into one). No payload: a listener reads the feed.
-CREATE OR REPLACE FUNCTION resolver_outcome_channel() RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 'resolver_outcomes' $$;
+-- Wakes the feed's listeners at COMMIT: NOTIFY resolver_outcomes, the payload the notifying
+-- transaction's id. PostgreSQL folds identical notifications of one transaction into one, so a
+-- transaction that appends many records notifies once. The id tells a listener what to wait
+-- for: those records are readable once the horizon has passed it, and a transaction that took
+-- its id earlier and still runs holds them back past this commit (nobody notifies when it
+-- ends, so a listener woken too early polls until the horizon passes the id).
+CREATE OR REPLACE FUNCTION resolver_outcomes_notify() RETURNS void
+LANGUAGE sql VOLATILE AS $$
+    SELECT pg_notify('resolver_outcomes', pg_current_xact_id()::text)
+$$;
 
 -- Appends, one trigger per kind of transition, each in the statement that makes it. AFTER
 -- and per statement for the executions and the late evidence: a page commit of 64 settled
@@ -56,7 +62,7 @@ BEGIN
     WHERE n.state = ANY (resolver_terminal_states())
     ORDER BY n.dispatch_id;
     IF FOUND THEN
-        PERFORM pg_notify(resolver_outcome_channel(), '');
+        PERFORM resolver_outcomes_notify();
     END IF;
     RETURN NULL;
 END
@@ -79,7 +85,7 @@ BEGIN
     WHERE NOT l.agrees
     ORDER BY l.dispatch_id;
     IF FOUND THEN
-        PERFORM pg_notify(resolver_outcome_channel(), '');
+        PERFORM resolver_outcomes_notify();
     END IF;
     RETURN NULL;
 END
@@ -100,7 +106,7 @@ BEGIN
     FROM approved_action_dispatches AS d
     LEFT JOIN approved_action_executions AS e USING (dispatch_id)
     WHERE d.dispatch_id = NEW.supersedes_dispatch_id;
-    PERFORM pg_notify(resolver_outcome_channel(), '');
+    PERFORM resolver_outcomes_notify();
     RETURN NULL;
 END
 $$;
@@ -318,7 +324,7 @@ $$;
 -- helpers (they run inside the definers, as the owner); resolver/db/grants.sql grants the
 -- reads and the consumer cursors to the roles that follow the feed.
 REVOKE EXECUTE ON FUNCTION
-    resolver_outcome_channel(),
+    resolver_outcomes_notify(),
     resolver_outcomes_append_settled(),
     resolver_outcomes_append_contradicted(),
     resolver_outcomes_append_superseded(),
