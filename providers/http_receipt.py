@@ -28,8 +28,11 @@ from urllib.parse import quote, urlsplit
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from providers._declared import MISSING_FOR_AN_HOUR
 from resolver.evidence import (
+    HTTP_SOURCE_REASONS,
     MAX_RAW_RECEIPT_BYTES,
+    RECEIPT_REASONS,
     Capability,
     ConfigError,
     DispatchIdentity,
@@ -40,7 +43,9 @@ from resolver.evidence import (
     KeyRing,
     ProviderFailure,
     ReadOnlyHttpClient,
+    Reason,
     TlsSettings,
+    declare,
     parse_provider_settings,
     receipt_finding,
 )
@@ -190,6 +195,14 @@ def _status_failure(status: int) -> Finding:
     return _OUTAGE
 
 
+@declare(
+    reasons=(
+        Reason("http_404", "the receipt service has no receipt for it"),
+        *RECEIPT_REASONS,
+        *HTTP_SOURCE_REASONS,
+    ),
+    escalate_after_seconds=MISSING_FOR_AN_HOUR,
+)
 def create(settings: Mapping[str, Any]) -> HttpReceiptProvider:
     """The `resolver.providers` entry point: settings from the YAML config."""
     parsed = parse_provider_settings(HttpReceiptSettings, settings, NAME)

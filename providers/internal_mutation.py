@@ -20,13 +20,17 @@ from typing import Any, LiteralString
 import msgspec
 
 from providers._sql import SqlPageProvider, SqlSourceSettings
-from resolver._deprecated import forward
+from resolver._compat import forward
 from resolver.evidence import (
+    RECEIPT_REASONS,
+    SQL_SOURCE_REASONS,
     DispatchIdentity,
     Finding,
     FindingKind,
     KeyRing,
     ReadOnlyDatabase,
+    Reason,
+    declare,
     parse_provider_settings,
     receipt_finding,
 )
@@ -73,6 +77,13 @@ def _json_array(values: list[str]) -> str:
     return msgspec.json.encode(values).decode()
 
 
+@declare(
+    reasons=(
+        Reason("no_receipt", "no receipt was found"),
+        *RECEIPT_REASONS,
+        *SQL_SOURCE_REASONS,
+    ),
+)
 def create(settings: Mapping[str, Any]) -> InternalMutationProvider:
     """The `resolver.providers` entry point: settings from the YAML config."""
     parsed = parse_provider_settings(InternalMutationSettings, settings, NAME)
@@ -82,9 +93,5 @@ def create(settings: Mapping[str, Any]) -> InternalMutationProvider:
 
 
 # The previous release exported the executor's receipt writer from here; it is the executor
-# SDK's now (`resolver.executor`), and these names warn for one release.
-_forward = forward(__name__, "resolver.executor.receipts", ("WrittenReceipt", "write_receipt"))
-
-
-def __getattr__(name: str) -> Any:
-    return _forward(name)
+# SDK's now (`resolver.executor`), and these names warn (resolver/_compat).
+__getattr__ = forward(__name__)

@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from resolver.evidence import Capability, ConfigError, DispatchIdentity, Finding, FindingKind
+from resolver.evidence import (
+    Capability,
+    ConfigError,
+    DispatchIdentity,
+    Finding,
+    FindingKind,
+    Reason,
+    declare,
+)
 
 
 class ManualOnlyProvider:
@@ -22,3 +30,9 @@ class ManualOnlyProvider:
 
     def inspect(self, identity: DispatchIdentity) -> Finding:  # noqa: ARG002 - by design
         return Finding(FindingKind.UNSUPPORTED, cause="manual_only")
+
+
+@declare(reasons=(Reason("manual_only", "no provider can check this action type: a person must"),))
+def create(settings: Mapping[str, Any]) -> ManualOnlyProvider:
+    """The `resolver.providers` entry point: no settings, always `unsupported`."""
+    return ManualOnlyProvider(settings)

@@ -30,14 +30,18 @@ from typing import Any
 import structlog
 from pydantic import Field
 
+from providers._declared import MISSING_FOR_AN_HOUR
 from resolver.evidence import (
     MAX_RAW_RECEIPT_BYTES,
+    RECEIPT_REASONS,
     Capability,
     DispatchIdentity,
     Finding,
     FindingKind,
     KeyRing,
     ProviderFailure,
+    Reason,
+    declare,
     parse_provider_settings,
     receipt_finding,
 )
@@ -188,6 +192,17 @@ def _unavailable(failure: ProviderFailure, cause: str) -> Finding:
     return Finding(FindingKind.UNAVAILABLE, failure=failure, cause=cause)
 
 
+@declare(
+    reasons=(
+        *RECEIPT_REASONS,
+        Reason("no_credentials", "the resolver found no credentials for the object store"),
+        Reason("no_such_bucket", "the receipt bucket does not exist"),
+        Reason("connect", "the object store could not be reached"),
+        Reason("slow_down", "the object store asked the resolver to slow down"),
+        Reason("client", "the object store client failed before an answer"),
+    ),
+    escalate_after_seconds=MISSING_FOR_AN_HOUR,
+)
 def create(settings: Mapping[str, Any]) -> ObjectReceiptProvider:
     """The `resolver.providers` entry point: settings from the YAML config."""
     parsed = parse_provider_settings(ObjectReceiptSettings, settings, NAME)

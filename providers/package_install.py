@@ -11,9 +11,15 @@ directory existing proves nothing; only the three facts together do.
 | none of the three facts                                               | missing          |
 | record succeeded + target + marker, all bound and matching            | verified_succeeded |
 | record failed, bound, and no commit marker                            | verified_failed  |
-| some facts but not the required set (e.g. marker without record)      | conflict         |
+| a target or marker but no install record                              | conflict         |
+| record succeeded, target or marker missing or not matching            | conflict         |
 | record bound to another key/digest/attempt, or versions/digests differ | conflict        |
 | database unreachable, timeout, not migrated                           | unavailable      |
+
+A target or marker without a record is `no_install_record` (the installer stopped between
+publishing and recording: an honest gap, not a forgery); a record that names another key,
+digest or attempt is `identity_mismatch`; a success missing its target or marker, or with
+differing versions or digests, is `half_published`.
 
 Partial facts are `conflict`, not `missing`: the executor's lease has expired, nobody will
 complete the set, and a half-published install is exactly what a human must look at.
@@ -24,14 +30,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, LiteralString
 
+from providers._declared import MISSING_FOR_AN_HOUR, receipt_reason
 from providers._sql import SqlPageProvider, SqlSourceSettings
 from resolver.evidence import (
+    SQL_SOURCE_REASONS,
     DispatchIdentity,
     Finding,
     FindingKind,
     Outcome,
+    Reason,
     Row,
     canonical_json,
+    declare,
     parse_provider_settings,
     sha256_hex,
 )
@@ -56,6 +66,9 @@ LEFT JOIN package_commit_markers AS m ON m.dispatch_id = i.dispatch_id
 
 # Each conflict with its reason code, kept on the control and shown to the operator.
 _MISSING = Finding(FindingKind.MISSING, cause="no_install_facts")
+# The installer stopped (or lost its last write) between publishing and recording: an honest
+# gap for a person to check, not a sign of forgery.
+_NO_RECORD = Finding(FindingKind.CONFLICT, cause="no_install_record")
 _UNBOUND = Finding(FindingKind.CONFLICT, cause="identity_mismatch")
 _PUBLISHED_FAILURE = Finding(FindingKind.CONFLICT, cause="failed_but_published")
 _HALF_PUBLISHED = Finding(FindingKind.CONFLICT, cause="half_published")
@@ -82,7 +95,9 @@ def judge(identity: DispatchIdentity, facts: Row) -> Finding:
     record, target, marker = facts["has_record"], facts["has_target"], facts["has_marker"]
     if not (record or target or marker):
         return _MISSING
-    if not record or not _bound(identity, facts):
+    if not record:
+        return _NO_RECORD
+    if not _bound(identity, facts):
         return _UNBOUND
     if facts["outcome"] == Outcome.FAILED:
         # A failed install must not have published anything.
@@ -115,6 +130,20 @@ def evidence_digest(facts: Row) -> str:
     return sha256_hex(canonical_json({"evidence": EVIDENCE_KIND, **facts}))
 
 
+@declare(
+    reasons=(
+        Reason("no_install_facts", "no install record, target or commit marker was found"),
+        Reason(
+            "no_install_record",
+            "the package was staged or published, but the installer never wrote its install record",
+        ),
+        receipt_reason("identity_mismatch"),
+        Reason("half_published", "the package is only partly published"),
+        Reason("failed_but_published", "the install reports failure, yet something was published"),
+        *SQL_SOURCE_REASONS,
+    ),
+    escalate_after_seconds=MISSING_FOR_AN_HOUR,
+)
 def create(settings: Mapping[str, Any]) -> PackageInstallProvider:
     """The `resolver.providers` entry point: settings from the YAML config."""
     parsed = parse_provider_settings(PackageInstallSettings, settings, NAME)

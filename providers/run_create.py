@@ -19,14 +19,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, LiteralString
 
+from providers._declared import receipt_reason
 from providers._sql import SqlPageProvider, SqlSourceSettings
 from resolver.evidence import (
+    SQL_SOURCE_REASONS,
     DispatchIdentity,
     Finding,
     FindingKind,
     Outcome,
+    Reason,
     Row,
     canonical_json,
+    declare,
     parse_provider_settings,
     sha256_hex,
 )
@@ -100,6 +104,14 @@ def evidence_digest(fact: Row) -> str:
     return sha256_hex(canonical_json({"evidence": EVIDENCE_KIND, **fact}))
 
 
+@declare(
+    reasons=(
+        Reason("no_run", "no run was found"),
+        Reason("several_runs", "more than one run claims this dispatch"),
+        receipt_reason("identity_mismatch"),
+        *SQL_SOURCE_REASONS,
+    ),
+)
 def create(settings: Mapping[str, Any]) -> RunCreateProvider:
     """The `resolver.providers` entry point: settings from the YAML config."""
     parsed = parse_provider_settings(RunCreateSettings, settings, NAME)

@@ -1,15 +1,6 @@
-"""Deprecated: the previous release's `resolver.readonly_http`, kept for one release. Import
-from `resolver.evidence` instead (CHANGELOG.md, Upgrading); every name here warns once per
-importing line."""
+"""Deprecated: 0.1.0's `resolver.readonly_http`, removed in 0.3.0. Import from
+`resolver.evidence` (CHANGELOG.md, Upgrading; the shim is in resolver/_compat)."""
 
-from __future__ import annotations
+from resolver._compat import forward
 
-from typing import Any
-
-from resolver._deprecated import forward
-
-_forward = forward(__name__, "resolver.evidence.readonly_http")
-
-
-def __getattr__(name: str) -> Any:
-    return _forward(name)
+__getattr__ = forward(__name__)

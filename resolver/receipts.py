@@ -1,15 +1,7 @@
-"""Deprecated: the previous release's `resolver.receipts`, kept for one release. Import from
-`resolver.evidence` (providers) or `resolver.executor` (executors) instead (CHANGELOG.md,
-Upgrading); every name here warns once per importing line."""
+"""Deprecated: 0.1.0's `resolver.receipts`, removed in 0.3.0. Import from `resolver.evidence`
+(providers) or `resolver.executor` (executors) (CHANGELOG.md, Upgrading; the shim is in
+resolver/_compat)."""
 
-from __future__ import annotations
+from resolver._compat import forward
 
-from typing import Any
-
-from resolver._deprecated import forward
-
-_forward = forward(__name__, "resolver.evidence.receipts")
-
-
-def __getattr__(name: str) -> Any:
-    return _forward(name)
+__getattr__ = forward(__name__)

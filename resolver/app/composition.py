@@ -23,7 +23,12 @@ from resolver.core.events import CycleEvents
 from resolver.core.late_evidence import LateEvidenceSettings, LateEvidenceWatcher
 from resolver.core.liveness import Probe, liveness_bound_seconds
 from resolver.core.ports import BacklogReader
-from resolver.core.provider import ProviderRegistry, build_registry, installed_entry_points
+from resolver.core.provider import (
+    ProviderRegistry,
+    build_registry,
+    installed_entry_points,
+    installed_reasons,
+)
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.replica import LoopSettings, Replica
 from resolver.core.runtime import Runtime
@@ -372,6 +377,9 @@ def build_api(
     url = settings.require_database_url()
     signer = FactSigner.from_file(*settings.require_audit_signing())
     console = settings.console()  # a bad console setting fails before anything is opened
+    # Every installed provider's reason codes, for the console: a provider that does not
+    # load, or two that give one code two meanings, fail here too.
+    reasons = installed_reasons()
     store = open_store(settings)
     registry = metrics_registry if metrics_registry is not None else CollectorRegistry()
     _process_metrics(registry)
@@ -390,6 +398,7 @@ def build_api(
         observer=ApiMetrics(registry),
         readiness=readiness,
         console=console,
+        reasons=reasons,
     )
     process = ApiProcess(app, store, registry)
     if settings.http_port != 0:

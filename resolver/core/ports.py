@@ -33,12 +33,14 @@ from resolver.core.domain import (
     LateObservation,
     LateRecord,
     LateWatch,
+    ManualCommitAnswer,
     ManualContext,
     ManualDecision,
     ManualQueueItem,
     OpenProposal,
     OutcomeRecord,
     ProposalClose,
+    ProposalCloseAnswer,
     PruneRunRecord,
     SignedFact,
 )
@@ -101,15 +103,14 @@ class ManualStore(ClockOverride, Protocol):
         decision: ManualDecision,
         fact: SignedFact,
         limits: DecisionLimits,
-    ) -> str | None:
-        """What the fenced commit did (`committed`, `proposed`, ... see queries.sql
-        manual_commit), or None when a fence held and nothing was written."""
+    ) -> ManualCommitAnswer | None:
+        """What the fenced commit did, or None when a fence held and nothing was written."""
         ...
 
     def close_proposal(
         self, authority: Authority, close: ProposalClose, limits: DecisionLimits
-    ) -> str | None:
-        """The proposal close's answer (queries.sql proposal_close), None on a grant fence."""
+    ) -> ProposalCloseAnswer | None:
+        """The proposal close's answer, or None when the grant fence held."""
         ...
 
     def open_proposal(self, dispatch_id: str) -> OpenProposal | None: ...

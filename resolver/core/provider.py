@@ -11,6 +11,12 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import msgspec
 from pydantic import BaseModel, ValidationError
 
+from resolver.core.declarations import (
+    ProviderDeclaration,
+    ReasonCatalogue,
+    declaration_of,
+    reason_catalogue,
+)
 from resolver.core.domain import DispatchIdentity, Finding
 from resolver.core.errors import ConfigError
 from resolver.core.escalation import CONFIG_KEY as ESCALATION_KEY
@@ -58,6 +64,8 @@ class ProviderRegistry(msgspec.Struct, frozen=True):
     # How long each non-final finding may last per action type (resolver.escalation);
     # an action type absent here never escalates.
     escalation: Mapping[str, EscalationPolicy] = msgspec.field(default_factory=dict)
+    # What each configured provider declared, by provider name (resolver.core.declarations).
+    declarations: Mapping[str, ProviderDeclaration] = msgspec.field(default_factory=dict)
 
     def for_action(self, action_type: str) -> EvidenceProvider | None:
         return self.by_action_type.get(action_type)
@@ -114,6 +122,30 @@ def _given(factory: ProviderFactory) -> Callable[[], ProviderFactory]:
     return lambda: factory
 
 
+def installed_declarations() -> dict[str, ProviderDeclaration]:
+    """What every installed provider declares, by entry-point name: what the API serves to
+    the console, which shows cases of any provider a replica was ever configured with.
+
+    Loading an entry point imports its module; one that fails is a broken installation and a
+    `ConfigError` naming it, never a console that silently shows raw codes."""
+    declarations: dict[str, ProviderDeclaration] = {}
+    for ep in installed_entry_points(ENTRY_POINT_GROUP):
+        try:
+            factory = ep.load()
+        except Exception as exc:  # any import-time failure of someone else's module
+            raise ConfigError(
+                f"provider {ep.name} ({ep.value}) is installed but does not load: "
+                f"{type(exc).__name__}; reinstall it or uninstall its package"
+            ) from None
+        declarations[ep.name] = declaration_of(factory)
+    return declarations
+
+
+def installed_reasons() -> ReasonCatalogue:
+    """The reason codes of the resolver and of every installed provider, merged."""
+    return reason_catalogue(installed_declarations())
+
+
 def build_registry(
     action_types: Mapping[str, Mapping[str, Any]],
     factories: Mapping[str, ProviderFactory] | None = None,
@@ -123,6 +155,7 @@ def build_registry(
     providers: dict[str, EvidenceProvider] = {}
     names: dict[str, str] = {}
     escalation: dict[str, EscalationPolicy] = {}
+    declarations: dict[str, ProviderDeclaration] = {}
     for action_type, raw in action_types.items():
         settings = dict(raw)
         name = settings.pop("provider", None)
@@ -133,16 +166,22 @@ def build_registry(
                 f"action_types.{action_type}.provider: {name!r} is not a registered provider; "
                 f"choose one of {sorted(known)} or install the package that provides it"
             )
+        factory = known[name]()
         try:
-            providers[action_type] = known[name]()(settings)
+            providers[action_type] = factory(settings)
         except ConfigError as exc:
             raise ConfigError(f"action_types.{action_type}: {exc}") from exc
         names[action_type] = name
+        declarations[name] = declaration_of(factory)
         try:
-            escalation[action_type] = escalation_policy(str(name), windows)
+            escalation[action_type] = escalation_policy(
+                declarations[name].escalate_after_seconds, windows
+            )
         except ConfigError as exc:
             raise ConfigError(f"action_types.{action_type}.{exc}") from None
-    return ProviderRegistry(providers, names, escalation)
+    # Checked at start-up: two configured providers giving one code two meanings.
+    reason_catalogue(declarations)
+    return ProviderRegistry(providers, names, escalation, declarations)
 
 
 SettingsModel = TypeVar("SettingsModel", bound=BaseModel)

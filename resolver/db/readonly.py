@@ -9,6 +9,7 @@ from typing import Any, LiteralString
 import psycopg
 import psycopg_pool
 
+from resolver.core.declarations import Reason
 from resolver.core.errors import SourceMisconfigured
 from resolver.db.connect import Pooler, Profile, build_pool, transaction
 from resolver.db.dsn import parse, redact
@@ -16,7 +17,7 @@ from resolver.db.errors import is_transient, source_error
 
 Row = dict[str, Any]
 
-__all__ = ["ReadOnlyDatabase", "Row", "is_transient"]
+__all__ = ["SQL_SOURCE_REASONS", "ReadOnlyDatabase", "Row", "is_transient"]
 
 
 class ReadOnlyDatabase:
@@ -101,6 +102,18 @@ class ReadOnlyDatabase:
 
 
 _READ_WRITE_CAUSE = "target_session_attrs_read_write"
+# What a SQL provider's source refusals mean to a person, for its declaration. Other SQLSTATEs
+# pass through as `sqlstate_<code>` (their shape is bounded) and show as the code.
+SQL_SOURCE_REASONS = (
+    Reason("sqlstate_42501", "the evidence source refused access (permission denied)"),
+    Reason("sqlstate_42p01", "the evidence table does not exist: is the database migrated"),
+    Reason("sqlstate_28p01", "the evidence source refused the login (wrong password)"),
+    Reason("sqlstate_3d000", "the evidence database does not exist"),
+    Reason(
+        _READ_WRITE_CAUSE,
+        "the evidence URL asks for a read-write session, which a reader never needs",
+    ),
+)
 
 
 def _refusal(database_url: str) -> str | None:

@@ -15,9 +15,15 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from resolver._deprecated import forward
+from resolver._compat import forward
 
 if TYPE_CHECKING:
+    from resolver.core.declarations import (
+        DeclaredFactory,
+        ProviderDeclaration,
+        Reason,
+        declare,
+    )
     from resolver.core.domain import (
         DispatchIdentity,
         Finding,
@@ -41,8 +47,9 @@ if TYPE_CHECKING:
         ProviderFactory,
         parse_provider_settings,
     )
-    from resolver.db.readonly import ReadOnlyDatabase, Row
+    from resolver.db.readonly import SQL_SOURCE_REASONS, ReadOnlyDatabase, Row
     from resolver.evidence.readonly_http import (
+        HTTP_SOURCE_REASONS,
         HttpReply,
         HttpUnavailable,
         MethodNotAllowed,
@@ -52,6 +59,7 @@ if TYPE_CHECKING:
     from resolver.evidence.receipts import (
         MAX_RAW_RECEIPT_BYTES,
         MAX_RECEIPT_BYTES,
+        RECEIPT_REASONS,
         KeyRing,
         RejectReason,
         VerifiedReceipt,
@@ -62,6 +70,10 @@ if TYPE_CHECKING:
 # Each public name and the module that defines it (tests/unit/test_public_imports.py checks
 # this table against the imports above, so a type checker and the runtime see one surface).
 _HOMES: dict[str, str] = {
+    **dict.fromkeys(
+        ("DeclaredFactory", "ProviderDeclaration", "Reason", "declare"),
+        "resolver.core.declarations",
+    ),
     **dict.fromkeys(
         (
             "DispatchIdentity",
@@ -94,15 +106,23 @@ _HOMES: dict[str, str] = {
         ),
         "resolver.core.provider",
     ),
-    **dict.fromkeys(("ReadOnlyDatabase", "Row"), "resolver.db.readonly"),
+    **dict.fromkeys(("SQL_SOURCE_REASONS", "ReadOnlyDatabase", "Row"), "resolver.db.readonly"),
     **dict.fromkeys(
-        ("HttpReply", "HttpUnavailable", "MethodNotAllowed", "ReadOnlyHttpClient", "TlsSettings"),
+        (
+            "HTTP_SOURCE_REASONS",
+            "HttpReply",
+            "HttpUnavailable",
+            "MethodNotAllowed",
+            "ReadOnlyHttpClient",
+            "TlsSettings",
+        ),
         "resolver.evidence.readonly_http",
     ),
     **dict.fromkeys(
         (
             "MAX_RAW_RECEIPT_BYTES",
             "MAX_RECEIPT_BYTES",
+            "RECEIPT_REASONS",
             "KeyRing",
             "RejectReason",
             "VerifiedReceipt",
@@ -114,10 +134,14 @@ _HOMES: dict[str, str] = {
 }
 
 __all__ = [
+    "HTTP_SOURCE_REASONS",
     "MAX_RAW_RECEIPT_BYTES",
     "MAX_RECEIPT_BYTES",
+    "RECEIPT_REASONS",
+    "SQL_SOURCE_REASONS",
     "Capability",
     "ConfigError",
+    "DeclaredFactory",
     "DispatchIdentity",
     "EvidenceProvider",
     "Finding",
@@ -128,10 +152,12 @@ __all__ = [
     "MethodNotAllowed",
     "Outcome",
     "PageEvidenceProvider",
+    "ProviderDeclaration",
     "ProviderFactory",
     "ProviderFailure",
     "ReadOnlyDatabase",
     "ReadOnlyHttpClient",
+    "Reason",
     "ReceiptRejected",
     "RejectReason",
     "ResolverError",
@@ -141,6 +167,7 @@ __all__ = [
     "TlsSettings",
     "VerifiedReceipt",
     "canonical_json",
+    "declare",
     "parse_provider_settings",
     "receipt_finding",
     "sha256_hex",
@@ -148,19 +175,8 @@ __all__ = [
 ]
 
 # The previous release's module `resolver.evidence` (now this package) also held the provider
-# registry; those names still resolve, with a warning, for one release.
-_deprecated = forward(
-    __name__,
-    "resolver.core.provider",
-    (
-        "ENTRY_POINT_GROUP",
-        "ProviderRegistry",
-        "SettingsModel",
-        "build_registry",
-        "discover_factories",
-        "installed_entry_points",
-    ),
-)
+# registry; those names still resolve, with a warning (resolver/_compat).
+_deprecated = forward(__name__, stacklevel=3)
 
 
 # Hidden from type checkers: a module `__getattr__` would make every name, a misspelt one

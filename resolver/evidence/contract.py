@@ -12,25 +12,43 @@ The suite proves verified success and failure, missing, conflict on tamper / ide
 oversize / extra field, still_running where the evidence can say so, unavailable, that a
 page answer equals the item answers, and that `inspect` writes nothing and can be repeated.
 A harness may mark a scenario `NotApplicable`, except the REQUIRED ones of an automatic
-provider: those fail. Install with the `contract` extra (it brings pytest).
+provider: those fail. A harness that names its provider's `entry_point` also has the
+provider's declaration checked: the entry point is installed and declares itself, and every
+reason code the provider gave in any scenario is declared. Install with the `contract` extra
+(it brings pytest).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from enum import StrEnum
 from typing import Protocol
 
+import msgspec
 import pytest
 
+from resolver.core.declarations import (
+    CORE_REASONS,
+    SOURCE_REFUSAL_PATTERN,
+    DeclaredFactory,
+    ProviderDeclaration,
+    secret_shapes,
+)
 from resolver.core.domain import (
     HEX64_PATTERN,
     RESULT_CODE_PATTERN,
     DispatchIdentity,
+    Finding,
     FindingKind,
     ProviderFailure,
 )
-from resolver.core.provider import Capability, EvidenceProvider, PageEvidenceProvider
+from resolver.core.provider import (
+    ENTRY_POINT_GROUP,
+    Capability,
+    EvidenceProvider,
+    PageEvidenceProvider,
+    installed_entry_points,
+)
 from resolver.evidence.receipt_server import ReceiptServer, running_receipt_server
 from resolver.evidence.receipts import KeyRing
 
@@ -47,6 +65,7 @@ __all__ = [
     "planted",
     "receipt_keys",
     "receipt_server",
+    "undeclared_reasons",
 ]
 
 
@@ -83,7 +102,11 @@ class NotApplicable(Exception):
 
 
 class ProviderHarness(Protocol):
-    """What a provider author supplies: a provider, and a way to plant its evidence."""
+    """What a provider author supplies: a provider, and a way to plant its evidence.
+
+    Give the class an `entry_point` attribute too, the provider's name in the
+    `resolver.providers` group, and the kit checks what the provider declares (without it
+    those checks are skipped, and the next minor release fails them instead)."""
 
     def provider(self) -> EvidenceProvider:
         """The provider under test, reading the harness's evidence source."""
@@ -122,7 +145,8 @@ def planted(harness: ProviderHarness, scenario: Scenario) -> DispatchIdentity:
         if scenario in REQUIRED and _is_automatic(harness):
             pytest.fail(
                 f"{scenario.value} must apply to an automatic provider ({exc}): "
-                f"plant {', '.join(s.value for s in REQUIRED)} or declare it manual_only"
+                f"plant {', '.join(s.value for s in REQUIRED)} or give it the capability "
+                f"{Capability.MANUAL_ONLY.value}"
             )
         pytest.skip(f"{scenario.value} not applicable: {exc}")
     return identity
@@ -130,6 +154,43 @@ def planted(harness: ProviderHarness, scenario: Scenario) -> DispatchIdentity:
 
 def _is_automatic(harness: ProviderHarness) -> bool:
     return harness.provider().capability is Capability.AUTOMATIC
+
+
+_CORE_CODES = frozenset(reason.code for reason in CORE_REASONS)
+
+
+def undeclared_reasons(declaration: ProviderDeclaration, findings: Iterable[Finding]) -> set[str]:
+    """The reason codes among `findings` that nobody declared: not the provider, not the
+    resolver (the failure classes), and, on an unavailable finding, not of a source-refusal's
+    bounded shape (`http_403`, `sqlstate_42501`), which a source's own code may take."""
+    missing = set()
+    for finding in findings:
+        code = finding.cause
+        if code is None or code in declaration.codes or code in _CORE_CODES:
+            continue
+        if finding.kind is FindingKind.UNAVAILABLE and SOURCE_REFUSAL_PATTERN.match(code):
+            continue
+        missing.add(code)
+    return missing
+
+
+def _declared_factory(harness: ProviderHarness) -> DeclaredFactory[object]:
+    name = getattr(harness, "entry_point", None)
+    if name is None:
+        pytest.skip(
+            "the harness names no entry_point: set it to the provider's name in the "
+            f"{ENTRY_POINT_GROUP} group so the kit can check its declaration"
+        )
+    found = [ep for ep in installed_entry_points(ENTRY_POINT_GROUP) if ep.name == name]
+    if not found:
+        pytest.fail(f"no installed distribution registers {name!r} in {ENTRY_POINT_GROUP}")
+    factory = found[0].load()
+    if not isinstance(factory, DeclaredFactory):
+        pytest.fail(
+            f"{name} ({found[0].value}) declares nothing: decorate its factory with "
+            "resolver.evidence.declare(reasons=..., escalate_after_seconds=...)"
+        )
+    return factory
 
 
 class ProviderContract:
@@ -217,6 +278,30 @@ class ProviderContract:
         assert set(page) == {i.dispatch_id for i in identities}
         assert page == {i.dispatch_id: provider.inspect(i) for i in identities}
         assert provider_harness.snapshot() == before
+
+    def test_declaration_is_registered_and_well_formed(
+        self, provider_harness: ProviderHarness
+    ) -> None:
+        declaration = _declared_factory(provider_harness).declaration
+        # Built again from plain data: every rule of a declaration holds (codes, bounded
+        # one-line sentences, windows only for findings that escalate).
+        rebuilt = msgspec.convert(msgspec.to_builtins(declaration), ProviderDeclaration)
+        assert rebuilt == declaration
+        for reason in declaration.reasons:
+            assert secret_shapes(reason.sentence) == [], reason.code
+        automatic = provider_harness.provider().capability is Capability.AUTOMATIC
+        if not automatic:
+            assert not declaration.escalate_after_seconds, "a manual-only case is manual at once"
+
+    def test_every_reason_it_gives_is_declared(self, provider_harness: ProviderHarness) -> None:
+        declaration = _declared_factory(provider_harness).declaration
+        provider = provider_harness.provider()
+        identities = [i for _, i in self._plant_every_scenario(provider_harness)]
+        findings = [provider.inspect(i) for i in identities]
+        findings.append(provider_harness.unavailable_provider().inspect(identities[0]))
+        assert undeclared_reasons(declaration, findings) == set(), (
+            "reason codes the provider gave but did not declare"
+        )
 
     def _check_verified(self, harness: ProviderHarness, scenario: Scenario) -> None:
         identity = planted(harness, scenario)

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 from opentelemetry import propagate
 
 from resolver import __version__
+from resolver.core.declarations import Reason
 from resolver.core.errors import ConfigError, ResolverError
 from resolver.evidence.http_exchange import ConnectionPool, Endpoint, HttpReply, HttpUnavailable
 
@@ -37,6 +38,7 @@ from resolver.evidence.http_exchange import ConnectionPool, Endpoint, HttpReply,
 # from here, with the client.
 __all__ = [
     "ALLOWED_METHODS",
+    "HTTP_SOURCE_REASONS",
     "HttpReply",
     "HttpUnavailable",
     "MethodNotAllowed",
@@ -46,6 +48,12 @@ __all__ = [
 ]
 
 ALLOWED_METHODS = frozenset({"GET", "HEAD"})
+# What an HTTP provider's source refusals mean to a person, for its declaration. Other
+# statuses pass through as `http_<status>` and show as the code.
+HTTP_SOURCE_REASONS = (
+    Reason("http_401", "the evidence source refused the resolver's credential"),
+    Reason("http_403", "the evidence source forbids the resolver this read"),
+)
 # The pacer lets this share of a second's requests through at once, at most: any one-second
 # window then holds at most 1.04x the rate (within a budget's usual 5 %), and a page of 16
 # at a few hundred per second goes out together instead of spread over tens of ms.

@@ -26,6 +26,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 import structlog
 
+from resolver.core.declarations import Reason
 from resolver.core.domain import (
     ACTION_TYPE_PATTERN,
     HEX64_PATTERN,
@@ -103,6 +104,51 @@ class RejectReason(StrEnum):
     IDENTITY_MISMATCH = "identity_mismatch"
     DIGEST_MISMATCH = "digest_mismatch"
     FENCE_MISMATCH = "fence_mismatch"
+
+
+# What each rejection means to a person, for the declaration of every provider that verifies
+# receipts (`declare(reasons=RECEIPT_REASONS + ...)`): one sentence per code, shared, so two
+# receipt providers never give one code two meanings. The four that suggest tampering are what a
+# forged or altered success looks like; the rest are a broken or foreign producer.
+_RECEIPT_SENTENCES: Mapping[RejectReason, tuple[str, bool]] = {
+    RejectReason.TOO_LARGE: ("the receipt is larger than any valid receipt", False),
+    RejectReason.NOT_JSON: ("the receipt is not valid JSON", False),
+    RejectReason.NOT_OBJECT: ("the receipt is not a JSON object", False),
+    RejectReason.DUPLICATE_FIELD: ("the receipt repeats a field", False),
+    RejectReason.FLOAT: ("the receipt carries a fractional number", False),
+    RejectReason.MISSING_FIELD: ("the receipt lacks a required field", False),
+    RejectReason.UNKNOWN_FIELD: ("the receipt carries an unknown field", False),
+    RejectReason.BAD_TYPE: ("a receipt field has the wrong type", False),
+    RejectReason.BAD_VALUE: ("a receipt field has an invalid value", False),
+    RejectReason.VERSION_MISMATCH: (
+        "the receipt has a format version this installation does not read",
+        False,
+    ),
+    RejectReason.UNKNOWN_KID: (
+        "the receipt is signed with a key this installation does not know",
+        True,
+    ),
+    RejectReason.BAD_SIGNATURE: (
+        "the receipt's signature does not verify: it was altered or not signed by the executor",
+        True,
+    ),
+    RejectReason.IDENTITY_MISMATCH: (
+        "the evidence names another dispatch, project or attempt",
+        True,
+    ),
+    RejectReason.DIGEST_MISMATCH: (
+        "the receipt is for a different action than the one approved",
+        True,
+    ),
+    RejectReason.FENCE_MISMATCH: (
+        "the receipt was written under a lease that no longer held",
+        False,
+    ),
+}
+RECEIPT_REASONS: tuple[Reason, ...] = tuple(
+    Reason(code.value, sentence, tampering)
+    for code, (sentence, tampering) in _RECEIPT_SENTENCES.items()
+)
 
 
 def _reject(reason: RejectReason, message: str) -> ReceiptRejected:
@@ -484,7 +530,7 @@ def _check_well_formed(
 
 # The canonical encoder of canonical_json, for values parse_receipt_json produced: that
 # parser already refused floats, NaN and non-string keys, so the walk looking for them
-# (domain._reject_floats) would find nothing.
+# (_reject_floats of resolver.core.domain.canonical) would find nothing.
 _CANONICAL = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
 )

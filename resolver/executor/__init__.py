@@ -5,6 +5,7 @@
 (docs/versioning.md); the submodules behind them are not.
 """
 
+from resolver._compat.postgres_store import PostgresStore
 from resolver.core.domain import (
     ActionSummary,
     Completion,
@@ -27,7 +28,6 @@ from resolver.core.errors import (
     ResolverError,
     StorageUnavailable,
 )
-from resolver.db.repository import PostgresStore
 from resolver.db.store.execution import PostgresExecutionStore
 from resolver.db.store.handle import PostgresHandle
 from resolver.evidence.receipts import KeyRing

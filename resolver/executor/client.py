@@ -9,9 +9,9 @@ is an answer (`FenceConflict`, `LeaseLost`), never a reason to retry blindly.
 from __future__ import annotations
 
 import copy
-import warnings
 from enum import StrEnum
 
+from resolver._compat import clock_per_call
 from resolver.core.domain import Completion, DispatchSpec, ExecutionLease
 from resolver.core.ports import ExecutionStore
 
@@ -47,32 +47,22 @@ class ExecutionClient:
 
     def lease(self, dispatch_id: str, *, now_ms: int | None = None) -> ExecutionLease:
         """First lease, or takeover of an expired `leased` one; `NotLeasable` otherwise."""
-        return self._clocked(now_ms).lease_execution(dispatch_id, self._owner, self._lease_ms)
+        return clock_per_call(self._store, now_ms).lease_execution(
+            dispatch_id, self._owner, self._lease_ms
+        )
 
     def start(self, lease: ExecutionLease, *, now_ms: int | None = None) -> ExecutionLease:
         """Cross the start barrier (leased -> executing) and arm recovery, atomically."""
-        return self._clocked(now_ms).start_execution(lease, self._lease_ms)
+        return clock_per_call(self._store, now_ms).start_execution(lease, self._lease_ms)
 
     def renew(self, lease: ExecutionLease, *, now_ms: int | None = None) -> ExecutionLease:
         """Extend the lease; recovery leases on the dispatch are revoked in the same step."""
-        return self._clocked(now_ms).renew_execution(lease, self._lease_ms)
+        return clock_per_call(self._store, now_ms).renew_execution(lease, self._lease_ms)
 
     def complete(
         self, lease: ExecutionLease, completion: Completion, *, now_ms: int | None = None
     ) -> CompletionResult:
         """Record the terminal state; a resolution that won first only admits an exact replay."""
-        if self._clocked(now_ms).complete_execution(lease, completion):
+        if clock_per_call(self._store, now_ms).complete_execution(lease, completion):
             return CompletionResult.COMMITTED
         return CompletionResult.REPLAYED
-
-    def _clocked(self, now_ms: int | None) -> ExecutionStore:
-        """The store, or (the previous release's `now_ms=` on each call) its view at now_ms."""
-        if now_ms is None:
-            return self._store
-        warnings.warn(
-            "ExecutionClient's now_ms= is deprecated and will be removed in the next release: "
-            "set the clock once with client.at(now_ms) (see CHANGELOG.md, Upgrading)",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        return self._store.at(now_ms)

@@ -1,7 +1,7 @@
 """Receipt writing for executors: a signed receipt v1 in the same transaction as the mutation.
 
 The executor calls `write_receipt` inside the transaction of its own mutation, so the receipt
-exists if and only if the mutation committed; the `internal_mutation` provider reads it back.
+exists if and only if the mutation committed; a provider reading `action_receipts` reads it back.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ which, so this service only turns its answer into a result or a typed refusal.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 
 from resolver.core.domain import (
     REASON_CODE_PATTERN,
@@ -18,6 +19,7 @@ from resolver.core.domain import (
     DecisionLimits,
     ExecutionState,
     Grant,
+    ManualCommitAnswer,
     ManualContext,
     ManualDecision,
     ManualResult,
@@ -25,6 +27,7 @@ from resolver.core.domain import (
     Principal,
     ProposalAction,
     ProposalClose,
+    ProposalCloseAnswer,
     ProposalResult,
     ResolutionSource,
     SignedFact,
@@ -46,33 +49,50 @@ STRONG_AMR = frozenset({"mfa", "hwk", "swk", "otp", "fido"})
 # How long a proposal waits for its second person: long enough to find a colleague on call,
 # short enough that the evidence both looked at is still the evidence.
 PROPOSAL_TTL_MS = 60 * 60 * 1000
-# What a two-person answer of the manual commit that settles nothing means to the caller.
-PROPOSAL_REFUSALS: dict[str, tuple[str, str]] = {
-    "second_person_required": (
+# What each answer of the manual commit means to the caller: a result when it wrote the
+# decision or its proposal, else the refusal (a 409 problem code and its title).
+WRITTEN: Mapping[ManualCommitAnswer, ManualResult] = {
+    ManualCommitAnswer.COMMITTED: ManualResult.COMMITTED,
+    ManualCommitAnswer.PROPOSED: ManualResult.PROPOSED,
+}
+PROPOSAL_REFUSALS: Mapping[ManualCommitAnswer, tuple[str, str]] = {
+    ManualCommitAnswer.SECOND_PERSON_REQUIRED: (
         "second_person_required",
         "you proposed this decision: a different person with the same permission must "
         "confirm it (or you withdraw it)",
     ),
-    "rejected": (
+    ManualCommitAnswer.REJECTED: (
         "proposal_rejected",
         "a different decision rejected the open proposal; nothing was committed: reload the "
         "case, then propose again",
     ),
-    "voided": (
+    ManualCommitAnswer.VOIDED: (
         "proposal_voided",
         "the proposer no longer holds the permission; the proposal is void and nothing was "
         "committed",
     ),
-    "proposal_limit": (
+    ManualCommitAnswer.PROPOSAL_LIMIT: (
         "proposal_limit",
         "this case already had 16 proposals; settle it by talking it through first",
     ),
 }
-CLOSE_REFUSALS: dict[str, tuple[str, str]] = {
-    "no_proposal": ("no_proposal", "there is no open proposal on this dispatch"),
-    "not_proposer": ("not_proposer", "only the proposer can withdraw a proposal"),
-    "own_proposal": ("own_proposal", "you cannot reject your own proposal: withdraw it"),
-    "mutation_used": ("conflict", "this mutation id was already used"),
+# The same for closing a proposal (a stale sign-in is answered as for a decision).
+CLOSED: Mapping[ProposalCloseAnswer, ProposalResult] = {
+    ProposalCloseAnswer.WITHDRAWN: ProposalResult.WITHDRAWN,
+    ProposalCloseAnswer.REJECTED: ProposalResult.REJECTED,
+    ProposalCloseAnswer.REPLAYED: ProposalResult.REPLAYED,
+}
+CLOSE_REFUSALS: Mapping[ProposalCloseAnswer, tuple[str, str]] = {
+    ProposalCloseAnswer.NO_PROPOSAL: ("no_proposal", "there is no open proposal on this dispatch"),
+    ProposalCloseAnswer.NOT_PROPOSER: (
+        "not_proposer",
+        "only the proposer can withdraw a proposal",
+    ),
+    ProposalCloseAnswer.OWN_PROPOSAL: (
+        "own_proposal",
+        "you cannot reject your own proposal: withdraw it",
+    ),
+    ProposalCloseAnswer.MUTATION_USED: ("conflict", "this mutation id was already used"),
 }
 
 
@@ -110,15 +130,13 @@ class ManualResolutionService:
         answer = self._store.commit_manual(
             authority, decision, self._sign(authority, decision), self._limits
         )
-        if answer == "committed":
-            return ManualResult.COMMITTED
-        if answer == "proposed":
-            return ManualResult.PROPOSED
-        if answer is not None:
-            code, title = PROPOSAL_REFUSALS[answer]
-            ctx = self._context(decision.dispatch_id, decision.mutation_id)
-            raise ProposalConflict(code, title, current=_as_now(ctx))
-        return self._explain(principal, decision, grant)
+        if answer is None:
+            return self._explain(principal, decision, grant)
+        if answer in WRITTEN:
+            return WRITTEN[answer]
+        code, title = PROPOSAL_REFUSALS[answer]
+        ctx = self._context(decision.dispatch_id, decision.mutation_id)
+        raise ProposalConflict(code, title, current=_as_now(ctx))
 
     def open_proposal(self, dispatch_id: str) -> OpenProposal | None:
         """The proposal a `proposed` answer recorded (or found open)."""
@@ -147,13 +165,13 @@ class ManualResolutionService:
         )
         if answer is None:
             raise PermissionDenied(f"{PERMISSION} on project {context.project_id!r} changed; retry")
-        if answer == "stale_auth":
+        if answer is ProposalCloseAnswer.STALE_AUTH:
             raise StrongAuthRequired(self._stale_auth_message())
-        if answer in CLOSE_REFUSALS:
-            code, title = CLOSE_REFUSALS[answer]
-            ctx = self._context(dispatch_id, mutation_id)
-            raise ProposalConflict(code, title, current=_as_now(ctx))
-        return ProposalResult(answer)
+        if answer in CLOSED:
+            return CLOSED[answer]
+        code, title = CLOSE_REFUSALS[answer]
+        ctx = self._context(dispatch_id, mutation_id)
+        raise ProposalConflict(code, title, current=_as_now(ctx))
 
     def _sign(self, authority: Authority, decision: ManualDecision) -> SignedFact:
         """The authorization fact this decision records, signed with the API's key."""

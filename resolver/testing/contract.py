@@ -1,4 +1,4 @@
-"""Deprecated: the previous release's contract kit plugin, kept for one release.
+"""Deprecated: 0.1.0's contract kit plugin, removed in 0.3.0 (the shim is in resolver/_compat).
 
 `pytest_plugins = ["resolver.testing.contract"]` still works: pytest finds the fixtures
 (`receipt_keys`, `receipt_server`) among this module's names, so they are imported here, not
@@ -6,44 +6,8 @@ resolved on use. Use `pytest_plugins = ["resolver.evidence.contract"]` and impor
 there (CHANGELOG.md, Upgrading).
 """
 
-from __future__ import annotations
+from resolver._compat import plugin_imported
+from resolver.evidence.contract import *  # noqa: F403
+from resolver.evidence.contract import __all__ as __all__
 
-import warnings
-
-from resolver.evidence.contract import (
-    EXPECTED,
-    REJECTIONS,
-    REQUIRED,
-    NotApplicable,
-    ProviderContract,
-    ProviderHarness,
-    ReceiptServer,
-    Scenario,
-    expected_kind,
-    planted,
-    receipt_keys,
-    receipt_server,
-)
-
-warnings.warn(
-    "resolver.testing.contract is deprecated and will be removed in the next release: "
-    "use the pytest plugin resolver.evidence.contract and import the kit from it "
-    "(see CHANGELOG.md, Upgrading)",
-    DeprecationWarning,
-    stacklevel=2,
-)
-
-__all__ = [
-    "EXPECTED",
-    "REJECTIONS",
-    "REQUIRED",
-    "NotApplicable",
-    "ProviderContract",
-    "ProviderHarness",
-    "ReceiptServer",
-    "Scenario",
-    "expected_kind",
-    "planted",
-    "receipt_keys",
-    "receipt_server",
-]
+plugin_imported(__name__)

@@ -138,6 +138,8 @@ class SqlHarness:
 
 
 class InternalMutationHarness(SqlHarness):
+    entry_point = "internal_mutation"
+
     def __init__(self, database_url: str, keys: KeyRing) -> None:
         super().__init__(database_url)
         self.keys = keys
@@ -159,6 +161,8 @@ class InternalMutationHarness(SqlHarness):
 
 
 class RunCreateHarness(SqlHarness):
+    entry_point = "run_create"
+
     def provider(self) -> EvidenceProvider:
         return self.track(RunCreateProvider(self.database(), TIMEOUT_SECONDS))
 
@@ -198,6 +202,8 @@ def insert_run_fact(conn: psycopg.Connection[Any], fact: dict[str, Any]) -> None
 
 
 class PackageInstallHarness(SqlHarness):
+    entry_point = "package_install"
+
     def provider(self) -> EvidenceProvider:
         return self.track(PackageInstallProvider(self.database(), TIMEOUT_SECONDS))
 
@@ -260,6 +266,8 @@ def plant_install(
 
 
 class HttpReceiptHarness:
+    entry_point = "http_receipt"
+
     def __init__(self, server: ReceiptServer, keys: KeyRing) -> None:
         self.server = server
         self.keys = keys
@@ -295,6 +303,8 @@ class HttpReceiptHarness:
 
 
 class ManualOnlyHarness:
+    entry_point = "manual_only"
+
     def provider(self) -> EvidenceProvider:
         return ManualOnlyProvider()
 

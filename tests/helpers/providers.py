@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
+from resolver.core.declarations import DeclaredFactory
 from resolver.core.domain import DispatchIdentity, Finding, FindingKind, Outcome
-from resolver.core.provider import ProviderRegistry
+from resolver.core.provider import ProviderRegistry, installed_declarations
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.runtime import Runtime
 from resolver_test_support.scripted import ScriptedProvider, verified
 from tests.helpers.stores import Storage
 
-__all__ = ["ScriptedProvider", "fixed", "reconciler", "registry", "verified"]
+__all__ = ["ScriptedProvider", "fixed", "reconciler", "registry", "scripted_as", "verified"]
 
 
 def fixed(kind: FindingKind) -> Callable[[DispatchIdentity], Finding]:
@@ -21,6 +23,20 @@ def fixed(kind: FindingKind) -> Callable[[DispatchIdentity], Finding]:
     if kind is FindingKind.VERIFIED_FAILED:
         return lambda i: verified(i, Outcome.FAILED)
     return lambda _i: Finding(kind)
+
+
+def scripted_as(
+    name: str, answer: Callable[[DispatchIdentity], Finding]
+) -> Callable[[Mapping[str, Any]], ScriptedProvider]:
+    """A factory of scripted findings that declares what the installed provider `name`
+    declares (its windows, its reasons), as the registry reads it; a name no installed
+    provider has declares nothing."""
+    declared = installed_declarations().get(name)
+
+    def build(_settings: Mapping[str, Any]) -> ScriptedProvider:
+        return ScriptedProvider(answer)
+
+    return build if declared is None else DeclaredFactory(build, declared)
 
 
 def registry(action_type: str, provider: object) -> ProviderRegistry:

@@ -77,18 +77,18 @@ def test_what_the_page_says_of_a_crashed_uncommitted_mutation_holds() -> None:
     # and the page's way to be alerted (a window, then ResolverEscalations) exists as named.
     import yaml
 
+    from providers.internal_mutation import create
+    from resolver.core.declarations import declaration_of
     from resolver.core.domain import FindingKind
-    from resolver.core.escalation import CONFIG_KEY, DEFAULT_WINDOWS_SECONDS, escalation_policy
+    from resolver.core.escalation import CONFIG_KEY, escalation_policy
 
     text = DOC.read_text(encoding="utf-8")
     assert "never reaches the manual queue by itself" in text
-    assert "internal_mutation" not in DEFAULT_WINDOWS_SECONDS
-    assert escalation_policy("internal_mutation", None).after_ms(FindingKind.MISSING) is None
+    defaults = declaration_of(create).escalate_after_seconds
+    assert defaults == {}
+    assert escalation_policy(defaults, None).after_ms(FindingKind.MISSING) is None
     assert f"`{CONFIG_KEY}: {{missing: 3600}}`" in text
-    assert (
-        escalation_policy("internal_mutation", {"missing": 3600}).after_ms(FindingKind.MISSING)
-        == 3_600_000
-    )
+    assert escalation_policy(defaults, {"missing": 3600}).after_ms(FindingKind.MISSING) == 3_600_000
     alerts = yaml.safe_load((ROOT / "deploy" / "prometheus" / "resolver-alerts.yml").read_text())
     names = {rule.get("alert") for group in alerts["groups"] for rule in group["rules"]}
     for alert in ("ResolverEscalations", "ResolverManualQueueAgeing"):

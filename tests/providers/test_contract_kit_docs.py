@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from resolver.evidence import DispatchIdentity, Finding, FindingKind, ProviderFailure
-from resolver.evidence.contract import EXPECTED, REQUIRED, Scenario
+from resolver.evidence.contract import EXPECTED, REQUIRED, Scenario, undeclared_reasons
 from tests.helpers.database import SQL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,12 +64,20 @@ def test_the_whole_provider_example_runs(database_url: str, sql: SQL) -> None:
             started_at_ms=1,
             idempotency_key="idem-doc",
         )
-        assert provider.inspect(identity) == Finding(FindingKind.MISSING)
+        assert provider.inspect(identity) == Finding(FindingKind.MISSING, cause="no_refund")
         sql.all("INSERT INTO refunds VALUES ('idem-doc', 'done')")
-        assert provider.inspect(identity) == Finding(FindingKind.CONFLICT)
+        conflict = provider.inspect(identity)
+        assert conflict == Finding(FindingKind.CONFLICT, cause="refund_not_bound")
         sql.all("DROP TABLE refunds")
-        assert provider.inspect(identity) == Finding(
-            FindingKind.UNAVAILABLE, failure=ProviderFailure.CONFIGURATION
+        unavailable = provider.inspect(identity)
+        assert unavailable == Finding(
+            FindingKind.UNAVAILABLE, failure=ProviderFailure.CONFIGURATION, cause="sqlstate_42p01"
         )
+        # What it declares: every code it gave, the tampering flag, its window.
+        declaration = namespace["create"].declaration
+        assert undeclared_reasons(declaration, [conflict, unavailable]) == set()
+        reasons = {r.code: r for r in declaration.reasons}
+        assert reasons["refund_not_bound"].suggests_tampering
+        assert declaration.escalate_after_seconds == {FindingKind.MISSING: 3600}
     finally:
         provider.close()

@@ -120,3 +120,43 @@ def test_the_unwrapped_providers_pass_the_same_checks(
     KIT.test_untrustworthy_evidence_is_conflict_never_success(harness, Scenario.TAMPERED)
     KIT.test_no_evidence_is_missing(harness)
     KIT.test_inspect_writes_nothing_and_repeats_exactly(harness)
+
+
+class GivesAnUndeclaredReason(TrustsAnyReceipt):
+    """Says why a receipt is missing with a code nobody declared: the console could only show
+    it raw, and no one knows whether it suggests tampering."""
+
+    def inspect(self, identity: DispatchIdentity) -> Finding:
+        finding = self._inner.inspect(identity)
+        if finding.kind is FindingKind.MISSING:
+            return Finding(FindingKind.MISSING, cause="receipt_lost_in_transit")
+        return finding
+
+
+def test_kit_catches_a_reason_the_provider_gives_but_never_declared(
+    receipt_server: ReceiptServer, receipt_keys: KeyRing
+) -> None:
+    harness = Wrapped(receipt_server, receipt_keys, GivesAnUndeclaredReason)
+    with pytest.raises(AssertionError, match="receipt_lost_in_transit"):
+        KIT.test_every_reason_it_gives_is_declared(harness)
+    KIT.test_every_reason_it_gives_is_declared(HttpReceiptHarness(receipt_server, receipt_keys))
+
+
+class NamesAnUndeclaredEntryPoint(HttpReceiptHarness):
+    # Installed by the test-support distribution, with a plain factory that declares nothing.
+    entry_point = "scripted"
+
+
+class NamesNoEntryPoint(HttpReceiptHarness):
+    entry_point = None  # type: ignore[assignment]
+
+
+def test_kit_fails_an_entry_point_that_declares_nothing_and_skips_a_harness_naming_none(
+    receipt_server: ReceiptServer, receipt_keys: KeyRing
+) -> None:
+    with pytest.raises(pytest.fail.Exception, match="declares nothing"):
+        KIT.test_declaration_is_registered_and_well_formed(
+            NamesAnUndeclaredEntryPoint(receipt_server, receipt_keys)
+        )
+    with pytest.raises(pytest.skip.Exception, match="names no entry_point"):
+        KIT.test_every_reason_it_gives_is_declared(NamesNoEntryPoint(receipt_server, receipt_keys))

@@ -81,6 +81,8 @@ def receipt(identity: DispatchIdentity, outcome: Outcome = Outcome.SUCCEEDED) ->
 
 
 class ObjectReceiptHarness:
+    entry_point = "object_receipt"
+
     def __init__(self, s3: S3Server) -> None:
         self.s3 = s3
 
@@ -299,7 +301,8 @@ def test_bad_settings_are_a_clear_start_up_error(setting: str, value: object) ->
 
 
 def test_missing_escalates_after_an_hour_by_default() -> None:
+    from resolver.core.declarations import declaration_of
     from resolver.core.escalation import escalation_policy
 
-    policy = escalation_policy("object_receipt", None)
+    policy = escalation_policy(declaration_of(create).escalate_after_seconds, None)
     assert policy.windows_ms == {FindingKind.MISSING: 3_600_000}

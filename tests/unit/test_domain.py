@@ -104,7 +104,7 @@ IDENTITY = DispatchIdentity(1, "d-1", "a-1", "p-1", "refund.issue", "0" * 64, 1,
     [
         cls
         for _, cls in inspect.getmembers(domain, inspect.isclass)
-        if issubclass(cls, msgspec.Struct) and cls.__module__ == domain.__name__
+        if issubclass(cls, msgspec.Struct) and cls.__module__.startswith(f"{domain.__name__}.")
     ],
 )
 def test_every_domain_value_is_frozen(cls: type[msgspec.Struct]) -> None:

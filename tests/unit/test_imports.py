@@ -5,25 +5,29 @@ planted violation."""
 from __future__ import annotations
 
 import graphlib
+import pkgutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import grimp
 import pytest
 
+import resolver.core.domain
+from resolver._compat import SHIMS, Kind
+
 PACKAGES = ("resolver", "providers")
 Edges = Mapping[str, set[str]]
 
 DRIVERS = ("psycopg", "psycopg_pool", "sqlalchemy", "alembic")
 WEB_STACK = ("fastapi", "starlette", "uvicorn")
-# The previous release's import paths (resolver/_deprecated.py), kept for one release.
-DEPRECATED_STUBS = (
-    "resolver.domain",
-    "resolver.errors",
-    "resolver.receipts",
-    "resolver.readonly_http",
-    "resolver.execution",
-    "resolver.testing",
+# The previous release's import paths that are whole modules (stubs), and every module that
+# hosts a shim of resolver/_compat (a stub, or a live module still answering an old name).
+DEPRECATED_STUBS = tuple(s.module for s in SHIMS if s.kind in (Kind.MODULE, Kind.PLUGIN))
+SHIM_HOSTS = tuple(sorted({s.module for s in SHIMS}))
+
+# The value types' modules, by concern (resolver/core/domain/): imported through the package.
+DOMAIN_MODULES = tuple(
+    f"resolver.core.domain.{m.name}" for m in pkgutil.iter_modules(resolver.core.domain.__path__)
 )
 
 # One module per port of resolver.core.ports (resolver/db/store/).
@@ -43,6 +47,8 @@ class Forbidden:
     targets: tuple[str, ...]
     exempt: tuple[str, ...] = ()
     transitive: bool = False
+    exempt_exactly: tuple[str, ...] = ()
+    """Exempt these modules themselves, not the modules under them."""
 
 
 RULES = (
@@ -82,15 +88,23 @@ RULES = (
         exempt=DEPRECATED_STUBS,
     ),
     Forbidden(
+        "the value types are imported from resolver.core.domain, never from the module of one",
+        importers=PACKAGES,
+        targets=DOMAIN_MODULES,
+        exempt=("resolver.core.domain",),
+    ),
+    Forbidden(
         "a port's store stands on the shared handle and the row mappers, never on another port",
         importers=PORT_STORES,
         targets=PORT_STORES,
     ),
     Forbidden(
-        "the product composes the port stores, never the deprecated aggregate of them all",
+        "only the modules hosting a shim reach the compatibility package (the product composes"
+        " the port stores, never the deprecated aggregate of them all)",
         importers=PACKAGES,
-        targets=("resolver.db.repository",),
-        exempt=("resolver.executor",),
+        targets=("resolver._compat",),
+        exempt=("resolver._compat",),
+        exempt_exactly=SHIM_HOSTS,
     ),
 )
 
@@ -116,6 +130,8 @@ def violations(edges: Edges, rule: Forbidden) -> list[str]:
     for module in sorted(edges):
         if not _under(module, rule.importers) or _under(module, rule.exempt):
             continue
+        if module in rule.exempt_exactly:
+            continue
         reached = _reachable(edges, module) if rule.transitive else edges[module]
         found += [f"{module} -> {t}" for t in sorted(reached) if _under(t, rule.targets)]
     return found
@@ -124,7 +140,7 @@ def violations(edges: Edges, rule: Forbidden) -> list[str]:
 @pytest.fixture(scope="module")
 def graph() -> grimp.ImportGraph:
     # TYPE_CHECKING-only imports count too: a cycle that only type checkers see still means
-    # two modules each define part of the other's vocabulary, which is what domain.py is for.
+    # two modules each define part of the other's vocabulary, which is what the domain is for.
     # External packages appear as one module each (`psycopg`), so the layer rules see them.
     return grimp.build_graph(
         *PACKAGES, include_external_packages=True, exclude_type_checking_imports=False
@@ -156,12 +172,16 @@ def test_the_cycle_check_has_teeth(edges: Edges) -> None:
 
 
 def test_value_types_depend_on_nothing_but_errors(edges: Edges) -> None:
-    assert _internal(edges)["resolver.core.domain"] <= {"resolver.core.errors"}
+    internal = _internal(edges)
+    package = {"resolver.core.domain", *DOMAIN_MODULES}
+    assert len(package) > 5
+    for module in package:
+        assert internal[module] <= {"resolver.core.errors", *package}, module
 
 
 def test_ports_hold_protocols_only_and_import_no_service(edges: Edges) -> None:
     # ports.py and manual.py used to import each other (Principal, ManualDecision): the values
-    # both speak now live in domain.py, so only manual -> ports (its ManualStore) remains.
+    # both speak now live in the domain package, so only manual -> ports (ManualStore) remains.
     assert _internal(edges)["resolver.core.ports"] == {"resolver.core.domain"}
 
 
@@ -202,8 +222,11 @@ PLANTED = [
     (RULES[3], "resolver.executor.receipts", "psycopg.pq", None),
     (RULES[4], "resolver.demo.simple", "providers.internal_mutation", None),
     (RULES[5], "providers.http_receipt", "resolver.receipts", None),
-    (RULES[6], "resolver.db.store.manual", "resolver.db.store.cases", None),
-    (RULES[7], "resolver.app.composition", "resolver.db.repository", None),
+    (RULES[6], "resolver.human.manual", "resolver.core.domain.decisions", None),
+    (RULES[7], "resolver.db.store.manual", "resolver.db.store.cases", None),
+    (RULES[8], "resolver.app.composition", "resolver._compat.postgres_store", None),
+    # The executor API hosts a shim; the modules under it do not.
+    (RULES[8], "resolver.executor.receipts", "resolver._compat", None),
 ]
 
 

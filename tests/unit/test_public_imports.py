@@ -1,6 +1,7 @@
 """The import surface per audience, as the docs state it: every name the docs' own code blocks
-import resolves without a warning, the docs list each surface in full, and the previous
-release's paths still import for one release, with a warning naming the new path."""
+import resolves without a warning, the docs list each surface in full, and code written for the
+previous release still runs (warning) and, upgraded by the changelog's tables alone, runs
+without a warning."""
 
 from __future__ import annotations
 
@@ -117,117 +118,9 @@ def test_the_provider_api_is_one_surface_for_the_type_checker_and_the_runtime() 
 
 # -- the previous release's paths ------------------------------------------------------------
 
-# (0.1.0 import, name, where it is imported from now): every path the previous release's docs
-# taught provider and executor authors, and the names they reached through it.
-MOVED = [
-    *[
-        ("resolver.domain", name, "resolver.evidence")
-        for name in (
-            "DispatchIdentity",
-            "Finding",
-            "FindingKind",
-            "ProviderFailure",
-            "Outcome",
-            "canonical_json",
-            "sha256_hex",
-        )
-    ],
-    *[
-        ("resolver.domain", name, "resolver.executor")
-        for name in ("DispatchSpec", "ExecutionLease", "Completion", "action_digest")
-    ],
-    *[
-        ("resolver.errors", name, "resolver.evidence")
-        for name in (
-            "ResolverError",
-            "ConfigError",
-            "StorageUnavailable",
-            "SourceMisconfigured",
-            "ReceiptRejected",
-        )
-    ],
-    *[
-        ("resolver.errors", name, "resolver.executor")
-        for name in (
-            "FenceConflict",
-            "LeaseLost",
-            "NotLeasable",
-            "NotFound",
-            "InvalidDispatch",
-            "MutationNotCommitted",
-            "CommitUnknown",
-        )
-    ],
-    *[
-        ("resolver.evidence", name, "resolver.core.provider")
-        for name in (
-            "ProviderRegistry",
-            "build_registry",
-            "discover_factories",
-            "installed_entry_points",
-            "ENTRY_POINT_GROUP",
-            "SettingsModel",
-        )
-    ],
-    *[
-        ("resolver.receipts", name, "resolver.evidence")
-        for name in ("KeyRing", "receipt_finding", "verify_receipt", "MAX_RAW_RECEIPT_BYTES")
-    ],
-    ("resolver.receipts", "sign_receipt", "resolver.evidence.receipts"),
-    *[
-        ("resolver.readonly_http", name, "resolver.evidence")
-        for name in ("ReadOnlyHttpClient", "TlsSettings", "HttpReply", "HttpUnavailable")
-    ],
-    *[
-        ("resolver.execution", name, "resolver.executor")
-        for name in ("ExecutionClient", "CompletionResult")
-    ],
-    ("resolver.testing.receipt_server", "ReceiptServer", "resolver.evidence.contract"),
-    *[
-        ("providers.internal_mutation", name, "resolver.executor")
-        for name in ("write_receipt", "WrittenReceipt")
-    ],
-]
-
-# Names that kept their 0.1.0 path: resolver.evidence was the provider protocol's module.
-KEPT = [
-    ("resolver.evidence", name)
-    for name in (
-        "Capability",
-        "EvidenceProvider",
-        "PageEvidenceProvider",
-        "ProviderFactory",
-        "parse_provider_settings",
-    )
-]
-
-
-@pytest.mark.parametrize(("old", "name", "new"), MOVED, ids=lambda v: v)
-def test_a_previous_release_path_still_imports_with_a_warning_naming_the_new_one(
-    old: str, name: str, new: str
-) -> None:
-    with pytest.warns(
-        DeprecationWarning,
-        match=rf"{re.escape(old)}\.{name} .*import {name} from {re.escape(new)}\b",
-    ):
-        value = getattr(importlib.import_module(old), name)
-    assert value is getattr(importlib.import_module(new), name)
-
-
-@pytest.mark.parametrize(("old", "name"), KEPT, ids=lambda v: v)
-def test_a_kept_path_imports_without_a_warning(old: str, name: str) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert getattr(importlib.import_module(old), name) is getattr(
-            importlib.import_module("resolver.core.provider"), name
-        )
-
-
-def test_an_unknown_name_on_a_stub_is_still_an_attribute_error() -> None:
-    import resolver.domain
-
-    with pytest.raises(AttributeError, match=r"resolver\.domain"):
-        resolver.domain.NoSuchName  # noqa: B018
+# Every old path of CHANGELOG.md's tables, name by name, with its warning and the release that
+# removes it: tests/unit/test_compat.py. Here: the old plugin name and the upgrade, followed
+# alone, of a provider and an executor module written for 0.1.0.
 
 
 def run_pytest(tmp_path: Path, conftest: str, test: str) -> subprocess.CompletedProcess[str]:
@@ -374,15 +267,6 @@ def test_following_the_changelog_alone_upgrades_the_old_provider(tmp_path: Path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
     assert "resolver.testing" not in (tmp_path / "test_kit.py").read_text()
-
-
-def test_the_changelog_covers_every_moved_module() -> None:
-    olds = {old for old, _ in upgrade_rules("Provider authors") + upgrade_rules("Executor authors")}
-    for module, name, _ in MOVED:
-        if module == "providers.internal_mutation":
-            assert f"from {module} import {name}" in olds or name != "write_receipt"
-        elif module != "resolver.evidence":
-            assert f"from {module} import " in olds, module
 
 
 def test_the_changelog_table_of_moves_says_which_old_paths_still_import() -> None:

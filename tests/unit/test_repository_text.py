@@ -17,6 +17,9 @@ CITATION = re.compile(r"ADR-?[0-9]|\bissue [0-9]|(?<![\w&/])#[0-9]{2,}\b", re.IG
 # Files whose `#NN` is something else: stylesheet colours, binary assets, lock files.
 NOT_PROSE = (".css", ".svg", ".png", ".ico", ".lock", ".tgz")
 LOCK_FILES = ("package-lock.json",)
+# A database an earlier release wrote, kept as that release wrote it (its function bodies
+# included): the upgrade tests start from it.
+RECORDED = (ROOT / "tests" / "upgrade" / "release-0.1.0.sql",)
 
 
 @cache
@@ -36,7 +39,7 @@ def test_no_file_cites_an_adr_or_an_issue_number() -> None:
     for path in tracked_files():
         if path.suffix in NOT_PROSE or path.name in LOCK_FILES or not path.is_file():
             continue
-        if path == Path(__file__).resolve():
+        if path == Path(__file__).resolve() or path in RECORDED:
             continue
         try:
             text = path.read_text(encoding="utf-8")

@@ -10,10 +10,12 @@ from resolver.core.domain import (
     DecisionLimits,
     ExecutionState,
     Grant,
+    ManualCommitAnswer,
     ManualContext,
     ManualDecision,
     OpenProposal,
     ProposalClose,
+    ProposalCloseAnswer,
     ResolutionSource,
     SignedFact,
 )
@@ -45,7 +47,7 @@ class PostgresManualStore(PortStore):
         decision: ManualDecision,
         fact: SignedFact,
         limits: DecisionLimits,
-    ) -> str | None:
+    ) -> ManualCommitAnswer | None:
         params = {
             **_authorization(authority, limits),
             "issuer": fact.issuer,
@@ -68,11 +70,11 @@ class PostgresManualStore(PortStore):
             if exc.constraint == "uq_approved_action_recovery_resolutions_mutation_id":
                 return None
             raise
-        return None if row is None else str(row["result"])
+        return None if row is None else ManualCommitAnswer(row["result"])
 
     def close_proposal(
         self, authority: Authority, close: ProposalClose, limits: DecisionLimits
-    ) -> str | None:
+    ) -> ProposalCloseAnswer | None:
         params = {
             **_authorization(authority, limits),
             "dispatch_id": close.dispatch_id,
@@ -82,7 +84,7 @@ class PostgresManualStore(PortStore):
             "now_ms": self._db.now_ms,
         }
         row = self._db.one("proposal_close", params)
-        return None if row is None else str(row["result"])
+        return None if row is None else ProposalCloseAnswer(row["result"])
 
     def open_proposal(self, dispatch_id: str) -> OpenProposal | None:
         row = self._db.one(

@@ -14,9 +14,11 @@ from typing import Any, cast
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi import FastAPI
 
+from resolver.core.declarations import ReasonCatalogue
 from resolver.core.domain import BIGINT_MAX
 from resolver.core.liveness import Probe
 from resolver.core.ports import HumanStore
+from resolver.core.provider import installed_reasons
 from resolver.human.api import cases, decisions
 from resolver.human.api.console import console_router
 from resolver.human.api.deps import ApiContext
@@ -41,11 +43,13 @@ def create_app(
     observer: ApiObserver | None = None,
     readiness: Callable[[], Probe] | None = None,
     console: ConsoleConfig | None = None,
+    reasons: ReasonCatalogue | None = None,
 ) -> FastAPI:
     """The API app; `service` records decisions (or one is built on `store` with `signer`,
     the API's fact-signing key); `readiness` (the composition root's database and schema check) adds
     `/readyz`, `observer` receives the request, token, step-up and decision events, `console`
-    is what the operator console is told (sign-in, link-outs, reason codes)."""
+    is what the operator console is told (sign-in, link-outs, reason codes), with `reasons`,
+    what each evidence reason code means (by default, every installed provider's)."""
     events: ApiObserver = observer or NullApiObserver()
     service = service or ManualResolutionService(store, signer=_required(signer))
     # The schema is not served: it is published in docs/openapi.json (`resolver api
@@ -69,7 +73,13 @@ def create_app(
     app.include_router(decisions.router)
     app.include_router(cases.router)
     app.include_router(probes_router(readiness))
-    app.include_router(console_router(console or ConsoleConfig(), service.max_auth_age_ms // 1000))
+    app.include_router(
+        console_router(
+            console or ConsoleConfig(),
+            reasons if reasons is not None else installed_reasons(),
+            service.max_auth_age_ms // 1000,
+        )
+    )
     return app
 
 

@@ -7,6 +7,7 @@ from importlib import resources
 
 from fastapi import APIRouter, Response
 
+from resolver.core.declarations import ReasonCatalogue
 from resolver.human.api.problems import ApiError
 from resolver.human.console_config import ConsoleConfig
 
@@ -21,14 +22,21 @@ CONSOLE_FILES = {
 }
 
 
-def console_router(config: ConsoleConfig, strong_auth_seconds: int = 300) -> APIRouter:
-    """Every file read once, served from memory with the console's security headers."""
+def console_router(
+    config: ConsoleConfig, reasons: ReasonCatalogue, strong_auth_seconds: int = 300
+) -> APIRouter:
+    """Every file read once, served from memory with the console's security headers;
+    `reasons` are the declared evidence reason codes the console words and flags."""
     assets = resources.files("resolver.human") / "console"
     cached = {
         name: (assets / name).read_bytes() for name in CONSOLE_FILES if name != CONSOLE_CONFIG
     }
     # How long a strong sign-in counts for a decision: the console says when it runs out.
-    document = {**config.public_document(), "strong_auth_seconds": strong_auth_seconds}
+    document = {
+        **config.public_document(),
+        "strong_auth_seconds": strong_auth_seconds,
+        "evidence_reasons": reasons.public_document(),
+    }
     cached[CONSOLE_CONFIG] = json.dumps(document).encode()
     headers = {
         "Content-Security-Policy": config.content_security_policy(),

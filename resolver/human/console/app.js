@@ -25,32 +25,17 @@ const DECISIONS = {
       "already have happened once.",
   },
 };
-// Why the evidence says what it says: each reason code a provider gives, in plain words.
-const REASONS = {
-  unknown_kid: "the receipt is signed with a key this installation does not know",
-  bad_signature: "the receipt's signature does not verify: it was altered or not signed by the executor",
-  digest_mismatch: "the receipt is for a different action than the one approved",
-  identity_mismatch: "the evidence names another dispatch, project or attempt",
-  fence_mismatch: "the receipt was written under a lease that no longer held",
-  version_mismatch: "the receipt has a format version this installation does not read",
-  too_large: "the receipt is larger than any valid receipt",
-  not_json: "the receipt is not valid JSON", not_object: "the receipt is not a JSON object",
-  duplicate_field: "the receipt repeats a field", float: "the receipt carries a fractional number",
-  missing_field: "the receipt lacks a required field", unknown_field: "the receipt carries an unknown field",
-  bad_type: "a receipt field has the wrong type", bad_value: "a receipt field has an invalid value",
-  half_published: "the package is only partly published",
-  failed_but_published: "the install reports failure, yet something was published",
-  several_runs: "more than one run claims this dispatch",
-  manual_only: "no provider can check this action type: a person must",
-  http_404: "the receipt service has no receipt for it", no_receipt: "no receipt was found",
-  no_run: "no run was found", no_install_facts: "no install record was found",
-  timeout: "the evidence source did not answer in time", outage: "the evidence source is down",
-  configuration: "the evidence source is misconfigured", error: "the evidence source failed",
-  sqlstate_42501: "the evidence source refused access (permission denied)",
-};
-// Conflicts whose reason suggests the evidence itself was forged or tampered with: confirming
-// such a case as succeeded needs its own, separate acknowledgement.
-const TAMPERING = new Set(["unknown_kid", "bad_signature", "digest_mismatch", "identity_mismatch"]);
+// Why the evidence says what it says: each reason code's sentence, and whether a conflict
+// with it suggests forged or tampered evidence (confirming such a case as succeeded needs its
+// own acknowledgement), as the installed providers declare them (config.json).
+function reasonSentence(code) {
+  const reason = Object.hasOwn(config.evidence_reasons || {}, code) ? config.evidence_reasons[code] : null;
+  return reason ? reason.sentence : null;
+}
+function reasonSuggestsTampering(code) {
+  const reason = Object.hasOwn(config.evidence_reasons || {}, code) ? config.evidence_reasons[code] : null;
+  return Boolean(reason && reason.suggests_tampering);
+}
 const FINDING_WORDS = {
   conflict: "Evidence conflicts", unsupported: "No provider can check it", missing: "No evidence found yet",
   still_running: "The action still looks in progress", unavailable: "The evidence source could not be read",
@@ -93,7 +78,7 @@ const OLDER_TOTAL_CAP = 10000;
 const PAGE_SIZES = ["25", "50", "100"];
 const SELECT_ALL_CAP = 1000;
 
-let config = { oidc: null, links: [], reason_codes: [] };
+let config = { oidc: null, links: [], reason_codes: [], evidence_reasons: {} };
 const known = new Map(); // dispatch_id -> the last list item seen for it
 // The bulk selection belongs to one list and filter: another filter (or list) clears it, so a
 // decision can never reach a case the filter on screen leaves out. Another page of the same
@@ -474,7 +459,7 @@ async function triage(view, params) {
       ["cursor", "from"].forEach((p) => next.delete(p));
       const name = dimension === "reason" ? (FINDINGS.includes(value) ? "last_finding" : "last_reason") : dimension;
       next.set(name, value);
-      const words = dimension === "reason" && REASONS[value] ? ` (${REASONS[value]})` : "";
+      const words = dimension === "reason" && reasonSentence(value) ? ` (${reasonSentence(value)})` : "";
       list.append(el("li", {}, el("a", { href: listHash(view, next), title: value + words, text: `${value}: ${n}` })));
     });
     const datalist = document.getElementById("dl-" + dimension) || document.body.appendChild(el("datalist", { id: "dl-" + dimension }));
@@ -589,11 +574,11 @@ function whyHere(item) {
 }
 
 function reasonWords(code) {
-  return code ? REASONS[code] || `the provider reported ${code}` : null;
+  return code ? reasonSentence(code) || `the provider reported ${code}` : null;
 }
 
 function suggestsTampering(c) {
-  return Boolean(c.control && c.control.last_finding === "conflict" && TAMPERING.has(c.control.last_reason));
+  return Boolean(c.control && c.control.last_finding === "conflict" && reasonSuggestsTampering(c.control.last_reason));
 }
 
 // What a list is ordered by and what its age filter measures: entering the queue for the
@@ -1097,7 +1082,7 @@ function tamperWarning(choices, reason) {
   const ack = el("input", { type: "checkbox", id: "tamper-ack", name: "tamper_ack" });
   const box = el("div", { id: "tamper-warning", className: "notice alarm" },
     el("p", {}, el("strong", { text: "The evidence may be forged. " }),
-      `The conflict's reason is ${reason}: ${REASONS[reason]}. A receipt like this is what a forged or ` +
+      `The conflict's reason is ${reason}: ${reasonSentence(reason)}. A receipt like this is what a forged or ` +
       "tampered success looks like; it proves nothing. Confirm succeeded only if the downstream system itself shows the action happened."),
     el("div", { className: "field" }, ack,
       el("label", { for: "tamper-ack", text: "I know this evidence may be forged, and I checked the downstream system myself" })));

@@ -178,7 +178,7 @@ def test_worker_and_api_stay_ready_on_a_newer_releases_schema(
         "expected_revision": migrate.head_revision(),
     }
     # A known older revision is never usable: the new code needs its migration.
-    sql.all("UPDATE alembic_version SET version_num = '0001_recovery_core'")
+    sql.all("UPDATE alembic_version SET version_num = '0001_schema_0_1_0'")
     behind = readiness_check(store, database_url)()
     assert (behind.ok, behind.detail["reason"]) == (False, "schema_mismatch")
 

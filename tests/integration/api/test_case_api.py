@@ -10,14 +10,13 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from resolver.core.domain import FindingKind
-from resolver.core.escalation import DEFAULT_MISSING_WINDOW_SECONDS
 from resolver.core.provider import build_registry
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.runtime import Runtime
 from tests.helpers.api import auth, body
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World, new_spec
 from tests.helpers.oidc import token
-from tests.helpers.providers import ScriptedProvider, fixed, reconciler
+from tests.helpers.providers import ScriptedProvider, fixed, reconciler, scripted_as
 from tests.helpers.stores import Storage
 
 
@@ -372,13 +371,13 @@ def test_a_waiting_case_shows_its_next_look_and_when_it_escalates(
     config = {"pkg.install": {"provider": "package_install"}, "run.thing": {"provider": "runs"}}
     answer = fixed(FindingKind.MISSING)
     registry = build_registry(
-        config, {n: (lambda _s: ScriptedProvider(answer)) for n in ("package_install", "runs")}
+        config, {n: scripted_as(n, answer) for n in ("package_install", "runs")}
     )
     settings = ReconcilerSettings(owner="r", recovery_lease_ms=30_000, backoff_base_ms=1_000)
     rec = Reconciler(store, registry, settings, Runtime(rng=random.Random(3)))
     first_look = T0 + EXEC_LEASE_MS
     assert rec.at(first_look).run_cycle().accepted == {install.dispatch_id, other.dispatch_id}
-    window_ms = DEFAULT_MISSING_WINDOW_SECONDS * 1000
+    window_ms = 3_600_000  # package_install's declared window for missing evidence
 
     waiting = {i["dispatch_id"]: i for i in get(api, signing_key, "/v1/waiting").json()["items"]}
     for lease, escalates in ((install, first_look + window_ms), (other, None)):

@@ -860,7 +860,14 @@ def test_console_is_served_with_a_strict_content_security_policy(
         assert "default-src 'none'" in policy and "script-src 'self';" in policy
         assert "connect-src 'self' https://idp.example;" in policy
         assert client.get("/console/auth.js").headers["content-type"].startswith("text/javascript")
-        assert client.get("/console/config.json").json()["oidc"]["client_id"] == CLIENT_ID
+        document = client.get("/console/config.json").json()
+        assert document["oidc"]["client_id"] == CLIENT_ID
+        # What each evidence reason means, as the installed providers declare it.
+        assert document["evidence_reasons"]["unknown_kid"]["suggests_tampering"] is True
+        assert document["evidence_reasons"]["http_404"] == {
+            "sentence": "the receipt service has no receipt for it",
+            "suggests_tampering": False,
+        }
         assert client.get("/console/../../etc/passwd").status_code == 404
         assert client.get("/console/secrets.txt").status_code == 404
 

@@ -37,7 +37,7 @@ from tests.helpers.console import (
     sign_in_at_provider,
 )
 from tests.helpers.database import SQL, World, new_spec
-from tests.helpers.providers import ScriptedProvider, fixed, reconciler, verified
+from tests.helpers.providers import ScriptedProvider, fixed, reconciler, scripted_as, verified
 from tests.helpers.stores import Storage
 
 playwright = pytest.importorskip("playwright.sync_api")
@@ -512,9 +512,10 @@ def waiting_cases(store: Storage, world: World) -> dict[str, str]:
         executor.at(started_ms).start(executor.at(started_ms).lease(spec.dispatch_id))
         ids[action_type] = spec.dispatch_id
     config = {"pkg.install": {"provider": "package_install"}, "run.thing": {"provider": "runs"}}
-    missing = ScriptedProvider(fixed(FindingKind.MISSING))
+    # Scripted findings under each provider's own declaration: package_install's window.
+    answer = fixed(FindingKind.MISSING)
     registry = build_registry(
-        config, {"package_install": lambda _s: missing, "runs": lambda _s: missing}
+        config, {n: scripted_as(n, answer) for n in ("package_install", "runs")}
     )
     settings = ReconcilerSettings(owner="r", recovery_lease_ms=30_000, backoff_base_ms=60_000)
     Reconciler(store, registry, settings, Runtime(rng=random.Random(3))).at(

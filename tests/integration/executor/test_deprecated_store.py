@@ -1,6 +1,6 @@
-"""The previous release's `PostgresStore`, kept for one release over the port stores: it warns
-when built, naming what replaces it, and its old calls (`now_ms=` included) still do what they
-did."""
+"""The previous release's `PostgresStore`, kept until 0.3.0 over the port stores
+(resolver/_compat): it warns when built, naming what replaces it and the release that removes
+it, and its old calls (`now_ms=` included) still do what they did."""
 
 from __future__ import annotations
 
@@ -32,8 +32,11 @@ def old(database_url: str) -> Iterator[PostgresStore]:
 
 
 def test_building_it_warns_naming_the_execution_port_store(database_url: str) -> None:
-    with pytest.warns(DeprecationWarning, match="PostgresHandle.*PostgresExecutionStore"):
+    with pytest.warns(
+        DeprecationWarning, match=r"removed in 0\.3\.0: .*PostgresHandle.*PostgresExecutionStore"
+    ) as caught:
         PostgresStore(database_url).close()
+    assert caught[0].filename == __file__  # the warning points at the adopter's line
 
 
 def test_its_old_calls_still_take_the_clock_per_call(old: PostgresStore, sql: SQL) -> None:
@@ -66,6 +69,7 @@ def test_the_client_runs_on_it_as_on_the_execution_port_store(
 def test_the_clients_clock_per_call_still_works_and_warns(store: Storage) -> None:
     client = ExecutionClient(store, owner="exec-1", lease_seconds=30)
     spec = client.create_dispatch(new_spec())
-    with pytest.warns(DeprecationWarning, match=r"client\.at\(now_ms\)"):
+    with pytest.warns(DeprecationWarning, match=r"removed in 0\.3\.0: .*client\.at\(now_ms\)") as w:
         lease = client.lease(spec.dispatch_id, now_ms=T0)
+    assert w[0].filename == __file__
     assert lease.lease_expires_at_ms == T0 + 30_000

@@ -20,17 +20,17 @@ from resolver.core.domain import (
     ProviderFailure,
 )
 from resolver.core.errors import ConfigError
-from resolver.core.escalation import DEFAULT_MISSING_WINDOW_SECONDS
 from resolver.core.events import CycleEvents
 from resolver.core.provider import EvidenceProvider, build_registry
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.runtime import Runtime
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
-from tests.helpers.providers import ScriptedProvider, fixed
+from tests.helpers.providers import ScriptedProvider, fixed, scripted_as
 from tests.helpers.stores import Storage
 
 AFTER = T0 + EXEC_LEASE_MS
-WINDOW_MS = DEFAULT_MISSING_WINDOW_SECONDS * 1000
+# The window package_install, http_receipt and object_receipt declare for missing evidence.
+WINDOW_MS = 3_600_000
 
 
 def _factory(
@@ -58,7 +58,8 @@ def _reconciler(
     *subscribers: CycleEvents,
 ) -> Reconciler:
     names = {entry["provider"] for entry in config.values()}
-    registry = build_registry(config, {name: _factory(answer) for name in names})
+    # Scripted findings under each provider's own declaration: its windows are what escalate.
+    registry = build_registry(config, {name: scripted_as(name, answer) for name in names})
     settings = ReconcilerSettings(
         owner="r", recovery_lease_ms=30_000, backoff_base_ms=1_000, backoff_max_ms=8_000
     )
@@ -206,8 +207,10 @@ def test_the_documented_escalation_example_means_what_the_docs_say() -> None:
     assert block is not None
     config = yaml.safe_load(block.group(1))["action_types"]
     names = {entry["provider"] for entry in config.values()}
-    registry = build_registry(config, {n: _factory(fixed(FindingKind.MISSING)) for n in names})
-    hour = DEFAULT_MISSING_WINDOW_SECONDS * 1000
+    registry = build_registry(
+        config, {n: scripted_as(n, fixed(FindingKind.MISSING)) for n in names}
+    )
+    hour = WINDOW_MS
     assert registry.escalation_for("pkg.install").after_ms(FindingKind.MISSING) == hour
     pay = registry.escalation_for("pay.charge")
     assert (pay.after_ms(FindingKind.MISSING), pay.after_ms(FindingKind.UNAVAILABLE)) == (

@@ -3,7 +3,7 @@
 The database reads its sets from resolver_terminal_states(), resolver_finding_kinds(),
 resolver_finding_outcome(), resolver_decision_settles() and the routing rule
 resolver_finding_status(); Python from resolver.core.domain. The console's copies of the
-shapes are compared with Python's too.
+shapes are compared with Python's too, and so are the answers of the human writes.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ from resolver.core.domain import (
     ExecutionState,
     Finding,
     FindingKind,
+    ManualCommitAnswer,
     Outcome,
+    ProposalCloseAnswer,
 )
 from resolver.db.definitions import schema_script
 
@@ -131,7 +133,7 @@ def test_the_terminal_set_is_spelled_once_in_sql_and_once_in_python() -> None:
     assert [s.split(":")[0] for s in _spellings(sql)] == [
         "resolver/db/schema/functions/01_recovery_core.sql"
     ]
-    assert [s.split(":")[0] for s in _spellings(python)] == ["resolver/core/domain.py"]
+    assert [s.split(":")[0] for s in _spellings(python)] == ["resolver/core/domain/sets.py"]
     # The console tells a settled execution by its finish time (a CHECK ties the two).
     assert _spellings(list(resolver.rglob("*.js"))) == []
 
@@ -150,3 +152,25 @@ def test_the_consoles_shapes_are_pythons() -> None:
     attributes = set(re.findall(r'name: "reason_code"[^}]*pattern: "([^"]+)"', source))
     unescaped = {a.replace("\\\\", "\\") for a in attributes}
     assert unescaped == {REASON_CODE_REGEX.removeprefix("^").removesuffix("$")}
+
+
+# The answers of the human writes: each a literal of its function's body in SQL, and one
+# enum in Python (the store parses the answer into it, the service maps every member).
+def _body(url: str, function: str) -> str:
+    bodies = _one(url, "SELECT array_agg(prosrc) FROM pg_proc WHERE proname = %s", function)
+    assert isinstance(bodies, list) and len(bodies) == 1, function
+    return str(bodies[0])
+
+
+def test_the_manual_commits_answers_are_one_set(database_url: str) -> None:
+    body = _body(database_url, "resolver_commit_manual")
+    assert set(re.findall(r"'([a-z_]+)'::text", body)) == set(ManualCommitAnswer)
+
+
+def test_the_proposal_closes_answers_are_one_set(database_url: str) -> None:
+    body = _body(database_url, "resolver_proposal_close")
+    answers = set(re.findall(r"\bresult := '([a-z_]+)'", body))
+    closed_as = re.search(r"v_closed_as := CASE [^;]*", body)
+    assert closed_as, "how the close names a closed proposal"
+    answers |= set(re.findall(r"(?:THEN|ELSE) '([a-z_]+)'", closed_as.group()))
+    assert answers == set(ProposalCloseAnswer)

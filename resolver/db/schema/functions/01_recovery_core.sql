@@ -4,7 +4,7 @@
 -- whenever one of them changed (functions before the table migrations, triggers after them;
 -- resolver/db/README.md). A change here is the whole change: no migration repeats it.
 
--- The domain's sets, each spelled once here and once in resolver/core/domain.py
+-- The domain's sets, each spelled once here and once in resolver/core/domain/sets.py
 -- (tests/integration/schema/test_domain_sets.py compares the two). Every check, trigger
 -- condition and function reads them from these functions. All are IMMUTABLE: the planner
 -- folds a set (no arguments) to its value once per statement, and inlines a mapping (SQL,
