@@ -74,6 +74,7 @@ ALTER TABLE recovery_prune_runs
 
 DROP TABLE recovery_pruned_dispatches;
 
+DROP TABLE recovery_outcome_reader_scopes;
 DROP TABLE recovery_outcome_consumers;
 DROP TABLE recovery_outcomes;
 

@@ -156,6 +156,16 @@ CREATE TABLE recovery_outcome_consumers (
         CHECK (consumer ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$')
 );
 
+CREATE TABLE recovery_outcome_reader_scopes (
+    role_name text NOT NULL,
+    project_id text NOT NULL,
+    CONSTRAINT pk_recovery_outcome_reader_scopes PRIMARY KEY (role_name, project_id),
+    CONSTRAINT ck_recovery_outcome_reader_scopes_role_name_shape
+        CHECK (length(role_name) BETWEEN 1 AND 63),
+    CONSTRAINT ck_recovery_outcome_reader_scopes_project_id_shape
+        CHECK (project_id ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$')
+);
+
 -- Each face its own role: release 0.1.0's grants.sql let the replicas' role (and through it
 -- the API) write what a decision records. From this release only SECURITY DEFINER functions
 -- do; grants.sql gives back what each face still needs. A table nobody was granted anything on

@@ -142,6 +142,34 @@ CREATE TRIGGER recovery_outcomes_definer_write AFTER INSERT ON recovery_outcomes
         'resolver_outcomes_append_settled', 'resolver_outcomes_append_contradicted',
         'resolver_outcomes_append_superseded');
 
+-- The projects the calling login may read through the feed, its status and its history: NULL
+-- for every project, else those recovery_outcome_reader_scopes lists for any role the login is
+-- a member of (an empty array when none is listed). Only a login in resolver_outcome_reader is
+-- scoped, and not when it is also an executor (whose role reads every execution anyway) or a
+-- superuser. session_user, not current_user: inside the SECURITY DEFINER reads current_user is
+-- their owner. Behind a pooler the server login is the client's (PgBouncer's default).
+CREATE OR REPLACE FUNCTION resolver_outcome_scope() RETURNS text[]
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF to_regrole('resolver_outcome_reader') IS NULL
+       OR NOT pg_has_role(session_user, 'resolver_outcome_reader', 'MEMBER') THEN
+        RETURN NULL;
+    END IF;
+    IF (SELECT r.rolsuper FROM pg_roles AS r WHERE r.rolname = session_user) THEN
+        RETURN NULL;
+    END IF;
+    IF to_regrole('resolver_executor') IS NOT NULL
+       AND pg_has_role(session_user, 'resolver_executor', 'MEMBER') THEN
+        RETURN NULL;
+    END IF;
+    RETURN ARRAY(
+        SELECT DISTINCT s.project_id FROM recovery_outcome_reader_scopes AS s
+        WHERE CASE WHEN to_regrole(s.role_name) IS NULL THEN false
+                   ELSE pg_has_role(session_user, s.role_name, 'MEMBER') END
+        ORDER BY 1);
+END
+$$;
+
 -- A cursor is `xid:seq`, as the reads below hand it out; '' or NULL is the beginning.
 CREATE OR REPLACE FUNCTION resolver_outcome_cursor_parse(p_cursor text, OUT xid xid8, OUT seq bigint)
 LANGUAGE plpgsql IMMUTABLE AS $$
@@ -161,7 +189,8 @@ END
 $$;
 
 -- Records after a cursor, in feed order, below the horizon (see the top of this file). At
--- most p_limit (1-1000); p_project_id narrows to one project.
+-- most p_limit (1-1000); p_project_id narrows to one project, and a scoped reader sees only its
+-- projects' records (resolver_outcome_scope).
 CREATE OR REPLACE FUNCTION resolver_outcomes_after(
     p_cursor text DEFAULT NULL, p_limit integer DEFAULT 100, p_project_id text DEFAULT NULL)
 RETURNS TABLE (
@@ -174,6 +203,7 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER AS $$
 DECLARE
     after_xid xid8;
     after_position bigint;
+    scope text[] := resolver_outcome_scope();
 BEGIN
     IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
         RAISE EXCEPTION 'p_limit must be 1-1000' USING ERRCODE = 'RS005';
@@ -189,6 +219,7 @@ BEGIN
     WHERE (o.xid, o.seq) > (after_xid, after_position)
       AND o.xid < pg_snapshot_xmin(pg_current_snapshot())
       AND (p_project_id IS NULL OR o.project_id = p_project_id)
+      AND (scope IS NULL OR o.project_id = ANY (scope))
     ORDER BY o.xid, o.seq
     LIMIT p_limit;
 END
@@ -253,7 +284,7 @@ $$;
 
 -- One dispatch as a runtime sees it: its identity, the state it is in now (effective, on the
 -- database clock), what settled it, and the newest dispatch that supersedes it. No row: no such
--- dispatch.
+-- dispatch (or, for a scoped reader, none in its projects).
 CREATE OR REPLACE FUNCTION resolver_dispatch_status(p_dispatch_id text)
 RETURNS TABLE (
     dispatch_id text, approval_request_id text, project_id text, action_type text,
@@ -263,7 +294,7 @@ RETURNS TABLE (
     reason_code text, actors text[], control_status text, created_at_ms bigint,
     db_now_ms bigint)
 LANGUAGE sql STABLE SECURITY DEFINER AS $$
-    WITH now AS (SELECT resolver_now_ms(NULL) AS ms)
+    WITH now AS (SELECT resolver_now_ms(NULL) AS ms, resolver_outcome_scope() AS scope)
     SELECT d.dispatch_id, d.approval_request_id, d.project_id, d.action_type,
            d.idempotency_key, d.supersedes_dispatch_id,
            (SELECT s.dispatch_id FROM approved_action_dispatches AS s
@@ -287,10 +318,12 @@ LANGUAGE sql STABLE SECURITY DEFINER AS $$
     LEFT JOIN approved_action_recovery_controls AS c ON c.dispatch_id = d.dispatch_id
     LEFT JOIN approved_action_recovery_resolutions AS r ON r.dispatch_id = d.dispatch_id
     WHERE d.dispatch_id = p_dispatch_id
+      AND (now.scope IS NULL OR d.project_id = ANY (now.scope))
 $$;
 
 -- One dispatch's history, oldest first: created, started (the barrier), then its feed records
 -- (settled, contradicted, superseded), each with its cursor. Times are the database clock's.
+-- Empty for a scoped reader when the dispatch is not in its projects.
 CREATE OR REPLACE FUNCTION resolver_dispatch_history(p_dispatch_id text)
 RETURNS TABLE (
     cursor text, kind text, state text, settled_by text, finding text, result_code text,
@@ -317,6 +350,10 @@ LANGUAGE sql STABLE SECURITY DEFINER AS $$
                o.occurred_at_ms, 2, o.xid, o.seq
         FROM recovery_outcomes AS o WHERE o.dispatch_id = p_dispatch_id
     ) AS h
+    CROSS JOIN (SELECT resolver_outcome_scope() AS scope) AS r
+    WHERE r.scope IS NULL OR EXISTS (
+        SELECT 1 FROM approved_action_dispatches AS d
+        WHERE d.dispatch_id = p_dispatch_id AND d.project_id = ANY (r.scope))
     ORDER BY h.rank, h.xid, h.seq
 $$;
 
@@ -329,6 +366,7 @@ REVOKE EXECUTE ON FUNCTION
     resolver_outcomes_append_contradicted(),
     resolver_outcomes_append_superseded(),
     resolver_effective_state(text, bigint, bigint),
+    resolver_outcome_scope(),
     resolver_outcome_cursor_parse(text),
     resolver_outcomes_after(text, integer, text),
     resolver_outcome_cursor_now(),
@@ -349,6 +387,7 @@ BEGIN
         'resolver_outcomes_append_settled()',
         'resolver_outcomes_append_contradicted()',
         'resolver_outcomes_append_superseded()',
+        'resolver_outcome_scope()',
         'resolver_outcome_cursor_parse(text)',
         'resolver_outcomes_after(text, integer, text)',
         'resolver_outcome_cursor_now()',

@@ -56,3 +56,17 @@ CREATE TABLE recovery_outcome_consumers (
     CONSTRAINT ck_recovery_outcome_consumers_consumer_shape
         CHECK (consumer ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$')
 );
+
+-- Which projects a reader login may follow (resolver_outcome_scope): a login that is a member
+-- of resolver_outcome_reader (and not of resolver_executor) reads the records and the status of
+-- the projects listed here for any role it is a member of, and none when none is listed. Kept by
+-- the platform's policy writer beside the role bindings.
+CREATE TABLE recovery_outcome_reader_scopes (
+    role_name text NOT NULL,
+    project_id text NOT NULL,
+    CONSTRAINT pk_recovery_outcome_reader_scopes PRIMARY KEY (role_name, project_id),
+    CONSTRAINT ck_recovery_outcome_reader_scopes_role_name_shape
+        CHECK (length(role_name) BETWEEN 1 AND 63),
+    CONSTRAINT ck_recovery_outcome_reader_scopes_project_id_shape
+        CHECK (project_id ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$')
+);
