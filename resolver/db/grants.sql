@@ -155,16 +155,18 @@ GRANT SELECT, INSERT, DELETE ON recovery_two_person_rules TO resolver_policy_wri
 -- an export digest) and are the only way past the insert-only triggers. The retention role may
 -- call them and the database clock, nothing else: no table privilege at all.
 REVOKE EXECUTE ON FUNCTION
-    resolver_prune_begin(bigint, boolean, text, text),
+    resolver_prune_begin(bigint, boolean, text, text, boolean),
     resolver_prune_batch(bigint, integer, text[]),
     resolver_prune_finish(bigint),
-    resolver_prune_candidates(bigint, boolean, text, integer)
+    resolver_prune_candidates(bigint, boolean, text, integer, boolean),
+    resolver_prune_consumers(bigint)
     FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
-    resolver_prune_begin(bigint, boolean, text, text),
+    resolver_prune_begin(bigint, boolean, text, text, boolean),
     resolver_prune_batch(bigint, integer, text[]),
     resolver_prune_finish(bigint),
-    resolver_prune_candidates(bigint, boolean, text, integer)
+    resolver_prune_candidates(bigint, boolean, text, integer, boolean),
+    resolver_prune_consumers(bigint)
     TO resolver_retention;
 GRANT EXECUTE ON FUNCTION resolver_now_ms(bigint) TO resolver_retention;
 -- The /metrics of both faces read the run history (resolver_pruned_dispatches_total), and

@@ -805,16 +805,23 @@ SELECT resolver_now_ms(NULL) AS db_now_ms;
 -- Keyset page (by dispatch_id) of what a run with this cut-off would take, with the export
 -- document of each dispatch.
 SELECT dispatch_id, audited, record
-FROM resolver_prune_candidates(%(cutoff_ms)s, %(include_audit)s, %(after)s, %(limit)s);
+FROM resolver_prune_candidates(
+    %(cutoff_ms)s, %(include_audit)s, %(after)s, %(limit)s, %(past_consumers)s);
 
 -- name: prune_run_begin
 SELECT resolver_prune_begin(
-    %(cutoff_ms)s, %(include_audit)s, %(export_digest)s, %(actor)s) AS run_id;
+    %(cutoff_ms)s, %(include_audit)s, %(export_digest)s, %(actor)s, %(past_consumers)s)
+    AS run_id;
 
 -- name: prune_batch
 -- One batch in its own short transaction (the caller sets lock_timeout first).
-SELECT dispatches, audit, evidence, remnants
+SELECT dispatches, audit, evidence, remnants, outcomes, outcomes_unread
 FROM resolver_prune_batch(%(run_id)s, %(limit)s, %(dispatch_ids)s::text[]);
+
+-- name: prune_consumers
+-- The outcome feed's registered consumers, and how many settled dispatches older than the
+-- cut-off each holds back (what the run reports).
+SELECT consumer, cursor, saved_at_ms, holding FROM resolver_prune_consumers(%(cutoff_ms)s);
 
 -- name: prune_run_finish
 SELECT dispatches_pruned, audit_pruned, evidence_pruned

@@ -81,6 +81,7 @@ DUMMY = {
     "stamp": "s",
     "cursor": "",
     "consumer": "c",
+    "past_consumers": False,
 }
 
 

@@ -70,7 +70,10 @@ ALTER TABLE recovery_proposals
 ALTER TABLE recovery_prune_runs
     DROP CONSTRAINT ck_recovery_prune_runs_audit_range,
     DROP COLUMN audit_first_seq,
-    DROP COLUMN audit_last_seq;
+    DROP COLUMN audit_last_seq,
+    DROP COLUMN past_consumers,
+    DROP COLUMN outcomes_pruned,
+    DROP COLUMN outcomes_unread;
 
 DROP TABLE recovery_pruned_dispatches;
 

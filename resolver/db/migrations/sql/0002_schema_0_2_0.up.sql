@@ -81,7 +81,12 @@ ALTER TABLE recovery_proposals
 ALTER TABLE recovery_prune_runs
     ADD COLUMN audit_first_seq BIGINT,
     ADD COLUMN audit_last_seq BIGINT,
-    ADD CONSTRAINT ck_recovery_prune_runs_audit_range CHECK ((audit_first_seq IS NULL) = (audit_last_seq IS NULL) AND audit_first_seq <= audit_last_seq);
+    ADD CONSTRAINT ck_recovery_prune_runs_audit_range CHECK ((audit_first_seq IS NULL) = (audit_last_seq IS NULL) AND audit_first_seq <= audit_last_seq),
+    -- The outcome records a run took, and those a registered consumer had not read (only a
+    -- run past consumers takes them).
+    ADD COLUMN past_consumers BOOLEAN DEFAULT false NOT NULL,
+    ADD COLUMN outcomes_pruned BIGINT DEFAULT 0 NOT NULL,
+    ADD COLUMN outcomes_unread BIGINT DEFAULT 0 NOT NULL;
 
 -- What retention kept of a pruned dispatch, so find still answers for it.
 CREATE TABLE recovery_pruned_dispatches (
