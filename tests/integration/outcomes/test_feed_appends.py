@@ -243,3 +243,36 @@ def test_the_project_filter_and_a_filtered_follower_miss_nothing_of_their_projec
         feed.follow("proj-a-follower", handle, stop=stop, batch=1, project_id="proj-a")
         assert seen == [r.dispatch_id for r in only_a]
         assert feed.consumer_cursor("proj-a-follower") == only_a[-1].cursor
+
+
+@pytest.mark.parametrize("notify", ["on", "off"])
+def test_a_settling_commit_notifies_with_its_transaction_id_unless_switched_off(
+    store: Storage, database_url: str, notify: str
+) -> None:
+    client = ExecutionClient(store, owner="exec", lease_seconds=60)
+    spec = client.create_dispatch(new_spec())
+    lease = client.start(client.lease(spec.dispatch_id))
+    with (
+        psycopg.connect(database_url, autocommit=True) as listener,
+        psycopg.connect(database_url) as settling,
+    ):
+        listener.execute("LISTEN resolver_outcomes")
+        if notify == "off":
+            settling.execute("SET resolver.outcomes_notify = off")
+        row = settling.execute("SELECT pg_current_xact_id()::text").fetchone()
+        assert row is not None
+        settling.execute(
+            "SELECT * FROM resolver_execution_complete(%s, %s, %s::uuid, %s, 'succeeded', 'ok',"
+            " 'm-1')",
+            (lease.dispatch_id, lease.owner, lease.token, lease.version),
+        )
+        settling.commit()
+        # A later notifying commit marks the end of what the listener waits for.
+        listener.execute("NOTIFY resolver_outcomes, 'end'")
+        # Notifications arrive in commit order: the settling one (if any) before the end.
+        expected = [row[0], "end"] if notify == "on" else ["end"]
+        payloads = [n.payload for n in listener.notifies(timeout=30, stop_after=len(expected))]
+    assert payloads == expected
+    # Appended either way.
+    (record,) = feed_of(database_url)
+    assert record.dispatch_id == lease.dispatch_id

@@ -24,9 +24,19 @@
 -- for: those records are readable once the horizon has passed it, and a transaction that took
 -- its id earlier and still runs holds them back past this commit (nobody notifies when it
 -- ends, so a listener woken too early polls until the horizon passes the id).
+--
+-- A notifying commit takes one lock for the whole cluster and holds it through its commit
+-- record's flush, so notifying commits flush one after another (docs/performance.md measures
+-- it). Where many single-item commits run at once and every consumer polls anyway, the
+-- database's (or a role's) setting `resolver.outcomes_notify = off` leaves the NOTIFY out:
+-- records are appended as ever, nobody is woken (docs/outcomes.md).
 CREATE OR REPLACE FUNCTION resolver_outcomes_notify() RETURNS void
-LANGUAGE sql VOLATILE AS $$
-    SELECT pg_notify('resolver_outcomes', pg_current_xact_id()::text)
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    IF coalesce(current_setting('resolver.outcomes_notify', true), '') <> 'off' THEN
+        PERFORM pg_notify('resolver_outcomes', pg_current_xact_id()::text);
+    END IF;
+END
 $$;
 
 -- Appends, one trigger per kind of transition, each in the statement that makes it. AFTER
