@@ -72,7 +72,8 @@ def complete(url: str, prefix: str, index: int, slices: int, rate: float) -> Pro
             ).fetchall()
             stats.commit_ms.append((time.perf_counter() - started) * 1000)
             stats.resolved += 1
-    _stop.wait()
+        # Connected until the harness has read its backend's CPU too.
+        _stop.wait()
     return stats
 
 

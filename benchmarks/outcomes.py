@@ -388,8 +388,8 @@ def _trickle(url: str, rate: float, seconds: float, work_dir: Path) -> list[LagF
             name="trickle",
         )
         group.go()
-        while not group.all_exited():
-            time.sleep(POLL_SECONDS)
+        with connect(url) as monitor:
+            _await_completed(monitor, "t-", count)
         group.stop()
         _await_received(url, paths, count)
     return _lag(url, "trickle", paths, work_dir)
@@ -565,9 +565,9 @@ def markdown(result: Result) -> str:
         )
     lines += [
         "",
-        "| completions | /s | x no-feed | round trip p50 / p99 ms | PostgreSQL CPU µs "
-        "| WAL bytes |",
-        "|---|---|---|---|---|---|",
+        "| completions | /s | x no-feed | round trip p50 / p99 ms | executor CPU µs "
+        "| PostgreSQL CPU µs | WAL bytes |",
+        "|---|---|---|---|---|---|---|",
     ]
     base = _median([c.per_second for c in result.completions_runs if c.variant == "no-feed"])
     for variant in VARIANTS:
@@ -576,11 +576,12 @@ def markdown(result: Result) -> str:
         p50 = _median([c.p50_ms for c in done])
         p99 = _median([c.p99_ms for c in done])
         server = _median([c.server_cpu_us or 0.0 for c in done])
+        executor = _median([c.executor_cpu_us or 0.0 for c in done])
         wal = _median([c.wal_bytes for c in done])
         ratio = rate / base if base else 0.0
         lines.append(
-            f"| {variant} | {rate:,.0f} | {ratio:.2f} | {p50:.2f} / {p99:.2f} | {server:.0f} "
-            f"| {wal:,.0f} |"
+            f"| {variant} | {rate:,.0f} | {ratio:.2f} | {p50:.2f} / {p99:.2f} | {executor:.0f} "
+            f"| {server:.0f} | {wal:,.0f} |"
         )
     lines += [
         "",
