@@ -719,6 +719,7 @@ OUTCOME_INTERNALS = (
     "resolver_outcomes_append_contradicted()",
     "resolver_outcomes_append_superseded()",
     "resolver_outcomes_notify()",
+    "resolver_outcomes_guard()",
     "resolver_outcome_scope()",
     "resolver_outcome_cursor_parse(text)",
     "resolver_effective_state(text, bigint, bigint)",

@@ -276,3 +276,29 @@ def test_a_settling_commit_notifies_with_its_transaction_id_unless_switched_off(
     # Appended either way.
     (record,) = feed_of(database_url)
     assert record.dispatch_id == lease.dispatch_id
+
+
+def test_only_the_appends_write_the_feed_not_even_the_owner_by_hand(
+    store: Storage, database_url: str
+) -> None:
+    client = ExecutionClient(store, owner="exec", lease_seconds=60)
+    spec = client.create_dispatch(new_spec())
+    lease = client.start(client.lease(spec.dispatch_id))
+    client.complete(lease, Completion(Outcome.SUCCEEDED, "ok", "m-1"))
+    # The tests connect as the schema's owner (a superuser): every privilege check passes, the
+    # guard still refuses a hand-written insert, and the immutability trigger a rewrite.
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="outcome appends"):
+            conn.execute(
+                "INSERT INTO recovery_outcomes (kind, dispatch_id, approval_request_id,"
+                " project_id, action_type, state, settled_by, occurred_at_ms)"
+                " VALUES ('settled', 'x', 'x', 'x', 'x', 'succeeded', 'executor', 0)"
+            )
+        for statement in (
+            "UPDATE recovery_outcomes SET state = 'failed'",
+            "DELETE FROM recovery_outcomes",
+        ):
+            with pytest.raises(psycopg.errors.RestrictViolation, match="insert-only"):
+                conn.execute(statement)  # type: ignore[call-overload]
+    (record,) = feed_of(database_url)
+    assert (record.dispatch_id, record.state) == (spec.dispatch_id, DispatchState.SUCCEEDED)

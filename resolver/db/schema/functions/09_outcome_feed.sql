@@ -144,13 +144,30 @@ CREATE TRIGGER approved_action_dispatches_outcomes
     WHEN (NEW.supersedes_dispatch_id IS NOT NULL)
     EXECUTE FUNCTION resolver_outcomes_append_superseded();
 
+-- Only the appends write the feed. Each is a trigger of a settling statement, so its INSERT
+-- fires this guard one trigger level deeper than any statement written by hand, the table
+-- owner's included; no role but the owner holds INSERT at all. Getting past it takes a trigger
+-- of one's own on another table, which is DDL, as disabling this guard is. Not the call-stack
+-- check of resolver_guard_definer_write: a single completion appends with a statement of its
+-- own, and reading the stack cost it more than the append itself (docs/performance.md).
+CREATE OR REPLACE FUNCTION resolver_outcomes_guard() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF pg_trigger_depth() < 2 THEN
+        IF NOT resolver_importing_history(TG_RELID) THEN
+            RAISE EXCEPTION 'INSERT of recovery_outcomes only through the outcome appends'
+                USING ERRCODE = 'insufficient_privilege';
+        END IF;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
 -- The feed is insert-only: only the three appends above write it, and only the prune deletes.
 CREATE TRIGGER recovery_outcomes_immutable BEFORE UPDATE OR DELETE ON recovery_outcomes
     FOR EACH ROW EXECUTE FUNCTION resolver_reject_mutation();
-CREATE TRIGGER recovery_outcomes_definer_write AFTER INSERT ON recovery_outcomes
-    FOR EACH STATEMENT EXECUTE FUNCTION resolver_guard_definer_write(
-        'resolver_outcomes_append_settled', 'resolver_outcomes_append_contradicted',
-        'resolver_outcomes_append_superseded');
+CREATE TRIGGER recovery_outcomes_append_only AFTER INSERT ON recovery_outcomes
+    FOR EACH STATEMENT EXECUTE FUNCTION resolver_outcomes_guard();
 
 -- The projects the calling login may read through the feed, its status and its history: NULL
 -- for every project, else those recovery_outcome_reader_scopes lists for any role the login is
@@ -372,6 +389,7 @@ $$;
 -- reads and the consumer cursors to the roles that follow the feed.
 REVOKE EXECUTE ON FUNCTION
     resolver_outcomes_notify(),
+    resolver_outcomes_guard(),
     resolver_outcomes_append_settled(),
     resolver_outcomes_append_contradicted(),
     resolver_outcomes_append_superseded(),
