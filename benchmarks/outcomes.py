@@ -108,9 +108,11 @@ class LagFigures:
     load: str
     wake: str
     records: int
-    p50_ms: float
-    p99_ms: float
-    max_ms: float
+    """Records the consumer received (every one of the load's, or the run fails)."""
+    p50_ms: float | None
+    """None on a given server without `track_commit_timestamp`: no commit time to count from."""
+    p99_ms: float | None
+    max_ms: float | None
     consumer_cpu_us: float | None
     """The consumer process's CPU per record it received."""
 
@@ -341,10 +343,13 @@ def _await_following(url: str, count: int, limit: float = 60) -> None:
 def _lag(url: str, load: str, paths: dict[str, Path], work_dir: Path) -> list[LagFigures]:
     out = []
     with connect(url) as conn:
+        tracked = conn.execute("SHOW track_commit_timestamp").fetchone()
         for wake, path in paths.items():
             received = [line.split("\t") for line in path.read_text("utf-8").splitlines()]
-            if not received:
-                out.append(LagFigures(load, wake, 0, 0.0, 0.0, 0.0, None))
+            cpu = int((work_dir / f"{path.stem}.cpu").read_text("utf-8"))
+            per_record = cpu / len(received) if received else None
+            if not received or tracked is None or tracked["track_commit_timestamp"] != "on":
+                out.append(LagFigures(load, wake, len(received), None, None, None, per_record))
                 continue
             xids = sorted({int(cursor.split(":")[0]) for cursor, _ in received})
             commits = {
@@ -362,16 +367,15 @@ def _lag(url: str, load: str, paths: dict[str, Path], work_dir: Path) -> list[La
                 for cursor, ns in received
                 if int(cursor.split(":")[0]) in commits
             ]
-            cpu = int((work_dir / f"{path.stem}.cpu").read_text("utf-8"))
             out.append(
                 LagFigures(
                     load,
                     wake,
-                    len(lags),
+                    len(received),
                     percentile(lags, 50),
                     percentile(lags, 99),
                     max(lags),
-                    cpu / len(received),
+                    per_record,
                 )
             )
     return out
@@ -533,8 +537,9 @@ def _completion_line(c: CompletionFigures) -> str:
 
 def _lag_line(lag: LagFigures) -> str:
     return (
-        f"{lag.records:,} records, p50 {lag.p50_ms:.1f} ms, p99 {lag.p99_ms:.1f} ms, "
-        f"max {lag.max_ms:.1f} ms, consumer {_num(lag.consumer_cpu_us)} µs per record"
+        f"{lag.records:,} records, p50 {_num(lag.p50_ms, '{:.1f}')} ms, "
+        f"p99 {_num(lag.p99_ms, '{:.1f}')} ms, max {_num(lag.max_ms, '{:.1f}')} ms, "
+        f"consumer {_num(lag.consumer_cpu_us)} µs per record"
     )
 
 
@@ -590,8 +595,9 @@ def markdown(result: Result) -> str:
     ]
     for lag in result.lags:
         lines.append(
-            f"| {lag.load}, {lag.wake} | {lag.records:,} | {lag.p50_ms:.1f} | {lag.p99_ms:.1f} "
-            f"| {lag.max_ms:.1f} | {_num(lag.consumer_cpu_us)} |"
+            f"| {lag.load}, {lag.wake} | {lag.records:,} | {_num(lag.p50_ms, '{:.1f}')} "
+            f"| {_num(lag.p99_ms, '{:.1f}')} | {_num(lag.max_ms, '{:.1f}')} "
+            f"| {_num(lag.consumer_cpu_us)} |"
         )
     return "\n".join(lines)
 
