@@ -173,7 +173,6 @@ class PostgresStore:
         fact: SignedFact,
         *,
         max_auth_age_ms: int,
-        clock_leeway_ms: int,
         proposal_ttl_ms: int,
         now_ms: int | None = None,
     ) -> str | None:
@@ -181,7 +180,7 @@ class PostgresStore:
             Authority(principal, project_id, grant),
             decision,
             fact,
-            DecisionLimits(max_auth_age_ms, clock_leeway_ms, proposal_ttl_ms),
+            DecisionLimits(max_auth_age_ms, proposal_ttl_ms),
         )
 
     def close_proposal(
@@ -193,16 +192,17 @@ class PostgresStore:
         reason_code: str,
         project_id: str,
         grant: Grant,
+        fact: SignedFact,
         *,
         max_auth_age_ms: int,
-        clock_leeway_ms: int,
         now_ms: int | None = None,
     ) -> str | None:
         # The close takes no proposal time to live: the one it holds is never read.
         return self._on(now_ms).human.close_proposal(
             Authority(principal, project_id, grant),
             ProposalClose(dispatch_id, action, mutation_id, reason_code),
-            DecisionLimits(max_auth_age_ms, clock_leeway_ms, proposal_ttl_ms=0),
+            fact,
+            DecisionLimits(max_auth_age_ms, proposal_ttl_ms=1000),
         )
 
     def open_proposal(self, dispatch_id: str, now_ms: int | None = None) -> OpenProposal | None:

@@ -295,7 +295,8 @@ def audit_verify_cmd(
     )
     click.echo(
         f"audit chain verified: {report.links} links ({report.pruned} with pruned facts, "
-        f"{report.unsigned} recorded before facts were signed); {signatures}; "
+        f"{report.unsigned} recorded before facts were signed, {report.unbound} before facts "
+        f"named their act); {signatures}; "
         f"head seq {report.head_seq} hash {report.head_hash}"
     )
     click.echo(report.head_line(int(time.time() * 1000)))

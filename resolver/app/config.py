@@ -63,7 +63,8 @@ class Settings(BaseSettings):
         default=3600,
         ge=60,
         le=86_400,
-        description="how long a two-person proposal waits for its second person",
+        description="how long a two-person proposal waits for its second person, at most the "
+        "database's bound (recovery_decision_policy)",
     )
     oidc_issuer: str | None = Field(default=None, description="expected `iss` of bearer tokens")
     oidc_audience: str | None = Field(default=None, description="expected `aud` of bearer tokens")

@@ -84,6 +84,20 @@ class ProposalConflict(FenceConflict):
         self.code = code
 
 
+class FactConsumed(ResolverError):
+    """The database refused a person's signed fact as already used (SQLSTATE RS007): its
+    mutation id or signature was recorded before, or the API verified its token further from
+    the database clock than the policy's leeway. Nothing was written; the caller tells its own
+    replay from a reuse."""
+
+
+class ActRefused(ResolverError):
+    """The database refused a person's signed fact because the act it names does not fit
+    (SQLSTATE RS008): another function's act, a proposal that is not open, a confirmation by
+    the proposer or of another decision, a first decision whose case changed. Nothing was
+    written."""
+
+
 class LeaseLost(FenceConflict):
     """The caller's execution lease expired or was taken over; it may no longer start."""
 

@@ -104,13 +104,20 @@ class ManualStore(ClockOverride, Protocol):
         fact: SignedFact,
         limits: DecisionLimits,
     ) -> ManualCommitAnswer | None:
-        """What the fenced commit did, or None when a fence held and nothing was written."""
+        """What the fenced commit did, or None when a fence held and nothing was written.
+        Raises FactConsumed (the fact was recorded before, or verified outside the clock
+        leeway) or ActRefused (its act does not fit the function or the case)."""
         ...
 
     def close_proposal(
-        self, authority: Authority, close: ProposalClose, limits: DecisionLimits
+        self,
+        authority: Authority,
+        close: ProposalClose,
+        fact: SignedFact,
+        limits: DecisionLimits,
     ) -> ProposalCloseAnswer | None:
-        """The proposal close's answer, or None when the grant fence held."""
+        """The proposal close's answer, or None when the grant fence held. Raises
+        FactConsumed or ActRefused like the commit."""
         ...
 
     def open_proposal(self, dispatch_id: str) -> OpenProposal | None: ...
@@ -181,7 +188,7 @@ class AuditReader(Protocol):
 
     def audit_head(self) -> tuple[int, str] | None: ...
 
-    def audit_unlinked(self) -> tuple[str, str] | None: ...
+    def audit_unlinked(self, acts_since_ms: int | None = None) -> tuple[str, str] | None: ...
 
     def audit_export_recorded(self, export_digest: str) -> bool: ...
 

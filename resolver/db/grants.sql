@@ -88,15 +88,20 @@ GRANT EXECUTE ON FUNCTION resolver_commit_automatic(json, bigint) TO resolver_ru
 REVOKE EXECUTE ON FUNCTION resolver_finding_status(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_finding_status(text) TO resolver_runtime;
 -- The manual commit and the proposal close: SECURITY DEFINER, the API's one way to record a
--- human decision (signed authorization facts, two people where the rules say so). The
--- replicas' role may run neither.
-REVOKE EXECUTE ON FUNCTION resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], text, text, text, text, bigint, bigint, bigint, bigint) FROM PUBLIC, resolver_runtime;
-GRANT EXECUTE ON FUNCTION resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], text, text, text, text, bigint, bigint, bigint, bigint) TO resolver_api;
-REVOKE EXECUTE ON FUNCTION resolver_proposal_close(text, text, text, text, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint) FROM PUBLIC, resolver_runtime;
-GRANT EXECUTE ON FUNCTION resolver_proposal_close(text, text, text, text, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint) TO resolver_api;
+-- person's act (a signed fact naming the act, consumed once; two people where the rules say
+-- so; the bounds from the decision policy). The replicas' role may run neither.
+REVOKE EXECUTE ON FUNCTION resolver_commit_manual(text, text, text, bigint, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], text, text, text, text, bigint, bigint, bigint, bigint) FROM PUBLIC, resolver_runtime;
+GRANT EXECUTE ON FUNCTION resolver_commit_manual(text, text, text, bigint, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], text, text, text, text, bigint, bigint, bigint, bigint) TO resolver_api;
+REVOKE EXECUTE ON FUNCTION resolver_proposal_close(text, text, text, bigint, text, text, text, bigint, bigint, bigint, text[], text, text, text, text, bigint, bigint, bigint) FROM PUBLIC, resolver_runtime;
+GRANT EXECUTE ON FUNCTION resolver_proposal_close(text, text, text, bigint, text, text, text, bigint, bigint, bigint, text[], text, text, text, text, bigint, bigint, bigint) TO resolver_api;
 -- Run only inside the commits, as the owner: nobody else may call them.
 REVOKE EXECUTE ON FUNCTION
     resolver_settle_manual(text, text, text, text, text, bigint, text, bigint, json),
+    resolver_audit_append(text, text, text, bigint),
+    resolver_act_bounds(bigint, bigint),
+    resolver_fact_shape(text[], text, text, text, text, bigint),
+    resolver_fact_unused(text, text),
+    resolver_fact_fresh(bigint, bigint, bigint),
     resolver_commit_wait_executions(text[]),
     resolver_commit_wait_controls(text[])
     FROM PUBLIC, resolver_runtime, resolver_api;
@@ -149,6 +154,13 @@ GRANT SELECT ON recovery_projects, recovery_role_bindings TO resolver_runtime, r
 -- two-person rules: which decisions on which action types need two people.
 GRANT SELECT, INSERT, UPDATE, DELETE ON recovery_projects, recovery_role_bindings TO resolver_policy_writer;
 GRANT SELECT, INSERT, DELETE ON recovery_two_person_rules TO resolver_policy_writer;
+-- And the bounds of a human act (one row: strong-authentication age, proposal lifetime, clock
+-- leeway), which the decision functions read at every act; the API reads them to ask for no
+-- more than they allow, and writes nothing.
+GRANT SELECT, UPDATE ON recovery_decision_policy TO resolver_policy_writer;
+GRANT SELECT ON recovery_decision_policy TO resolver_api;
+REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON recovery_decision_policy
+    FROM resolver_runtime, resolver_api;
 
 -- Retention. The prune functions are SECURITY DEFINER: they run as the
 -- owner, check the retention rules (settled and older than the cut-off, audit facts only with
@@ -181,16 +193,25 @@ GRANT SELECT ON recovery_pruned_dispatches TO resolver_runtime, resolver_api;
 -- trigger refuses UPDATE and DELETE, for the owner too). `resolver audit verify` reads both,
 -- as either face.
 GRANT SELECT ON recovery_audit_chain, recovery_audit_head TO resolver_runtime, resolver_api;
--- The canonical content of a link, built by the manual commit and by the verifier.
+-- The canonical content of a link, built by the act that writes it and rebuilt from the
+-- stored facts by the verifier (the decision's, or a reject's or withdraw's).
 REVOKE EXECUTE ON FUNCTION
     resolver_audit_authorization(text, text, text, bigint, bigint, bigint, text[], bigint,
-                                 text, text, text, text),
-    resolver_audit_content(text, text, text, text, text, bigint, text, text, bigint, json)
+                                 text, text, text, text, text, text, bigint, bigint),
+    resolver_audit_proposal(bigint, text, text, bigint, text, text, text, bigint, bigint),
+    resolver_audit_content(text, text, text, text, text, bigint, text, text, bigint, json, text,
+                           json),
+    resolver_audit_decision(text),
+    resolver_audit_close(text)
     FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
     resolver_audit_authorization(text, text, text, bigint, bigint, bigint, text[], bigint,
-                                 text, text, text, text),
-    resolver_audit_content(text, text, text, text, text, bigint, text, text, bigint, json)
+                                 text, text, text, text, text, text, bigint, bigint),
+    resolver_audit_proposal(bigint, text, text, bigint, text, text, text, bigint, bigint),
+    resolver_audit_content(text, text, text, text, text, bigint, text, text, bigint, json, text,
+                           json),
+    resolver_audit_decision(text),
+    resolver_audit_close(text)
     TO resolver_runtime, resolver_api;
 
 -- Late evidence after a human decision. A manual decision's own statement

@@ -1,4 +1,5 @@
-"""The executor protocol's SQLSTATEs and the typed errors they become."""
+"""The SQLSTATEs of the database's own refusals (the executor protocol's, and a person's acts')
+and the typed errors they become."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from typing import Final
 import psycopg
 
 from resolver.core.errors import (
+    ActRefused,
     ConstraintViolation,
+    FactConsumed,
     FenceConflict,
     InvalidDispatch,
     LeaseLost,
@@ -22,6 +25,8 @@ NOT_LEASABLE: Final = "RS003"
 NOT_FOUND: Final = "RS004"
 INVALID_INPUT: Final = "RS005"
 STATE_MACHINE: Final = "RS006"
+FACT_CONSUMED: Final = "RS007"
+ACT_REFUSED: Final = "RS008"
 
 _ERRORS: Final[dict[str, type[ResolverError]]] = {
     FENCE_CONFLICT: FenceConflict,
@@ -29,6 +34,8 @@ _ERRORS: Final[dict[str, type[ResolverError]]] = {
     NOT_LEASABLE: NotLeasable,
     NOT_FOUND: NotFound,
     INVALID_INPUT: InvalidDispatch,
+    FACT_CONSUMED: FactConsumed,
+    ACT_REFUSED: ActRefused,
 }
 
 

@@ -188,7 +188,10 @@ WHERE b.project_id = %(project_id)s AND b.user_id = %(user_id)s
   AND b.permission = 'approval.recover';
 
 -- name: manual_context_get
--- Everything needed to explain why a manual commit did not apply.
+-- Everything a person's act needs before it is signed (which act it is: the open proposal, the
+-- decisions a two-person rule covers, the policy's bounds, the database clock the fact names),
+-- and everything needed to explain why a fenced act did not apply.
+WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms)
 SELECT d.project_id, e.state, e.version, e.lease_expires_at_ms,
        c.status AS control_status,
        r.mutation_id AS resolution_mutation_id, r.source AS resolution_source,
@@ -201,7 +204,21 @@ SELECT d.project_id, e.state, e.version, e.lease_expires_at_ms,
         WHERE a.mutation_id = r.mutation_id AND a.user_id <> r.actor_user_id
         LIMIT 1) AS resolution_confirmed_by,
        mp.closed_as AS mutation_proposal_closed_as, mp.proposed_by AS mutation_proposed_by,
-       resolver_now_ms(%(now_ms)s) AS db_now_ms
+       mp.proposal_id AS mutation_proposal_id, mp.dispatch_id AS mutation_proposal_dispatch_id,
+       mp.closed_mutation_id = %(mutation_id)s AS mutation_closes_proposal,
+       mp.closed_by AS mutation_closed_by, mp.close_reason_code AS mutation_close_reason_code,
+       mp.outcome AS mutation_proposal_outcome,
+       mp.reason_code AS mutation_proposal_reason_code,
+       mp.evidence_digest AS mutation_proposal_evidence_digest,
+       pr.proposal_id AS open_proposal_id, pr.proposed_by AS open_proposed_by,
+       pr.outcome AS open_outcome, pr.evidence_digest AS open_evidence_digest,
+       pr.expected_execution_version AS open_expected_version,
+       ARRAY(SELECT o FROM unnest(resolver_terminal_states()) AS o
+             WHERE resolver_needs_two_people(d.action_type, o)) AS two_person_outcomes,
+       pol.max_auth_age_ms AS policy_max_auth_age_ms,
+       pol.proposal_ttl_ms AS policy_proposal_ttl_ms,
+       pol.clock_leeway_ms AS policy_clock_leeway_ms,
+       (SELECT ms FROM now) AS db_now_ms
 FROM approved_action_dispatches AS d
 JOIN approved_action_executions AS e USING (dispatch_id)
 LEFT JOIN approved_action_recovery_controls AS c USING (dispatch_id)
@@ -209,17 +226,29 @@ LEFT JOIN approved_action_recovery_resolutions AS r USING (dispatch_id)
 LEFT JOIN approved_action_recovery_resolutions AS m ON m.mutation_id = %(mutation_id)s
 LEFT JOIN recovery_proposals AS mp
   ON mp.mutation_id = %(mutation_id)s OR mp.closed_mutation_id = %(mutation_id)s
+LEFT JOIN LATERAL (
+    SELECT pr.* FROM recovery_proposals AS pr
+    WHERE pr.dispatch_id = d.dispatch_id
+      AND
+          -- include: proposal_open
+    LIMIT 1
+) AS pr ON true
+LEFT JOIN recovery_decision_policy AS pol ON pol.id = 1
 WHERE d.dispatch_id = %(dispatch_id)s;
 
 -- name: manual_commit
--- A human decision (resolver_commit_manual, resolver/db/schema/functions/08_commits.sql): authorization
--- fact, resolution and terminal state in one transaction, fenced on the grant's versions,
--- authentication age, expected execution version, recovery_required and an open control.
--- `result`: committed, or for a two-person case proposed, second_person_required, rejected,
--- voided, proposal_limit. No row: nothing applied (manual_context_get explains why).
+-- A person's signed act on a case (resolver_commit_manual,
+-- resolver/db/schema/functions/08_commits.sql): `act` decide, propose or confirm (of the open
+-- proposal `proposal_id`); for a decision, the authorization facts, resolution and terminal
+-- state in one transaction, fenced on the grant's versions, authentication age, expected
+-- execution version, recovery_required and an open control. `result`: committed, proposed,
+-- voided, proposal_limit. No row: nothing applied (manual_context_get explains why). RS007: the
+-- fact was already recorded (or verified outside the clock leeway); RS008: the act does not
+-- fit the case.
 SELECT dispatch_id, version, result, proposal_id
 FROM resolver_commit_manual(
     p_dispatch_id => %(dispatch_id)s, p_mutation_id => %(mutation_id)s,
+    p_act => %(act)s, p_proposal_id => %(proposal_id)s,
     p_outcome => %(outcome)s, p_evidence_digest => %(evidence_digest)s,
     p_reason_code => %(reason_code)s,
     p_expected_execution_version => %(expected_execution_version)s,
@@ -228,23 +257,25 @@ FROM resolver_commit_manual(
     p_role_binding_version => %(role_binding_version)s,
     p_auth_time_ms => %(auth_time_ms)s, p_amr => %(amr)s::text[],
     p_issuer => %(issuer)s, p_token_kid => %(token_kid)s, p_signing_kid => %(signing_kid)s,
-    p_signature => %(signature)s,
-    p_max_auth_age_ms => %(max_auth_age_ms)s, p_clock_leeway_ms => %(clock_leeway_ms)s,
-    p_now_ms => %(now_ms)s, p_proposal_ttl_ms => %(proposal_ttl_ms)s);
+    p_signature => %(signature)s, p_verified_at_ms => %(verified_at_ms)s,
+    p_max_auth_age_ms => %(max_auth_age_ms)s, p_proposal_ttl_ms => %(proposal_ttl_ms)s,
+    p_now_ms => %(now_ms)s);
 
 -- name: proposal_close
--- Withdraw (the proposer) or reject (someone else) the open proposal of a dispatch
--- (resolver_proposal_close, 08_commits.sql). No row: the grant fence failed.
+-- Withdraw (the proposer) or reject (someone else) the open proposal `proposal_id` of a
+-- dispatch, a signed act and a link of the audit chain (resolver_proposal_close,
+-- 08_commits.sql). `result`: withdrawn, rejected, stale_auth. No row: the grant fence failed.
 SELECT dispatch_id, result
 FROM resolver_proposal_close(
     p_dispatch_id => %(dispatch_id)s, p_mutation_id => %(mutation_id)s,
-    p_action => %(action)s, p_reason_code => %(reason_code)s,
+    p_act => %(act)s, p_proposal_id => %(proposal_id)s, p_reason_code => %(reason_code)s,
     p_user_id => %(user_id)s, p_project_id => %(project_id)s,
     p_project_version => %(project_version)s,
     p_role_binding_version => %(role_binding_version)s,
     p_auth_time_ms => %(auth_time_ms)s, p_amr => %(amr)s::text[],
-    p_max_auth_age_ms => %(max_auth_age_ms)s, p_clock_leeway_ms => %(clock_leeway_ms)s,
-    p_now_ms => %(now_ms)s);
+    p_issuer => %(issuer)s, p_token_kid => %(token_kid)s, p_signing_kid => %(signing_kid)s,
+    p_signature => %(signature)s, p_verified_at_ms => %(verified_at_ms)s,
+    p_max_auth_age_ms => %(max_auth_age_ms)s, p_now_ms => %(now_ms)s);
 
 -- name: proposal_open_get
 -- The open, unexpired proposal of a dispatch (what a 202 answer shows).
@@ -306,32 +337,15 @@ AND
 
 -- name: audit_links_page
 -- `resolver audit verify`: one page of the chain in order, each link with its content rebuilt
--- from the stored facts by the function resolver_commit_manual writes it with
--- (resolver_audit_content), NULL when the resolution was pruned.
-WITH page AS (
-    SELECT l.seq, l.mutation_id, l.dispatch_id, l.content, l.prev_hash, l.hash,
-           l.recorded_at_ms
-    FROM recovery_audit_chain AS l
-    WHERE l.seq > %(after_seq)s
-    ORDER BY l.seq
-    LIMIT %(limit)s
-)
-SELECT p.seq, p.mutation_id, p.dispatch_id, p.content, p.prev_hash, p.hash, p.recorded_at_ms,
-       (SELECT resolver_audit_content(
-                   r.dispatch_id, r.mutation_id, r.outcome, r.finding, r.evidence_digest,
-                   r.expected_execution_version, r.actor_user_id, r.reason_code,
-                   r.resolved_at_ms,
-                   (SELECT json_agg(resolver_audit_authorization(
-                               a.user_id, a.permission, a.project_id, a.project_version,
-                               a.role_binding_version, a.auth_time_ms, a.amr,
-                               a.authorized_at_ms, a.issuer, a.token_kid, a.signing_kid,
-                               a.signature)
-                           ORDER BY a.user_id)
-                    FROM recovery_authorizations AS a WHERE a.mutation_id = r.mutation_id))
-        FROM approved_action_recovery_resolutions AS r
-        WHERE r.mutation_id = p.mutation_id) AS facts_content
-FROM page AS p
-ORDER BY p.seq;
+-- from the stored facts by the functions the acts write it with (resolver_audit_decision for a
+-- decision, resolver_audit_close for a reject or withdraw), NULL when retention removed them.
+SELECT l.seq, l.mutation_id, l.dispatch_id, l.content, l.prev_hash, l.hash, l.recorded_at_ms,
+       coalesce(resolver_audit_decision(l.mutation_id), resolver_audit_close(l.mutation_id))
+           AS facts_content
+FROM recovery_audit_chain AS l
+WHERE l.seq > %(after_seq)s
+ORDER BY l.seq
+LIMIT %(limit)s;
 
 -- name: audit_head
 SELECT h.seq, h.hash FROM recovery_audit_head AS h WHERE h.id = 1;
@@ -345,14 +359,26 @@ ORDER BY r.run_id
 LIMIT 1;
 
 -- name: audit_unlinked
--- The first manual resolution recorded since the chain began that has no link (a decision
--- written around the chain). Decisions recorded before the chain began precede the first link.
-SELECT r.mutation_id, r.dispatch_id
-FROM approved_action_recovery_resolutions AS r
-WHERE r.source = 'manual'
-  AND r.resolved_at_ms >= (SELECT min(l.recorded_at_ms) FROM recovery_audit_chain AS l)
-  AND NOT EXISTS (SELECT 1 FROM recovery_audit_chain AS l WHERE l.mutation_id = r.mutation_id)
-ORDER BY r.resolution_id
+-- The first act a person recorded that has no link: a manual resolution recorded since the
+-- chain began (decisions recorded before it precede the first link), or a proposal rejected or
+-- withdrawn with a signed fact, or at or after `acts_since_ms` (when the first link of a fact
+-- naming its act was recorded; NULL: none yet). Closes recorded before carry no link.
+(SELECT r.mutation_id, r.dispatch_id
+ FROM approved_action_recovery_resolutions AS r
+ WHERE r.source = 'manual'
+   AND r.resolved_at_ms >= (SELECT min(l.recorded_at_ms) FROM recovery_audit_chain AS l)
+   AND NOT EXISTS (SELECT 1 FROM recovery_audit_chain AS l WHERE l.mutation_id = r.mutation_id)
+ ORDER BY r.resolution_id
+ LIMIT 1)
+UNION ALL
+(SELECT p.closed_mutation_id, p.dispatch_id
+ FROM recovery_proposals AS p
+ WHERE p.closed_as IN ('rejected', 'withdrawn')
+   AND (p.closed_signature IS NOT NULL OR p.closed_at_ms >= %(acts_since_ms)s::bigint)
+   AND NOT EXISTS (SELECT 1 FROM recovery_audit_chain AS l
+                   WHERE l.mutation_id = p.closed_mutation_id)
+ ORDER BY p.proposal_id
+ LIMIT 1)
 LIMIT 1;
 
 -- name: manual_queue_page

@@ -11,6 +11,14 @@ API recorded from one written by hand, even by the table owner, and even after a
 link in the export still carries it). A retired key's public half stays in the file for as
 long as facts it signed are kept.
 
+Payload `v: 2` (every fact since facts name their act) also binds the act: which act
+(`decide`, `propose`, `confirm`, `reject`, `withdraw`), the request's mutation id, the proposal
+it confirms or ends, and the database clock when the API verified the token
+(`verified_at_ms`). The database consumes each fact once and refuses one used in another act;
+the verifier checks that each fact's act and mutation id are its link's. A `v: 1` fact (signed
+before) binds only who and which decision: it cannot prove which act it was for, nor that it
+was used once, so the same signature could stand for a withdrawn proposal or a confirmation.
+
 A digest of the token would prove nothing: nobody can check it against the issuer's keys
 later. The token itself is never stored: it is a bearer credential until it expires.
 """
@@ -28,7 +36,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from resolver.core.domain import SignedFact
+from resolver.core.domain import Act, SignedFact
 from resolver.core.errors import ConfigError
 
 KID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
@@ -61,10 +69,27 @@ class PersonFacts(msgspec.Struct, frozen=True):
     role_binding_version: int
 
 
-def fact_payload(person: PersonFacts, decision: DecisionFacts, signing_kid: str) -> bytes:
-    """The exact bytes signed: canonical JSON (keys sorted, no spaces, UTF-8)."""
+class ActFacts(msgspec.Struct, frozen=True):
+    """The one act a fact is consumed by (payload v2): which act, the mutation id of its
+    request, the proposal it confirms or ends (None for decide and propose), and the database
+    clock when the API verified the token."""
+
+    act: Act
+    mutation_id: str
+    proposal_id: int | None
+    verified_at_ms: int
+
+
+def fact_payload(
+    person: PersonFacts,
+    decision: DecisionFacts,
+    signing_kid: str,
+    act: ActFacts | None = None,
+) -> bytes:
+    """The exact bytes signed: canonical JSON (keys sorted, no spaces, UTF-8). Payload v2 when
+    `act` is given (what the API signs); v1 without, as facts were signed before."""
     document: dict[str, Any] = {
-        "v": 1,
+        "v": 1 if act is None else 2,
         "kind": "resolver.authorization",
         "signing_kid": signing_kid,
         "user_id": person.user_id,
@@ -80,6 +105,13 @@ def fact_payload(person: PersonFacts, decision: DecisionFacts, signing_kid: str)
         "expected_execution_version": decision.expected_execution_version,
         "evidence_digest": decision.evidence_digest,
     }
+    if act is not None:
+        document |= {
+            "act": act.act.value,
+            "mutation_id": act.mutation_id,
+            "proposal_id": act.proposal_id,
+            "verified_at_ms": act.verified_at_ms,
+        }
     return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
         "utf-8"
     )
@@ -108,9 +140,18 @@ class FactSigner:
             raise ConfigError(f"RESOLVER_AUDIT_SIGNING_KEY_FILE: {path} is not an Ed25519 key")
         return cls(key, kid)
 
-    def sign(self, person: PersonFacts, decision: DecisionFacts) -> SignedFact:
-        signature = self._key.sign(fact_payload(person, decision, self.kid)).hex()
-        return SignedFact(person.issuer, person.token_kid, self.kid, signature)
+    def sign(self, person: PersonFacts, decision: DecisionFacts, act: ActFacts) -> SignedFact:
+        """The fact of one act of one person (payload v2)."""
+        signature = self._key.sign(fact_payload(person, decision, self.kid, act)).hex()
+        return SignedFact(
+            person.issuer,
+            person.token_kid,
+            self.kid,
+            signature,
+            act.act,
+            act.proposal_id,
+            act.verified_at_ms,
+        )
 
     def public_line(self) -> str:
         """This key's line of a public-keys file (`resolver audit public-key`)."""
@@ -146,11 +187,26 @@ def parse_public_keys(lines: Iterable[str], source: str) -> dict[str, Ed25519Pub
     return keys
 
 
+def fact_act(fact: Mapping[str, Any]) -> ActFacts | None:
+    """The act a fact (as its audit link records it) names, None for a v1 or unsigned fact.
+    Raises ValueError, KeyError or TypeError when a fact names an act malformed."""
+    if "act" not in fact:
+        return None
+    proposal_id = fact["proposal_id"]
+    return ActFacts(
+        act=Act(fact["act"]),
+        mutation_id=_text(fact["mutation_id"]),
+        proposal_id=None if proposal_id is None else _integer(proposal_id),
+        verified_at_ms=_integer(fact["verified_at_ms"]),
+    )
+
+
 def check_fact(
     fact: Mapping[str, Any], decision: DecisionFacts, keys: Mapping[str, Ed25519PublicKey]
 ) -> str | None:
     """Why an authorization fact (as its audit link records it) does not verify, or None:
-    `unsigned_fact`, `unknown_signing_key` or `bad_signature`."""
+    `unsigned_fact`, `unknown_signing_key` or `bad_signature`. A fact naming its act is
+    checked as payload v2, any other as v1."""
     signature, kid = fact.get("signature"), fact.get("signing_kid")
     if not isinstance(signature, str) or not isinstance(kid, str):
         return "unsigned_fact"
@@ -159,16 +215,29 @@ def check_fact(
         return "unknown_signing_key"
     try:
         person = PersonFacts(
-            user_id=str(fact["user_id"]),
-            issuer=str(fact["issuer"]),
-            token_kid=str(fact["token_kid"]),
-            auth_time_ms=int(fact["auth_time_ms"]),
-            amr=tuple(str(v) for v in fact["amr"]),
-            project_id=str(fact["project_id"]),
-            project_version=int(fact["project_version"]),
-            role_binding_version=int(fact["role_binding_version"]),
+            user_id=_text(fact["user_id"]),
+            issuer=_text(fact["issuer"]),
+            token_kid=_text(fact["token_kid"]),
+            auth_time_ms=_integer(fact["auth_time_ms"]),
+            amr=tuple(_text(v) for v in fact["amr"]),
+            project_id=_text(fact["project_id"]),
+            project_version=_integer(fact["project_version"]),
+            role_binding_version=_integer(fact["role_binding_version"]),
         )
-        key.verify(bytes.fromhex(signature), fact_payload(person, decision, kid))
+        payload = fact_payload(person, decision, kid, fact_act(fact))
+        key.verify(bytes.fromhex(signature), payload)
     except (KeyError, TypeError, ValueError, InvalidSignature):
         return "bad_signature"
     return None
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError("not a string")
+    return value
+
+
+def _integer(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError("not an integer")
+    return value

@@ -234,6 +234,24 @@ def test_the_policy_writer_keeps_the_mirror_and_nothing_else(role_db: RoleDataba
                 conn.execute(statement)  # type: ignore[call-overload]
 
 
+def test_the_policy_writer_sets_the_bounds_of_an_act_and_the_api_only_reads_them(
+    role_db: RoleDatabase,
+) -> None:
+    block = sql_block("manual-resolution.md", "## The bounds of a person's act")
+    with role_db.connect("resolver_policy_writer") as conn:
+        conn.execute(block)  # type: ignore[call-overload]
+    (policy,) = role_db.admin_rows("SELECT * FROM recovery_decision_policy")
+    assert (policy["max_auth_age_ms"], policy["proposal_ttl_ms"]) == (300_000, 1_800_000)
+    with role_db.connect("resolver_api") as conn:
+        assert conn.execute("SELECT proposal_ttl_ms FROM recovery_decision_policy").fetchone()
+        with pytest.raises(errors.InsufficientPrivilege):
+            conn.execute(block)  # type: ignore[call-overload]
+    with role_db.connect("resolver_policy_writer") as conn:
+        conn.execute("UPDATE recovery_decision_policy SET proposal_ttl_ms = 3600000")
+        with pytest.raises(errors.InsufficientPrivilege):
+            conn.execute("DELETE FROM recovery_decision_policy")
+
+
 def test_the_policy_writer_keeps_the_two_person_rules_and_the_runtime_only_reads_them(
     role_db: RoleDatabase,
 ) -> None:

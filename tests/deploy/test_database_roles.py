@@ -859,19 +859,25 @@ def test_the_forged_two_person_commit_is_refused_for_the_owner_too(
 
 MANUAL_COMMIT = (
     "SELECT * FROM resolver_commit_manual(p_dispatch_id => %(d)s, p_mutation_id => %(m)s,"
+    " p_act => %(act)s, p_proposal_id => %(p)s,"
     " p_outcome => 'succeeded', p_evidence_digest => NULL, p_reason_code => 'forged',"
     " p_expected_execution_version => %(v)s, p_user_id => %(u)s, p_project_id => 'proj-1',"
     " p_project_version => 1, p_role_binding_version => 1,"
     " p_auth_time_ms => %(t)s, p_amr => '{mfa}', p_issuer => 'i',"
     " p_token_kid => 'k', p_signing_kid => %(kid)s, p_signature => %(sig)s,"
-    " p_max_auth_age_ms => 300000, p_clock_leeway_ms => 30000, p_now_ms => %(now)s)"
+    " p_verified_at_ms => %(t)s, p_now_ms => %(now)s)"
 )
+
+
+def _fake_signature(n: int) -> str:
+    """A well-formed signature nobody made: distinct per call, since a signature counts once."""
+    return f"{n:0128x}"
 
 
 def test_the_runtime_role_cannot_record_a_human_decision(role_db: RoleDatabase) -> None:
     lease = _two_person_world(role_db)
     params = {"d": lease.dispatch_id, "m": "r-1", "v": lease.version, "u": "alice",
-              "t": _db_now(role_db), "now": None}  # fmt: skip
+              "t": _db_now(role_db), "now": None, "act": "propose", "p": None}  # fmt: skip
     with role_db.connect("resolver_runtime") as conn, pytest.raises(errors.InsufficientPrivilege):
         conn.execute(MANUAL_COMMIT, {**params, "kid": "k", "sig": FAKE_SIGNATURE})
     _still_unsettled(role_db, lease.dispatch_id)
@@ -889,16 +895,23 @@ def test_an_api_role_inventing_a_second_person_is_refused_or_caught_by_verify(
             "t": _db_now(role_db), "now": None}  # fmt: skip
     with role_db.connect("resolver_api") as conn:
         first = conn.execute(
-            MANUAL_COMMIT, {**base, "m": "f-1", "u": "alice", "sig": FAKE_SIGNATURE}
-        ).fetchall()
+            MANUAL_COMMIT,
+            {**base, "m": "f-1", "u": "alice", "sig": _fake_signature(1), "act": "propose",
+             "p": None},
+        ).fetchall()  # fmt: skip
         assert [r["result"] for r in first] == ["proposed"]
+        proposal = first[0]["proposal_id"]
         invented = conn.execute(
-            MANUAL_COMMIT, {**base, "m": "f-2", "u": "mallory", "sig": FAKE_SIGNATURE}
-        ).fetchall()
+            MANUAL_COMMIT,
+            {**base, "m": "f-2", "u": "mallory", "sig": _fake_signature(2), "act": "confirm",
+             "p": proposal},
+        ).fetchall()  # fmt: skip
         assert invented == []  # no binding: nothing written
         colleague = conn.execute(
-            MANUAL_COMMIT, {**base, "m": "f-3", "u": "bob", "sig": FAKE_SIGNATURE}
-        ).fetchall()
+            MANUAL_COMMIT,
+            {**base, "m": "f-3", "u": "bob", "sig": _fake_signature(3), "act": "confirm",
+             "p": proposal},
+        ).fetchall()  # fmt: skip
         assert [r["result"] for r in colleague] == ["committed"]
     keys = write_public_keys(tmp_path / "audit-keys")
     verify = resolver_cli(
@@ -912,10 +925,11 @@ def test_an_api_role_inventing_a_second_person_is_refused_or_caught_by_verify(
 
 PROPOSAL_CLOSE = (
     "SELECT * FROM resolver_proposal_close(p_dispatch_id => %(d)s, p_mutation_id => 'c-1',"
-    " p_action => 'withdraw', p_reason_code => 'changed_mind', p_user_id => 'alice',"
-    " p_project_id => 'proj-1', p_project_version => 1, p_role_binding_version => 1,"
-    " p_auth_time_ms => %(t)s, p_amr => '{mfa}', p_max_auth_age_ms => 300000,"
-    " p_clock_leeway_ms => 30000, p_now_ms => %(now)s)"
+    " p_act => 'withdraw', p_proposal_id => 1, p_reason_code => 'changed_mind',"
+    " p_user_id => 'alice', p_project_id => 'proj-1', p_project_version => 1,"
+    " p_role_binding_version => 1, p_auth_time_ms => %(t)s, p_amr => '{mfa}', p_issuer => 'i',"
+    " p_token_kid => 'k', p_signing_kid => %(kid)s, p_signature => %(sig)s,"
+    " p_verified_at_ms => %(t)s, p_now_ms => %(now)s)"
 )
 AUTOMATIC_COMMIT = "SELECT * FROM resolver_commit_automatic(%(items)s::json, %(now)s)"
 PAGE_COMMIT = "SELECT * FROM resolver_commit_page(%(items)s::json, %(now)s)"
@@ -941,9 +955,10 @@ def _clocked_params(role_db: RoleDatabase, lease: ExecutionLease, now: int) -> d
     """Arguments a call would commit with on the database clock: a due, bound, fresh decision
     on a crashed execution, or an automatic page that verified it."""
     item = {"dispatch_id": lease.dispatch_id, "finding": "verified_succeeded"}
-    return {"d": lease.dispatch_id, "m": "clock-1", "v": lease.version, "u": "alice",
-            "t": _db_now(role_db), "kid": TEST_SIGNER.kid, "sig": FAKE_SIGNATURE,
-            "items": json.dumps([item]), "now": now}  # fmt: skip
+    return {"d": lease.dispatch_id, "m": f"clock-{uuid.uuid4().hex[:8]}", "v": lease.version,
+            "u": "alice",
+            "t": _db_now(role_db), "kid": TEST_SIGNER.kid, "sig": _fake_signature(now),
+            "items": json.dumps([item]), "now": now, "act": "propose", "p": None}  # fmt: skip
 
 
 def test_the_clocked_calls_are_every_pod_grant_taking_the_clock(role_db: RoleDatabase) -> None:
@@ -1076,9 +1091,12 @@ def test_functions_applied_again_keep_every_role_s_grant_without_running_the_gra
     migrate.upgrade(migrator)
     with psycopg.connect(migrator, autocommit=True) as conn:
         assert conn.execute(FUNCTION_ACLS).fetchall() == before
-        assert conn.execute(
-            "SELECT oid FROM pg_proc WHERE proname = 'resolver_execution_start'"
-        ).fetchall() != oids, "the functions were not applied again"
+        assert (
+            conn.execute(
+                "SELECT oid FROM pg_proc WHERE proname = 'resolver_execution_start'"
+            ).fetchall()
+            != oids
+        ), "the functions were not applied again"
         assert conn.execute(
             "SELECT has_function_privilege('resolver_executor',"
             " 'resolver.resolver_execution_start(text, text, uuid, bigint, bigint, bigint)',"

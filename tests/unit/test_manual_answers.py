@@ -14,7 +14,18 @@ def test_each_answer_of_the_manual_commit_is_a_result_or_a_refusal() -> None:
     assert WRITTEN[ManualCommitAnswer.PROPOSED].value == "proposed"
 
 
-def test_each_answer_of_a_proposal_close_is_a_result_a_refusal_or_a_step_up() -> None:
-    handled = [set(CLOSED), set(CLOSE_REFUSALS), {ProposalCloseAnswer.STALE_AUTH}]
+def test_each_answer_of_a_proposal_close_is_a_result_or_a_step_up() -> None:
+    handled = [set(CLOSED), {ProposalCloseAnswer.STALE_AUTH}]
     assert set().union(*handled) == set(ProposalCloseAnswer)
     assert sum(map(len, handled)) == len(ProposalCloseAnswer)  # none handled twice
+
+
+def test_the_refusals_of_a_close_are_the_service_s_own_reading_of_the_case() -> None:
+    """A close the database refuses raises (RS007, RS008); the service names why from the
+    case it read, with the codes the API documents."""
+    assert {code for code, _ in CLOSE_REFUSALS.values()} == {
+        "no_proposal",
+        "not_proposer",
+        "own_proposal",
+        "conflict",
+    }

@@ -46,6 +46,7 @@ from resolver.core.domain.cases import (
     ManualQueueItem,
 )
 from resolver.core.domain.decisions import (
+    Act,
     Authority,
     DecisionLimits,
     Grant,
@@ -156,6 +157,7 @@ __all__ = [
     "SUMMARY_MAX_FACTS",
     "TERMINAL_STATES",
     "VERIFIED_KINDS",
+    "Act",
     "ActionSummary",
     "AuditLink",
     "Authority",

@@ -26,14 +26,35 @@ class Principal(msgspec.Struct, frozen=True):
     token_kid: str
 
 
+class Act(StrEnum):
+    """The act a person's signed fact names, consumed by it once (the same set as the
+    database's resolver_fact_acts())."""
+
+    DECIDE = "decide"
+    """A decision one person settles."""
+    PROPOSE = "propose"
+    """The first of two people's decision: a proposal."""
+    CONFIRM = "confirm"
+    """The second person's same decision, which settles the proposal's case."""
+    REJECT = "reject"
+    """Someone else ends a proposal without deciding."""
+    WITHDRAW = "withdraw"
+    """The proposer ends its own proposal."""
+
+
 class SignedFact(msgspec.Struct, frozen=True):
-    """What a signed authorization fact adds (resolver.human.signing): the verified token's
-    issuer and key id, and the API's Ed25519 signature over the fact with its key id."""
+    """What a signed authorization fact adds (resolver.human.signing): the act it names (with
+    the proposal it confirms or ends, and when the API verified the token, on the database
+    clock), the verified token's issuer and key id, and the API's Ed25519 signature over the
+    fact with its key id."""
 
     issuer: str
     token_kid: str
     signing_kid: str
     signature: str
+    act: Act
+    proposal_id: int | None
+    verified_at_ms: int
 
 
 class Authority(msgspec.Struct, frozen=True):
@@ -46,13 +67,20 @@ class Authority(msgspec.Struct, frozen=True):
 
 
 class DecisionLimits(msgspec.Struct, frozen=True):
-    """The service's limits a fenced human write is held to: how old the strong sign-in may
-    be, the leeway for a sign-in time ahead of the database clock, and how long a proposal
-    stays open."""
+    """The bounds a fenced human act asks to be held to: how old the strong sign-in may be and
+    how long a proposal stays open. The database's policy (recovery_decision_policy) sets the
+    loosest; a service asks for these only within it (`within`), since the database refuses a
+    looser one."""
 
     max_auth_age_ms: int
-    clock_leeway_ms: int
     proposal_ttl_ms: int
+
+    def within(self, ctx: ManualContext) -> DecisionLimits:
+        """These limits, tightened to the database's policy as `ctx` read it."""
+        return DecisionLimits(
+            min(self.max_auth_age_ms, ctx.policy_max_auth_age_ms or self.max_auth_age_ms),
+            min(self.proposal_ttl_ms, ctx.policy_proposal_ttl_ms or self.proposal_ttl_ms),
+        )
 
 
 class ManualDecision(msgspec.Struct, frozen=True):
@@ -74,16 +102,13 @@ class ManualDecision(msgspec.Struct, frozen=True):
 
 class ManualCommitAnswer(StrEnum):
     """What the fenced manual commit answered when it applied (resolver_commit_manual's
-    `result`); no answer at all means a fence held and nothing was written."""
+    `result`); no answer at all means a fence held and nothing was written, and a fact it
+    refuses is a typed error (FactConsumed, ActRefused)."""
 
     COMMITTED = "committed"
-    """The decision settled the case: alone, or confirming a proposal."""
+    """The decision settled the case: alone (decide), or confirming a proposal (confirm)."""
     PROPOSED = "proposed"
-    """A two-person case: recorded as a proposal (or found open), nothing settled."""
-    SECOND_PERSON_REQUIRED = "second_person_required"
-    """The proposer decided again: a different person must confirm; nothing written."""
-    REJECTED = "rejected"
-    """A different decision closed the open proposal as rejected; nothing settled."""
+    """A two-person case: the first decision recorded as a proposal (propose)."""
     VOIDED = "voided"
     """The proposer no longer holds the permission: the proposal is void."""
     PROPOSAL_LIMIT = "proposal_limit"
@@ -100,10 +125,19 @@ class ManualResult(StrEnum):
 
 
 class ProposalAction(StrEnum):
-    """What a person does to an open proposal without deciding."""
+    """What a person does to an open proposal without deciding (an `Act` of its own)."""
 
     WITHDRAW = "withdraw"
     REJECT = "reject"
+
+    @property
+    def act(self) -> Act:
+        return Act(self.value)
+
+    @property
+    def closed_as(self) -> str:
+        """How the proposal ends: `withdrawn` or `rejected`."""
+        return "withdrawn" if self is ProposalAction.WITHDRAW else "rejected"
 
 
 class ProposalClose(msgspec.Struct, frozen=True):
@@ -117,17 +151,13 @@ class ProposalClose(msgspec.Struct, frozen=True):
 
 class ProposalCloseAnswer(StrEnum):
     """What closing a proposal answered when the grant fence held (resolver_proposal_close's
-    `result`): how it closed, or why it did not."""
+    `result`): how it closed, or that the sign-in is too old. A fact it refuses (a mutation id
+    used, a proposal that is not the open one, the wrong person) is a typed error
+    (FactConsumed, ActRefused), which the service explains."""
 
     WITHDRAWN = "withdrawn"
     REJECTED = "rejected"
-    REPLAYED = "replayed"
-    """This mutation id already closed it the same way."""
     STALE_AUTH = "stale_auth"
-    NO_PROPOSAL = "no_proposal"
-    NOT_PROPOSER = "not_proposer"
-    OWN_PROPOSAL = "own_proposal"
-    MUTATION_USED = "mutation_used"
 
 
 class ProposalResult(StrEnum):
@@ -144,6 +174,10 @@ class Grant(msgspec.Struct, frozen=True):
 
 
 class ManualContext(msgspec.Struct, frozen=True):
+    """A case as a person's act needs it: where it stands, what a mutation id already did,
+    the open proposal, the decisions a two-person rule covers, the database's bounds, and the
+    database clock (the time a signed fact names)."""
+
     project_id: str
     state: ExecutionState
     version: int
@@ -163,6 +197,27 @@ class ManualContext(msgspec.Struct, frozen=True):
     mutation_proposal_closed_as: str | None = None
     """The mutation id names a proposal (or its closing): how it ended, None while open."""
     mutation_proposed_by: str | None = None
+    mutation_proposal_id: int | None = None
+    mutation_proposal_dispatch_id: str | None = None
+    mutation_closes_proposal: bool | None = None
+    """The mutation id closed that proposal (a confirm, reject or withdraw), not proposed it."""
+    mutation_closed_by: str | None = None
+    mutation_close_reason_code: str | None = None
+    mutation_proposal_outcome: ExecutionState | None = None
+    mutation_proposal_reason_code: str | None = None
+    mutation_proposal_evidence_digest: str | None = None
+    open_proposal_id: int | None = None
+    """The proposal open (and not expired) on the dispatch now, if any, and what it proposes."""
+    open_proposed_by: str | None = None
+    open_outcome: ExecutionState | None = None
+    open_evidence_digest: str | None = None
+    open_expected_version: int | None = None
+    two_person_outcomes: tuple[ExecutionState, ...] = ()
+    """The outcomes a two-person rule covers on the dispatch's action type."""
+    policy_max_auth_age_ms: int | None = None
+    """The database's bounds (recovery_decision_policy); None without a policy row."""
+    policy_proposal_ttl_ms: int | None = None
+    policy_clock_leeway_ms: int | None = None
 
 
 class OpenProposal(msgspec.Struct, frozen=True):

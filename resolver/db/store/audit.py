@@ -28,7 +28,8 @@ class PostgresAuditReader(PortStore):
         row = self._db.one("audit_export_recorded", {"export_digest": export_digest})
         return None if row is None else PruneRunRecord(**row)
 
-    def audit_unlinked(self) -> tuple[str, str] | None:
-        """The first manual resolution since the chain began without a link, if any."""
-        row = self._db.one("audit_unlinked", {})
+    def audit_unlinked(self, acts_since_ms: int | None = None) -> tuple[str, str] | None:
+        """The first act without a link, if any: a manual resolution since the chain began, or
+        a reject or withdrawal with a signed fact or at or after `acts_since_ms`."""
+        row = self._db.one("audit_unlinked", {"acts_since_ms": acts_since_ms})
         return None if row is None else (row["mutation_id"], row["dispatch_id"])

@@ -278,8 +278,10 @@ def test_the_database_refuses_a_single_person_resolution_however_it_is_written(
         f' "role_binding_version": 1, "auth_time_ms": 1, "amr": ["mfa"],'
         f' "authorized_at_ms": {NOW}, {signed}}}'
     )
-    invented = alice.replace('"alice"', '"mallory"')
+    other = alice.replace("ab" * 64, "cd" * 64)
+    invented = other.replace('"alice"', '"mallory"')
     unsigned = alice.replace('"alice"', '"bob"').replace(f", {signed}", "")
+    copied = alice.replace('"alice"', '"bob"')  # alice's signature again, in bob's name
     settle = (
         "SELECT * FROM resolver_settle_manual(%s, 'op-x', 'succeeded', NULL, 'r', %s,"
         " 'alice', %s, %s::json)"
@@ -298,6 +300,12 @@ def test_the_database_refuses_a_single_person_resolution_however_it_is_written(
             # Deferred to the commit: the authorization facts come after the resolution.
             with pytest.raises(psycopg.errors.CheckViolation, match="needs 2 people"):
                 conn.commit()
+    # A signature counts once: the same one twice is refused at once, by its unique index.
+    with psycopg.connect(database_url) as conn:
+        for table, trigger in GUARDS:
+            conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER {trigger}")
+        with pytest.raises(psycopg.errors.UniqueViolation, match="signature"):
+            conn.execute(settle, (lease.dispatch_id, lease.version, NOW, f"[{alice}, {copied}]"))
     _untouched(policy, lease)
 
 
@@ -601,8 +609,56 @@ def test_retention_exports_both_people_in_one_line_and_prunes_the_proposals(
         "alice",
         "bob",
     ]
+    # The withdrawal is a link of its own, exported beside the decision's.
+    (withdrawal,) = line["close_links"]
+    assert withdrawal["mutation_id"] == "w"
+    assert json.loads(withdrawal["content"])["event"] == "withdraw"
     report = verify_chain(store, exported=exported_links([path]))
-    assert (report.broken, report.pruned) == (None, 1)
+    assert (report.broken, report.pruned) == (None, 2)
+    assert verify_chain(store).broken is not None  # without the export the link is missing
+
+
+def test_a_withdrawal_s_link_outlives_a_default_prune_and_goes_with_its_export(
+    world: World, store: Storage, policy: SQL, database_url: str, tmp_path: Any
+) -> None:
+    """A case its executor settled after a withdrawn proposal has no decision, but the
+    withdrawal is a link of the chain: a default prune keeps the identity and the proposal it
+    rebuilds from; an --include-audit prune exports the link, then removes both, and the chain
+    still verifies through the export."""
+    day = 86_400_000
+    old = int(policy.one("SELECT resolver_now_ms(NULL) AS ms")["ms"]) - 40 * day
+    lease = world.started(PAYMENT, now_ms=old)
+    at = old + EXEC_LEASE_MS + 60_000
+    service = ManualResolutionService(store, proposal_ttl_ms=TTL_MS, signer=TEST_SIGNER)
+    alice = Principal("alice", at - 1_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid")
+    assert service.at(at).decide(alice, _decision(lease, "op-w")) is ManualResult.PROPOSED
+    service.at(at).close_proposal(alice, lease.dispatch_id, ProposalAction.WITHDRAW, "w", "x")
+    late = Completion(Outcome.SUCCEEDED, "ok", "done-late")
+    world.executor.at(at + 5).complete(lease, late)
+    with PostgresRetention(database_url) as retention:
+        pruning.prune(retention, pruning.PruneOptions(older_than_ms=30 * day))
+    assert policy.all(
+        "SELECT dispatch_id FROM approved_action_dispatches WHERE dispatch_id = %s",
+        lease.dispatch_id,
+    )
+    assert [r["closed_as"] for r in policy.all("SELECT closed_as FROM recovery_proposals")] == [
+        "withdrawn"
+    ]
+    assert policy.all("SELECT * FROM approved_action_executions") == []
+    assert verify_chain(store).broken is None
+    path = tmp_path / "audit.jsonl"
+    with PostgresRetention(database_url) as retention, pruning.open_export(str(path)) as stream:
+        options = pruning.PruneOptions(older_than_ms=30 * day, include_audit=True, export=stream)
+        report = pruning.prune(retention, options)
+    assert report.audited_candidates == 1
+    (line,) = [json.loads(line) for line in path.read_bytes().splitlines()]
+    assert (line["dispatch"]["dispatch_id"], line["resolution"]) == (lease.dispatch_id, None)
+    assert [link["mutation_id"] for link in line["close_links"]] == ["w"]
+    assert policy.all("SELECT * FROM approved_action_dispatches") == []
+    assert policy.all("SELECT * FROM recovery_proposals") == []
+    assert policy.all("SELECT * FROM recovery_audit_chain") == []
+    verified = verify_chain(store, exported=exported_links([path]))
+    assert (verified.broken, verified.pruned, verified.links) == (None, 1, 1)
     assert verify_chain(store).broken is not None  # without the export the link is missing
 
 

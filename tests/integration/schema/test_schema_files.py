@@ -10,6 +10,7 @@ indexes, functions with their bodies, triggers, privileges, comments), keeping e
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -21,7 +22,16 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from resolver.core.domain import ID_PATTERN, ID_REGEX
+from resolver.core.domain import (
+    ID_PATTERN,
+    ID_REGEX,
+    Decision,
+    ManualDecision,
+    ManualResult,
+    Principal,
+    ProposalAction,
+    ProposalResult,
+)
 from resolver.core.errors import ConfigError
 from resolver.db import definitions, migrate, schema_files
 from resolver.db.definitions import schema_script
@@ -33,7 +43,10 @@ from resolver.db.schema_files import (
     table_files,
 )
 from resolver.db.sql_script import split
+from resolver.executor.client import ExecutionClient
+from resolver.human.manual import ManualResolutionService
 from tests.helpers.catalog import Catalog, catalog, catalog_diff
+from tests.helpers.database import new_spec
 from tests.helpers.postgres import DatabaseFactory
 from tests.helpers.releases import (
     RELEASE_0_1_0_EXPORT,
@@ -41,6 +54,8 @@ from tests.helpers.releases import (
     load_release_0_1_0,
     table_rows,
 )
+from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER, write_public_keys
+from tests.helpers.stores import Storage
 
 REPO = Path(__file__).parents[3]
 
@@ -97,8 +112,30 @@ def _rows_kept(before: dict[str, list[dict[str, object]]], url: str) -> None:
     """Every row of `before` is still there, its columns unchanged (new columns aside)."""
     after = table_rows(url, list(before))
     for table, rows in before.items():
-        kept = [{key: row[key] for key in old} for row, old in zip(after[table], rows, strict=True)]
-        assert kept == rows, table
+        # Compared as sets of rows: the order of rows by their JSON shifts with a new column.
+        columns = set(rows[0]) if rows else set()
+        kept = sorted(
+            json.dumps({k: row[k] for k in columns}, sort_keys=True) for row in after[table]
+        )
+        assert kept == sorted(json.dumps(row, sort_keys=True) for row in rows), table
+
+
+def _open_proposals_voided(before: dict[str, list[dict[str, object]]], url: str) -> None:
+    """The one change the upgrade makes to a kept row: a proposal still open is voided
+    (`unbound_fact`: its proposer's fact names no act, so nobody could confirm it), and only
+    its closing columns change. `before` is updated to say so."""
+    after = {
+        r["proposal_id"]: r for r in table_rows(url, ["recovery_proposals"])["recovery_proposals"]
+    }
+    opened = [row for row in before["recovery_proposals"] if row["closed_as"] is None]
+    assert opened, "the 0.1.0 database holds an open proposal"
+    for row in opened:
+        now = after[row["proposal_id"]]
+        assert (now["closed_as"], now["close_reason_code"]) == ("voided", "unbound_fact")
+        assert isinstance(now["closed_at_ms"], int)
+        row.update(
+            closed_as="voided", close_reason_code="unbound_fact", closed_at_ms=now["closed_at_ms"]
+        )
 
 
 def test_migrating_an_empty_database_builds_what_the_current_files_define(
@@ -119,6 +156,7 @@ def test_release_0_1_0_upgrades_in_one_step_keeping_every_row_and_its_audit_chai
     migrate.upgrade(release_0_1_0)
     assert migrate.current_revision(release_0_1_0) == migrate.head_revision()
     _same_as_files(files_catalog, release_0_1_0, "release 0.1.0 upgraded")
+    _open_proposals_voided(before, release_0_1_0)
     _rows_kept(before, release_0_1_0)
     verified = subprocess.run(
         [
@@ -139,6 +177,53 @@ def test_release_0_1_0_upgrades_in_one_step_keeping_every_row_and_its_audit_chai
     assert "audit chain verified: 4 links (1 with pruned facts" in verified.stdout
 
 
+def test_release_0_1_0_upgraded_verifies_its_facts_beside_acts_that_name_theirs(
+    release_0_1_0: str, tmp_path: Path
+) -> None:
+    """Every fact 0.1.0 stored (it signed none) still verifies after the upgrade, the API's
+    public keys in hand; the acts recorded after it (a reject, a confirmation) are links whose
+    facts name their act."""
+    migrate.upgrade(release_0_1_0)
+    with Storage(release_0_1_0) as store:
+        with psycopg.connect(release_0_1_0) as conn:
+            now = int(conn.execute("SELECT resolver_now_ms(NULL)").fetchone()[0])  # type: ignore[index]
+        executor = ExecutionClient(store, owner="executor-1", lease_seconds=1).at(now - 60_000)
+        spec = executor.create_dispatch(new_spec("payments.charge", project_id="proj-upgrade"))
+        lease = executor.start(executor.lease(spec.dispatch_id))
+        service = ManualResolutionService(store, signer=TEST_SIGNER)
+        alice, bob, carol = (
+            Principal(user, now - 1_000, ("mfa",), issuer=TEST_ISSUER, token_kid="test-kid")
+            for user in ("alice", "bob", "carol")
+        )
+
+        def decision(mutation_id: str) -> ManualDecision:
+            return ManualDecision(
+                lease.dispatch_id, Decision.CONFIRM_SUCCEEDED, mutation_id, lease.version, "paid"
+            )
+
+        assert service.decide(alice, decision("u-p1")) is ManualResult.PROPOSED
+        rejected = service.close_proposal(
+            carol, lease.dispatch_id, ProposalAction.REJECT, "u-r1", "not_yet"
+        )
+        assert rejected is ProposalResult.REJECTED
+        assert service.decide(alice, decision("u-p2")) is ManualResult.PROPOSED
+        assert service.decide(bob, decision("u-c2")) is ManualResult.COMMITTED
+    keys = write_public_keys(tmp_path / "audit-keys")
+    verified = subprocess.run(
+        [sys.executable, "-m", "resolver", "audit", "verify", "--export",
+         str(RELEASE_0_1_0_EXPORT), "--public-keys", str(keys)],
+        env={**os.environ, "RESOLVER_DATABASE_URL": release_0_1_0},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert verified.returncode == 0, verified.stderr
+    assert (
+        "audit chain verified: 6 links (1 with pruned facts, 4 recorded before facts were "
+        "signed, 0 before facts named their act); signatures verified"
+    ) in verified.stdout
+
+
 def test_back_to_release_0_1_0_with_its_own_functions_and_forward_again(
     files_catalog: Catalog, release_0_1_0: str
 ) -> None:
@@ -153,6 +238,7 @@ def test_back_to_release_0_1_0_with_its_own_functions_and_forward_again(
     assert table_rows(release_0_1_0) == rows
     migrate.upgrade(release_0_1_0)
     _same_as_files(files_catalog, release_0_1_0, "downgraded and upgraded again")
+    _open_proposals_voided(rows, release_0_1_0)
     _rows_kept(rows, release_0_1_0)
 
 

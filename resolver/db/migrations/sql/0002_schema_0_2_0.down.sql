@@ -46,6 +46,41 @@ ALTER TABLE approved_action_recovery_controls
     DROP COLUMN reason_counts,
     DROP COLUMN escalates_at_ms;
 
+DROP TABLE recovery_decision_policy;
+
+-- The proposals the upgrade voided because their fact named no act open again (the downgraded
+-- release confirms them as it did), unless a newer proposal is open on the dispatch.
+UPDATE recovery_proposals AS p
+SET closed_as = NULL, closed_at_ms = NULL, close_reason_code = NULL
+WHERE p.closed_as = 'voided' AND p.close_reason_code = 'unbound_fact'
+  AND NOT EXISTS (SELECT FROM recovery_proposals AS o
+                  WHERE o.dispatch_id = p.dispatch_id AND o.closed_as IS NULL);
+
+DROP INDEX uq_recovery_proposals_signature;
+DROP INDEX uq_recovery_proposals_closed_signature;
+ALTER TABLE recovery_proposals
+    DROP CONSTRAINT ck_recovery_proposals_act_bound,
+    DROP CONSTRAINT ck_recovery_proposals_closed_signed_whole,
+    DROP CONSTRAINT ck_recovery_proposals_closed_signature_hex,
+    DROP COLUMN verified_at_ms,
+    DROP COLUMN closed_project_version,
+    DROP COLUMN closed_role_binding_version,
+    DROP COLUMN closed_issuer,
+    DROP COLUMN closed_token_kid,
+    DROP COLUMN closed_signing_kid,
+    DROP COLUMN closed_signature,
+    DROP COLUMN closed_verified_at_ms;
+
+DROP INDEX uq_recovery_authorizations_signature;
+DROP INDEX uq_recovery_authorizations_act_mutation_id;
+ALTER TABLE recovery_authorizations
+    DROP CONSTRAINT ck_recovery_authorizations_act_known,
+    DROP CONSTRAINT ck_recovery_authorizations_act_bound,
+    DROP COLUMN act,
+    DROP COLUMN act_mutation_id,
+    DROP COLUMN proposal_id,
+    DROP COLUMN verified_at_ms;
+
 ALTER TABLE recovery_authorizations
     DROP CONSTRAINT ck_recovery_authorizations_signed_whole,
     DROP CONSTRAINT ck_recovery_authorizations_signature_hex,

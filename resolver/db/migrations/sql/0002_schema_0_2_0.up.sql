@@ -77,6 +77,80 @@ ALTER TABLE recovery_proposals
     ADD CONSTRAINT ck_recovery_proposals_signature_hex
         CHECK (signature IS NULL OR signature ~ '^[0-9a-f]{128}$');
 
+-- A signed fact names one act of one person (decide, propose, confirm, reject, withdraw) and
+-- is consumed by it: the act, the mutation id it was signed for, the proposal it closes and
+-- when the API verified the token are recorded with it, and no signature (nor the act's
+-- mutation id) is recorded twice. Facts recorded before keep NULL.
+ALTER TABLE recovery_authorizations
+    ADD COLUMN act TEXT,
+    ADD COLUMN act_mutation_id TEXT,
+    ADD COLUMN proposal_id BIGINT,
+    ADD COLUMN verified_at_ms BIGINT,
+    ADD CONSTRAINT ck_recovery_authorizations_act_known
+        CHECK (act IS NULL OR act = ANY (resolver_fact_acts())),
+    ADD CONSTRAINT ck_recovery_authorizations_act_bound
+        CHECK ((act IS NULL) = (act_mutation_id IS NULL) AND (act IS NULL) = (verified_at_ms IS NULL)
+               AND (act IS NULL OR signature IS NOT NULL));
+CREATE UNIQUE INDEX uq_recovery_authorizations_signature ON recovery_authorizations (signature)
+    WHERE signature IS NOT NULL;
+CREATE UNIQUE INDEX uq_recovery_authorizations_act_mutation_id
+    ON recovery_authorizations (act_mutation_id) WHERE act_mutation_id IS NOT NULL;
+
+-- The proposer's fact names its act too, and a reject or withdraw carries the closer's signed
+-- fact.
+ALTER TABLE recovery_proposals
+    ADD COLUMN verified_at_ms bigint,
+    ADD COLUMN closed_project_version bigint,
+    ADD COLUMN closed_role_binding_version bigint,
+    ADD COLUMN closed_issuer text,
+    ADD COLUMN closed_token_kid text,
+    ADD COLUMN closed_signing_kid text,
+    ADD COLUMN closed_signature text,
+    ADD COLUMN closed_verified_at_ms bigint,
+    ADD CONSTRAINT ck_recovery_proposals_act_bound
+        CHECK (verified_at_ms IS NULL OR signature IS NOT NULL),
+    ADD CONSTRAINT ck_recovery_proposals_closed_signed_whole
+        CHECK ((closed_signature IS NULL) = (closed_signing_kid IS NULL)
+               AND (closed_signature IS NULL) = (closed_issuer IS NULL)
+               AND (closed_signature IS NULL) = (closed_token_kid IS NULL)
+               AND (closed_signature IS NULL) = (closed_verified_at_ms IS NULL)
+               AND (closed_signature IS NULL) = (closed_project_version IS NULL)
+               AND (closed_signature IS NULL) = (closed_role_binding_version IS NULL)
+               AND (closed_signature IS NULL OR closed_as IN ('rejected', 'withdrawn'))),
+    ADD CONSTRAINT ck_recovery_proposals_closed_signature_hex
+        CHECK (closed_signature IS NULL OR closed_signature ~ '^[0-9a-f]{128}$');
+CREATE UNIQUE INDEX uq_recovery_proposals_signature ON recovery_proposals (signature)
+    WHERE signature IS NOT NULL;
+CREATE UNIQUE INDEX uq_recovery_proposals_closed_signature ON recovery_proposals (closed_signature)
+    WHERE closed_signature IS NOT NULL;
+
+-- A proposal still open from before cannot be confirmed: its proposer's fact names no act (a
+-- 0.1.0 proposal carries no signature at all). It is voided, so the case shows it closed and
+-- its proposer proposes again; the downgrade opens it again.
+UPDATE recovery_proposals
+SET closed_as = 'voided', closed_at_ms = resolver_now_ms(NULL), close_reason_code = 'unbound_fact'
+WHERE closed_as IS NULL;
+
+-- The bounds of a human act, the policy writer's: strong-authentication age, proposal
+-- lifetime, clock leeway. No longer arguments a caller chooses.
+CREATE TABLE recovery_decision_policy (
+    id smallint NOT NULL,
+    max_auth_age_ms bigint NOT NULL,
+    proposal_ttl_ms bigint NOT NULL,
+    clock_leeway_ms bigint NOT NULL,
+    CONSTRAINT pk_recovery_decision_policy PRIMARY KEY (id),
+    CONSTRAINT ck_recovery_decision_policy_one_row CHECK (id = 1),
+    CONSTRAINT ck_recovery_decision_policy_max_auth_age
+        CHECK (max_auth_age_ms BETWEEN 1000 AND 3600000),
+    CONSTRAINT ck_recovery_decision_policy_proposal_ttl
+        CHECK (proposal_ttl_ms BETWEEN 1000 AND 86400000),
+    CONSTRAINT ck_recovery_decision_policy_clock_leeway
+        CHECK (clock_leeway_ms BETWEEN 0 AND 300000)
+);
+
+INSERT INTO recovery_decision_policy (id, max_auth_age_ms, proposal_ttl_ms, clock_leeway_ms)
+VALUES (1, 300000, 3600000, 30000);
+
 -- The audit range an --include-audit prune removed, so a verifier can walk across it.
 ALTER TABLE recovery_prune_runs
     ADD COLUMN audit_first_seq BIGINT,

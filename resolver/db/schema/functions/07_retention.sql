@@ -135,17 +135,25 @@ BEGIN
             FOR UPDATE OF e, c, d SKIP LOCKED) AS s;
     END IF;
 
-    -- Audit remnants (include-audit only): identity and resolution left by an earlier prune.
-    -- A resolution proves the dispatch was settled; no execution means nothing can run it.
+    -- Audit remnants (include-audit only): identity and resolution, or the links of its
+    -- proposals' rejects and withdrawals, left by an earlier prune. A resolution proves the
+    -- dispatch was settled; no execution means nothing can run it.
     IF r.include_audit THEN
         SELECT coalesce(array_agg(s.dispatch_id), '{}') INTO v_remnants FROM (
             SELECT d.dispatch_id
             FROM approved_action_dispatches AS d
-            JOIN approved_action_recovery_resolutions AS res USING (dispatch_id)
             WHERE d.dispatch_id = ANY (p_dispatch_ids)
-              AND res.resolved_at_ms < r.cutoff_ms
               AND NOT EXISTS (SELECT 1 FROM approved_action_executions AS e
                               WHERE e.dispatch_id = d.dispatch_id)
+              AND (EXISTS (SELECT 1 FROM approved_action_recovery_resolutions AS res
+                           WHERE res.dispatch_id = d.dispatch_id
+                             AND res.resolved_at_ms < r.cutoff_ms)
+                   OR EXISTS (SELECT 1 FROM recovery_proposals AS p
+                              JOIN recovery_audit_chain AS l
+                                ON l.mutation_id = p.closed_mutation_id
+                              WHERE p.dispatch_id = d.dispatch_id
+                                AND p.closed_as IN ('rejected', 'withdrawn')
+                                AND l.recorded_at_ms < r.cutoff_ms))
               AND (r.past_consumers OR v_unread_xid IS NULL OR NOT EXISTS (
                       SELECT 1 FROM recovery_outcomes AS o
                       WHERE o.dispatch_id = d.dispatch_id
@@ -204,34 +212,55 @@ BEGIN
     INTO v_outcomes, v_outcomes_unread
     FROM gone AS g;
 
-    -- Identity rows go when nothing audits them (closed by the executor's own completion) or
-    -- when the audit facts go too; a dispatch a newer one supersedes keeps its identity.
+    -- Identity rows go when nothing audits them (no decision, and no reject or withdraw of
+    -- a proposal: closed by the executor's own completion) or when the audit facts go too; a
+    -- dispatch a newer one supersedes keeps its identity. Its proposals go with it (ON DELETE
+    -- CASCADE), so a kept identity keeps the facts its links are rebuilt from.
     SELECT coalesce(array_agg(d.dispatch_id), '{}') INTO v_rows
     FROM approved_action_dispatches AS d
     WHERE d.dispatch_id = ANY (v_settled || v_remnants)
-      AND (r.include_audit OR NOT EXISTS (
-              SELECT 1 FROM approved_action_recovery_resolutions AS res
-              WHERE res.dispatch_id = d.dispatch_id))
+      AND (r.include_audit
+           OR (NOT EXISTS (SELECT 1 FROM approved_action_recovery_resolutions AS res
+                           WHERE res.dispatch_id = d.dispatch_id)
+               AND NOT EXISTS (SELECT 1 FROM recovery_proposals AS p
+                               JOIN recovery_audit_chain AS l
+                                 ON l.mutation_id = p.closed_mutation_id
+                               WHERE p.dispatch_id = d.dispatch_id
+                                 AND p.closed_as IN ('rejected', 'withdrawn'))))
       AND NOT EXISTS (SELECT 1 FROM approved_action_dispatches AS n
                       WHERE n.supersedes_dispatch_id = d.dispatch_id);
-    SELECT coalesce(array_agg(res.dispatch_id), '{}') INTO v_audit
-    FROM approved_action_recovery_resolutions AS res
-    WHERE res.dispatch_id = ANY (v_rows);
+    SELECT coalesce(array_agg(d.dispatch_id), '{}') INTO v_audit
+    FROM approved_action_dispatches AS d
+    WHERE d.dispatch_id = ANY (v_rows)
+      AND (EXISTS (SELECT 1 FROM approved_action_recovery_resolutions AS res
+                   WHERE res.dispatch_id = d.dispatch_id)
+           OR EXISTS (SELECT 1 FROM recovery_proposals AS p
+                      JOIN recovery_audit_chain AS l ON l.mutation_id = p.closed_mutation_id
+                      WHERE p.dispatch_id = d.dispatch_id
+                        AND p.closed_as IN ('rejected', 'withdrawn')));
 
     DELETE FROM recovery_authorizations AS a
     USING approved_action_recovery_resolutions AS res
     WHERE a.mutation_id = res.mutation_id AND res.dispatch_id = ANY (v_audit);
-    -- Their audit links go with them: the export carries each link, so
-    -- `resolver audit verify --export` still walks the whole chain. The run records the range
-    -- of links it removed: a link is accepted as pruned only inside the
-    -- range of the run whose export carries it.
-    WITH removed AS (
+    -- Their audit links go with them (the decision's, and those of its proposals' rejects and
+    -- withdrawals): the export carries each link, so `resolver audit verify --export` still
+    -- walks the whole chain. The run records the range of links it removed: a link is
+    -- accepted as pruned only inside the range of the run whose export carries it.
+    WITH decisions AS (
         DELETE FROM recovery_audit_chain AS l
         USING approved_action_recovery_resolutions AS res
         WHERE l.mutation_id = res.mutation_id AND res.dispatch_id = ANY (v_audit)
         RETURNING l.seq
+    ),
+    closes AS (
+        DELETE FROM recovery_audit_chain AS l
+        USING recovery_proposals AS p
+        WHERE l.mutation_id = p.closed_mutation_id AND p.dispatch_id = ANY (v_audit)
+          AND p.closed_as IN ('rejected', 'withdrawn')
+        RETURNING l.seq
     )
-    SELECT min(seq), max(seq) INTO v_first_seq, v_last_seq FROM removed;
+    SELECT min(seq), max(seq) INTO v_first_seq, v_last_seq
+    FROM (SELECT seq FROM decisions UNION ALL SELECT seq FROM closes) AS removed;
     -- Late evidence and its watch go by ON DELETE CASCADE from the resolution.
     DELETE FROM approved_action_recovery_resolutions WHERE dispatch_id = ANY (v_audit);
     DELETE FROM approved_action_dispatches WHERE dispatch_id = ANY (v_rows);
@@ -305,10 +334,26 @@ LANGUAGE sql STABLE SECURITY DEFINER AS $$
                            WHERE o.dispatch_id = res.dispatch_id AND (o.xid, o.seq) > (u.xid, u.seq))
          ORDER BY res.dispatch_id
          LIMIT least(p_limit, 10000))
+        UNION ALL
+        -- Identities kept only by the links of their proposals' rejects and withdrawals.
+        (SELECT DISTINCT p.dispatch_id
+         FROM recovery_proposals AS p
+         JOIN recovery_audit_chain AS l ON l.mutation_id = p.closed_mutation_id
+         WHERE p_include_audit AND p.dispatch_id > p_after
+           AND p.closed_as IN ('rejected', 'withdrawn')
+           AND l.recorded_at_ms < p_cutoff_ms
+           AND NOT EXISTS (SELECT 1 FROM approved_action_executions AS e
+                           WHERE e.dispatch_id = p.dispatch_id)
+           AND NOT EXISTS (SELECT 1 FROM approved_action_recovery_resolutions AS res
+                           WHERE res.dispatch_id = p.dispatch_id)
+           AND NOT EXISTS (SELECT 1 FROM recovery_outcomes AS o, unread AS u
+                           WHERE o.dispatch_id = p.dispatch_id AND (o.xid, o.seq) > (u.xid, u.seq))
+         ORDER BY p.dispatch_id
+         LIMIT least(p_limit, 10000))
     ),
     page AS (SELECT i.dispatch_id FROM ids AS i ORDER BY i.dispatch_id
              LIMIT least(p_limit, 10000))
-    SELECT d.dispatch_id, res.dispatch_id IS NOT NULL,
+    SELECT d.dispatch_id, res.dispatch_id IS NOT NULL OR cl.links IS NOT NULL,
            jsonb_build_object(
                'v', 1,
                'dispatch', to_jsonb(d),
@@ -337,11 +382,25 @@ LANGUAGE sql STABLE SECURITY DEFINER AS $$
                               WHERE l.mutation_id = res.mutation_id),
                'late_evidence', (SELECT to_jsonb(le) FROM recovery_late_evidence AS le
                                  WHERE le.dispatch_id = res.dispatch_id))
+           -- The links of its proposals' rejects and withdrawals, in chain order, so the
+           -- pruned range stays verifiable from the export (only when there are any: a
+           -- record without keeps its former shape).
+           || CASE WHEN cl.links IS NULL THEN '{}'::jsonb
+                   ELSE jsonb_build_object('close_links', cl.links) END
     FROM page AS p
     JOIN approved_action_dispatches AS d USING (dispatch_id)
     LEFT JOIN approved_action_executions AS e ON e.dispatch_id = d.dispatch_id
     LEFT JOIN approved_action_recovery_controls AS c ON c.dispatch_id = d.dispatch_id
     LEFT JOIN approved_action_recovery_resolutions AS res ON res.dispatch_id = d.dispatch_id
+    CROSS JOIN LATERAL (
+        SELECT jsonb_agg(jsonb_build_object(
+                   'seq', l.seq, 'mutation_id', l.mutation_id, 'dispatch_id', l.dispatch_id,
+                   'content', l.content, 'prev_hash', l.prev_hash, 'hash', l.hash,
+                   'recorded_at_ms', l.recorded_at_ms) ORDER BY l.seq) AS links
+        FROM recovery_proposals AS pr
+        JOIN recovery_audit_chain AS l ON l.mutation_id = pr.closed_mutation_id
+        WHERE pr.dispatch_id = d.dispatch_id
+          AND pr.closed_as IN ('rejected', 'withdrawn')) AS cl
     ORDER BY d.dispatch_id
 $$;
 

@@ -247,36 +247,42 @@ BEGIN
 END
 $$;
 
--- 2. The manual commit: a human decision's authorization fact, resolution and terminal state
--- in one transaction. Fenced on the grant and its project/role-binding versions (locked FOR
--- SHARE so a concurrent revocation waits or wins), authentication no older than the limit on
--- the database clock, the expected execution version, the execution being recovery_required
--- (lease expired on the database clock) and its control still open. No row: nothing applied
--- (the caller explains why).
+-- 2. The manual commit: a person's signed act on a case (decide alone, propose the first of
+-- two decisions, confirm the second) with its authorization fact, and for a decision the
+-- resolution and the terminal state, in one transaction. Fenced on the grant and its
+-- project/role-binding versions (locked FOR SHARE so a concurrent revocation waits or wins),
+-- authentication no older than the policy's bound on the database clock, the expected
+-- execution version, the execution being recovery_required (lease expired on the database
+-- clock) and its control still open. No row: a fence held and nothing applied (the caller
+-- explains why).
 --
--- SECURITY DEFINER, like the automatic commit: the API's role holds no
--- write privilege on what a decision records, and this function is the only writer of human
--- decisions (a trigger on each fact table looks for it on the call stack). Each person's
--- authorization fact arrives signed by the API (issuer and key id of the verified token, the
--- API's Ed25519 key id and signature over the fact, resolver.human.signing): the database
--- cannot check an Ed25519 signature, but it refuses a fact without one, and `resolver audit
--- verify` checks it against the API's public keys. Strong authentication is checked here too
--- (resolver_strong_amr), whatever the caller checked before.
---
--- Two people: when a rule of recovery_two_person_rules names the action type
--- and decision, or a proposal is already open on the dispatch, the decision does not settle
--- alone. With no open proposal it becomes one ('proposed', expiring p_proposal_ttl_ms later);
--- the same decision (and evidence digest) from a different user while it is open confirms it
--- and settles with both authorization facts ('committed'); the proposer again answers
--- 'second_person_required' and writes nothing; a different decision closes it as rejected
--- ('rejected', nothing settles). An expired proposal is closed as such and never confirmed.
+-- SECURITY DEFINER, like the automatic commit: the API's role holds no write privilege on what
+-- a decision records, and this function is the only writer of human decisions (a trigger on
+-- each fact table looks for it on the call stack). Each person's fact arrives signed by the API
+-- (resolver.human.signing) over the act it names (`p_act`), the request's mutation id, the
+-- proposal it confirms, the decision and execution version, the person, the token's issuer and
+-- key id, and when the API verified the token (`p_verified_at_ms`, the database clock as the
+-- API read it). The database cannot check an Ed25519 signature; it checks everything else the
+-- fact claims, and `resolver audit verify --public-keys` checks the signature:
+--   - once only: a mutation id or a signature already recorded is refused (RS007), and so is a
+--     fact the API verified further than the policy's clock leeway from now (RS007);
+--   - the act is this function's and the case's: `decide` where one person settles it,
+--     `propose` where a two-person rule applies and no proposal is open, `confirm` of exactly
+--     the open proposal, by someone else, on the same decision. Anything else is refused
+--     (RS008): a propose fact used as a confirm, a confirm of a proposal that is not open
+--     (withdrawn, rejected, expired, confirmed), a reject or withdraw fact;
+--   - the bounds are the policy writer's (recovery_decision_policy): a caller may pass a
+--     tighter p_max_auth_age_ms or p_proposal_ttl_ms, a looser one is refused (RS005).
+-- Answers 'committed', 'proposed', 'voided' (the proposer lost the permission: the proposal is
+-- void) or 'proposal_limit'. Strong authentication is checked here too (resolver_strong_amr),
+-- whatever the caller checked before.
 CREATE OR REPLACE FUNCTION resolver_commit_manual(
-    p_dispatch_id text, p_mutation_id text, p_outcome text, p_evidence_digest text,
-    p_reason_code text, p_expected_execution_version bigint, p_user_id text, p_project_id text,
-    p_project_version bigint, p_role_binding_version bigint, p_auth_time_ms bigint,
-    p_amr text[], p_issuer text, p_token_kid text, p_signing_kid text, p_signature text,
-    p_max_auth_age_ms bigint, p_clock_leeway_ms bigint,
-    p_now_ms bigint DEFAULT NULL, p_proposal_ttl_ms bigint DEFAULT 3600000
+    p_dispatch_id text, p_mutation_id text, p_act text, p_proposal_id bigint, p_outcome text,
+    p_evidence_digest text, p_reason_code text, p_expected_execution_version bigint,
+    p_user_id text, p_project_id text, p_project_version bigint, p_role_binding_version bigint,
+    p_auth_time_ms bigint, p_amr text[], p_issuer text, p_token_kid text, p_signing_kid text,
+    p_signature text, p_verified_at_ms bigint, p_max_auth_age_ms bigint DEFAULT NULL,
+    p_proposal_ttl_ms bigint DEFAULT NULL, p_now_ms bigint DEFAULT NULL
 )
 RETURNS TABLE (dispatch_id text, version bigint, result text, proposal_id bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
@@ -286,22 +292,25 @@ DECLARE
     v_version bigint;
     v_action_type text;
     v_id bigint;
+    bounds record;
     prop recovery_proposals%ROWTYPE;
 BEGIN
-    IF p_proposal_ttl_ms IS NULL OR p_proposal_ttl_ms NOT BETWEEN 1000 AND 86400000 THEN
-        RAISE EXCEPTION 'p_proposal_ttl_ms must be 1 s to 24 h' USING ERRCODE = 'RS005';
+    IF p_act IS NULL OR p_act NOT IN ('decide', 'propose', 'confirm') THEN
+        RAISE EXCEPTION 'resolver_commit_manual records a decide, propose or confirm fact, not %',
+            coalesce(quote_literal(p_act), 'NULL') USING ERRCODE = 'RS008';
     END IF;
-    IF NOT resolver_strong_amr(p_amr) THEN
-        RAISE EXCEPTION 'p_amr must name a strong authentication method' USING ERRCODE = 'RS005';
-    END IF;
-    IF NOT coalesce(p_signature ~ '^[0-9a-f]{128}$'
-                    AND p_signing_kid ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$'
-                    AND length(p_issuer) BETWEEN 1 AND 512 AND p_issuer !~ '[[:cntrl:]]'
-                    AND length(p_token_kid) BETWEEN 1 AND 256
-                    AND p_token_kid !~ '[[:cntrl:]]', false) THEN
-        RAISE EXCEPTION 'a decision needs its signed authorization fact (p_issuer, p_token_kid, p_signing_kid, p_signature)'
+    IF (p_act = 'confirm') <> (p_proposal_id IS NOT NULL) THEN
+        RAISE EXCEPTION 'p_proposal_id names the proposal a confirm fact confirms, and only then'
             USING ERRCODE = 'RS005';
     END IF;
+    IF NOT coalesce(resolver_is_id(p_mutation_id), false) THEN
+        RAISE EXCEPTION 'p_mutation_id must be 1-128 characters of [A-Za-z0-9_.:-]'
+            USING ERRCODE = 'RS005';
+    END IF;
+    PERFORM resolver_fact_shape(p_amr, p_issuer, p_token_kid, p_signing_kid, p_signature,
+                                p_verified_at_ms);
+    SELECT * INTO bounds FROM resolver_act_bounds(p_max_auth_age_ms, p_proposal_ttl_ms);
+    PERFORM resolver_fact_unused(p_mutation_id, p_signature);
     PERFORM 1
     FROM recovery_role_bindings AS b
     JOIN recovery_projects AS p USING (project_id)
@@ -324,8 +333,9 @@ BEGIN
         RETURN;
     END IF;
     now_ms := resolver_protocol_now_ms(p_now_ms);
-    IF NOT (p_auth_time_ms >= now_ms - p_max_auth_age_ms
-            AND p_auth_time_ms <= now_ms + p_clock_leeway_ms)
+    PERFORM resolver_fact_fresh(p_verified_at_ms, now_ms, bounds.clock_leeway_ms);
+    IF NOT (p_auth_time_ms >= now_ms - bounds.max_auth_age_ms
+            AND p_auth_time_ms <= now_ms + bounds.clock_leeway_ms)
        OR NOT EXISTS (SELECT 1 FROM approved_action_executions AS e
                       WHERE e.dispatch_id = p_dispatch_id AND e.lease_expires_at_ms <= now_ms)
        OR NOT EXISTS (SELECT 1 FROM approved_action_recovery_controls AS oc
@@ -340,37 +350,37 @@ BEGIN
         WHERE rp.proposal_id = prop.proposal_id;
         prop := NULL;
     END IF;
-    -- A mutation id names one fact: a used one writes nothing here (the caller tells a
-    -- replay from a reuse), except the proposer resending its open proposal.
-    IF EXISTS (SELECT 1 FROM recovery_proposals AS rp
-               WHERE rp.mutation_id = p_mutation_id OR rp.closed_mutation_id = p_mutation_id)
-       OR EXISTS (SELECT 1 FROM approved_action_recovery_resolutions AS r
-                  WHERE r.mutation_id = p_mutation_id) THEN
-        IF prop.mutation_id = p_mutation_id AND prop.proposed_by = p_user_id
-           AND prop.outcome = p_outcome AND prop.reason_code = p_reason_code
-           AND prop.evidence_digest IS NOT DISTINCT FROM p_evidence_digest THEN
-            RETURN QUERY SELECT p_dispatch_id, v_version, 'proposed'::text, prop.proposal_id;
-        END IF;
-        RETURN;
-    END IF;
-    IF prop.proposal_id IS NULL AND NOT resolver_needs_two_people(v_action_type, p_outcome) THEN
-        -- One person suffices.
-        RETURN QUERY
-        SELECT s.dispatch_id, s.version, 'committed'::text, NULL::bigint
-        FROM resolver_settle_manual(
-            p_dispatch_id, p_mutation_id, p_outcome, p_evidence_digest, p_reason_code,
-            p_expected_execution_version, p_user_id, now_ms,
-            json_build_array(json_build_object(
-                'user_id', p_user_id, 'project_id', p_project_id,
-                'project_version', p_project_version,
-                'role_binding_version', p_role_binding_version,
-                'auth_time_ms', p_auth_time_ms, 'amr', p_amr, 'authorized_at_ms', now_ms,
-                'issuer', p_issuer, 'token_kid', p_token_kid, 'signing_kid', p_signing_kid,
-                'signature', p_signature)))
-            AS s;
-        RETURN;
-    END IF;
     IF prop.proposal_id IS NULL THEN
+        IF p_act = 'confirm' THEN
+            RAISE EXCEPTION 'proposal % is not open on dispatch %: nothing to confirm',
+                p_proposal_id, quote_literal(p_dispatch_id) USING ERRCODE = 'RS008';
+        END IF;
+        IF NOT resolver_needs_two_people(v_action_type, p_outcome) THEN
+            IF p_act <> 'decide' THEN
+                RAISE EXCEPTION 'one person decides this case: a decide fact, not %', p_act
+                    USING ERRCODE = 'RS008';
+            END IF;
+            RETURN QUERY
+            SELECT s.dispatch_id, s.version, 'committed'::text, NULL::bigint
+            FROM resolver_settle_manual(
+                p_dispatch_id, p_mutation_id, p_outcome, p_evidence_digest, p_reason_code,
+                p_expected_execution_version, p_user_id, now_ms,
+                json_build_array(json_build_object(
+                    'user_id', p_user_id, 'project_id', p_project_id,
+                    'project_version', p_project_version,
+                    'role_binding_version', p_role_binding_version,
+                    'auth_time_ms', p_auth_time_ms, 'amr', p_amr, 'authorized_at_ms', now_ms,
+                    'issuer', p_issuer, 'token_kid', p_token_kid,
+                    'signing_kid', p_signing_kid, 'signature', p_signature,
+                    'act', 'decide', 'act_mutation_id', p_mutation_id,
+                    'verified_at_ms', p_verified_at_ms)))
+                AS s;
+            RETURN;
+        END IF;
+        IF p_act <> 'propose' THEN
+            RAISE EXCEPTION 'this decision needs two people: its first fact is a propose fact, not %',
+                p_act USING ERRCODE = 'RS008';
+        END IF;
         -- Bounded: a case that needed 16 proposals needs a conversation, not a 17th.
         IF (SELECT count(*) FROM recovery_proposals AS rp
             WHERE rp.dispatch_id = p_dispatch_id) >= 16 THEN
@@ -381,29 +391,35 @@ BEGIN
             dispatch_id, mutation_id, outcome, expected_execution_version, reason_code,
             evidence_digest, proposed_by, project_id, project_version, role_binding_version,
             auth_time_ms, amr, proposed_at_ms, expires_at_ms, issuer, token_kid, signing_kid,
-            signature)
+            signature, verified_at_ms)
         VALUES (p_dispatch_id, p_mutation_id, p_outcome, p_expected_execution_version,
                 p_reason_code, p_evidence_digest, p_user_id, p_project_id, p_project_version,
                 p_role_binding_version, p_auth_time_ms, p_amr, now_ms,
-                now_ms + p_proposal_ttl_ms, p_issuer, p_token_kid, p_signing_kid, p_signature)
+                now_ms + bounds.proposal_ttl_ms, p_issuer, p_token_kid, p_signing_kid,
+                p_signature, p_verified_at_ms)
         RETURNING rp.proposal_id INTO v_id;
         RETURN QUERY SELECT p_dispatch_id, v_version, 'proposed'::text, v_id;
         RETURN;
     END IF;
+    -- A proposal is open: only its confirmation by a second person is an act here (ending it
+    -- otherwise is resolver_proposal_close's).
+    IF p_act <> 'confirm' OR p_proposal_id <> prop.proposal_id THEN
+        RAISE EXCEPTION 'proposal % is open on dispatch %: only a confirm fact naming it is recorded here, not % of proposal %',
+            prop.proposal_id, quote_literal(p_dispatch_id), p_act,
+            coalesce(p_proposal_id::text, 'none') USING ERRCODE = 'RS008';
+    END IF;
     IF prop.proposed_by = p_user_id THEN
-        RETURN QUERY
-        SELECT p_dispatch_id, v_version, 'second_person_required'::text, prop.proposal_id;
-        RETURN;
+        RAISE EXCEPTION 'the proposer of proposal % cannot confirm it: a second person does',
+            prop.proposal_id USING ERRCODE = 'RS008';
     END IF;
     IF prop.outcome <> p_outcome OR prop.evidence_digest IS DISTINCT FROM p_evidence_digest
        OR prop.expected_execution_version <> v_version THEN
-        UPDATE recovery_proposals AS rp
-        SET closed_as = 'rejected', closed_at_ms = now_ms, closed_by = p_user_id,
-            closed_mutation_id = p_mutation_id, close_reason_code = p_reason_code,
-            closed_auth_time_ms = p_auth_time_ms, closed_amr = p_amr
-        WHERE rp.proposal_id = prop.proposal_id;
-        RETURN QUERY SELECT p_dispatch_id, v_version, 'rejected'::text, prop.proposal_id;
-        RETURN;
+        RAISE EXCEPTION 'the confirm fact names another decision than proposal %',
+            prop.proposal_id USING ERRCODE = 'RS008';
+    END IF;
+    IF prop.verified_at_ms IS NULL THEN
+        RAISE EXCEPTION 'proposal %''s fact names no act: propose again', prop.proposal_id
+            USING ERRCODE = 'RS008';
     END IF;
     -- The proposer must still hold the permission it proposed with.
     PERFORM 1
@@ -439,28 +455,34 @@ BEGIN
                 'auth_time_ms', prop.auth_time_ms, 'amr', prop.amr,
                 'authorized_at_ms', prop.proposed_at_ms, 'issuer', prop.issuer,
                 'token_kid', prop.token_kid, 'signing_kid', prop.signing_kid,
-                'signature', prop.signature),
+                'signature', prop.signature, 'act', 'propose',
+                'act_mutation_id', prop.mutation_id, 'verified_at_ms', prop.verified_at_ms),
             json_build_object(
                 'user_id', p_user_id, 'project_id', p_project_id,
                 'project_version', p_project_version,
                 'role_binding_version', p_role_binding_version,
                 'auth_time_ms', p_auth_time_ms, 'amr', p_amr, 'authorized_at_ms', now_ms,
                 'issuer', p_issuer, 'token_kid', p_token_kid, 'signing_kid', p_signing_kid,
-                'signature', p_signature)))
+                'signature', p_signature, 'act', 'confirm', 'act_mutation_id', p_mutation_id,
+                'proposal_id', prop.proposal_id, 'verified_at_ms', p_verified_at_ms)))
         AS s;
 END
 $$;
 
 -- The settling write of a manual decision whose fences resolver_commit_manual checked (the
 -- execution row locked): terminal state, closed control, resolution, one authorization fact
--- per person in `p_authorizations`, and the audit-chain link, in one statement.
+-- per person in `p_authorizations`, in one statement; then the decision's audit link, built
+-- from what that statement stored (resolver_audit_decision, what `resolver audit verify`
+-- rebuilds it with).
 CREATE OR REPLACE FUNCTION resolver_settle_manual(
     p_dispatch_id text, p_mutation_id text, p_outcome text, p_evidence_digest text,
     p_reason_code text, p_expected_execution_version bigint, p_actor_user_id text,
     p_now_ms bigint, p_authorizations json
 )
 RETURNS TABLE (dispatch_id text, version bigint)
-LANGUAGE sql VOLATILE AS $$
+LANGUAGE plpgsql VOLATILE AS $$
+#variable_conflict use_column
+BEGIN
     WITH settled AS (
         UPDATE approved_action_executions AS e
         SET state = p_outcome,
@@ -497,80 +519,54 @@ LANGUAGE sql VOLATILE AS $$
                p_evidence_digest, p_expected_execution_version, p_actor_user_id, p_reason_code,
                s.finished_at_ms
         FROM settled AS s
-        RETURNING dispatch_id, mutation_id, outcome, finding, evidence_digest,
-                  expected_execution_version, actor_user_id, reason_code, resolved_at_ms
+        RETURNING mutation_id
     ),
     authorization_fact AS (
         INSERT INTO recovery_authorizations (
             mutation_id, user_id, permission, project_id, project_version,
             role_binding_version, auth_time_ms, amr, authorized_at_ms, issuer, token_kid,
-            signing_kid, signature)
+            signing_kid, signature, act, act_mutation_id, proposal_id, verified_at_ms)
         SELECT r.mutation_id, a.user_id, 'approval.recover', a.project_id, a.project_version,
                a.role_binding_version, a.auth_time_ms, a.amr, a.authorized_at_ms, a.issuer,
-               a.token_kid, a.signing_kid, a.signature
+               a.token_kid, a.signing_kid, a.signature, a.act, a.act_mutation_id,
+               a.proposal_id, a.verified_at_ms
         FROM resolution AS r,
              json_to_recordset(p_authorizations) AS a(
                  user_id text, project_id text, project_version bigint,
                  role_binding_version bigint, auth_time_ms bigint, amr text[],
                  authorized_at_ms bigint, issuer text, token_kid text, signing_kid text,
-                 signature text)
-        RETURNING mutation_id, user_id, permission, project_id, project_version,
-                  role_binding_version, auth_time_ms, amr, authorized_at_ms, issuer, token_kid,
-                  signing_kid, signature
-    ),
-    -- The audit chain: the decision's canonical content, linked to the
-    -- chain's head. Updating the one head row takes its lock, so concurrent decisions link
-    -- one after another; after a wait, READ COMMITTED re-reads the head that committed first
-    -- and this link's hash is computed from it. The head is the last row locked: the lock
-    -- order (execution, control, inserts, head) is the same for every writer.
-    content AS (
-        SELECT r.mutation_id, r.dispatch_id, r.resolved_at_ms,
-               resolver_audit_content(
-                   r.dispatch_id, r.mutation_id, r.outcome, r.finding, r.evidence_digest,
-                   r.expected_execution_version, r.actor_user_id, r.reason_code,
-                   r.resolved_at_ms,
-                   (SELECT json_agg(resolver_audit_authorization(
-                               a.user_id, a.permission, a.project_id, a.project_version,
-                               a.role_binding_version, a.auth_time_ms, a.amr,
-                               a.authorized_at_ms, a.issuer, a.token_kid, a.signing_kid,
-                               a.signature)
-                           ORDER BY a.user_id)
-                    FROM authorization_fact AS a WHERE a.mutation_id = r.mutation_id))
-                   AS content
-        FROM resolution AS r
-    ),
-    head AS (
-        UPDATE recovery_audit_head AS h
-        SET seq = h.seq + 1,
-            prev_hash = h.hash,
-            hash = encode(sha256(convert_to(h.hash || c.content, 'UTF8')), 'hex')
-        FROM content AS c
-        WHERE h.id = 1
-        RETURNING h.seq, h.prev_hash, h.hash
-    ),
-    link AS (
-        INSERT INTO recovery_audit_chain (
-            seq, mutation_id, dispatch_id, content, prev_hash, hash, recorded_at_ms)
-        SELECT h.seq, c.mutation_id, c.dispatch_id, c.content, h.prev_hash, h.hash,
-               c.resolved_at_ms
-        FROM head AS h, content AS c
-        RETURNING seq
+                 signature text, act text, act_mutation_id text, proposal_id bigint,
+                 verified_at_ms bigint)
     )
-    SELECT s.dispatch_id, s.version FROM settled AS s
+    SELECT s.dispatch_id, s.version INTO dispatch_id, version FROM settled AS s;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    -- The audit chain: the decision's canonical content, read back from what the statement
+    -- above stored, linked after the chain's head.
+    PERFORM resolver_audit_append(p_mutation_id, p_dispatch_id,
+                                  resolver_audit_decision(p_mutation_id), p_now_ms);
+    RETURN NEXT;
+END
 $$;
 
 -- A person ends an open proposal without a decision: its proposer withdraws it
--- (p_action 'withdraw'), someone else with the permission rejects it ('reject'). Fenced like
--- a decision (grant FOR SHARE, fresh authentication); the execution row is locked first, as
--- by the commit. Answers 'withdrawn', 'rejected' or 'replayed' (this mutation id already
--- did exactly that), else why not: 'stale_auth', 'no_proposal', 'not_proposer',
--- 'own_proposal', 'mutation_used'. No row: the grant fence failed. SECURITY DEFINER
---: the API's role holds no write privilege on proposals.
+-- (p_act 'withdraw'), someone else with the permission rejects it ('reject'). An act like a
+-- decision: fenced alike (grant FOR SHARE, fresh authentication within the policy's bound; the
+-- execution row is locked first, as by the commit), signed over the act, its mutation id and
+-- the proposal it ends, consumed once (RS007 for a mutation id or signature already recorded,
+-- or a fact verified outside the clock leeway), and a link of the audit chain carrying the
+-- proposer's fact and the closer's. Refused (RS008): another act, a proposal that is not the
+-- open one (already withdrawn, rejected, expired or confirmed), a withdraw by anyone but the
+-- proposer, a reject by the proposer. Answers 'withdrawn', 'rejected', or 'stale_auth' (the
+-- authentication is older than the bound); no row: the grant fence failed. SECURITY DEFINER:
+-- the API's role holds no write privilege on proposals or the chain.
 CREATE OR REPLACE FUNCTION resolver_proposal_close(
-    p_dispatch_id text, p_mutation_id text, p_action text, p_reason_code text,
-    p_user_id text, p_project_id text, p_project_version bigint,
-    p_role_binding_version bigint, p_auth_time_ms bigint, p_amr text[],
-    p_max_auth_age_ms bigint, p_clock_leeway_ms bigint, p_now_ms bigint DEFAULT NULL
+    p_dispatch_id text, p_mutation_id text, p_act text, p_proposal_id bigint,
+    p_reason_code text, p_user_id text, p_project_id text, p_project_version bigint,
+    p_role_binding_version bigint, p_auth_time_ms bigint, p_amr text[], p_issuer text,
+    p_token_kid text, p_signing_kid text, p_signature text, p_verified_at_ms bigint,
+    p_max_auth_age_ms bigint DEFAULT NULL, p_now_ms bigint DEFAULT NULL
 )
 RETURNS TABLE (dispatch_id text, result text)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
@@ -578,12 +574,29 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
 DECLARE
     now_ms bigint;
     v_closed_as text;
+    bounds record;
     prop recovery_proposals%ROWTYPE;
 BEGIN
-    IF p_action IS NULL OR p_action NOT IN ('withdraw', 'reject') THEN
-        RAISE EXCEPTION 'p_action must be withdraw or reject' USING ERRCODE = 'RS005';
+    IF p_act IS NULL OR p_act NOT IN ('withdraw', 'reject') THEN
+        RAISE EXCEPTION 'resolver_proposal_close records a reject or withdraw fact, not %',
+            coalesce(quote_literal(p_act), 'NULL') USING ERRCODE = 'RS008';
     END IF;
-    v_closed_as := CASE p_action WHEN 'withdraw' THEN 'withdrawn' ELSE 'rejected' END;
+    IF p_proposal_id IS NULL THEN
+        RAISE EXCEPTION 'p_proposal_id must name the proposal the fact ends'
+            USING ERRCODE = 'RS005';
+    END IF;
+    IF NOT coalesce(resolver_is_id(p_mutation_id), false) THEN
+        RAISE EXCEPTION 'p_mutation_id must be 1-128 characters of [A-Za-z0-9_.:-]'
+            USING ERRCODE = 'RS005';
+    END IF;
+    IF NOT coalesce(p_reason_code ~ '^[a-z0-9_.-]{1,64}$', false) THEN
+        RAISE EXCEPTION 'p_reason_code must match [a-z0-9_.-]{1,64}' USING ERRCODE = 'RS005';
+    END IF;
+    PERFORM resolver_fact_shape(p_amr, p_issuer, p_token_kid, p_signing_kid, p_signature,
+                                p_verified_at_ms);
+    SELECT * INTO bounds FROM resolver_act_bounds(p_max_auth_age_ms, NULL);
+    PERFORM resolver_fact_unused(p_mutation_id, p_signature);
+    v_closed_as := CASE p_act WHEN 'withdraw' THEN 'withdrawn' ELSE 'rejected' END;
     PERFORM 1
     FROM recovery_role_bindings AS b
     JOIN recovery_projects AS p USING (project_id)
@@ -599,26 +612,11 @@ BEGIN
     WHERE e.dispatch_id = p_dispatch_id AND d.project_id = p_project_id
     FOR UPDATE OF e;
     now_ms := resolver_protocol_now_ms(p_now_ms);
+    PERFORM resolver_fact_fresh(p_verified_at_ms, now_ms, bounds.clock_leeway_ms);
     dispatch_id := p_dispatch_id;
-    IF NOT (p_auth_time_ms >= now_ms - p_max_auth_age_ms
-            AND p_auth_time_ms <= now_ms + p_clock_leeway_ms) THEN
+    IF NOT (p_auth_time_ms >= now_ms - bounds.max_auth_age_ms
+            AND p_auth_time_ms <= now_ms + bounds.clock_leeway_ms) THEN
         result := 'stale_auth';
-        RETURN NEXT;
-        RETURN;
-    END IF;
-    IF EXISTS (SELECT 1 FROM recovery_proposals AS rp
-               WHERE rp.closed_mutation_id = p_mutation_id AND rp.dispatch_id = p_dispatch_id
-                 AND rp.closed_by = p_user_id AND rp.closed_as = v_closed_as
-                 AND rp.close_reason_code = p_reason_code) THEN
-        result := 'replayed';
-        RETURN NEXT;
-        RETURN;
-    END IF;
-    IF EXISTS (SELECT 1 FROM recovery_proposals AS rp
-               WHERE rp.mutation_id = p_mutation_id OR rp.closed_mutation_id = p_mutation_id)
-       OR EXISTS (SELECT 1 FROM approved_action_recovery_resolutions AS r
-                  WHERE r.mutation_id = p_mutation_id) THEN
-        result := 'mutation_used';
         RETURN NEXT;
         RETURN;
     END IF;
@@ -627,24 +625,37 @@ BEGIN
       AND rp.closed_as IS NULL
     FOR UPDATE;
     IF prop.proposal_id IS NOT NULL AND prop.expires_at_ms <= now_ms THEN
-        UPDATE recovery_proposals AS rp SET closed_as = 'expired', closed_at_ms = now_ms
-        WHERE rp.proposal_id = prop.proposal_id;
-        prop := NULL;
+        RAISE EXCEPTION 'proposal % expired: it is no longer open', prop.proposal_id
+            USING ERRCODE = 'RS008';
     END IF;
-    IF prop.proposal_id IS NULL THEN
-        result := 'no_proposal';
-    ELSIF p_action = 'withdraw' AND prop.proposed_by <> p_user_id THEN
-        result := 'not_proposer';
-    ELSIF p_action = 'reject' AND prop.proposed_by = p_user_id THEN
-        result := 'own_proposal';
-    ELSE
-        UPDATE recovery_proposals AS rp
-        SET closed_as = v_closed_as, closed_at_ms = now_ms, closed_by = p_user_id,
-            closed_mutation_id = p_mutation_id, close_reason_code = p_reason_code,
-            closed_auth_time_ms = p_auth_time_ms, closed_amr = p_amr
-        WHERE rp.proposal_id = prop.proposal_id;
-        result := v_closed_as;
+    IF prop.proposal_id IS NULL OR prop.proposal_id <> p_proposal_id THEN
+        RAISE EXCEPTION 'proposal % is not open on dispatch %', p_proposal_id,
+            quote_literal(p_dispatch_id) USING ERRCODE = 'RS008';
     END IF;
+    IF p_act = 'withdraw' AND prop.proposed_by <> p_user_id THEN
+        RAISE EXCEPTION 'only the proposer withdraws proposal %', prop.proposal_id
+            USING ERRCODE = 'RS008';
+    END IF;
+    IF p_act = 'reject' AND prop.proposed_by = p_user_id THEN
+        RAISE EXCEPTION 'the proposer of proposal % withdraws it, never rejects it',
+            prop.proposal_id USING ERRCODE = 'RS008';
+    END IF;
+    IF prop.verified_at_ms IS NULL THEN
+        RAISE EXCEPTION 'proposal %''s fact names no act', prop.proposal_id
+            USING ERRCODE = 'RS008';
+    END IF;
+    UPDATE recovery_proposals AS rp
+    SET closed_as = v_closed_as, closed_at_ms = now_ms, closed_by = p_user_id,
+        closed_mutation_id = p_mutation_id, close_reason_code = p_reason_code,
+        closed_auth_time_ms = p_auth_time_ms, closed_amr = p_amr,
+        closed_project_version = p_project_version,
+        closed_role_binding_version = p_role_binding_version, closed_issuer = p_issuer,
+        closed_token_kid = p_token_kid, closed_signing_kid = p_signing_kid,
+        closed_signature = p_signature, closed_verified_at_ms = p_verified_at_ms
+    WHERE rp.proposal_id = prop.proposal_id;
+    PERFORM resolver_audit_append(p_mutation_id, p_dispatch_id,
+                                  resolver_audit_close(p_mutation_id), now_ms);
+    result := v_closed_as;
     RETURN NEXT;
 END
 $$;
@@ -774,12 +785,12 @@ REVOKE EXECUTE ON FUNCTION
     resolver_commit_wait_executions(text[]),
     resolver_commit_wait_controls(text[]),
     resolver_commit_automatic(json, bigint),
-    resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint,
-                           bigint, text[], text, text, text, text, bigint, bigint, bigint,
-                           bigint),
+    resolver_commit_manual(text, text, text, bigint, text, text, text, bigint, text, text,
+                           bigint, bigint, bigint, text[], text, text, text, text, bigint,
+                           bigint, bigint, bigint),
     resolver_settle_manual(text, text, text, text, text, bigint, text, bigint, json),
-    resolver_proposal_close(text, text, text, text, text, text, bigint, bigint, bigint, text[],
-                            bigint, bigint, bigint),
+    resolver_proposal_close(text, text, text, bigint, text, text, text, bigint, bigint, bigint,
+                            text[], text, text, text, text, bigint, bigint, bigint),
     resolver_execution_complete(text, text, uuid, bigint, text, text, text, text, bigint),
     resolver_commit_page(json, bigint)
 FROM PUBLIC;
@@ -794,9 +805,9 @@ BEGIN
         'resolver_commit_automatic(json, bigint)',
         'resolver_commit_wait_executions(text[])',
         'resolver_commit_wait_controls(text[])',
-        'resolver_commit_manual(text, text, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], text, text, text, text, bigint, bigint, bigint, bigint)',
+        'resolver_commit_manual(text, text, text, bigint, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], text, text, text, text, bigint, bigint, bigint, bigint)',
         'resolver_settle_manual(text, text, text, text, text, bigint, text, bigint, json)',
-        'resolver_proposal_close(text, text, text, text, text, text, bigint, bigint, bigint, text[], bigint, bigint, bigint)',
+        'resolver_proposal_close(text, text, text, bigint, text, text, text, bigint, bigint, bigint, text[], text, text, text, text, bigint, bigint, bigint)',
         'resolver_execution_complete(text, text, uuid, bigint, text, text, text, text, bigint)',
         'resolver_commit_page(json, bigint)'
     ] LOOP

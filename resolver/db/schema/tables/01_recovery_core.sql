@@ -150,6 +150,10 @@ CREATE TABLE recovery_authorizations (
     token_kid TEXT,
     signing_kid TEXT,
     signature TEXT,
+    act TEXT,
+    act_mutation_id TEXT,
+    proposal_id BIGINT,
+    verified_at_ms BIGINT,
     CONSTRAINT pk_recovery_authorizations PRIMARY KEY (authorization_id),
     CONSTRAINT ck_recovery_authorizations_permission_known CHECK (permission = 'approval.recover'),
     CONSTRAINT ck_recovery_authorizations_signed_whole CHECK ((signature IS NULL) = (signing_kid IS NULL) AND (signature IS NULL) = (issuer IS NULL) AND (signature IS NULL) = (token_kid IS NULL)),
@@ -158,5 +162,20 @@ CREATE TABLE recovery_authorizations (
     CONSTRAINT ck_recovery_authorizations_issuer_printable CHECK (issuer IS NULL OR (length(issuer) BETWEEN 1 AND 512 AND issuer !~ '[[:cntrl:]]')),
     CONSTRAINT ck_recovery_authorizations_token_kid_printable CHECK (token_kid IS NULL OR (length(token_kid) BETWEEN 1 AND 256 AND token_kid !~ '[[:cntrl:]]')),
     CONSTRAINT fk_recovery_authorizations_mutation_id FOREIGN KEY(mutation_id) REFERENCES approved_action_recovery_resolutions (mutation_id),
-    CONSTRAINT uq_recovery_authorizations_mutation_id_user_id UNIQUE (mutation_id, user_id)
+    CONSTRAINT uq_recovery_authorizations_mutation_id_user_id UNIQUE (mutation_id, user_id),
+    -- A fact that names its act (payload v2): the act, the mutation id it was signed for (the
+    -- proposal's for a proposer's fact), the proposal it closes (a confirmation's) and when
+    -- the API verified the token; signed, always. NULL on facts recorded before.
+    CONSTRAINT ck_recovery_authorizations_act_known
+        CHECK (act IS NULL OR act = ANY (resolver_fact_acts())),
+    CONSTRAINT ck_recovery_authorizations_act_bound
+        CHECK ((act IS NULL) = (act_mutation_id IS NULL) AND (act IS NULL) = (verified_at_ms IS NULL)
+               AND (act IS NULL OR signature IS NOT NULL))
 );
+
+-- A signed fact is consumed once: its signature, and the mutation id of the act it names,
+-- are recorded at most once.
+CREATE UNIQUE INDEX uq_recovery_authorizations_signature ON recovery_authorizations (signature)
+    WHERE signature IS NOT NULL;
+CREATE UNIQUE INDEX uq_recovery_authorizations_act_mutation_id
+    ON recovery_authorizations (act_mutation_id) WHERE act_mutation_id IS NOT NULL;

@@ -17,11 +17,12 @@ CREATE INDEX ix_recovery_resolutions_manual
     INCLUDE (dispatch_id)
     WHERE source = 'manual';
 
--- The audit chain: one link per manual decision, written by the decision's own statement.
--- `content` is the canonical JSON of the decision as committed (resolution and authorization
--- facts); `hash` = sha256(prev_hash || content), hex. The link holds its content; an
--- --include-audit prune exports it, then deletes it with its decision, and
--- `resolver audit verify --export` walks the pruned range from the export.
+-- The audit chain: one link per act of a person (a manual decision, a reject or withdrawal of
+-- a proposal), written by the act's own statement. `content` is the canonical JSON of the act
+-- as committed (the resolution or the proposal, and the authorization facts); `hash` =
+-- sha256(prev_hash || content), hex. The link holds its content; an --include-audit prune
+-- exports it, then deletes it with its dispatch's facts, and `resolver audit verify --export`
+-- walks the pruned range from the export.
 CREATE TABLE recovery_audit_chain (
     seq bigint NOT NULL,
     mutation_id text NOT NULL,
@@ -102,6 +103,14 @@ CREATE TABLE recovery_proposals (
     token_kid text,
     signing_kid text,
     signature text,
+    verified_at_ms bigint,
+    closed_project_version bigint,
+    closed_role_binding_version bigint,
+    closed_issuer text,
+    closed_token_kid text,
+    closed_signing_kid text,
+    closed_signature text,
+    closed_verified_at_ms bigint,
     CONSTRAINT pk_recovery_proposals PRIMARY KEY (proposal_id),
     CONSTRAINT uq_recovery_proposals_mutation_id UNIQUE (mutation_id),
     CONSTRAINT uq_recovery_proposals_closed_mutation_id UNIQUE (closed_mutation_id),
@@ -136,8 +145,31 @@ CREATE TABLE recovery_proposals (
         CHECK ((signature IS NULL) = (signing_kid IS NULL) AND (signature IS NULL) = (issuer IS NULL)
                AND (signature IS NULL) = (token_kid IS NULL)),
     CONSTRAINT ck_recovery_proposals_signature_hex
-        CHECK (signature IS NULL OR signature ~ '^[0-9a-f]{128}$')
+        CHECK (signature IS NULL OR signature ~ '^[0-9a-f]{128}$'),
+    -- The proposer's fact names its act (`propose`) and when the API verified the token; a
+    -- proposal recorded before facts did carries NULL.
+    CONSTRAINT ck_recovery_proposals_act_bound
+        CHECK (verified_at_ms IS NULL OR signature IS NOT NULL),
+    -- The signed fact of the person who rejected or withdrew it (a confirmer's is an
+    -- authorization fact of the resolution), whole or not at all.
+    CONSTRAINT ck_recovery_proposals_closed_signed_whole
+        CHECK ((closed_signature IS NULL) = (closed_signing_kid IS NULL)
+               AND (closed_signature IS NULL) = (closed_issuer IS NULL)
+               AND (closed_signature IS NULL) = (closed_token_kid IS NULL)
+               AND (closed_signature IS NULL) = (closed_verified_at_ms IS NULL)
+               AND (closed_signature IS NULL) = (closed_project_version IS NULL)
+               AND (closed_signature IS NULL) = (closed_role_binding_version IS NULL)
+               AND (closed_signature IS NULL OR closed_as IN ('rejected', 'withdrawn'))),
+    CONSTRAINT ck_recovery_proposals_closed_signature_hex
+        CHECK (closed_signature IS NULL OR closed_signature ~ '^[0-9a-f]{128}$')
 );
+
+-- A signed fact is consumed once: the proposer's and the closer's signatures are recorded at
+-- most once each.
+CREATE UNIQUE INDEX uq_recovery_proposals_signature ON recovery_proposals (signature)
+    WHERE signature IS NOT NULL;
+CREATE UNIQUE INDEX uq_recovery_proposals_closed_signature ON recovery_proposals (closed_signature)
+    WHERE closed_signature IS NOT NULL;
 
 -- The open proposal of a dispatch (at most one), and the void trigger's fast path.
 CREATE UNIQUE INDEX ix_recovery_proposals_open ON recovery_proposals (dispatch_id)
@@ -145,3 +177,26 @@ CREATE UNIQUE INDEX ix_recovery_proposals_open ON recovery_proposals (dispatch_i
 
 -- Every proposal of a dispatch: the per-dispatch bound and the cascade of a pruned dispatch.
 CREATE INDEX ix_recovery_proposals_dispatch_id ON recovery_proposals (dispatch_id);
+
+-- The bounds of a human act, set by the platform's policy writer (resolver_policy_writer), read
+-- by the decision functions at every act: how old a strong authentication may be, how long a
+-- proposal waits for its second person, and how far a time the API read (the token's
+-- auth_time, the moment it verified the token) may lie from the database clock. One row. A
+-- caller may ask for a tighter bound, never a looser one.
+CREATE TABLE recovery_decision_policy (
+    id smallint NOT NULL,
+    max_auth_age_ms bigint NOT NULL,
+    proposal_ttl_ms bigint NOT NULL,
+    clock_leeway_ms bigint NOT NULL,
+    CONSTRAINT pk_recovery_decision_policy PRIMARY KEY (id),
+    CONSTRAINT ck_recovery_decision_policy_one_row CHECK (id = 1),
+    CONSTRAINT ck_recovery_decision_policy_max_auth_age
+        CHECK (max_auth_age_ms BETWEEN 1000 AND 3600000),
+    CONSTRAINT ck_recovery_decision_policy_proposal_ttl
+        CHECK (proposal_ttl_ms BETWEEN 1000 AND 86400000),
+    CONSTRAINT ck_recovery_decision_policy_clock_leeway
+        CHECK (clock_leeway_ms BETWEEN 0 AND 300000)
+);
+
+INSERT INTO recovery_decision_policy (id, max_auth_age_ms, proposal_ttl_ms, clock_leeway_ms)
+VALUES (1, 300000, 3600000, 30000);
