@@ -45,9 +45,11 @@ SHARED_STATE_GROUPS = {
 # last and the run waiting for it alone. Measured with --durations on a 2-core machine.
 LONGEST_FIRST = (
     "tests/deploy/test_image.py",
+    "tests/langgraph/test_crash_matrix.py",
     "tests/contention/test_stateful.py",
     "tests/contention/test_failover.py",
     "tests/contention/test_cluster.py",
+    "tests/contention/test_outcome_switchover.py",
     "tests/integration/api/test_console.py",
     "tests/integration/api/test_console_informed.py",
     "tests/integration/api/test_console_one_view.py",
@@ -56,6 +58,7 @@ LONGEST_FIRST = (
     "tests/integration/pooler/test_pgbouncer.py",
     "tests/integration/commands/test_benchmark_smoke.py",
     "tests/contention/test_late_stateful.py",
+    "tests/integration/outcomes/test_feed_race.py",
     "tests/unit/test_public_imports.py",
     "tests/protocol/test_node_object_publication.py",
     "tests/contention/test_crash_matrix.py",

@@ -155,3 +155,15 @@ class CommitUnknown(ResolverError):
 class MutationNotCommitted(ResolverError):
     """The reply to the mutation's COMMIT was lost and a re-read proves it rolled back: its
     receipt does not exist, so neither does the mutation. Nothing was completed."""
+
+
+class OutcomeTimeout(ResolverError):
+    """A dispatch was not settled within the time a caller waited for it.
+
+    Nothing moved on its account: `status` is the dispatch as last read (still `leased`,
+    `executing` or `recovery_required`), and waiting again is safe.
+    """
+
+    def __init__(self, message: str, status: object) -> None:
+        super().__init__(message)
+        self.status = status

@@ -890,16 +890,23 @@ SELECT resolver_now_ms(NULL) AS db_now_ms;
 -- Keyset page (by dispatch_id) of what a run with this cut-off would take, with the export
 -- document of each dispatch.
 SELECT dispatch_id, audited, record
-FROM resolver_prune_candidates(%(cutoff_ms)s, %(include_audit)s, %(after)s, %(limit)s);
+FROM resolver_prune_candidates(
+    %(cutoff_ms)s, %(include_audit)s, %(after)s, %(limit)s, %(past_consumers)s);
 
 -- name: prune_run_begin
 SELECT resolver_prune_begin(
-    %(cutoff_ms)s, %(include_audit)s, %(export_digest)s, %(actor)s) AS run_id;
+    %(cutoff_ms)s, %(include_audit)s, %(export_digest)s, %(actor)s, %(past_consumers)s)
+    AS run_id;
 
 -- name: prune_batch
 -- One batch in its own short transaction (the caller sets lock_timeout first).
-SELECT dispatches, audit, evidence, remnants
+SELECT dispatches, audit, evidence, remnants, outcomes, outcomes_unread
 FROM resolver_prune_batch(%(run_id)s, %(limit)s, %(dispatch_ids)s::text[]);
+
+-- name: prune_consumers
+-- The outcome feed's registered consumers, and how many settled dispatches older than the
+-- cut-off each holds back (what the run reports).
+SELECT consumer, cursor, saved_at_ms, holding FROM resolver_prune_consumers(%(cutoff_ms)s);
 
 -- name: prune_run_finish
 SELECT dispatches_pruned, audit_pruned, evidence_pruned
@@ -1008,3 +1015,44 @@ SELECT l.finding, l.agrees, l.evidence_digest, l.observed_at_ms
 FROM recovery_late_evidence AS l
 WHERE l.dispatch_id = %(dispatch_id)s
 ORDER BY l.observed_at_ms, l.observation_id;
+
+-- name: outcomes_after
+-- The outcome feed (resolver/db/schema/functions/09_outcome_feed.sql, docs/outcomes.md):
+-- records after a cursor, in feed order, only below the oldest running transaction, so none
+-- can still commit before a cursor this hands out.
+SELECT cursor, kind, dispatch_id, approval_request_id, project_id, action_type, state,
+       settled_by, finding, result_code, evidence_digest, mutation_id, reason_code, actors,
+       superseded_by, occurred_at_ms
+FROM resolver_outcomes_after(
+    p_cursor => %(cursor)s, p_limit => %(limit)s, p_project_id => %(project_id)s);
+
+-- name: outcome_cursor_now
+SELECT resolver_outcome_cursor_now() AS cursor;
+
+-- name: outcome_consumer_cursor
+SELECT resolver_outcome_consumer_cursor(p_consumer => %(consumer)s) AS cursor;
+
+-- name: outcome_consumer_save
+SELECT resolver_outcome_consumer_save(p_consumer => %(consumer)s, p_cursor => %(cursor)s)
+       AS cursor;
+
+-- name: outcome_consumer_drop
+SELECT resolver_outcome_consumer_drop(p_consumer => %(consumer)s) AS dropped;
+
+-- name: dispatch_status
+SELECT dispatch_id, approval_request_id, project_id, action_type, idempotency_key,
+       supersedes_dispatch_id, superseded_by, state, attempt, lease_expires_at_ms,
+       started_at_ms, finished_at_ms, result_code, evidence_digest, settled_by, finding,
+       reason_code, actors, control_status, created_at_ms, db_now_ms
+FROM resolver_dispatch_status(p_dispatch_id => %(dispatch_id)s);
+
+-- name: dispatch_history
+SELECT cursor, kind, state, settled_by, finding, result_code, reason_code, actors,
+       superseded_by, attempt, occurred_at_ms
+FROM resolver_dispatch_history(p_dispatch_id => %(dispatch_id)s);
+
+-- name: outcome_listen_started
+-- Right after LISTEN: the next transaction id. A transaction below it may have committed (and
+-- notified) before the LISTEN, its records still held back by an older one: the listener
+-- reads until the horizon reaches this id.
+SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS next_xid;

@@ -392,9 +392,22 @@ class SideEffectRunner:
         return self._pool.connection()
 
     @contextmanager
-    def run(self, dispatch_id: str) -> Iterator[SideEffect]:
-        """Lease, cross the barrier, heartbeat, and complete what the block recorded."""
+    def run(
+        self,
+        dispatch_id: str,
+        *,
+        before_barrier: Callable[[ExecutionLease], None] | None = None,
+    ) -> Iterator[SideEffect]:
+        """Lease, cross the barrier, heartbeat, and complete what the block recorded.
+
+        `before_barrier(lease)` runs between the lease and the barrier: the last moment a run
+        may still be refused with nothing done (an approval that has expired meanwhile); what
+        it raises propagates, and the lease is left to expire (never started, it may be
+        leased again).
+        """
         lease = self.client.lease(dispatch_id)
+        if before_barrier is not None:
+            before_barrier(lease)
         asked = self.clock()
         lease = self.client.start(lease)
         effect = SideEffect(self, _Lease(lease, self.lease_seconds, asked))

@@ -268,3 +268,113 @@ export class ReceiptPublisher {
   keyFor(projectId: string, dispatchId: string): string;
   publish(key: string, body: string, lease: { leaseLeftMs: () => number; leaseMs: number }): Promise<PublishedReceipt>;
 }
+
+// -- the outcome feed (docs/outcomes.md) ----------------------------------------------------
+
+export declare const OUTCOME_CHANNEL: "resolver_outcomes";
+export declare const OUTCOME_EVENT_SOURCE: string;
+export declare const OUTCOME_EVENT_TYPE_PREFIX: string;
+
+export type DispatchState =
+  | "pending" | "leased" | "executing" | "recovery_required" | "succeeded" | "failed" | "blocked";
+
+/** One record of resolver_outcomes_after; bigints arrive as decimal strings. */
+export interface OutcomeRecord {
+  cursor: string;
+  kind: "settled" | "contradicted" | "superseded";
+  dispatch_id: string;
+  approval_request_id: string;
+  project_id: string;
+  action_type: string;
+  state: DispatchState;
+  settled_by: "executor" | "resolver" | "person" | null;
+  finding: string | null;
+  result_code: string | null;
+  evidence_digest: string | null;
+  mutation_id: string | null;
+  reason_code: string | null;
+  actors: string[] | null;
+  superseded_by: string | null;
+  occurred_at_ms: string;
+}
+
+/** One dispatch now (resolver_dispatch_status). */
+export interface DispatchStatus {
+  dispatch_id: string;
+  approval_request_id: string;
+  project_id: string;
+  action_type: string;
+  idempotency_key: string;
+  supersedes_dispatch_id: string | null;
+  superseded_by: string | null;
+  state: DispatchState;
+  attempt: number | null;
+  lease_expires_at_ms: string | null;
+  started_at_ms: string | null;
+  finished_at_ms: string | null;
+  result_code: string | null;
+  evidence_digest: string | null;
+  settled_by: "executor" | "resolver" | "person" | null;
+  finding: string | null;
+  reason_code: string | null;
+  actors: string[] | null;
+  control_status: "armed" | "manual" | "resolved" | null;
+  created_at_ms: string;
+  db_now_ms: string;
+}
+
+export interface HistoryEntry {
+  cursor: string | null;
+  kind: "created" | "started" | "settled" | "contradicted" | "superseded";
+  state: DispatchState;
+  settled_by: "executor" | "resolver" | "person" | null;
+  finding: string | null;
+  result_code: string | null;
+  reason_code: string | null;
+  actors: string[] | null;
+  superseded_by: string | null;
+  attempt: number | null;
+  occurred_at_ms: string;
+}
+
+/** A CloudEvents 1.0 event in structured JSON form. */
+export interface OutcomeCloudEvent {
+  specversion: "1.0";
+  id: string;
+  source: string;
+  type: string;
+  subject: string;
+  time: string;
+  datacontenttype: "application/json";
+  data: OutcomeRecord;
+}
+
+export declare function toCloudEvent(record: OutcomeRecord, source?: string): OutcomeCloudEvent;
+
+export class OutcomeTimeout extends Error {
+  readonly status: DispatchStatus;
+}
+
+export class OutcomeFeed {
+  constructor(options: {
+    pool: pg.Pool;
+    /** "listen" (default) or "poll" (behind PgBouncer in transaction mode). */
+    wake?: "listen" | "poll";
+    pollMinMs?: number;
+    pollMaxMs?: number;
+    listenFallbackMs?: number;
+  });
+  read(cursor?: string | null, options?: { limit?: number; projectId?: string | null }): Promise<OutcomeRecord[]>;
+  cursorNow(): Promise<string>;
+  consumerCursor(consumer: string): Promise<string | null>;
+  saveCursor(consumer: string, cursor: string): Promise<string>;
+  dropConsumer(consumer: string): Promise<boolean>;
+  status(dispatchId: string): Promise<DispatchStatus | null>;
+  history(dispatchId: string): Promise<HistoryEntry[]>;
+  follow(
+    consumer: string,
+    handle: (record: OutcomeRecord) => Promise<void> | void,
+    options?: { start?: "beginning" | "now"; signal?: AbortSignal; batch?: number; projectId?: string | null },
+  ): Promise<void>;
+  waitForOutcome(dispatchId: string, timeoutMs: number, options?: { signal?: AbortSignal }): Promise<DispatchStatus>;
+}

@@ -1019,3 +1019,244 @@ export class ReceiptPublisher {
     return this.#sdk;
   }
 }
+
+// -- the outcome feed (docs/outcomes.md) ------------------------------------------------------
+
+/** The channel a settling commit notifies (resolver_outcome_channel() in the schema). */
+export const OUTCOME_CHANNEL = "resolver_outcomes";
+export const OUTCOME_EVENT_SOURCE = "urn:approved-action-resolver:outcomes";
+export const OUTCOME_EVENT_TYPE_PREFIX = "approved-action-resolver.outcome.";
+const TERMINAL = new Set(["succeeded", "failed", "blocked"]);
+const cursorXid = (cursor) => BigInt(cursor.split(":")[0] || "0");
+
+/** A dispatch was not settled within the wait; `status` is the last one read. */
+export class OutcomeTimeout extends Error {
+  constructor(message, status) {
+    super(message);
+    this.name = "OutcomeTimeout";
+    this.status = status;
+  }
+}
+
+/** A feed record as a CloudEvents 1.0 event (structured JSON): forward it unchanged. */
+export function toCloudEvent(record, source = OUTCOME_EVENT_SOURCE) {
+  return {
+    specversion: "1.0",
+    id: record.cursor,
+    source,
+    type: OUTCOME_EVENT_TYPE_PREFIX + record.kind,
+    subject: record.dispatch_id,
+    time: new Date(Number(record.occurred_at_ms)).toISOString(),
+    datacontenttype: "application/json",
+    data: record,
+  };
+}
+
+const abortable = (ms, signal) =>
+  new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+    signal?.addEventListener("abort", done, { once: true });
+  });
+
+/**
+ * The runtime's side of the outcome feed, over a pg.Pool. `wake: "listen"` (the default) keeps
+ * one client of its own LISTENing while it waits; `"poll"` reads again after a pause that
+ * doubles from `pollMinMs` to `pollMaxMs` (behind PgBouncer in transaction mode, where LISTEN
+ * cannot work). Delivery is at least once: de-duplicate by `cursor`.
+ */
+export class OutcomeFeed {
+  constructor({ pool, wake = "listen", pollMinMs = 50, pollMaxMs = 2_000, listenFallbackMs = 10_000 }) {
+    if (!pool) throw new TypeError("OutcomeFeed needs a pg.Pool");
+    if (wake !== "listen" && wake !== "poll") throw new RangeError('wake must be "listen" or "poll"');
+    if (!(pollMinMs > 0 && pollMinMs <= pollMaxMs)) throw new RangeError("pollMinMs must be positive and at most pollMaxMs");
+    this.pool = pool;
+    this.wake = wake;
+    this.pollMinMs = pollMinMs;
+    this.pollMaxMs = pollMaxMs;
+    this.listenFallbackMs = listenFallbackMs;
+  }
+
+  async #rows(text, values) {
+    try {
+      return (await this.pool.query(text, values)).rows;
+    } catch (err) {
+      throw protocolError(err) ?? err;
+    }
+  }
+
+  /** Up to `limit` (1-1000) records after `cursor` (null: the beginning), in feed order. */
+  read(cursor = null, { limit = 100, projectId = null } = {}) {
+    return this.#rows("SELECT * FROM resolver_outcomes_after($1, $2, $3)", [cursor, limit, projectId]);
+  }
+
+  async cursorNow() {
+    return (await this.#rows("SELECT resolver_outcome_cursor_now() AS cursor"))[0].cursor;
+  }
+
+  async consumerCursor(consumer) {
+    return (await this.#rows("SELECT resolver_outcome_consumer_cursor($1) AS cursor", [consumer]))[0].cursor;
+  }
+
+  /** Store a consumer's cursor after handling (it never moves back); answers the stored one. */
+  async saveCursor(consumer, cursor) {
+    return (await this.#rows("SELECT resolver_outcome_consumer_save($1, $2) AS cursor", [consumer, cursor]))[0].cursor;
+  }
+
+  async dropConsumer(consumer) {
+    return (await this.#rows("SELECT resolver_outcome_consumer_drop($1) AS dropped", [consumer]))[0].dropped;
+  }
+
+  /** One dispatch now, or null. `state` is effective on the database clock. */
+  async status(dispatchId) {
+    return (await this.#rows("SELECT * FROM resolver_dispatch_status($1)", [dispatchId]))[0] ?? null;
+  }
+
+  history(dispatchId) {
+    return this.#rows("SELECT * FROM resolver_dispatch_history($1)", [dispatchId]);
+  }
+
+  /**
+   * A waiter: LISTEN before the first read (a commit in between still wakes it), or a pause
+   * that doubles while nothing arrives. A notification names the transaction that committed;
+   * its records are readable once the horizon has passed that id, and a transaction that took
+   * its id earlier and still runs holds them back past the notification (nobody notifies when
+   * it ends). So a feed reader woken too early (`horizon`) polls, still woken by notifications,
+   * until a read began with the horizon past every id it was told about.
+   */
+  async #pacer(signal, { horizon = false } = {}) {
+    let pause = this.pollMinMs;
+    let behind = null; // the highest notified id whose records may still be held back
+    const read = async (reading) => {
+      let before = null;
+      if (behind !== null) before = cursorXid(await this.cursorNow());
+      const records = await reading();
+      if (records.length > 0) pause = this.pollMinMs;
+      if (before !== null && behind !== null && before > behind) behind = null;
+      return records;
+    };
+    if (this.wake === "poll") {
+      return {
+        read,
+        wait: async (ms) => {
+          await abortable(Math.min(ms, pause), signal);
+          pause = Math.min(pause * 2, this.pollMaxMs);
+        },
+        close: async () => {},
+      };
+    }
+    const client = await this.pool.connect();
+    // Notifications between two waits are kept (`pending`) until the next one.
+    let pending = null;
+    const keep = (xid) => (pending = pending === null || xid > pending ? xid : pending);
+    let wake = keep;
+    const onNotify = (msg) => wake(/^[0-9]+$/.test(msg.payload ?? "") ? BigInt(msg.payload) : 0n);
+    client.on("notification", onNotify);
+    const note = (xid) => {
+      if (xid === null || !horizon) return;
+      behind = behind === null || xid > behind ? xid : behind;
+      pause = this.pollMinMs;
+    };
+    try {
+      await client.query(`LISTEN ${OUTCOME_CHANNEL}`);
+      // What committed before the LISTEN sent this reader no notification and may still be
+      // held back: read until the horizon reaches the next id at this moment.
+      const { rows } = await client.query("SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS next_xid");
+      note(BigInt(rows[0].next_xid) - 1n);
+    } catch (err) {
+      client.off("notification", onNotify);
+      client.release(err);
+      throw err;
+    }
+    // The highest id notified within `ms` (null: none, or aborted); the timer never outlives it.
+    const notified = (ms) => {
+      if (pending !== null) {
+        const xid = pending;
+        pending = null;
+        return Promise.resolve(xid);
+      }
+      return new Promise((resolve) => {
+        const done = (xid) => {
+          clearTimeout(timer);
+          signal?.removeEventListener("abort", aborted);
+          wake = keep;
+          resolve(xid);
+        };
+        const aborted = () => done(null);
+        const timer = setTimeout(aborted, ms);
+        if (signal?.aborted) return aborted();
+        signal?.addEventListener("abort", aborted, { once: true });
+        wake = done;
+      });
+    };
+    return {
+      read,
+      wait: async (ms) => {
+        if (behind === null) {
+          note(await notified(Math.min(ms, this.listenFallbackMs)));
+          return;
+        }
+        const waited = Math.min(ms, pause);
+        pause = Math.min(pause * 2, this.pollMaxMs);
+        note(await notified(waited));
+      },
+      close: async () => {
+        client.off("notification", onNotify);
+        try {
+          await client.query(`UNLISTEN ${OUTCOME_CHANNEL}`);
+          client.release();
+        } catch (err) {
+          client.release(err);
+        }
+      },
+    };
+  }
+
+  /**
+   * Hand every record to `handle` from `consumer`'s stored cursor until `signal` aborts; the
+   * cursor is saved after each batch was handled (at least once).
+   */
+  async follow(consumer, handle, { start = "beginning", signal, batch = 100, projectId = null } = {}) {
+    let cursor = await this.consumerCursor(consumer);
+    if (cursor === null) cursor = start === "now" ? await this.cursorNow() : "";
+    const pacer = await this.#pacer(signal, { horizon: true });
+    try {
+      while (!signal?.aborted) {
+        const records = await pacer.read(() => this.read(cursor, { limit: batch, projectId }));
+        if (records.length === 0) {
+          await pacer.wait(Infinity);
+          continue;
+        }
+        for (const record of records) await handle(record);
+        cursor = await this.saveCursor(consumer, records.at(-1).cursor);
+      }
+    } finally {
+      await pacer.close();
+    }
+  }
+
+  /** The dispatch's status once settled; OutcomeTimeout after `timeoutMs`, NotFound if none. */
+  async waitForOutcome(dispatchId, timeoutMs, { signal } = {}) {
+    const deadline = performance.now() + timeoutMs;
+    const pacer = await this.#pacer(signal);
+    try {
+      for (;;) {
+        const status = await this.status(dispatchId);
+        if (status === null) throw new NotFound(`no dispatch ${dispatchId}`, "RS004");
+        if (TERMINAL.has(status.state)) return status;
+        const left = deadline - performance.now();
+        if (left <= 0 || signal?.aborted) {
+          throw new OutcomeTimeout(`dispatch ${dispatchId} is ${status.state} after ${timeoutMs} ms`, status);
+        }
+        await pacer.wait(left);
+      }
+    } finally {
+      await pacer.close();
+    }
+  }
+}

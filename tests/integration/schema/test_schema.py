@@ -23,6 +23,7 @@ IMMUTABLE_TABLES: tuple[str, ...] = (
     "recovery_late_evidence",
     # The test-support distribution's ledger provider: its own migration, its own trigger.
     "ledger_entries",
+    "recovery_outcomes",
 )
 
 

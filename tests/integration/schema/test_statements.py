@@ -80,6 +80,9 @@ DUMMY = {
     "renamed": "{}",
     "revision": "r",
     "stamp": "s",
+    "cursor": "",
+    "consumer": "c",
+    "past_consumers": False,
 }
 
 
