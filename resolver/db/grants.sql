@@ -225,7 +225,7 @@ REVOKE EXECUTE ON FUNCTION resolver_record_late_evidence(json, text, bigint, big
 GRANT EXECUTE ON FUNCTION resolver_record_late_evidence(json, text, bigint, bigint)
     TO resolver_runtime;
 
--- The outcome feed (resolver/db/schema/functions/09_outcome_feed.sql). Only the appends write
+-- The outcome feed (resolver/db/schema/functions/10_outcome_feed.sql). Only the appends write
 -- it, as triggers of the settling statements; nobody calls them, and nobody reads or writes
 -- the feed's tables directly. The executor role (above) and the outcome reader read it through
 -- the SECURITY DEFINER reads: a login in resolver_outcome_reader reads only the projects

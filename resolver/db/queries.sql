@@ -1017,7 +1017,7 @@ WHERE l.dispatch_id = %(dispatch_id)s
 ORDER BY l.observed_at_ms, l.observation_id;
 
 -- name: outcomes_after
--- The outcome feed (resolver/db/schema/functions/09_outcome_feed.sql, docs/outcomes.md):
+-- The outcome feed (resolver/db/schema/functions/10_outcome_feed.sql, docs/outcomes.md):
 -- records after a cursor, in feed order, only below the oldest running transaction, so none
 -- can still commit before a cursor this hands out.
 SELECT cursor, kind, dispatch_id, approval_request_id, project_id, action_type, state,

@@ -210,7 +210,7 @@ CREATE INDEX ix_recovery_resolutions_manual
     WHERE source = 'manual';
 
 -- The outcome feed: a record per settled outcome, appended by triggers in the settling
--- transaction, and the consumers that registered a cursor (functions/09_outcome_feed.sql).
+-- transaction, and the consumers that registered a cursor (functions/10_outcome_feed.sql).
 CREATE TABLE recovery_outcomes (
     xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
     seq bigint GENERATED ALWAYS AS IDENTITY,

@@ -1,7 +1,7 @@
 -- The outcome feed: one record per settled outcome, appended in the transaction that settles
 -- it, read in order with a cursor by the runtime that owns the run (docs/outcomes.md); and the
 -- consumers that registered a cursor. The appends and the reads are functions
--- (resolver/db/schema/functions/09_outcome_feed.sql, which says why the order has no gaps).
+-- (resolver/db/schema/functions/10_outcome_feed.sql, which says why the order has no gaps).
 -- Today's definition, to read and to compare with: `resolver migrate` builds the tables with
 -- the migrations (resolver/db/migrations/sql/), and the catalog-diff test
 -- (tests/integration/schema/test_schema_files.py) proves a migrated database equals one built

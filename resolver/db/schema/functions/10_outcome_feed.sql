@@ -1,6 +1,6 @@
 -- The outcome feed: one record per settled outcome, appended in the transaction that settles
 -- it, read in order with a cursor by the runtime that owns the run (docs/outcomes.md). Its
--- tables are in resolver/db/schema/tables/09_outcome_feed.sql.
+-- tables are in resolver/db/schema/tables/10_outcome_feed.sql.
 -- The only definition: `resolver migrate` applies every file of this folder, in name order,
 -- whenever one of them changed (functions before the table migrations, triggers after them;
 -- resolver/db/README.md). A change here is the whole change: no migration repeats it.
