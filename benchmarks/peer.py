@@ -35,7 +35,7 @@ from benchmarks.procs import (
 )
 
 PACKAGE_DIR = REPO_ROOT / "benchmarks" / "graphile"
-PACKAGE_FILES = ("package.json", "package-lock.json", "peer.js")
+PACKAGE_FILES = ("package.json", "package-lock.json", "peer.js", "executor.mjs")
 PROCESSES = 4
 CONCURRENCY = 24  # per process: peer.js sets it, with the local queue and batch settings
 CACHE_ENV = "RESOLVER_BENCH_CACHE"
@@ -150,10 +150,10 @@ def run(install_dir: Path, url: str, count: int, *, all_server_processes: bool) 
             for reader in readers:
                 reader.start()
             first_job.wait(120)
-            before = _cpu(monitor, pids, all_server_processes)
+            before = cpu_sample(monitor, pids, all_server_processes)
             for reader in readers:
                 reader.join(120)
-            after = _cpu(monitor, pids, all_server_processes)
+            after = cpu_sample(monitor, pids, all_server_processes)
             rss = max((peak_rss_kb(pid) for pid in pids), default=0)
             row = monitor.execute(JOBS_LEFT).fetchone()
             left = int(row[0]) if row else -1
@@ -194,7 +194,7 @@ def _read(
             return
 
 
-def _cpu(
+def cpu_sample(
     monitor: psycopg.Connection[Any], pids: list[int], all_server_processes: bool
 ) -> tuple[Mapping[int, int], Mapping[int, int]]:
     """CPU of the workers and of the server. The workers close their connections when the

@@ -45,9 +45,14 @@ class Server:
 
 @contextlib.contextmanager
 def open_server(
-    url: str | None, *, durable: bool, data_dir: Path | None = None
+    url: str | None,
+    *,
+    durable: bool,
+    data_dir: Path | None = None,
+    settings: dict[str, str] | None = None,
 ) -> Iterator[Server]:
-    """A private cluster started from the local binaries unless a URL is given."""
+    """A private cluster started from the local binaries unless a URL is given; `settings`
+    are added to the private cluster's own before its restart (a given server keeps its)."""
     if url:
         yield _describe(url, private=False)
         return
@@ -57,7 +62,7 @@ def open_server(
     data_dir = data_dir or Path(tempfile.mkdtemp(prefix="resolver-bench-"))
     cluster = localpg.start(data_dir, durable=durable)
     try:
-        _alter_system(cluster.url, PRIVATE_SETTINGS)
+        _alter_system(cluster.url, {**PRIVATE_SETTINGS, **(settings or {})})
         cluster.stop()
         # Same data directory, new port: the preload library needs a restart.
         cluster = localpg.start(cluster.data_dir, durable=durable)
@@ -110,6 +115,10 @@ class Databases:
         if migrated:
             migrate.upgrade(url)
         return url
+
+    def adopt(self, name: str) -> None:
+        """A database made here another way (a template's copy): dropped with the others."""
+        self._created.append(name)
 
     def drop(self, url: str) -> None:
         name = url.rsplit("/", 1)[-1]

@@ -12,6 +12,8 @@ from psycopg.rows import dict_row
 from resolver.db.evidence import ReadOnlyDatabase
 from resolver.executor.client import ExecutionClient
 from tests.helpers.database import EXEC_LEASE_MS, SQL, World
+from tests.helpers.mariadb import MariaDb, running_mariadb
+from tests.helpers.mariadb import available as mariadb_available
 from tests.helpers.postgres import DatabaseFactory, test_server
 from tests.helpers.stores import Storage
 
@@ -43,14 +45,20 @@ SHARED_STATE_GROUPS = {
 # last and the run waiting for it alone. Measured with --durations on a 2-core machine.
 LONGEST_FIRST = (
     "tests/deploy/test_image.py",
+    "tests/langgraph/test_crash_matrix.py",
     "tests/contention/test_stateful.py",
     "tests/contention/test_failover.py",
     "tests/contention/test_cluster.py",
+    "tests/contention/test_outcome_switchover.py",
     "tests/integration/api/test_console.py",
     "tests/integration/api/test_console_informed.py",
+    "tests/integration/api/test_console_one_view.py",
+    "tests/integration/api/test_console_truth.py",
+    "tests/integration/api/test_console_sessions.py",
     "tests/integration/pooler/test_pgbouncer.py",
     "tests/integration/commands/test_benchmark_smoke.py",
     "tests/contention/test_late_stateful.py",
+    "tests/integration/outcomes/test_feed_race.py",
     "tests/unit/test_public_imports.py",
     "tests/protocol/test_node_object_publication.py",
     "tests/contention/test_crash_matrix.py",
@@ -106,6 +114,15 @@ def _has_fixture_beyond_a_test(item: pytest.Item) -> bool:
 def pg_server() -> Iterator[str]:
     with test_server() as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def mariadb() -> Iterator[MariaDb]:
+    """A private MariaDB server (Debian's mariadb-server binaries) for the session."""
+    if not mariadb_available():
+        pytest.skip("Debian's mariadb-server (mariadbd, mariadb-install-db) is not installed")
+    with running_mariadb() as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

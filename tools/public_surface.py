@@ -38,7 +38,13 @@ ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = ROOT / "tests" / "snapshots" / "public_api.json"
 RELEASED = ROOT / "tests" / "snapshots" / "public_api.released.json"
 CHANGELOG = ROOT / "CHANGELOG.md"
-PYTHON_SURFACES = ("resolver.evidence", "resolver.executor", "resolver.evidence.contract")
+PYTHON_SURFACES = (
+    "resolver.evidence",
+    "resolver.executor",
+    "resolver.evidence.contract",
+    "resolver.outcomes",
+    "resolver.integrations.langgraph",
+)
 REGENERATE = "python -m tools.public_surface --write"
 
 Surface = dict[str, str]

@@ -6,6 +6,11 @@
 //   node peer.js work             run the queue until it is empty (runOnce), then print
 //                                 {"first_ms", "last_ms", "jobs"} on stdout and stay alive
 //                                 until SIGTERM, so the harness can read its CPU from /proc
+//   node peer.js serve N          a worker as graphile-worker runs by default (N concurrent
+//                                 jobs, one job fetched and completed per query), taking the
+//                                 `noop` jobs clients add one at a time
+//                                 (benchmarks/executor_path.py); on SIGTERM it stops
+//                                 gracefully and prints {"first_ms", "last_ms", "jobs"}
 //
 // The harness (benchmarks/peer.py) queues the jobs with graphile-worker's own add_job.
 "use strict";
@@ -56,13 +61,53 @@ async function work() {
   });
 }
 
+async function serve(concurrency) {
+  const { Logger, run } = require("graphile-worker");
+  let first = null;
+  let last = null;
+  let jobs = 0;
+  const taskList = {
+    noop: async () => {
+      const now = Date.now();
+      if (first === null) {
+        first = now;
+        process.stdout.write("first\n");
+      }
+      jobs += 1;
+      last = now;
+    },
+  };
+  const runner = await run(
+    {
+      preset: {
+        worker: {
+          connectionString: process.env.DATABASE_URL,
+          concurrentJobs: concurrency,
+          maxPoolSize: concurrency + 1,
+        },
+      },
+      logger: new Logger(silent),
+    },
+    taskList,
+  );
+  process.stdout.write("ready\n");
+  process.on("SIGTERM", async () => {
+    await runner.stop();
+    process.stdout.write(JSON.stringify({ first_ms: first, last_ms: last, jobs }) + "\n");
+    process.exit(0);
+  });
+  await runner.promise;
+}
+
 async function main(mode) {
   if (mode === "migrate") {
     await runMigrations({ preset: preset() });
   } else if (mode === "work") {
     await work();
+  } else if (mode === "serve") {
+    await serve(Number(process.argv[3] ?? 4));
   } else {
-    throw new Error(`unknown mode ${mode}: use migrate or work`);
+    throw new Error(`unknown mode ${mode}: use migrate, work or serve`);
   }
 }
 

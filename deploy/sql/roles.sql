@@ -87,3 +87,18 @@ END
 $$;
 GRANT USAGE ON SCHEMA resolver TO resolver_api;
 ALTER ROLE resolver_api SET search_path = resolver;
+
+-- The runtime that issued an action follows its outcomes (docs/outcomes.md): EXECUTE on the
+-- outcome feed's reads, nothing else. A login of this role (or one granted it) reads only the
+-- projects that recovery_outcome_reader_scopes lists for it; the executor role reads every
+-- project. Upgrading an installation that ran an earlier roles.sql: run this file again before
+-- `resolver migrate --grants`.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'resolver_outcome_reader') THEN
+        CREATE ROLE resolver_outcome_reader LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT;
+    END IF;
+END
+$$;
+GRANT USAGE ON SCHEMA resolver TO resolver_outcome_reader;
+ALTER ROLE resolver_outcome_reader SET search_path = resolver;

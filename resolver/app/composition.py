@@ -247,6 +247,7 @@ def build_replica(
         LoopSettings(
             cadence_seconds=settings.cadence_seconds,
             cadence_jitter_ratio=settings.cadence_jitter_ratio,
+            cadence_min_seconds=settings.cadence_min_seconds,
             storage_retry_max_seconds=settings.storage_retry_max_seconds,
         ),
         runtime,

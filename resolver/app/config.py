@@ -105,6 +105,11 @@ class Settings(ConnectionSettings):
     page_size: int = Field(default=16, description="controls claimed per cycle (1..64)")
     cadence_seconds: float = Field(default=2.0, gt=0, description="sleep after a partial page")
     cadence_jitter_ratio: float = Field(default=0.2, ge=0, le=1)
+    cadence_min_seconds: float = Field(
+        default=0.25,
+        gt=0,
+        description="after a partial page, sleep until the next control falls due, at least this",
+    )
     recovery_lease_seconds: float = Field(default=60.0, gt=0)
     commit_margin_seconds: float = Field(default=5.0, ge=0)
     backoff_base_seconds: float = Field(default=5.0, gt=0)

@@ -81,6 +81,12 @@ def _default_actor() -> str:
     help="Share of wall time spent in batches; the rest is pauses sized to the last batch, "
     "so the resolver keeps most of a busy database.",
 )
+@click.option(
+    "--past-consumers",
+    is_flag=True,
+    help="Also prune outcome records a registered outcome consumer has not read yet (the run "
+    "names each consumer and counts them); by default such dispatches stay for a later run.",
+)
 @click.option("--actor", default=None, help="Who runs the prune, recorded with the run.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
 @exit_codes(retry_hint=RETRY_HINT)
@@ -92,6 +98,7 @@ def prune_cmd(
     include_audit: bool,
     lock_timeout_ms: int,
     duty_cycle: float,
+    past_consumers: bool,
     actor: str | None,
     as_json: bool,
 ) -> None:
@@ -118,6 +125,7 @@ def prune_cmd(
                 actor=(actor or _default_actor())[:128],
                 lock_timeout_ms=lock_timeout_ms,
                 duty_cycle=duty_cycle,
+                past_consumers=past_consumers,
             )
             report = retention.prune(store, options, on_batch=_log_batch)
     finally:
@@ -126,6 +134,7 @@ def prune_cmd(
     if report.export_digest is not None and not (as_json and not echo_err):
         # With --json the digest is in the document (export_sha256): stdout stays one object.
         click.echo(f"export sha256 {report.export_digest}", err=echo_err)
+    _log_consumers(report)
     click.echo(
         json.dumps(report.document(), indent=2) if as_json else _summary(report), err=echo_err
     )
@@ -150,10 +159,50 @@ def _log_batch(run_id: int, result: retention.BatchResult) -> None:
         audit=result.audit,
         evidence=result.evidence,
         remnants=result.remnants,
+        outcomes=result.outcomes,
+        outcomes_unread=result.outcomes_unread,
     )
 
 
+def _log_consumers(report: retention.PruneReport) -> None:
+    for consumer in report.consumers:
+        if consumer.holding:
+            log.warning(
+                "prune_passed_consumer" if report.past_consumers else "prune_held_for_consumer",
+                consumer=consumer.consumer,
+                cursor=consumer.cursor,
+                saved_at_ms=consumer.saved_at_ms,
+                dispatches=consumer.holding,
+            )
+
+
+def _consumer_lines(report: retention.PruneReport) -> str:
+    behind = [c for c in report.consumers if c.holding]
+    if not behind:
+        return ""
+    if report.past_consumers:
+        head = (
+            f"\n{report.outcomes_unread} outcome records pruned before these consumers read them:"
+        )
+    elif report.dry_run:
+        head = "\nheld back for outcome consumers that have not read them yet:"
+    else:
+        head = (
+            f"\n{report.held_for_consumers} settled dispatches stay for outcome consumers "
+            "that have not read them yet (--past-consumers prunes them):"
+        )
+    lines = [
+        f"  {c.consumer} at {c.cursor}, saved at {c.saved_at_ms}: {c.holding} dispatches"
+        for c in behind
+    ]
+    return "\n".join([head, *lines])
+
+
 def _summary(report: retention.PruneReport) -> str:
+    return _run_line(report) + _consumer_lines(report)
+
+
+def _run_line(report: retention.PruneReport) -> str:
     if report.dry_run:
         return (
             f"dry run: {report.candidates} dispatches settled before cut-off "
@@ -166,6 +215,8 @@ def _summary(report: retention.PruneReport) -> str:
     )
     if report.remnants:
         line += f", {report.remnants} audit remnants"
+    if report.outcomes:
+        line += f", {report.outcomes} outcome records"
     if report.skipped:
         line += f"; {report.skipped} exported dispatches were busy and stay for a later run"
     return line

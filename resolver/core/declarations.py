@@ -85,6 +85,45 @@ def _sentence_problem(sentence: str) -> str | None:
     return None
 
 
+_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}\Z")
+_PACKAGE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+
+
+class RetainedTable(msgspec.Struct, frozen=True):
+    """An evidence table whose rows go when their dispatch is pruned (`resolver prune`)."""
+
+    table: str
+    dispatch_column: str = "dispatch_id"
+
+    def __post_init__(self) -> None:
+        for name in (self.table, self.dispatch_column):
+            if not _IDENTIFIER.match(name):
+                raise ValueError(f"{name!r} is not a plain lower-case SQL identifier")
+
+
+class ProviderSchema(msgspec.Struct, frozen=True):
+    """What a provider keeps in the resolver's own database, as SQL files in a package of its
+    own (`resolver migrate` applies them after the resolver's schema, providers in name order):
+
+    - `migrations/NNNN_what.up.sql` and `.down.sql`: its tables, indexes and constraints,
+      each applied once, in name order, recorded (a file changed after it was applied stops
+      migrate: add a migration instead);
+    - `definitions.sql` (optional): its functions and triggers, idempotent (`CREATE OR
+      REPLACE`, `DROP TRIGGER IF EXISTS` then `CREATE TRIGGER`), applied after its migrations
+      whenever it changed or the resolver's own definitions were applied again;
+    - `grants.sql` (optional): what each role may do on its tables, applied by
+      `resolver migrate --grants` after the resolver's;
+    - `retained`: the tables whose rows `resolver prune` removes with their dispatch.
+    """
+
+    package: str
+    retained: tuple[RetainedTable, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not _PACKAGE.match(self.package):
+            raise ValueError(f"{self.package!r} is not an importable package name")
+
+
 class ProviderDeclaration(msgspec.Struct, frozen=True):
     """Everything a provider tells the resolver about itself, besides its findings."""
 
@@ -92,6 +131,8 @@ class ProviderDeclaration(msgspec.Struct, frozen=True):
     # Per non-final finding kind, seconds until a case still answering it goes to a person;
     # an action type's `escalate_after_seconds` overrides these (a kind set to null: never).
     escalate_after_seconds: Mapping[FindingKind, float] = msgspec.field(default_factory=dict)
+    # Its own tables in the resolver's database, if it keeps evidence there.
+    schema: ProviderSchema | None = None
 
     def __post_init__(self) -> None:
         codes = [reason.code for reason in self.reasons]
@@ -150,6 +191,7 @@ def declare(
     *,
     reasons: Iterable[Reason] = (),
     escalate_after_seconds: Mapping[FindingKind, float] | None = None,
+    schema: ProviderSchema | None = None,
 ) -> Callable[[Callable[[Mapping[str, Any]], P_co]], DeclaredFactory[P_co]]:
     """Decorate a provider factory with what the provider declares about itself.
 
@@ -158,7 +200,7 @@ def declare(
     def create(settings: Mapping[str, Any]) -> RefundProvider: ...
     """
     windows = {FindingKind(k): seconds for k, seconds in (escalate_after_seconds or {}).items()}
-    declaration = ProviderDeclaration(tuple(reasons), windows)
+    declaration = ProviderDeclaration(tuple(reasons), windows, schema)
 
     def wrap(build: Callable[[Mapping[str, Any]], P_co]) -> DeclaredFactory[P_co]:
         return DeclaredFactory(build, declaration)
@@ -183,10 +225,11 @@ CORE_REASONS = (
     Reason(ProviderFailure.CONFIGURATION.value, "the evidence source is misconfigured"),
     Reason(ProviderFailure.ERROR.value, "the evidence provider failed"),
 )
-# A source's own refusal passed through as a code (`http_403`, `sqlstate_42501`): its shape
+# A source's own refusal passed through as a code (`http_403`, `sqlstate_42501`,
+# `mysql_1142`): its shape
 # is bounded, its values are the source's. A provider need not declare each one, though it
 # may give the common ones a sentence.
-SOURCE_REFUSAL_PATTERN = re.compile(r"^(http_[1-5][0-9]{2}|sqlstate_[0-9a-z]{5})\Z")
+SOURCE_REFUSAL_PATTERN = re.compile(r"^(http_[1-5][0-9]{2}|sqlstate_[0-9a-z]{5}|mysql_[0-9]{4})\Z")
 
 
 class ReasonCatalogue(msgspec.Struct, frozen=True):

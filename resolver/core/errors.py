@@ -188,5 +188,17 @@ class MutationNotCommitted(ResolverError):
     receipt does not exist, so neither does the mutation. Nothing was completed."""
 
 
+class OutcomeTimeout(ResolverError):
+    """A dispatch was not settled within the time a caller waited for it.
+
+    Nothing moved on its account: `status` is the dispatch as last read (still `leased`,
+    `executing` or `recovery_required`), and waiting again is safe.
+    """
+
+    def __init__(self, message: str, status: object) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 # Last: public names read from here outside the product warn (resolver/_compat).
 guard_internal(__name__)

@@ -46,6 +46,9 @@ class CycleReport(msgspec.Struct):
     accepted: frozenset[str] = frozenset()
     rejected: frozenset[str] = frozenset()
     released: int = 0
+    next_due_in_ms: int | None = None
+    """When the next armed control falls due after the claim (None: nothing was claimed, or
+    none is armed past it), on the database clock."""
 
     @property
     def page_full(self) -> bool:

@@ -23,10 +23,12 @@ from resolver.core.domain import (
     DecisionLimits,
     DecisionRecord,
     DispatchSpec,
+    DispatchStatus,
     ExecutionLease,
     ExecutionView,
     FoundDispatch,
     Grant,
+    HistoryEntry,
     ItemOutcome,
     LateObservation,
     LateRecord,
@@ -36,6 +38,7 @@ from resolver.core.domain import (
     ManualDecision,
     ManualQueueItem,
     OpenProposal,
+    OutcomeRecord,
     ProposalClose,
     ProposalCloseAnswer,
     PruneRunRecord,
@@ -157,6 +160,8 @@ class CaseReader(ClockOverride, Protocol):
 
     def find_dispatches(self, user_id: str, q: str) -> list[FoundDispatch]: ...
 
+    def find_by_words(self, user_id: str, words: str) -> list[FoundDispatch]: ...
+
     def case_counts(
         self,
         user_id: str,
@@ -208,3 +213,25 @@ class LateEvidenceStore(ClockOverride, Protocol):
     ) -> list[LateRecord]: ...
 
     def expire_late_watches(self, window_ms: int, limit: int) -> int: ...
+
+
+class OutcomeReader(Protocol):
+    """What a runtime reads after the resolver (the outcome feed, docs/outcomes.md): records
+    after a cursor, consumers' stored cursors, one dispatch's status and history. Every call is
+    one statement through the feed's SQL functions."""
+
+    def outcomes_after(
+        self, cursor: str | None, limit: int, project_id: str | None = None
+    ) -> list[OutcomeRecord]: ...
+
+    def outcome_cursor_now(self) -> str: ...
+
+    def consumer_cursor(self, consumer: str) -> str | None: ...
+
+    def save_consumer_cursor(self, consumer: str, cursor: str) -> str: ...
+
+    def drop_consumer(self, consumer: str) -> bool: ...
+
+    def dispatch_status(self, dispatch_id: str) -> DispatchStatus | None: ...
+
+    def dispatch_history(self, dispatch_id: str) -> list[HistoryEntry]: ...

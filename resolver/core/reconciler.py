@@ -107,6 +107,7 @@ class Reconciler:
         report.claimed = len(items)
         if not items:
             return report
+        report.next_due_in_ms = _next_due_in_ms(items[0])
         if should_stop():
             self._stage = Stage.RELEASE
             t0 = clock()
@@ -338,3 +339,10 @@ def _ask_one(provider: EvidenceProvider, identity: DispatchIdentity) -> _Answer:
 def _guard(finding: Finding) -> Finding:
     # A manual-only provider cannot settle anything automatically, whatever it returns.
     return _UNSUPPORTED if finding.kind.is_verified else finding
+
+
+def _next_due_in_ms(item: ClaimedItem) -> int | None:
+    """How long after the claim the next armed control falls due (the claim reads it)."""
+    if item.next_due_at_ms is None or item.claimed_at_ms is None:
+        return None
+    return item.next_due_at_ms - item.claimed_at_ms

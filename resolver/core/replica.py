@@ -1,11 +1,14 @@
 """A resolver replica as one service: start the loop, stop it within a grace period, health.
 
 The loop is: claim, inspect, commit (one `Reconciler` cycle); go again at once after a full
-page, else sleep the cadence with jitter; after a storage failure, back off (capped, with
-jitter) and retry. It holds no per-item timer or thread. `stop` stops claiming: a page
-claimed after the request is handed back at once, a page being inspected is committed (its
-providers are bounded by their timeouts), and whatever outlives the grace period lapses by
-its recovery lease alone. The process's signals are the CLI's business (`resolver.app.cli`).
+page, else sleep until the next armed control falls due (the claim reads when, on the
+database clock; never less than `cadence_min_seconds`, never more than the cadence, with
+jitter), or the cadence after a claim that found nothing; after a storage failure, back off
+(capped, with jitter) and retry. It holds no per-item timer or thread. `stop` stops
+claiming: a page claimed after the request is handed back at once, a page being inspected
+is committed (its providers are bounded by their timeouts), and whatever outlives the grace
+period lapses by its recovery lease alone. The process's signals are the CLI's business
+(`resolver.app.cli`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Generic, TypeVar
 import msgspec
 
 from resolver.core.errors import StorageUnavailable
+from resolver.core.events import CycleReport
 from resolver.core.late_evidence import LateEvidenceWatcher
 from resolver.core.liveness import LivenessCheck, Probe
 from resolver.core.reconciler import Reconciler
@@ -30,6 +34,10 @@ StoreT = TypeVar("StoreT")
 class LoopSettings(msgspec.Struct, frozen=True):
     cadence_seconds: float = 2.0
     cadence_jitter_ratio: float = 0.2
+    # A crash past the barrier waits for the next cycle of some replica: a fixed cadence made
+    # that wait the whole cadence in the worst case. The soonest wake-up keeps a replica from
+    # spinning on a trickle of controls falling due one after another (pages fill meanwhile).
+    cadence_min_seconds: float = 0.25
     storage_retry_base_seconds: float = 0.5
     storage_retry_max_seconds: float = 30.0
 
@@ -168,6 +176,7 @@ class Replica(Generic[StoreT]):
                 report = self.reconciler.run_cycle(should_stop=self._stop.is_set)
                 if self.late_evidence is not None:
                     self.late_evidence.run_if_due()
+                pause = None if once or report.page_full else self._pause(report)
             except StorageUnavailable as exc:
                 failures += 1
                 delay = self._storage_backoff(failures)
@@ -180,12 +189,25 @@ class Replica(Generic[StoreT]):
             self.cycles_completed += 1
             if once:
                 return
-            if not report.page_full:
-                self._stop.wait(self._cadence())
+            if pause is not None:
+                self._stop.wait(pause)
 
     def _cadence(self) -> float:
         s = self._settings
         return s.cadence_seconds * (1 + s.cadence_jitter_ratio * (2 * self._rng.random() - 1))
+
+    def _pause(self, report: CycleReport) -> float:
+        """After a partial page: until the next armed control falls due, within the bounds;
+        the cadence after a claim that found nothing (an idle replica asks nothing more)."""
+        cadence = self._cadence()
+        due_in_ms = report.next_due_in_ms
+        if due_in_ms is None:
+            return cadence
+        s = self._settings
+        soonest = max(s.cadence_min_seconds, due_in_ms / 1000)
+        # Jitter only later, never before the control is due: replicas that woke together
+        # for the same control spread out.
+        return min(cadence, soonest * (1 + s.cadence_jitter_ratio * self._rng.random()))
 
     def _storage_backoff(self, failures: int) -> float:
         s = self._settings

@@ -291,12 +291,16 @@ def build_pool(
     max_size: int,
     autocommit: bool = False,
     configure: Callable[[psycopg.Connection[Row]], None] | None = None,
+    dict_rows: bool = True,
 ) -> psycopg_pool.ConnectionPool[psycopg.Connection[Row]]:
     """The one place a psycopg pool is set up; the caller opens it.
 
-    Every pool checks idle connections before reuse (`check_if_idle`), returns dict rows and
-    waits for a free connection no longer than the connect timeout.
+    Every pool checks idle connections before reuse (`check_if_idle`) and waits for a free
+    connection no longer than the connect timeout. Its connections return dict rows, unless
+    they are handed to code that expects psycopg's default tuples (`dict_rows=False`: an
+    executor's own mutation).
     """
+    rows = {"row_factory": dict_row} if dict_rows else {}
     return psycopg_pool.ConnectionPool(
         libpq_dsn(url),
         connection_class=psycopg.Connection[Row],
@@ -304,7 +308,7 @@ def build_pool(
         max_size=max_size,
         timeout=profile.connect_timeout_seconds,
         open=False,
-        kwargs={**profile.connect_kwargs(), "row_factory": dict_row, "autocommit": autocommit},
+        kwargs={**profile.connect_kwargs(), **rows, "autocommit": autocommit},
         configure=_configured(profile, configure),
         check=check_if_idle,
     )

@@ -95,6 +95,11 @@ class ReadOnlyDatabase:
         except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
             raise source_error(self._url, exc) from exc
 
+    def fetch_configured(self, query: str, params: Mapping[str, Any]) -> list[Row]:
+        """`fetch` for a query an operator configured (a provider's settings), not one the
+        provider's code spells: trusted text, still bound to parameters, still READ ONLY."""
+        return self.fetch(query, params)
+
     def _check_usable(self) -> None:
         if self._refusal is not None:
             raise SourceMisconfigured(

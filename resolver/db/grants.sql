@@ -48,7 +48,9 @@ REVOKE INSERT, UPDATE, DELETE, TRUNCATE
     ON approved_action_executions, approved_action_recovery_controls FROM resolver_executor;
 
 -- The executor protocol (docs/executor-protocol.md): SECURITY DEFINER
--- functions that fence inside the database. Executable by the executor role only.
+-- functions that fence inside the database, and the outcome feed's reads and consumer cursors
+-- (docs/outcomes.md), how the runtime that issued an action learns its outcome. Executable by
+-- the executor role (the feed's reads also by the outcome reader, below).
 DO $$
 DECLARE
     fn regprocedure;
@@ -60,7 +62,10 @@ BEGIN
                             'resolver_execution_lease',
                             'resolver_execution_start', 'resolver_execution_renew',
                             'resolver_execution_complete', 'resolver_receipt_identity',
-                            'resolver_receipt_write')
+                            'resolver_receipt_write', 'resolver_outcomes_after',
+                            'resolver_outcome_cursor_now', 'resolver_outcome_consumer_cursor',
+                            'resolver_outcome_consumer_save', 'resolver_outcome_consumer_drop',
+                            'resolver_dispatch_status', 'resolver_dispatch_history')
     LOOP
         EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', fn);
         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO resolver_executor', fn);
@@ -129,14 +134,13 @@ REVOKE EXECUTE ON FUNCTION resolver_recovery_lease_released(bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_recovery_lease_released(bigint) TO resolver_runtime;
 REVOKE EXECUTE ON FUNCTION resolver_reject_mutation(), resolver_guard_definer_write() FROM PUBLIC;
 
--- Evidence of the built-in SQL providers: executors (and the platform's
--- run service) write it in the same transaction as their side effect; providers only read.
--- Internal receipts go through resolver_receipt_write (fenced on the executor's lease).
+-- Internal receipts: executors write them through resolver_receipt_write (fenced on their
+-- lease), in the same transaction as their mutation; providers only read. A provider's own
+-- evidence tables get their grants from the provider's grants.sql, which
+-- `resolver migrate --grants` applies after this file.
 GRANT SELECT ON action_receipts TO resolver_executor;
 REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON action_receipts FROM resolver_executor;
-GRANT SELECT, INSERT ON package_install_records, package_install_targets, package_commit_markers TO resolver_executor;
-GRANT SELECT, INSERT, UPDATE ON run_origin_facts TO resolver_executor;
-GRANT SELECT ON action_receipts, run_origin_facts, package_install_records, package_install_targets, package_commit_markers TO resolver_evidence_reader;
+GRANT SELECT ON action_receipts TO resolver_evidence_reader;
 
 -- The access-policy mirror of manual decisions. The platform's own role keeps
 -- it in step. A decision locks the grant FOR SHARE so a concurrent revocation cannot slip
@@ -163,16 +167,18 @@ REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON recovery_decision_policy
 -- an export digest) and are the only way past the insert-only triggers. The retention role may
 -- call them and the database clock, nothing else: no table privilege at all.
 REVOKE EXECUTE ON FUNCTION
-    resolver_prune_begin(bigint, boolean, text, text),
+    resolver_prune_begin(bigint, boolean, text, text, boolean),
     resolver_prune_batch(bigint, integer, text[]),
     resolver_prune_finish(bigint),
-    resolver_prune_candidates(bigint, boolean, text, integer)
+    resolver_prune_candidates(bigint, boolean, text, integer, boolean),
+    resolver_prune_consumers(bigint)
     FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
-    resolver_prune_begin(bigint, boolean, text, text),
+    resolver_prune_begin(bigint, boolean, text, text, boolean),
     resolver_prune_batch(bigint, integer, text[]),
     resolver_prune_finish(bigint),
-    resolver_prune_candidates(bigint, boolean, text, integer)
+    resolver_prune_candidates(bigint, boolean, text, integer, boolean),
+    resolver_prune_consumers(bigint)
     TO resolver_retention;
 GRANT EXECUTE ON FUNCTION resolver_now_ms(bigint) TO resolver_retention;
 -- The /metrics of both faces read the run history (resolver_pruned_dispatches_total), and
@@ -219,3 +225,26 @@ REVOKE EXECUTE ON FUNCTION resolver_open_late_watch() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION resolver_record_late_evidence(json, text, bigint, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_record_late_evidence(json, text, bigint, bigint)
     TO resolver_runtime;
+
+-- The outcome feed (resolver/db/schema/functions/10_outcome_feed.sql). Only the appends write
+-- it, as triggers of the settling statements; nobody calls them, and nobody reads or writes
+-- the feed's tables directly. The executor role (above) and the outcome reader read it through
+-- the SECURITY DEFINER reads: a login in resolver_outcome_reader reads only the projects
+-- recovery_outcome_reader_scopes lists for it, which the platform's policy writer keeps. The
+-- reader may register, move and drop consumer cursors (what retention waits for).
+REVOKE EXECUTE ON FUNCTION
+    resolver_outcomes_append_settled(),
+    resolver_outcomes_append_contradicted(),
+    resolver_outcomes_append_superseded(),
+    resolver_outcomes_notify()
+    FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    resolver_outcomes_after(text, integer, text),
+    resolver_outcome_cursor_now(),
+    resolver_outcome_consumer_cursor(text),
+    resolver_outcome_consumer_save(text, text),
+    resolver_outcome_consumer_drop(text),
+    resolver_dispatch_status(text),
+    resolver_dispatch_history(text)
+    TO resolver_outcome_reader;
+GRANT SELECT, INSERT, DELETE ON recovery_outcome_reader_scopes TO resolver_policy_writer;

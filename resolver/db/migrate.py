@@ -41,7 +41,7 @@ from resolver.core.errors import (
     ConfigError,
     MigrationLockTimeout,
 )
-from resolver.db import definitions
+from resolver.db import definitions, provider_schemas
 from resolver.db.connect import Pooler, Profile, connect
 from resolver.db.dsn import redact, sqlalchemy_url
 from resolver.db.errors import migration_error, unreachable
@@ -72,6 +72,9 @@ RELEASED_REVISIONS: Mapping[str, str] = {
 # Advisory lock key of `resolver migrate` ("resolver" in ASCII): two migrations at once (two
 # Jobs, a Job and an operator) run one after the other instead of interleaving their steps.
 MIGRATION_LOCK_KEY = 0x7265736F6C766572
+# The revision that brought providers' own schemas (resolver/db/provider_schemas.py): going
+# below it rolls every provider's schema back first.
+PROVIDER_SCHEMAS_SINCE = "0002_schema_0_2_0"
 
 log = structlog.get_logger("resolver.migrate")
 
@@ -220,7 +223,9 @@ def downgrade(database_url: str, revision: str, policy: MigrationPolicy = DEFAUL
 
 
 def grants_sql() -> str:
-    return GRANTS_FILE.read_text(encoding="utf-8")
+    """The resolver's grants, then each installed provider's (its own tables)."""
+    core = GRANTS_FILE.read_text(encoding="utf-8")
+    return core + provider_schemas.grants_script(provider_schemas.installed_schemas())
 
 
 def apply_grants(database_url: str, policy: MigrationPolicy = DEFAULT_POLICY) -> None:
@@ -270,6 +275,7 @@ def upgrade_sql(revision: str = "head") -> str:
                 definitions.triggers_script(),
                 definitions.script("restore_privileges") + ";",
                 record + ";",
+                provider_schemas.upgrade_script(provider_schemas.installed_schemas()),
                 "COMMIT;",
             ]
         )
@@ -370,17 +376,26 @@ def _upgrade(conn: sa.Connection, database_url: str, revision: str) -> None:
             f"{head_revision()}; upgrade to the head, or run the release whose head "
             f"{target} is"
         )
-    if current == target and definitions.is_current(conn, target):
-        return
-    definitions.prepare(conn, at_revision=current)
-    _alembic(conn, database_url, target)
-    definitions.finish(conn, target)
+    # Read before anything changes: a provider that does not load stops migrate here.
+    schemas = provider_schemas.installed_schemas()
+    reapplied = not (current == target and definitions.is_current(conn, target))
+    if reapplied:
+        definitions.prepare(conn, at_revision=current)
+        _alembic(conn, database_url, target)
+        definitions.finish(conn, target)
+    provider_schemas.apply(provider_schemas.runner(conn), schemas, definitions_reapplied=reapplied)
 
 
 def _downgrade(conn: sa.Connection, database_url: str, revision: str) -> None:
     target = "base" if revision == "base" else _target(revision)
     _lock(conn)
     _rename_revision(conn)
+    if PROVIDER_SCHEMAS_SINCE not in _ancestors(None if target == "base" else target):
+        # Below the revision that keeps their bookkeeping: providers' schemas go first (their
+        # tables may reference the resolver's).
+        provider_schemas.roll_back(
+            provider_schemas.runner(conn), provider_schemas.installed_schemas()
+        )
     if target == "base":
         definitions.clear(conn)
         _alembic(conn, database_url, "base", down=True)

@@ -1,22 +1,27 @@
-"""The executor SDK's mutation transaction: open it, commit it, and judge a lost COMMIT reply.
+"""The executor SDK's mutation transaction: its connections, its COMMIT, and the judgement of
+a lost COMMIT reply.
 
 A COMMIT whose reply never arrives may have committed or not. The receipt is written in the
 same transaction as the mutation, so the receipt row answers the question, but only once
-the old session can no longer commit: until then a re-read may see "no receipt" just before
-the commit lands. So the old backend is terminated (if still there) and waited out first.
+the old transaction can no longer commit: until then a re-read may see "no receipt" just
+before the commit lands. The receipt's own write names its transaction (`pg_current_xact_id`,
+a 64-bit id the server never reuses, which also holds behind a transaction pooler): the
+backend still running it is terminated (if any) and the transaction waited out first. So a
+mutation costs no session lookup of its own, only the answer of a statement it runs anyway.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
-from datetime import datetime
+from collections.abc import Iterator
 from enum import StrEnum
 from typing import Any
 
 import psycopg
 
-from resolver.db.connect import Pooler, Profile, pooler_from_env
+from resolver.db.connect import Pooler, Profile, build_pool, pooler_from_env
 from resolver.db.connect import connect as _connect
 from resolver.db.protocol import protocol_error
 from resolver.db.statements import statement
@@ -24,22 +29,15 @@ from resolver.db.statements import statement
 Connection = psycopg.Connection[Any]
 
 _POLL_SECONDS = 0.05
+# An executor process runs a few side effects at once; more wait for a free connection
+# (no longer than the connect timeout).
+POOL_MAX_CONNECTIONS = 8
 
 
 class CommitVerdict(StrEnum):
     COMMITTED = "committed"
     NOT_COMMITTED = "not_committed"
     UNKNOWN = "unknown"
-
-
-class SessionMark:
-    """Which server session a transaction ran in: its pid and start time (a pid is reused)."""
-
-    __slots__ = ("backend_start", "pid")
-
-    def __init__(self, pid: int, backend_start: datetime) -> None:
-        self.pid = pid
-        self.backend_start = backend_start
 
 
 def profile(
@@ -60,16 +58,57 @@ def connect(
     return _connect(database_url, profile(connect_timeout_seconds, pooler), autocommit=False)
 
 
-def begin(conn: Connection) -> SessionMark:
-    """Open the transaction (if the caller has not) and note the session it runs in."""
+class MutationPool:
+    """The connections an executor process runs its mutations on, reused from one side
+    effect to the next: autocommit off, psycopg's default rows, no statement settings.
+
+    Opened on the first use (an executor that brings its own connections never opens it);
+    a connection whose COMMIT reply was lost is broken, and the pool discards it.
+    """
+
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        connect_timeout_seconds: float,
+        max_connections: int = POOL_MAX_CONNECTIONS,
+        pooler: Pooler | None = None,
+    ) -> None:
+        self._pool = build_pool(
+            database_url,
+            profile(connect_timeout_seconds, pooler),
+            min_size=1,
+            max_size=max_connections,
+            autocommit=False,
+            dict_rows=False,
+        )
+        self._lock = threading.Lock()
+        self._opened = False
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[Connection]:
+        with self._lock:
+            if not self._opened:
+                self._pool.open(wait=False)
+                self._opened = True
+        with self._pool.connection() as conn:
+            yield conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._opened:
+                self._pool.close()
+                self._opened = False
+
+
+def begin(conn: Connection) -> None:
+    """Check the connection can hold the mutation's transaction (its first statement opens
+    it)."""
     if conn.autocommit:
         raise ValueError(
             "the mutation's connection must have autocommit off: the mutation, the receipt "
             "and the COMMIT must be one transaction"
         )
-    row = conn.execute(statement("session_mark")).fetchone()
-    assert row is not None  # a session always sees its own activity row
-    return SessionMark(row[0], row[1])
 
 
 def commit(conn: Connection) -> bool:
@@ -100,17 +139,18 @@ def rollback_quietly(conn: Connection) -> None:
 
 def judge_lost_commit(
     database_url: str,
-    session: SessionMark,
+    xact_id: str,
     dispatch_id: str,
     receipt_sig: str,
     *,
     timeout_seconds: float,
 ) -> CommitVerdict:
-    """Whether the transaction of `session` committed its receipt (and so its mutation)."""
+    """Whether transaction `xact_id` (the one that wrote the receipt) committed its receipt,
+    and so its mutation."""
     deadline = time.monotonic() + timeout_seconds
     try:
         with _connect(database_url, profile(timeout_seconds, judge=True), autocommit=True) as conn:
-            if not _session_gone(conn, session, deadline):
+            if not _transaction_over(conn, xact_id, deadline):
                 return CommitVerdict.UNKNOWN
             row = conn.execute(
                 statement("receipt_signature"), {"dispatch_id": dispatch_id}
@@ -122,13 +162,15 @@ def judge_lost_commit(
     return CommitVerdict.NOT_COMMITTED
 
 
-def _session_gone(conn: Connection, session: SessionMark, deadline: float) -> bool:
-    params = {"pid": session.pid, "backend_start": session.backend_start}
+def _transaction_over(conn: Connection, xact_id: str, deadline: float) -> bool:
+    params = {"xact_id": xact_id}
     # Another role's session may not be signalled: then wait for it to end on its own.
     with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
-        conn.execute(statement("session_terminate"), params)
-    while conn.execute(statement("session_alive"), params).fetchone() is not None:
+        conn.execute(statement("transaction_terminate"), params)
+    while True:
+        row = conn.execute(statement("transaction_status"), params).fetchone()
+        if row is None or row[0] != "in progress":
+            return True
         if time.monotonic() >= deadline:
             return False
         time.sleep(_POLL_SECONDS)
-    return True

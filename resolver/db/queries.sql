@@ -72,7 +72,9 @@ FROM resolver_receipt_identity(
     p_version => %(version)s, p_now_ms => %(now_ms)s);
 
 -- name: receipt_write
-SELECT dispatch_id, written_at_ms
+-- The transaction's own id comes back with the receipt: what the executor SDK judges a lost
+-- COMMIT reply by (resolver/db/mutation.py), at no round trip of its own.
+SELECT dispatch_id, written_at_ms, pg_current_xact_id()::text AS xact_id
 FROM resolver_receipt_write(
     p_dispatch_id => %(dispatch_id)s, p_owner => %(owner)s, p_token => %(token)s::uuid,
     p_version => %(version)s, p_receipt => %(receipt)s);
@@ -111,7 +113,7 @@ AND EXISTS (
 
 -- name: recovery_claim_due_page
 -- One keyset page of due controls whose execution is recovery_required (executing with an
--- expired lease). The claimed row's next_scan_at_ms moves to the recovery lease expiry, so
+-- expired lease), each row with when the next armed control falls due. The claimed row's next_scan_at_ms moves to the recovery lease expiry, so
 -- a replica that dies holding it hands it back by time alone.
 -- `now` is read through scalar subqueries (one value, an index bound), not joined: a join
 -- hides the due index's order from the planner, which then sorts every due row per claim.
@@ -144,7 +146,17 @@ WHERE c.dispatch_id = due.dispatch_id
 RETURNING c.dispatch_id, c.recovery_token::text, c.recovery_version, c.execution_version,
           c.finding_count, d.schema_version, d.approval_request_id, d.project_id,
           d.action_type, d.action_digest, d.idempotency_key, e.attempt, e.started_at_ms,
-          e.lease_expires_at_ms, now.ms AS claimed_at_ms;
+          e.lease_expires_at_ms, now.ms AS claimed_at_ms,
+          -- When the next armed control falls due after this page (NULL: none is armed
+          -- past now), so a replica sleeps until then after a partial page instead of a
+          -- whole cadence: one entry of the due index, read once per claim that returns a
+          -- row (an uncorrelated subquery), never by an empty claim. It sees the statement's
+          -- snapshot: the rows just claimed were due, not past now.
+          (SELECT n.next_scan_at_ms
+           FROM approved_action_recovery_controls AS n
+           WHERE n.status = 'armed' AND n.next_scan_at_ms > (SELECT ms FROM now)
+           ORDER BY n.next_scan_at_ms
+           LIMIT 1) AS next_due_at_ms;
 
 -- name: commit_automatic
 -- The fenced page commit (resolver_commit_automatic, resolver/db/schema/functions/08_commits.sql): locks
@@ -312,6 +324,20 @@ EXISTS (SELECT 1 FROM recovery_role_bindings AS b
 (%(q)s::text IS NULL OR d.dispatch_id = %(q)s::text OR d.idempotency_key = %(q)s::text
  OR d.approval_request_id = %(q)s::text)
 
+-- fragment: summary_words
+-- Words of what was approved, for dispatch `d`: the summary's title, a fact's label or a
+-- fact's value contains `summary`, any case (the JSON's own keys never match). The first test
+-- is on the summary as text with the words escaped the way JSON text escapes them (so an
+-- index on lower(action_summary::text) can serve it); the second checks each string itself.
+%(summary)s::text IS NOT NULL
+AND lower(d.action_summary::text) LIKE '%%' || replace(replace(replace(
+        substr(to_jsonb(lower(%(summary)s::text))::text, 2,
+               length(to_jsonb(lower(%(summary)s::text))::text) - 2),
+        '\', '\\'), '%%', '\%%'), '_', '\_') || '%%'
+AND EXISTS (SELECT 1 FROM jsonb_path_query(d.action_summary, 'strict $.**') AS s(v)
+            WHERE jsonb_typeof(s.v) = 'string'
+              AND strpos(lower(s.v #>> '{}'), lower(%(summary)s::text)) > 0)
+
 -- fragment: case_filter
 -- The filters of the manual queue and the waiting list, for dispatch `d` and control `c`;
 -- a NULL parameter does not filter. `since_ms` is when the case entered the list.
@@ -329,7 +355,9 @@ AND (%(last_reason)s::text IS NULL OR c.last_reason = %(last_reason)s::text)
 -- Words of what was approved (the summary's title and facts), case-insensitive: the open
 -- lists are bounded by their partial indexes, so a substring test costs a bounded scan.
 AND (%(summary)s::text IS NULL
-     OR strpos(lower(d.action_summary::text), lower(%(summary)s::text)) > 0)
+     OR
+        -- include: summary_words
+    )
 -- Open two-person proposals only: the cases waiting for a second person. On the control's
 -- id, so the few open proposals filter the list's index scan before any dispatch is read.
 AND (NOT %(open_proposal)s::boolean
@@ -633,12 +661,19 @@ SELECT d.dispatch_id, d.approval_request_id, d.project_id, d.action_type, d.acti
        pr.outcome AS proposal_outcome, pr.proposed_by, pr.proposed_at_ms,
        pr.expires_at_ms AS proposal_expires_at_ms, pr.reason_code AS proposal_reason_code,
        pr.evidence_digest AS proposal_evidence_digest,
-       pr.expected_execution_version AS proposal_expected_version
+       pr.expected_execution_version AS proposal_expected_version,
+       -- Retention pruned its execution and kept its identity (an audited decision): when,
+       -- by which run, under which export.
+       pt.run_id AS pruned_run_id, pt.pruned_at_ms, pru.export_digest AS pruned_export_digest
 FROM approved_action_dispatches AS d
 CROSS JOIN now
 LEFT JOIN approved_action_executions AS e ON e.dispatch_id = d.dispatch_id
 LEFT JOIN approved_action_recovery_controls AS c ON c.dispatch_id = d.dispatch_id
 LEFT JOIN approved_action_recovery_resolutions AS r ON r.dispatch_id = d.dispatch_id
+-- The same dispatch, not an earlier one under a reused id.
+LEFT JOIN recovery_pruned_dispatches AS pt
+  ON pt.dispatch_id = d.dispatch_id AND pt.created_at_ms = d.created_at_ms
+LEFT JOIN recovery_prune_runs AS pru ON pru.run_id = pt.run_id
 LEFT JOIN recovery_proposals AS pr
   ON pr.dispatch_id = d.dispatch_id
  AND
@@ -694,6 +729,30 @@ SELECT found.* FROM (
           -- include: case_readable
 ) AS found
 ORDER BY found.created_at_ms DESC, found.dispatch_id
+LIMIT 20;
+
+-- name: dispatch_find_words
+-- Find by words of what was approved: every dispatch the caller may read whose summary
+-- contains `summary` (see summary_words), whatever its state, newest first, at most 20. Its
+-- own statement, asked for on its own: an id lookup never pays for a scan of the summaries.
+-- A dispatch pruned whole keeps no summary; one whose identity stayed is found with its
+-- prune run.
+SELECT d.dispatch_id, d.project_id, d.action_type, d.created_at_ms, d.action_summary,
+       'summary' AS matched_by,
+       coalesce(e.state, t.state) AS state, c.status AS control_status,
+       coalesce(c.closed_by, t.closed_by) AS closed_by,
+       t.pruned_at_ms, t.run_id AS pruned_run_id, pr.export_digest AS pruned_export_digest
+FROM approved_action_dispatches AS d
+LEFT JOIN approved_action_executions AS e ON e.dispatch_id = d.dispatch_id
+LEFT JOIN approved_action_recovery_controls AS c ON c.dispatch_id = d.dispatch_id
+LEFT JOIN recovery_pruned_dispatches AS t
+  ON t.dispatch_id = d.dispatch_id AND t.created_at_ms = d.created_at_ms
+LEFT JOIN recovery_prune_runs AS pr ON pr.run_id = t.run_id
+WHERE
+      -- include: summary_words
+  AND
+      -- include: case_readable
+ORDER BY d.created_at_ms DESC, d.dispatch_id
 LIMIT 20;
 
 -- name: case_authorizations
@@ -835,16 +894,23 @@ SELECT resolver_now_ms(NULL) AS db_now_ms;
 -- Keyset page (by dispatch_id) of what a run with this cut-off would take, with the export
 -- document of each dispatch.
 SELECT dispatch_id, audited, record
-FROM resolver_prune_candidates(%(cutoff_ms)s, %(include_audit)s, %(after)s, %(limit)s);
+FROM resolver_prune_candidates(
+    %(cutoff_ms)s, %(include_audit)s, %(after)s, %(limit)s, %(past_consumers)s);
 
 -- name: prune_run_begin
 SELECT resolver_prune_begin(
-    %(cutoff_ms)s, %(include_audit)s, %(export_digest)s, %(actor)s) AS run_id;
+    %(cutoff_ms)s, %(include_audit)s, %(export_digest)s, %(actor)s, %(past_consumers)s)
+    AS run_id;
 
 -- name: prune_batch
 -- One batch in its own short transaction (the caller sets lock_timeout first).
-SELECT dispatches, audit, evidence, remnants
+SELECT dispatches, audit, evidence, remnants, outcomes, outcomes_unread
 FROM resolver_prune_batch(%(run_id)s, %(limit)s, %(dispatch_ids)s::text[]);
+
+-- name: prune_consumers
+-- The outcome feed's registered consumers, and how many settled dispatches older than the
+-- cut-off each holds back (what the run reports).
+SELECT consumer, cursor, saved_at_ms, holding FROM resolver_prune_consumers(%(cutoff_ms)s);
 
 -- name: prune_run_finish
 SELECT dispatches_pruned, audit_pruned, evidence_pruned
@@ -861,18 +927,18 @@ SELECT coalesce(sum(dispatches_pruned), 0)::bigint AS dispatches_pruned,
        max(finished_at_ms) AS last_finished_at_ms
 FROM recovery_prune_runs;
 
--- name: session_mark
--- The executor SDK notes which session runs its mutation: a pid alone is reused.
-SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid();
+-- name: transaction_terminate
+-- A lost COMMIT reply: end the backend still running the receipt's transaction (if any) so
+-- it can no longer commit. A backend shows the low 32 bits of its transaction id; while the
+-- 64-bit one is in progress no other transaction in progress has the same low bits.
+SELECT pg_terminate_backend(a.pid) FROM pg_stat_activity AS a
+WHERE a.backend_xid::text = (%(xact_id)s::text::bigint %% 4294967296)::text
+  AND pg_xact_status(%(xact_id)s::text::xid8) = 'in progress';
 
--- name: session_terminate
--- A lost COMMIT reply: end the old session (if still there) so it can no longer commit.
-SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-WHERE pid = %(pid)s AND backend_start = %(backend_start)s;
-
--- name: session_alive
-SELECT 1 AS alive FROM pg_stat_activity
-WHERE pid = %(pid)s AND backend_start = %(backend_start)s;
+-- name: transaction_status
+-- `committed`, `aborted` or `in progress`; NULL once too old to know (never for a
+-- transaction of the last few minutes).
+SELECT pg_xact_status(%(xact_id)s::text::xid8) AS status;
 
 -- name: receipt_signature
 -- The receipt's signature is unique to its whole body: equal signatures, same receipt.
@@ -954,3 +1020,44 @@ SELECT l.finding, l.agrees, l.evidence_digest, l.observed_at_ms
 FROM recovery_late_evidence AS l
 WHERE l.dispatch_id = %(dispatch_id)s
 ORDER BY l.observed_at_ms, l.observation_id;
+
+-- name: outcomes_after
+-- The outcome feed (resolver/db/schema/functions/10_outcome_feed.sql, docs/outcomes.md):
+-- records after a cursor, in feed order, only below the oldest running transaction, so none
+-- can still commit before a cursor this hands out.
+SELECT cursor, kind, dispatch_id, approval_request_id, project_id, action_type, state,
+       settled_by, finding, result_code, evidence_digest, mutation_id, reason_code, actors,
+       superseded_by, occurred_at_ms
+FROM resolver_outcomes_after(
+    p_cursor => %(cursor)s, p_limit => %(limit)s, p_project_id => %(project_id)s);
+
+-- name: outcome_cursor_now
+SELECT resolver_outcome_cursor_now() AS cursor;
+
+-- name: outcome_consumer_cursor
+SELECT resolver_outcome_consumer_cursor(p_consumer => %(consumer)s) AS cursor;
+
+-- name: outcome_consumer_save
+SELECT resolver_outcome_consumer_save(p_consumer => %(consumer)s, p_cursor => %(cursor)s)
+       AS cursor;
+
+-- name: outcome_consumer_drop
+SELECT resolver_outcome_consumer_drop(p_consumer => %(consumer)s) AS dropped;
+
+-- name: dispatch_status
+SELECT dispatch_id, approval_request_id, project_id, action_type, idempotency_key,
+       supersedes_dispatch_id, superseded_by, state, attempt, lease_expires_at_ms,
+       started_at_ms, finished_at_ms, result_code, evidence_digest, settled_by, finding,
+       reason_code, actors, control_status, created_at_ms, db_now_ms
+FROM resolver_dispatch_status(p_dispatch_id => %(dispatch_id)s);
+
+-- name: dispatch_history
+SELECT cursor, kind, state, settled_by, finding, result_code, reason_code, actors,
+       superseded_by, attempt, occurred_at_ms
+FROM resolver_dispatch_history(p_dispatch_id => %(dispatch_id)s);
+
+-- name: outcome_listen_started
+-- Right after LISTEN: the next transaction id. A transaction below it may have committed (and
+-- notified) before the LISTEN, its records still held back by an older one: the listener
+-- reads until the horizon reaches this id.
+SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS next_xid;

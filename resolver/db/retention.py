@@ -17,7 +17,13 @@ from resolver.db.connect import Pooler, Profile, connect, transaction
 from resolver.db.dsn import redact
 from resolver.db.errors import retention_error, unavailable
 from resolver.db.statements import statement
-from resolver.retention.pruning import BatchResult, PruneCandidate, PruneSummary, RunTotals
+from resolver.retention.pruning import (
+    BatchResult,
+    ConsumerHold,
+    PruneCandidate,
+    PruneSummary,
+    RunTotals,
+)
 
 Row = dict[str, Any]
 
@@ -79,26 +85,38 @@ class PostgresRetention:
         return int(row["db_now_ms"])
 
     def candidates(
-        self, cutoff_ms: int, include_audit: bool, after: str, limit: int
+        self,
+        cutoff_ms: int,
+        include_audit: bool,
+        after: str,
+        limit: int,
+        past_consumers: bool = False,
     ) -> list[PruneCandidate]:
         params = {
             "cutoff_ms": cutoff_ms,
             "include_audit": include_audit,
             "after": after,
             "limit": limit,
+            "past_consumers": past_consumers,
         }
         with self._transaction() as conn:
             rows = conn.execute(statement("prune_candidates_page"), params).fetchall()
         return [PruneCandidate(r["dispatch_id"], r["audited"], r["record"]) for r in rows]
 
     def begin(
-        self, cutoff_ms: int, include_audit: bool, export_digest: str | None, actor: str
+        self,
+        cutoff_ms: int,
+        include_audit: bool,
+        export_digest: str | None,
+        actor: str,
+        past_consumers: bool = False,
     ) -> int:
         params = {
             "cutoff_ms": cutoff_ms,
             "include_audit": include_audit,
             "export_digest": export_digest,
             "actor": actor,
+            "past_consumers": past_consumers,
         }
         with self._transaction() as conn:
             row = conn.execute(statement("prune_run_begin"), params).fetchone()
@@ -120,7 +138,21 @@ class PostgresRetention:
         with self._transaction(lock_timeout_ms) as conn:
             row = conn.execute(statement("prune_batch"), params).fetchone()
         assert row is not None
-        return BatchResult(row["dispatches"], row["audit"], row["evidence"], row["remnants"])
+        return BatchResult(
+            row["dispatches"],
+            row["audit"],
+            row["evidence"],
+            row["remnants"],
+            row["outcomes"],
+            row["outcomes_unread"],
+        )
+
+    def consumers(self, cutoff_ms: int) -> list[ConsumerHold]:
+        with self._transaction() as conn:
+            rows = conn.execute(statement("prune_consumers"), {"cutoff_ms": cutoff_ms}).fetchall()
+        return [
+            ConsumerHold(r["consumer"], r["cursor"], r["saved_at_ms"], r["holding"]) for r in rows
+        ]
 
     def finish(self, run_id: int) -> RunTotals:
         with self._transaction() as conn:

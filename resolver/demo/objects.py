@@ -82,6 +82,7 @@ def seed(
             seeded[dispatch_id] = f"{OBJECT} (receipt object, {outcome.value})"
     finally:
         publisher.close()
+        runner.close()
     return seeded
 
 

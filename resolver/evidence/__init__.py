@@ -21,7 +21,9 @@ if TYPE_CHECKING:
     from resolver.core.declarations import (
         DeclaredFactory,
         ProviderDeclaration,
+        ProviderSchema,
         Reason,
+        RetainedTable,
         declare,
     )
     from resolver.core.domain import (
@@ -73,7 +75,14 @@ if TYPE_CHECKING:
 # this table against the imports above, so a type checker and the runtime see one surface).
 _HOMES: dict[str, str] = {
     **dict.fromkeys(
-        ("DeclaredFactory", "ProviderDeclaration", "Reason", "declare"),
+        (
+            "DeclaredFactory",
+            "ProviderDeclaration",
+            "ProviderSchema",
+            "Reason",
+            "RetainedTable",
+            "declare",
+        ),
         "resolver.core.declarations",
     ),
     **dict.fromkeys(
@@ -160,12 +169,14 @@ __all__ = [
     "ProviderDeclaration",
     "ProviderFactory",
     "ProviderFailure",
+    "ProviderSchema",
     "ReadOnlyDatabase",
     "ReadOnlyHttpClient",
     "Reason",
     "ReceiptRejected",
     "RejectReason",
     "ResolverError",
+    "RetainedTable",
     "Row",
     "SourceMisconfigured",
     "StorageUnavailable",

@@ -9,6 +9,7 @@ from resolver._compat.postgres_store import PostgresStore
 from resolver.core.domain import (
     ActionSummary,
     Completion,
+    DispatchIdentity,
     DispatchSpec,
     ExecutionLease,
     ExecutionState,
@@ -37,6 +38,13 @@ from resolver.db.store.execution import PostgresExecutionStore
 from resolver.db.store.handle import PostgresHandle
 from resolver.evidence.object_store import ObjectStoreSettings
 from resolver.evidence.receipts import KeyRing
+from resolver.executor.bindings import (
+    git_commit_evidence_digest,
+    git_commit_trailer,
+    idempotency_binding,
+    oci_annotations,
+    oci_manifest_evidence_digest,
+)
 from resolver.executor.client import CompletionResult, ExecutionClient
 from resolver.executor.object_receipts import (
     PublicationError,
@@ -54,6 +62,7 @@ __all__ = [
     "CommitUnknown",
     "Completion",
     "CompletionResult",
+    "DispatchIdentity",
     "DispatchSpec",
     "ExecutionClient",
     "ExecutionLease",
@@ -89,6 +98,11 @@ __all__ = [
     "SummaryFact",
     "WrittenReceipt",
     "action_digest",
+    "git_commit_evidence_digest",
+    "git_commit_trailer",
+    "idempotency_binding",
+    "oci_annotations",
+    "oci_manifest_evidence_digest",
     "sha256_hex",
     "write_receipt",
 ]

@@ -38,6 +38,23 @@ def write_receipt(
     `executing` under this owner/token/version, `FenceConflict` is raised and the caller must
     roll back its mutation.
     """
+    written, _xact_id = write_receipt_in(
+        conn, lease, outcome=outcome, result_code=result_code, receipt_id=receipt_id, keys=keys
+    )
+    return written
+
+
+def write_receipt_in(
+    conn: Connection,
+    lease: ExecutionLease,
+    *,
+    outcome: Outcome,
+    result_code: str,
+    receipt_id: str,
+    keys: KeyRing,
+) -> tuple[WrittenReceipt, str]:
+    """`write_receipt`, and the id of the transaction that wrote it (the SDK judges a lost
+    COMMIT reply by it)."""
     require_open_transaction(conn, caller="write_receipt")
     row = dict(receipt_identity(conn, lease))
     now_ms = row.pop("db_now_ms")
@@ -49,5 +66,5 @@ def write_receipt(
         receipt_id=receipt_id,
         keys=keys,
     )
-    receipt_write(conn, lease, receipt)
-    return WrittenReceipt(receipt, sha256_hex(encode_receipt(receipt)))
+    written = receipt_write(conn, lease, receipt)
+    return WrittenReceipt(receipt, sha256_hex(encode_receipt(receipt))), str(written["xact_id"])

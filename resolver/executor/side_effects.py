@@ -9,13 +9,14 @@
   `effect.cancelled` and the side effect must stop;
 - `effect.transaction()` stops the heartbeat *before* the mutation's own transaction (a renew
   racing the receipt would fence one of them out), renews once in the foreground if less
-  than half the lease is left, and yields a connection in an open transaction;
-  `effect.write_receipt(...)` signs and writes receipt v1 in it, and the block's end commits
-  mutation and receipt together;
-- a lost COMMIT reply is unknown, not failed: the old session is ended and waited out, the
-  receipt is re-read, and only a receipt with this run's signature counts as committed
-  (`MutationNotCommitted` if it is absent, `CommitUnknown` if the re-read fails). Nothing is
-  ever repeated;
+  than half the lease is left, and yields a connection in an open transaction (from the
+  runner's pool: an executor process reuses its connections from one side effect to the
+  next); `effect.write_receipt(...)` signs and writes receipt v1 in it, and the block's end
+  commits mutation and receipt together;
+- a lost COMMIT reply is unknown, not failed: the transaction that wrote the receipt (named
+  by the write's own answer) is ended and waited out, the receipt is re-read, and only a
+  receipt with this run's signature counts as committed (`MutationNotCommitted` if it is
+  absent, `CommitUnknown` if the re-read fails). Nothing is ever repeated;
 - on a clean exit it completes with the receipt's evidence digest (so a completion racing a
   resolution of the same receipt replays it exactly); on an exception it completes nothing
   and recovery settles the execution from evidence.
@@ -26,7 +27,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 
 import structlog
@@ -46,7 +47,7 @@ from resolver.db.store.receipts import receipt_identity
 from resolver.evidence.receipts import KeyRing, encode_receipt, sign_receipt
 from resolver.executor.client import CompletionResult, ExecutionClient
 from resolver.executor.object_receipts import PublishedReceipt, ReceiptPublisher
-from resolver.executor.receipts import write_receipt
+from resolver.executor.receipts import write_receipt_in
 
 log = structlog.get_logger("resolver.side_effects")
 
@@ -103,7 +104,8 @@ class SideEffect:
             target=self._beat, name=f"lease-heartbeat-{lease.get().dispatch_id}", daemon=True
         )
         self._recorded: Completion | None = None
-        self._receipt: tuple[str, str] | None = None  # (sig, evidence digest) being written
+        # (sig, evidence digest, id of the transaction writing it)
+        self._receipt: tuple[str, str, str] | None = None
         self._transaction_used = False
         self.result: RunResult | None = None
         """Set when the run completed."""
@@ -130,7 +132,7 @@ class SideEffect:
     def transaction(
         self, connection: mutation.Connection | None = None
     ) -> Iterator[mutation.Connection]:
-        """The mutation's transaction (on `connection`, or a new one to the runner's URL).
+        """The mutation's transaction (on `connection`, or one of the runner's pool).
 
         The heartbeat stops first; call `write_receipt` inside; the block's end commits.
         """
@@ -140,34 +142,33 @@ class SideEffect:
         self.stop_heartbeat()
         self.check()
         self._refresh_before_transaction()
-        own = connection is None
-        conn = connection or mutation.connect(
-            self._runner.database_url, connect_timeout_seconds=self._runner.connect_timeout
-        )
+        if connection is not None:
+            yield from self._in_transaction(connection)
+            return
+        with self._runner._mutation_connection() as conn:
+            yield from self._in_transaction(conn)
+
+    def _in_transaction(self, conn: mutation.Connection) -> Iterator[mutation.Connection]:
+        mutation.begin(conn)
         try:
-            session = mutation.begin(conn)
-            try:
-                yield conn
-            except BaseException:
-                mutation.rollback_quietly(conn)
-                raise
-            if self._receipt is None:
-                mutation.rollback_quietly(conn)
-                raise RuntimeError("write_receipt was not called: the mutation was rolled back")
-            try:
-                answered = mutation.commit(conn)
-            except FenceConflict as exc:
-                # Refused at COMMIT (the lease ended after write_receipt): nothing was written,
-                # so there is nothing to complete, and the effect is told its lease is gone.
-                self._receipt = None
-                self._recorded = None
-                self.lose(f"{type(exc).__name__}: {exc}")
-                raise
-            if not answered:
-                self._judge_lost_commit(session)
-        finally:
-            if own:
-                conn.close()
+            yield conn
+        except BaseException:
+            mutation.rollback_quietly(conn)
+            raise
+        if self._receipt is None:
+            mutation.rollback_quietly(conn)
+            raise RuntimeError("write_receipt was not called: the mutation was rolled back")
+        try:
+            answered = mutation.commit(conn)
+        except FenceConflict as exc:
+            # Refused at COMMIT (the lease ended after write_receipt): nothing was written,
+            # so there is nothing to complete, and the effect is told its lease is gone.
+            self._receipt = None
+            self._recorded = None
+            self.lose(f"{type(exc).__name__}: {exc}")
+            raise
+        if not answered:
+            self._judge_lost_commit()
 
     def write_receipt(
         self, conn: mutation.Connection, outcome: Outcome, result_code: str, *, receipt_id: str
@@ -175,7 +176,7 @@ class SideEffect:
         """Sign receipt v1 and write it in `conn`'s open transaction; returns its evidence
         digest. `FenceConflict`/`LeaseLost`: the lease is gone, let the block raise (the
         mutation rolls back)."""
-        written = write_receipt(
+        written, xact_id = write_receipt_in(
             conn,
             self.lease,
             outcome=outcome,
@@ -184,9 +185,20 @@ class SideEffect:
             keys=self._runner.keys,
         )
         digest = written.evidence_digest
-        self._receipt = (written.receipt["sig"], digest)
+        self._receipt = (written.receipt["sig"], digest, xact_id)
         self.record(outcome, result_code, evidence_digest=digest)
         return digest
+
+    def identity(self) -> DispatchIdentity:
+        """The dispatch's identity, read under the live lease (`FenceConflict`/`LeaseLost`
+        if it no longer holds): what a binding token is signed over
+        (`resolver.executor.bindings`)."""
+        self.check()
+        try:
+            return _fenced_identity(self._runner, self.lease)[0]
+        except (FenceConflict, NotFound) as exc:
+            self.lose(f"{type(exc).__name__}: {exc}")
+            raise
 
     def publish_receipt(
         self,
@@ -283,13 +295,13 @@ class SideEffect:
                 self.lose(f"renewal refused: {type(exc).__name__}: {exc}")
                 return
 
-    def _judge_lost_commit(self, session: mutation.SessionMark) -> None:
+    def _judge_lost_commit(self) -> None:
         assert self._receipt is not None
-        sig, digest = self._receipt
+        sig, digest, xact_id = self._receipt
         runner = self._runner
         verdict = mutation.judge_lost_commit(
             runner.database_url,
-            session,
+            xact_id,
             self.lease.dispatch_id,
             sig,
             timeout_seconds=max(runner.connect_timeout, self._lease.remaining(runner.clock())),
@@ -316,19 +328,23 @@ def _fenced_identity(
     runner: SideEffectRunner, lease: ExecutionLease
 ) -> tuple[DispatchIdentity, int]:
     """The receipt's identity and the database clock, read under the live lease."""
-    conn = mutation.connect(runner.database_url, connect_timeout_seconds=runner.connect_timeout)
-    try:
-        mutation.begin(conn)
-        row = dict(receipt_identity(conn, lease))
-    finally:
-        mutation.rollback_quietly(conn)
-        conn.close()
+    with runner._mutation_connection() as conn:
+        try:
+            row = dict(receipt_identity(conn, lease))
+        finally:
+            mutation.rollback_quietly(conn)
     now_ms = row.pop("db_now_ms")
     return DispatchIdentity(**row), now_ms
 
 
 class SideEffectRunner:
-    """Runs side effects of approved actions under the executor protocol (see module doc)."""
+    """Runs side effects of approved actions under the executor protocol (see module doc).
+
+    Long-lived: one per executor process, its mutations on a pool of connections to
+    `database_url` (opened on the first `effect.transaction()` without a connection of
+    the caller's, at most `max_connections`). Close it when the process is done with it
+    (`close()`, or use it as a context manager).
+    """
 
     def __init__(
         self,
@@ -340,6 +356,7 @@ class SideEffectRunner:
         lease_seconds: float = 30.0,
         renew_fraction: float = 1 / 3,
         connect_timeout_seconds: float = 5.0,
+        max_connections: int = mutation.POOL_MAX_CONNECTIONS,
         clock: Clock = time.monotonic,
     ) -> None:
         if not 0 < renew_fraction <= 0.5:
@@ -354,11 +371,43 @@ class SideEffectRunner:
         self.renew_interval = lease_seconds * renew_fraction
         self.connect_timeout = connect_timeout_seconds
         self.clock = clock
+        self._pool = mutation.MutationPool(
+            database_url,
+            connect_timeout_seconds=connect_timeout_seconds,
+            max_connections=max_connections,
+        )
+
+    def __enter__(self) -> SideEffectRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the pool of mutation connections (a later run opens it again)."""
+        self._pool.close()
+
+    def _mutation_connection(self) -> AbstractContextManager[mutation.Connection]:
+        """A pooled connection for a mutation's transaction (autocommit off)."""
+        return self._pool.connection()
 
     @contextmanager
-    def run(self, dispatch_id: str) -> Iterator[SideEffect]:
-        """Lease, cross the barrier, heartbeat, and complete what the block recorded."""
+    def run(
+        self,
+        dispatch_id: str,
+        *,
+        before_barrier: Callable[[ExecutionLease], None] | None = None,
+    ) -> Iterator[SideEffect]:
+        """Lease, cross the barrier, heartbeat, and complete what the block recorded.
+
+        `before_barrier(lease)` runs between the lease and the barrier: the last moment a run
+        may still be refused with nothing done (an approval that has expired meanwhile); what
+        it raises propagates, and the lease is left to expire (never started, it may be
+        leased again).
+        """
         lease = self.client.lease(dispatch_id)
+        if before_barrier is not None:
+            before_barrier(lease)
         asked = self.clock()
         lease = self.client.start(lease)
         effect = SideEffect(self, _Lease(lease, self.lease_seconds, asked))

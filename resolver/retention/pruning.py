@@ -64,6 +64,20 @@ class BatchResult(msgspec.Struct, frozen=True):
     """Provider evidence rows removed."""
     remnants: int = 0
     """Audit remnants (identity and resolution left by an earlier run) removed whole."""
+    outcomes: int = 0
+    """Outcome feed records removed with the dispatches they report."""
+    outcomes_unread: int = 0
+    """Of those, records a registered consumer had not read (a run past consumers only)."""
+
+
+class ConsumerHold(msgspec.Struct, frozen=True):
+    """A registered outcome consumer and what it holds back from a run with this cut-off."""
+
+    consumer: str
+    cursor: str
+    saved_at_ms: int
+    holding: int
+    """Settled dispatches older than the cut-off with an outcome record after its cursor."""
 
 
 class RunTotals(msgspec.Struct, frozen=True):
@@ -85,12 +99,24 @@ class RetentionStore(Protocol):
     def db_now_ms(self) -> int: ...
 
     def candidates(
-        self, cutoff_ms: int, include_audit: bool, after: str, limit: int
+        self,
+        cutoff_ms: int,
+        include_audit: bool,
+        after: str,
+        limit: int,
+        past_consumers: bool = False,
     ) -> list[PruneCandidate]: ...
 
     def begin(
-        self, cutoff_ms: int, include_audit: bool, export_digest: str | None, actor: str
+        self,
+        cutoff_ms: int,
+        include_audit: bool,
+        export_digest: str | None,
+        actor: str,
+        past_consumers: bool = False,
     ) -> int: ...
+
+    def consumers(self, cutoff_ms: int) -> list[ConsumerHold]: ...
 
     def batch(
         self, run_id: int, limit: int, dispatch_ids: Sequence[str] | None, lock_timeout_ms: int
@@ -112,6 +138,9 @@ class PruneOptions(msgspec.Struct, frozen=True):
     """Fraction of wall time spent in batches: after a batch that took t, rest
     t * (1 - duty_cycle) / duty_cycle. A busy database makes batches slower and the rests
     longer, so a long prune leaves most of the database to the resolver."""
+    past_consumers: bool = False
+    """Prune outcome records a registered consumer has not read yet (the run counts them);
+    without it, a dispatch with such a record stays for a later run."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.batch <= MAX_BATCH:
@@ -127,6 +156,7 @@ class PruneOptions(msgspec.Struct, frozen=True):
 class PruneReport(msgspec.Struct):
     cutoff_ms: int
     dry_run: bool
+    past_consumers: bool = False
     run_id: int | None = None
     candidates: int = 0
     audited_candidates: int = 0
@@ -140,6 +170,17 @@ class PruneReport(msgspec.Struct):
     """Exported dispatches another transaction held (or that changed) during the run:
     still in the database, they go in a later run."""
     remnants: int = 0
+    outcomes: int = 0
+    outcomes_unread: int = 0
+    """Outcome records a registered consumer had not read, pruned by a run past consumers."""
+    consumers: list[ConsumerHold] = msgspec.field(default_factory=list)
+    """The registered consumers: after a run that holds back, what each still holds back;
+    before a run past consumers, what each was about to lose."""
+
+    @property
+    def held_for_consumers(self) -> int:
+        """Settled dispatches old enough to go that the slowest consumer keeps."""
+        return max((c.holding for c in self.consumers), default=0)
 
     def add(self, result: BatchResult) -> None:
         self.batches += 1
@@ -147,6 +188,8 @@ class PruneReport(msgspec.Struct):
         self.audit += result.audit
         self.evidence += result.evidence
         self.remnants += result.remnants
+        self.outcomes += result.outcomes
+        self.outcomes_unread += result.outcomes_unread
 
     def document(self) -> dict[str, Any]:
         return {
@@ -163,6 +206,11 @@ class PruneReport(msgspec.Struct):
             "export_sha256": self.export_digest,
             "export_lines": self.export_lines,
             "skipped": self.skipped,
+            "outcomes_pruned": self.outcomes,
+            "past_consumers": self.past_consumers,
+            "outcomes_unread_pruned": self.outcomes_unread,
+            "held_for_consumers": 0 if self.past_consumers else self.held_for_consumers,
+            "consumers": [msgspec.to_builtins(c) for c in self.consumers],
         }
 
 
@@ -180,23 +228,35 @@ def prune(
     """One prune run. With an export, everything is exported and made durable first, and
     only the exported dispatches are then deleted, batch by batch."""
     cutoff_ms = store.db_now_ms() - options.older_than_ms
-    report = PruneReport(cutoff_ms=cutoff_ms, dry_run=options.dry_run)
+    report = PruneReport(
+        cutoff_ms=cutoff_ms, dry_run=options.dry_run, past_consumers=options.past_consumers
+    )
     if options.dry_run:
         for candidate in _all_candidates(store, cutoff_ms, options):
             report.candidates += 1
             report.audited_candidates += candidate.audited
+        report.consumers = store.consumers(cutoff_ms)
         return report
+    if options.past_consumers:
+        # Said before anything goes: which consumers lose records they have not read.
+        report.consumers = store.consumers(cutoff_ms)
     ids: list[str] | None = None
     if options.export is not None:
         ids = _export(store, cutoff_ms, options, options.export, report)
     report.run_id = store.begin(
-        cutoff_ms, options.include_audit, report.export_digest, options.actor
+        cutoff_ms,
+        options.include_audit,
+        report.export_digest,
+        options.actor,
+        options.past_consumers,
     )
     _run_batches(store, options, report, ids, on_batch, pause, clock)
     if ids is not None:
         report.candidates = len(ids)
         report.skipped = len(ids) - report.dispatches - report.remnants
     store.finish(report.run_id)
+    if not options.past_consumers:
+        report.consumers = store.consumers(cutoff_ms)
     return report
 
 
@@ -230,7 +290,9 @@ def _all_candidates(
 ) -> Iterator[PruneCandidate]:
     after = ""
     while True:
-        page = store.candidates(cutoff_ms, options.include_audit, after, options.batch)
+        page = store.candidates(
+            cutoff_ms, options.include_audit, after, options.batch, options.past_consumers
+        )
         yield from page
         if len(page) < options.batch:
             return

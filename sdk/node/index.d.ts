@@ -85,6 +85,25 @@ export interface SignedReceipt {
   /** sha256 of `json`: what the resolver stores; pass it to `complete`. */
   evidenceDigest: string;
 }
+/** Binding v1: the token an executor leaves where its side effect lands (docs/providers.md). */
+export const BINDING_VERSION: 1;
+export const IDEMPOTENCY_RECORD: "request_record";
+export const GIT_COMMIT: "git_commit";
+export const GIT_TRAILER: "Resolver-Binding";
+export const OCI_MANIFEST: "oci_manifest";
+export const OCI_ANNOTATION: "org.approved-action-resolver.binding";
+/** `v1 dispatch=… attempt=… kid=… sig=…`, the same bytes as the Python SDK's. */
+export function signBinding(args: { identity: ReceiptIdentity; kind: string; subject?: string; key: ReceiptKey }): string;
+export function bindingEvidenceDigest(kind: string, objectId: string, token: string): string;
+/** For the downstream service to keep in its idempotency record (e.g. a `Resolver-Binding` header). */
+export function idempotencyBinding(identity: ReceiptIdentity, key: ReceiptKey): string;
+/** `Resolver-Binding: …`, the last line of a commit message, bound to its tree and parents. */
+export function gitCommitTrailer(identity: ReceiptIdentity, key: ReceiptKey, commit: { tree: string; parents?: string[] }): string;
+export function gitCommitEvidenceDigest(commit: string, trailer: string): string;
+/** `{ "org.approved-action-resolver.binding": … }`, bound to the manifest's config and layers. */
+export function ociAnnotations(identity: ReceiptIdentity, key: ReceiptKey, manifest: { configDigest: string; layerDigests?: string[] }): Record<string, string>;
+export function ociManifestEvidenceDigest(manifestDigest: string, annotations: Record<string, string>): string;
+
 export function signReceipt(args: {
   identity: ReceiptIdentity;
   outcome: Outcome;
@@ -172,8 +191,15 @@ export class Executor {
     renewFraction?: number;
     /** Tries of `complete` when its reply is lost (an exact replay is idempotent). Default 3. */
     completeAttempts?: number;
+    /**
+     * Prepare each protocol call once per connection. Default: unless RESOLVER_DATABASE_POOLER
+     * declares a pooler (`session` or `transaction`); pass false behind a transaction pooler
+     * that does not keep prepared statements.
+     */
+    prepared?: boolean;
   });
   readonly pool: pg.Pool;
+  readonly prepared: boolean;
   readonly owner: string;
   readonly leaseMs: number;
   createDispatch(spec: DispatchSpec): Promise<{ dispatch_id: string; created: boolean; created_at_ms: string }>;
@@ -195,6 +221,8 @@ export class SideEffect {
   record(outcome: Outcome, resultCode: string, options?: { evidenceDigest?: string | null; mutationId?: string }): void;
   transaction<T>(fn: (client: pg.ClientBase) => Promise<T>, options?: { client?: pg.ClientBase }): Promise<T>;
   writeReceipt(client: pg.ClientBase, args: { outcome: Outcome; resultCode: string; receiptId: string }): Promise<string>;
+  /** The dispatch's identity, read under the live lease: what a binding token is signed over. */
+  identity(): Promise<ReceiptIdentity>;
   /** Sign receipt v1 and PUT it to object storage (If-None-Match: *) while the lease surely outlasts the request. */
   publishReceipt(publisher: ReceiptPublisher, args: { outcome: Outcome; resultCode: string; receiptId: string }): Promise<PublishedReceipt>;
 }
@@ -239,4 +267,114 @@ export class ReceiptPublisher {
   readonly requestTimeoutMs: number;
   keyFor(projectId: string, dispatchId: string): string;
   publish(key: string, body: string, lease: { leaseLeftMs: () => number; leaseMs: number }): Promise<PublishedReceipt>;
+}
+
+// -- the outcome feed (docs/outcomes.md) ----------------------------------------------------
+
+export declare const OUTCOME_CHANNEL: "resolver_outcomes";
+export declare const OUTCOME_EVENT_SOURCE: string;
+export declare const OUTCOME_EVENT_TYPE_PREFIX: string;
+
+export type DispatchState =
+  | "pending" | "leased" | "executing" | "recovery_required" | "succeeded" | "failed" | "blocked";
+
+/** One record of resolver_outcomes_after; bigints arrive as decimal strings. */
+export interface OutcomeRecord {
+  cursor: string;
+  kind: "settled" | "contradicted" | "superseded";
+  dispatch_id: string;
+  approval_request_id: string;
+  project_id: string;
+  action_type: string;
+  state: DispatchState;
+  settled_by: "executor" | "resolver" | "person" | null;
+  finding: string | null;
+  result_code: string | null;
+  evidence_digest: string | null;
+  mutation_id: string | null;
+  reason_code: string | null;
+  actors: string[] | null;
+  superseded_by: string | null;
+  occurred_at_ms: string;
+}
+
+/** One dispatch now (resolver_dispatch_status). */
+export interface DispatchStatus {
+  dispatch_id: string;
+  approval_request_id: string;
+  project_id: string;
+  action_type: string;
+  idempotency_key: string;
+  supersedes_dispatch_id: string | null;
+  superseded_by: string | null;
+  state: DispatchState;
+  attempt: number | null;
+  lease_expires_at_ms: string | null;
+  started_at_ms: string | null;
+  finished_at_ms: string | null;
+  result_code: string | null;
+  evidence_digest: string | null;
+  settled_by: "executor" | "resolver" | "person" | null;
+  finding: string | null;
+  reason_code: string | null;
+  actors: string[] | null;
+  control_status: "armed" | "manual" | "resolved" | null;
+  created_at_ms: string;
+  db_now_ms: string;
+}
+
+export interface HistoryEntry {
+  cursor: string | null;
+  kind: "created" | "started" | "settled" | "contradicted" | "superseded";
+  state: DispatchState;
+  settled_by: "executor" | "resolver" | "person" | null;
+  finding: string | null;
+  result_code: string | null;
+  reason_code: string | null;
+  actors: string[] | null;
+  superseded_by: string | null;
+  attempt: number | null;
+  occurred_at_ms: string;
+}
+
+/** A CloudEvents 1.0 event in structured JSON form. */
+export interface OutcomeCloudEvent {
+  specversion: "1.0";
+  id: string;
+  source: string;
+  type: string;
+  subject: string;
+  time: string;
+  datacontenttype: "application/json";
+  data: OutcomeRecord;
+}
+
+export declare function toCloudEvent(record: OutcomeRecord, source?: string): OutcomeCloudEvent;
+
+export class OutcomeTimeout extends Error {
+  readonly status: DispatchStatus;
+}
+
+export class OutcomeFeed {
+  constructor(options: {
+    pool: pg.Pool;
+    /** "listen" (default) or "poll" (behind PgBouncer in transaction mode). */
+    wake?: "listen" | "poll";
+    pollMinMs?: number;
+    pollMaxMs?: number;
+    listenFallbackMs?: number;
+  });
+  read(cursor?: string | null, options?: { limit?: number; projectId?: string | null }): Promise<OutcomeRecord[]>;
+  cursorNow(): Promise<string>;
+  consumerCursor(consumer: string): Promise<string | null>;
+  saveCursor(consumer: string, cursor: string): Promise<string>;
+  dropConsumer(consumer: string): Promise<boolean>;
+  status(dispatchId: string): Promise<DispatchStatus | null>;
+  history(dispatchId: string): Promise<HistoryEntry[]>;
+  follow(
+    consumer: string,
+    handle: (record: OutcomeRecord) => Promise<void> | void,
+    options?: { start?: "beginning" | "now"; signal?: AbortSignal; batch?: number; projectId?: string | null },
+  ): Promise<void>;
+  waitForOutcome(dispatchId: string, timeoutMs: number, options?: { signal?: AbortSignal }): Promise<DispatchStatus>;
 }

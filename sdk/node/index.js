@@ -183,6 +183,76 @@ export function signReceipt({ identity, outcome, resultCode, finishedAtMs, recei
   return { receipt, signed, sig, json, evidenceDigest: sha256Hex(utf8(json)) };
 }
 
+// -- binding v1: the token left where a side effect lands (docs/providers.md) ------------------
+
+export const BINDING_VERSION = 1;
+export const IDEMPOTENCY_RECORD = "request_record";
+export const GIT_COMMIT = "git_commit";
+export const GIT_TRAILER = "Resolver-Binding";
+export const OCI_MANIFEST = "oci_manifest";
+export const OCI_ANNOTATION = "org.approved-action-resolver.binding";
+const BINDING_KIND = /^[a-z][a-z0-9_.-]{0,63}$/;
+
+/**
+ * The binding v1 token for `identity` (the row `sideEffect.identity()` answers), an evidence
+ * `kind` and its `subject`, signed with `key`: `v1 dispatch=… attempt=… kid=… sig=…`. The
+ * same bytes as Python's `resolver.evidence.bindings.sign_binding`.
+ */
+export function signBinding({ identity, kind, subject = "", key }) {
+  if (typeof kind !== "string" || !BINDING_KIND.test(kind)) throw new ReceiptError("a binding kind matches [a-z][a-z0-9_.-]{0,63}", "bad_value");
+  if (typeof subject !== "string" || !subject.isWellFormed()) throw new ReceiptError("a binding subject is a string", "bad_value");
+  const secret = secretBytes(key);
+  const message = canonicalJson({
+    v: BigInt(BINDING_VERSION),
+    kind,
+    subject,
+    schema_version: exactInteger(identity.schema_version, "schema_version"),
+    dispatch_id: checked(identity.dispatch_id, ID, "dispatch_id"),
+    approval_request_id: checked(identity.approval_request_id, ID, "approval_request_id"),
+    project_id: checked(identity.project_id, ID, "project_id"),
+    action_type: checked(identity.action_type, ACTION_TYPE, "action_type"),
+    action_digest: checked(identity.action_digest, HEX64, "action_digest"),
+    attempt: exactInteger(identity.attempt, "attempt"),
+    started_at_ms: exactInteger(identity.started_at_ms, "started_at_ms"),
+    idempotency_key: checked(identity.idempotency_key, ID, "idempotency_key"),
+  });
+  const sig = crypto.createHmac("sha256", secret).update(utf8(message)).digest("hex");
+  const kid = checked(key.kid, KID, "kid");
+  return `v${BINDING_VERSION} dispatch=${identity.dispatch_id} attempt=${exactInteger(identity.attempt, "attempt")} kid=${kid} sig=${sig}`;
+}
+
+/** The evidence digest the resolver gives a verified bound object: complete with it. */
+export function bindingEvidenceDigest(kind, objectId, token) {
+  return sha256Hex(utf8(canonicalJson({ evidence: kind, object: objectId, binding: token })));
+}
+
+/** The token to send with a request for the downstream service to keep in its idempotency record. */
+export function idempotencyBinding(identity, key) {
+  return signBinding({ identity, kind: IDEMPOTENCY_RECORD, subject: "", key });
+}
+
+/** The trailer line that ends a commit message: bound to the commit's tree and parents. */
+export function gitCommitTrailer(identity, key, { tree, parents = [] }) {
+  const subject = ["tree", tree, ...parents.map((p) => `parent ${p}`)].join(" ");
+  return `${GIT_TRAILER}: ${signBinding({ identity, kind: GIT_COMMIT, subject, key })}`;
+}
+
+/** The evidence digest of the commit `commit` carrying `trailer`. */
+export function gitCommitEvidenceDigest(commit, trailer) {
+  return bindingEvidenceDigest(GIT_COMMIT, commit, trailer.slice(`${GIT_TRAILER}: `.length));
+}
+
+/** The annotation to put in an OCI manifest: bound to its config and layers. */
+export function ociAnnotations(identity, key, { configDigest, layerDigests = [] }) {
+  const subject = ["config", configDigest, ...layerDigests.map((d) => `layer ${d}`)].join(" ");
+  return { [OCI_ANNOTATION]: signBinding({ identity, kind: OCI_MANIFEST, subject, key }) };
+}
+
+/** The evidence digest of the manifest `manifestDigest` carrying `annotations`. */
+export function ociManifestEvidenceDigest(manifestDigest, annotations) {
+  return bindingEvidenceDigest(OCI_MANIFEST, manifestDigest, annotations[OCI_ANNOTATION]);
+}
+
 function secretBytes(key) {
   if (!key || typeof key.secretHex !== "string" || !/^([0-9a-fA-F]{2}){32,}$/.test(key.secretHex)) {
     throw new ReceiptError("the receipt key needs a kid and a secretHex of at least 32 bytes", "bad_value");
@@ -428,17 +498,39 @@ function checkBinding(receipt, identity) {
 const fence = (lease) => [lease.dispatch_id, lease.owner, lease.token, lease.version];
 const now = () => performance.now();
 
-async function call(queryable, text, values) {
+async function call(queryable, text, values, prepared = false) {
   try {
-    return (await queryable.query(text, values)).rows[0];
+    return (await queryable.query(prepared ? { name: statementName(text), text, values } : text, values)).rows[0];
   } catch (err) {
     throw protocolError(err) ?? err;
   }
 }
 
+// A protocol call prepared once per connection, by a name its text decides (two texts never
+// share one). Only where no pooler sits between: a transaction pooler may hand the next
+// transaction to a server connection that lacks the statement. RESOLVER_DATABASE_POOLER
+// declares one, as for the Python SDK.
+const statementNames = new Map();
+function statementName(text) {
+  let name = statementNames.get(text);
+  if (name === undefined) {
+    name = `aae_${sha256Hex(text).slice(0, 24)}`;
+    statementNames.set(text, name);
+  }
+  return name;
+}
+const POOLERS = new Set(["none", "session", "transaction"]);
+function preparedByDefault() {
+  const declared = (process.env.RESOLVER_DATABASE_POOLER ?? "none").trim().toLowerCase() || "none";
+  if (!POOLERS.has(declared)) {
+    throw new TypeError(`RESOLVER_DATABASE_POOLER=${declared} is not a pooler mode: use transaction, session or none`);
+  }
+  return declared === "none";
+}
+
 /** Protocol calls and the high-level `run`, over a `pg.Pool` (or anything with connect/query). */
 export class Executor {
-  constructor({ pool, owner, key, leaseMs = 30_000, renewFraction = 1 / 3, completeAttempts = 3 }) {
+  constructor({ pool, owner, key, leaseMs = 30_000, renewFraction = 1 / 3, completeAttempts = 3, prepared }) {
     if (!pool) throw new TypeError("Executor needs a pg.Pool");
     if (typeof owner !== "string" || owner.length === 0) throw new TypeError("Executor needs an owner name");
     if (!Number.isSafeInteger(leaseMs) || leaseMs < 1 || leaseMs > 86_400_000) {
@@ -453,6 +545,7 @@ export class Executor {
     this.leaseMs = leaseMs;
     this.renewIntervalMs = Math.max(1, Math.floor(leaseMs * renewFraction));
     this.completeAttempts = completeAttempts;
+    this.prepared = prepared ?? preparedByDefault();
   }
 
   /**
@@ -477,20 +570,20 @@ export class Executor {
       d.supersedesDispatchId ?? null,
       // Only the two known keys, in a fixed order: an exact re-create compares equal.
       summary === null ? null : JSON.stringify({ title: summary.title, facts: (summary.facts ?? []).map((f) => ({ label: f.label, value: f.value })) }),
-    ]);
+    ], this.prepared);
   }
 
   lease(dispatchId) {
-    return call(this.pool, "SELECT * FROM resolver_execution_lease($1, $2, $3)", [dispatchId, this.owner, this.leaseMs]);
+    return call(this.pool, "SELECT * FROM resolver_execution_lease($1, $2, $3)", [dispatchId, this.owner, this.leaseMs], this.prepared);
   }
 
   /** The start barrier: only after it returns may the side effect begin. */
   start(lease) {
-    return call(this.pool, "SELECT * FROM resolver_execution_start($1, $2, $3, $4, $5)", [...fence(lease), this.leaseMs]);
+    return call(this.pool, "SELECT * FROM resolver_execution_start($1, $2, $3, $4, $5)", [...fence(lease), this.leaseMs], this.prepared);
   }
 
   renew(lease) {
-    return call(this.pool, "SELECT * FROM resolver_execution_renew($1, $2, $3, $4, $5)", [...fence(lease), this.leaseMs]);
+    return call(this.pool, "SELECT * FROM resolver_execution_renew($1, $2, $3, $4, $5)", [...fence(lease), this.leaseMs], this.prepared);
   }
 
   /** Terminal state; `result` is `committed`, or `replayed` for an exact replay. */
@@ -501,7 +594,7 @@ export class Executor {
       resultCode,
       mutationId ?? defaultMutationId(lease),
       evidenceDigest,
-    ]);
+    ], this.prepared);
   }
 
   /**
@@ -597,7 +690,6 @@ export class SideEffect {
     let broken = false;
     try {
       await call(conn, "BEGIN");
-      const mark = await call(conn, SESSION_MARK);
       let value;
       try {
         value = await fn(conn);
@@ -614,7 +706,7 @@ export class SideEffect {
         if (serverAnswered(err)) throw this.#refusedCommit(err);
         broken = true;
         if (own) conn.release(true);
-        await this.#judgeLostCommit(mark);
+        await this.#judgeLostCommit();
       }
       return value;
     } finally {
@@ -627,10 +719,12 @@ export class SideEffect {
   async writeReceipt(client, { outcome, resultCode, receiptId }) {
     const key = this.#executor.key;
     if (!key) throw new ReceiptError("the Executor has no receipt key", "unknown_kid");
-    const identity = await call(client, "SELECT * FROM resolver_receipt_identity($1, $2, $3, $4)", fence(this.lease));
+    const prepared = this.#executor.prepared;
+    const identity = await call(client, "SELECT * FROM resolver_receipt_identity($1, $2, $3, $4)", fence(this.lease), prepared);
     const signed = signReceipt({ identity, outcome, resultCode, finishedAtMs: identity.db_now_ms, receiptId, key });
-    await call(client, "SELECT * FROM resolver_receipt_write($1, $2, $3, $4, $5::jsonb)", [...fence(this.lease), signed.json]);
-    this.#receipt = signed;
+    // The write names its own transaction: a lost COMMIT reply is judged by it (no lookup).
+    const written = await call(client, RECEIPT_WRITE, [...fence(this.lease), signed.json], prepared);
+    this.#receipt = { ...signed, xactId: written.xact_id };
     this.record(outcome, resultCode, { evidenceDigest: signed.evidenceDigest });
     return signed.evidenceDigest;
   }
@@ -641,6 +735,20 @@ export class SideEffect {
    * heartbeat stops, the lease is renewed once, the identity is read fenced on it (a lost
    * lease publishes nothing), and the PUT leaves only while the lease surely outlasts it.
    */
+  /**
+   * The dispatch's identity, read under the live lease (a lost fence throws and cancels):
+   * what a binding token is signed over (`idempotencyBinding`, `gitCommitTrailer`, ...).
+   */
+  async identity() {
+    this.throwIfCancelled();
+    try {
+      return await call(this.#executor.pool, "SELECT * FROM resolver_receipt_identity($1, $2, $3, $4)", fence(this.lease));
+    } catch (err) {
+      if (err instanceof FenceConflict || err instanceof NotFound) this.#lose(err);
+      throw err;
+    }
+  }
+
   async publishReceipt(publisher, { outcome, resultCode, receiptId }) {
     const key = this.#executor.key;
     if (!key) throw new ReceiptError("the Executor has no receipt key", "unknown_kid");
@@ -732,12 +840,12 @@ export class SideEffect {
     return typed;
   }
 
-  async #judgeLostCommit(mark) {
+  async #judgeLostCommit() {
     let verdict = "unknown";
     let conn;
     try {
       conn = await this.#executor.pool.connect();
-      verdict = await judge(conn, mark, this.lease.dispatch_id, this.#receipt.sig, Math.max(5_000, this.remainingMs()));
+      verdict = await judge(conn, this.#receipt.xactId, this.lease.dispatch_id, this.#receipt.sig, Math.max(5_000, this.remainingMs()));
     } catch {
       verdict = "unknown";
     } finally {
@@ -756,24 +864,30 @@ export class SideEffect {
   }
 }
 
-// Which session runs the mutation: a pid alone is reused, so its start time too.
-const SESSION_MARK =
-  "SELECT pid, backend_start::text AS backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()";
-const SESSION = "FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2::timestamptz";
+// The receipt's write answers the id of its transaction (64 bits, never reused, and the same
+// behind a transaction pooler): what a lost COMMIT reply is judged by.
+const RECEIPT_WRITE =
+  "SELECT *, pg_current_xact_id()::text AS xact_id FROM resolver_receipt_write($1, $2, $3, $4, $5::jsonb)";
+// A backend shows the low 32 bits of its transaction id; while the 64-bit one is in progress
+// no other transaction in progress has the same low bits.
+const TERMINATE =
+  "SELECT pg_terminate_backend(pid) FROM pg_stat_activity " +
+  "WHERE backend_xid::text = ($1::text::bigint % 4294967296)::text AND pg_xact_status($1::text::xid8) = 'in progress'";
+const STATUS = "SELECT pg_xact_status($1::text::xid8) AS status";
 
 /**
- * Whether the lost COMMIT of session `mark` committed: end that session (it could still
- * commit while we look), wait it out, then look for the receipt with this run's signature.
+ * Whether the lost COMMIT of transaction `xactId` committed: end the backend still running
+ * it (it could still commit while we look), wait it out, then look for the receipt with this
+ * run's signature.
  */
-async function judge(conn, mark, dispatchId, sig, timeoutMs) {
-  const params = [mark.pid, mark.backend_start];
+async function judge(conn, xactId, dispatchId, sig, timeoutMs) {
   try {
-    await conn.query(`SELECT pg_terminate_backend(pid) ${SESSION}`, params);
+    await conn.query(TERMINATE, [xactId]);
   } catch (err) {
     if (err.code !== "42501") throw err; // another role's session: wait for it instead
   }
   const deadline = now() + timeoutMs;
-  while ((await conn.query(`SELECT 1 ${SESSION}`, params)).rowCount > 0) {
+  while ((await conn.query(STATUS, [xactId])).rows[0]?.status === "in progress") {
     if (now() >= deadline) return "unknown";
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
@@ -924,5 +1038,246 @@ export class ReceiptPublisher {
       }
     }
     return this.#sdk;
+  }
+}
+
+// -- the outcome feed (docs/outcomes.md) ------------------------------------------------------
+
+/** The channel a settling commit notifies (resolver_outcome_channel() in the schema). */
+export const OUTCOME_CHANNEL = "resolver_outcomes";
+export const OUTCOME_EVENT_SOURCE = "urn:approved-action-resolver:outcomes";
+export const OUTCOME_EVENT_TYPE_PREFIX = "approved-action-resolver.outcome.";
+const TERMINAL = new Set(["succeeded", "failed", "blocked"]);
+const cursorXid = (cursor) => BigInt(cursor.split(":")[0] || "0");
+
+/** A dispatch was not settled within the wait; `status` is the last one read. */
+export class OutcomeTimeout extends Error {
+  constructor(message, status) {
+    super(message);
+    this.name = "OutcomeTimeout";
+    this.status = status;
+  }
+}
+
+/** A feed record as a CloudEvents 1.0 event (structured JSON): forward it unchanged. */
+export function toCloudEvent(record, source = OUTCOME_EVENT_SOURCE) {
+  return {
+    specversion: "1.0",
+    id: record.cursor,
+    source,
+    type: OUTCOME_EVENT_TYPE_PREFIX + record.kind,
+    subject: record.dispatch_id,
+    time: new Date(Number(record.occurred_at_ms)).toISOString(),
+    datacontenttype: "application/json",
+    data: record,
+  };
+}
+
+const abortable = (ms, signal) =>
+  new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+    signal?.addEventListener("abort", done, { once: true });
+  });
+
+/**
+ * The runtime's side of the outcome feed, over a pg.Pool. `wake: "listen"` (the default) keeps
+ * one client of its own LISTENing while it waits; `"poll"` reads again after a pause that
+ * doubles from `pollMinMs` to `pollMaxMs` (behind PgBouncer in transaction mode, where LISTEN
+ * cannot work). Delivery is at least once: de-duplicate by `cursor`.
+ */
+export class OutcomeFeed {
+  constructor({ pool, wake = "listen", pollMinMs = 50, pollMaxMs = 2_000, listenFallbackMs = 10_000 }) {
+    if (!pool) throw new TypeError("OutcomeFeed needs a pg.Pool");
+    if (wake !== "listen" && wake !== "poll") throw new RangeError('wake must be "listen" or "poll"');
+    if (!(pollMinMs > 0 && pollMinMs <= pollMaxMs)) throw new RangeError("pollMinMs must be positive and at most pollMaxMs");
+    this.pool = pool;
+    this.wake = wake;
+    this.pollMinMs = pollMinMs;
+    this.pollMaxMs = pollMaxMs;
+    this.listenFallbackMs = listenFallbackMs;
+  }
+
+  async #rows(text, values) {
+    try {
+      return (await this.pool.query(text, values)).rows;
+    } catch (err) {
+      throw protocolError(err) ?? err;
+    }
+  }
+
+  /** Up to `limit` (1-1000) records after `cursor` (null: the beginning), in feed order. */
+  read(cursor = null, { limit = 100, projectId = null } = {}) {
+    return this.#rows("SELECT * FROM resolver_outcomes_after($1, $2, $3)", [cursor, limit, projectId]);
+  }
+
+  async cursorNow() {
+    return (await this.#rows("SELECT resolver_outcome_cursor_now() AS cursor"))[0].cursor;
+  }
+
+  async consumerCursor(consumer) {
+    return (await this.#rows("SELECT resolver_outcome_consumer_cursor($1) AS cursor", [consumer]))[0].cursor;
+  }
+
+  /** Store a consumer's cursor after handling (it never moves back); answers the stored one. */
+  async saveCursor(consumer, cursor) {
+    return (await this.#rows("SELECT resolver_outcome_consumer_save($1, $2) AS cursor", [consumer, cursor]))[0].cursor;
+  }
+
+  async dropConsumer(consumer) {
+    return (await this.#rows("SELECT resolver_outcome_consumer_drop($1) AS dropped", [consumer]))[0].dropped;
+  }
+
+  /** One dispatch now, or null. `state` is effective on the database clock. */
+  async status(dispatchId) {
+    return (await this.#rows("SELECT * FROM resolver_dispatch_status($1)", [dispatchId]))[0] ?? null;
+  }
+
+  history(dispatchId) {
+    return this.#rows("SELECT * FROM resolver_dispatch_history($1)", [dispatchId]);
+  }
+
+  /**
+   * A waiter: LISTEN before the first read (a commit in between still wakes it), or a pause
+   * that doubles while nothing arrives. A notification names the transaction that committed;
+   * its records are readable once the horizon has passed that id, and a transaction that took
+   * its id earlier and still runs holds them back past the notification (nobody notifies when
+   * it ends). So a feed reader woken too early (`horizon`) polls, still woken by notifications,
+   * until a read began with the horizon past every id it was told about.
+   */
+  async #pacer(signal, { horizon = false } = {}) {
+    let pause = this.pollMinMs;
+    let behind = null; // the highest notified id whose records may still be held back
+    const read = async (reading) => {
+      let before = null;
+      if (behind !== null) before = cursorXid(await this.cursorNow());
+      const records = await reading();
+      if (records.length > 0) pause = this.pollMinMs;
+      if (before !== null && behind !== null && before > behind) behind = null;
+      return records;
+    };
+    if (this.wake === "poll") {
+      return {
+        read,
+        wait: async (ms) => {
+          await abortable(Math.min(ms, pause), signal);
+          pause = Math.min(pause * 2, this.pollMaxMs);
+        },
+        close: async () => {},
+      };
+    }
+    const client = await this.pool.connect();
+    // Notifications between two waits are kept (`pending`) until the next one.
+    let pending = null;
+    const keep = (xid) => (pending = pending === null || xid > pending ? xid : pending);
+    let wake = keep;
+    const onNotify = (msg) => wake(/^[0-9]+$/.test(msg.payload ?? "") ? BigInt(msg.payload) : 0n);
+    client.on("notification", onNotify);
+    const note = (xid) => {
+      if (xid === null || !horizon) return;
+      behind = behind === null || xid > behind ? xid : behind;
+      pause = this.pollMinMs;
+    };
+    try {
+      await client.query(`LISTEN ${OUTCOME_CHANNEL}`);
+      // What committed before the LISTEN sent this reader no notification and may still be
+      // held back: read until the horizon reaches the next id at this moment.
+      const { rows } = await client.query("SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS next_xid");
+      note(BigInt(rows[0].next_xid) - 1n);
+    } catch (err) {
+      client.off("notification", onNotify);
+      client.release(err);
+      throw err;
+    }
+    // The highest id notified within `ms` (null: none, or aborted); the timer never outlives it.
+    const notified = (ms) => {
+      if (pending !== null) {
+        const xid = pending;
+        pending = null;
+        return Promise.resolve(xid);
+      }
+      return new Promise((resolve) => {
+        const done = (xid) => {
+          clearTimeout(timer);
+          signal?.removeEventListener("abort", aborted);
+          wake = keep;
+          resolve(xid);
+        };
+        const aborted = () => done(null);
+        const timer = setTimeout(aborted, ms);
+        if (signal?.aborted) return aborted();
+        signal?.addEventListener("abort", aborted, { once: true });
+        wake = done;
+      });
+    };
+    return {
+      read,
+      wait: async (ms) => {
+        if (behind === null) {
+          note(await notified(Math.min(ms, this.listenFallbackMs)));
+          return;
+        }
+        const waited = Math.min(ms, pause);
+        pause = Math.min(pause * 2, this.pollMaxMs);
+        note(await notified(waited));
+      },
+      close: async () => {
+        client.off("notification", onNotify);
+        try {
+          await client.query(`UNLISTEN ${OUTCOME_CHANNEL}`);
+          client.release();
+        } catch (err) {
+          client.release(err);
+        }
+      },
+    };
+  }
+
+  /**
+   * Hand every record to `handle` from `consumer`'s stored cursor until `signal` aborts; the
+   * cursor is saved after each batch was handled (at least once).
+   */
+  async follow(consumer, handle, { start = "beginning", signal, batch = 100, projectId = null } = {}) {
+    let cursor = await this.consumerCursor(consumer);
+    if (cursor === null) cursor = start === "now" ? await this.cursorNow() : "";
+    const pacer = await this.#pacer(signal, { horizon: true });
+    try {
+      while (!signal?.aborted) {
+        const records = await pacer.read(() => this.read(cursor, { limit: batch, projectId }));
+        if (records.length === 0) {
+          await pacer.wait(Infinity);
+          continue;
+        }
+        for (const record of records) await handle(record);
+        cursor = await this.saveCursor(consumer, records.at(-1).cursor);
+      }
+    } finally {
+      await pacer.close();
+    }
+  }
+
+  /** The dispatch's status once settled; OutcomeTimeout after `timeoutMs`, NotFound if none. */
+  async waitForOutcome(dispatchId, timeoutMs, { signal } = {}) {
+    const deadline = performance.now() + timeoutMs;
+    const pacer = await this.#pacer(signal);
+    try {
+      for (;;) {
+        const status = await this.status(dispatchId);
+        if (status === null) throw new NotFound(`no dispatch ${dispatchId}`, "RS004");
+        if (TERMINAL.has(status.state)) return status;
+        const left = deadline - performance.now();
+        if (left <= 0 || signal?.aborted) {
+          throw new OutcomeTimeout(`dispatch ${dispatchId} is ${status.state} after ${timeoutMs} ms`, status);
+        }
+        await pacer.wait(left);
+      }
+    } finally {
+      await pacer.close();
+    }
   }
 }

@@ -37,6 +37,7 @@ from tests.helpers.providers import ScriptedProvider, fixed, registry
 from tests.helpers.releases import load_release_0_1_0
 from tests.helpers.roles import (
     GRANTS_SQL,
+    ROLES,
     ROLES_SQL,
     RoleDatabase,
     crash,
@@ -46,6 +47,7 @@ from tests.helpers.roles import (
 )
 from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER, write_public_keys
 from tests.helpers.stores import Storage
+from tests.helpers.telemetry import wait_for
 
 DAY_MS = 86_400_000
 
@@ -615,6 +617,143 @@ def test_retention_role_cannot_take_audit_facts_without_an_export_digest(
         conn.execute("SELECT resolver_prune_begin(0, true, NULL, 'x')")
 
 
+# -- the outcome feed: the executor reads every project, a reader its own ---------------------------
+
+FEED_READS = {
+    "read": "SELECT * FROM resolver_outcomes_after(NULL, 100)",
+    "cursor now": "SELECT resolver_outcome_cursor_now()",
+    "status": "SELECT * FROM resolver_dispatch_status('x')",
+    "history": "SELECT * FROM resolver_dispatch_history('x')",
+    "consumer cursor": "SELECT resolver_outcome_consumer_cursor('c')",
+    "save a consumer": "SELECT resolver_outcome_consumer_save('c', '')",
+    "drop a consumer": "SELECT resolver_outcome_consumer_drop('c')",
+}
+
+
+def _settled_in(role_db: RoleDatabase, project_id: str) -> str:
+    """A dispatch of `project_id` the executor role created and completed: one feed record."""
+    with Storage(role_db.urls["resolver_executor"]) as executor_store:
+        client = executor_client(executor_store)
+        spec = client.create_dispatch(new_spec(project_id=project_id))
+        lease = client.start(client.lease(spec.dispatch_id))
+        done = Completion(Outcome.SUCCEEDED, "ok", f"m-{spec.dispatch_id}")
+        assert client.complete(lease, done) is CompletionResult.COMMITTED
+    return spec.dispatch_id
+
+
+def _feed_of(conn: psycopg.Connection[dict[str, Any]], after: str) -> list[str]:
+    return [
+        row["dispatch_id"]
+        for row in conn.execute("SELECT * FROM resolver_outcomes_after(%s, 1000)", (after,))
+    ]
+
+
+def test_the_outcome_feed_reads_are_the_executor_role_s_and_the_reader_s_only(
+    role_db: RoleDatabase,
+) -> None:
+    for role in ("resolver_runtime", "resolver_api", "resolver_evidence_reader",
+                 "resolver_retention", "resolver_policy_writer"):  # fmt: skip
+        for statement in FEED_READS.values():
+            with role_db.connect(role) as conn, pytest.raises(errors.InsufficientPrivilege):
+                conn.execute(statement)  # type: ignore[call-overload]
+    for role in ("resolver_executor", "resolver_outcome_reader"):
+        with role_db.connect(role) as conn:
+            for statement in FEED_READS.values():
+                conn.execute(statement)  # type: ignore[call-overload]
+
+
+def test_an_outcome_reader_follows_only_the_projects_listed_for_it(
+    role_db: RoleDatabase,
+) -> None:
+    with role_db.connect("resolver_executor") as conn:
+        (start,) = conn.execute("SELECT resolver_outcome_cursor_now() AS c").fetchall()
+    mine, other = _settled_in(role_db, "proj-mine"), _settled_in(role_db, "proj-other")
+    with role_db.connect("resolver_executor") as conn:
+        assert wait_for(
+            "both records below the horizon",
+            lambda: _feed_of(conn, start["c"]) if len(_feed_of(conn, start["c"])) == 2 else None,
+            timeout_seconds=60,
+        ) == [mine, other]
+    with role_db.connect("resolver_outcome_reader") as conn:
+        # No project listed for it: nothing at all.
+        assert _feed_of(conn, start["c"]) == []
+        assert conn.execute("SELECT * FROM resolver_dispatch_status(%s)", (mine,)).fetchall() == []
+    with role_db.connect("resolver_policy_writer") as conn:
+        conn.execute("INSERT INTO recovery_outcome_reader_scopes VALUES"
+                     " ('resolver_outcome_reader', 'proj-mine')")  # fmt: skip
+    with role_db.connect("resolver_outcome_reader") as conn:
+        assert _feed_of(conn, start["c"]) == [mine]
+        (status,) = conn.execute(
+            "SELECT state, settled_by FROM resolver_dispatch_status(%s)", (mine,)
+        ).fetchall()
+        assert status == {"state": "succeeded", "settled_by": "executor"}
+        assert conn.execute("SELECT * FROM resolver_dispatch_status(%s)", (other,)).fetchall() == []
+        kinds = [r["kind"] for r in conn.execute(
+            "SELECT kind FROM resolver_dispatch_history(%s)", (mine,))]  # fmt: skip
+        assert kinds == ["created", "started", "settled"]
+        assert (
+            conn.execute("SELECT * FROM resolver_dispatch_history(%s)", (other,)).fetchall() == []
+        )
+        # The project filter narrows within the scope, never past it.
+        narrowed = conn.execute(
+            "SELECT dispatch_id FROM resolver_outcomes_after(%s, 100, 'proj-other')", (start["c"],)
+        ).fetchall()
+        assert narrowed == []
+        # Its consumer cursor is retention's to respect; the tables stay closed to it.
+        assert conn.execute(
+            "SELECT resolver_outcome_consumer_save('reader-1', %s) AS c", (start["c"],)
+        ).fetchone() == {"c": start["c"]}
+        for table in ("recovery_outcomes", "recovery_outcome_consumers",
+                      "recovery_outcome_reader_scopes", "approved_action_dispatches"):  # fmt: skip
+            with pytest.raises(errors.InsufficientPrivilege):
+                conn.execute(f"SELECT * FROM {table}")  # type: ignore[call-overload]
+        with pytest.raises(errors.InsufficientPrivilege):
+            conn.execute(PROTOCOL_CALLS["create"])  # type: ignore[call-overload]
+        assert conn.execute(
+            "SELECT resolver_outcome_consumer_drop('reader-1') AS d"
+        ).fetchone() == {"d": True}
+
+
+OUTCOME_INTERNALS = (
+    "resolver_outcomes_append_settled()",
+    "resolver_outcomes_append_contradicted()",
+    "resolver_outcomes_append_superseded()",
+    "resolver_outcomes_notify()",
+    "resolver_outcomes_guard()",
+    "resolver_outcome_scope()",
+    "resolver_outcome_cursor_parse(text)",
+    "resolver_effective_state(text, bigint, bigint)",
+)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_no_role_but_the_owner_may_call_the_feed_s_appends_and_helpers(
+    role_db: RoleDatabase, role: str
+) -> None:
+    rows = role_db.admin_rows(
+        "SELECT f AS fn, has_function_privilege('" + role + "', f, 'EXECUTE') AS may"
+        " FROM unnest(ARRAY[" + ", ".join(f"'{f}'" for f in OUTCOME_INTERNALS) + "]) AS f"
+    )
+    assert {r["fn"]: r["may"] for r in rows} == {
+        f: role == "resolver_migrator" for f in OUTCOME_INTERNALS
+    }
+
+
+@pytest.mark.parametrize("role", [role for role in ROLES if role != "resolver_migrator"])
+def test_no_pod_role_writes_the_outcome_feed(role_db: RoleDatabase, role: str) -> None:
+    refused = (errors.InsufficientPrivilege, errors.ReadOnlySqlTransaction)
+    with role_db.connect(role) as conn:
+        for statement in (
+            "INSERT INTO recovery_outcomes (kind, dispatch_id, approval_request_id, project_id,"
+            " action_type, state, settled_by, occurred_at_ms)"
+            " VALUES ('settled', 'x', 'x', 'x', 'x', 'succeeded', 'executor', 0)",
+            "DELETE FROM recovery_outcomes",
+            "INSERT INTO recovery_outcome_consumers VALUES ('c', '0', 0, 0, 0)",
+        ):
+            with pytest.raises(refused):
+                conn.execute(statement)  # type: ignore[call-overload]
+
+
 # -- two people hold against what a pod holds ---------------------------------------------------
 
 POD_ROLES = (
@@ -624,6 +763,7 @@ POD_ROLES = (
     "resolver_evidence_reader",
     "resolver_retention",
     "resolver_policy_writer",
+    "resolver_outcome_reader",
 )
 FAKE_SIGNATURE = "ab" * 64
 
@@ -962,3 +1102,33 @@ def test_functions_applied_again_keep_every_role_s_grant_without_running_the_gra
             " 'resolver.resolver_execution_start(text, text, uuid, bigint, bigint, bigint)',"
             " 'EXECUTE')"
         ).fetchone() == (True,)
+
+
+def test_a_provider_s_own_grants_cover_its_own_table(role_db: RoleDatabase) -> None:
+    # The test-support distribution's ledger provider: its grants.sql, applied by the same
+    # `resolver migrate --grants` as the resolver's, is all that opens its table to a role.
+    privileges = role_db.admin_rows(
+        "SELECT grantee, privilege_type FROM information_schema.role_table_grants"
+        " WHERE table_name = 'ledger_entries' AND grantee LIKE 'resolver\\_%'"
+        " AND grantee <> 'resolver_migrator'"  # the owner: every privilege
+        " ORDER BY grantee, privilege_type"
+    )
+    assert [(p["grantee"], p["privilege_type"]) for p in privileges] == [
+        ("resolver_evidence_reader", "SELECT"),
+        ("resolver_executor", "INSERT"),
+        ("resolver_executor", "SELECT"),
+    ]
+    with role_db.connect("resolver_evidence_reader") as reader:
+        assert reader.execute("SELECT count(*) AS n FROM ledger_entries").fetchone() == {"n": 0}
+        # With the session's read-only default lifted, the grant alone still refuses.
+        reader.execute("SET default_transaction_read_only = off")
+        with pytest.raises(errors.InsufficientPrivilege):
+            reader.execute(
+                "INSERT INTO ledger_entries (dispatch_id, idempotency_key, action_digest, attempt,"
+                " amount_cents, state, entry_digest) VALUES ('x', 'x', 'x', 1, 1, 'booked', 'x')"
+            )
+    with (
+        role_db.connect("resolver_runtime") as runtime,
+        pytest.raises(errors.InsufficientPrivilege),
+    ):
+        runtime.execute("SELECT count(*) FROM ledger_entries")

@@ -155,10 +155,12 @@ def crashed_after_its_receipt(database_url: str) -> str:
     keys = KeyRing({KID: bytes.fromhex(SECRET)}, signing_kid=KID)
     with Storage(database_url) as store:
         spec = ExecutionClient(store, owner="platform").create_dispatch(new_spec("db.mutation"))
-        runner = SideEffectRunner(
-            store, database_url=database_url, owner="image-test", keys=keys, lease_seconds=2.0
-        )
-        with pytest.raises(ExecutorCrashed):
+        with (
+            SideEffectRunner(
+                store, database_url=database_url, owner="image-test", keys=keys, lease_seconds=2.0
+            ) as runner,
+            pytest.raises(ExecutorCrashed),
+        ):
             runner.run_once(spec.dispatch_id, die_after_the_receipt)
         deadline = time.monotonic() + 30
         while not (view := store.get_execution(spec.dispatch_id)) or not view.recovery_required:

@@ -21,18 +21,38 @@ BUILT_INS = {
     "package_install",
     "http_receipt",
     "object_receipt",
+    "idempotency_record",
+    "http_lookup",
+    "git_ref",
+    "oci_artifact",
 }
-# Modules of the test rig, wherever they might land by mistake.
-TEST_ONLY_NAMES = {"scripted", "bench_providers", "history", "crash", "postgres"}
+# Modules of the test rig, wherever they might land by mistake (the crash matrix's agent and
+# harness, the example agent and its order service among them).
+TEST_ONLY_NAMES = {
+    "scripted",
+    "bench_providers",
+    "history",
+    "crash",
+    "postgres",
+    "crash_agent",
+    "harness",
+    "order_agent",
+    "orders",
+}
+# What resolver/integrations ships: each integration behind its extra, and nothing that
+# could crash a process on purpose (the crash matrix's switches live in tests/langgraph).
+SHIPPED_INTEGRATIONS = {"__init__.py", "langgraph.py"}
+CRASH_SWITCHES = ("os.kill", "signal.SIGKILL", "SIGKILL", "os._exit", "abort()")
 # What resolver/evidence may ship: the providers' toolkit (receipts, the read-only HTTP client
-# and its engine, the object-store key layout and client), the provider contract kit and the
-# receipt service it plays.
+# and its engine, the object-store key layout and client, the binding tokens), the provider
+# contract kit and the receipt service it plays.
 SHIPPED_KIT = {
     "__init__.py",
     "receipts.py",
     "readonly_http.py",
     "object_store.py",
     "http_exchange.py",
+    "bindings.py",
     "contract.py",
     "receipt_server.py",
 }
@@ -82,13 +102,30 @@ def test_no_test_only_module_ships(wheel: zipfile.ZipFile) -> None:
     assert not [m for m in modules if m.stem in TEST_ONLY_NAMES and "migrations" not in m.parts]
     kit = {m.name for m in modules if m.parts[:2] == ("resolver", "evidence")}
     assert kit == SHIPPED_KIT
+    integrations = {m.name for m in modules if m.parts[:2] == ("resolver", "integrations")}
+    assert integrations == SHIPPED_INTEGRATIONS
+
+
+def test_no_integration_or_outcome_module_carries_a_crash_switch(wheel: zipfile.ZipFile) -> None:
+    shipped = [
+        n
+        for n in wheel.namelist()
+        if n.endswith(".py") and n.startswith(("resolver/integrations/", "resolver/outcomes/"))
+    ]
+    assert {Path(n).parent.name for n in shipped} == {"integrations", "outcomes"}
+    for name in shipped:
+        text = wheel.read(name).decode("utf-8")
+        assert not [s for s in CRASH_SWITCHES if s in text], name
 
 
 def test_every_sql_file_of_the_schema_ships(wheel: zipfile.ZipFile) -> None:
     # The migrations read their SQL files at run time, and the schema files are the current
     # definition: an installed release without them cannot migrate.
+    # And the providers' own schemas: `resolver migrate` reads them from the installed package.
     in_tree = {
-        path.relative_to(ROOT).as_posix() for path in (ROOT / "resolver" / "db").rglob("*.sql")
+        path.relative_to(ROOT).as_posix()
+        for folder in (ROOT / "resolver" / "db", ROOT / "providers")
+        for path in folder.rglob("*.sql")
     }
     shipped = {name for name in wheel.namelist() if name.endswith(".sql")}
     assert any("/schema/" in name for name in in_tree)

@@ -245,9 +245,11 @@ def signed_in_tab(browser: Any, site: Site, user: str) -> Any:
     return tab
 
 
-def shoot(page: Any, name: str) -> None:
+def shoot(page: Any, name: str, *, first_screen: bool = False) -> None:
+    """Keep a screenshot when RESOLVER_TEST_SCREENSHOTS names a directory: the whole page, or
+    only its first screen (what is seen without scrolling)."""
     if SCREENSHOTS:
-        page.screenshot(path=str(Path(SCREENSHOTS) / name), full_page=True)
+        page.screenshot(path=str(Path(SCREENSHOTS) / name), full_page=not first_screen)
 
 
 def rendered(page: Any) -> None:
@@ -269,8 +271,18 @@ def listed(page: Any) -> list[str]:
     return page.locator("#list tbody tr td a.mono").all_text_contents()
 
 
+def open_filters(page: Any) -> None:
+    """Unfold the list's filters (folded away so the rows come first), as a person would."""
+    rendered(page)
+    panel = page.locator("#filter-panel")
+    if panel.get_attribute("open") is None:
+        panel.locator("summary").click()
+    page.locator("#filters button[type=submit]").wait_for()
+
+
 def apply_filter(page: Any, **fields: str) -> None:
     before = page.url
+    open_filters(page)
     for name, value in fields.items():
         control = page.locator(f"#f-{name}")
         if control.evaluate("node => node.tagName") == "SELECT":
@@ -336,3 +348,52 @@ def press_tab_until(tab: Any, selector: str, limit: int = 60) -> None:
         if target.evaluate("node => node === document.activeElement"):
             return
     pytest.fail(f"{selector} is not reachable with Tab")
+
+
+# The three ways an operator reads the console: a laptop, a narrow window (or a split screen)
+# and 200 % zoom of the laptop's screen (which lays the page out in 640x400 CSS pixels).
+SIZES = {"1280x800": (1280, 800), "800px-wide": (800, 800), "200pct-zoom": (640, 400)}
+
+
+def inside_viewport(page: Any, selector: str) -> bool:
+    """Whether the element is drawn and wholly inside the screen as it is scrolled now."""
+    return bool(
+        page.locator(selector).first.evaluate(
+            "n => { const r = n.getBoundingClientRect();"
+            " return r.height > 0 && r.top >= 0 && r.left >= 0"
+            " && r.bottom <= window.innerHeight && r.right <= window.innerWidth; }"
+        )
+    )
+
+
+def scrolled(page: Any) -> bool:
+    return bool(page.evaluate("window.scrollX !== 0 || window.scrollY !== 0"))
+
+
+def no_sideways_scroll(page: Any) -> bool:
+    return bool(page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"))
+
+
+def post_bodies(page: Any, path_end: str) -> list[dict[str, Any]]:
+    """Every JSON body the page POSTs to a path ending in `path_end`, in order, from now on."""
+    sent: list[dict[str, Any]] = []
+    page.on(
+        "request",
+        lambda r: (
+            sent.append(json.loads(r.post_data or "{}"))
+            if r.method == "POST" and r.url.endswith(path_end)
+            else None
+        ),
+    )
+    return sent
+
+
+def unobstructed(page: Any, selector: str) -> bool:
+    """Inside the screen and on top there (no sticky bar or notice drawn over its middle)."""
+    return inside_viewport(page, selector) and bool(
+        page.locator(selector).first.evaluate(
+            "n => { const r = n.getBoundingClientRect();"
+            " const top = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);"
+            " return top === n || n.contains(top); }"
+        )
+    )

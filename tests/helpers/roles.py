@@ -37,6 +37,7 @@ ROLES = (
     "resolver_retention",
     "resolver_policy_writer",
     "resolver_api",
+    "resolver_outcome_reader",
 )
 AFTER = T0 + EXEC_LEASE_MS
 # Roles are cluster-wide: concurrent runs of this module on one server take turns.

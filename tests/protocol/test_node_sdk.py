@@ -17,7 +17,7 @@ from tests.helpers.cache import locked_cache_dir
 from tests.protocol.conftest import ROOT, SDK, npm_install
 
 VECTORS = ROOT / "docs" / "receipt-v1-vectors.json"
-TEST_FILES = ("test/vectors.test.mjs", "test/executor.test.mjs")
+TEST_FILES = ("test/vectors.test.mjs", "test/executor.test.mjs", "test/outcomes.test.mjs")
 
 
 def test_the_node_sdk_suite_passes_against_postgresql(node_sdk: Path, database_url: str) -> None:

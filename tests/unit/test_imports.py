@@ -18,7 +18,7 @@ from resolver._compat import SHIMS, Kind
 PACKAGES = ("resolver", "providers")
 Edges = Mapping[str, set[str]]
 
-DRIVERS = ("psycopg", "psycopg_pool", "sqlalchemy", "alembic")
+DRIVERS = ("psycopg", "psycopg_pool", "sqlalchemy", "alembic", "pymysql")
 WEB_STACK = ("fastapi", "starlette", "uvicorn")
 # The previous release's import paths that are whole modules (stubs), and every module that
 # hosts a shim of resolver/_compat (a stub, or a live module still answering an old name).

@@ -201,6 +201,8 @@ holds numbers as float64 and would print 1000000 as 1e+06, which the resolver re
   value: {{ $r.cadenceSeconds | toString | quote }}
 - name: RESOLVER_CADENCE_JITTER_RATIO
   value: {{ $r.cadenceJitterRatio | toString | quote }}
+- name: RESOLVER_CADENCE_MIN_SECONDS
+  value: {{ $r.cadenceMinSeconds | toString | quote }}
 - name: RESOLVER_RECOVERY_LEASE_SECONDS
   value: {{ $r.recoveryLeaseSeconds | toString | quote }}
 - name: RESOLVER_COMMIT_MARGIN_SECONDS

@@ -5,8 +5,9 @@ provider failures, outcomes, decisions), `canonical` (canonical JSON, the action
 `findings` (the dispatch identity, a finding), `dispatch` (the specification, its summary,
 the lease, the completion, the execution as stored), `recovery` (claimed items, the page
 commit, the backlog), `decisions` (who decides, the decision and its answers, proposals),
-`late_evidence`, `cases` (the human side's read models) and `audit`. Import the names from
-this package: which module defines one is not part of its name.
+`late_evidence`, `cases` (the human side's read models), `audit` and `outcomes` (the
+outcome feed's records and one dispatch's status, as a runtime reads them). Import the names
+from this package: which module defines one is not part of its name.
 
 The package imports nothing of the resolver but `errors`, so any module may import it
 without a cycle. Settings of one component (`WorkerSettings`, `ReconcilerSettings`) and the
@@ -30,6 +31,7 @@ from resolver.core.domain.canonical import (
     sha256_hex,
 )
 from resolver.core.domain.cases import (
+    FIND_WORDS_MIN,
     NO_FILTER,
     Case,
     CaseAuthorization,
@@ -44,6 +46,7 @@ from resolver.core.domain.cases import (
     DecisionRecord,
     FoundDispatch,
     ManualQueueItem,
+    PruneMark,
 )
 from resolver.core.domain.decisions import (
     Act,
@@ -83,6 +86,17 @@ from resolver.core.domain.late_evidence import (
     LateObservation,
     LateRecord,
     LateWatch,
+)
+from resolver.core.domain.outcomes import (
+    OUTCOME_EVENT_SOURCE,
+    OUTCOME_EVENT_TYPE_PREFIX,
+    DispatchState,
+    DispatchStatus,
+    HistoryEntry,
+    OutcomeKind,
+    OutcomeRecord,
+    SettledBy,
+    rfc3339_ms,
 )
 from resolver.core.domain.recovery import (
     BACKLOG_QUEUES,
@@ -132,11 +146,14 @@ __all__ = [
     "ESCALATABLE",
     "ESCALATION_REASON",
     "FINDING_ROUTE",
+    "FIND_WORDS_MIN",
     "HEX64_PATTERN",
     "HEX64_REGEX",
     "ID_PATTERN",
     "ID_REGEX",
     "NO_FILTER",
+    "OUTCOME_EVENT_SOURCE",
+    "OUTCOME_EVENT_TYPE_PREFIX",
     "PAGE_SIZE_HARD_CAP",
     "REASON_CODE_PATTERN",
     "REASON_CODE_REGEX",
@@ -170,6 +187,8 @@ __all__ = [
     "DecisionRecord",
     "DispatchIdentity",
     "DispatchSpec",
+    "DispatchState",
+    "DispatchStatus",
     "ExecutionLease",
     "ExecutionState",
     "ExecutionView",
@@ -177,6 +196,7 @@ __all__ = [
     "FindingKind",
     "FoundDispatch",
     "Grant",
+    "HistoryEntry",
     "ItemOutcome",
     "LateEvidence",
     "LateObservation",
@@ -189,6 +209,8 @@ __all__ = [
     "ManualResult",
     "OpenProposal",
     "Outcome",
+    "OutcomeKind",
+    "OutcomeRecord",
     "Principal",
     "ProposalAction",
     "ProposalClose",
@@ -196,8 +218,10 @@ __all__ = [
     "ProposalRecord",
     "ProposalResult",
     "ProviderFailure",
+    "PruneMark",
     "PruneRunRecord",
     "ResolutionSource",
+    "SettledBy",
     "SignedFact",
     "SummaryFact",
     "TerminalState",
@@ -205,6 +229,7 @@ __all__ = [
     "canonical_json",
     "check_evidence_digest",
     "check_mutation_id",
+    "rfc3339_ms",
     "sha256_hex",
 ]
 

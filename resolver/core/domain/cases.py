@@ -57,6 +57,11 @@ class ManualQueueItem(msgspec.Struct, frozen=True):
     (at the first look from then on); None when that finding never escalates."""
 
 
+# Find by words of what was approved: fewer characters than this are not a search (they would
+# match nearly everything).
+FIND_WORDS_MIN = 3
+
+
 class FoundDispatch(msgspec.Struct, frozen=True):
     """One dispatch a lookup found: enough to open its case and to tell several apart."""
 
@@ -65,7 +70,8 @@ class FoundDispatch(msgspec.Struct, frozen=True):
     action_type: str
     created_at_ms: int
     matched_by: str
-    """Which id matched: `dispatch_id`, `idempotency_key` or `approval_request_id`."""
+    """What matched: `dispatch_id`, `idempotency_key`, `approval_request_id`, or `summary`
+    (words of what was approved)."""
     state: str | None
     """The execution's state; None when it was never leased."""
     control_status: str | None
@@ -183,6 +189,15 @@ class CaseAuthorization(msgspec.Struct, frozen=True):
     role: str
 
 
+class PruneMark(msgspec.Struct, frozen=True):
+    """Retention pruned part of a dispatch: when, by which run, and the sha256 of the export
+    that run wrote (None when it wrote none)."""
+
+    run_id: int
+    pruned_at_ms: int
+    export_digest: str | None = None
+
+
 class Case(msgspec.Struct, frozen=True):
     """Everything known about one dispatch, read-only: what an operator decides on."""
 
@@ -199,6 +214,8 @@ class Case(msgspec.Struct, frozen=True):
     """Every two-person proposal of the case, open or closed, oldest first."""
     two_person_decisions: tuple[Decision, ...] = ()
     """The decisions a two-person rule covers for this action type."""
+    pruned: PruneMark | None = None
+    """Retention pruned its execution (its identity and decision kept as audit facts)."""
 
 
 class DecisionFilter(msgspec.Struct, frozen=True):

@@ -21,6 +21,9 @@ class ClaimedItem(msgspec.Struct, frozen=True):
     finding_count: int
     claimed_at_ms: int | None = None
     """The database clock at the claim: lets a history checker prove no live lease was taken."""
+    next_due_at_ms: int | None = None
+    """When the next armed control falls due after this claim (None: none is armed past it):
+    how long a replica may sleep after a partial page."""
 
 
 # Most controls one cycle claims: keeps every cycle's work (a claim, a provider call, a

@@ -13,6 +13,7 @@ from resolver.db.store.execution import PostgresExecutionStore
 from resolver.db.store.handle import PortStore, PostgresHandle
 from resolver.db.store.late_evidence import PostgresLateEvidenceStore
 from resolver.db.store.manual import PostgresManualStore
+from resolver.db.store.outcomes import OutcomeListener, PostgresOutcomeReader
 from resolver.db.store.recovery import PostgresRecoveryStore
 
 
@@ -53,6 +54,7 @@ class Stores:
 
 
 __all__ = [
+    "OutcomeListener",
     "PortStore",
     "PostgresAuditReader",
     "PostgresBacklogReader",
@@ -62,6 +64,7 @@ __all__ = [
     "PostgresHumanStore",
     "PostgresLateEvidenceStore",
     "PostgresManualStore",
+    "PostgresOutcomeReader",
     "PostgresRecoveryStore",
     "Stores",
 ]

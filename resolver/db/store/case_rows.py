@@ -22,6 +22,7 @@ from resolver.core.domain import (
     OpenProposal,
     ProposalRecord,
     ProviderFailure,
+    PruneMark,
     ResolutionSource,
 )
 from resolver.db.store.handle import Row
@@ -155,6 +156,7 @@ def case(row: Row, authorizations: Sequence[Row], late: Sequence[Row] = ()) -> C
         ),
         db_now_ms=row["db_now_ms"],
         proposal=proposal(row),
+        pruned=_prune_mark(row),
         late_evidence=tuple(
             LateEvidence(
                 finding=FindingKind(e["finding"]),
@@ -165,6 +167,12 @@ def case(row: Row, authorizations: Sequence[Row], late: Sequence[Row] = ()) -> C
             for e in late
         ),
     )
+
+
+def _prune_mark(row: Row) -> PruneMark | None:
+    if row["pruned_run_id"] is None:
+        return None
+    return PruneMark(row["pruned_run_id"], row["pruned_at_ms"], row["pruned_export_digest"])
 
 
 def _role(user_id: str, actor: str | None, people: int) -> str:

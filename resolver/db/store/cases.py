@@ -119,13 +119,12 @@ class PostgresCaseReader(PortStore):
 
     def find_dispatches(self, user_id: str, q: str) -> list[FoundDispatch]:
         """Every readable dispatch whose dispatch id, idempotency key or approval id is `q`."""
-        rows = self._db.all("dispatch_find", {"user_id": user_id, "q": q})
-        return [
-            FoundDispatch(
-                **{**row, "action_summary": ActionSummary.from_stored(row["action_summary"])}
-            )
-            for row in rows
-        ]
+        return _found(self._db.all("dispatch_find", {"user_id": user_id, "q": q}))
+
+    def find_by_words(self, user_id: str, words: str) -> list[FoundDispatch]:
+        """Every readable dispatch whose summary of what was approved contains `words` (its
+        title, a fact's label or value, any case), newest first."""
+        return _found(self._db.all("dispatch_find_words", {"user_id": user_id, "summary": words}))
 
     def list_decisions(
         self,
@@ -150,6 +149,13 @@ class PostgresCaseReader(PortStore):
             "decisions_total", {**_decision_filter(user_id, filters), "count_cap": count_cap}
         )
         return int(row["total"])
+
+
+def _found(rows: list[Row]) -> list[FoundDispatch]:
+    return [
+        FoundDispatch(**{**row, "action_summary": ActionSummary.from_stored(row["action_summary"])})
+        for row in rows
+    ]
 
 
 def _case_filter(user_id: str, filters: CaseFilter, now_ms: int | None) -> dict[str, Any]:

@@ -15,7 +15,12 @@ from resolver.db.store.rows import enums, fence, lease_of
 
 
 class PostgresExecutionStore(PortStore):
-    """What the executor API calls: create, lease, start, renew, complete, read."""
+    """What the executor API calls: create, lease, start, renew, complete, read.
+
+    Each protocol call is one function call, atomic by itself: it runs as one statement on a
+    pooled connection, one round trip (behind a transaction pooler, in a BEGIN with the
+    handle's `SET LOCAL`s).
+    """
 
     def create_dispatch(self, spec: DispatchSpec) -> bool:
         params = {
@@ -29,23 +34,21 @@ class PostgresExecutionStore(PortStore):
             "supersedes_dispatch_id": spec.supersedes_dispatch_id,
             "action_summary": spec.action_summary.json() if spec.action_summary else None,
         }
-        row = self._db.one("dispatch_create", params)
+        row = self._db.call("dispatch_create", params)
         assert row is not None  # the function answers one row or raises
         return bool(row["created"])
 
     def lease_execution(self, dispatch_id: str, owner: str, lease_ms: int) -> ExecutionLease:
         params = {"dispatch_id": dispatch_id, "owner": owner, "lease_ms": lease_ms}
-        return lease_of(self._db.one("execution_lease", {**params, "now_ms": self._db.now_ms}))
+        return lease_of(self._db.call("execution_lease", {**params, "now_ms": self._db.now_ms}))
 
     def start_execution(self, lease: ExecutionLease, lease_ms: int) -> ExecutionLease:
-        return lease_of(
-            self._db.one("execution_start", fence(lease, lease_ms=lease_ms, now_ms=self._db.now_ms))
-        )
+        params = fence(lease, lease_ms=lease_ms, now_ms=self._db.now_ms)
+        return lease_of(self._db.call("execution_start", params))
 
     def renew_execution(self, lease: ExecutionLease, lease_ms: int) -> ExecutionLease:
-        return lease_of(
-            self._db.one("execution_renew", fence(lease, lease_ms=lease_ms, now_ms=self._db.now_ms))
-        )
+        params = fence(lease, lease_ms=lease_ms, now_ms=self._db.now_ms)
+        return lease_of(self._db.call("execution_renew", params))
 
     def complete_execution(self, lease: ExecutionLease, completion: Completion) -> bool:
         params = fence(
@@ -56,7 +59,7 @@ class PostgresExecutionStore(PortStore):
             mutation_id=completion.mutation_id,
             evidence_digest=completion.evidence_digest,
         )
-        row = self._db.one("execution_complete", params)
+        row = self._db.call("execution_complete", params)
         assert row is not None  # the function answers one row or raises
         return bool(row["result"] == "committed")
 

@@ -141,6 +141,13 @@ class PostgresHandle:
         rows = self.all(name, params)
         return rows[0] if rows else None
 
+    def call(self, name: str, params: dict[str, Any]) -> Row | None:
+        """One statement that is a whole transaction by itself (a protocol function: its
+        fences and writes are atomic in the call): one round trip, no BEGIN or COMMIT of its
+        own where no pooler needs them."""
+        with self.transaction(single_statement=True) as conn:
+            return conn.execute(statement(name), params).fetchone()
+
     def filtered(self, name: str, params: dict[str, Any]) -> list[Row]:
         """A statement with optional filters (`%(x)s IS NULL OR ...`) and a constant sort,
         never prepared: its plan is made for these values, where the folded conditions leave

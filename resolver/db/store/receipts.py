@@ -24,9 +24,10 @@ def receipt_identity(conn: psycopg.Connection[Any], lease: ExecutionLease) -> Ro
 
 def receipt_write(
     conn: psycopg.Connection[Any], lease: ExecutionLease, receipt: Mapping[str, Any]
-) -> None:
-    """Insert a signed receipt v1 in the caller's transaction, fenced on the lease."""
-    _call_in(conn, "receipt_write", fence(lease, receipt=Jsonb(dict(receipt))))
+) -> Row:
+    """Insert a signed receipt v1 in the caller's transaction, fenced on the lease; the row
+    names the transaction (`xact_id`), by which a lost COMMIT reply is judged."""
+    return _call_in(conn, "receipt_write", fence(lease, receipt=Jsonb(dict(receipt))))
 
 
 def _call_in(conn: psycopg.Connection[Any], name: str, params: dict[str, Any]) -> Row:

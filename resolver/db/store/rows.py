@@ -69,6 +69,7 @@ CLAIM_COLUMNS = (
     "started_at_ms",
     "lease_expires_at_ms",
     "claimed_at_ms",
+    "next_due_at_ms",
 )
 
 
@@ -88,6 +89,7 @@ def claimed(
     started_at_ms: int,
     lease_expires_at_ms: int,
     claimed_at_ms: int,
+    next_due_at_ms: int | None,
 ) -> ClaimedItem:
     # Positional, in the fields' declared order: a page builds two of these per row, and
     # keyword arguments cost a frozen dataclass's __init__ more than its work.
@@ -110,6 +112,7 @@ def claimed(
         execution_version,
         finding_count,
         claimed_at_ms,
+        next_due_at_ms,
     )
 
 

@@ -20,6 +20,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict
 from resolver.core.domain import (
     ACTION_TYPE_REGEX,
     BIGINT_MAX,
+    FIND_WORDS_MIN,
     ID_PATTERN,
     ID_REGEX,
     ActionSummary,
@@ -46,6 +47,8 @@ MAX_CURSOR_LENGTH = 300
 # and the count answers beside the page within the console's 50 ms at any history.
 TOTAL_CAP = 1_000
 MAX_AGE_SECONDS = 10 * 366 * 86_400
+# Free text on one line: no control character reaches a query.
+ONE_LINE = r"^[^\x00-\x1f\x7f]+$"
 
 
 def _digits(max_digits: int) -> Callable[[object], object]:
@@ -83,7 +86,7 @@ SummaryWords = Annotated[
     Query(
         min_length=1,
         max_length=100,
-        pattern=r"^[^\x00-\x1f\x7f]+$",
+        pattern=ONE_LINE,
         description="words of what was approved (the summary's title or facts), any case",
     ),
 ]
@@ -293,6 +296,16 @@ class ProposalHistoryOut(BaseModel):
     close_reason_code: str | None
 
 
+class PrunedOut(BaseModel):
+    """Retention pruned this dispatch: what stays is in the run's export, if it wrote one."""
+
+    run_id: int
+    pruned_at_ms: int
+    export_digest: str | None
+    """The sha256 of the run's export (`resolver audit verify --export` checks a file against
+    it); null when the run wrote none."""
+
+
 class CaseOut(BaseModel):
     """The whole case of one dispatch, read-only."""
 
@@ -308,6 +321,10 @@ class CaseOut(BaseModel):
     """Every two-person proposal of the case, open or closed, oldest first: the history."""
     two_person_decisions: list[str] = []
     """The decisions that need two people on this action type (a rule names them)."""
+    pruned: PrunedOut | None = None
+    """Retention pruned its execution (`execution` and `control` are then null) and kept its
+    identity and decision as audit facts: when, by which run, under which export. Null while
+    retention kept it whole."""
 
     @classmethod
     def of(cls, case: Case) -> "CaseOut":
@@ -321,6 +338,7 @@ class CaseOut(BaseModel):
             late_evidence=[LateEvidenceOut(**_fields(e)) for e in case.late_evidence],
             proposals=[ProposalHistoryOut(**_fields(p)) for p in case.proposals],
             two_person_decisions=[d.value for d in case.two_person_decisions],
+            pruned=PrunedOut(**_fields(case.pruned)) if case.pruned else None,
         )
 
 
@@ -351,16 +369,6 @@ class DecisionEntry(BaseModel):
         return cls(**fields)
 
 
-class PrunedOut(BaseModel):
-    """Retention pruned this dispatch: what stays is in the run's export, if it wrote one."""
-
-    run_id: int
-    pruned_at_ms: int
-    export_digest: str | None
-    """The sha256 of the run's export (`resolver audit verify --export` checks a file against
-    it); null when the run wrote none."""
-
-
 class FoundEntry(BaseModel):
     """One dispatch a lookup found, whatever its state."""
 
@@ -369,7 +377,8 @@ class FoundEntry(BaseModel):
     action_type: str
     created_at_ms: int
     matched_by: str
-    """Which id matched: `dispatch_id`, `idempotency_key` or `approval_request_id`."""
+    """What matched: `dispatch_id`, `idempotency_key`, `approval_request_id`, or `summary`
+    (the words are in what was approved: its title, a fact's label or value)."""
     state: str | None
     """The execution's state (`executing`, `succeeded`...); null when never leased."""
     control_status: str | None
@@ -577,21 +586,33 @@ def decisions(
     "/v1/find",
     response_model=FindPage,
     responses=problem_responses(401, 422),
-    summary="Find dispatches by exact dispatch id, idempotency key or approval id",
+    summary="Find dispatches by exact id, or by words of what was approved",
 )
 def find(
     context: Context,
     user: User,
-    q: Annotated[
-        str,
-        Query(pattern=ID_REGEX, description="exact dispatch id, idempotency key or approval id"),
-    ],
+    q: Lookup = None,
+    words: Annotated[
+        str | None,
+        Query(
+            min_length=FIND_WORDS_MIN,
+            max_length=100,
+            pattern=ONE_LINE,
+            description="words of what was approved (its title, a fact's label or value), any case",
+        ),
+    ] = None,
 ) -> FindPage:
-    """Every dispatch you may read that the id names, whatever its state: open, waiting,
-    settled by its executor or automatically, decided, superseded, pruned. A pruned dispatch
-    says when, by which prune run and under which export digest; it is found for one
-    retention period after its prune (the record then goes too)."""
-    found = context.store.find_dispatches(user.user_id, q)
+    """Every dispatch you may read that the id `q` names exactly, or whose summary of what
+    was approved contains `words`, whatever its state: open, waiting, settled by its executor
+    or automatically, decided, superseded, pruned. Give one of the two. A pruned dispatch says
+    when, by which prune run and under which export digest; it is found by its ids for one
+    retention period after its prune (the record then goes too; it keeps no summary)."""
+    if (q is None) == (words is None):
+        raise ApiError(422, "invalid_request", "give exactly one of q (an id) and words")
+    if q is not None:
+        found = context.store.find_dispatches(user.user_id, q)
+    else:
+        found = context.store.find_by_words(user.user_id, str(words))
     return FindPage(items=[FoundEntry.of(f) for f in found])
 
 

@@ -113,6 +113,36 @@ test("run: lease, barrier, mutation and receipt in one transaction, completion",
   assert.equal(control.closed_by, "completion");
 });
 
+test("protocol calls are prepared once per connection, unless a pooler is declared", { skip }, async () => {
+  // One connection, so the session that ran the calls is the one asked.
+  const single = new pg.Pool({ connectionString: URL_, max: 1 });
+  const named = async () =>
+    Number((await single.query("SELECT count(*) AS n FROM pg_prepared_statements WHERE name LIKE 'aae_%'")).rows[0].n);
+  try {
+    for (const [options, expected] of [[{ prepared: false }, 0], [{}, 6]]) {
+      const ex = new Executor({ pool: single, owner: "node-sdk", key: KEY, ...options });
+      for (let i = 0; i < 2; i += 1) {
+        const id = await newDispatch(ex);
+        await ex.run(id, (effect) => effect.transaction((client) => charge(effect, client)));
+      }
+      // create, lease, start, the receipt's identity and write, complete: six, each once.
+      assert.equal(await named(), expected);
+    }
+    const saved = process.env.RESOLVER_DATABASE_POOLER;
+    try {
+      process.env.RESOLVER_DATABASE_POOLER = "transaction";
+      assert.equal(new Executor({ pool: single, owner: "node-sdk" }).prepared, false);
+      process.env.RESOLVER_DATABASE_POOLER = "pgbouncer";
+      assert.throws(() => new Executor({ pool: single, owner: "node-sdk" }), /not a pooler mode/);
+    } finally {
+      if (saved === undefined) delete process.env.RESOLVER_DATABASE_POOLER;
+      else process.env.RESOLVER_DATABASE_POOLER = saved;
+    }
+  } finally {
+    await single.end();
+  }
+});
+
 test("the heartbeat renews while the side effect runs", { skip }, async () => {
   const ex = executor({ leaseMs: 600 });
   const id = await newDispatch(ex);

@@ -207,8 +207,14 @@ def test_a_user_without_a_second_factor_is_told_and_nothing_is_written(
     answer.wait_for()
     text = answer.text_content()
     assert text.startswith("After signing in again: 401 step_up_required")
-    assert "did not bring strong enough authentication" in text
+    # What happened, in words: she signed in again, without a second factor.
+    assert "signed you in again (pwd) without a second factor" in text, text
+    assert "nothing was recorded" in text
     assert sql.execution(target)["state"] == "executing"
+    # Everything she chose is still there, to send once she has a second factor.
+    expect(page.locator("#one-confirm_succeeded")).to_be_checked()
+    expect(page.locator("#one-reason")).to_have_value("checked_downstream_succeeded")
+    expect(page.locator("#verified")).to_be_checked()
 
 
 def test_bulk_decision_shows_progress_and_a_mixed_per_item_result(
@@ -342,7 +348,7 @@ def test_the_waiting_view_filters_looks_up_counts_and_pages_oldest_first_across_
     apply_filter(page, last_finding="", min_age_seconds="3600", limit="25")
     assert listed(page) == waiting[:3]
     assert page.locator("#counts").text_content().startswith("3 cases match the filter.")
-    page.locator("#filters a.reset").click()
+    page.locator("#clear-filters").click()
     page.wait_for_url(re.compile(r"#/waiting$"))
     rendered(page)
     for lookup, expected in (
@@ -484,7 +490,7 @@ def test_the_decided_view_filters_by_action_type_and_finding_looks_up_and_counts
     assert page.locator("#f-overridden_finding").input_value() == "unsupported"
     assert serious_violations(page, axe_source) == []
 
-    page.locator("#filters a.reset").click()
+    page.locator("#clear-filters").click()
     page.wait_for_url(re.compile(r"#/decided$"))
     rendered(page)
     for lookup, expected in (
@@ -644,7 +650,7 @@ def test_a_second_person_rejects_a_proposal_and_the_proposer_withdraws_another(
     decide_here(page, "confirm_succeeded", "vendor_confirmed")
     last_answer(page, "202 proposed")
     open_case(bob, site, second)
-    bob.locator("#decide-other summary").click()  # the proposal leads; the rest is folded
+    bob.locator("#decide-other > summary").click()  # the proposal leads; the rest is folded
     decide_here(bob, "abandon_unknown", "node_lost_outcome_unknown")
     text = last_answer(bob, "409")
     assert text.startswith("409 proposal_rejected: a different decision rejected"), text

@@ -7,24 +7,18 @@ from __future__ import annotations
 import json
 import random
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from resolver.core.domain import (
-    ActionSummary,
     Completion,
-    DispatchIdentity,
-    Finding,
-    FindingKind,
     Outcome,
 )
 from resolver.core.provider import build_registry
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.runtime import Runtime
 from resolver.db.retention import PostgresRetention
-from resolver.evidence.receipts import KeyRing, encode_receipt, receipt_finding, sign_receipt
 from resolver.executor import ExecutionClient
 from resolver.retention import pruning as retention
 from tests.helpers.console import (
@@ -36,44 +30,13 @@ from tests.helpers.console import (
     sign_in,
     sign_in_at_provider,
 )
+from tests.helpers.console_cases import CHARGE, forged_case, lost_in, utc_text, waiting_cases
 from tests.helpers.database import SQL, World, new_spec
-from tests.helpers.providers import ScriptedProvider, fixed, reconciler, scripted_as, verified
+from tests.helpers.providers import ScriptedProvider, reconciler, verified
 from tests.helpers.stores import Storage
 
 playwright = pytest.importorskip("playwright.sync_api")
 expect = playwright.expect
-
-TRUSTED = KeyRing({"platform-1": b"p" * 32}, signing_kid="platform-1")
-FORGER = KeyRing({"forger-9": b"f" * 32}, signing_kid="forger-9")
-CHARGE = ActionSummary.of(
-    "Charge 2,490.00 EUR to customer 4471", {"Amount": "2,490.00 EUR", "Order": "ord-7781"}
-)
-
-
-def forged_success(identity: DispatchIdentity) -> Finding:
-    """What a receipt signed outside the ring proves: a conflict, with its reason."""
-    receipt = sign_receipt(
-        identity,
-        outcome=Outcome.SUCCEEDED,
-        result_code="charged",
-        finished_at_ms=identity.started_at_ms + 5,
-        receipt_id="forged-1",
-        keys=FORGER,
-    )
-    return receipt_finding(encode_receipt(receipt), identity, TRUSTED, source="http_receipt")
-
-
-def forged_case(store: Storage, world: World) -> str:
-    """A charge with its summary, its executor lost, its receipt forged: in the manual queue."""
-    executor = ExecutionClient(store, owner="pay-worker-3", lease_seconds=0.001)
-    spec = executor.create_dispatch(new_spec("pay.charge", action_summary=CHARGE))
-    world.specs[spec.dispatch_id] = spec
-    started_ms = int(time.time() * 1000) + 1
-    executor.at(started_ms).start(executor.at(started_ms).lease(spec.dispatch_id))
-    reconciler(store, ScriptedProvider(forged_success), action_type="pay.charge").at(
-        started_ms + 10
-    ).run_cycle()
-    return spec.dispatch_id
 
 
 def test_a_forged_receipt_conflict_names_its_reason_and_demands_a_separate_acknowledgement(
@@ -206,22 +169,6 @@ def test_find_opens_an_automatically_settled_dispatch_by_its_idempotency_key_and
     expect(page.locator("#decide-form")).to_have_count(0)
 
 
-def lost_in(store: Storage, world: World, project_id: str, count: int) -> list[str]:
-    """Cases of another project whose executor was lost, inspected once: in the manual queue."""
-    executor = ExecutionClient(store, owner="node-7", lease_seconds=0.001)
-    ids = []
-    for _ in range(count):
-        spec = executor.create_dispatch(new_spec(project_id=project_id))
-        world.specs[spec.dispatch_id] = spec
-        started_ms = int(time.time() * 1000) + 1
-        executor.at(started_ms).start(executor.at(started_ms).lease(spec.dispatch_id))
-        ids.append(spec.dispatch_id)
-    reconciler(store, ScriptedProvider(fixed(FindingKind.UNSUPPORTED))).at(
-        int(time.time() * 1000) + 20
-    ).run_cycle()
-    return ids
-
-
 def test_a_selection_hidden_by_a_new_filter_is_cleared_and_nothing_outside_the_view_is_decided(
     site: Site,
     page: Any,
@@ -307,7 +254,7 @@ def test_an_expired_token_signs_in_again_and_resends_the_same_decision(
     sign_in(page, "alice")
     rendered(page)
     expect(page.locator("#session")).to_contain_text("session until ")
-    expect(page.locator("#session")).to_contain_text("decisions without signing in again until ")
+    expect(page.locator("#session")).to_contain_text("decisions until ")
     page.locator("#one-confirm_failed").check()
     page.fill("#one-reason", "vendor_declined")
     page.locator("#verified").check()
@@ -386,53 +333,6 @@ def test_triage_counts_by_type_reason_and_executor_each_a_filter(
     assert "14400" in options
 
 
-def test_from_the_alert_s_console_link_to_a_correct_decision_in_four_interactions(
-    site: Site,
-    page: Any,
-    store: Storage,
-    sql: SQL,
-    world: World,
-) -> None:
-    # The oldest case: a payment whose executor was lost five hours ago, in the queue since.
-    executor = ExecutionClient(store, owner="pay-worker-3", lease_seconds=0.001)
-    summary = ActionSummary.of("Charge 18.50 EUR", {"Amount": "18.50 EUR", "Order": "ord-112"})
-    spec = executor.create_dispatch(new_spec("pay.charge", action_summary=summary))
-    long_ago = int(time.time() * 1000) - 5 * 3600 * 1000
-    executor.at(long_ago).start(executor.at(long_ago).lease(spec.dispatch_id))
-    reconciler(
-        store, ScriptedProvider(fixed(FindingKind.UNSUPPORTED)), action_type="pay.charge"
-    ).at(long_ago + 10).run_cycle()
-    # The alert's console_url (alerts.consoleUrl + the rule's view), the operator signed in.
-    alert_link = f"{site.url}#/oldest?min_age_seconds=14400"
-    page.goto(f"{site.url}#/queue")
-    sign_in(page, "alice")
-    rendered(page)
-    interactions = 0
-
-    def act(step: Any) -> None:
-        nonlocal interactions
-        interactions += 1
-        step()
-
-    act(lambda: page.goto(alert_link))  # 1. open the alert's link: the oldest case, drawn
-    expect(page.locator("#main")).to_have_attribute("data-route", f"#/dispatch/{spec.dispatch_id}")
-    expect(page.locator("#approved-title-text")).to_have_text("Charge 18.50 EUR")
-    # The operator checks the payment system (outside the console): the charge never happened.
-    act(lambda: page.locator("#one-confirm_failed").check())  # 2. the decision
-    expect(page.locator("#one-reason")).to_have_value("checked_downstream_not_done")
-    act(lambda: page.locator("#verified").check())  # 3. the attestation
-    act(lambda: page.locator("#decide-submit").click())  # 4. record it
-    expect(page.locator("#answers li").first).to_have_text(
-        f"200 committed: {spec.dispatch_id} is now failed."
-    )
-    assert interactions <= 4, interactions
-    (resolution,) = sql.resolutions(spec.dispatch_id)
-    assert (resolution["outcome"], resolution["reason_code"]) == (
-        "failed",
-        "checked_downstream_not_done",
-    )
-
-
 def test_an_open_list_sorted_by_action_type_pages_without_repeating_a_row(
     site: Site,
     page: Any,
@@ -455,77 +355,6 @@ def test_an_open_list_sorted_by_action_type_pages_without_repeating_a_row(
         "rows => rows.map(r => r.dataset.dispatchId)"
     )
     assert sorted(seen + rest) == sorted([target, *site.dispatch_ids])
-
-
-@pytest.mark.parametrize(
-    ("width", "height"), [(800, 600), (640, 400)], ids=["800px-wide", "200pct-zoom"]
-)
-def test_every_view_has_no_serious_accessibility_violation_when_narrow_or_zoomed(
-    site: Site,
-    browser: Any,
-    store: Storage,
-    world: World,
-    axe_source: str,
-    width: int,
-    height: int,
-) -> None:
-    target = forged_case(store, world)
-    context = browser.new_context(viewport={"width": width, "height": height})
-    tab = context.new_page()
-    tab.goto(f"{site.url}#/queue")
-    sign_in(tab, "alice")
-    views = [
-        "#/queue",
-        "#/waiting",
-        "#/proposals",
-        "#/decided",
-        f"#/dispatch/{target}",
-        "#/find?q=no-such-dispatch",
-    ]
-    for view in views:
-        tab.goto(f"{site.url}{view}")
-        rendered(tab)
-        assert tab.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), view
-        assert serious_violations(tab, axe_source) == [], view
-    # The bulk review too.
-    tab.goto(f"{site.url}#/queue")
-    rendered(tab)
-    tab.locator("#select-page").click()
-    tab.locator("#bulk-abandon_unknown").check()
-    tab.fill("#bulk-reason", "cannot_verify")
-    tab.locator("#bulk-verified").check()
-    tab.locator("#bulk-submit").click()
-    expect(tab.locator("#bulk-summary")).to_be_visible()
-    assert serious_violations(tab, axe_source) == []
-    context.close()
-
-
-def waiting_cases(store: Storage, world: World) -> dict[str, str]:
-    """Two lost executions inspected once on the real clock, evidence missing: a package
-    install (escalates after its window) and an action type whose finding never escalates."""
-    executor = ExecutionClient(store, owner="node-3", lease_seconds=0.001)
-    ids = {}
-    for action_type in ("pkg.install", "run.thing"):
-        spec = executor.create_dispatch(new_spec(action_type))
-        world.specs[spec.dispatch_id] = spec
-        started_ms = int(time.time() * 1000) + 1
-        executor.at(started_ms).start(executor.at(started_ms).lease(spec.dispatch_id))
-        ids[action_type] = spec.dispatch_id
-    config = {"pkg.install": {"provider": "package_install"}, "run.thing": {"provider": "runs"}}
-    # Scripted findings under each provider's own declaration: package_install's window.
-    answer = fixed(FindingKind.MISSING)
-    registry = build_registry(
-        config, {n: scripted_as(n, answer) for n in ("package_install", "runs")}
-    )
-    settings = ReconcilerSettings(owner="r", recovery_lease_ms=30_000, backoff_base_ms=60_000)
-    Reconciler(store, registry, settings, Runtime(rng=random.Random(3))).at(
-        int(time.time() * 1000) + 20
-    ).run_cycle()
-    return ids
-
-
-def utc_text(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def test_a_waiting_case_shows_its_next_look_and_when_it_escalates(
@@ -559,18 +388,20 @@ def test_a_waiting_case_shows_its_next_look_and_when_it_escalates(
     row.locator("a.mono").click()
     rendered(page)
     expect(page.locator("#case-state")).to_have_text("Outcome unknown: still looking for evidence")
-    headline = page.locator("#headline")
-    expect(headline).to_contain_text(f"Next look {utc_text(install['next_scan_at_ms'])}")
-    expect(headline).to_contain_text(
+    # Why (the finding and its reason) and how long it waits and when it escalates: apart.
+    expect(page.locator("#headline")).to_have_text("No evidence found yet.")
+    waited = page.locator("#waited")
+    expect(waited).to_contain_text(f"Next look {utc_text(install['next_scan_at_ms'])}")
+    expect(waited).to_contain_text(
         f"Goes to the manual queue {utc_text(install['escalates_at_ms'])} (in "
     )
-    expect(headline).to_contain_text("min) if the evidence is still missing then")
+    expect(waited).to_contain_text("min) if the evidence is still missing then")
     expect(page.locator("#timeline")).to_contain_text(
         "Escalates to the manual queue if still missing"
     )
 
 
-def test_find_lists_a_pruned_dispatch_with_its_run_instead_of_opening_a_case_that_is_gone(
+def test_find_opens_a_pruned_dispatch_on_a_page_that_says_what_retention_kept(
     site: Site,
     page: Any,
     store: Storage,
@@ -594,12 +425,66 @@ def test_find_lists_a_pruned_dispatch_with_its_run_instead_of_opening_a_case_tha
     page.fill("#find-q", spec.idempotency_key)
     page.locator("#find button").click()
     main = page.locator("#main")
-    expect(main).to_have_attribute("data-route", f"#/find?q={spec.idempotency_key}")
+    expect(main).to_have_attribute("data-route", f"#/dispatch/{spec.dispatch_id}")
     expect(main).to_have_attribute("aria-busy", "false")
-    expect(page.locator("#found-count")).to_have_text("1 dispatch matches.")
-    row = page.locator(f"#found tr[data-dispatch-id='{spec.dispatch_id}']")
-    expect(row).to_contain_text("succeeded, settled by its executor")
-    expect(row.locator(".pruned")).to_contain_text(
-        f"by prune run {run['run_id']}; no export was written"
+    expect(page.locator("#case-state")).to_have_text(
+        "Pruned by retention: succeeded, settled by its executor"
     )
+    pruned = page.locator("#pruned")
+    expect(pruned).to_contain_text(f"by prune run {run['run_id']}.")
+    expect(pruned).to_contain_text("The run wrote no export: what it removed is kept nowhere.")
+    expect(pruned).to_contain_text("Kept: the dispatch id, its project and action type")
+    expect(page.locator("#decide")).to_have_count(0)
     assert serious_violations(page, axe_source) == []
+
+
+def test_a_third_party_provider_s_reason_reads_in_its_own_words_and_warns_of_tampering(
+    site: Site, page: Any, store: Storage, sql: SQL, world: World, database_url: str
+) -> None:
+    # The test-support distribution's ledger provider, through its entry point: its entry for
+    # this refund was altered after booking. The console knows nothing of it but what the API
+    # serves from its declaration.
+    from resolver_test_support.ledger import entry_digest
+
+    executor = ExecutionClient(store, owner="ledger-worker-1", lease_seconds=0.001)
+    spec = executor.create_dispatch(new_spec("ledger.refund", action_summary=CHARGE))
+    world.specs[spec.dispatch_id] = spec
+    started_ms = int(time.time() * 1000) + 1
+    executor.at(started_ms).start(executor.at(started_ms).lease(spec.dispatch_id))
+    entry = {
+        "dispatch_id": spec.dispatch_id,
+        "idempotency_key": spec.idempotency_key,
+        "action_digest": spec.action_digest,
+        "attempt": 1,
+        "amount_cents": 249_000,
+        "state": "booked",
+    }
+    digest = entry_digest({**entry, "amount_cents": 2490})  # booked for 24.90, now 2,490.00
+    sql.all(
+        "INSERT INTO ledger_entries (dispatch_id, idempotency_key, action_digest, attempt,"
+        " amount_cents, state, entry_digest) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+        *entry.values(),
+        digest,
+    )
+    registry = build_registry(
+        {"ledger.refund": {"provider": "ledger", "database_url": database_url}}
+    )
+    settings = ReconcilerSettings(owner="r", recovery_lease_ms=30_000, backoff_base_ms=60_000)
+    try:
+        Reconciler(store, registry, settings, Runtime(rng=random.Random(3))).at(
+            started_ms + 10
+        ).run_cycle()
+    finally:
+        registry.close()
+    assert sql.control(spec.dispatch_id)["last_reason"] == "ledger_entry_altered"
+
+    page.goto(f"{site.url}#/dispatch/{spec.dispatch_id}")
+    sign_in(page, "alice")
+    rendered(page)
+    expect(page.locator("#headline")).to_have_text(
+        "Evidence conflicts: the ledger entry no longer matches its digest: it was changed"
+        " after booking."
+    )
+    warning = page.locator("#tamper-warning")
+    expect(warning).to_contain_text("The evidence may be forged.")
+    expect(warning).to_contain_text("ledger_entry_altered")

@@ -78,10 +78,23 @@ def dispatch(store: Storage) -> str:
     return spec.dispatch_id
 
 
+# Each test's runners, closed (with their pools of mutation connections) when it ends.
+_runners: list[SideEffectRunner] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_runners() -> Iterator[None]:
+    yield
+    while _runners:
+        _runners.pop().close()
+
+
 def runner(store: Storage, url: str, lease_seconds: float = LEASE_SECONDS) -> SideEffectRunner:
-    return SideEffectRunner(
+    made = SideEffectRunner(
         store, database_url=url, owner="pusher", keys=KEYS, lease_seconds=lease_seconds
     )
+    _runners.append(made)
+    return made
 
 
 def stored(s3: S3Server, dispatch_id: str) -> bytes | None:

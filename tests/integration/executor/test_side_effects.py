@@ -38,10 +38,23 @@ def accounts(sql: SQL) -> None:
     sql.all("INSERT INTO sdk_accounts VALUES (42, 100)")
 
 
+# Each test's runners, closed (with their pools of mutation connections) when it ends.
+_runners: list[SideEffectRunner] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_runners() -> Iterator[None]:
+    yield
+    while _runners:
+        _runners.pop().close()
+
+
 def runner(store: Storage, url: str, lease_seconds: float = 30.0) -> SideEffectRunner:
-    return SideEffectRunner(
+    made = SideEffectRunner(
         store, database_url=url, owner="sdk-worker", keys=KEYS, lease_seconds=lease_seconds
     )
+    _runners.append(made)
+    return made
 
 
 def dispatch(store: Storage) -> str:

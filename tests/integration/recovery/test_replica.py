@@ -10,7 +10,7 @@ from resolver.core.events import CycleEvents, CycleReport, Stage
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.replica import LoopSettings, Replica, State
 from resolver.core.runtime import Runtime
-from tests.helpers.database import SQL, World
+from tests.helpers.database import SQL, T0, World
 from tests.helpers.providers import ScriptedProvider, registry, verified
 from tests.helpers.stores import Storage
 
@@ -153,3 +153,51 @@ def test_full_page_goes_again_without_waiting(world: World, store: Storage) -> N
     rep.close()
     assert done
     assert [r.claimed for r in cycles.reports[:3]] == [2, 2, 1]
+
+
+def test_a_partial_page_sleeps_until_the_next_control_falls_due_not_the_cadence(
+    world: World, store: Storage, sql: SQL
+) -> None:
+    # One execution already recovery_required, one whose lease runs out about a second from
+    # now on the database clock. The first cycle settles the first and learns from its claim
+    # when the second falls due; with a cadence of an hour, only a wake-up at that time can
+    # explain the second cycle settling it.
+    db_now = int(sql.one("SELECT resolver_now_ms(NULL) AS ms")["ms"])
+    first = world.started(now_ms=0)
+    second = world.started(now_ms=db_now)
+    cycles = Cycles(2)
+    rep = _replica(store, ScriptedProvider(verified), (cycles,), cadence_seconds=3600)
+    rep.start()
+    done = cycles.enough.wait(30)
+    assert rep.stop(10)
+    rep.close()
+    assert done, "the replica slept the cadence"
+    assert [r.claimed for r in cycles.reports[:2]] == [1, 1]
+    due_in = cycles.reports[0].next_due_in_ms
+    assert due_in is not None and 0 < due_in <= 1_000
+    assert {sql.execution(x.dispatch_id)["state"] for x in (first, second)} == {"succeeded"}
+    settled = sql.one(
+        "SELECT resolved_at_ms FROM approved_action_recovery_resolutions WHERE dispatch_id = %s",
+        second.dispatch_id,
+    )["resolved_at_ms"]
+    # Settled after the lease ran out, never before (the claim's own fence).
+    assert settled >= db_now + 1_000
+
+
+def test_each_claimed_row_says_when_the_next_armed_control_falls_due(
+    world: World, store: Storage
+) -> None:
+    due = world.started(now_ms=T0 - 1_000)  # due at T0
+    world.started(now_ms=T0)  # due at T0 + 1,000
+    world.started(now_ms=T0 + 5_000)  # due at T0 + 6,000
+    (item,) = store.at(T0).claim_due_page("r", 16, 30_000)
+    assert item.identity.dispatch_id == due.dispatch_id
+    assert (item.claimed_at_ms, item.next_due_at_ms) == (T0, T0 + 1_000)
+    # The rows just claimed moved to their recovery lease's end, past the next one due.
+    (second,) = store.at(T0 + 1_000).claim_due_page("r", 16, 30_000)
+    assert second.next_due_at_ms == T0 + 6_000
+    (last,) = store.at(T0 + 6_000).claim_due_page("r", 16, 30_000)
+    # Past it only the recovery leases just taken: they fall due when those run out.
+    assert last.next_due_at_ms == T0 + 30_000
+    # An empty claim answers nothing, and asks nothing more.
+    assert store.at(T0 + 6_001).claim_due_page("r", 16, 30_000) == []

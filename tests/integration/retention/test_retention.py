@@ -35,6 +35,7 @@ from resolver.core.runtime import Runtime
 from resolver.db.retention import PostgresRetention
 from resolver.executor.client import ExecutionClient
 from resolver.human.manual import ManualResolutionService
+from resolver.outcomes import OutcomeFeed, OutcomeRecord
 from resolver.retention import pruning as retention
 from tests.helpers.cli import RESOLVER
 from tests.helpers.database import EXEC_LEASE_MS, SQL, new_spec
@@ -42,6 +43,7 @@ from tests.helpers.harnesses import CONTENT, insert_run_fact, plant_install
 from tests.helpers.providers import ScriptedProvider, fixed, registry
 from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
 from tests.helpers.stores import Storage
+from tests.helpers.telemetry import wait_for
 
 DAY_MS = 86_400_000
 
@@ -57,6 +59,7 @@ TABLES = {
     "package_install_records": "dispatch_id",
     "package_install_targets": "dispatch_id",
     "package_commit_markers": "dispatch_id",
+    "recovery_outcomes": "dispatch_id",
     "recovery_prune_runs": "run_id",
 }
 EVIDENCE = (
@@ -295,6 +298,8 @@ def test_default_prune_takes_exactly_the_old_settled_and_keeps_audit_facts(
             "completed_old_superseded"}  # fmt: skip
     assert (report.dispatches, report.audit) == (len(gone), 0)
     assert report.evidence == 5 + 5  # auto_old, completed_old: receipt, run fact, 3 install facts
+    # Each settled record with its dispatch, and the superseded one's second record.
+    assert (report.outcomes, report.outcomes_unread) == (len(gone) + 1, 0)
     for name, dispatch_id in ids.items():
         where = present(sql, dispatch_id)
         if name not in gone:
@@ -554,6 +559,7 @@ def test_sigkill_mid_run_leaves_no_half_deleted_dispatch_and_the_next_run_finish
                     "approved_action_executions": True,
                     "approved_action_recovery_controls": True,
                     "action_receipts": True,
+                    "recovery_outcomes": True,
                 }
                 if expected_whole
                 else {}
@@ -695,3 +701,95 @@ def test_the_command_exports_to_stdout_and_keeps_an_existing_export(
         json.loads(into_dir.stdout)["export_sha256"]
         == hashlib.sha256(written.read_bytes()).hexdigest()
     )
+
+
+# -- the outcome feed's consumers -----------------------------------------------------------------
+
+OLD_SETTLED = ("auto_old", "auto_old_bare", "decided_old", "completed_old", "completed_old_bare",
+               "completed_old_superseded")  # fmt: skip
+
+
+def _feed(database_url: str) -> list[OutcomeRecord]:
+    """Every record of the population (nine: eight settled, one superseded), once readable."""
+    with OutcomeFeed(database_url) as feed:
+        return wait_for(
+            "the population's records below the horizon",
+            lambda: records if len(records := feed.read(limit=1000)) >= 9 else None,
+            timeout_seconds=60,
+        )
+
+
+def test_a_registered_consumer_holds_back_what_it_has_not_read_and_the_run_says_so(
+    population: Population, retention_store: PostgresRetention, sql: SQL, database_url: str
+) -> None:
+    records = _feed(database_url)
+    names = {i: n for n, i in population.ids.items()}
+    with OutcomeFeed(database_url) as feed:
+        feed.save_cursor("billing", "")
+        # A consumer that read the first four records of old settled dispatches.
+        old = [r for r in records if names[r.dispatch_id] in OLD_SETTLED]
+        feed.save_cursor("audit-bus", old[3].cursor)
+    before = snapshot(sql)
+    held = prune(retention_store)
+    # `billing` has read nothing: every old settled dispatch stays, whole, and the run says why.
+    assert (held.dispatches, held.outcomes) == (0, 0)
+    assert snapshot(sql)["recovery_outcomes"] == before["recovery_outcomes"]
+    assert [(c.consumer, c.cursor, c.holding) for c in held.consumers] == [
+        ("billing", "0:0", len(OLD_SETTLED)),
+        ("audit-bus", old[3].cursor, len({r.dispatch_id for r in old[4:]})),
+    ]
+    assert held.held_for_consumers == len(OLD_SETTLED)
+    assert held.document()["held_for_consumers"] == len(OLD_SETTLED)
+    said = _prune_cli(database_url, "--older-than", "30d")
+    assert said.returncode == 0, said.stderr
+    assert f"{len(OLD_SETTLED)} settled dispatches stay for outcome consumers" in said.stdout
+    assert "billing at 0:0" in said.stdout and "--past-consumers" in said.stdout
+    assert prune(retention_store, dry_run=True).candidates == 0
+
+    # Once `billing` is gone, the slower of the two left is `audit-bus`: exactly the dispatches
+    # whose every record it has read go (a superseded dispatch has two records).
+    with OutcomeFeed(database_url) as feed:
+        assert feed.drop_consumer("billing")
+    passed = {r.dispatch_id for r in old[:4]} - {r.dispatch_id for r in old[4:]}
+    partial = prune(retention_store)
+    assert partial.dispatches == len(passed)
+    assert {names[d] for d in passed} <= set(OLD_SETTLED)
+    remaining = {r["dispatch_id"] for r in sql.all("SELECT dispatch_id FROM recovery_outcomes")}
+    assert not passed & remaining
+    assert {r.dispatch_id for r in old[4:]} <= remaining
+    assert partial.outcomes_unread == 0
+
+    # Read to the end: nothing is held any more.
+    with OutcomeFeed(database_url) as feed:
+        feed.save_cursor("audit-bus", records[-1].cursor)
+    rest = prune(retention_store)
+    assert rest.dispatches == len(OLD_SETTLED) - len(passed)
+    assert [c.holding for c in rest.consumers] == [0]
+
+
+def test_a_run_past_consumers_prunes_what_they_have_not_read_and_counts_it(
+    population: Population, retention_store: PostgresRetention, sql: SQL, database_url: str
+) -> None:
+    _feed(database_url)
+    with OutcomeFeed(database_url) as feed:
+        feed.save_cursor("billing", "")
+    report = prune(retention_store, past_consumers=True)
+    assert report.dispatches == len(OLD_SETTLED)
+    # Named before anything went, with what it was about to lose.
+    assert [(c.consumer, c.holding) for c in report.consumers] == [("billing", len(OLD_SETTLED))]
+    assert report.outcomes == report.outcomes_unread == len(OLD_SETTLED) + 1
+    (run,) = sql.all(
+        "SELECT past_consumers, outcomes_pruned, outcomes_unread FROM recovery_prune_runs"
+    )
+    assert run == {"past_consumers": True, "outcomes_pruned": 7, "outcomes_unread": 7}
+    said = _prune_cli(database_url, "--older-than", "1d", "--past-consumers", "--json")
+    assert said.returncode == 0, said.stderr
+    document = json.loads(said.stdout)
+    assert (document["past_consumers"], document["held_for_consumers"]) == (True, 0)
+    # The consumer itself is untouched: it reads on from where it was.
+    with OutcomeFeed(database_url) as feed:
+        assert feed.consumer_cursor("billing") == "0:0"
+        left = feed.read(limit=1000)
+    assert {population.ids[n] for n in ("completed_recent", "auto_recent")} >= {
+        r.dispatch_id for r in left
+    }

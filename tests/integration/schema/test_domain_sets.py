@@ -33,7 +33,12 @@ from resolver.core.domain import (
 from resolver.db.definitions import schema_script
 
 ROOT = Path(__file__).resolve().parents[3]
-CONSOLE = ROOT / "resolver" / "human" / "console" / "app.js"
+CONSOLE = ROOT / "resolver" / "human" / "console"
+
+
+def _console_source() -> str:
+    """Every module of the console, one after the other."""
+    return "\n".join(p.read_text(encoding="utf-8") for p in sorted(CONSOLE.glob("*.js")))
 
 
 def _one(url: str, query: str, *params: object) -> object:
@@ -96,14 +101,19 @@ ACTION_TYPES = [
 
 
 def test_python_and_the_database_check_one_action_type_shape(database_url: str) -> None:
-    assert f"p_action_type ~ '{ACTION_TYPE_REGEX}'" in schema_script()
+    # The dispatch's check is the database's helper, spelled as a length and character
+    # classes: it gives the Python pattern's verdict on every edge (and so does the pattern
+    # itself, run by PostgreSQL).
+    assert "resolver_is_action_type(p_action_type)" in schema_script()
     verdicts = _one(
         database_url,
-        "SELECT json_object_agg(v, v ~ %s) FROM unnest(%s::text[]) AS v",
+        "SELECT json_object_agg(v, json_build_array(coalesce(resolver_is_action_type(v), false),"
+        " v ~ %s)) FROM unnest(%s::text[]) AS v",
         ACTION_TYPE_REGEX,
         ACTION_TYPES,
     )
-    assert verdicts == {v: ACTION_TYPE_PATTERN.match(v) is not None for v in ACTION_TYPES}
+    expected = {v: ACTION_TYPE_PATTERN.match(v) is not None for v in ACTION_TYPES}
+    assert verdicts == {v: [ok, ok] for v, ok in expected.items()}
 
 
 def test_the_bigint_bound_is_the_databases(database_url: str) -> None:
@@ -139,16 +149,16 @@ def test_the_terminal_set_is_spelled_once_in_sql_and_once_in_python() -> None:
 
 
 def _js_regex(name: str) -> str:
-    match = re.search(rf"const {name} = /(.+)/;", CONSOLE.read_text(encoding="utf-8"))
-    assert match, f"{name} not found in {CONSOLE.name}"
-    return match.group(1)
+    found = re.findall(rf"const {name} = /(.+)/;", _console_source())
+    assert len(found) == 1, f"{name} is not defined once in the console's modules"
+    return str(found[0])
 
 
 def test_the_consoles_shapes_are_pythons() -> None:
     assert _js_regex("ID_SHAPE") == ID_REGEX
     # The reason code as an HTML `pattern` attribute: anchored by the browser, escaped once
     # more inside the JavaScript string.
-    source = CONSOLE.read_text(encoding="utf-8")
+    source = _console_source()
     attributes = set(re.findall(r'name: "reason_code"[^}]*pattern: "([^"]+)"', source))
     unescaped = {a.replace("\\\\", "\\") for a in attributes}
     assert unescaped == {REASON_CODE_REGEX.removeprefix("^").removesuffix("$")}

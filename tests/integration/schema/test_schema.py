@@ -21,6 +21,9 @@ IMMUTABLE_TABLES: tuple[str, ...] = (
     "package_commit_markers",
     "recovery_audit_chain",
     "recovery_late_evidence",
+    # The test-support distribution's ledger provider: its own migration, its own trigger.
+    "ledger_entries",
+    "recovery_outcomes",
 )
 
 

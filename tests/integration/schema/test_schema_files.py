@@ -33,7 +33,7 @@ from resolver.core.domain import (
     ProposalResult,
 )
 from resolver.core.errors import ConfigError
-from resolver.db import definitions, migrate, schema_files
+from resolver.db import definitions, migrate, provider_schemas, schema_files
 from resolver.db.definitions import schema_script
 from resolver.db.migrate import MIGRATIONS_DIR
 from resolver.db.schema_files import (
@@ -75,6 +75,15 @@ def _build_from_files(url: str) -> None:
     with psycopg.connect(url) as conn:
         # No parameters: one simple query holding every statement, as `psql -f` would send it.
         conn.execute(schema_script())  # type: ignore[call-overload]
+        # Then the installed providers' own schemas, as `resolver migrate` applies them.
+
+        def run(text: str, params: dict[str, object] | None = None) -> list[tuple[object, ...]]:
+            cursor = conn.execute(text, params)  # type: ignore[call-overload]
+            return list(cursor.fetchall()) if cursor.description else []
+
+        provider_schemas.apply(
+            run, provider_schemas.installed_schemas(), definitions_reapplied=True
+        )
 
 
 @pytest.fixture(scope="module")
@@ -397,8 +406,10 @@ ID_SAMPLES = [
 
 
 def test_python_and_the_database_check_one_id_shape(from_files: str) -> None:
-    # The same pattern text in both languages, and the same verdict on every edge.
-    assert f"SELECT p_value ~ '{ID_REGEX}'" in schema_script()
+    # The same verdict on every edge in both languages. The database spells the pattern as a
+    # length and character classes (a bounded repetition costs its regex engine 17 µs a
+    # call), so the verdicts, not the texts, are what must agree.
+    assert ID_REGEX == r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
     with psycopg.connect(from_files) as conn:
         rows = conn.execute(
             "SELECT v, resolver_is_id(v) FROM unnest(%s::text[]) AS v", [ID_SAMPLES]

@@ -70,8 +70,7 @@ DUMMY = {
     "actor": "a",
     "lock_timeout": "1s",
     "receipt": "{}",
-    "pid": 1,
-    "backend_start": None,
+    "xact_id": "1",
     "proposal_ttl_ms": 60_000,
     "tamper_acknowledged": False,
     "tampering_reasons": ["bad_signature"],
@@ -83,6 +82,9 @@ DUMMY = {
     "renamed": "{}",
     "revision": "r",
     "stamp": "s",
+    "cursor": "",
+    "consumer": "c",
+    "past_consumers": False,
 }
 
 

@@ -1,6 +1,7 @@
--- Back to the tables of release 0.1.0. The columns and the table this release added go with
--- their data (signatures, summaries, reason statistics, pruned-dispatch records); the checks
--- spell their sets inline again. Run the 0.1.0 grants afterwards (its `resolver migrate --grants`).
+-- Back to the tables of release 0.1.0. The columns and the tables this release added go with
+-- their data (signatures, summaries, reason statistics, pruned-dispatch records, the outcome
+-- feed and its consumers' cursors); the checks spell their sets inline again. Run the 0.1.0
+-- grants afterwards (its `resolver migrate --grants`).
 
 ALTER TABLE approved_action_executions
     DROP CONSTRAINT ck_approved_action_executions_state_known,
@@ -104,9 +105,18 @@ ALTER TABLE recovery_proposals
 ALTER TABLE recovery_prune_runs
     DROP CONSTRAINT ck_recovery_prune_runs_audit_range,
     DROP COLUMN audit_first_seq,
-    DROP COLUMN audit_last_seq;
+    DROP COLUMN audit_last_seq,
+    DROP COLUMN past_consumers,
+    DROP COLUMN outcomes_pruned,
+    DROP COLUMN outcomes_unread;
 
 DROP TABLE recovery_pruned_dispatches;
+-- resolver migrate rolled every provider's own schema back before this (provider_schemas.py).
+DROP TABLE resolver_provider_migrations, resolver_evidence_tables;
+
+DROP TABLE recovery_outcome_reader_scopes;
+DROP TABLE recovery_outcome_consumers;
+DROP TABLE recovery_outcomes;
 
 DROP INDEX ix_recovery_resolutions_manual;
 CREATE INDEX ix_recovery_resolutions_manual

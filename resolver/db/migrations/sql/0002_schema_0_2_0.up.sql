@@ -155,7 +155,12 @@ VALUES (1, 300000, 3600000, 30000);
 ALTER TABLE recovery_prune_runs
     ADD COLUMN audit_first_seq BIGINT,
     ADD COLUMN audit_last_seq BIGINT,
-    ADD CONSTRAINT ck_recovery_prune_runs_audit_range CHECK ((audit_first_seq IS NULL) = (audit_last_seq IS NULL) AND audit_first_seq <= audit_last_seq);
+    ADD CONSTRAINT ck_recovery_prune_runs_audit_range CHECK ((audit_first_seq IS NULL) = (audit_last_seq IS NULL) AND audit_first_seq <= audit_last_seq),
+    -- The outcome records a run took, and those a registered consumer had not read (only a
+    -- run past consumers takes them).
+    ADD COLUMN past_consumers BOOLEAN DEFAULT false NOT NULL,
+    ADD COLUMN outcomes_pruned BIGINT DEFAULT 0 NOT NULL,
+    ADD COLUMN outcomes_unread BIGINT DEFAULT 0 NOT NULL;
 
 -- What retention kept of a pruned dispatch, so find still answers for it.
 CREATE TABLE recovery_pruned_dispatches (
@@ -175,6 +180,24 @@ CREATE TABLE recovery_pruned_dispatches (
 );
 
 CREATE INDEX ix_recovery_pruned_dispatches_idempotency_key_sha256 ON recovery_pruned_dispatches (idempotency_key_sha256);
+
+-- Providers' own schemas: the migrations `resolver migrate` applied of each, and the evidence
+-- tables a prune empties with the dispatch (resolver/db/provider_schemas.py).
+CREATE TABLE resolver_provider_migrations (
+    provider TEXT NOT NULL,
+    name TEXT NOT NULL,
+    checksum TEXT NOT NULL,
+    applied_at_ms BIGINT DEFAULT (extract(epoch from clock_timestamp()) * 1000)::bigint NOT NULL,
+    CONSTRAINT pk_resolver_provider_migrations PRIMARY KEY (provider, name),
+    CONSTRAINT ck_resolver_provider_migrations_checksum_hex CHECK (checksum ~ '^[0-9a-f]{64}$')
+);
+
+CREATE TABLE resolver_evidence_tables (
+    table_name TEXT NOT NULL,
+    dispatch_column TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    CONSTRAINT pk_resolver_evidence_tables PRIMARY KEY (table_name)
+);
 CREATE INDEX ix_recovery_pruned_dispatches_approval_request_id ON recovery_pruned_dispatches (approval_request_id);
 CREATE INDEX ix_recovery_pruned_dispatches_pruned_at_ms ON recovery_pruned_dispatches (pruned_at_ms, dispatch_id);
 CREATE INDEX ix_recovery_pruned_dispatches_run_id ON recovery_pruned_dispatches (run_id);
@@ -185,6 +208,60 @@ CREATE INDEX ix_recovery_resolutions_manual
     ON approved_action_recovery_resolutions (resolved_at_ms, resolution_id)
     INCLUDE (dispatch_id)
     WHERE source = 'manual';
+
+-- The outcome feed: a record per settled outcome, appended by triggers in the settling
+-- transaction, and the consumers that registered a cursor (functions/10_outcome_feed.sql).
+CREATE TABLE recovery_outcomes (
+    xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
+    seq bigint GENERATED ALWAYS AS IDENTITY,
+    kind text NOT NULL,
+    dispatch_id text NOT NULL,
+    approval_request_id text NOT NULL,
+    project_id text NOT NULL,
+    action_type text NOT NULL,
+    state text NOT NULL,
+    settled_by text,
+    finding text,
+    result_code text,
+    evidence_digest text,
+    mutation_id text,
+    reason_code text,
+    actors text[],
+    superseded_by text,
+    occurred_at_ms bigint NOT NULL,
+    CONSTRAINT pk_recovery_outcomes PRIMARY KEY (xid, seq),
+    CONSTRAINT ck_recovery_outcomes_kind_known
+        CHECK (kind IN ('settled', 'contradicted', 'superseded')),
+    CONSTRAINT ck_recovery_outcomes_settled_by_known
+        CHECK (settled_by IS NULL OR settled_by IN ('executor', 'resolver', 'person')),
+    CONSTRAINT ck_recovery_outcomes_settled_terminal
+        CHECK (kind <> 'settled' OR (state = ANY (resolver_terminal_states()) AND settled_by IS NOT NULL)),
+    CONSTRAINT ck_recovery_outcomes_superseded_names
+        CHECK ((kind = 'superseded') = (superseded_by IS NOT NULL))
+);
+
+CREATE INDEX ix_recovery_outcomes_dispatch_id ON recovery_outcomes (dispatch_id);
+
+CREATE TABLE recovery_outcome_consumers (
+    consumer text NOT NULL,
+    cursor_xid xid8 NOT NULL,
+    cursor_position bigint NOT NULL,
+    registered_at_ms bigint NOT NULL,
+    saved_at_ms bigint NOT NULL,
+    CONSTRAINT pk_recovery_outcome_consumers PRIMARY KEY (consumer),
+    CONSTRAINT ck_recovery_outcome_consumers_consumer_shape
+        CHECK (consumer ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$')
+);
+
+CREATE TABLE recovery_outcome_reader_scopes (
+    role_name text NOT NULL,
+    project_id text NOT NULL,
+    CONSTRAINT pk_recovery_outcome_reader_scopes PRIMARY KEY (role_name, project_id),
+    CONSTRAINT ck_recovery_outcome_reader_scopes_role_name_shape
+        CHECK (length(role_name) BETWEEN 1 AND 63),
+    CONSTRAINT ck_recovery_outcome_reader_scopes_project_id_shape
+        CHECK (project_id ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$')
+);
 
 -- Each face its own role: release 0.1.0's grants.sql let the replicas' role (and through it
 -- the API) write what a decision records. From this release only SECURITY DEFINER functions

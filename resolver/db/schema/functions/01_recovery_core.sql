@@ -126,14 +126,42 @@ $$ SELECT COALESCE(override_ms, (extract(epoch from clock_timestamp()) * 1000)::
 -- mutation): 1-128 characters of [A-Za-z0-9_.:-], starting alphanumeric. The Python side
 -- checks the same pattern, resolver.core.domain.ID_REGEX (test_schema_files.py proves the two
 -- agree).
+-- Each shape below is a length and character classes, never a bounded repetition
+-- (`{0,127}`), which PostgreSQL's regex engine unrolls: 17 µs a call against 1.3 for an id.
 CREATE OR REPLACE FUNCTION resolver_is_id(p_value text)
 RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT p_value ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$'
+    SELECT length(p_value) BETWEEN 1 AND 128 AND p_value ~ '^[A-Za-z0-9]'
+       AND p_value !~ '[^A-Za-z0-9_.:-]'
 $$;
 
--- Executable by PUBLIC by default; the protocol functions run it as the owner.
-REVOKE EXECUTE ON FUNCTION resolver_is_id(text) FROM PUBLIC;
+-- An action type: `[a-z][a-z0-9_.-]{0,63}`.
+CREATE OR REPLACE FUNCTION resolver_is_action_type(p_value text)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT length(p_value) BETWEEN 1 AND 64 AND p_value ~ '^[a-z]'
+       AND p_value !~ '[^a-z0-9_.-]'
+$$;
+
+-- A lowercase hex sha256 (an action digest, an evidence digest).
+CREATE OR REPLACE FUNCTION resolver_is_sha256_hex(p_value text)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT length(p_value) = 64 AND p_value !~ '[^0-9a-f]'
+$$;
+
+-- A result or reason code: `[a-z0-9_.-]{1,64}`.
+CREATE OR REPLACE FUNCTION resolver_is_code(p_value text)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT length(p_value) BETWEEN 1 AND 64 AND p_value !~ '[^a-z0-9_.-]'
+$$;
+
+-- Executable by PUBLIC by default; the protocol functions run them as the owner.
+REVOKE EXECUTE ON FUNCTION
+    resolver_is_id(text), resolver_is_action_type(text), resolver_is_sha256_hex(text),
+    resolver_is_code(text)
+FROM PUBLIC;
 
 -- The one release of a recovery lease: a new recovery_version (the fence every holder of the
 -- old lease fails on) and no owner, token or expiry. Every writer that ends a recovery lease

@@ -1,4 +1,5 @@
--- The built-in providers' evidence is insert-only, and a run's state settles once.
+-- Internal receipts are insert-only. Providers' own tables get their triggers from the
+-- provider's definitions (resolver/db/provider_schemas.py).
 -- The only definition: `resolver migrate` applies every file of this folder, in name order,
 -- whenever one of them changed (functions before the table migrations, triggers after them;
 -- resolver/db/README.md). A change here is the whole change: no migration repeats it.
@@ -6,46 +7,3 @@
 CREATE TRIGGER action_receipts_immutable
     BEFORE UPDATE OR DELETE ON action_receipts
     FOR EACH ROW EXECUTE FUNCTION resolver_reject_mutation();
-
-CREATE TRIGGER package_install_records_immutable
-    BEFORE UPDATE OR DELETE ON package_install_records
-    FOR EACH ROW EXECUTE FUNCTION resolver_reject_mutation();
-
-CREATE TRIGGER package_install_targets_immutable
-    BEFORE UPDATE OR DELETE ON package_install_targets
-    FOR EACH ROW EXECUTE FUNCTION resolver_reject_mutation();
-
-CREATE TRIGGER package_commit_markers_immutable
-    BEFORE UPDATE OR DELETE ON package_commit_markers
-    FOR EACH ROW EXECUTE FUNCTION resolver_reject_mutation();
-
--- A run's origin never changes and its state settles once: running -> succeeded/failed.
-CREATE OR REPLACE FUNCTION resolver_guard_run_origin() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    stack text;
-BEGIN
-    -- Inside resolver_prune_batch only (see resolver_reject_mutation).
-    IF TG_OP = 'DELETE' THEN
-        GET DIAGNOSTICS stack = PG_CONTEXT;
-        IF stack ~ ('(^|\n)PL/pgSQL function (' || TG_TABLE_SCHEMA
-                    || '\.)?resolver_prune_batch\(') THEN
-            RETURN OLD;
-        END IF;
-    END IF;
-    IF TG_OP = 'DELETE'
-       OR (NEW.run_id, NEW.dispatch_id, NEW.idempotency_key, NEW.project_id,
-           NEW.action_digest, NEW.attempt, NEW.created_at_ms)
-          IS DISTINCT FROM
-          (OLD.run_id, OLD.dispatch_id, OLD.idempotency_key, OLD.project_id,
-           OLD.action_digest, OLD.attempt, OLD.created_at_ms)
-       OR OLD.state <> 'running' THEN
-        RAISE EXCEPTION 'run_origin_facts: origin is immutable and state settles once'
-            USING ERRCODE = 'restrict_violation';
-    END IF;
-    RETURN NEW;
-END
-$$;
-
-CREATE TRIGGER run_origin_facts_guard
-    BEFORE UPDATE OR DELETE ON run_origin_facts
-    FOR EACH ROW EXECUTE FUNCTION resolver_guard_run_origin();

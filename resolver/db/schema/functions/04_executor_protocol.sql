@@ -7,7 +7,19 @@
 -- resolver/db/README.md). A change here is the whole change: no migration repeats it.
 
 -- Helpers the protocol functions call (not part of the protocol; no EXECUTE for anyone else).
+-- The protocol's clock: the database clock, or the test clock an override asks for. One SQL
+-- expression the planner inlines into each protocol function, so the common call (no
+-- override) costs no function call and no search_path switch of its own.
 CREATE OR REPLACE FUNCTION resolver_protocol_now_ms(
+    p_now_ms bigint
+)
+RETURNS bigint
+LANGUAGE sql VOLATILE AS $$
+    SELECT CASE WHEN p_now_ms IS NULL THEN resolver_now_ms(NULL)
+                ELSE resolver_protocol_test_clock(p_now_ms) END
+$$;
+
+CREATE OR REPLACE FUNCTION resolver_protocol_test_clock(
     p_now_ms bigint
 )
 RETURNS bigint
@@ -24,16 +36,28 @@ BEGIN
 END
 $$;
 
+-- The lease arguments' rule, one expression inlined where a function reads it: an owner of 1
+-- to 128 characters, a lease of 1 ms to one day.
+CREATE OR REPLACE FUNCTION resolver_protocol_lease_ok(
+    p_owner text, p_lease_ms bigint
+)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce(length(p_owner) BETWEEN 1 AND 128 AND p_lease_ms BETWEEN 1 AND 86400000,
+                    false)
+$$;
+
+-- Says which lease argument breaks the rule (called only when one does).
 CREATE OR REPLACE FUNCTION resolver_protocol_check_lease(
     p_owner text, p_lease_ms bigint
 )
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE SECURITY DEFINER AS $$
 BEGIN
-    IF p_owner IS NULL OR length(p_owner) NOT BETWEEN 1 AND 128 THEN
+    IF NOT resolver_protocol_lease_ok(p_owner, 1) THEN
         RAISE EXCEPTION 'p_owner must be 1-128 characters' USING ERRCODE = 'RS005';
     END IF;
-    IF p_lease_ms IS NULL OR p_lease_ms NOT BETWEEN 1 AND 86400000 THEN
+    IF NOT resolver_protocol_lease_ok('-', p_lease_ms) THEN
         RAISE EXCEPTION 'p_lease_ms must be between 1 and 86400000 (one day)'
             USING ERRCODE = 'RS005';
     END IF;
@@ -123,22 +147,27 @@ DECLARE
     existing approved_action_dispatches%ROWTYPE;
     problem text;
 BEGIN
-    FOREACH field IN ARRAY ARRAY['p_dispatch_id', 'p_approval_request_id',
-                                 'p_project_id', 'p_idempotency_key'] LOOP
-        IF NOT coalesce(resolver_is_id(CASE field
-                WHEN 'p_dispatch_id' THEN p_dispatch_id
-                WHEN 'p_approval_request_id' THEN p_approval_request_id
-                WHEN 'p_project_id' THEN p_project_id
-                ELSE p_idempotency_key END), false) THEN
-            RAISE EXCEPTION '% must be 1-128 characters of [A-Za-z0-9_.:-], starting alphanumeric', field
-                USING ERRCODE = 'RS005';
-        END IF;
-    END LOOP;
-    IF NOT coalesce(p_action_type ~ '^[a-z][a-z0-9_.-]{0,63}$', false) THEN
+    -- The four ids in one expression; the loop below only names the first bad one.
+    IF NOT coalesce(resolver_is_id(p_dispatch_id) AND resolver_is_id(p_approval_request_id)
+                    AND resolver_is_id(p_project_id) AND resolver_is_id(p_idempotency_key),
+                    false) THEN
+        FOREACH field IN ARRAY ARRAY['p_dispatch_id', 'p_approval_request_id',
+                                     'p_project_id', 'p_idempotency_key'] LOOP
+            IF NOT coalesce(resolver_is_id(CASE field
+                    WHEN 'p_dispatch_id' THEN p_dispatch_id
+                    WHEN 'p_approval_request_id' THEN p_approval_request_id
+                    WHEN 'p_project_id' THEN p_project_id
+                    ELSE p_idempotency_key END), false) THEN
+                RAISE EXCEPTION '% must be 1-128 characters of [A-Za-z0-9_.:-], starting alphanumeric', field
+                    USING ERRCODE = 'RS005';
+            END IF;
+        END LOOP;
+    END IF;
+    IF NOT coalesce(resolver_is_action_type(p_action_type), false) THEN
         RAISE EXCEPTION 'p_action_type must match [a-z][a-z0-9_.-]{0,63}'
             USING ERRCODE = 'RS005';
     END IF;
-    IF NOT coalesce(p_action_digest ~ '^[0-9a-f]{64}$', false) THEN
+    IF NOT coalesce(resolver_is_sha256_hex(p_action_digest), false) THEN
         RAISE EXCEPTION 'p_action_digest must be a lowercase hex sha256'
             USING ERRCODE = 'RS005';
     END IF;
@@ -224,31 +253,45 @@ DECLARE
     now_ms bigint;
     seen approved_action_executions%ROWTYPE;
 BEGIN
-    PERFORM resolver_protocol_check_lease(p_owner, p_lease_ms);
+    IF NOT resolver_protocol_lease_ok(p_owner, p_lease_ms) THEN
+        PERFORM resolver_protocol_check_lease(p_owner, p_lease_ms);
+    END IF;
     now_ms := resolver_protocol_now_ms(p_now_ms);
+    -- First lease: an INSERT for an existing dispatch, checked in the statement. Not an
+    -- upsert: INSERT ... ON CONFLICT DO UPDATE fires the table's statement-level UPDATE
+    -- triggers (settled-closed, proposals) even when it inserts.
+    INSERT INTO approved_action_executions AS e (
+        dispatch_id, state, owner, token, version, attempt, lease_expires_at_ms)
+    SELECT d.dispatch_id, 'leased', p_owner, gen_random_uuid(), 1, 1, now_ms + p_lease_ms
+    FROM approved_action_dispatches AS d
+    WHERE d.dispatch_id = p_dispatch_id
+    ON CONFLICT (dispatch_id) DO NOTHING
+    RETURNING e.dispatch_id, e.owner, e.token, e.version, e.attempt,
+              e.lease_expires_at_ms, e.state
+    INTO dispatch_id, owner, token, version, attempt, lease_expires_at_ms, state;
+    IF NOT FOUND THEN
+        -- Takeover of a `leased` execution whose lease expired (it never crossed the
+        -- barrier, so running it again is safe). `executing` never leases again.
+        UPDATE approved_action_executions AS e
+        SET owner = p_owner,
+            token = gen_random_uuid(),
+            version = e.version + 1,
+            attempt = e.attempt + 1,
+            lease_expires_at_ms = now_ms + p_lease_ms
+        WHERE e.dispatch_id = p_dispatch_id
+          AND e.state = 'leased' AND e.lease_expires_at_ms <= now_ms
+        RETURNING e.dispatch_id, e.owner, e.token, e.version, e.attempt,
+                  e.lease_expires_at_ms, e.state
+        INTO dispatch_id, owner, token, version, attempt, lease_expires_at_ms, state;
+    END IF;
+    IF FOUND THEN
+        RETURN NEXT;
+        RETURN;
+    END IF;
     IF NOT EXISTS (SELECT 1 FROM approved_action_dispatches AS d
                    WHERE d.dispatch_id = p_dispatch_id) THEN
         RAISE EXCEPTION 'dispatch % does not exist', quote_literal(p_dispatch_id)
             USING ERRCODE = 'RS004';
-    END IF;
-    -- First lease, or takeover of a `leased` execution whose lease expired (it never
-    -- crossed the barrier, so running it again is safe). `executing` never leases again.
-    INSERT INTO approved_action_executions AS e (
-        dispatch_id, state, owner, token, version, attempt, lease_expires_at_ms)
-    VALUES (p_dispatch_id, 'leased', p_owner, gen_random_uuid(), 1, 1, now_ms + p_lease_ms)
-    ON CONFLICT (dispatch_id) DO UPDATE
-    SET owner = EXCLUDED.owner,
-        token = EXCLUDED.token,
-        version = e.version + 1,
-        attempt = e.attempt + 1,
-        lease_expires_at_ms = EXCLUDED.lease_expires_at_ms
-    WHERE e.state = 'leased' AND e.lease_expires_at_ms <= now_ms
-    RETURNING e.dispatch_id, e.owner, e.token, e.version, e.attempt,
-              e.lease_expires_at_ms, e.state
-    INTO dispatch_id, owner, token, version, attempt, lease_expires_at_ms, state;
-    IF FOUND THEN
-        RETURN NEXT;
-        RETURN;
     END IF;
     SELECT * INTO seen FROM approved_action_executions AS e
     WHERE e.dispatch_id = p_dispatch_id;
@@ -277,28 +320,38 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
 DECLARE
     now_ms bigint;
 BEGIN
-    PERFORM resolver_protocol_check_lease(p_owner, p_lease_ms);
+    IF NOT resolver_protocol_lease_ok(p_owner, p_lease_ms) THEN
+        PERFORM resolver_protocol_check_lease(p_owner, p_lease_ms);
+    END IF;
     now_ms := resolver_protocol_now_ms(p_now_ms);
-    -- The start barrier: leased -> executing and the control armed, one transaction.
-    -- Lock order: the execution row (this UPDATE), then the control (the INSERT).
-    UPDATE approved_action_executions AS e
-    SET state = 'executing',
-        version = e.version + 1,
-        started_at_ms = now_ms,
-        lease_expires_at_ms = now_ms + p_lease_ms
-    WHERE e.dispatch_id = p_dispatch_id AND e.owner = p_owner AND e.token = p_token
-      AND e.version = p_version AND e.state = 'leased' AND e.lease_expires_at_ms > now_ms
-    RETURNING e.dispatch_id, e.owner, e.token, e.version, e.attempt,
-              e.lease_expires_at_ms, e.state, e.started_at_ms
+    -- The start barrier: leased -> executing and the control armed, one statement. Lock
+    -- order: the execution row (the UPDATE, whose rows the INSERT reads), then the control.
+    WITH started AS (
+        UPDATE approved_action_executions AS e
+        SET state = 'executing',
+            version = e.version + 1,
+            started_at_ms = now_ms,
+            lease_expires_at_ms = now_ms + p_lease_ms
+        WHERE e.dispatch_id = p_dispatch_id AND e.owner = p_owner AND e.token = p_token
+          AND e.version = p_version AND e.state = 'leased' AND e.lease_expires_at_ms > now_ms
+        RETURNING e.dispatch_id, e.owner, e.token, e.version, e.attempt,
+                  e.lease_expires_at_ms, e.state, e.started_at_ms
+    ),
+    armed AS (
+        INSERT INTO approved_action_recovery_controls (
+            dispatch_id, status, execution_version, next_scan_at_ms, armed_at_ms)
+        SELECT s.dispatch_id, 'armed', s.version, s.lease_expires_at_ms, s.started_at_ms
+        FROM started AS s
+    )
+    SELECT s.dispatch_id, s.owner, s.token, s.version, s.attempt, s.lease_expires_at_ms,
+           s.state, s.started_at_ms
     INTO dispatch_id, owner, token, version, attempt, lease_expires_at_ms, state,
-         started_at_ms;
+         started_at_ms
+    FROM started AS s;
     IF NOT FOUND THEN
         PERFORM resolver_protocol_refuse(
             'start', p_dispatch_id, p_owner, p_token, p_version, now_ms);
     END IF;
-    INSERT INTO approved_action_recovery_controls (
-        dispatch_id, status, execution_version, next_scan_at_ms, armed_at_ms)
-    VALUES (dispatch_id, 'armed', version, lease_expires_at_ms, started_at_ms);
     RETURN NEXT;
 END
 $$;
@@ -317,7 +370,9 @@ DECLARE
     now_ms bigint;
     was text;
 BEGIN
-    PERFORM resolver_protocol_check_lease(p_owner, p_lease_ms);
+    IF NOT resolver_protocol_lease_ok(p_owner, p_lease_ms) THEN
+        PERFORM resolver_protocol_check_lease(p_owner, p_lease_ms);
+    END IF;
     now_ms := resolver_protocol_now_ms(p_now_ms);
     UPDATE approved_action_executions AS e
     SET version = e.version + 1,
@@ -394,16 +449,48 @@ RETURNS TABLE (
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
 #variable_conflict use_column
 DECLARE
-    identity record;
+    now_ms bigint := resolver_now_ms(NULL);
+    identity jsonb;
     field text;
 BEGIN
-    SELECT * INTO identity FROM resolver_receipt_identity(
-        p_dispatch_id, p_owner, p_token, p_version, NULL);
+    -- One statement checks everything a receipt is written under: the fence and the live
+    -- lease of resolver_receipt_identity (the execution locked FOR SHARE the same way), a JSON
+    -- object whose integers are JSON numbers (drivers hand bigints back as strings), naming
+    -- this execution field by field. Shape and signature are the provider's to verify when it
+    -- reads (a tampered receipt is a `conflict` there, never success).
+    INSERT INTO action_receipts AS a (dispatch_id, receipt)
+    SELECT e.dispatch_id, p_receipt
+    FROM approved_action_executions AS e
+    JOIN approved_action_dispatches AS d USING (dispatch_id)
+    WHERE e.dispatch_id = p_dispatch_id AND e.owner = p_owner AND e.token = p_token
+      AND e.version = p_version AND e.state = 'executing' AND e.lease_expires_at_ms > now_ms
+      AND jsonb_typeof(p_receipt) = 'object'
+      AND coalesce(jsonb_typeof(p_receipt -> 'v'), 'number') = 'number'
+      AND coalesce(jsonb_typeof(p_receipt -> 'attempt'), 'number') = 'number'
+      AND coalesce(jsonb_typeof(p_receipt -> 'started_at_ms'), 'number') = 'number'
+      AND coalesce(jsonb_typeof(p_receipt -> 'finished_at_ms'), 'number') = 'number'
+      AND p_receipt -> 'dispatch_id' = to_jsonb(d.dispatch_id)
+      AND p_receipt -> 'approval_request_id' = to_jsonb(d.approval_request_id)
+      AND p_receipt -> 'project_id' = to_jsonb(d.project_id)
+      AND p_receipt -> 'action_type' = to_jsonb(d.action_type)
+      AND p_receipt -> 'action_digest' = to_jsonb(d.action_digest)
+      AND p_receipt -> 'idempotency_key' = to_jsonb(d.idempotency_key)
+      AND p_receipt -> 'attempt' = to_jsonb(e.attempt)
+      AND p_receipt -> 'started_at_ms' = to_jsonb(e.started_at_ms)
+    FOR SHARE OF e
+    RETURNING a.dispatch_id, a.written_at_ms INTO dispatch_id, written_at_ms;
+    IF FOUND THEN
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    -- Written nothing: say why, in the order the checks are documented. A fence that does
+    -- not hold is refused by resolver_receipt_identity itself.
+    SELECT to_jsonb(i) INTO identity FROM resolver_receipt_identity(
+        p_dispatch_id, p_owner, p_token, p_version, NULL) AS i;
     IF p_receipt IS NULL OR jsonb_typeof(p_receipt) <> 'object' THEN
         RAISE EXCEPTION 'p_receipt must be a JSON object (receipt v1)'
             USING ERRCODE = 'RS005';
     END IF;
-    -- Drivers hand bigints back as strings; a receipt's numbers are JSON integers.
     FOREACH field IN ARRAY ARRAY['v', 'attempt', 'started_at_ms', 'finished_at_ms'] LOOP
         IF p_receipt ? field AND jsonb_typeof(p_receipt -> field) <> 'number' THEN
             RAISE EXCEPTION 'receipt field % must be a JSON integer, not a JSON %', field,
@@ -412,21 +499,19 @@ BEGIN
                       HINT = 'convert the bigint your driver returned as a string (Number() in JavaScript)';
         END IF;
     END LOOP;
-    -- The receipt must name this execution; shape and signature are the provider's to
-    -- verify when it reads (a tampered receipt is a `conflict` there, never success).
     FOREACH field IN ARRAY ARRAY['dispatch_id', 'approval_request_id', 'project_id',
                                  'action_type', 'action_digest', 'idempotency_key',
                                  'attempt', 'started_at_ms'] LOOP
-        IF (p_receipt -> field) IS DISTINCT FROM (to_jsonb(identity) -> field) THEN
+        IF (p_receipt -> field) IS DISTINCT FROM (identity -> field) THEN
             RAISE EXCEPTION 'receipt field % does not match dispatch %', field,
                 quote_literal(p_dispatch_id)
                 USING ERRCODE = 'RS005';
         END IF;
     END LOOP;
-    INSERT INTO action_receipts AS a (dispatch_id, receipt)
-    VALUES (p_dispatch_id, p_receipt)
-    RETURNING a.dispatch_id, a.written_at_ms INTO dispatch_id, written_at_ms;
-    RETURN NEXT;
+    -- Every check passes now: the execution moved on between the write and these reads.
+    RAISE EXCEPTION 'receipt of % was not written: its execution changed while it was written',
+        quote_literal(p_dispatch_id)
+        USING ERRCODE = 'RS001';
 END
 $$;
 
@@ -487,6 +572,8 @@ $$;
 -- to the executor role. The helpers (resolver_protocol_*) are nobody else's to call.
 REVOKE EXECUTE ON FUNCTION
     resolver_protocol_now_ms(bigint),
+    resolver_protocol_test_clock(bigint),
+    resolver_protocol_lease_ok(text, bigint),
     resolver_protocol_check_lease(text, bigint),
     resolver_protocol_refuse(text, text, text, uuid, bigint, bigint),
     resolver_dispatch_create_v2(text, text, text, text, text, text, integer, text, jsonb),
@@ -616,8 +703,11 @@ DO $$
 DECLARE
     fn text;
 BEGIN
+    -- (Not the inlined helpers, resolver_protocol_now_ms and resolver_protocol_lease_ok: a
+    -- pinned search_path would keep the planner from inlining them. They run inside the
+    -- protocol functions' own pinned search_path.)
     FOREACH fn IN ARRAY ARRAY[
-        'resolver_protocol_now_ms(bigint)',
+        'resolver_protocol_test_clock(bigint)',
         'resolver_protocol_check_lease(text, bigint)',
         'resolver_protocol_refuse(text, text, text, uuid, bigint, bigint)',
         'resolver_dispatch_create_v2(text, text, text, text, text, text, integer, text, jsonb)',

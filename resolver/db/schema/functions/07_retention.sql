@@ -25,8 +25,11 @@ BEGIN
 END
 $$;
 
+-- p_past_consumers: prune outcome records a registered consumer has not read yet (counted as
+-- outcomes_unread); without it a dispatch with such a record is held back for a later run.
 CREATE OR REPLACE FUNCTION resolver_prune_begin(
-    p_cutoff_ms bigint, p_include_audit boolean, p_export_digest text, p_actor text)
+    p_cutoff_ms bigint, p_include_audit boolean, p_export_digest text, p_actor text,
+    p_past_consumers boolean DEFAULT false)
 RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER AS $$
 DECLARE
     v_run_id bigint;
@@ -44,9 +47,9 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     INSERT INTO recovery_prune_runs (started_at_ms, cutoff_ms, include_audit, export_digest,
-                                     db_user, actor)
+                                     db_user, actor, past_consumers)
     VALUES (resolver_now_ms(NULL), p_cutoff_ms, p_include_audit, p_export_digest,
-            session_user, left(p_actor, 128))
+            session_user, left(p_actor, 128), coalesce(p_past_consumers, false))
     RETURNING run_id INTO v_run_id;
     RETURN v_run_id;
 END
@@ -55,9 +58,14 @@ $$;
 -- One batch: lock what it may take (SKIP LOCKED, never waits on a row another transaction
 -- holds), re-check every rule under the lock, delete, count. All or nothing per dispatch.
 CREATE OR REPLACE FUNCTION resolver_prune_batch(p_run_id bigint, p_limit integer, p_dispatch_ids text[])
-RETURNS TABLE (dispatches bigint, audit bigint, evidence bigint, remnants bigint)
+RETURNS TABLE (dispatches bigint, audit bigint, evidence bigint, remnants bigint,
+               outcomes bigint, outcomes_unread bigint)
 LANGUAGE plpgsql SECURITY DEFINER AS $$
 DECLARE
+    v_unread_xid xid8;
+    v_unread_seq bigint;
+    v_outcomes bigint;
+    v_outcomes_unread bigint;
     r recovery_prune_runs;
     v_settled text[];
     v_remnants text[] := '{}';
@@ -67,6 +75,7 @@ DECLARE
     v_n bigint;
     v_first_seq bigint;
     v_last_seq bigint;
+    v_table record;
 BEGIN
     SELECT * INTO r FROM recovery_prune_runs WHERE run_id = p_run_id FOR NO KEY UPDATE;
     IF NOT FOUND OR r.finished_at_ms IS NOT NULL THEN
@@ -86,6 +95,14 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
+    -- The slowest registered consumer's cursor: every outcome record after it is unread by
+    -- someone. Unless the run goes past consumers, a dispatch with such a record waits for a
+    -- later run (a consumer registered while this batch runs is protected from its commit on).
+    SELECT c.cursor_xid, c.cursor_position INTO v_unread_xid, v_unread_seq
+    FROM recovery_outcome_consumers AS c
+    ORDER BY c.cursor_xid, c.cursor_position
+    LIMIT 1;
+
     -- Settled: terminal execution, resolved control, both older than the cut-off. Locks the
     -- execution, the control and the identity; anything held elsewhere waits for a later run.
     IF p_dispatch_ids IS NULL THEN
@@ -96,6 +113,10 @@ BEGIN
             JOIN approved_action_dispatches AS d USING (dispatch_id)
             WHERE c.status = 'resolved' AND c.closed_at_ms < r.cutoff_ms
               AND e.state = ANY (resolver_terminal_states()) AND e.finished_at_ms < r.cutoff_ms
+              AND (r.past_consumers OR v_unread_xid IS NULL OR NOT EXISTS (
+                      SELECT 1 FROM recovery_outcomes AS o
+                      WHERE o.dispatch_id = c.dispatch_id
+                        AND (o.xid, o.seq) > (v_unread_xid, v_unread_seq)))
             ORDER BY c.closed_at_ms, c.dispatch_id
             LIMIT p_limit
             FOR UPDATE OF e, c, d SKIP LOCKED) AS s;
@@ -108,6 +129,10 @@ BEGIN
             WHERE c.dispatch_id = ANY (p_dispatch_ids)
               AND c.status = 'resolved' AND c.closed_at_ms < r.cutoff_ms
               AND e.state = ANY (resolver_terminal_states()) AND e.finished_at_ms < r.cutoff_ms
+              AND (r.past_consumers OR v_unread_xid IS NULL OR NOT EXISTS (
+                      SELECT 1 FROM recovery_outcomes AS o
+                      WHERE o.dispatch_id = c.dispatch_id
+                        AND (o.xid, o.seq) > (v_unread_xid, v_unread_seq)))
             FOR UPDATE OF e, c, d SKIP LOCKED) AS s;
     END IF;
 
@@ -130,6 +155,10 @@ BEGIN
                               WHERE p.dispatch_id = d.dispatch_id
                                 AND p.closed_as IN ('rejected', 'withdrawn')
                                 AND l.recorded_at_ms < r.cutoff_ms))
+              AND (r.past_consumers OR v_unread_xid IS NULL OR NOT EXISTS (
+                      SELECT 1 FROM recovery_outcomes AS o
+                      WHERE o.dispatch_id = d.dispatch_id
+                        AND (o.xid, o.seq) > (v_unread_xid, v_unread_seq)))
             FOR UPDATE OF d SKIP LOCKED) AS s;
     END IF;
 
@@ -164,14 +193,28 @@ BEGIN
     DELETE FROM approved_action_executions WHERE dispatch_id = ANY (v_settled);
     DELETE FROM action_receipts WHERE dispatch_id = ANY (v_settled || v_remnants);
     GET DIAGNOSTICS v_n = ROW_COUNT; v_evidence := v_evidence + v_n;
-    DELETE FROM run_origin_facts WHERE dispatch_id = ANY (v_settled || v_remnants);
-    GET DIAGNOSTICS v_n = ROW_COUNT; v_evidence := v_evidence + v_n;
-    DELETE FROM package_install_records WHERE dispatch_id = ANY (v_settled || v_remnants);
-    GET DIAGNOSTICS v_n = ROW_COUNT; v_evidence := v_evidence + v_n;
-    DELETE FROM package_install_targets WHERE dispatch_id = ANY (v_settled || v_remnants);
-    GET DIAGNOSTICS v_n = ROW_COUNT; v_evidence := v_evidence + v_n;
-    DELETE FROM package_commit_markers WHERE dispatch_id = ANY (v_settled || v_remnants);
-    GET DIAGNOSTICS v_n = ROW_COUNT; v_evidence := v_evidence + v_n;
+    -- Each provider's own evidence tables, as `resolver migrate` registered them from what the
+    -- installed providers declare: their rows of these dispatches go too.
+    FOR v_table IN
+        SELECT t.table_name, t.dispatch_column FROM resolver_evidence_tables AS t
+        ORDER BY t.table_name
+    LOOP
+        EXECUTE format('DELETE FROM %I WHERE %I = ANY ($1)',
+                       v_table.table_name, v_table.dispatch_column)
+            USING v_settled || v_remnants;
+        GET DIAGNOSTICS v_n = ROW_COUNT; v_evidence := v_evidence + v_n;
+    END LOOP;
+    -- The outcome records go with the execution they report; those after the slowest
+    -- consumer's cursor (only a run past consumers takes them) are counted apart.
+    WITH gone AS (
+        DELETE FROM recovery_outcomes AS o WHERE o.dispatch_id = ANY (v_settled || v_remnants)
+        RETURNING o.xid, o.seq
+    )
+    SELECT count(*),
+           count(*) FILTER (WHERE v_unread_xid IS NOT NULL
+                              AND (g.xid, g.seq) > (v_unread_xid, v_unread_seq))
+    INTO v_outcomes, v_outcomes_unread
+    FROM gone AS g;
 
     -- Identity rows go when nothing audits them (no decision, and no reject or withdraw of
     -- a proposal: closed by the executor's own completion) or when the audit facts go too; a
@@ -230,8 +273,12 @@ BEGIN
     audit := cardinality(v_audit);
     evidence := v_evidence;
     remnants := cardinality(ARRAY(SELECT unnest(v_remnants) INTERSECT SELECT unnest(v_rows)));
+    outcomes := v_outcomes;
+    outcomes_unread := v_outcomes_unread;
     UPDATE recovery_prune_runs
     SET batches = batches + 1,
+        outcomes_pruned = outcomes_pruned + v_outcomes,
+        outcomes_unread = recovery_prune_runs.outcomes_unread + v_outcomes_unread,
         dispatches_pruned = dispatches_pruned + dispatches,
         audit_pruned = audit_pruned + audit,
         evidence_pruned = evidence_pruned + evidence,
@@ -257,16 +304,27 @@ $$;
 -- `authorization` is the deciding person's fact; `authorizations` every
 -- person's, two for a two-person decision, so the export still holds one line per dispatch.
 CREATE OR REPLACE FUNCTION resolver_prune_candidates(
-    p_cutoff_ms bigint, p_include_audit boolean, p_after text, p_limit integer)
+    p_cutoff_ms bigint, p_include_audit boolean, p_after text, p_limit integer,
+    p_past_consumers boolean DEFAULT false)
 RETURNS TABLE (dispatch_id text, audited boolean, record jsonb)
 LANGUAGE sql STABLE SECURITY DEFINER AS $$
-    WITH ids AS (
+    WITH unread AS (
+        -- The slowest registered consumer's cursor, unless the run goes past consumers.
+        SELECT c.cursor_xid AS xid, c.cursor_position AS seq
+        FROM recovery_outcome_consumers AS c
+        WHERE NOT coalesce(p_past_consumers, false)
+        ORDER BY c.cursor_xid, c.cursor_position
+        LIMIT 1
+    ),
+    ids AS (
         (SELECT c.dispatch_id
          FROM approved_action_recovery_controls AS c
          JOIN approved_action_executions AS e USING (dispatch_id)
          WHERE c.dispatch_id > p_after
            AND c.status = 'resolved' AND c.closed_at_ms < p_cutoff_ms
            AND e.state = ANY (resolver_terminal_states()) AND e.finished_at_ms < p_cutoff_ms
+           AND NOT EXISTS (SELECT 1 FROM recovery_outcomes AS o, unread AS u
+                           WHERE o.dispatch_id = c.dispatch_id AND (o.xid, o.seq) > (u.xid, u.seq))
          ORDER BY c.dispatch_id
          LIMIT least(p_limit, 10000))
         UNION ALL
@@ -276,6 +334,8 @@ LANGUAGE sql STABLE SECURITY DEFINER AS $$
            AND res.resolved_at_ms < p_cutoff_ms
            AND NOT EXISTS (SELECT 1 FROM approved_action_executions AS e
                            WHERE e.dispatch_id = res.dispatch_id)
+           AND NOT EXISTS (SELECT 1 FROM recovery_outcomes AS o, unread AS u
+                           WHERE o.dispatch_id = res.dispatch_id AND (o.xid, o.seq) > (u.xid, u.seq))
          ORDER BY res.dispatch_id
          LIMIT least(p_limit, 10000))
         UNION ALL
@@ -290,6 +350,8 @@ LANGUAGE sql STABLE SECURITY DEFINER AS $$
                            WHERE e.dispatch_id = p.dispatch_id)
            AND NOT EXISTS (SELECT 1 FROM approved_action_recovery_resolutions AS res
                            WHERE res.dispatch_id = p.dispatch_id)
+           AND NOT EXISTS (SELECT 1 FROM recovery_outcomes AS o, unread AS u
+                           WHERE o.dispatch_id = p.dispatch_id AND (o.xid, o.seq) > (u.xid, u.seq))
          ORDER BY p.dispatch_id
          LIMIT least(p_limit, 10000))
     ),
@@ -346,13 +408,33 @@ LANGUAGE sql STABLE SECURITY DEFINER AS $$
     ORDER BY d.dispatch_id
 $$;
 
+-- Every registered outcome consumer, its cursor, when it last saved, and how many settled
+-- dispatches older than the cut-off it holds back: those with an outcome record after its
+-- cursor (what `resolver prune` reports, and what a run past consumers takes unread).
+CREATE OR REPLACE FUNCTION resolver_prune_consumers(p_cutoff_ms bigint)
+RETURNS TABLE (consumer text, cursor text, saved_at_ms bigint, holding bigint)
+LANGUAGE sql STABLE SECURITY DEFINER AS $$
+    SELECT c.consumer, c.cursor_xid::text || ':' || c.cursor_position::text, c.saved_at_ms,
+           (SELECT count(DISTINCT o.dispatch_id)
+            FROM recovery_outcomes AS o
+            JOIN approved_action_executions AS e USING (dispatch_id)
+            JOIN approved_action_recovery_controls AS k USING (dispatch_id)
+            WHERE (o.xid, o.seq) > (c.cursor_xid, c.cursor_position)
+              AND k.status = 'resolved' AND k.closed_at_ms < p_cutoff_ms
+              AND e.state = ANY (resolver_terminal_states())
+              AND e.finished_at_ms < p_cutoff_ms)
+    FROM recovery_outcome_consumers AS c
+    ORDER BY c.cursor_xid, c.cursor_position, c.consumer
+$$;
+
 -- Executable by PUBLIC by default; resolver/db/grants.sql grants what each role may run.
 REVOKE EXECUTE ON FUNCTION
     resolver_refuse_settled_lease(),
-    resolver_prune_candidates(bigint, boolean, text, integer),
+    resolver_prune_candidates(bigint, boolean, text, integer, boolean),
+    resolver_prune_consumers(bigint),
     resolver_prune_finish(bigint),
     resolver_prune_batch(bigint, integer, text[]),
-    resolver_prune_begin(bigint, boolean, text, text)
+    resolver_prune_begin(bigint, boolean, text, text, boolean)
 FROM PUBLIC;
 
 -- A definer function resolves names through a pinned path, the migrated schema first and
@@ -363,10 +445,11 @@ DECLARE
 BEGIN
     FOREACH fn IN ARRAY ARRAY[
         'resolver_refuse_settled_lease()',
-        'resolver_prune_candidates(bigint, boolean, text, integer)',
+        'resolver_prune_candidates(bigint, boolean, text, integer, boolean)',
+        'resolver_prune_consumers(bigint)',
         'resolver_prune_finish(bigint)',
         'resolver_prune_batch(bigint, integer, text[])',
-        'resolver_prune_begin(bigint, boolean, text, text)'
+        'resolver_prune_begin(bigint, boolean, text, text, boolean)'
     ] LOOP
         EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp',
                        fn, current_schema());

@@ -693,14 +693,14 @@ BEGIN
     IF p_outcome IS NULL OR p_outcome NOT IN ('succeeded', 'failed') THEN
         RAISE EXCEPTION 'p_outcome must be succeeded or failed' USING ERRCODE = 'RS005';
     END IF;
-    IF NOT coalesce(p_result_code ~ '^[a-z0-9_.-]{1,64}$', false) THEN
+    IF NOT coalesce(resolver_is_code(p_result_code), false) THEN
         RAISE EXCEPTION 'p_result_code must match [a-z0-9_.-]{1,64}' USING ERRCODE = 'RS005';
     END IF;
     IF NOT coalesce(resolver_is_id(p_mutation_id), false) THEN
         RAISE EXCEPTION 'p_mutation_id must be 1-128 characters of [A-Za-z0-9_.:-]'
             USING ERRCODE = 'RS005';
     END IF;
-    IF p_evidence_digest IS NOT NULL AND p_evidence_digest !~ '^[0-9a-f]{64}$' THEN
+    IF p_evidence_digest IS NOT NULL AND NOT resolver_is_sha256_hex(p_evidence_digest) THEN
         RAISE EXCEPTION 'p_evidence_digest must be a lowercase hex sha256 or NULL'
             USING ERRCODE = 'RS005';
     END IF;

@@ -1,5 +1,6 @@
--- Retention: every prune run, with the range of audit links it removed, and what it kept of
--- each pruned dispatch.
+-- Retention: every prune run, with the range of audit links it removed and the outcome records
+-- it took (past_consumers: also those a registered consumer had not read, outcomes_unread),
+-- and what it kept of each pruned dispatch.
 -- Today's definition, to read and to compare with: `resolver migrate` builds the tables with
 -- the migrations (resolver/db/migrations/sql/), and the catalog-diff test
 -- (tests/integration/schema/test_schema_files.py) proves a migrated database equals one built
@@ -22,6 +23,9 @@ CREATE TABLE recovery_prune_runs (
     actor TEXT,
     audit_first_seq BIGINT,
     audit_last_seq BIGINT,
+    past_consumers BOOLEAN DEFAULT false NOT NULL,
+    outcomes_pruned BIGINT DEFAULT 0 NOT NULL,
+    outcomes_unread BIGINT DEFAULT 0 NOT NULL,
     CONSTRAINT pk_recovery_prune_runs PRIMARY KEY (run_id),
     CONSTRAINT ck_recovery_prune_runs_export_digest_hex CHECK (export_digest IS NULL OR export_digest ~ '^[0-9a-f]{64}$'),
     CONSTRAINT ck_recovery_prune_runs_audit_needs_export CHECK (NOT include_audit OR export_digest IS NOT NULL),

@@ -38,7 +38,9 @@ from resolver.evidence import (
     Finding,
     FindingKind,
     Outcome,
+    ProviderSchema,
     Reason,
+    RetainedTable,
     Row,
     canonical_json,
     declare,
@@ -143,6 +145,15 @@ def evidence_digest(facts: Row) -> str:
         *SQL_SOURCE_REASONS,
     ),
     escalate_after_seconds=MISSING_FOR_AN_HOUR,
+    # Its three tables: this package's migrations/, definitions.sql and grants.sql.
+    schema=ProviderSchema(
+        __name__,
+        retained=(
+            RetainedTable("package_install_records"),
+            RetainedTable("package_install_targets"),
+            RetainedTable("package_commit_markers"),
+        ),
+    ),
 )
 def create(settings: Mapping[str, Any]) -> PackageInstallProvider:
     """The `resolver.providers` entry point: settings from the YAML config."""

@@ -27,7 +27,9 @@ from resolver.evidence import (
     Finding,
     FindingKind,
     Outcome,
+    ProviderSchema,
     Reason,
+    RetainedTable,
     Row,
     canonical_json,
     declare,
@@ -111,6 +113,8 @@ def evidence_digest(fact: Row) -> str:
         receipt_reason("identity_mismatch"),
         *SQL_SOURCE_REASONS,
     ),
+    # Its table: this package's migrations/, definitions.sql and grants.sql.
+    schema=ProviderSchema(__name__, retained=(RetainedTable("run_origin_facts"),)),
 )
 def create(settings: Mapping[str, Any]) -> RunCreateProvider:
     """The `resolver.providers` entry point: settings from the YAML config."""

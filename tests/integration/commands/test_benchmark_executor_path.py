@@ -1,0 +1,63 @@
+"""The executor-path benchmark end to end in a tiny configuration: every case runs every
+action through its whole path, and its numbers add up.
+
+Never a timing threshold: speed is a ratio measured by `python -m benchmarks.executor_path`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from benchmarks import peer
+from benchmarks.executor_path import CASES, Options, markdown, run, targets, to_json
+
+ACTIONS = 12
+CONNECTIONS = 2
+
+
+def test_executor_path_benchmark_runs_every_case_on_both_tables(
+    pg_server: str, tmp_path: Path
+) -> None:
+    options = Options(
+        database_url=pg_server,
+        actions=ACTIONS,
+        connections=(CONNECTIONS,),
+        history=50,
+        work_dir=tmp_path,
+    )
+    report = run(options, echo=lambda *_a, **_k: None)
+
+    node = peer.unavailable_reason() is None
+    expected = {
+        (c, t)
+        for c in CASES
+        for t in ("empty", "history")
+        if node or c in {"sql", "python", "bare"}
+    }
+    # graphile-worker keeps no history (it deletes finished jobs): measured once.
+    expected -= {("graphile", "empty")}
+    assert {(r.case, r.tables) for r in report.results} == expected
+    for r in report.results:
+        assert r.actions == ACTIONS and r.connections == CONNECTIONS, r.case
+        assert r.seconds > 0 and r.per_second > 0
+        assert r.wal_bytes is not None and r.wal_bytes > 0, r.case  # every path writes durably
+        if r.case == "graphile":
+            assert set(r.latency_ms) == {"add_job"}
+        elif r.case in ("sql", "bare"):
+            assert set(r.latency_ms) == {"create", "lease", "start", "mutation", "complete"}
+        else:  # an SDK: lease and start happen inside its run, before the body
+            assert set(r.latency_ms) == {"create", "lease+start", "mutation", "complete"}
+        for p50, p99 in r.latency_ms.values():
+            assert 0 < p50 <= p99
+        if r.statements is not None:
+            # Nine round trips at least: five calls, and BEGIN, the mutation, the receipt
+            # and COMMIT; graphile-worker: the add, the fetch and the completion.
+            assert r.statements >= (3 if r.case == "graphile" else 9), r.case
+    if not node:
+        assert any("Node SDK" in n for n in report.notes)
+
+    assert len(targets(report)) == 6 * 1 + 1
+    text = markdown(report)
+    assert "**history tables, 2 connections**" in text and "| bare |" in text
+    assert json.loads(json.dumps(to_json(report)))["results"]
