@@ -254,6 +254,19 @@ def documented_signatures(doc: Path = PROTOCOL_DOC) -> dict[str, str]:
     return found
 
 
+OUTCOMES_DOC = ROOT / "docs" / "outcomes.md"
+
+
+def documented_argument_lists(doc: Path = OUTCOMES_DOC) -> set[str]:
+    """The public functions a page lists in a table by their arguments alone
+    (a table row whose first cell is the call, e.g. `resolver_x(p_y text)`), as surface keys."""
+    text = doc.read_text(encoding="utf-8")
+    return {
+        f"sql:{name}({_normalized(arguments)})"
+        for name, arguments in re.findall(r"^\| `(resolver_\w+)\((.*?)\)` \|", text, re.M)
+    }
+
+
 def catalog_signatures(surface: Mapping[str, str]) -> dict[str, str]:
     """The SQL protocol entries of a surface, spelt the way `documented_signatures` is."""
     return {

@@ -126,9 +126,13 @@ def test_an_in_place_change_of_a_released_signature_is_caught() -> None:
 
 def test_the_docs_spell_every_protocol_signature_as_the_database() -> None:
     """docs/executor-protocol.md's code blocks are the catalog's signatures (arguments,
-    defaults, results), and every function the executor may call is documented."""
-    assert ps.documented_signatures() == ps.catalog_signatures(ps.load(ps.SNAPSHOT))
-    named = {key[4:].split("(", 1)[0] for key in ps.documented_signatures()}
+    defaults, results), docs/outcomes.md's table the feed's arguments, and every function
+    the executor may call is in one of them, spelt as the database has it."""
+    catalog = ps.catalog_signatures(ps.load(ps.SNAPSHOT))
+    protocol = ps.documented_signatures()
+    assert {k: catalog.get(k) for k in protocol} == protocol
+    assert set(protocol) | ps.documented_argument_lists() == set(catalog)
+    named = {key[4:].split("(", 1)[0] for key in catalog}
     assert named == set(ps.protocol_function_names())
 
 
