@@ -541,7 +541,10 @@ def test_nothing_replayed_was_recorded_and_the_chain_of_acts_verifies(
             "SELECT content::json ->> 'event' AS event FROM recovery_audit_chain ORDER BY seq"
         )
     ]
-    assert events == ["withdraw", "reject", "confirm", "decide", "confirm"]
+    # The history's four acts, then the new proposal's confirm when the test of a re-opened
+    # proposal ran before this one on the module's database (the order the workers pick).
+    assert events[:4] == ["withdraw", "reject", "confirm", "decide"]
+    assert events[4:] in ([], ["confirm"])
 
 
 def test_a_close_in_a_colleague_s_name_with_a_forged_signature_is_named_by_verify(
