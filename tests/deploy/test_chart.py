@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from resolver import __version__
 from resolver.app.config import Settings, load_provider_config
 from tests.helpers.k8s import (
     CHART,
@@ -231,7 +232,7 @@ def test_rendered_output_holds_no_secret_value() -> None:
 def test_image_digest_wins_over_the_tag() -> None:
     main = container(render(VALUE_SETS["production"]))
     assert main["image"] == "registry.example/resolver@sha256:" + "ab" * 32
-    assert container(render())["image"] == "approved-action-resolver:0.1.0"
+    assert container(render())["image"] == f"approved-action-resolver:{__version__}"
 
 
 # -- provider config ---------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import psycopg
 import pytest
 from psycopg import sql as pgsql
 
+from resolver import __version__
 from resolver.core.domain import Outcome
 from resolver.evidence.receipts import KeyRing
 from resolver.executor.client import ExecutionClient
@@ -36,7 +37,8 @@ COMPILERS = ("cc", "gcc", "c++", "g++", "clang", "tcc", "ld", "as", "make")
 
 @pytest.fixture(scope="module")
 def built(request: pytest.FixtureRequest) -> img.BuiltImage:
-    result = img.build("localhost/approved-action-resolver:ci")
+    # Tagged with the release's version, as a release's image is (docs/versioning.md).
+    result = img.build(f"localhost/approved-action-resolver:{__version__}")
     with request.config.pluginmanager.get_plugin("capturemanager").global_and_fixture_disabled():  # type: ignore[union-attr]
         print(
             f"\nimage {result.name}: {result.size}, built in {result.build_seconds:.0f} s "
@@ -61,6 +63,25 @@ def test_the_image_is_configured_to_run_as_the_non_root_user(built: img.BuiltIma
             name, ["/opt/resolver/bin/python", "-c", "import os; print(os.getuid(), os.getgid())"]
         )
     assert (done.returncode, done.stdout.split()) == (0, [UID, UID]), done.stderr
+
+
+def test_the_image_says_its_version(built: img.BuiltImage) -> None:
+    label = img.run(
+        [
+            "buildah",
+            "inspect",
+            "--type",
+            "image",
+            "--format",
+            '{{index .OCIv1.Config.Labels "org.opencontainers.image.version"}}',
+            built.name,
+        ]
+    )
+    assert label.strip() == __version__
+    assert built.name.endswith(f":{__version__}")
+    with img.container(built.name) as name:
+        done = img.run_in(name, ["/opt/resolver/bin/resolver", "--version"])
+    assert done.returncode == 0 and done.stdout.strip().endswith(__version__), done.stderr
 
 
 def test_the_image_has_no_shell(built: img.BuiltImage, rootfs: Path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from resolver import __version__
 from resolver.app.config import Settings, load_provider_config
 from tests.helpers.k8s import (
     KUSTOMIZE_BASE,
@@ -190,7 +191,7 @@ def test_migration_job_is_named_after_its_image_so_an_upgrade_apply_creates_a_ne
     """A Job's pod template is immutable: re-applying a finished Job with a new image fails
     ("field is immutable") unless the new one has a new name."""
     base_name, base_image = migration_job_of(built_base())
-    assert base_name.startswith("resolver-migrate-") and base_image.endswith(":0.1.0")
+    assert base_name.startswith("resolver-migrate-") and base_image.endswith(f":{__version__}")
     marker = next(
         m for m in by_kind(built_base(), "ConfigMap") if m["metadata"]["name"] == base_name
     )

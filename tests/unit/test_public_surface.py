@@ -165,6 +165,8 @@ def test_the_version_lives_in_one_place() -> None:
     assert node["version"] == version
     kustomize = (ROOT / "deploy" / "kustomize" / "base" / "kustomization.yaml").read_text()
     assert re.search(rf"newTag: {re.escape(version)}\b", kustomize)
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    assert re.search(rf"^ARG VERSION={re.escape(version)}$", dockerfile, re.M)
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert "version" not in pyproject["project"] and "version" in pyproject["project"]["dynamic"]
     assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "resolver.__version__"}

@@ -12,6 +12,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
+from resolver import __version__
 from resolver.app.composition import ReplicaService as Replica
 from resolver.app.composition import build_replica, serve_endpoints
 from resolver.app.config import load_settings
@@ -59,7 +60,7 @@ def test_composed_replica_serves_metrics_health_and_readiness(
     status, ctype, body = get(f"{base}/metrics")
     assert status == 200 and ctype.startswith("text/plain")
     assert 'resolver_cycles_total{result="completed"} 1.0' in body
-    assert "resolver_build_info{" in body and 'version="0.1.0"' in body
+    assert "resolver_build_info{" in body and f'version="{__version__}"' in body
     assert 'resolver_backlog_dispatches{queue="due"} 0.0' in body
     assert "process_cpu_seconds_total" in body
     assert "_created" not in body
