@@ -126,8 +126,13 @@ def running_radosgw() -> Iterator[Radosgw]:
         _daemon(directory, "ceph-mon", "--mkfs", "-i", "a", "--monmap", monmap)
         _daemon(directory, "ceph-mon", "-i", "a")
         _until_the_monitor_answers(directory)
-        _run(directory, "ceph", "osd", "create", "--connect-timeout", "60", timeout=90)
-        _daemon(directory, "ceph-osd", "-i", "0", "--mkfs")
+        # The OSD is registered under a uuid of ours and made with the same one, as Ceph's
+        # manual deployment does: an OSD made with a uuid of its own may be refused by the
+        # monitor ("wrong fsid") when it boots.
+        osd_uuid = str(uuid.uuid4())
+        _run(directory, "ceph", "osd", "create", osd_uuid, "0", "--connect-timeout", "60",
+             timeout=90)  # fmt: skip
+        _daemon(directory, "ceph-osd", "-i", "0", "--mkfs", "--osd-uuid", osd_uuid)
         _daemon(directory, "ceph-osd", "-i", "0")
         _daemon(directory, "radosgw", "-n", "client.rgw")
         endpoint = f"http://127.0.0.1:{rgw_port}"

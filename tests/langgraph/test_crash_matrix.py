@@ -21,6 +21,7 @@ import pytest
 from resolver.core.domain import Decision
 from resolver.integrations.langgraph import dispatch_ids
 from tests.helpers.database import SQL
+from tests.helpers.outcomes import feed_of
 from tests.helpers.stores import Storage
 from tests.langgraph.harness import (
     APPLIED,
@@ -83,10 +84,8 @@ def test_a_crash_in_each_window_ends_with_the_true_outcome_and_each_effect_at_mo
         assert result["settled_by"] == "person"
     else:
         assert (seen, downstream(sql)) == ({key: 1}, APPLIED[tool])
-    settled = sql.all(
-        "SELECT state FROM resolver_outcomes_after('', 100) WHERE dispatch_id = %s", dispatch_id
-    )
-    assert settled == [{"state": execution["state"]}]
+    settled = [r.state.value for r in feed_of(erp) if r.dispatch_id == dispatch_id]
+    assert settled == [execution["state"]]
 
 
 def test_an_approval_that_expired_before_the_barrier_never_runs(
@@ -141,10 +140,10 @@ def test_a_blocked_call_runs_again_only_under_a_new_approval_as_a_superseding_di
         "SELECT supersedes_dispatch_id FROM approved_action_dispatches WHERE dispatch_id = %s",
         second,
     ) == {"supersedes_dispatch_id": first}
-    kinds = sql.all("SELECT kind, dispatch_id, state FROM resolver_outcomes_after('', 100)")
+    kinds = [(r.kind.value, r.dispatch_id, r.state.value) for r in feed_of(erp)]
     assert kinds == [
-        {"kind": "settled", "dispatch_id": first, "state": "blocked"},
-        {"kind": "superseded", "dispatch_id": first, "state": "blocked"},
-        {"kind": "settled", "dispatch_id": second, "state": "succeeded"},
+        ("settled", first, "blocked"),
+        ("superseded", first, "blocked"),
+        ("settled", second, "succeeded"),
     ]
     assert (requests_seen(sql), downstream(sql)) == ({second_key: 1}, APPLIED["adjust_stock"])

@@ -41,31 +41,15 @@ from resolver.human.manual import ManualResolutionService
 from resolver.outcomes import OutcomeFeed
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World, new_spec
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
+from tests.helpers.outcomes import feed_of
 from tests.helpers.providers import ScriptedProvider, fixed, reconciler
 from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
 from tests.helpers.stores import Storage
-from tests.helpers.telemetry import wait_for
 
 NOW = T0 + EXEC_LEASE_MS + 60_000
 ALICE = Principal(
     "alice", auth_time_ms=NOW - 60_000, amr=("pwd", "mfa"), issuer=TEST_ISSUER, token_kid="test-kid"
 )
-
-
-def feed_of(database_url: str, *, project_id: str | None = None) -> list[OutcomeRecord]:
-    """The whole feed once the horizon has passed every transaction begun before this call:
-    all that committed is readable, so a record too many shows as surely as one missing."""
-    with psycopg.connect(database_url) as conn:
-        row = conn.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text").fetchone()
-    assert row is not None
-    target = int(row[0])
-    with OutcomeFeed(database_url) as feed:
-        wait_for(
-            "the horizon past this moment",
-            lambda: True if int(feed.cursor_now().split(":")[0]) >= target else None,
-            timeout_seconds=60,
-        )
-        return feed.read(limit=1000, project_id=project_id)
 
 
 @pytest.fixture
