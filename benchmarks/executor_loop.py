@@ -3,12 +3,15 @@ one after another, each through the whole happy path, and times every call.
 
     python -m benchmarks.executor_loop CASE URL PREFIX COUNT STATS
 
-CASE is `sql` (the documented SQL functions called by hand, one connection), `bare` (the
-same five durable transactions written by hand on tables of the same shape, without the
-protocol's functions and triggers), `python` (the Python SDK exactly as docs/executor-sdk.md
-shows it) or `graphile` (graphile-worker's `add_job`, one job at a time: its workers run
-beside). The process prints `ready` once connected, starts on `go` (stdin), prints `done`
-after COUNT actions, and writes its figures as JSON to STATS when the harness sends SIGTERM.
+CASE is `sql` (the documented SQL functions called by hand, one connection, each call its
+own transaction), `sql2` (the same calls in the two transactions the protocol allows at
+least: the dispatch, its lease and the start barrier; then the mutation, its receipt and the
+completion), `bare` and `bare2` (the same durable transactions written by hand on tables of
+the same shape, without the protocol's functions and triggers), `python` (the Python SDK
+exactly as docs/executor-sdk.md shows it) or `graphile` (graphile-worker's `add_job`, one job
+at a time: its workers run beside). The process prints `ready` once connected, starts on
+`go` (stdin), prints `done` after COUNT actions, and writes its figures as JSON to STATS when
+the harness sends SIGTERM.
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ ACTION_TYPE = "bench.mutation"
 # The executor's own mutation: one row of the platform's table, spread so loops rarely meet.
 ACCOUNTS = 10_000
 CALLS = ("create", "lease", "start", "mutation", "complete")
+# The two-transaction path's calls, and an SDK's (its run leases and starts before the body).
+CALLS_TWO = ("create+lease+start", "mutation+complete")
+CALLS_SDK = ("create", "lease+start", "mutation+complete")
 
 # The platform's table the mutation writes (created by the harness in every database).
 ACCOUNTS_TABLE: LiteralString = """
@@ -317,6 +323,82 @@ def bare_case(url: str) -> tuple[Runner, Callable[[], None]]:
     return run, conn.close
 
 
+def sql2_case(url: str) -> tuple[Runner, Callable[[], None]]:
+    """The documented SQL functions in two transactions: the dispatch, its lease and the start
+    barrier commit together (the side effect begins only once that COMMIT has returned), and
+    the mutation, its receipt and the completion commit together."""
+    conn = psycopg.connect(url, autocommit=True, row_factory=dict_row)
+    create, lease, start = (
+        statement(n) for n in ("dispatch_create", "execution_lease", "execution_start")
+    )
+    identity, write, complete = (
+        statement(n) for n in ("receipt_identity", "receipt_write", "execution_complete")
+    )
+
+    def run(action: Action, time_it: Timer) -> None:
+        with time_it("create+lease+start"), conn.transaction():
+            spec = {"schema_version": 1, "supersedes_dispatch_id": None, "action_summary": None}
+            conn.execute(create, {**action.spec, **spec})
+            leased = conn.execute(
+                lease,
+                {"dispatch_id": action.dispatch_id, "owner": OWNER, "lease_ms": LEASE_MS,
+                 "now_ms": None},
+            ).fetchone()  # fmt: skip
+            assert leased is not None
+            started = conn.execute(
+                start, {**_fence(leased), "lease_ms": LEASE_MS, "now_ms": None}
+            ).fetchone()
+        assert started is not None
+        fence = _fence(started)
+        with time_it("mutation+complete"), conn.transaction():
+            conn.execute(MUTATION, (action.account,))
+            row = conn.execute(identity, {**fence, "now_ms": None}).fetchone()
+            assert row is not None
+            receipt, digest = _signed(row, f"r-{action.dispatch_id}")
+            conn.execute(write, {**fence, "receipt": Jsonb(receipt)})
+            conn.execute(complete, {**fence, **_completion(fence, digest), "now_ms": None})
+
+    return run, conn.close
+
+
+def bare2_case(url: str) -> tuple[Runner, Callable[[], None]]:
+    """`sql2`'s two transactions written by hand, as `bare_case` writes the five."""
+    conn = psycopg.connect(url, autocommit=True, row_factory=dict_row)
+
+    def run(action: Action, time_it: Timer) -> None:
+        with time_it("create+lease+start"), conn.transaction():
+            conn.execute(BARE_CREATE, action.spec)
+            leased = conn.execute(
+                BARE_LEASE,
+                {"dispatch_id": action.dispatch_id, "owner": OWNER, "lease_ms": LEASE_MS},
+            ).fetchone()
+            assert leased is not None
+            started = conn.execute(BARE_START, {**leased, "lease_ms": LEASE_MS}).fetchone()
+        assert started is not None, "bare start fence"
+        fence = _fence(started)
+        with time_it("mutation+complete"), conn.transaction():
+            conn.execute(MUTATION, (action.account,))
+            row = conn.execute(BARE_IDENTITY, fence).fetchone()
+            assert row is not None, "bare receipt fence"
+            receipt, digest = _signed(row, f"r-{action.dispatch_id}")
+            conn.execute(
+                BARE_RECEIPT, {"dispatch_id": action.dispatch_id, "receipt": Jsonb(receipt)}
+            )
+            done = conn.execute(BARE_COMPLETE, {**fence, **_completion(fence, digest)}).fetchone()
+        assert done is not None, "bare complete fence"
+
+    return run, conn.close
+
+
+def _completion(fence: dict[str, Any], digest: str) -> dict[str, Any]:
+    return {
+        "outcome": "succeeded",
+        "result_code": "applied",
+        "mutation_id": f"c-{fence['token']}",
+        "evidence_digest": digest,
+    }
+
+
 def graphile_case(url: str) -> tuple[Runner, Callable[[], None]]:
     """graphile-worker's side of a job's life a client pays: one `add_job` per action, its own
     transaction; the harness runs graphile-worker's workers beside."""
@@ -331,8 +413,8 @@ def graphile_case(url: str) -> tuple[Runner, Callable[[], None]]:
 
 def python_case(url: str) -> tuple[Runner, Callable[[], None]]:
     """The Python SDK exactly as docs/executor-sdk.md shows it: the store and the runner once
-    per process, and per action `create_dispatch`, then `run` with the mutation and its
-    receipt in `effect.transaction()`."""
+    per process, and per action `create_dispatch`, then `run` with the mutation, its receipt
+    and the completion in `effect.transaction(complete=True)`."""
     from resolver.executor import (
         DispatchSpec,
         ExecutionClient,
@@ -355,13 +437,11 @@ def python_case(url: str) -> tuple[Runner, Callable[[], None]]:
         with runner.run(action.dispatch_id) as effect:
             time_it.since("lease+start", body_started)
             effect.check()
-            with time_it("mutation"), effect.transaction() as conn:
+            with time_it("mutation+complete"), effect.transaction(complete=True) as conn:
                 conn.execute(MUTATION, (action.account,))
                 effect.write_receipt(
                     conn, Outcome.SUCCEEDED, "applied", receipt_id=f"r-{action.dispatch_id}"
                 )
-            body_ended = time.perf_counter()
-        time_it.since("complete", body_ended)
         assert effect.result is not None
 
     def close() -> None:
@@ -373,7 +453,9 @@ def python_case(url: str) -> tuple[Runner, Callable[[], None]]:
 
 CASES: dict[str, Callable[[str], tuple[Runner, Callable[[], None]]]] = {
     "sql": sql_case,
+    "sql2": sql2_case,
     "bare": bare_case,
+    "bare2": bare2_case,
     "python": python_case,
     "graphile": graphile_case,
 }

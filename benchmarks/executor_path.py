@@ -7,6 +7,9 @@ durable transactions written by hand on tables of the same shape, without the pr
 functions and triggers), and graphile-worker's job lifecycle as the peer (`add_job` one job
 at a time, a worker beside): in one run, on one durable private cluster, at each connection
 count, beside a settled history and on empty tables (a fresh deployment until autoanalyze).
+The SQL path and the bare baseline also run in two transactions (`sql2`, `bare2`): the
+dispatch, its lease and the start barrier commit together, then the mutation, its receipt
+and the completion, the fewest the protocol allows (graphile-worker's job takes three).
 """
 
 from __future__ import annotations
@@ -35,7 +38,9 @@ from benchmarks.procs import REPO_ROOT, cpu_delta_us, kill_all, peak_rss_kb, ter
 from benchmarks.run import compile_sources
 from benchmarks.server import Databases, Server, open_server
 
-CASES = ("sql", "python", "node", "bare", "graphile")
+CASES = ("sql", "sql2", "python", "node", "bare", "bare2", "graphile")
+# Each SQL path beside the bare baseline of the same transactions.
+BARE_OF = {"sql": "bare", "sql2": "bare2"}
 TABLES = ("empty", "history")
 # The tables the five transactions write; the bare baseline's copies run without the
 # protocol's triggers, and a database standing for a fresh deployment is never analyzed.
@@ -501,7 +506,7 @@ def _case_url(setup: Setup, case: str, tables: str, connections: int) -> str:
     if case == "graphile":
         assert setup.graphile is not None
         return setup.graphile
-    role = "bare" if case == "bare" else "resolver"
+    role = "bare" if case in BARE_OF.values() else "resolver"
     if tables == "history":
         return setup.history[role]
     return _fresh(setup, role, f"empty_{case}_c{connections}")
@@ -562,7 +567,6 @@ def markdown(report: Report) -> str:
     lines: list[str] = []
     for tables in report.options["tables"]:
         for connections in report.options["connections"]:
-            bare = report.get("bare", tables, connections)
             gw = report.get("graphile", tables, connections)
             lines += [
                 "",
@@ -577,6 +581,7 @@ def markdown(report: Report) -> str:
                 r = report.get(case, tables, connections)
                 if r is None:
                     continue
+                bare = report.get(BARE_OF.get(case, "bare"), tables, connections)
                 calls = ", ".join(
                     f"{k} {p50:.2f} / {p99:.2f}" for k, (p50, p99) in r.latency_ms.items()
                 )
@@ -614,62 +619,67 @@ def _target(name: str, value: float | None, bound: float, *, at_most: bool) -> T
 
 def targets(report: Report) -> list[Target]:
     """The executor path's targets, each a ratio within this one run (with history unless
-    it says otherwise)."""
+    it says otherwise), for the five-transaction path and the two-transaction one."""
     out: list[Target] = []
     for c in report.options["connections"]:
-        sql_h = report.get("sql", "history", c)
-        bare = report.get("bare", "history", c)
         gw = report.get("graphile", "history", c)
-        cpu = sql_h.server_cpu_us if sql_h else None
-        out.append(
-            _target(
-                f"{c} connections: SQL path PostgreSQL CPU <= 1.5x bare",
-                _ratio(cpu, bare.server_cpu_us if bare else None),
-                1.5,
-                at_most=True,
-            )
-        )
-        out.append(
-            _target(
-                f"{c} connections: SQL path PostgreSQL CPU <= 1.0x graphile-worker's job",
-                _ratio(cpu, gw.server_cpu_us if gw else None),
-                1.0,
-                at_most=True,
-            )
-        )
-        out.append(
-            _target(
-                f"{c} connections: SQL path actions/s >= 0.8x bare",
-                _ratio(sql_h.per_second if sql_h else None, bare.per_second if bare else None),
-                0.8,
-                at_most=False,
-            )
-        )
+        for path, bare_case in BARE_OF.items():
+            out += _path_targets(report, c, path, report.get(bare_case, "history", c), gw)
+        cpu = _cpu(report.get("sql", "history", c))
         for sdk in ("python", "node"):
-            r = report.get(sdk, "history", c)
             out.append(
                 _target(
                     f"{c} connections: {sdk} SDK PostgreSQL CPU <= 1.2x the SQL path's",
-                    _ratio(r.server_cpu_us if r else None, cpu),
+                    _ratio(_cpu(report.get(sdk, "history", c)), cpu),
                     1.2,
                     at_most=True,
                 )
             )
-        empty = report.get("sql", "empty", c)
+    for path, call in (("sql", "start"), ("sql2", "create+lease+start")):
+        r = report.get(path, "history", 4)
+        p99 = r.latency_ms.get(call, (0.0, 0.0))[1] if r else None
         out.append(
-            _target(
-                f"{c} connections: SQL path on empty tables, PostgreSQL CPU <= 1.2x with history",
-                _ratio(empty.server_cpu_us if empty else None, cpu),
-                1.2,
-                at_most=True,
-            )
+            _target(f"4 connections: {path} start barrier p99 <= 3 ms (ms)", p99, 3.0, at_most=True)
         )
-    sql4 = report.get("sql", "history", 4)
-    start_p99 = sql4.latency_ms.get("start", (0.0, 0.0))[1] if sql4 else None
-    out.append(
-        _target("4 connections: start barrier p99 <= 3 ms (ms)", start_p99, 3.0, at_most=True)
-    )
     return out
+
+
+def _cpu(r: CaseResult | None) -> float | None:
+    return r.server_cpu_us if r else None
+
+
+def _path_targets(
+    report: Report, c: int, path: str, bare: CaseResult | None, gw: CaseResult | None
+) -> list[Target]:
+    """One SQL path's targets at `c` connections, against its own bare baseline."""
+    r = report.get(path, "history", c)
+    cpu = _cpu(r)
+    return [
+        _target(
+            f"{c} connections: {path} PostgreSQL CPU <= 1.5x {BARE_OF[path]}",
+            _ratio(cpu, _cpu(bare)),
+            1.5,
+            at_most=True,
+        ),
+        _target(
+            f"{c} connections: {path} PostgreSQL CPU <= 1.0x graphile-worker's job",
+            _ratio(cpu, _cpu(gw)),
+            1.0,
+            at_most=True,
+        ),
+        _target(
+            f"{c} connections: {path} actions/s >= 0.8x {BARE_OF[path]}",
+            _ratio(r.per_second if r else None, bare.per_second if bare else None),
+            0.8,
+            at_most=False,
+        ),
+        _target(
+            f"{c} connections: {path} on empty tables, PostgreSQL CPU <= 1.2x with history",
+            _ratio(_cpu(report.get(path, "empty", c)), cpu),
+            1.2,
+            at_most=True,
+        ),
+    ]
 
 
 def to_json(report: Report) -> dict[str, Any]:

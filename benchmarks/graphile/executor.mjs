@@ -1,7 +1,7 @@
 // One Node.js executor of `python -m benchmarks.executor_path`: approved actions one after
 // another through the Node SDK exactly as docs/executor-sdk.md shows it (a pg.Pool, an
-// Executor, createDispatch, then run with the mutation and its receipt in
-// effect.transaction), each call timed.
+// Executor, createDispatch, then run with the mutation, its receipt and the completion in
+// effect.transaction(..., { complete: true })), each call timed.
 //
 //   node executor.mjs PREFIX COUNT STATS     (DATABASE_URL, RECEIPT_KEY in the environment)
 //
@@ -38,19 +38,19 @@ async function action(n) {
   });
   since("create", started);
   started = performance.now();
-  let bodyEnded = 0;
   await executor.run(dispatchId, async (effect) => {
     since("lease+start", started);
     effect.throwIfCancelled();
     const mutation = performance.now();
-    await effect.transaction(async (client) => {
-      await client.query("UPDATE bench_accounts SET balance = balance - 1 WHERE id = $1", [account]);
-      await effect.writeReceipt(client, { outcome: "succeeded", resultCode: "applied", receiptId: `r-${dispatchId}` });
-    });
-    since("mutation", mutation);
-    bodyEnded = performance.now();
+    await effect.transaction(
+      async (client) => {
+        await client.query("UPDATE bench_accounts SET balance = balance - 1 WHERE id = $1", [account]);
+        await effect.writeReceipt(client, { outcome: "succeeded", resultCode: "applied", receiptId: `r-${dispatchId}` });
+      },
+      { complete: true },
+    );
+    since("mutation+complete", mutation);
   });
-  since("complete", bodyEnded);
 }
 
 async function main() {

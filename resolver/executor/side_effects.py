@@ -12,14 +12,17 @@
   than half the lease is left, and yields a connection in an open transaction (from the
   runner's pool: an executor process reuses its connections from one side effect to the
   next); `effect.write_receipt(...)` signs and writes receipt v1 in it, and the block's end
-  commits mutation and receipt together;
+  commits mutation and receipt together; `effect.transaction(complete=True)` completes the
+  execution in that same transaction too, so mutation, receipt and terminal state commit
+  together (no crash can fall between the receipt and the completion, and the action pays one
+  transaction fewer);
 - a lost COMMIT reply is unknown, not failed: the transaction that wrote the receipt (named
   by the write's own answer) is ended and waited out, the receipt is re-read, and only a
   receipt with this run's signature counts as committed (`MutationNotCommitted` if it is
   absent, `CommitUnknown` if the re-read fails). Nothing is ever repeated;
-- on a clean exit it completes with the receipt's evidence digest (so a completion racing a
-  resolution of the same receipt replays it exactly); on an exception it completes nothing
-  and recovery settles the execution from evidence.
+- otherwise the run completes on the block's clean exit, with the evidence digest (so a
+  completion racing a resolution of the same receipt replays it exactly); on an exception
+  nothing completes and recovery settles the execution from evidence.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from resolver.core.errors import (
 )
 from resolver.core.ports import ExecutionStore
 from resolver.db import mutation
-from resolver.db.store.receipts import receipt_identity
+from resolver.db.store.receipts import complete_in, receipt_identity
 from resolver.evidence.receipts import KeyRing, encode_receipt, sign_receipt
 from resolver.executor.client import CompletionResult, ExecutionClient
 from resolver.executor.object_receipts import PublishedReceipt, ReceiptPublisher
@@ -107,6 +110,7 @@ class SideEffect:
         # (sig, evidence digest, id of the transaction writing it)
         self._receipt: tuple[str, str, str] | None = None
         self._transaction_used = False
+        self._completed: CompletionResult | None = None
         self.result: RunResult | None = None
         """Set when the run completed."""
 
@@ -130,11 +134,13 @@ class SideEffect:
 
     @contextmanager
     def transaction(
-        self, connection: mutation.Connection | None = None
+        self, connection: mutation.Connection | None = None, *, complete: bool = False
     ) -> Iterator[mutation.Connection]:
         """The mutation's transaction (on `connection`, or one of the runner's pool).
 
-        The heartbeat stops first; call `write_receipt` inside; the block's end commits.
+        The heartbeat stops first; call `write_receipt` inside; the block's end commits. With
+        `complete=True` it completes the execution in this transaction first: the terminal
+        state commits with the mutation and its receipt, or nothing does.
         """
         if self._transaction_used:
             raise RuntimeError("one side effect has one receipt transaction")
@@ -143,12 +149,14 @@ class SideEffect:
         self.check()
         self._refresh_before_transaction()
         if connection is not None:
-            yield from self._in_transaction(connection)
+            yield from self._in_transaction(connection, complete)
             return
         with self._runner._mutation_connection() as conn:
-            yield from self._in_transaction(conn)
+            yield from self._in_transaction(conn, complete)
 
-    def _in_transaction(self, conn: mutation.Connection) -> Iterator[mutation.Connection]:
+    def _in_transaction(
+        self, conn: mutation.Connection, complete: bool
+    ) -> Iterator[mutation.Connection]:
         mutation.begin(conn)
         try:
             yield conn
@@ -158,6 +166,7 @@ class SideEffect:
         if self._receipt is None:
             mutation.rollback_quietly(conn)
             raise RuntimeError("write_receipt was not called: the mutation was rolled back")
+        settled = self._complete_in(conn) if complete else None
         try:
             answered = mutation.commit(conn)
         except FenceConflict as exc:
@@ -169,6 +178,23 @@ class SideEffect:
             raise
         if not answered:
             self._judge_lost_commit()
+        if settled is not None:
+            self._completed = CompletionResult.COMMITTED if settled else CompletionResult.REPLAYED
+
+    def _complete_in(self, conn: mutation.Connection) -> bool:
+        """The completion, in the mutation's transaction: fenced on the same lease the receipt
+        holds its execution under, so it settles with the receipt or rolls back with it."""
+        completion = self._recorded
+        assert completion is not None  # write_receipt recorded it
+        try:
+            return complete_in(conn, self.lease, completion)
+        except BaseException as exc:
+            mutation.rollback_quietly(conn)
+            self._receipt = None
+            self._recorded = None
+            if isinstance(exc, FenceConflict):
+                self.lose(f"{type(exc).__name__}: {exc}")
+            raise
 
     def write_receipt(
         self, conn: mutation.Connection, outcome: Outcome, result_code: str, *, receipt_id: str
@@ -323,6 +349,10 @@ class SideEffect:
     def recorded(self) -> Completion | None:
         return self._recorded
 
+    def completed(self) -> CompletionResult | None:
+        """What the completion in the mutation's transaction did (None: none committed)."""
+        return self._completed
+
 
 def _fenced_identity(
     runner: SideEffectRunner, lease: ExecutionLease
@@ -422,7 +452,7 @@ class SideEffectRunner:
                 "the block recorded no outcome (write_receipt or record): nothing was "
                 "completed; recovery settles the execution from evidence"
             )
-        completed = self.complete(effect.lease, completion)
+        completed = effect.completed() or self.complete(effect.lease, completion)
         effect.result = RunResult(dispatch_id, completed, completion.evidence_digest)
 
     def run_once(self, dispatch_id: str, body: Callable[[SideEffect], None]) -> RunResult:

@@ -219,7 +219,8 @@ export class SideEffect {
   throwIfCancelled(): void;
   remainingMs(): number;
   record(outcome: Outcome, resultCode: string, options?: { evidenceDigest?: string | null; mutationId?: string }): void;
-  transaction<T>(fn: (client: pg.ClientBase) => Promise<T>, options?: { client?: pg.ClientBase }): Promise<T>;
+  /** With `complete: true` the execution completes in this transaction: terminal state, mutation and receipt commit together. */
+  transaction<T>(fn: (client: pg.ClientBase) => Promise<T>, options?: { client?: pg.ClientBase; complete?: boolean }): Promise<T>;
   writeReceipt(client: pg.ClientBase, args: { outcome: Outcome; resultCode: string; receiptId: string }): Promise<string>;
   /** The dispatch's identity, read under the live lease: what a binding token is signed over. */
   identity(): Promise<ReceiptIdentity>;

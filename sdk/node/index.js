@@ -587,14 +587,8 @@ export class Executor {
   }
 
   /** Terminal state; `result` is `committed`, or `replayed` for an exact replay. */
-  complete(lease, { outcome, resultCode, mutationId, evidenceDigest = null }) {
-    return call(this.pool, "SELECT * FROM resolver_execution_complete($1, $2, $3, $4, $5, $6, $7, $8)", [
-      ...fence(lease),
-      outcome,
-      resultCode,
-      mutationId ?? defaultMutationId(lease),
-      evidenceDigest,
-    ], this.prepared);
+  complete(lease, completion) {
+    return call(this.pool, COMPLETE, completeArgs(lease, completion), this.prepared);
   }
 
   /**
@@ -615,7 +609,7 @@ export class Executor {
     if (!effect._completion) {
       throw new Error("the body recorded no outcome (writeReceipt or record): nothing was completed");
     }
-    const done = await this._completeRetrying(effect.lease, effect._completion);
+    const done = effect._completed ?? (await this._completeRetrying(effect.lease, effect._completion));
     return { dispatchId, result: done.result, state: done.state, evidenceDigest: effect._completion.evidenceDigest };
   }
 
@@ -632,6 +626,14 @@ export class Executor {
 }
 
 const defaultMutationId = (lease) => `c-${lease.token}`;
+const COMPLETE = "SELECT * FROM resolver_execution_complete($1, $2, $3, $4, $5, $6, $7, $8)";
+const completeArgs = (lease, { outcome, resultCode, mutationId, evidenceDigest = null }) => [
+  ...fence(lease),
+  outcome,
+  resultCode,
+  mutationId ?? defaultMutationId(lease),
+  evidenceDigest,
+];
 
 /** What `Executor.run`'s body gets: the cancellation signal, the lease, the one transaction. */
 export class SideEffect {
@@ -650,6 +652,7 @@ export class SideEffect {
     // Taken before the call that granted the lease: the real expiry is never earlier.
     this.#deadline = grantedAt + executor.leaseMs;
     this._completion = null;
+    this._completed = null;
   }
 
   /** Aborted when the lease is lost; its `reason` is the LeaseLost/FenceConflict. */
@@ -676,8 +679,11 @@ export class SideEffect {
    * The mutation's transaction on `client` (or a pool client): the heartbeat stops first,
    * `fn(client)` runs the mutation and calls `writeReceipt`, then COMMIT. A lost COMMIT reply
    * is judged by re-reading the receipt: `MutationNotCommitted` or `CommitUnknown` otherwise.
+   * With `complete: true` the execution completes in this transaction before the COMMIT: the
+   * terminal state commits with the mutation and its receipt, or nothing does (no crash can
+   * fall between them, and the action pays one transaction fewer).
    */
-  async transaction(fn, { client } = {}) {
+  async transaction(fn, { client, complete = false } = {}) {
     if (this.#transactionUsed) throw new Error("one side effect has one receipt transaction");
     this.#transactionUsed = true;
     await this._stopHeartbeat();
@@ -691,9 +697,13 @@ export class SideEffect {
     try {
       await call(conn, "BEGIN");
       let value;
+      let completed = null;
       try {
         value = await fn(conn);
         if (!this.#receipt) throw new Error("writeReceipt was not called: the mutation was rolled back");
+        if (complete) {
+          completed = await call(conn, COMPLETE, completeArgs(this.lease, this._completion), this.#executor.prepared);
+        }
       } catch (err) {
         await conn.query("ROLLBACK").catch(() => {});
         throw protocolError(err) ?? err;
@@ -708,6 +718,7 @@ export class SideEffect {
         if (own) conn.release(true);
         await this.#judgeLostCommit();
       }
+      this._completed = completed;
       return value;
     } finally {
       conn.removeListener("error", swallow);

@@ -63,6 +63,15 @@ def test_lifecycle_and_every_refusal_with_psql_alone(database_url: str) -> None:
     assert out.count("ok refused") == 13
 
 
+def test_the_fewest_transactions_the_protocol_allows_with_psql_alone(database_url: str) -> None:
+    out = psql(
+        database_url, "04_two_transactions.sql", run=f"p{uuid.uuid4().hex[:8]}", kid=KID,
+        secret=SECRET,
+    )  # fmt: skip
+    assert "two transactions: all checks passed" in out
+    assert out.count("ok refused") == 1
+
+
 def test_crash_recovery_by_resolver_run_then_late_completions(
     database_url: str, tmp_path: Path
 ) -> None:

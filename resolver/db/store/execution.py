@@ -11,7 +11,7 @@ from resolver.core.domain import (
     ResolutionSource,
 )
 from resolver.db.store.handle import PortStore
-from resolver.db.store.rows import enums, fence, lease_of
+from resolver.db.store.rows import completion_params, enums, fence, lease_of
 
 
 class PostgresExecutionStore(PortStore):
@@ -51,14 +51,7 @@ class PostgresExecutionStore(PortStore):
         return lease_of(self._db.call("execution_renew", params))
 
     def complete_execution(self, lease: ExecutionLease, completion: Completion) -> bool:
-        params = fence(
-            lease,
-            now_ms=self._db.now_ms,
-            outcome=completion.outcome.value,
-            result_code=completion.result_code,
-            mutation_id=completion.mutation_id,
-            evidence_digest=completion.evidence_digest,
-        )
+        params = completion_params(lease, completion, self._db.now_ms)
         row = self._db.call("execution_complete", params)
         assert row is not None  # the function answers one row or raises
         return bool(row["result"] == "committed")

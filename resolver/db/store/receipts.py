@@ -1,4 +1,5 @@
-"""The executor's receipt statements, run in the caller's own transaction (the mutation's)."""
+"""The executor's statements run in the caller's own transaction (the mutation's): the
+receipt's identity and write, and the completion that may commit with them."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from resolver.core.domain import ExecutionLease
+from resolver.core.domain import Completion, ExecutionLease
 from resolver.db.protocol import protocol_error
 from resolver.db.statements import statement
 from resolver.db.store.handle import Row
-from resolver.db.store.rows import fence
+from resolver.db.store.rows import completion_params, fence
 
 
 def receipt_identity(conn: psycopg.Connection[Any], lease: ExecutionLease) -> Row:
@@ -28,6 +29,16 @@ def receipt_write(
     """Insert a signed receipt v1 in the caller's transaction, fenced on the lease; the row
     names the transaction (`xact_id`), by which a lost COMMIT reply is judged."""
     return _call_in(conn, "receipt_write", fence(lease, receipt=Jsonb(dict(receipt))))
+
+
+def complete_in(
+    conn: psycopg.Connection[Any], lease: ExecutionLease, completion: Completion
+) -> bool:
+    """Complete in the caller's transaction, fenced on the lease: the terminal state commits
+    with the mutation and its receipt, or nothing does. True if it settled the execution,
+    False for an exact replay."""
+    params = completion_params(lease, completion, None)
+    return bool(_call_in(conn, "execution_complete", params)["result"] == "committed")
 
 
 def _call_in(conn: psycopg.Connection[Any], name: str, params: dict[str, Any]) -> Row:

@@ -11,6 +11,7 @@ import msgspec
 
 from resolver.core.domain import (
     ClaimedItem,
+    Completion,
     DispatchIdentity,
     ExecutionLease,
     ExecutionState,
@@ -35,6 +36,20 @@ def fence(lease: ExecutionLease, **extra: Any) -> dict[str, Any]:
         "version": lease.version,
         **extra,
     }
+
+
+def completion_params(
+    lease: ExecutionLease, completion: Completion, now_ms: int | None
+) -> dict[str, Any]:
+    """resolver_execution_complete's arguments: the fence and what the executor completes with."""
+    return fence(
+        lease,
+        now_ms=now_ms,
+        outcome=completion.outcome.value,
+        result_code=completion.result_code,
+        mutation_id=completion.mutation_id,
+        evidence_digest=completion.evidence_digest,
+    )
 
 
 def lease_of(row: Row | None) -> ExecutionLease:

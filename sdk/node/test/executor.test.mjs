@@ -113,6 +113,27 @@ test("run: lease, barrier, mutation and receipt in one transaction, completion",
   assert.equal(control.closed_by, "completion");
 });
 
+// Whether the receipt and the execution's last change were written by one transaction.
+const oneTransaction = async (id) =>
+  (await row(
+    "SELECT e.xmin::text = r.xmin::text AS same FROM approved_action_executions AS e JOIN action_receipts AS r USING (dispatch_id) WHERE dispatch_id = $1",
+    [id],
+  )).same;
+
+test("run with complete: true: the completion commits in the mutation's transaction", { skip }, async () => {
+  const ex = executor();
+  const id = await newDispatch(ex);
+  let digest;
+  const result = await ex.run(id, async (effect) => {
+    digest = await effect.transaction((client) => charge(effect, client), { complete: true });
+  });
+  assert.deepEqual(result, { dispatchId: id, result: "committed", state: "succeeded", evidenceDigest: digest });
+  assert.equal((await execution(id)).evidence_digest, digest);
+  assert.equal(await oneTransaction(id), true);
+  const control = await row("SELECT closed_by FROM approved_action_recovery_controls WHERE dispatch_id = $1", [id]);
+  assert.equal(control.closed_by, "completion");
+});
+
 test("protocol calls are prepared once per connection, unless a pooler is declared", { skip }, async () => {
   // One connection, so the session that ran the calls is the one asked.
   const single = new pg.Pool({ connectionString: URL_, max: 1 });
@@ -299,30 +320,37 @@ test("a refusal inside the transaction body arrives typed", { skip }, async () =
   assert.equal(await balance(id), 100);
 });
 
-test("a lost COMMIT reply is settled by re-reading the receipt, never repeated", { skip }, async () => {
-  const proxy = await commitProxy();
-  const proxied = new pg.Pool({ connectionString: proxy.url, max: 4 });
-  try {
-    const ex = new Executor({ pool: proxied, owner: "node-sdk", key: KEY });
-    const id = await newDispatch(ex);
-    let runs = 0;
-    const result = await ex.run(id, async (effect) => {
-      proxy.fault = "lose_reply";
-      await effect.transaction((client) => {
-        runs += 1;
-        return charge(effect, client);
+for (const complete of [false, true]) {
+  test(`a lost COMMIT reply is settled by re-reading the receipt, never repeated (complete: ${complete})`, { skip }, async () => {
+    const proxy = await commitProxy();
+    const proxied = new pg.Pool({ connectionString: proxy.url, max: 4 });
+    try {
+      const ex = new Executor({ pool: proxied, owner: "node-sdk", key: KEY });
+      const id = await newDispatch(ex);
+      let runs = 0;
+      const result = await ex.run(id, async (effect) => {
+        proxy.fault = "lose_reply";
+        await effect.transaction(
+          (client) => {
+            runs += 1;
+            return charge(effect, client);
+          },
+          { complete },
+        );
       });
-    });
-    assert.equal(proxy.fired, true);
-    assert.equal(runs, 1);
-    assert.equal(result.result, "committed");
-    assert.equal(await balance(id), 90);
-    assert.equal((await execution(id)).evidence_digest, result.evidenceDigest);
-  } finally {
-    await proxied.end();
-    proxy.server.close();
-  }
-});
+      assert.equal(proxy.fired, true);
+      assert.equal(runs, 1);
+      assert.equal(result.result, "committed");
+      assert.equal(await balance(id), 90);
+      assert.equal((await execution(id)).evidence_digest, result.evidenceDigest);
+      // Completed in the mutation's transaction, or by a call of its own after it.
+      assert.equal(await oneTransaction(id), complete);
+    } finally {
+      await proxied.end();
+      proxy.server.close();
+    }
+  });
+}
 
 test("a COMMIT lost before the server is reported as not committed", { skip }, async () => {
   const proxy = await commitProxy();

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from benchmarks import peer
+from benchmarks.executor_loop import CALLS, CALLS_SDK, CALLS_TWO
 from benchmarks.executor_path import CASES, Options, markdown, run, targets, to_json
 
 ACTIONS = 12
@@ -33,7 +34,7 @@ def test_executor_path_benchmark_runs_every_case_on_both_tables(
         (c, t)
         for c in CASES
         for t in ("empty", "history")
-        if node or c in {"sql", "python", "bare"}
+        if node or c in {"sql", "sql2", "python", "bare", "bare2"}
     }
     # graphile-worker keeps no history (it deletes finished jobs): measured once.
     expected -= {("graphile", "empty")}
@@ -45,19 +46,23 @@ def test_executor_path_benchmark_runs_every_case_on_both_tables(
         if r.case == "graphile":
             assert set(r.latency_ms) == {"add_job"}
         elif r.case in ("sql", "bare"):
-            assert set(r.latency_ms) == {"create", "lease", "start", "mutation", "complete"}
-        else:  # an SDK: lease and start happen inside its run, before the body
-            assert set(r.latency_ms) == {"create", "lease+start", "mutation", "complete"}
+            assert set(r.latency_ms) == set(CALLS)
+        elif r.case in ("sql2", "bare2"):
+            assert set(r.latency_ms) == set(CALLS_TWO)
+        else:  # an SDK: lease and start happen inside its run, the completion in the body's
+            assert set(r.latency_ms) == set(CALLS_SDK)
         for p50, p99 in r.latency_ms.values():
             assert 0 < p50 <= p99
         if r.statements is not None:
             # Nine round trips at least: five calls, and BEGIN, the mutation, the receipt
-            # and COMMIT; graphile-worker: the add, the fetch and the completion.
+            # and COMMIT (in two transactions, two BEGINs and two COMMITs around the same
+            # calls); graphile-worker: the add, the fetch and the completion.
             assert r.statements >= (3 if r.case == "graphile" else 9), r.case
     if not node:
         assert any("Node SDK" in n for n in report.notes)
 
-    assert len(targets(report)) == 6 * 1 + 1
+    # Per connection count: four for each SQL path, one for each SDK; and each path's barrier.
+    assert len(targets(report)) == (2 * 4 + 2) * 1 + 2
     text = markdown(report)
     assert "**history tables, 2 connections**" in text and "| bare |" in text
     assert json.loads(json.dumps(to_json(report)))["results"]

@@ -1,6 +1,9 @@
 """An executor built on the Python SDK that SIGKILLs itself before or after its side effect.
 
-    python tests/integration/executor/sdk_crash_executor.py <database_url> <dispatch_id> before|after
+    python tests/integration/executor/sdk_crash_executor.py <database_url> <dispatch_id> before|after|after-completing
+
+`after-completing` completes in the mutation's transaction (`complete=True`) and dies right
+after its COMMIT.
 
 A real crash: no finally block runs, no lease is handed back, nothing completes. The
 receipt key comes from RESOLVER_RECEIPT_KEYS / RESOLVER_RECEIPT_SIGNING_KID.
@@ -36,7 +39,7 @@ def main(database_url: str, dispatch_id: str, point: str) -> None:
         with runner.run(dispatch_id) as effect:
             if point == "before":
                 crash()
-            with effect.transaction() as conn:
+            with effect.transaction(complete=point == "after-completing") as conn:
                 conn.execute("UPDATE sdk_accounts SET balance = balance - 10 WHERE id = 42")
                 effect.write_receipt(conn, Outcome.SUCCEEDED, "applied", receipt_id="ledger-9")
             crash()

@@ -168,6 +168,43 @@ def test_a_lease_that_ends_before_commit_is_refused_at_commit_as_lease_lost(
     assert sql.one("SELECT balance FROM sdk_accounts WHERE id = 42")["balance"] == 100
 
 
+@pytest.mark.usefixtures("accounts")
+def test_completed_in_the_mutation_s_transaction_a_late_commit_still_settles(
+    store: Storage, database_url: str, sql: SQL
+) -> None:
+    """Completed in the mutation's transaction, a receipt written under a live lease commits
+    with its terminal state even when the lease ended before the COMMIT: nothing could settle
+    the execution meanwhile (the transaction holds its row from the receipt's identity read
+    on), and nothing is left executing for recovery to judge. The check at COMMIT refusing a
+    late receipt guards an execution a receipt would leave open (the test above)."""
+    dispatch_id = dispatch(store)
+
+    def write_then_outlive_the_lease(effect: SideEffect) -> None:
+        with effect.transaction(complete=True) as conn:
+            charge(effect, conn)
+            expires = effect.lease.lease_expires_at_ms
+            wait_until(
+                lambda: sql.one("SELECT resolver_now_ms(NULL) > %s AS over", expires)["over"],
+                "the database clock to pass the lease",
+            )
+
+    result = runner(store, database_url, lease_seconds=1.0).run_once(
+        dispatch_id, write_then_outlive_the_lease
+    )
+    assert result.completion is CompletionResult.COMMITTED
+    execution = sql.execution(dispatch_id)
+    assert (execution["state"], execution["evidence_digest"]) == (
+        "succeeded",
+        result.evidence_digest,
+    )
+    assert one_transaction(sql, dispatch_id)
+    assert sql.one("SELECT balance FROM sdk_accounts WHERE id = 42")["balance"] == 90
+    assert sql.one(
+        "SELECT status, closed_by FROM approved_action_recovery_controls WHERE dispatch_id = %s",
+        dispatch_id,
+    ) == {"status": "resolved", "closed_by": "completion"}
+
+
 @pytest.fixture
 def proxy(database_url: str) -> Iterator[tuple[CommitProxy, str]]:
     params = conninfo_to_dict(database_url)
@@ -176,16 +213,27 @@ def proxy(database_url: str) -> Iterator[tuple[CommitProxy, str]]:
     commit_proxy.close()
 
 
+def one_transaction(sql: SQL, dispatch_id: str) -> bool:
+    """Whether the receipt and the execution's last change were written by one transaction."""
+    row = sql.one(
+        "SELECT e.xmin::text = r.xmin::text AS same FROM approved_action_executions AS e"
+        " JOIN action_receipts AS r USING (dispatch_id) WHERE dispatch_id = %s",
+        dispatch_id,
+    )
+    return bool(row["same"])
+
+
 @pytest.mark.usefixtures("accounts")
+@pytest.mark.parametrize("complete", [False, True], ids=["then-complete", "complete-in-it"])
 def test_a_lost_commit_reply_is_settled_by_the_receipt_never_repeated(
-    store: Storage, proxy: tuple[CommitProxy, str], sql: SQL
+    store: Storage, proxy: tuple[CommitProxy, str], sql: SQL, complete: bool
 ) -> None:
     commit_proxy, proxied_url = proxy
     dispatch_id = dispatch(store)
     runs = 0
     with runner(store, proxied_url).run(dispatch_id) as effect:
         commit_proxy.arm(Fault.LOSE_REPLY)
-        with effect.transaction() as conn:
+        with effect.transaction(complete=complete) as conn:
             runs += 1
             digest = charge(effect, conn)
     assert commit_proxy.fired.is_set()
@@ -194,18 +242,21 @@ def test_a_lost_commit_reply_is_settled_by_the_receipt_never_repeated(
     execution = sql.execution(dispatch_id)
     assert (execution["state"], execution["evidence_digest"]) == ("succeeded", digest)
     assert effect.result is not None and effect.result.completion is CompletionResult.COMMITTED
+    # Completed in the mutation's transaction, or by a call of its own after it.
+    assert one_transaction(sql, dispatch_id) is complete
 
 
 @pytest.mark.usefixtures("accounts")
+@pytest.mark.parametrize("complete", [False, True], ids=["then-complete", "complete-in-it"])
 def test_a_commit_lost_before_the_server_is_reported_not_committed(
-    store: Storage, proxy: tuple[CommitProxy, str], sql: SQL
+    store: Storage, proxy: tuple[CommitProxy, str], sql: SQL, complete: bool
 ) -> None:
     commit_proxy, proxied_url = proxy
     dispatch_id = dispatch(store)
 
     def commit(effect: SideEffect) -> None:
         commit_proxy.arm(Fault.LOSE_COMMIT)
-        with effect.transaction() as conn:
+        with effect.transaction(complete=complete) as conn:
             charge(effect, conn)
 
     with pytest.raises(MutationNotCommitted):
@@ -293,6 +344,20 @@ def lease_expired(sql: SQL, dispatch_id: str) -> bool:
         dispatch_id,
     )
     return bool(row["expired"])
+
+
+@pytest.mark.usefixtures("accounts")
+def test_a_crash_after_completing_in_the_mutation_s_transaction_leaves_nothing_to_recover(
+    store: Storage, database_url: str, sql: SQL, tmp_path: Path
+) -> None:
+    dispatch_id = dispatch(store)
+    crash_executor(database_url, dispatch_id, "after-completing")
+    execution = sql.execution(dispatch_id)
+    assert execution["state"] == "succeeded"
+    assert one_transaction(sql, dispatch_id)
+    resolver_run_once(database_url, tmp_path)
+    assert sql.resolutions(dispatch_id) == []
+    assert sql.one("SELECT balance FROM sdk_accounts WHERE id = 42")["balance"] == 90
 
 
 @pytest.mark.usefixtures("accounts")
