@@ -33,9 +33,8 @@ def test_the_outcome_benchmark_runs_and_its_figures_add_up(pg_server: str, tmp_p
     for drain in result.drains:
         assert drain.resolved == K, drain.variant
         assert drain.per_second > 0 and drain.wal_bytes > 0
-    by_variant = {d.variant: d for d in result.drains}
-    # The feed's records are WAL of their own: the same drain without them writes less.
-    assert by_variant["feed"].wal_bytes > by_variant["no-feed"].wal_bytes
+    # WAL is the whole cluster's: on a shared server other work writes beside each round, so
+    # what the feed adds to it is the benchmark's comparison (a private cluster), not this test's.
     for run in result.completions_runs:
         assert run.completed == K, run.variant
         assert run.per_second > 0 and 0 < run.p50_ms <= run.p99_ms
