@@ -19,6 +19,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -84,6 +85,7 @@ class Options:
     history: int = 50_000
     cases: tuple[str, ...] = CASES
     tables: tuple[str, ...] = TABLES
+    rounds: int = 3
     work_dir: Path | None = None
 
 
@@ -115,6 +117,9 @@ class Report:
     machine: dict[str, Any]
     options: dict[str, Any]
     results: list[CaseResult] = field(default_factory=list)
+    """Per case, tables and connection count: the median of its rounds."""
+    rounds: list[list[CaseResult]] = field(default_factory=list)
+    """Every round's own figures, in the order they ran."""
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -484,32 +489,75 @@ def _run(options: Options, setup: Setup, work_dir: Path, report: Report, echo: E
             for role in ("resolver", "bare"):
                 setup.history[role] = _with_history(setup, role, options.history)
         for connections in options.connections:
-            for case in [c for c in CASES if c in wanted]:
-                if case == "graphile" and tables != "history" and "history" in options.tables:
-                    continue  # graphile keeps no history: measured once per connection count
-                url = _case_url(setup, case, tables, connections)
-                echo(f"{case} on {tables} tables, {connections} connections: ", end="")
-                result = run_case(
-                    setup,
-                    case,
-                    tables,
-                    connections,
-                    url,
-                    actions=options.actions,
-                    work_dir=work_dir,
-                )
-                report.results.append(result)
-                echo(describe(result))
+            cases = [c for c in CASES if c in wanted]
+            if "graphile" in cases and tables != "history" and "history" in options.tables:
+                cases.remove("graphile")  # it keeps no history: measured once per count
+            measured: list[CaseResult] = []
+            for round_ in range(options.rounds):
+                # Each round in another order: what one case leaves behind (dirty pages, the
+                # checkpointer's and autovacuum's work) falls on a different case each time.
+                shift = round_ % len(cases)
+                for case in cases[shift:] + cases[:shift]:
+                    url = _case_url(setup, case, tables, connections, round_)
+                    echo(f"round {round_ + 1}, {case} on {tables} tables, {connections} "
+                         "connections: ", end="")  # fmt: skip
+                    result = run_case(
+                        setup,
+                        case,
+                        tables,
+                        connections,
+                        url,
+                        actions=options.actions,
+                        work_dir=work_dir,
+                    )
+                    measured.append(result)
+                    echo(describe(result))
+            report.rounds.append(measured)
+            for case in cases:
+                report.results.append(median_of([r for r in measured if r.case == case]))
 
 
-def _case_url(setup: Setup, case: str, tables: str, connections: int) -> str:
+def median_of(results: list[CaseResult]) -> CaseResult:
+    """One case's rounds as one: the median of each figure (of each call's p50 and p99), the
+    statement profile of the round with the median PostgreSQL CPU."""
+    first = results[0]
+    by_cpu = sorted(results, key=lambda r: r.server_cpu_us or 0.0)
+    calls = first.latency_ms.keys()
+    return CaseResult(
+        case=first.case,
+        tables=first.tables,
+        connections=first.connections,
+        actions=first.actions,
+        seconds=statistics.median(r.seconds for r in results),
+        server_cpu_us=_median([r.server_cpu_us for r in results]),
+        client_cpu_us=_median([r.client_cpu_us for r in results]),
+        wal_bytes=_median([r.wal_bytes for r in results]),
+        statements=_median([r.statements for r in results]),
+        latency_ms={
+            call: (
+                statistics.median(r.latency_ms[call][0] for r in results),
+                statistics.median(r.latency_ms[call][1] for r in results),
+            )
+            for call in calls
+        },
+        peak_rss_mb=max(r.peak_rss_mb for r in results),
+        top_statements=by_cpu[len(by_cpu) // 2].top_statements,
+    )
+
+
+def _median(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def _case_url(setup: Setup, case: str, tables: str, connections: int, round_: int) -> str:
     if case == "graphile":
         assert setup.graphile is not None
         return setup.graphile
     role = "bare" if case in BARE_OF.values() else "resolver"
     if tables == "history":
         return setup.history[role]
-    return _fresh(setup, role, f"empty_{case}_c{connections}")
+    return _fresh(setup, role, f"empty_{case}_c{connections}_r{round_}")
 
 
 def _machine(server: Server) -> dict[str, Any]:
@@ -699,6 +747,7 @@ def parse(argv: list[str] | None = None) -> tuple[Options, Path | None]:
     p.add_argument("--history", type=int, default=50_000, help="settled actions of history")
     p.add_argument("--cases", default=",".join(CASES))
     p.add_argument("--tables", default=",".join(TABLES), help="empty, history or both")
+    p.add_argument("--rounds", type=int, default=3, help="rounds per case (medians reported)")
     p.add_argument("--work-dir", type=Path, help="every loop's log and figures")
     p.add_argument("--json", type=Path, help="also write the full report as JSON here")
     args = p.parse_args(argv)
@@ -710,6 +759,7 @@ def parse(argv: list[str] | None = None) -> tuple[Options, Path | None]:
         history=args.history,
         cases=tuple(x.strip() for x in args.cases.split(",") if x.strip()),
         tables=tuple(x.strip() for x in args.tables.split(",") if x.strip()),
+        rounds=args.rounds,
         work_dir=args.work_dir,
     ), args.json
 

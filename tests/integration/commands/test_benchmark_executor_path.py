@@ -25,6 +25,7 @@ def test_executor_path_benchmark_runs_every_case_on_both_tables(
         actions=ACTIONS,
         connections=(CONNECTIONS,),
         history=50,
+        rounds=2,
         work_dir=tmp_path,
     )
     report = run(options, echo=lambda *_a, **_k: None)
@@ -60,6 +61,14 @@ def test_executor_path_benchmark_runs_every_case_on_both_tables(
             assert r.statements >= (3 if r.case == "graphile" else 9), r.case
     if not node:
         assert any("Node SDK" in n for n in report.notes)
+    # Two rounds of each case at each table kind; each reported figure is their median.
+    assert [len(measured) for measured in report.rounds] == [
+        2 * len([k for k in expected if k[1] == t]) for t in ("empty", "history")
+    ]
+    for r in report.results:
+        mine = [m for ms in report.rounds for m in ms if (m.case, m.tables) == (r.case, r.tables)]
+        assert len(mine) == 2
+        assert r.seconds == (mine[0].seconds + mine[1].seconds) / 2
 
     # Per connection count: four for each SQL path, one for each SDK; and each path's barrier.
     assert len(targets(report)) == (2 * 4 + 2) * 1 + 2
