@@ -648,6 +648,7 @@ def markdown(report: Report) -> str:
                     calls,
                 ]
                 lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "`x bare`: against `bare2` for `sql2`, against `bare` for every other case."]
     lines += ["", "| target | measured | met |", "|---|---|---|"]
     for name, measured, met in targets(report):
         verdict = "not measured" if met is None else ("yes" if met else "**no**")
