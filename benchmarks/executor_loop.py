@@ -265,17 +265,7 @@ def sql_case(url: str) -> tuple[Runner, Callable[[], None]]:
             receipt, digest = _signed(row, f"r-{action.dispatch_id}")
             conn.execute(write, {**fence, "receipt": Jsonb(receipt)})
         with time_it("complete"):
-            conn.execute(
-                complete,
-                {
-                    **fence,
-                    "outcome": "succeeded",
-                    "result_code": "applied",
-                    "mutation_id": f"c-{fence['token']}",
-                    "evidence_digest": digest,
-                    "now_ms": None,
-                },
-            )
+            conn.execute(complete, {**fence, **_completion(fence, digest), "now_ms": None})
 
     return run, conn.close
 
@@ -308,16 +298,7 @@ def bare_case(url: str) -> tuple[Runner, Callable[[], None]]:
                 BARE_RECEIPT, {"dispatch_id": action.dispatch_id, "receipt": Jsonb(receipt)}
             )
         with time_it("complete"):
-            done = conn.execute(
-                BARE_COMPLETE,
-                {
-                    **fence,
-                    "outcome": "succeeded",
-                    "result_code": "applied",
-                    "mutation_id": f"c-{fence['token']}",
-                    "evidence_digest": digest,
-                },
-            ).fetchone()
+            done = conn.execute(BARE_COMPLETE, {**fence, **_completion(fence, digest)}).fetchone()
         assert done is not None, "bare complete fence"
 
     return run, conn.close
