@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, LiteralString
 
@@ -219,165 +220,103 @@ def _fence(lease: dict[str, Any]) -> dict[str, Any]:
 Runner = Callable[[Action, Timer], None]
 
 
-def sql_case(url: str) -> tuple[Runner, Callable[[], None]]:
-    """A hand-written executor calling the documented SQL functions on one connection: each
-    protocol call its own transaction, the mutation and the receipt one transaction."""
-    conn = psycopg.connect(url, autocommit=True, row_factory=dict_row)
-    create, lease, start = (
-        statement(n) for n in ("dispatch_create", "execution_lease", "execution_start")
-    )
-    identity, write, complete = (
-        statement(n) for n in ("receipt_identity", "receipt_write", "execution_complete")
-    )
+class _Path:
+    """One path's steps on one connection: the documented SQL functions, or (`bare`) the same
+    durable facts written by hand on tables whose protocol triggers the harness disabled, the
+    fences in their WHERE clauses. The cases group the steps into transactions."""
+
+    def __init__(self, url: str, *, bare: bool) -> None:
+        self.conn = psycopg.connect(url, autocommit=True, row_factory=dict_row)
+        self.bare = bare
+        names = ("dispatch_create", "execution_lease", "execution_start", "receipt_identity",
+                 "receipt_write", "execution_complete")  # fmt: skip
+        self._sql = {name: statement(name) for name in names}
+
+    def create(self, action: Action) -> None:
+        if self.bare:
+            self.conn.execute(BARE_CREATE, action.spec)
+            return
+        spec = {"schema_version": 1, "supersedes_dispatch_id": None, "action_summary": None}
+        self.conn.execute(self._sql["dispatch_create"], {**action.spec, **spec})
+
+    def lease(self, action: Action) -> dict[str, Any]:
+        params = {"dispatch_id": action.dispatch_id, "owner": OWNER, "lease_ms": LEASE_MS}
+        query = BARE_LEASE if self.bare else self._sql["execution_lease"]
+        leased = self.conn.execute(query, params if self.bare else {**params, "now_ms": None})
+        row = leased.fetchone()
+        assert row is not None, "lease"
+        return _fence(row)
+
+    def start(self, leased: dict[str, Any]) -> dict[str, Any]:
+        params = {**leased, "lease_ms": LEASE_MS}
+        query = BARE_START if self.bare else self._sql["execution_start"]
+        row = self.conn.execute(query, params if self.bare else {**params, "now_ms": None})
+        started = row.fetchone()
+        assert started is not None, "start fence"
+        return _fence(started)
+
+    def receipt(self, action: Action, fence: dict[str, Any]) -> str:
+        """The mutation and its signed receipt, in the transaction the caller holds open."""
+        self.conn.execute(MUTATION, (action.account,))
+        query = BARE_IDENTITY if self.bare else self._sql["receipt_identity"]
+        row = self.conn.execute(query, fence if self.bare else {**fence, "now_ms": None})
+        identity = row.fetchone()
+        assert identity is not None, "receipt fence"
+        receipt, digest = _signed(identity, f"r-{action.dispatch_id}")
+        if self.bare:
+            params = {"dispatch_id": action.dispatch_id, "receipt": Jsonb(receipt)}
+            self.conn.execute(BARE_RECEIPT, params)
+        else:
+            self.conn.execute(self._sql["receipt_write"], {**fence, "receipt": Jsonb(receipt)})
+        return digest
+
+    def complete(self, fence: dict[str, Any], digest: str) -> None:
+        params = {
+            **fence,
+            "outcome": "succeeded",
+            "result_code": "applied",
+            "mutation_id": f"c-{fence['token']}",
+            "evidence_digest": digest,
+        }
+        query = BARE_COMPLETE if self.bare else self._sql["execution_complete"]
+        done = self.conn.execute(query, params if self.bare else {**params, "now_ms": None})
+        assert done.fetchone() is not None, "complete fence"
+
+
+def five_transactions(url: str, *, bare: bool) -> tuple[Runner, Callable[[], None]]:
+    """Each protocol call its own transaction, the mutation and its receipt one more (`sql`,
+    `bare`): five durable transactions."""
+    path = _Path(url, bare=bare)
 
     def run(action: Action, time_it: Timer) -> None:
         with time_it("create"):
-            conn.execute(
-                create,
-                {
-                    **action.spec,
-                    "schema_version": 1,
-                    "supersedes_dispatch_id": None,
-                    "action_summary": None,
-                },
-            )
+            path.create(action)
         with time_it("lease"):
-            leased = conn.execute(
-                lease,
-                {
-                    "dispatch_id": action.dispatch_id,
-                    "owner": OWNER,
-                    "lease_ms": LEASE_MS,
-                    "now_ms": None,
-                },
-            ).fetchone()
-        assert leased is not None
+            leased = path.lease(action)
         with time_it("start"):
-            started = conn.execute(
-                start, {**_fence(leased), "lease_ms": LEASE_MS, "now_ms": None}
-            ).fetchone()
-        assert started is not None
-        fence = _fence(started)
-        with time_it("mutation"), conn.transaction():
-            conn.execute(MUTATION, (action.account,))
-            row = conn.execute(identity, {**fence, "now_ms": None}).fetchone()
-            assert row is not None
-            receipt, digest = _signed(row, f"r-{action.dispatch_id}")
-            conn.execute(write, {**fence, "receipt": Jsonb(receipt)})
+            fence = path.start(leased)
+        with time_it("mutation"), path.conn.transaction():
+            digest = path.receipt(action, fence)
         with time_it("complete"):
-            conn.execute(complete, {**fence, **_completion(fence, digest), "now_ms": None})
+            path.complete(fence, digest)
 
-    return run, conn.close
-
-
-def bare_case(url: str) -> tuple[Runner, Callable[[], None]]:
-    """The same five durable transactions as `sql_case`, written by hand: plain statements on
-    the protocol's tables (same columns, indexes, constraints and foreign keys), whose
-    protocol triggers the harness disabled. The fences are in the WHERE clauses."""
-    conn = psycopg.connect(url, autocommit=True, row_factory=dict_row)
-
-    def run(action: Action, time_it: Timer) -> None:
-        with time_it("create"):
-            conn.execute(BARE_CREATE, action.spec)
-        with time_it("lease"):
-            leased = conn.execute(
-                BARE_LEASE,
-                {"dispatch_id": action.dispatch_id, "owner": OWNER, "lease_ms": LEASE_MS},
-            ).fetchone()
-        assert leased is not None
-        with time_it("start"):
-            started = conn.execute(BARE_START, {**leased, "lease_ms": LEASE_MS}).fetchone()
-        assert started is not None, "bare start fence"
-        fence = _fence(started)
-        with time_it("mutation"), conn.transaction():
-            conn.execute(MUTATION, (action.account,))
-            row = conn.execute(BARE_IDENTITY, fence).fetchone()
-            assert row is not None, "bare receipt fence"
-            receipt, digest = _signed(row, f"r-{action.dispatch_id}")
-            conn.execute(
-                BARE_RECEIPT, {"dispatch_id": action.dispatch_id, "receipt": Jsonb(receipt)}
-            )
-        with time_it("complete"):
-            done = conn.execute(BARE_COMPLETE, {**fence, **_completion(fence, digest)}).fetchone()
-        assert done is not None, "bare complete fence"
-
-    return run, conn.close
+    return run, path.conn.close
 
 
-def sql2_case(url: str) -> tuple[Runner, Callable[[], None]]:
-    """The documented SQL functions in two transactions: the dispatch, its lease and the start
-    barrier commit together (the side effect begins only once that COMMIT has returned), and
-    the mutation, its receipt and the completion commit together."""
-    conn = psycopg.connect(url, autocommit=True, row_factory=dict_row)
-    create, lease, start = (
-        statement(n) for n in ("dispatch_create", "execution_lease", "execution_start")
-    )
-    identity, write, complete = (
-        statement(n) for n in ("receipt_identity", "receipt_write", "execution_complete")
-    )
+def two_transactions(url: str, *, bare: bool) -> tuple[Runner, Callable[[], None]]:
+    """The fewest transactions the protocol allows (`sql2`, `bare2`): the dispatch, its lease
+    and the start barrier commit together (the side effect begins only once that COMMIT has
+    returned); the mutation, its receipt and the completion commit together."""
+    path = _Path(url, bare=bare)
 
     def run(action: Action, time_it: Timer) -> None:
-        with time_it("create+lease+start"), conn.transaction():
-            spec = {"schema_version": 1, "supersedes_dispatch_id": None, "action_summary": None}
-            conn.execute(create, {**action.spec, **spec})
-            leased = conn.execute(
-                lease,
-                {"dispatch_id": action.dispatch_id, "owner": OWNER, "lease_ms": LEASE_MS,
-                 "now_ms": None},
-            ).fetchone()  # fmt: skip
-            assert leased is not None
-            started = conn.execute(
-                start, {**_fence(leased), "lease_ms": LEASE_MS, "now_ms": None}
-            ).fetchone()
-        assert started is not None
-        fence = _fence(started)
-        with time_it("mutation+complete"), conn.transaction():
-            conn.execute(MUTATION, (action.account,))
-            row = conn.execute(identity, {**fence, "now_ms": None}).fetchone()
-            assert row is not None
-            receipt, digest = _signed(row, f"r-{action.dispatch_id}")
-            conn.execute(write, {**fence, "receipt": Jsonb(receipt)})
-            conn.execute(complete, {**fence, **_completion(fence, digest), "now_ms": None})
+        with time_it("create+lease+start"), path.conn.transaction():
+            path.create(action)
+            fence = path.start(path.lease(action))
+        with time_it("mutation+complete"), path.conn.transaction():
+            path.complete(fence, path.receipt(action, fence))
 
-    return run, conn.close
-
-
-def bare2_case(url: str) -> tuple[Runner, Callable[[], None]]:
-    """`sql2`'s two transactions written by hand, as `bare_case` writes the five."""
-    conn = psycopg.connect(url, autocommit=True, row_factory=dict_row)
-
-    def run(action: Action, time_it: Timer) -> None:
-        with time_it("create+lease+start"), conn.transaction():
-            conn.execute(BARE_CREATE, action.spec)
-            leased = conn.execute(
-                BARE_LEASE,
-                {"dispatch_id": action.dispatch_id, "owner": OWNER, "lease_ms": LEASE_MS},
-            ).fetchone()
-            assert leased is not None
-            started = conn.execute(BARE_START, {**leased, "lease_ms": LEASE_MS}).fetchone()
-        assert started is not None, "bare start fence"
-        fence = _fence(started)
-        with time_it("mutation+complete"), conn.transaction():
-            conn.execute(MUTATION, (action.account,))
-            row = conn.execute(BARE_IDENTITY, fence).fetchone()
-            assert row is not None, "bare receipt fence"
-            receipt, digest = _signed(row, f"r-{action.dispatch_id}")
-            conn.execute(
-                BARE_RECEIPT, {"dispatch_id": action.dispatch_id, "receipt": Jsonb(receipt)}
-            )
-            done = conn.execute(BARE_COMPLETE, {**fence, **_completion(fence, digest)}).fetchone()
-        assert done is not None, "bare complete fence"
-
-    return run, conn.close
-
-
-def _completion(fence: dict[str, Any], digest: str) -> dict[str, Any]:
-    return {
-        "outcome": "succeeded",
-        "result_code": "applied",
-        "mutation_id": f"c-{fence['token']}",
-        "evidence_digest": digest,
-    }
+    return run, path.conn.close
 
 
 def graphile_case(url: str) -> tuple[Runner, Callable[[], None]]:
@@ -433,10 +372,10 @@ def python_case(url: str) -> tuple[Runner, Callable[[], None]]:
 
 
 CASES: dict[str, Callable[[str], tuple[Runner, Callable[[], None]]]] = {
-    "sql": sql_case,
-    "sql2": sql2_case,
-    "bare": bare_case,
-    "bare2": bare2_case,
+    "sql": partial(five_transactions, bare=False),
+    "sql2": partial(two_transactions, bare=False),
+    "bare": partial(five_transactions, bare=True),
+    "bare2": partial(two_transactions, bare=True),
     "python": python_case,
     "graphile": graphile_case,
 }
