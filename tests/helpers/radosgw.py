@@ -127,13 +127,12 @@ def running_radosgw() -> Iterator[Radosgw]:
         _daemon(directory, "ceph-mon", "-i", "a")
         _until_the_monitor_answers(directory)
         # The OSD is registered under a uuid of ours and made with the same one, as Ceph's
-        # manual deployment does: an OSD made with a uuid of its own may be refused by the
-        # monitor ("wrong fsid") when it boots.
+        # manual deployment does.
         osd_uuid = str(uuid.uuid4())
         _run(directory, "ceph", "osd", "create", osd_uuid, "0", "--connect-timeout", "60",
              timeout=90)  # fmt: skip
         _daemon(directory, "ceph-osd", "-i", "0", "--mkfs", "--osd-uuid", osd_uuid)
-        _daemon(directory, "ceph-osd", "-i", "0")
+        _start_osd(directory)
         _daemon(directory, "radosgw", "-n", "client.rgw")
         endpoint = f"http://127.0.0.1:{rgw_port}"
         _wait_answering(rgw_port)
@@ -147,6 +146,23 @@ def running_radosgw() -> Iterator[Radosgw]:
     finally:
         _stop(directory)
         shutil.rmtree(directory, ignore_errors=True)
+
+
+OSD_START_ATTEMPTS = 5
+
+
+def _start_osd(directory: Path) -> None:
+    """Start the OSD, again if it lost the race its own start runs: on a loaded machine it may
+    send its first command before its monitor client has the cluster's fsid from the monmap,
+    and the monitor refuses a command on a zero fsid ('wrong fsid'); the OSD then exits
+    before it forks, leaving nothing behind, so starting it again is clean."""
+    for attempt in range(1, OSD_START_ATTEMPTS + 1):
+        try:
+            _daemon(directory, "ceph-osd", "-i", "0")
+            return
+        except RuntimeError as exc:
+            if "wrong fsid" not in str(exc) or attempt == OSD_START_ATTEMPTS:
+                raise
 
 
 def _until_the_monitor_answers(directory: Path) -> None:
