@@ -7,24 +7,23 @@ the resolver only ever read.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from resolver.core.domain import DispatchIdentity
 from resolver.evidence.receipts import KeyRing
 from resolver.executor import git_commit_trailer
-from resolver.executor.client import ExecutionClient
-from tests.helpers.database import SQL, new_spec
+from tests.helpers.crashes import (
+    crash,
+    identity_of,
+    lease_expired,
+    run_once,
+    wait_until,
+)
+from tests.helpers.crashes import dispatch as new_dispatch
+from tests.helpers.database import SQL
 from tests.helpers.git_server import GitServer, git, running_git_server
 from tests.helpers.stores import Storage
 
@@ -36,7 +35,6 @@ RECEIPT_ENV = {
 ACTION = "deploy.release"
 REPO = "releases"
 CRASHER = Path(__file__).with_name("git_crash_executor.py")
-WAIT_SECONDS = 30.0
 
 
 @pytest.fixture(scope="module")
@@ -50,36 +48,7 @@ def server() -> Iterator[GitServer]:
 
 
 def dispatch(store: Storage) -> str:
-    spec = new_spec(ACTION, dispatch_id=f"gr-{uuid.uuid4().hex[:12]}")
-    ExecutionClient(store, owner="platform").create_dispatch(spec)
-    return spec.dispatch_id
-
-
-def identity_of(sql: SQL, dispatch_id: str) -> DispatchIdentity:
-    row = sql.one(
-        "SELECT d.schema_version, d.dispatch_id, d.approval_request_id, d.project_id,"
-        " d.action_type, d.action_digest, e.attempt, e.started_at_ms, d.idempotency_key"
-        " FROM approved_action_dispatches d JOIN approved_action_executions e USING (dispatch_id)"
-        " WHERE d.dispatch_id = %s",
-        dispatch_id,
-    )
-    return DispatchIdentity(**row)
-
-
-def wait_until(condition: Any, what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
-def lease_expired(sql: SQL, dispatch_id: str) -> bool:
-    row = sql.one(
-        "SELECT lease_expires_at_ms <= resolver_now_ms(NULL) AS expired"
-        " FROM approved_action_executions WHERE dispatch_id = %s",
-        dispatch_id,
-    )
-    return bool(row["expired"])
+    return new_dispatch(store, ACTION, "gr")
 
 
 def resolver_run_once(server: GitServer, database_url: str, tmp_path: Path, **more: Any) -> None:
@@ -90,37 +59,11 @@ def resolver_run_once(server: GitServer, database_url: str, tmp_path: Path, **mo
         "timeout_seconds": 10,
         **more,
     }
-    config = tmp_path / "providers.yaml"
-    config.write_text(yaml.safe_dump({"action_types": {ACTION: settings}}))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RESOLVER_")}
-    env |= RECEIPT_ENV | {
-        "RESOLVER_DATABASE_URL": database_url,
-        "RESOLVER_CONFIG": str(config),
-        "RESOLVER_BACKOFF_BASE_SECONDS": "0.2",
-        "RESOLVER_BACKOFF_MAX_SECONDS": "0.4",
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "resolver", "run", "--once"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    run_once(database_url, tmp_path, ACTION, settings, RECEIPT_ENV)
 
 
 def crash_executor(server: GitServer, database_url: str, dispatch_id: str, point: str) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RESOLVER_")} | RECEIPT_ENV
-    done = subprocess.run(
-        [sys.executable, str(CRASHER), database_url, dispatch_id, point, str(server.path(REPO))],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == -signal.SIGKILL, done.stderr
+    crash(CRASHER, RECEIPT_ENV, database_url, dispatch_id, point, str(server.path(REPO)))
 
 
 def recovered(

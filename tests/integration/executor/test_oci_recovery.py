@@ -9,24 +9,23 @@ ever read.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from resolver.core.domain import DispatchIdentity
 from resolver.evidence.receipts import KeyRing
 from resolver.executor import oci_annotations
-from resolver.executor.client import ExecutionClient
-from tests.helpers.database import SQL, new_spec
+from tests.helpers.crashes import (
+    crash,
+    identity_of,
+    lease_expired,
+    run_once,
+    wait_until,
+)
+from tests.helpers.crashes import dispatch as new_dispatch
+from tests.helpers.database import SQL
 from tests.helpers.registry import Registry, available, image, layer_digests, running_registry
 from tests.helpers.stores import Storage
 
@@ -41,7 +40,6 @@ ACTION = "image.push"
 REPOSITORY = "platform/images"
 CRASHER = Path(__file__).with_name("oci_crash_executor.py")
 CONFIG = json.dumps({"architecture": "amd64", "os": "linux"}).encode()
-WAIT_SECONDS = 30.0
 
 
 @pytest.fixture(scope="module")
@@ -51,73 +49,18 @@ def registry() -> Iterator[Registry]:
 
 
 def dispatch(store: Storage) -> str:
-    spec = new_spec(ACTION, dispatch_id=f"or-{uuid.uuid4().hex[:12]}")
-    ExecutionClient(store, owner="platform").create_dispatch(spec)
-    return spec.dispatch_id
-
-
-def identity_of(sql: SQL, dispatch_id: str) -> DispatchIdentity:
-    row = sql.one(
-        "SELECT d.schema_version, d.dispatch_id, d.approval_request_id, d.project_id,"
-        " d.action_type, d.action_digest, e.attempt, e.started_at_ms, d.idempotency_key"
-        " FROM approved_action_dispatches d JOIN approved_action_executions e USING (dispatch_id)"
-        " WHERE d.dispatch_id = %s",
-        dispatch_id,
-    )
-    return DispatchIdentity(**row)
-
-
-def wait_until(condition: Any, what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
-def lease_expired(sql: SQL, dispatch_id: str) -> bool:
-    row = sql.one(
-        "SELECT lease_expires_at_ms <= resolver_now_ms(NULL) AS expired"
-        " FROM approved_action_executions WHERE dispatch_id = %s",
-        dispatch_id,
-    )
-    return bool(row["expired"])
+    return new_dispatch(store, ACTION, "or")
 
 
 def resolver_run_once(registry: Registry, database_url: str, tmp_path: Path, **more: Any) -> None:
     settings = {"provider": "oci_artifact", "repository": REPOSITORY, **registry.settings(**more)}
-    config = tmp_path / "providers.yaml"
-    config.write_text(yaml.safe_dump({"action_types": {ACTION: settings}}))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RESOLVER_")}
-    env |= RECEIPT_ENV | {
-        "REGISTRY_READER_PASSWORD": "reader-pw",
-        "RESOLVER_DATABASE_URL": database_url,
-        "RESOLVER_CONFIG": str(config),
-        "RESOLVER_BACKOFF_BASE_SECONDS": "0.2",
-        "RESOLVER_BACKOFF_MAX_SECONDS": "0.4",
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "resolver", "run", "--once"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    env = RECEIPT_ENV | {"REGISTRY_READER_PASSWORD": "reader-pw"}
+    run_once(database_url, tmp_path, ACTION, settings, env)
 
 
 def crash_executor(registry: Registry, database_url: str, dispatch_id: str, point: str) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RESOLVER_")} | RECEIPT_ENV
     where = json.dumps({"url": registry.url, "realm": registry.realm})
-    done = subprocess.run(
-        [sys.executable, str(CRASHER), database_url, dispatch_id, point, where],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == -signal.SIGKILL, done.stderr
+    crash(CRASHER, RECEIPT_ENV, database_url, dispatch_id, point, where)
 
 
 def recovered(

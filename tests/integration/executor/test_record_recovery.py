@@ -8,25 +8,24 @@ landed stays missing, then escalates; the service's records are never written by
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from resolver.core.domain import DispatchIdentity
 from resolver.evidence.bindings import IDEMPOTENCY_RECORD, binding_evidence_digest
 from resolver.evidence.receipts import KeyRing
 from resolver.executor import idempotency_binding
-from resolver.executor.client import ExecutionClient
-from tests.helpers.database import SQL, new_spec
+from tests.helpers.crashes import (
+    crash,
+    identity_of,
+    lease_expired,
+    run_once,
+    wait_until,
+)
+from tests.helpers.crashes import dispatch as new_dispatch
+from tests.helpers.database import SQL
 from tests.helpers.downstream import (
     TABLE,
     MariaDbService,
@@ -44,7 +43,6 @@ RECEIPT_ENV = {
 ACTION = "refunds.create"
 URL_ENV = "REFUNDS_READER_URL"
 CRASHER = Path(__file__).with_name("record_crash_executor.py")
-WAIT_SECONDS = 30.0
 
 
 @pytest.fixture(params=["postgresql", "mariadb"])
@@ -71,66 +69,22 @@ def writer_spec(service: ServiceDatabase) -> str:
 
 
 def dispatch(store: Storage) -> str:
-    spec = new_spec(ACTION, dispatch_id=f"rr-{uuid.uuid4().hex[:12]}")
-    ExecutionClient(store, owner="platform").create_dispatch(spec)
-    return spec.dispatch_id
-
-
-def wait_until(condition: Any, what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
-def lease_expired(sql: SQL, dispatch_id: str) -> bool:
-    row = sql.one(
-        "SELECT lease_expires_at_ms <= resolver_now_ms(NULL) AS expired"
-        " FROM approved_action_executions WHERE dispatch_id = %s",
-        dispatch_id,
-    )
-    return bool(row["expired"])
+    return new_dispatch(store, ACTION, "rr")
 
 
 def resolver_run_once(
     service: ServiceDatabase, database_url: str, tmp_path: Path, **provider: Any
 ) -> None:
-    config = tmp_path / "providers.yaml"
-    config.write_text(
-        yaml.safe_dump({"action_types": {ACTION: settings(service, URL_ENV, **provider)}})
+    settings_ = settings(service, URL_ENV, **provider)
+    run_once(
+        database_url, tmp_path, ACTION, settings_, RECEIPT_ENV | {URL_ENV: service.reader_url()}
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RESOLVER_")}
-    env |= RECEIPT_ENV | {URL_ENV: service.reader_url()}
-    env |= {
-        "RESOLVER_DATABASE_URL": database_url,
-        "RESOLVER_CONFIG": str(config),
-        "RESOLVER_BACKOFF_BASE_SECONDS": "0.2",
-        "RESOLVER_BACKOFF_MAX_SECONDS": "0.4",
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "resolver", "run", "--once"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
 
 
 def crash_executor(
     service: ServiceDatabase, database_url: str, dispatch_id: str, point: str
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RESOLVER_")} | RECEIPT_ENV
-    process = subprocess.run(
-        [sys.executable, str(CRASHER), database_url, dispatch_id, point, writer_spec(service)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert process.returncode == -signal.SIGKILL, process.stderr
+    crash(CRASHER, RECEIPT_ENV, database_url, dispatch_id, point, writer_spec(service))
 
 
 def recovered(
@@ -187,18 +141,6 @@ def test_a_crash_at_every_point_of_the_call_settles_from_the_service_s_record(
         assert sql.control(dispatch_id)["last_finding"] == finding
     # Nothing of the service's was written by the resolver.
     assert service.rows() == before
-
-
-def identity_of(sql: SQL, dispatch_id: str) -> DispatchIdentity:
-    """The identity recovery inspects: the dispatch with its execution's attempt and start."""
-    row = sql.one(
-        "SELECT d.schema_version, d.dispatch_id, d.approval_request_id, d.project_id,"
-        " d.action_type, d.action_digest, e.attempt, e.started_at_ms, d.idempotency_key"
-        " FROM approved_action_dispatches d JOIN approved_action_executions e USING (dispatch_id)"
-        " WHERE d.dispatch_id = %s",
-        dispatch_id,
-    )
-    return DispatchIdentity(**row)
 
 
 @pytest.mark.parametrize(
