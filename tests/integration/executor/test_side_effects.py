@@ -24,6 +24,7 @@ from resolver.evidence.receipts import KeyRing, encode_receipt
 from resolver.executor.client import CompletionResult, ExecutionClient
 from resolver.executor.side_effects import SideEffect, SideEffectRunner
 from tests.helpers.commit_proxy import CommitProxy, Fault
+from tests.helpers.crashes import lease_expired
 from tests.helpers.database import SQL, new_spec
 from tests.helpers.fault_proxy import FaultProxy
 from tests.helpers.stores import Storage
@@ -335,15 +336,6 @@ def resolver_run_once(database_url: str, tmp_path: Path) -> str:
     )
     assert done.returncode == 0, done.stderr
     return done.stderr
-
-
-def lease_expired(sql: SQL, dispatch_id: str) -> bool:
-    row = sql.one(
-        "SELECT lease_expires_at_ms <= resolver_now_ms(NULL) AS expired"
-        " FROM approved_action_executions WHERE dispatch_id = %s",
-        dispatch_id,
-    )
-    return bool(row["expired"])
 
 
 @pytest.mark.usefixtures("accounts")
