@@ -104,3 +104,32 @@ def run_once(
         check=False,
     )
     assert done.returncode == 0, done.stderr
+
+
+# A window that ends at once: a missing finding reaches a person on a later pass.
+MISSING_WINDOW: dict[str, Any] = {"escalate_after_seconds": {"missing": 1}}
+
+
+def missing_then_escalated(
+    sql: SQL, dispatch_id: str, run: Callable[[], None], reason: str, what: str
+) -> dict[str, Any]:
+    """Once the crashed executor's lease lapsed, `run` (a resolver pass with MISSING_WINDOW)
+    finds nothing the first time: the control stays armed, missing with `reason`. Passes go on
+    until the window has run out and the case reached a person; returns its control."""
+    wait_until(lambda: lease_expired(sql, dispatch_id), "the crashed executor's lease to end")
+    run()
+    first = sql.control(dispatch_id)
+    assert (first["status"], first["last_finding"], first["last_reason"]) == (
+        "armed",
+        "missing",
+        reason,
+    )
+
+    def escalated() -> bool:
+        run()
+        return bool(sql.control(dispatch_id)["status"] == "manual")
+
+    wait_until(escalated, what)
+    control = sql.control(dispatch_id)
+    assert control["manual_reason"] == "evidence_window_elapsed"
+    return dict(control)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,11 @@ import pytest
 from resolver.evidence.receipts import KeyRing
 from resolver.executor import idempotency_binding
 from tests.helpers.crashes import (
+    MISSING_WINDOW,
     crash,
     identity_of,
     lease_expired,
+    missing_then_escalated,
     run_once,
     wait_until,
 )
@@ -138,18 +141,7 @@ def test_a_request_that_never_landed_is_missing_then_escalates(
 ) -> None:
     dispatch_id = dispatch(store)
     crash_executor(api, database_url, dispatch_id, "before_request")
-    window = {"escalate_after_seconds": {"missing": 1}}
-    recovered(api, database_url, sql, tmp_path, dispatch_id, **window)
-    first = sql.control(dispatch_id)
-    assert (first["status"], first["last_finding"], first["last_reason"]) == (
-        "armed",
-        "missing",
-        "no_record",
+    run = partial(resolver_run_once, api, database_url, tmp_path, **MISSING_WINDOW)
+    missing_then_escalated(
+        sql, dispatch_id, run, "no_record", "the missing refund to outlast its window"
     )
-
-    def escalated() -> bool:
-        resolver_run_once(api, database_url, tmp_path, **window)
-        return bool(sql.control(dispatch_id)["status"] == "manual")
-
-    wait_until(escalated, "the missing refund to outlast its window")
-    assert sql.control(dispatch_id)["manual_reason"] == "evidence_window_elapsed"

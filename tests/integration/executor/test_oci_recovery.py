@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,11 @@ import pytest
 from resolver.evidence.receipts import KeyRing
 from resolver.executor import oci_annotations
 from tests.helpers.crashes import (
+    MISSING_WINDOW,
     crash,
     identity_of,
     lease_expired,
+    missing_then_escalated,
     run_once,
     wait_until,
 )
@@ -149,18 +152,7 @@ def test_a_push_that_never_landed_is_missing_then_escalates(
 ) -> None:
     dispatch_id = dispatch(store)
     crash_executor(registry, database_url, dispatch_id, "blobs_pushed")
-    window = {"escalate_after_seconds": {"missing": 1}}
-    recovered(registry, database_url, sql, tmp_path, dispatch_id, **window)
-    first = sql.control(dispatch_id)
-    assert (first["status"], first["last_finding"], first["last_reason"]) == (
-        "armed",
-        "missing",
-        "no_tag",
+    run = partial(resolver_run_once, registry, database_url, tmp_path, **MISSING_WINDOW)
+    missing_then_escalated(
+        sql, dispatch_id, run, "no_tag", "the missing image to outlast its window"
     )
-
-    def escalated() -> bool:
-        resolver_run_once(registry, database_url, tmp_path, **window)
-        return bool(sql.control(dispatch_id)["status"] == "manual")
-
-    wait_until(escalated, "the missing image to outlast its window")
-    assert sql.control(dispatch_id)["manual_reason"] == "evidence_window_elapsed"

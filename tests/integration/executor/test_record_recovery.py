@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,11 @@ from resolver.evidence.bindings import IDEMPOTENCY_RECORD, binding_evidence_dige
 from resolver.evidence.receipts import KeyRing
 from resolver.executor import idempotency_binding
 from tests.helpers.crashes import (
+    MISSING_WINDOW,
     crash,
     identity_of,
     lease_expired,
+    missing_then_escalated,
     run_once,
     wait_until,
 )
@@ -184,22 +187,10 @@ def test_a_request_that_never_landed_is_missing_then_escalates(
 ) -> None:
     dispatch_id = dispatch(store)
     crash_executor(service, database_url, dispatch_id, "before_request")
-    window = {"escalate_after_seconds": {"missing": 1}}
-    recovered(service, database_url, sql, tmp_path, dispatch_id, **window)
-    first = sql.control(dispatch_id)
-    assert (first["status"], first["last_finding"], first["last_reason"]) == (
-        "armed",
-        "missing",
-        "no_record",
+    run = partial(resolver_run_once, service, database_url, tmp_path, **MISSING_WINDOW)
+    control = missing_then_escalated(
+        sql, dispatch_id, run, "no_record", "the missing record to outlast its window"
     )
-
-    def escalated() -> bool:
-        resolver_run_once(service, database_url, tmp_path, **window)
-        return bool(sql.control(dispatch_id)["status"] == "manual")
-
-    wait_until(escalated, "the missing record to outlast its window")
-    control = sql.control(dispatch_id)
-    assert control["manual_reason"] == "evidence_window_elapsed"
     assert control["manual_at_ms"] - control["first_inspected_at_ms"] >= 1000
     assert service.rows() == []
     if isinstance(service, MariaDbService):
