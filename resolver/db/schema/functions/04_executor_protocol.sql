@@ -182,12 +182,14 @@ BEGIN
             USING ERRCODE = 'RS005',
                   HINT = 'a title and up to 8 labelled facts for people; never secrets, tool arguments or raw responses';
     END IF;
-    IF p_supersedes_dispatch_id IS NOT NULL AND (
-           p_supersedes_dispatch_id = p_dispatch_id
+    -- Nested, so a dispatch that supersedes nothing (nearly all) runs no query for it.
+    IF p_supersedes_dispatch_id IS NOT NULL THEN
+        IF p_supersedes_dispatch_id = p_dispatch_id
            OR NOT EXISTS (SELECT 1 FROM approved_action_dispatches AS s
-                          WHERE s.dispatch_id = p_supersedes_dispatch_id)) THEN
-        RAISE EXCEPTION 'supersedes_dispatch_id % names no dispatch', quote_literal(p_supersedes_dispatch_id)
-            USING ERRCODE = 'RS005';
+                          WHERE s.dispatch_id = p_supersedes_dispatch_id) THEN
+            RAISE EXCEPTION 'supersedes_dispatch_id % names no dispatch', quote_literal(p_supersedes_dispatch_id)
+                USING ERRCODE = 'RS005';
+        END IF;
     END IF;
     INSERT INTO approved_action_dispatches AS d (
         dispatch_id, approval_request_id, project_id, action_type, action_digest,
@@ -663,13 +665,17 @@ LANGUAGE plpgsql AS $$
 DECLARE
     left_open text;
 BEGIN
-    -- An index probe per settled row (= ANY of an array): a join with the transition table,
-    -- which has no statistics, may be planned as a scan of every control.
-    SELECT c.dispatch_id INTO left_open
-    FROM approved_action_recovery_controls AS c
-    WHERE c.dispatch_id = ANY ((SELECT array_agg(n.dispatch_id) FROM settled AS n
-                                WHERE n.state = ANY (resolver_terminal_states()))::text[])
-      AND c.status <> 'resolved'
+    -- A semi-join from the settled rows, each probing the controls' primary key: the planner
+    -- knows the transition table's row count, so the probe is the plan whatever the controls'
+    -- statistics say. (An `= ANY (array)` over the controls was planned as a scan of every
+    -- control while the table had never been analyzed, and a long-lived session kept that
+    -- plan as the table grew: a fresh deployment paid a scan per settling statement.) A
+    -- statement that settles nothing (the start barrier, a renewal) reads no control.
+    SELECT n.dispatch_id INTO left_open
+    FROM settled AS n
+    WHERE n.state = ANY (resolver_terminal_states())
+      AND EXISTS (SELECT 1 FROM approved_action_recovery_controls AS c
+                  WHERE c.dispatch_id = n.dispatch_id AND c.status <> 'resolved')
     LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'dispatch %: an open control''s execution_version must equal its execution''s version; a terminal execution''s control is closed by the same statement',

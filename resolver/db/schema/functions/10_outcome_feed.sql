@@ -52,6 +52,12 @@ $$;
 CREATE OR REPLACE FUNCTION resolver_outcomes_append_settled() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER AS $$
 BEGIN
+    -- Most updates settle nothing (every start barrier, every renewal): they read the
+    -- transition table once and leave, where an INSERT of no rows would still open the feed's
+    -- indexes and fire its statement trigger.
+    IF NOT EXISTS (SELECT 1 FROM settled AS n WHERE n.state = ANY (resolver_terminal_states())) THEN
+        RETURN NULL;
+    END IF;
     INSERT INTO recovery_outcomes (
         kind, dispatch_id, approval_request_id, project_id, action_type, state, settled_by,
         finding, result_code, evidence_digest, mutation_id, reason_code, actors,
