@@ -13,7 +13,10 @@ from resolver.core.domain import DispatchSpec, ExecutionLease, action_digest
 from resolver.executor.client import ExecutionClient
 from tests.helpers.stores import Storage
 
-T0 = 1_800_000_000_000  # a fixed database-clock instant (ms) for tests that inject time
+# A fixed database-clock instant (ms) for tests that inject time: 2100-01-01. Some tests mix it
+# with the real clock (a lease taken at T0 is still live when a receipt's write checks it on the
+# database clock), so it must stay ahead of the real clock for as long as the suite lives.
+T0 = 4_102_444_800_000
 
 
 EXEC_LEASE_MS = 1_000
