@@ -220,7 +220,7 @@ def _fence(lease: dict[str, Any]) -> dict[str, Any]:
 Runner = Callable[[Action, Timer], None]
 
 
-class _Path:
+class Steps:
     """One path's steps on one connection: the documented SQL functions, or (`bare`) the same
     durable facts written by hand on tables whose protocol triggers the harness disabled, the
     fences in their WHERE clauses. The cases group the steps into transactions."""
@@ -286,7 +286,12 @@ class _Path:
 def five_transactions(url: str, *, bare: bool) -> tuple[Runner, Callable[[], None]]:
     """Each protocol call its own transaction, the mutation and its receipt one more (`sql`,
     `bare`): five durable transactions."""
-    path = _Path(url, bare=bare)
+    path = Steps(url, bare=bare)
+    return in_five(path), path.conn.close
+
+
+def in_five(path: Steps) -> Runner:
+    """The steps on `path` in five transactions."""
 
     def run(action: Action, time_it: Timer) -> None:
         with time_it("create"):
@@ -300,14 +305,19 @@ def five_transactions(url: str, *, bare: bool) -> tuple[Runner, Callable[[], Non
         with time_it("complete"):
             path.complete(fence, digest)
 
-    return run, path.conn.close
+    return run
 
 
 def two_transactions(url: str, *, bare: bool) -> tuple[Runner, Callable[[], None]]:
     """The fewest transactions the protocol allows (`sql2`, `bare2`): the dispatch, its lease
     and the start barrier commit together (the side effect begins only once that COMMIT has
     returned); the mutation, its receipt and the completion commit together."""
-    path = _Path(url, bare=bare)
+    path = Steps(url, bare=bare)
+    return in_two(path), path.conn.close
+
+
+def in_two(path: Steps) -> Runner:
+    """The steps on `path` in two transactions."""
 
     def run(action: Action, time_it: Timer) -> None:
         with time_it("create+lease+start"), path.conn.transaction():
@@ -316,7 +326,16 @@ def two_transactions(url: str, *, bare: bool) -> tuple[Runner, Callable[[], None
         with time_it("mutation+complete"), path.conn.transaction():
             path.complete(fence, path.receipt(action, fence))
 
-    return run, path.conn.close
+    return run
+
+
+# The path cases by name: bare or not, and how the steps group into transactions.
+PATH_CASES: dict[str, tuple[bool, Callable[[Steps], Runner]]] = {
+    "sql": (False, in_five),
+    "sql2": (False, in_two),
+    "bare": (True, in_five),
+    "bare2": (True, in_two),
+}
 
 
 def graphile_case(url: str) -> tuple[Runner, Callable[[], None]]:

@@ -50,9 +50,11 @@ def open_server(
     durable: bool,
     data_dir: Path | None = None,
     settings: dict[str, str] | None = None,
+    loaded_settings: dict[str, str] | None = None,
 ) -> Iterator[Server]:
     """A private cluster started from the local binaries unless a URL is given; `settings`
-    are added to the private cluster's own before its restart (a given server keeps its)."""
+    are added to the private cluster's own before its restart, `loaded_settings` (those of a
+    preloaded library) after it (a given server keeps its)."""
     if url:
         yield _describe(url, private=False)
         return
@@ -66,7 +68,7 @@ def open_server(
         cluster.stop()
         # Same data directory, new port: the preload library needs a restart.
         cluster = localpg.start(cluster.data_dir, durable=durable)
-        _alter_system(cluster.url, LOADED_SETTINGS)
+        _alter_system(cluster.url, {**LOADED_SETTINGS, **(loaded_settings or {})})
         yield _describe(cluster.url, private=True)
     finally:
         cluster.stop()
