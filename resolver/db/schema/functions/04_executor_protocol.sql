@@ -665,12 +665,11 @@ LANGUAGE plpgsql AS $$
 DECLARE
     left_open text;
 BEGIN
-    -- A semi-join from the settled rows, each probing the controls' primary key: the planner
-    -- knows the transition table's row count, so the probe is the plan whatever the controls'
-    -- statistics say. (An `= ANY (array)` over the controls was planned as a scan of every
-    -- control while the table had never been analyzed, and a long-lived session kept that
-    -- plan as the table grew: a fresh deployment paid a scan per settling statement.) A
-    -- statement that settles nothing (the start barrier, a renewal) reads no control.
+    -- A semi-join from the settled rows to the controls' primary key. The planner knows how
+    -- many rows the statement settled: for one (every completion) a single key probe is the
+    -- plan, on tables never analyzed too. (An `= ANY (array)` over the controls was planned
+    -- there as a scan of every control, and a long-lived session kept that plan as the table
+    -- grew.) A statement that settles nothing (the start barrier, a renewal) reads no control.
     SELECT n.dispatch_id INTO left_open
     FROM settled AS n
     WHERE n.state = ANY (resolver_terminal_states())
