@@ -38,7 +38,7 @@ from psycopg.rows import dict_row
 from benchmarks import seed
 from benchmarks import sql as bench_sql
 from benchmarks.phases import RECEIPT_ACTION
-from benchmarks.procs import Replicas, cpu_delta_us, oncpu_of
+from benchmarks.procs import Replicas, cpu_delta_us, cpu_of, oncpu_us
 from benchmarks.run import compile_sources, installed_providers, provider_config
 from benchmarks.server import Databases, open_server
 
@@ -271,7 +271,11 @@ def _sample(monitor: psycopg.Connection[Any], replicas: list[int]) -> dict[str, 
     # The replicas' own backends (this database's), not the cluster's background processes,
     # which run whether replicas exist or not.
     backends = [int(r[0]) for r in monitor.execute(bench_sql.SERVER_PIDS, {"all_databases": False})]
-    return {"replicas": oncpu_of(replicas), "server": oncpu_of(backends), "counters": counters}
+    return {
+        "replicas": cpu_of(replicas, oncpu_us),
+        "server": cpu_of(backends, oncpu_us),
+        "counters": counters,
+    }
 
 
 def run(options: Options) -> Report:

@@ -54,15 +54,6 @@ def oncpu_us(pid: int) -> int | None:
     return total_ns // 1_000
 
 
-def oncpu_of(pids: Iterable[int]) -> dict[int, int]:
-    out = {}
-    for pid in pids:
-        used = oncpu_us(pid)
-        if used is not None:
-            out[pid] = used
-    return out
-
-
 def reaped_children_cpu_us(pid: int) -> int | None:
     """User + system CPU (µs) of the children `pid` has waited for (cutime + cstime): for a
     PostgreSQL postmaster, every backend that exited, which /proc no longer lists."""
@@ -82,10 +73,12 @@ def parent_pid(pid: int) -> int | None:
     return int(raw.rsplit(")", 1)[1].split()[1])
 
 
-def cpu_of(pids: Iterable[int]) -> dict[int, int]:
+def cpu_of(pids: Iterable[int], read: Callable[[int], int | None] = cpu_us) -> dict[int, int]:
+    """Each live process's CPU (µs) as `read` counts it: clock ticks (`cpu_us`) or the
+    scheduler's nanoseconds (`oncpu_us`)."""
     out = {}
     for pid in pids:
-        used = cpu_us(pid)
+        used = read(pid)
         if used is not None:
             out[pid] = used
     return out

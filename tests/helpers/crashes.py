@@ -45,17 +45,19 @@ def identity_of(sql: SQL, dispatch_id: str) -> DispatchIdentity:
     return DispatchIdentity(**row)
 
 
-def wait_until(condition: Callable[[], object], what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
+def wait_until(condition: Callable[[], object], what: str, seconds: float = WAIT_SECONDS) -> None:
+    deadline = time.monotonic() + seconds
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)  # the poll interval: the condition decides
 
 
-def lease_expired(sql: SQL, dispatch_id: str) -> bool:
+def lease_expired(sql: SQL, dispatch_id: str, by_ms: int = 0) -> bool:
+    """The execution's lease ran out on the database clock, at least `by_ms` ago."""
     row = sql.one(
-        "SELECT lease_expires_at_ms <= resolver_now_ms(NULL) AS expired"
+        "SELECT lease_expires_at_ms + %s <= resolver_now_ms(NULL) AS expired"
         " FROM approved_action_executions WHERE dispatch_id = %s",
+        by_ms,
         dispatch_id,
     )
     return bool(row["expired"])

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +35,7 @@ from resolver.executor.object_receipts import (
     ReceiptPublisher,
 )
 from resolver.executor.side_effects import SideEffect, SideEffectRunner
+from tests.helpers.crashes import lease_expired, wait_until
 from tests.helpers.database import SQL, new_spec
 from tests.helpers.s3 import BUCKET, S3Server, running_s3_server, session_of
 from tests.helpers.stores import Storage
@@ -104,23 +104,6 @@ def stored(s3: S3Server, dispatch_id: str) -> bytes | None:
         return bytes(admin.get_object(Bucket=BUCKET, Key=key)["Body"].read())
     except admin.exceptions.NoSuchKey:
         return None
-
-
-def wait_until(condition: object, what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
-
-
-def lease_expired(sql: SQL, dispatch_id: str, by_ms: int = 0) -> bool:
-    row = sql.one(
-        "SELECT lease_expires_at_ms + %s <= resolver_now_ms(NULL) AS expired"
-        " FROM approved_action_executions WHERE dispatch_id = %s",
-        by_ms,
-        dispatch_id,
-    )
-    return bool(row["expired"])
 
 
 def resolver_run_once(

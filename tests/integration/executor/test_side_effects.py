@@ -6,11 +6,11 @@ COMMIT reply (through a proxy that really loses it) and the completion at the en
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +23,7 @@ from resolver.core.errors import LeaseLost, MutationNotCommitted
 from resolver.evidence.receipts import KeyRing, encode_receipt
 from resolver.executor.client import CompletionResult, ExecutionClient
 from resolver.executor.side_effects import SideEffect, SideEffectRunner
+from tests.helpers import crashes
 from tests.helpers.commit_proxy import CommitProxy, Fault
 from tests.helpers.crashes import lease_expired
 from tests.helpers.database import SQL, new_spec
@@ -31,6 +32,7 @@ from tests.helpers.stores import Storage
 
 KEYS = KeyRing({"sdk-k1": bytes.fromhex("6b" * 32)}, signing_kid="sdk-k1")
 WAIT_SECONDS = 20.0
+wait_until = functools.partial(crashes.wait_until, seconds=WAIT_SECONDS)
 
 
 @pytest.fixture
@@ -67,13 +69,6 @@ def dispatch(store: Storage) -> str:
 def charge(effect: SideEffect, conn: psycopg.Connection[object]) -> str:
     conn.execute("UPDATE sdk_accounts SET balance = balance - 10 WHERE id = 42")
     return effect.write_receipt(conn, Outcome.SUCCEEDED, "applied", receipt_id="ledger-1")
-
-
-def wait_until(condition: object, what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 @pytest.mark.usefixtures("accounts")
