@@ -4,9 +4,11 @@ learns an outcome.
 One private cluster (durable, `track_commit_timestamp` on so a record's commit time is known),
 three databases migrated alike:
 
-- `feed`: the schema as shipped;
+- `feed`: the schema as shipped, with a listener registered throughout (a settling commit
+  notifies only while one is: a consumer following with LISTEN);
 - `no-notify`: the same, with the database's `resolver.outcomes_notify` set to `off` (records
-  appended, nobody woken: the switch docs/outcomes.md offers);
+  appended, nobody woken: the switch docs/outcomes.md offers, and what a settling commit does
+  while no listener is registered);
 - `no-feed`: the same, with the three append triggers disabled in that scratch database (the
   resolver before the feed: nothing appended, nobody woken).
 
@@ -139,7 +141,12 @@ def _variants(dbs: Databases) -> dict[str, str]:
     for variant in VARIANTS:
         url = dbs.create(variant.replace("-", "_"), migrated=True)
         with connect(url) as conn:
-            if variant == "no-notify":
+            if variant == "feed":
+                # A listener that never lapses (a LISTEN consumer renews its minute forever).
+                conn.execute(
+                    "INSERT INTO recovery_outcome_listeners VALUES (0, 9223372036854775807)"
+                )
+            elif variant == "no-notify":
                 # The shipped switch, for every session of that database from now on.
                 name = url.rsplit("/", 1)[-1]
                 conn.execute(f"ALTER DATABASE {name} SET resolver.outcomes_notify = off")

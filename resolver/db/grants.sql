@@ -65,6 +65,7 @@ BEGIN
                             'resolver_receipt_write', 'resolver_outcomes_after',
                             'resolver_outcome_cursor_now', 'resolver_outcome_consumer_cursor',
                             'resolver_outcome_consumer_save', 'resolver_outcome_consumer_drop',
+                            'resolver_outcome_listen', 'resolver_outcome_unlisten',
                             'resolver_dispatch_status', 'resolver_dispatch_history')
     LOOP
         EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', fn);
@@ -231,7 +232,8 @@ GRANT EXECUTE ON FUNCTION resolver_record_late_evidence(json, text, bigint, bigi
 -- the feed's tables directly. The executor role (above) and the outcome reader read it through
 -- the SECURITY DEFINER reads: a login in resolver_outcome_reader reads only the projects
 -- recovery_outcome_reader_scopes lists for it, which the platform's policy writer keeps. The
--- reader may register, move and drop consumer cursors (what retention waits for).
+-- reader may register, move and drop consumer cursors (what retention waits for), and register
+-- its own LISTEN session (what makes settling commits notify).
 REVOKE EXECUTE ON FUNCTION
     resolver_outcomes_append_settled(),
     resolver_outcomes_append_contradicted(),
@@ -244,6 +246,8 @@ GRANT EXECUTE ON FUNCTION
     resolver_outcome_consumer_cursor(text),
     resolver_outcome_consumer_save(text, text),
     resolver_outcome_consumer_drop(text),
+    resolver_outcome_listen(),
+    resolver_outcome_unlisten(),
     resolver_dispatch_status(text),
     resolver_dispatch_history(text)
     TO resolver_outcome_reader;

@@ -1056,8 +1056,17 @@ SELECT cursor, kind, state, settled_by, finding, result_code, reason_code, actor
        superseded_by, attempt, occurred_at_ms
 FROM resolver_dispatch_history(p_dispatch_id => %(dispatch_id)s);
 
+-- name: outcome_listen
+-- Registers this LISTEN session (or renews it) so that settling commits notify: they notify
+-- only while a listener is registered. Its own statement, committed before the one below.
+SELECT resolver_outcome_listen();
+
+-- name: outcome_unlisten
+SELECT resolver_outcome_unlisten();
+
 -- name: outcome_listen_started
--- Right after LISTEN: the next transaction id. A transaction below it may have committed (and
--- notified) before the LISTEN, its records still held back by an older one: the listener
--- reads until the horizon reaches this id.
+-- Right after LISTEN and its registration: the next transaction id. A transaction below it
+-- may have committed before the LISTEN (or checked for listeners before the registration, and
+-- not notified), its records perhaps still held back by an older one: the listener reads
+-- until the horizon reaches this id.
 SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS next_xid;

@@ -1060,6 +1060,9 @@ export const OUTCOME_EVENT_SOURCE = "urn:approved-action-resolver:outcomes";
 export const OUTCOME_EVENT_TYPE_PREFIX = "approved-action-resolver.outcome.";
 const TERMINAL = new Set(["succeeded", "failed", "blocked"]);
 const cursorXid = (cursor) => BigInt(cursor.split(":")[0] || "0");
+// How often a LISTEN session renews its registration, which lasts a minute
+// (resolver_outcome_listen): settling commits notify only while one is registered.
+const LISTEN_RENEW_MS = 20_000;
 
 /** A dispatch was not settled within the wait; `status` is the last one read. */
 export class OutcomeTimeout extends Error {
@@ -1194,12 +1197,20 @@ export class OutcomeFeed {
       behind = behind === null || xid > behind ? xid : behind;
       pause = this.pollMinMs;
     };
-    try {
-      await client.query(`LISTEN ${OUTCOME_CHANNEL}`);
-      // What committed before the LISTEN sent this reader no notification and may still be
-      // held back: read until the horizon reaches the next id at this moment.
+    // Settling commits notify only while a listener is registered (for a minute): register,
+    // then read the next id in a statement of its own. What committed before (or looked for
+    // listeners before the registration committed) notified nobody and may still be held
+    // back: read until the horizon reaches that id. A renewal does the same.
+    let registeredAt = 0;
+    const register = async () => {
+      await client.query("SELECT resolver_outcome_listen()");
+      registeredAt = performance.now();
       const { rows } = await client.query("SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS next_xid");
       note(BigInt(rows[0].next_xid) - 1n);
+    };
+    try {
+      await client.query(`LISTEN ${OUTCOME_CHANNEL}`);
+      await register();
     } catch (err) {
       client.off("notification", onNotify);
       client.release(err);
@@ -1229,6 +1240,10 @@ export class OutcomeFeed {
     return {
       read,
       wait: async (ms) => {
+        if (performance.now() - registeredAt >= LISTEN_RENEW_MS) {
+          await register();
+          return;
+        }
         if (behind === null) {
           note(await notified(Math.min(ms, this.listenFallbackMs)));
           return;
@@ -1240,6 +1255,7 @@ export class OutcomeFeed {
       close: async () => {
         client.off("notification", onNotify);
         try {
+          await client.query("SELECT resolver_outcome_unlisten()");
           await client.query(`UNLISTEN ${OUTCOME_CHANNEL}`);
           client.release();
         } catch (err) {

@@ -703,8 +703,12 @@ def test_an_outcome_reader_follows_only_the_projects_listed_for_it(
         assert conn.execute(
             "SELECT resolver_outcome_consumer_save('reader-1', %s) AS c", (start["c"],)
         ).fetchone() == {"c": start["c"]}
+        # It registers its own LISTEN session through the function, never the table.
+        assert conn.execute("SELECT resolver_outcome_listen() > 0 AS ok").fetchone() == {"ok": True}
+        assert conn.execute("SELECT resolver_outcome_unlisten() AS d").fetchone() == {"d": True}
         for table in ("recovery_outcomes", "recovery_outcome_consumers",
-                      "recovery_outcome_reader_scopes", "approved_action_dispatches"):  # fmt: skip
+                      "recovery_outcome_reader_scopes", "recovery_outcome_listeners",
+                      "approved_action_dispatches"):  # fmt: skip
             with pytest.raises(errors.InsufficientPrivilege):
                 conn.execute(f"SELECT * FROM {table}")  # type: ignore[call-overload]
         with pytest.raises(errors.InsufficientPrivilege):
@@ -749,6 +753,8 @@ def test_no_pod_role_writes_the_outcome_feed(role_db: RoleDatabase, role: str) -
             " VALUES ('settled', 'x', 'x', 'x', 'x', 'succeeded', 'executor', 0)",
             "DELETE FROM recovery_outcomes",
             "INSERT INTO recovery_outcome_consumers VALUES ('c', '0', 0, 0, 0)",
+            # A listener registration only for the caller's own session, by the function.
+            "INSERT INTO recovery_outcome_listeners VALUES (1, 9223372036854775807)",
         ):
             with pytest.raises(refused):
                 conn.execute(statement)  # type: ignore[call-overload]

@@ -4,6 +4,8 @@ waiting reader when a settling transaction commits."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self
 
@@ -93,40 +95,70 @@ def cursor_xid(cursor: str) -> int:
     return int(cursor.partition(":")[0] or 0)
 
 
+LISTEN_RENEW_SECONDS = 20.0
+"""How often a listener renews its registration, which lasts a minute (resolver_outcome_listen):
+settling commits notify only while one is registered."""
+
+
 class OutcomeListener:
     """One session that LISTENs on the feed's channel: `wait` returns when a settling
     transaction committed since the last wait (or at the timeout), with its id.
 
-    LISTEN needs a session of its own: behind a transaction-pooling PgBouncer the next
-    transaction may run on another server connection, and notifications would go to whichever
-    client holds the one that listened. There the feed polls instead (docs/outcomes.md).
+    The session registers as a listener (settling commits notify only while one is), and
+    renews that every `LISTEN_RENEW_SECONDS` from `wait`; each registration answers like a
+    notification of everything before it, since a commit that looked for listeners before the
+    registration committed notified nobody. LISTEN needs a session of its own: behind a
+    transaction-pooling PgBouncer the next transaction may run on another server connection,
+    and notifications would go to whichever client holds the one that listened. There the
+    feed polls instead (docs/outcomes.md).
     """
 
-    def __init__(self, database_url: str, profile: Profile) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        profile: Profile,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._url = database_url
         self._profile = profile
+        self._clock = clock
         self._conn: psycopg.Connection[Any] | None = None
+        self._registered_at = 0.0
 
     def open(self) -> int:
-        """Connect and LISTEN. A notification sent from here on is kept until `wait`. Answers
-        the next transaction id at that moment: a commit below it may have gone unnotified."""
+        """Connect, LISTEN and register. A notification sent from here on is kept until
+        `wait`. Answers the next transaction id at that moment: a commit below it may have gone
+        unnotified."""
         try:
             conn = connect(self._url, self._profile, autocommit=True)
             conn.execute(f"LISTEN {OUTCOME_CHANNEL}")
-            row = conn.execute(statement("outcome_listen_started")).fetchone()
+            self._conn = conn
+            return self._register(conn)
         except psycopg.Error as exc:
+            self.close()
             raise self._typed(exc) from exc
-        self._conn = conn
+
+    def _register(self, conn: psycopg.Connection[Any]) -> int:
+        """Registers (or renews) this session, then, in a statement of its own after that
+        commit, reads the next transaction id."""
+        conn.execute(statement("outcome_listen"))
+        self._registered_at = self._clock()
+        row = conn.execute(statement("outcome_listen_started")).fetchone()
         assert row is not None
         return int(row[0])
 
     def wait(self, timeout_seconds: float) -> int | None:
         """The highest transaction id notified within the timeout (None: nothing arrived);
-        drains every notification already there. A payload that is not an id counts as 0."""
+        drains every notification already there. A payload that is not an id counts as 0.
+        When the registration is due for renewal, renews it and answers at once with the id
+        below the next one (as if every commit before it had notified)."""
         conn = self._conn
         if conn is None:
             raise RuntimeError("OutcomeListener.wait before open")
         try:
+            if self._clock() - self._registered_at >= LISTEN_RENEW_SECONDS:
+                return self._register(conn) - 1
             notified: int | None = None
             for note in conn.notifies(timeout=max(timeout_seconds, 0.0), stop_after=1):
                 notified = _xid(note.payload)
@@ -140,9 +172,18 @@ class OutcomeListener:
             raise self._typed(exc) from exc
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        """Ends the registration (a connection that is already lost leaves it to lapse) and
+        the session."""
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        try:
+            if not conn.closed:
+                conn.execute(statement("outcome_unlisten"))
+        except psycopg.Error:
+            pass  # the registration lapses within a minute by itself
+        finally:
+            conn.close()
 
     def __enter__(self) -> Self:
         self.open()

@@ -121,6 +121,35 @@ for (const olderBegins of ["before the follower starts", "after it started"]) {
   });
 }
 
+test("a listening follower registers its session while it follows and ends that when it stops", { skip, timeout: 90_000 }, async () => {
+  // Settling commits notify only while a listener is registered: the follower's own LISTEN
+  // session (found by its pool's application name) holds a registration exactly while it follows.
+  const name = `node-listen-${crypto.randomUUID().slice(0, 8)}`;
+  const own = new pg.Pool({ connectionString: URL_, max: 3, application_name: name });
+  const registered = async () => {
+    const { rows } = await pool.query(
+      `SELECT count(*)::int AS n FROM recovery_outcome_listeners AS l
+       JOIN pg_stat_activity AS a ON a.pid = l.pid WHERE a.application_name = $1`,
+      [name],
+    );
+    return rows[0].n;
+  };
+  try {
+    const feed = new WatchedFeed({ pool: own, listenFallbackMs: 3_600_000 });
+    const consumer = `node-reg-${crypto.randomUUID().slice(0, 8)}`;
+    const stop = new AbortController();
+    const following = feed.follow(consumer, () => {}, { start: "now", signal: stop.signal });
+    await feed.reading;
+    assert.equal(await registered(), 1);
+    stop.abort();
+    await following;
+    assert.equal(await registered(), 0);
+    await feed.dropConsumer(consumer);
+  } finally {
+    await own.end();
+  }
+});
+
 for (const wake of ["listen", "poll"]) {
   test(`waitForOutcome (${wake}) returns the status the completion settled`, { skip }, async () => {
     const executor = new Executor({ pool, owner: "node-outcomes" });

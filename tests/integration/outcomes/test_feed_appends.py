@@ -229,10 +229,15 @@ def test_the_project_filter_and_a_filtered_follower_miss_nothing_of_their_projec
         assert feed.consumer_cursor("proj-a-follower") == only_a[-1].cursor
 
 
-@pytest.mark.parametrize("notify", ["on", "off"])
-def test_a_settling_commit_notifies_with_its_transaction_id_unless_switched_off(
-    store: Storage, database_url: str, notify: str
+@pytest.mark.parametrize(
+    "listening", ["registered", "not registered", "lapsed", "unregistered", "switched off"]
+)
+def test_a_settling_commit_notifies_with_its_transaction_id_only_while_a_listener_is_registered(
+    store: Storage, database_url: str, listening: str
 ) -> None:
+    """A NOTIFY makes the cluster's notifying commits flush one after another: a settling
+    commit notifies only while a listener's registration is live (and the switch is not off).
+    The record is appended either way."""
     client = ExecutionClient(store, owner="exec", lease_seconds=60)
     spec = client.create_dispatch(new_spec())
     lease = client.start(client.lease(spec.dispatch_id))
@@ -241,7 +246,14 @@ def test_a_settling_commit_notifies_with_its_transaction_id_unless_switched_off(
         psycopg.connect(database_url) as settling,
     ):
         listener.execute("LISTEN resolver_outcomes")
-        if notify == "off":
+        if listening != "not registered":
+            listener.execute("SELECT resolver_outcome_listen()")
+        if listening == "lapsed":
+            # A registration not renewed within its minute (the owner moves its end back).
+            listener.execute("UPDATE recovery_outcome_listeners SET listening_until_ms = 0")
+        if listening == "unregistered":
+            assert listener.execute("SELECT resolver_outcome_unlisten()").fetchone() == (True,)
+        if listening == "switched off":
             settling.execute("SET resolver.outcomes_notify = off")
         row = settling.execute("SELECT pg_current_xact_id()::text").fetchone()
         assert row is not None
@@ -254,12 +266,39 @@ def test_a_settling_commit_notifies_with_its_transaction_id_unless_switched_off(
         # A later notifying commit marks the end of what the listener waits for.
         listener.execute("NOTIFY resolver_outcomes, 'end'")
         # Notifications arrive in commit order: the settling one (if any) before the end.
-        expected = [row[0], "end"] if notify == "on" else ["end"]
+        expected = [row[0], "end"] if listening == "registered" else ["end"]
         payloads = [n.payload for n in listener.notifies(timeout=30, stop_after=len(expected))]
     assert payloads == expected
     # Appended either way.
     (record,) = feed_of(database_url)
     assert record.dispatch_id == lease.dispatch_id
+
+
+def test_a_listener_registers_for_its_own_session_only_and_lapsed_ones_are_removed(
+    database_url: str,
+) -> None:
+    with (
+        psycopg.connect(database_url, autocommit=True) as one,
+        psycopg.connect(database_url, autocommit=True) as other,
+    ):
+        (until,) = one.execute("SELECT resolver_outcome_listen()").fetchone()  # type: ignore[misc]
+        (now,) = one.execute("SELECT resolver_now_ms(NULL)").fetchone()  # type: ignore[misc]
+        assert now < until <= now + 60_000
+        other.execute("SELECT resolver_outcome_listen()")
+        rows = one.execute("SELECT pid FROM recovery_outcome_listeners ORDER BY pid").fetchall()
+        assert sorted(r[0] for r in rows) == sorted([one.info.backend_pid, other.info.backend_pid])
+        # Another session's lapsed registration goes with the next registration.
+        one.execute(
+            "UPDATE recovery_outcome_listeners SET listening_until_ms = 0 WHERE pid = %s",
+            (other.info.backend_pid,),
+        )
+        one.execute("SELECT resolver_outcome_listen()")
+        rows = one.execute("SELECT pid FROM recovery_outcome_listeners").fetchall()
+        assert rows == [(one.info.backend_pid,)]
+        # Ending a registration ends only the caller's.
+        assert other.execute("SELECT resolver_outcome_unlisten()").fetchone() == (False,)
+        assert one.execute("SELECT resolver_outcome_unlisten()").fetchone() == (True,)
+        assert one.execute("SELECT count(*) FROM recovery_outcome_listeners").fetchone() == (0,)
 
 
 def test_only_the_appends_write_the_feed_not_even_the_owner_by_hand(

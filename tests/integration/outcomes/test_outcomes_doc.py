@@ -44,11 +44,16 @@ def test_the_python_example_runs_as_written(store: Storage, database_url: str) -
 
 def test_the_sql_examples_run_as_written(database_url: str) -> None:
     blocks = re.findall(r"```sql\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
-    assert len(blocks) == 2
-    follow, switch = blocks
+    assert len(blocks) == 3
+    follow, listen, switch = blocks
     with psycopg.connect(database_url, autocommit=True) as conn:
         for statement in filter(None, (s.strip() for s in follow.split(";"))):
             conn.execute(statement)  # type: ignore[call-overload]
+        for statement in filter(None, (s.strip() for s in listen.split(";"))):
+            conn.execute(statement)  # type: ignore[call-overload]
+        assert conn.execute(
+            "SELECT pid FROM recovery_outcome_listeners WHERE listening_until_ms > resolver_now_ms(NULL)"
+        ).fetchall() == [(conn.info.backend_pid,)]
         assert conn.execute("SELECT resolver_outcome_consumer_cursor('billing')").fetchone() == (
             "912:17",
         )

@@ -27,15 +27,51 @@
 --
 -- A notifying commit takes one lock for the whole cluster and holds it through its commit
 -- record's flush, so notifying commits flush one after another (docs/performance.md measures
--- it). Where many single-item commits run at once and every consumer polls anyway, the
--- database's (or a role's) setting `resolver.outcomes_notify = off` leaves the NOTIFY out:
--- records are appended as ever, nobody is woken (docs/outcomes.md).
+-- it). So a commit notifies only while a listener is registered (resolver_outcome_listen):
+-- with none, executors completing at once flush together. The check runs after this
+-- transaction took its id, so a listener that registers too late to be seen here took its
+-- horizon afterwards and reads these records anyway (docs/outcomes.md). The database's (or a
+-- role's) setting `resolver.outcomes_notify = off` leaves the NOTIFY out even then.
 CREATE OR REPLACE FUNCTION resolver_outcomes_notify() RETURNS void
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
-    IF coalesce(current_setting('resolver.outcomes_notify', true), '') <> 'off' THEN
+    IF coalesce(current_setting('resolver.outcomes_notify', true), '') <> 'off'
+       AND EXISTS (SELECT 1 FROM recovery_outcome_listeners AS l
+                   WHERE l.listening_until_ms > resolver_now_ms(NULL)) THEN
         PERFORM pg_notify('resolver_outcomes', pg_current_xact_id()::text);
     END IF;
+END
+$$;
+
+-- Registers the calling session as a listener of the feed's channel, or renews it, until the
+-- answer (ms on the database clock). Call it after `LISTEN resolver_outcomes`, then read the
+-- next transaction id (pg_snapshot_xmax(pg_current_snapshot())) in a statement of its own and
+-- read the feed until its horizon passes that id: a commit that checked for listeners before
+-- this registration committed did not notify. A registration lasts a minute: renew it well
+-- within (both SDKs every 20 s), and after a renewal that came late, catch up the same way; a
+-- listener whose process died stops being notified a minute later. Lapsed ones are removed.
+CREATE OR REPLACE FUNCTION resolver_outcome_listen() RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
+DECLARE
+    now_ms bigint := resolver_now_ms(NULL);
+    until_ms bigint := now_ms + 60000;
+BEGIN
+    DELETE FROM recovery_outcome_listeners AS l
+    WHERE l.listening_until_ms <= now_ms AND l.pid <> pg_backend_pid();
+    INSERT INTO recovery_outcome_listeners AS l (pid, listening_until_ms)
+    VALUES (pg_backend_pid(), until_ms)
+    ON CONFLICT (pid) DO UPDATE SET listening_until_ms = EXCLUDED.listening_until_ms;
+    RETURN until_ms;
+END
+$$;
+
+-- Ends the calling session's registration (before UNLISTEN, or before a pooled connection goes
+-- back to its pool). Answers whether it was registered.
+CREATE OR REPLACE FUNCTION resolver_outcome_unlisten() RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
+BEGIN
+    DELETE FROM recovery_outcome_listeners AS l WHERE l.pid = pg_backend_pid();
+    RETURN FOUND;
 END
 $$;
 
@@ -406,6 +442,8 @@ REVOKE EXECUTE ON FUNCTION
     resolver_outcome_cursor_now(),
     resolver_outcome_consumer_cursor(text),
     resolver_outcome_consumer_save(text, text),
+    resolver_outcome_listen(),
+    resolver_outcome_unlisten(),
     resolver_outcome_consumer_drop(text),
     resolver_dispatch_status(text),
     resolver_dispatch_history(text)
@@ -428,6 +466,8 @@ BEGIN
         'resolver_outcome_consumer_cursor(text)',
         'resolver_outcome_consumer_save(text, text)',
         'resolver_outcome_consumer_drop(text)',
+        'resolver_outcome_listen()',
+        'resolver_outcome_unlisten()',
         'resolver_dispatch_status(text)',
         'resolver_dispatch_history(text)'
     ] LOOP

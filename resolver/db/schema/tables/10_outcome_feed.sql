@@ -57,6 +57,17 @@ CREATE TABLE recovery_outcome_consumers (
         CHECK (consumer ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$')
 );
 
+-- The sessions that LISTEN on the feed's channel, each by its server process id, until its
+-- registration lapses: a settling commit notifies only while one is registered, since a NOTIFY
+-- makes the cluster's notifying commits flush one after another (resolver_outcomes_notify).
+-- Written only by resolver_outcome_listen and resolver_outcome_unlisten, for the caller's own
+-- session.
+CREATE TABLE recovery_outcome_listeners (
+    pid integer NOT NULL,
+    listening_until_ms bigint NOT NULL,
+    CONSTRAINT pk_recovery_outcome_listeners PRIMARY KEY (pid)
+);
+
 -- Which projects a reader login may follow (resolver_outcome_scope): a login that is a member
 -- of resolver_outcome_reader (and not of resolver_executor) reads the records and the status of
 -- the projects listed here for any role it is a member of, and none when none is listed. Kept by
