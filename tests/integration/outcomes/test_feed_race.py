@@ -154,6 +154,55 @@ def test_a_listener_woken_while_an_older_transaction_holds_the_record_back_still
     assert [r.dispatch_id for r in got] == [dispatch_id]
 
 
+def test_a_commit_that_looked_for_listeners_before_the_registration_still_reaches_the_reader(
+    store: Storage, database_url: str
+) -> None:
+    """The slow transaction settles (and looks for listeners: none) before the reader
+    registers, and commits after it: it notifies nobody. With a fallback of an hour, the reader
+    gets the record only by reading until the horizon passes the id it took after its
+    registration."""
+    dispatch_id, lease = started(store, 60)
+    got: list[OutcomeRecord] = []
+    stop = threading.Event()
+    with (
+        _Watched(database_url, wake=Wake.LISTEN, listen_fallback_seconds=3600) as feed,
+        psycopg.connect(database_url) as slow,
+        psycopg.connect(database_url, autocommit=True) as witness,
+    ):
+        # A session that LISTENs without registering: it hears whatever notifies anyway.
+        witness.execute("LISTEN resolver_outcomes")
+        slow.execute(
+            "SELECT * FROM resolver_execution_complete(%s, %s, %s::uuid, %s, 'succeeded',"
+            " 'ok', 'm-slow')",
+            (dispatch_id, lease.owner, lease.token, lease.version),  # type: ignore[attr-defined]
+        )
+        start = feed.cursor_now()
+
+        def consume() -> None:
+            for record in feed.stream(start, stop=stop):
+                got.append(record)
+                stop.set()
+
+        reader = threading.Thread(target=consume)
+        reader.start()
+        try:
+            assert feed.reading.wait(30)
+            feed.armed.set()
+            assert feed.empty.wait(30)
+            assert got == []
+            slow.commit()
+            reader.join(60)
+        finally:
+            stop.set()
+            reader.join(10)
+        # The slow commit notified nobody: the witness hears only the end marker.
+        witness.execute("NOTIFY resolver_outcomes, 'end'")
+        payloads = [n.payload for n in witness.notifies(timeout=30, stop_after=1)]
+    assert payloads == ["end"]
+    assert not reader.is_alive(), "the reader waited for a notification that never comes"
+    assert [r.dispatch_id for r in got] == [dispatch_id]
+
+
 @pytest.mark.parametrize("wake", [Wake.LISTEN, Wake.POLL])
 def test_concurrent_settling_transactions_reach_every_consumer_once_in_order(
     store: Storage, database_url: str, sql: SQL, wake: Wake
