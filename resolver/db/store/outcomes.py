@@ -131,9 +131,8 @@ class OutcomeListener:
         `wait`. Answers the next transaction id at that moment: a commit below it may have gone
         unnotified."""
         try:
-            conn = connect(self._url, self._profile, autocommit=True)
+            conn = self._conn = connect(self._url, self._profile, autocommit=True)
             conn.execute(f"LISTEN {OUTCOME_CHANNEL}")
-            self._conn = conn
             return self._register(conn)
         except psycopg.Error as exc:
             self.close()
