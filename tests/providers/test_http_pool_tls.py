@@ -32,6 +32,7 @@ from resolver.evidence.readonly_http import (
 )
 from resolver.evidence.receipt_server import ReceiptServer, running_receipt_server
 from resolver.evidence.receipts import KeyRing
+from tests.helpers.clocks import FakeClock
 from tests.helpers.harnesses import new_identity, signed
 
 # -- a throwaway PKI ---------------------------------------------------------------------
@@ -335,16 +336,8 @@ def test_rate_cap_refuses_what_it_cannot_start_in_time_and_sends_nothing(
     assert [r.path for r in receipt_server.seen] == ["/receipts/first"]
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_pacer_spaces_requests_at_the_rate_with_a_small_burst() -> None:
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     pacer = RequestPacer(500, clock=clock)  # burst: 4% of 500 = 20
     started = []
     for _ in range(1_000):
@@ -360,7 +353,7 @@ def test_pacer_spaces_requests_at_the_rate_with_a_small_burst() -> None:
 
 
 def test_pacer_refusal_does_not_use_a_slot() -> None:
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     pacer = RequestPacer(10, clock=clock)  # burst 1: one per 100 ms
     assert pacer.reserve(deadline=clock.now) == clock.now
     assert pacer.reserve(deadline=clock.now + 0.05) is None  # next slot at +0.1

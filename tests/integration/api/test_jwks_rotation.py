@@ -28,6 +28,7 @@ from resolver.app.config import Settings
 from resolver.core.errors import ConfigError
 from resolver.human.api import create_app
 from resolver.human.auth import JwksFile, JwksUrl, TokenVerifier
+from tests.helpers.clocks import FakeClock
 from tests.helpers.oidc import AUDIENCE, ISSUER, Server, token
 from tests.helpers.signing import TEST_SIGNER, signing_env
 from tests.helpers.stores import Storage
@@ -178,14 +179,6 @@ def test_resolver_api_follows_a_rotated_jwks_file(
         os.replace(staged, path)
         assert status_with(client, new) == 200
         assert status_with(client, old) == 401
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_forged_kids_refetch_at_most_once_per_interval_and_an_outage_keeps_the_keys(

@@ -10,6 +10,7 @@ from resolver.core.domain import Completion, Outcome
 from resolver.db.connect import Profile
 from resolver.db.store.outcomes import LISTEN_RENEW_SECONDS, OutcomeListener
 from resolver.executor.client import ExecutionClient
+from tests.helpers.clocks import FakeClock
 from tests.helpers.database import new_spec
 from tests.helpers.stores import Storage
 
@@ -20,20 +21,10 @@ def _registered(database_url: str) -> dict[int, int]:
         return {pid: until for pid, until in rows.fetchall()}
 
 
-class _Clock:
-    """The listener's monotonic clock, moved by the test instead of waited for."""
-
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_the_listener_registers_renews_when_due_and_ends_its_registration(
     database_url: str,
 ) -> None:
-    clock = _Clock()
+    clock = FakeClock()
     listener = OutcomeListener(database_url, Profile(application_name="listener"), clock=clock)
     started_at = listener.open()
     (first,) = _registered(database_url).values()

@@ -15,6 +15,7 @@ from resolver.core.provider import ProviderRegistry, build_registry
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.runtime import Runtime
 from resolver.telemetry.metrics import BacklogCollector, ResolverMetrics
+from tests.helpers.clocks import FakeClock
 from tests.helpers.database import EXEC_LEASE_MS, SQL, T0, World
 from tests.helpers.providers import ScriptedProvider, fixed, verified
 from tests.helpers.stores import Storage
@@ -234,17 +235,9 @@ class CountingReader:
         self.store.ping()
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(100.0)
 
 
 @pytest.fixture
