@@ -8,10 +8,11 @@ settling transaction did) and checks the invariants over it afterwards.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
@@ -101,6 +102,29 @@ class _Watched(OutcomeFeed):
         return records
 
 
+@contextlib.contextmanager
+def _first_record(
+    feed: OutcomeFeed, start: str
+) -> Iterator[tuple[threading.Thread, list[OutcomeRecord]]]:
+    """A reader (not started yet) that streams the feed from `start` and stops at its first
+    record, with what it got; stopped and joined on the way out, whatever happened."""
+    got: list[OutcomeRecord] = []
+    stop = threading.Event()
+
+    def consume() -> None:
+        for record in feed.stream(start, stop=stop):
+            got.append(record)
+            stop.set()
+
+    reader = threading.Thread(target=consume)
+    try:
+        yield reader, got
+    finally:
+        stop.set()
+        if reader.ident is not None:
+            reader.join(10)
+
+
 @pytest.mark.parametrize("older_begins", ["before the reader starts", "after it started"])
 def test_a_listener_woken_while_an_older_transaction_holds_the_record_back_still_gets_it(
     store: Storage, database_url: str, older_begins: str
@@ -110,26 +134,18 @@ def test_a_listener_woken_while_an_older_transaction_holds_the_record_back_still
     reader gets the record only if it keeps reading until the horizon passes what it was told
     about (or, before its LISTEN, what may have committed unnoticed)."""
     dispatch_id, lease = started(store, 60)
-    got: list[OutcomeRecord] = []
-    stop = threading.Event()
+
+    def settle() -> None:
+        ExecutionClient(store, owner="exec").complete(
+            lease,  # type: ignore[arg-type]
+            Completion(Outcome.SUCCEEDED, "ok", f"m-{dispatch_id}"),
+        )
+
     with (
         _Watched(database_url, wake=Wake.LISTEN, listen_fallback_seconds=3600) as feed,
         psycopg.connect(database_url) as older,
+        _first_record(feed, feed.cursor_now()) as (reader, got),
     ):
-        start = feed.cursor_now()
-
-        def consume() -> None:
-            for record in feed.stream(start, stop=stop):
-                got.append(record)
-                stop.set()
-
-        def settle() -> None:
-            ExecutionClient(store, owner="exec").complete(
-                lease,  # type: ignore[arg-type]
-                Completion(Outcome.SUCCEEDED, "ok", f"m-{dispatch_id}"),
-            )
-
-        reader = threading.Thread(target=consume)
         if older_begins == "before the reader starts":
             older.execute("SELECT pg_current_xact_id()")
             settle()
@@ -141,15 +157,11 @@ def test_a_listener_woken_while_an_older_transaction_holds_the_record_back_still
             older.execute("SELECT pg_current_xact_id()")
             settle()
             feed.armed.set()
-        try:
-            # The reader has read past the settling commit and found nothing: held back.
-            assert feed.empty.wait(30)
-            assert got == []
-            older.commit()
-            reader.join(60)
-        finally:
-            stop.set()
-            reader.join(10)
+        # The reader has read past the settling commit and found nothing: held back.
+        assert feed.empty.wait(30)
+        assert got == []
+        older.commit()
+        reader.join(60)
     assert not reader.is_alive(), "the reader waited for a notification that never comes"
     assert [r.dispatch_id for r in got] == [dispatch_id]
 
@@ -162,8 +174,6 @@ def test_a_commit_that_looked_for_listeners_before_the_registration_still_reache
     gets the record only by reading until the horizon passes the id it took after its
     registration."""
     dispatch_id, lease = started(store, 60)
-    got: list[OutcomeRecord] = []
-    stop = threading.Event()
     with (
         _Watched(database_url, wake=Wake.LISTEN, listen_fallback_seconds=3600) as feed,
         psycopg.connect(database_url) as slow,
@@ -176,25 +186,14 @@ def test_a_commit_that_looked_for_listeners_before_the_registration_still_reache
             " 'ok', 'm-slow')",
             (dispatch_id, lease.owner, lease.token, lease.version),  # type: ignore[attr-defined]
         )
-        start = feed.cursor_now()
-
-        def consume() -> None:
-            for record in feed.stream(start, stop=stop):
-                got.append(record)
-                stop.set()
-
-        reader = threading.Thread(target=consume)
-        reader.start()
-        try:
+        with _first_record(feed, feed.cursor_now()) as (reader, got):
+            reader.start()
             assert feed.reading.wait(30)
             feed.armed.set()
             assert feed.empty.wait(30)
             assert got == []
             slow.commit()
             reader.join(60)
-        finally:
-            stop.set()
-            reader.join(10)
         # The slow commit notified nobody: the witness hears only the end marker.
         witness.execute("NOTIFY resolver_outcomes, 'end'")
         payloads = [n.payload for n in witness.notifies(timeout=30, stop_after=1)]
