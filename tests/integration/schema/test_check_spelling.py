@@ -1,5 +1,6 @@
-"""The core tables' digest and code checks (migration 0017_check_char_classes) accept exactly the strings
-the regular expressions they replaced accepted, and the database still refuses the rest."""
+"""The digest and code shapes (the domains resolver_sha256_hex and resolver_code, whose checks
+are resolver_is_sha256_hex and resolver_is_code) accept exactly the strings the regular expressions
+they replaced accepted, and the tables still refuse the rest."""
 
 from __future__ import annotations
 
@@ -13,21 +14,21 @@ from tests.helpers.database import SQL
 HEX64 = re.compile(r"[0-9a-f]{64}")
 CODE = re.compile(r"[a-z0-9_.-]{1,64}")
 
-# The constraints 0017 rewrote: (table, constraint, column, the pattern it used to spell).
-REWRITTEN = (
-    ("approved_action_dispatches", "action_digest_hex", "action_digest", HEX64),
-    ("approved_action_executions", "evidence_digest_hex", "evidence_digest", HEX64),
-    ("approved_action_executions", "result_code_shape", "result_code", CODE),
+# The columns of each shape: (table, column, its domain, the pattern the shape stands for).
+SHAPED = (
+    ("approved_action_dispatches", "action_digest", "resolver_sha256_hex", HEX64),
+    ("approved_action_executions", "evidence_digest", "resolver_sha256_hex", HEX64),
+    ("approved_action_executions", "result_code", "resolver_code", CODE),
     (
         "approved_action_recovery_controls",
-        "last_evidence_digest_hex",
         "last_evidence_digest",
+        "resolver_sha256_hex",
         HEX64,
     ),
-    ("approved_action_recovery_controls", "manual_reason_shape", "manual_reason", CODE),
-    ("approved_action_recovery_resolutions", "evidence_digest_hex", "evidence_digest", HEX64),
-    ("approved_action_recovery_resolutions", "result_code_shape", "result_code", CODE),
-    ("approved_action_recovery_resolutions", "reason_code_shape", "reason_code", CODE),
+    ("approved_action_recovery_controls", "manual_reason", "resolver_code", CODE),
+    ("approved_action_recovery_resolutions", "evidence_digest", "resolver_sha256_hex", HEX64),
+    ("approved_action_recovery_resolutions", "result_code", "resolver_code", CODE),
+    ("approved_action_recovery_resolutions", "reason_code", "resolver_code", CODE),
 )
 
 DIGEST = "0123456789abcdef" * 4
@@ -59,37 +60,45 @@ CANDIDATES = (
 )
 
 
-def _check_expression(sql: SQL, table: str, name: str) -> str:
-    row = sql.one(
-        "SELECT pg_get_expr(c.conbin, c.conrelid) AS expr FROM pg_constraint AS c"
-        " WHERE c.conrelid = %s::regclass AND c.conname = %s",
-        table,
-        f"ck_{table}_{name}",
-    )
-    return str(row["expr"])
+def _passes(sql: SQL, domain: str, value: str | None) -> bool:
+    """Whether `value` passes the domain's check (a cast to it raises when it does not)."""
+    try:
+        with sql.conn.transaction():
+            sql.one(f"SELECT %s::{domain} AS v", value)
+    except psycopg.errors.CheckViolation:
+        return False
+    return True
 
 
-@pytest.mark.parametrize(("table", "name", "column", "pattern"), REWRITTEN)
-def test_each_rewritten_check_accepts_exactly_what_its_pattern_did(
-    sql: SQL, table: str, name: str, column: str, pattern: re.Pattern[str]
+@pytest.mark.parametrize(("table", "column", "domain", "pattern"), SHAPED)
+def test_each_shaped_column_accepts_exactly_what_its_pattern_did(
+    sql: SQL, table: str, column: str, domain: str, pattern: re.Pattern[str]
 ) -> None:
-    expression = _check_expression(sql, table, name)
-    assert "{" not in expression, expression  # no bounded repetition left
-    for value in CANDIDATES:
-        # The stored expression itself, over a one-column row named like the table's column.
-        row = sql.one(f"SELECT ({expression}) AS ok FROM (SELECT %s::text AS {column}) AS t", value)
-        assert row["ok"] is bool(pattern.fullmatch(value)), (name, value)
-    # NULL passes where the column may be NULL, as before.
     row = sql.one(
-        f"SELECT ({expression}) IS NOT FALSE AS ok FROM (SELECT NULL::text AS {column}) t"
+        "SELECT format_type(a.atttypid, a.atttypmod) AS type FROM pg_attribute AS a"
+        " WHERE a.attrelid = %s::regclass AND a.attname = %s",
+        table,
+        column,
     )
-    assert row["ok"] is True
+    assert row["type"] == domain
+    check = sql.one(
+        "SELECT pg_get_constraintdef(k.oid) || pg_get_functiondef(p.oid) AS text"
+        " FROM pg_constraint AS k JOIN pg_proc AS p ON p.proname = %s"
+        " WHERE k.contypid = %s::regtype",
+        domain.replace("resolver_", "resolver_is_"),
+        domain,
+    )
+    assert "{" not in check["text"], check  # no bounded repetition
+    for value in CANDIDATES:
+        assert _passes(sql, domain, value) is bool(pattern.fullmatch(value)), (domain, value)
+    # NULL passes where the column may be NULL, as before.
+    assert _passes(sql, domain, None)
 
 
 def test_the_tables_still_refuse_a_malformed_digest_and_code(database_url: str) -> None:
     bad = (
-        ("action_digest", DIGEST.upper(), "ck_approved_action_dispatches_action_digest_hex"),
-        ("action_digest", DIGEST + "0", "ck_approved_action_dispatches_action_digest_hex"),
+        ("action_digest", DIGEST.upper(), "ck_resolver_sha256_hex"),
+        ("action_digest", DIGEST + "0", "ck_resolver_sha256_hex"),
     )
     with psycopg.connect(database_url) as conn:
         for column, value, constraint in bad:
@@ -110,7 +119,4 @@ def test_the_tables_still_refuse_a_malformed_digest_and_code(database_url: str) 
                 " %(d)s, 'OK', 2, 1)",
                 {"d": DIGEST},
             )
-        assert (
-            refused.value.diag.constraint_name
-            == "ck_approved_action_recovery_resolutions_result_code_shape"
-        )
+        assert refused.value.diag.constraint_name == "ck_resolver_code"

@@ -2,3 +2,70 @@
 -- notifies whether anyone listens or not).
 
 DROP TABLE recovery_outcome_listeners;
+
+-- The value checks go back from domains to the tables' constraints of release 0.2.0.
+ALTER TABLE approved_action_dispatches
+    ALTER COLUMN action_digest TYPE text,
+    ADD CONSTRAINT ck_approved_action_dispatches_action_digest_hex
+        CHECK (length(action_digest) = 64 AND action_digest !~ '[^0-9a-f]');
+
+ALTER TABLE approved_action_executions
+    ALTER COLUMN state TYPE text,
+    ALTER COLUMN result_code TYPE text,
+    ALTER COLUMN evidence_digest TYPE text,
+    ADD CONSTRAINT ck_approved_action_executions_state_known
+        CHECK (state IN ('leased','executing') OR state = ANY (resolver_terminal_states())),
+    ADD CONSTRAINT ck_approved_action_executions_result_code_shape
+        CHECK (result_code IS NULL OR (length(result_code) BETWEEN 1 AND 64 AND result_code !~ '[^a-z0-9_.-]')),
+    ADD CONSTRAINT ck_approved_action_executions_evidence_digest_hex
+        CHECK (evidence_digest IS NULL OR (length(evidence_digest) = 64 AND evidence_digest !~ '[^0-9a-f]'));
+
+ALTER TABLE approved_action_recovery_controls
+    ALTER COLUMN status TYPE text,
+    ALTER COLUMN last_finding TYPE text,
+    ALTER COLUMN closed_by TYPE text,
+    ALTER COLUMN finding_counts TYPE jsonb,
+    ALTER COLUMN last_failure_class TYPE text,
+    ALTER COLUMN last_evidence_digest TYPE text,
+    ALTER COLUMN manual_reason TYPE text,
+    ALTER COLUMN last_reason TYPE text,
+    ALTER COLUMN reason_counts TYPE jsonb,
+    ADD CONSTRAINT ck_approved_action_recovery_controls_closed_by_known
+        CHECK (closed_by IS NULL OR closed_by IN ('completion','automatic','manual')),
+    ADD CONSTRAINT ck_approved_action_recovery_controls_failure_class_known
+        CHECK (last_failure_class IS NULL OR last_failure_class IN ('outage','timeout','configuration','error')),
+    ADD CONSTRAINT ck_approved_action_recovery_controls_finding_counts_object
+        CHECK (jsonb_typeof(finding_counts) = 'object'),
+    ADD CONSTRAINT ck_approved_action_recovery_controls_finding_known
+        CHECK (last_finding IS NULL OR last_finding = ANY (resolver_finding_kinds())),
+    ADD CONSTRAINT ck_approved_action_recovery_controls_last_evidence_digest_hex
+        CHECK (last_evidence_digest IS NULL OR (length(last_evidence_digest) = 64 AND last_evidence_digest !~ '[^0-9a-f]')),
+    ADD CONSTRAINT ck_approved_action_recovery_controls_last_reason_shape
+        CHECK (last_reason IS NULL OR (length(last_reason) BETWEEN 1 AND 32 AND last_reason !~ '[^a-z0-9_]')),
+    ADD CONSTRAINT ck_approved_action_recovery_controls_manual_reason_shape
+        CHECK (manual_reason IS NULL OR (length(manual_reason) BETWEEN 1 AND 64 AND manual_reason !~ '[^a-z0-9_.-]')),
+    ADD CONSTRAINT ck_approved_action_recovery_controls_reason_counts_object
+        CHECK (jsonb_typeof(reason_counts) = 'object'),
+    ADD CONSTRAINT ck_approved_action_recovery_controls_status_known
+        CHECK (status IN ('armed','manual','resolved'));
+
+ALTER TABLE approved_action_recovery_resolutions
+    ALTER COLUMN source TYPE text,
+    ALTER COLUMN outcome TYPE text,
+    ALTER COLUMN evidence_digest TYPE text,
+    ALTER COLUMN result_code TYPE text,
+    ALTER COLUMN reason_code TYPE text,
+    ADD CONSTRAINT ck_approved_action_recovery_resolutions_evidence_digest_hex
+        CHECK (evidence_digest IS NULL OR (length(evidence_digest) = 64 AND evidence_digest !~ '[^0-9a-f]')),
+    ADD CONSTRAINT ck_approved_action_recovery_resolutions_outcome_known
+        CHECK (outcome = ANY (resolver_terminal_states())),
+    ADD CONSTRAINT ck_approved_action_recovery_resolutions_reason_code_shape
+        CHECK (reason_code IS NULL OR (length(reason_code) BETWEEN 1 AND 64 AND reason_code !~ '[^a-z0-9_.-]')),
+    ADD CONSTRAINT ck_approved_action_recovery_resolutions_result_code_shape
+        CHECK (result_code IS NULL OR (length(result_code) BETWEEN 1 AND 64 AND result_code !~ '[^a-z0-9_.-]')),
+    ADD CONSTRAINT ck_approved_action_recovery_resolutions_source_known
+        CHECK (source IN ('automatic','manual'));
+
+DROP DOMAIN resolver_sha256_hex, resolver_code, resolver_scan_reason, resolver_execution_state,
+    resolver_terminal_state, resolver_control_status, resolver_finding, resolver_closed_by,
+    resolver_failure_class, resolver_resolution_source, resolver_json_object;

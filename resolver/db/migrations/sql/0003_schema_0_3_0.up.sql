@@ -9,3 +9,90 @@ CREATE TABLE recovery_outcome_listeners (
     listening_until_ms bigint NOT NULL,
     CONSTRAINT pk_recovery_outcome_listeners PRIMARY KEY (pid)
 );
+
+-- The value checks of the dispatches, executions, controls and resolutions become domains
+-- (resolver/db/schema/tables/01_recovery_core.sql says why). Each domain is created without its
+-- check, the columns change to it (binary-compatible: no table rewrite), and then the check is
+-- added, which reads every row once and rewrites none. Every row already passes: the checks
+-- are the table constraints they replace.
+CREATE DOMAIN resolver_sha256_hex AS text;
+CREATE DOMAIN resolver_code AS text;
+CREATE DOMAIN resolver_scan_reason AS text;
+CREATE DOMAIN resolver_execution_state AS text;
+CREATE DOMAIN resolver_terminal_state AS text;
+CREATE DOMAIN resolver_control_status AS text;
+CREATE DOMAIN resolver_finding AS text;
+CREATE DOMAIN resolver_closed_by AS text;
+CREATE DOMAIN resolver_failure_class AS text;
+CREATE DOMAIN resolver_resolution_source AS text;
+CREATE DOMAIN resolver_json_object AS jsonb;
+
+ALTER TABLE approved_action_dispatches
+    DROP CONSTRAINT ck_approved_action_dispatches_action_digest_hex,
+    ALTER COLUMN action_digest TYPE resolver_sha256_hex;
+
+ALTER TABLE approved_action_executions
+    DROP CONSTRAINT ck_approved_action_executions_state_known,
+    DROP CONSTRAINT ck_approved_action_executions_result_code_shape,
+    DROP CONSTRAINT ck_approved_action_executions_evidence_digest_hex,
+    ALTER COLUMN state TYPE resolver_execution_state,
+    ALTER COLUMN result_code TYPE resolver_code,
+    ALTER COLUMN evidence_digest TYPE resolver_sha256_hex;
+
+ALTER TABLE approved_action_recovery_controls
+    DROP CONSTRAINT ck_approved_action_recovery_controls_status_known,
+    DROP CONSTRAINT ck_approved_action_recovery_controls_finding_known,
+    DROP CONSTRAINT ck_approved_action_recovery_controls_closed_by_known,
+    DROP CONSTRAINT ck_approved_action_recovery_controls_finding_counts_object,
+    DROP CONSTRAINT ck_approved_action_recovery_controls_failure_class_known,
+    DROP CONSTRAINT ck_approved_action_recovery_controls_last_evidence_digest_hex,
+    DROP CONSTRAINT ck_approved_action_recovery_controls_manual_reason_shape,
+    DROP CONSTRAINT ck_approved_action_recovery_controls_last_reason_shape,
+    DROP CONSTRAINT ck_approved_action_recovery_controls_reason_counts_object,
+    ALTER COLUMN status TYPE resolver_control_status,
+    ALTER COLUMN last_finding TYPE resolver_finding,
+    ALTER COLUMN closed_by TYPE resolver_closed_by,
+    ALTER COLUMN finding_counts TYPE resolver_json_object,
+    ALTER COLUMN last_failure_class TYPE resolver_failure_class,
+    ALTER COLUMN last_evidence_digest TYPE resolver_sha256_hex,
+    ALTER COLUMN manual_reason TYPE resolver_code,
+    ALTER COLUMN last_reason TYPE resolver_scan_reason,
+    ALTER COLUMN reason_counts TYPE resolver_json_object;
+
+ALTER TABLE approved_action_recovery_resolutions
+    DROP CONSTRAINT ck_approved_action_recovery_resolutions_source_known,
+    DROP CONSTRAINT ck_approved_action_recovery_resolutions_outcome_known,
+    DROP CONSTRAINT ck_approved_action_recovery_resolutions_evidence_digest_hex,
+    DROP CONSTRAINT ck_approved_action_recovery_resolutions_result_code_shape,
+    DROP CONSTRAINT ck_approved_action_recovery_resolutions_reason_code_shape,
+    ALTER COLUMN source TYPE resolver_resolution_source,
+    ALTER COLUMN outcome TYPE resolver_terminal_state,
+    ALTER COLUMN evidence_digest TYPE resolver_sha256_hex,
+    ALTER COLUMN result_code TYPE resolver_code,
+    ALTER COLUMN reason_code TYPE resolver_code;
+
+ALTER DOMAIN resolver_sha256_hex
+    ADD CONSTRAINT ck_resolver_sha256_hex CHECK (resolver_is_sha256_hex(VALUE));
+ALTER DOMAIN resolver_code
+    ADD CONSTRAINT ck_resolver_code CHECK (resolver_is_code(VALUE));
+ALTER DOMAIN resolver_scan_reason
+    ADD CONSTRAINT ck_resolver_scan_reason
+    CHECK (length(VALUE) BETWEEN 1 AND 32 AND VALUE !~ '[^a-z0-9_]');
+ALTER DOMAIN resolver_execution_state
+    ADD CONSTRAINT ck_resolver_execution_state
+    CHECK (VALUE IN ('leased','executing') OR VALUE = ANY (resolver_terminal_states()));
+ALTER DOMAIN resolver_terminal_state
+    ADD CONSTRAINT ck_resolver_terminal_state CHECK (VALUE = ANY (resolver_terminal_states()));
+ALTER DOMAIN resolver_control_status
+    ADD CONSTRAINT ck_resolver_control_status CHECK (VALUE IN ('armed','manual','resolved'));
+ALTER DOMAIN resolver_finding
+    ADD CONSTRAINT ck_resolver_finding CHECK (VALUE = ANY (resolver_finding_kinds()));
+ALTER DOMAIN resolver_closed_by
+    ADD CONSTRAINT ck_resolver_closed_by CHECK (VALUE IN ('completion','automatic','manual'));
+ALTER DOMAIN resolver_failure_class
+    ADD CONSTRAINT ck_resolver_failure_class
+    CHECK (VALUE IN ('outage','timeout','configuration','error'));
+ALTER DOMAIN resolver_resolution_source
+    ADD CONSTRAINT ck_resolver_resolution_source CHECK (VALUE IN ('automatic','manual'));
+ALTER DOMAIN resolver_json_object
+    ADD CONSTRAINT ck_resolver_json_object CHECK (jsonb_typeof(VALUE) = 'object');

@@ -157,11 +157,12 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT length(p_value) BETWEEN 1 AND 64 AND p_value !~ '[^a-z0-9_.-]'
 $$;
 
--- Executable by PUBLIC by default; the protocol functions run them as the owner.
-REVOKE EXECUTE ON FUNCTION
-    resolver_is_id(text), resolver_is_action_type(text), resolver_is_sha256_hex(text),
-    resolver_is_code(text)
-FROM PUBLIC;
+-- Executable by PUBLIC by default; the protocol functions run them as the owner. The digest and
+-- code shapes are also the checks of their domains (resolver_sha256_hex, resolver_code), which
+-- run as whoever writes the row, as the domain sets above do: executable by everyone, stated
+-- (a database of release 0.2.0 had them revoked).
+REVOKE EXECUTE ON FUNCTION resolver_is_id(text), resolver_is_action_type(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION resolver_is_sha256_hex(text), resolver_is_code(text) TO PUBLIC;
 
 -- The one release of a recovery lease: a new recovery_version (the fence every holder of the
 -- old lease fails on) and no owner, token or expiry. Every writer that ends a recovery lease

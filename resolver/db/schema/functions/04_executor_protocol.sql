@@ -428,7 +428,7 @@ BEGIN
     -- lease is checked here, at the write, and again at commit (resolver_check_receipt_lease).
     RETURN QUERY
     SELECT d.schema_version::integer, d.dispatch_id, d.approval_request_id, d.project_id,
-           d.action_type, d.action_digest, d.idempotency_key, e.attempt, e.started_at_ms,
+           d.action_type, d.action_digest::text, d.idempotency_key, e.attempt, e.started_at_ms,
            now_ms
     FROM approved_action_executions AS e
     JOIN approved_action_dispatches AS d USING (dispatch_id)

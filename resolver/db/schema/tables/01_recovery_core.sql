@@ -8,19 +8,46 @@
 -- bounded repetition ('^[0-9a-f]{64}$'): the same strings pass, and the check costs about a
 -- tenth (PostgreSQL's regex engine unrolls the count).
 
+-- Value shapes as domains: a domain's check is read and planned once per session, where a
+-- table's CHECK constraint is read from its stored text and planned again by every statement
+-- that writes the table (about 4 µs a constraint, more than the row's own write), and a
+-- domain is checked only on the columns a statement assigns. Checks between columns stay
+-- table constraints.
+CREATE DOMAIN resolver_sha256_hex AS TEXT
+    CONSTRAINT ck_resolver_sha256_hex CHECK (resolver_is_sha256_hex(VALUE));
+CREATE DOMAIN resolver_code AS TEXT
+    CONSTRAINT ck_resolver_code CHECK (resolver_is_code(VALUE));
+CREATE DOMAIN resolver_scan_reason AS TEXT
+    CONSTRAINT ck_resolver_scan_reason CHECK (length(VALUE) BETWEEN 1 AND 32 AND VALUE !~ '[^a-z0-9_]');
+CREATE DOMAIN resolver_execution_state AS TEXT
+    CONSTRAINT ck_resolver_execution_state CHECK (VALUE IN ('leased','executing') OR VALUE = ANY (resolver_terminal_states()));
+CREATE DOMAIN resolver_terminal_state AS TEXT
+    CONSTRAINT ck_resolver_terminal_state CHECK (VALUE = ANY (resolver_terminal_states()));
+CREATE DOMAIN resolver_control_status AS TEXT
+    CONSTRAINT ck_resolver_control_status CHECK (VALUE IN ('armed','manual','resolved'));
+CREATE DOMAIN resolver_finding AS TEXT
+    CONSTRAINT ck_resolver_finding CHECK (VALUE = ANY (resolver_finding_kinds()));
+CREATE DOMAIN resolver_closed_by AS TEXT
+    CONSTRAINT ck_resolver_closed_by CHECK (VALUE IN ('completion','automatic','manual'));
+CREATE DOMAIN resolver_failure_class AS TEXT
+    CONSTRAINT ck_resolver_failure_class CHECK (VALUE IN ('outage','timeout','configuration','error'));
+CREATE DOMAIN resolver_resolution_source AS TEXT
+    CONSTRAINT ck_resolver_resolution_source CHECK (VALUE IN ('automatic','manual'));
+CREATE DOMAIN resolver_json_object AS JSONB
+    CONSTRAINT ck_resolver_json_object CHECK (jsonb_typeof(VALUE) = 'object');
+
 CREATE TABLE approved_action_dispatches (
     dispatch_id TEXT NOT NULL,
     approval_request_id TEXT NOT NULL,
     project_id TEXT NOT NULL,
     action_type TEXT NOT NULL,
-    action_digest TEXT NOT NULL,
+    action_digest resolver_sha256_hex NOT NULL,
     idempotency_key TEXT NOT NULL,
     schema_version SMALLINT NOT NULL,
     supersedes_dispatch_id TEXT,
     created_at_ms BIGINT DEFAULT (extract(epoch from clock_timestamp()) * 1000)::bigint NOT NULL,
     action_summary JSONB,
     CONSTRAINT pk_approved_action_dispatches PRIMARY KEY (dispatch_id),
-    CONSTRAINT ck_approved_action_dispatches_action_digest_hex CHECK (length(action_digest) = 64 AND action_digest !~ '[^0-9a-f]'),
     CONSTRAINT ck_approved_action_dispatches_schema_version_positive CHECK (schema_version >= 1),
     CONSTRAINT ck_approved_action_dispatches_bounded_ids CHECK (length(dispatch_id) <= 128 AND length(approval_request_id) <= 128 AND length(project_id) <= 128 AND length(idempotency_key) <= 128 AND length(action_type) <= 64),
     CONSTRAINT ck_approved_action_dispatches_no_self_supersede CHECK (supersedes_dispatch_id <> dispatch_id),
@@ -31,7 +58,7 @@ CREATE TABLE approved_action_dispatches (
 
 CREATE TABLE approved_action_executions (
     dispatch_id TEXT NOT NULL,
-    state TEXT NOT NULL,
+    state resolver_execution_state NOT NULL,
     owner TEXT NOT NULL,
     token UUID NOT NULL,
     version BIGINT NOT NULL,
@@ -39,16 +66,13 @@ CREATE TABLE approved_action_executions (
     lease_expires_at_ms BIGINT NOT NULL,
     started_at_ms BIGINT,
     finished_at_ms BIGINT,
-    result_code TEXT,
+    result_code resolver_code,
     completion_mutation_id TEXT,
-    evidence_digest TEXT,
+    evidence_digest resolver_sha256_hex,
     CONSTRAINT pk_approved_action_executions PRIMARY KEY (dispatch_id),
-    CONSTRAINT ck_approved_action_executions_state_known CHECK (state IN ('leased','executing') OR state = ANY (resolver_terminal_states())),
     CONSTRAINT ck_approved_action_executions_counters_positive CHECK (version >= 1 AND attempt >= 1),
     CONSTRAINT ck_approved_action_executions_started_after_barrier CHECK (state = 'leased' OR started_at_ms IS NOT NULL),
     CONSTRAINT ck_approved_action_executions_finished_iff_terminal CHECK ((state = ANY (resolver_terminal_states())) = (finished_at_ms IS NOT NULL)),
-    CONSTRAINT ck_approved_action_executions_result_code_shape CHECK (result_code IS NULL OR (length(result_code) BETWEEN 1 AND 64 AND result_code !~ '[^a-z0-9_.-]')),
-    CONSTRAINT ck_approved_action_executions_evidence_digest_hex CHECK (evidence_digest IS NULL OR (length(evidence_digest) = 64 AND evidence_digest !~ '[^0-9a-f]')),
     CONSTRAINT fk_approved_action_executions_dispatch_id FOREIGN KEY(dispatch_id) REFERENCES approved_action_dispatches (dispatch_id)
 )
 -- Room for HOT updates: start, renewals and the terminal update change no indexed column
@@ -57,47 +81,38 @@ WITH (fillfactor = 85);
 
 CREATE TABLE approved_action_recovery_controls (
     dispatch_id TEXT NOT NULL,
-    status TEXT NOT NULL,
+    status resolver_control_status NOT NULL,
     execution_version BIGINT NOT NULL,
     next_scan_at_ms BIGINT NOT NULL,
     recovery_owner TEXT,
     recovery_token UUID,
     recovery_version BIGINT DEFAULT 0 NOT NULL,
     recovery_lease_expires_at_ms BIGINT,
-    last_finding TEXT,
+    last_finding resolver_finding,
     finding_count INTEGER DEFAULT 0 NOT NULL,
     armed_at_ms BIGINT NOT NULL,
     manual_at_ms BIGINT,
-    closed_by TEXT,
+    closed_by resolver_closed_by,
     closed_at_ms BIGINT,
     completion_mutation_id TEXT,
-    finding_counts JSONB DEFAULT '{}'::jsonb NOT NULL,
+    finding_counts resolver_json_object DEFAULT '{}'::jsonb NOT NULL,
     first_inspected_at_ms BIGINT,
     last_inspected_at_ms BIGINT,
-    last_failure_class TEXT,
-    last_evidence_digest TEXT,
-    manual_reason TEXT,
-    last_reason TEXT,
-    reason_counts JSONB DEFAULT '{}'::jsonb NOT NULL,
+    last_failure_class resolver_failure_class,
+    last_evidence_digest resolver_sha256_hex,
+    manual_reason resolver_code,
+    last_reason resolver_scan_reason,
+    reason_counts resolver_json_object DEFAULT '{}'::jsonb NOT NULL,
     -- When a waiting case goes to the manual queue if the evidence stays what it last was:
     -- the first inspection plus its action type's window for that finding, as the replica
     -- that inspected it last applied it (escalation happens at the first look from then on).
     -- NULL when that finding never escalates.
     escalates_at_ms BIGINT,
     CONSTRAINT pk_approved_action_recovery_controls PRIMARY KEY (dispatch_id),
-    CONSTRAINT ck_approved_action_recovery_controls_status_known CHECK (status IN ('armed','manual','resolved')),
-    CONSTRAINT ck_approved_action_recovery_controls_finding_known CHECK (last_finding IS NULL OR last_finding = ANY (resolver_finding_kinds())),
-    CONSTRAINT ck_approved_action_recovery_controls_closed_by_known CHECK (closed_by IS NULL OR closed_by IN ('completion','automatic','manual')),
     CONSTRAINT ck_approved_action_recovery_controls_closed_iff_resolved CHECK ((status = 'resolved') = (closed_by IS NOT NULL AND closed_at_ms IS NOT NULL)),
     CONSTRAINT ck_approved_action_recovery_controls_recovery_lease_whole CHECK ((recovery_token IS NULL) = (recovery_lease_expires_at_ms IS NULL) AND (recovery_token IS NULL) = (recovery_owner IS NULL)),
     CONSTRAINT ck_approved_action_recovery_controls_lease_only_when_armed CHECK (status = 'armed' OR recovery_token IS NULL),
-    CONSTRAINT ck_approved_action_recovery_controls_finding_counts_object CHECK (jsonb_typeof(finding_counts) = 'object'),
-    CONSTRAINT ck_approved_action_recovery_controls_failure_class_known CHECK (last_failure_class IS NULL OR last_failure_class IN ('outage','timeout','configuration','error')),
-    CONSTRAINT ck_approved_action_recovery_controls_last_evidence_digest_hex CHECK (last_evidence_digest IS NULL OR (length(last_evidence_digest) = 64 AND last_evidence_digest !~ '[^0-9a-f]')),
-    CONSTRAINT ck_approved_action_recovery_controls_manual_reason_shape CHECK (manual_reason IS NULL OR (length(manual_reason) BETWEEN 1 AND 64 AND manual_reason !~ '[^a-z0-9_.-]')),
-    CONSTRAINT fk_approved_action_recovery_controls_dispatch_id FOREIGN KEY(dispatch_id) REFERENCES approved_action_executions (dispatch_id),
-    CONSTRAINT ck_approved_action_recovery_controls_last_reason_shape CHECK (last_reason IS NULL OR (length(last_reason) BETWEEN 1 AND 32 AND last_reason !~ '[^a-z0-9_]')),
-    CONSTRAINT ck_approved_action_recovery_controls_reason_counts_object CHECK (jsonb_typeof(reason_counts) = 'object')
+    CONSTRAINT fk_approved_action_recovery_controls_dispatch_id FOREIGN KEY(dispatch_id) REFERENCES approved_action_executions (dispatch_id)
 )
 -- Room for a control's next version on its own page.
 WITH (fillfactor = 90);
@@ -113,21 +128,16 @@ CREATE TABLE approved_action_recovery_resolutions (
     resolution_id BIGINT GENERATED BY DEFAULT AS IDENTITY,
     dispatch_id TEXT NOT NULL,
     mutation_id TEXT NOT NULL,
-    source TEXT NOT NULL,
-    outcome TEXT NOT NULL,
+    source resolver_resolution_source NOT NULL,
+    outcome resolver_terminal_state NOT NULL,
     finding TEXT,
-    evidence_digest TEXT,
-    result_code TEXT,
+    evidence_digest resolver_sha256_hex,
+    result_code resolver_code,
     expected_execution_version BIGINT NOT NULL,
     actor_user_id TEXT,
-    reason_code TEXT,
+    reason_code resolver_code,
     resolved_at_ms BIGINT NOT NULL,
     CONSTRAINT pk_approved_action_recovery_resolutions PRIMARY KEY (resolution_id),
-    CONSTRAINT ck_approved_action_recovery_resolutions_source_known CHECK (source IN ('automatic','manual')),
-    CONSTRAINT ck_approved_action_recovery_resolutions_outcome_known CHECK (outcome = ANY (resolver_terminal_states())),
-    CONSTRAINT ck_approved_action_recovery_resolutions_evidence_digest_hex CHECK (evidence_digest IS NULL OR (length(evidence_digest) = 64 AND evidence_digest !~ '[^0-9a-f]')),
-    CONSTRAINT ck_approved_action_recovery_resolutions_result_code_shape CHECK (result_code IS NULL OR (length(result_code) BETWEEN 1 AND 64 AND result_code !~ '[^a-z0-9_.-]')),
-    CONSTRAINT ck_approved_action_recovery_resolutions_reason_code_shape CHECK (reason_code IS NULL OR (length(reason_code) BETWEEN 1 AND 64 AND reason_code !~ '[^a-z0-9_.-]')),
     CONSTRAINT ck_approved_action_recovery_resolutions_automatic_is_verified CHECK (source <> 'automatic' OR (resolver_finding_outcome(finding) IS NOT NULL AND evidence_digest IS NOT NULL AND result_code IS NOT NULL AND actor_user_id IS NULL AND outcome <> 'blocked')),
     CONSTRAINT ck_approved_action_recovery_resolutions_manual_has_actor CHECK (source <> 'manual' OR (actor_user_id IS NOT NULL AND reason_code IS NOT NULL)),
     CONSTRAINT fk_approved_action_recovery_resolutions_dispatch_id FOREIGN KEY(dispatch_id) REFERENCES approved_action_dispatches (dispatch_id),
