@@ -12,9 +12,10 @@ CREATE TABLE recovery_outcome_listeners (
 
 -- The value checks of the dispatches, executions, controls and resolutions become domains
 -- (resolver/db/schema/tables/01_recovery_core.sql says why). Each domain is created without its
--- check, the columns change to it (binary-compatible: no table rewrite), and then the check is
--- added, which reads every row once and rewrites none. Every row already passes: the checks
--- are the table constraints they replace.
+-- check, the columns change to it (binary-compatible: no table rewrite; only the partial indexes
+-- whose condition names such a column are built again), and then the check is added, which
+-- reads every row once and rewrites none. Every row already passes: the checks are the table
+-- constraints they replace.
 CREATE DOMAIN resolver_sha256_hex AS text;
 CREATE DOMAIN resolver_code AS text;
 CREATE DOMAIN resolver_scan_reason AS text;
