@@ -1,6 +1,7 @@
-"""The digest and code shapes (the domains resolver_sha256_hex and resolver_code, whose checks
-are resolver_is_sha256_hex and resolver_is_code) accept exactly the strings the regular expressions
-they replaced accepted, and the tables still refuse the rest."""
+"""The digest, code and signature shapes (the domains resolver_sha256_hex, resolver_code and
+resolver_signature_hex; the first two check with resolver_is_sha256_hex and resolver_is_code) accept
+exactly the strings the regular expressions they replaced accepted, on every column that carries
+them, and the tables still refuse the rest."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from tests.helpers.database import SQL
 
 HEX64 = re.compile(r"[0-9a-f]{64}")
 CODE = re.compile(r"[a-z0-9_.-]{1,64}")
+HEX128 = re.compile(r"[0-9a-f]{128}")
 
 # The columns of each shape: (table, column, its domain, the pattern the shape stands for).
 SHAPED = (
@@ -29,6 +31,21 @@ SHAPED = (
     ("approved_action_recovery_resolutions", "evidence_digest", "resolver_sha256_hex", HEX64),
     ("approved_action_recovery_resolutions", "result_code", "resolver_code", CODE),
     ("approved_action_recovery_resolutions", "reason_code", "resolver_code", CODE),
+    ("recovery_authorizations", "signature", "resolver_signature_hex", HEX128),
+    ("recovery_audit_chain", "prev_hash", "resolver_sha256_hex", HEX64),
+    ("recovery_audit_chain", "hash", "resolver_sha256_hex", HEX64),
+    ("recovery_audit_head", "hash", "resolver_sha256_hex", HEX64),
+    ("recovery_audit_head", "prev_hash", "resolver_sha256_hex", HEX64),
+    ("recovery_proposals", "reason_code", "resolver_code", CODE),
+    ("recovery_proposals", "evidence_digest", "resolver_sha256_hex", HEX64),
+    ("recovery_proposals", "close_reason_code", "resolver_code", CODE),
+    ("recovery_proposals", "signature", "resolver_signature_hex", HEX128),
+    ("recovery_proposals", "closed_signature", "resolver_signature_hex", HEX128),
+    ("recovery_late_evidence", "evidence_digest", "resolver_sha256_hex", HEX64),
+    ("recovery_late_evidence", "result_code", "resolver_code", CODE),
+    ("recovery_prune_runs", "export_digest", "resolver_sha256_hex", HEX64),
+    ("recovery_pruned_dispatches", "idempotency_key_sha256", "resolver_sha256_hex", HEX64),
+    ("resolver_provider_migrations", "checksum", "resolver_sha256_hex", HEX64),
 )
 
 DIGEST = "0123456789abcdef" * 4
@@ -57,6 +74,12 @@ CANDIDATES = (
     "-",
     "é",
     "ß" * 10,
+    DIGEST * 2,
+    DIGEST * 2 + "0",
+    (DIGEST * 2)[:-1],
+    (DIGEST * 2).upper(),
+    (DIGEST * 2)[:-1] + "g",
+    (DIGEST * 2)[:-1] + "\n",
 )
 
 
@@ -82,8 +105,8 @@ def test_each_shaped_column_accepts_exactly_what_its_pattern_did(
     )
     assert row["type"] == domain
     check = sql.one(
-        "SELECT pg_get_constraintdef(k.oid) || pg_get_functiondef(p.oid) AS text"
-        " FROM pg_constraint AS k JOIN pg_proc AS p ON p.proname = %s"
+        "SELECT pg_get_constraintdef(k.oid) || coalesce(pg_get_functiondef(p.oid), '') AS text"
+        " FROM pg_constraint AS k LEFT JOIN pg_proc AS p ON p.proname = %s"
         " WHERE k.contypid = %s::regtype",
         domain.replace("resolver_", "resolver_is_"),
         domain,

@@ -66,6 +66,63 @@ ALTER TABLE approved_action_recovery_resolutions
     ADD CONSTRAINT ck_approved_action_recovery_resolutions_source_known
         CHECK (source IN ('automatic','manual'));
 
-DROP DOMAIN resolver_sha256_hex, resolver_code, resolver_scan_reason, resolver_execution_state,
+ALTER TABLE recovery_authorizations
+    ALTER COLUMN signature TYPE text,
+    ADD CONSTRAINT ck_recovery_authorizations_signature_hex
+        CHECK (signature IS NULL OR signature ~ '^[0-9a-f]{128}$');
+
+ALTER TABLE recovery_audit_chain
+    ALTER COLUMN prev_hash TYPE text,
+    ALTER COLUMN hash TYPE text,
+    ADD CONSTRAINT ck_recovery_audit_chain_hashes_hex
+        CHECK (prev_hash ~ '^[0-9a-f]{64}$' AND hash ~ '^[0-9a-f]{64}$');
+
+ALTER TABLE recovery_audit_head
+    ALTER COLUMN hash TYPE text,
+    ALTER COLUMN prev_hash TYPE text,
+    ADD CONSTRAINT ck_recovery_audit_head_hashes_hex
+        CHECK (prev_hash ~ '^[0-9a-f]{64}$' AND hash ~ '^[0-9a-f]{64}$');
+
+ALTER TABLE recovery_proposals
+    ALTER COLUMN reason_code TYPE text,
+    ALTER COLUMN evidence_digest TYPE text,
+    ALTER COLUMN close_reason_code TYPE text,
+    ALTER COLUMN signature TYPE text,
+    ALTER COLUMN closed_signature TYPE text,
+    ADD CONSTRAINT ck_recovery_proposals_reason_code_shape
+        CHECK (reason_code ~ '^[a-z0-9_.-]{1,64}$'),
+    ADD CONSTRAINT ck_recovery_proposals_evidence_digest_hex
+        CHECK (evidence_digest IS NULL OR evidence_digest ~ '^[0-9a-f]{64}$'),
+    ADD CONSTRAINT ck_recovery_proposals_close_reason_code_shape
+        CHECK (close_reason_code IS NULL OR close_reason_code ~ '^[a-z0-9_.-]{1,64}$'),
+    ADD CONSTRAINT ck_recovery_proposals_signature_hex
+        CHECK (signature IS NULL OR signature ~ '^[0-9a-f]{128}$'),
+    ADD CONSTRAINT ck_recovery_proposals_closed_signature_hex
+        CHECK (closed_signature IS NULL OR closed_signature ~ '^[0-9a-f]{128}$');
+
+ALTER TABLE recovery_late_evidence
+    ALTER COLUMN evidence_digest TYPE text,
+    ALTER COLUMN result_code TYPE text,
+    ADD CONSTRAINT ck_recovery_late_evidence_digest_hex
+        CHECK (evidence_digest ~ '^[0-9a-f]{64}$'),
+    ADD CONSTRAINT ck_recovery_late_evidence_result_code_shape
+        CHECK (result_code ~ '^[a-z0-9_.-]{1,64}$');
+
+ALTER TABLE recovery_prune_runs
+    ALTER COLUMN export_digest TYPE text,
+    ADD CONSTRAINT ck_recovery_prune_runs_export_digest_hex
+        CHECK (export_digest IS NULL OR export_digest ~ '^[0-9a-f]{64}$');
+
+ALTER TABLE recovery_pruned_dispatches
+    ALTER COLUMN idempotency_key_sha256 TYPE text,
+    ADD CONSTRAINT ck_recovery_pruned_dispatches_key_sha256_hex
+        CHECK (idempotency_key_sha256 ~ '^[0-9a-f]{64}$');
+
+ALTER TABLE resolver_provider_migrations
+    ALTER COLUMN checksum TYPE text,
+    ADD CONSTRAINT ck_resolver_provider_migrations_checksum_hex
+        CHECK (checksum ~ '^[0-9a-f]{64}$');
+
+DROP DOMAIN resolver_sha256_hex, resolver_signature_hex, resolver_code, resolver_scan_reason, resolver_execution_state,
     resolver_terminal_state, resolver_control_status, resolver_finding, resolver_closed_by,
     resolver_failure_class, resolver_resolution_source, resolver_json_object;

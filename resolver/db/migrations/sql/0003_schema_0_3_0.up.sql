@@ -10,13 +10,16 @@ CREATE TABLE recovery_outcome_listeners (
     CONSTRAINT pk_recovery_outcome_listeners PRIMARY KEY (pid)
 );
 
--- The value checks of the dispatches, executions, controls and resolutions become domains
+-- The value checks of the dispatches, executions, controls and resolutions become domains,
+-- and so do the digest, code and signature checks of the decisions' tables, the late
+-- evidence, the prune's records and the providers' migrations
 -- (resolver/db/schema/tables/01_recovery_core.sql says why). Each domain is created without its
 -- check, the columns change to it (binary-compatible: no table rewrite; only the partial indexes
 -- whose condition names such a column are built again), and then the check is added, which
 -- reads every row once and rewrites none. Every row already passes: the checks are the table
 -- constraints they replace.
 CREATE DOMAIN resolver_sha256_hex AS text;
+CREATE DOMAIN resolver_signature_hex AS text;
 CREATE DOMAIN resolver_code AS text;
 CREATE DOMAIN resolver_scan_reason AS text;
 CREATE DOMAIN resolver_execution_state AS text;
@@ -72,6 +75,52 @@ ALTER TABLE approved_action_recovery_resolutions
     ALTER COLUMN result_code TYPE resolver_code,
     ALTER COLUMN reason_code TYPE resolver_code;
 
+-- The same shapes where the decisions, the late evidence, the prune and the providers'
+-- migrations record them (a digest, a code, a signature).
+ALTER TABLE recovery_authorizations
+    DROP CONSTRAINT ck_recovery_authorizations_signature_hex,
+    ALTER COLUMN signature TYPE resolver_signature_hex;
+
+ALTER TABLE recovery_audit_chain
+    DROP CONSTRAINT ck_recovery_audit_chain_hashes_hex,
+    ALTER COLUMN prev_hash TYPE resolver_sha256_hex,
+    ALTER COLUMN hash TYPE resolver_sha256_hex;
+
+ALTER TABLE recovery_audit_head
+    DROP CONSTRAINT ck_recovery_audit_head_hashes_hex,
+    ALTER COLUMN hash TYPE resolver_sha256_hex,
+    ALTER COLUMN prev_hash TYPE resolver_sha256_hex;
+
+ALTER TABLE recovery_proposals
+    DROP CONSTRAINT ck_recovery_proposals_reason_code_shape,
+    DROP CONSTRAINT ck_recovery_proposals_evidence_digest_hex,
+    DROP CONSTRAINT ck_recovery_proposals_close_reason_code_shape,
+    DROP CONSTRAINT ck_recovery_proposals_signature_hex,
+    DROP CONSTRAINT ck_recovery_proposals_closed_signature_hex,
+    ALTER COLUMN reason_code TYPE resolver_code,
+    ALTER COLUMN evidence_digest TYPE resolver_sha256_hex,
+    ALTER COLUMN close_reason_code TYPE resolver_code,
+    ALTER COLUMN signature TYPE resolver_signature_hex,
+    ALTER COLUMN closed_signature TYPE resolver_signature_hex;
+
+ALTER TABLE recovery_late_evidence
+    DROP CONSTRAINT ck_recovery_late_evidence_digest_hex,
+    DROP CONSTRAINT ck_recovery_late_evidence_result_code_shape,
+    ALTER COLUMN evidence_digest TYPE resolver_sha256_hex,
+    ALTER COLUMN result_code TYPE resolver_code;
+
+ALTER TABLE recovery_prune_runs
+    DROP CONSTRAINT ck_recovery_prune_runs_export_digest_hex,
+    ALTER COLUMN export_digest TYPE resolver_sha256_hex;
+
+ALTER TABLE recovery_pruned_dispatches
+    DROP CONSTRAINT ck_recovery_pruned_dispatches_key_sha256_hex,
+    ALTER COLUMN idempotency_key_sha256 TYPE resolver_sha256_hex;
+
+ALTER TABLE resolver_provider_migrations
+    DROP CONSTRAINT ck_resolver_provider_migrations_checksum_hex,
+    ALTER COLUMN checksum TYPE resolver_sha256_hex;
+
 ALTER DOMAIN resolver_sha256_hex
     ADD CONSTRAINT ck_resolver_sha256_hex CHECK (resolver_is_sha256_hex(VALUE));
 ALTER DOMAIN resolver_code
@@ -97,3 +146,6 @@ ALTER DOMAIN resolver_resolution_source
     ADD CONSTRAINT ck_resolver_resolution_source CHECK (VALUE IN ('automatic','manual'));
 ALTER DOMAIN resolver_json_object
     ADD CONSTRAINT ck_resolver_json_object CHECK (jsonb_typeof(VALUE) = 'object');
+ALTER DOMAIN resolver_signature_hex
+    ADD CONSTRAINT ck_resolver_signature_hex
+    CHECK (length(VALUE) = 128 AND VALUE !~ '[^0-9a-f]');

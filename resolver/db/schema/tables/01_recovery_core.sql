@@ -15,6 +15,8 @@
 -- table constraints.
 CREATE DOMAIN resolver_sha256_hex AS TEXT
     CONSTRAINT ck_resolver_sha256_hex CHECK (resolver_is_sha256_hex(VALUE));
+CREATE DOMAIN resolver_signature_hex AS TEXT
+    CONSTRAINT ck_resolver_signature_hex CHECK (length(VALUE) = 128 AND VALUE !~ '[^0-9a-f]');
 CREATE DOMAIN resolver_code AS TEXT
     CONSTRAINT ck_resolver_code CHECK (resolver_is_code(VALUE));
 CREATE DOMAIN resolver_scan_reason AS TEXT
@@ -159,7 +161,7 @@ CREATE TABLE recovery_authorizations (
     issuer TEXT,
     token_kid TEXT,
     signing_kid TEXT,
-    signature TEXT,
+    signature resolver_signature_hex,
     act TEXT,
     act_mutation_id TEXT,
     proposal_id BIGINT,
@@ -167,7 +169,6 @@ CREATE TABLE recovery_authorizations (
     CONSTRAINT pk_recovery_authorizations PRIMARY KEY (authorization_id),
     CONSTRAINT ck_recovery_authorizations_permission_known CHECK (permission = 'approval.recover'),
     CONSTRAINT ck_recovery_authorizations_signed_whole CHECK ((signature IS NULL) = (signing_kid IS NULL) AND (signature IS NULL) = (issuer IS NULL) AND (signature IS NULL) = (token_kid IS NULL)),
-    CONSTRAINT ck_recovery_authorizations_signature_hex CHECK (signature IS NULL OR signature ~ '^[0-9a-f]{128}$'),
     CONSTRAINT ck_recovery_authorizations_signing_kid_shape CHECK (signing_kid IS NULL OR signing_kid ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$'),
     CONSTRAINT ck_recovery_authorizations_issuer_printable CHECK (issuer IS NULL OR (length(issuer) BETWEEN 1 AND 512 AND issuer !~ '[[:cntrl:]]')),
     CONSTRAINT ck_recovery_authorizations_token_kid_printable CHECK (token_kid IS NULL OR (length(token_kid) BETWEEN 1 AND 256 AND token_kid !~ '[[:cntrl:]]')),

@@ -28,14 +28,12 @@ CREATE TABLE recovery_audit_chain (
     mutation_id text NOT NULL,
     dispatch_id text NOT NULL,
     content text NOT NULL,
-    prev_hash text NOT NULL,
-    hash text NOT NULL,
+    prev_hash resolver_sha256_hex NOT NULL,
+    hash resolver_sha256_hex NOT NULL,
     recorded_at_ms bigint NOT NULL,
     CONSTRAINT pk_recovery_audit_chain PRIMARY KEY (seq),
     CONSTRAINT uq_recovery_audit_chain_mutation_id UNIQUE (mutation_id),
     CONSTRAINT ck_recovery_audit_chain_seq_positive CHECK (seq >= 1),
-    CONSTRAINT ck_recovery_audit_chain_hashes_hex
-        CHECK (prev_hash ~ '^[0-9a-f]{64}$' AND hash ~ '^[0-9a-f]{64}$'),
     CONSTRAINT ck_recovery_audit_chain_content_bounded CHECK (octet_length(content) <= 8192)
 );
 
@@ -46,12 +44,10 @@ CREATE TABLE recovery_audit_chain (
 CREATE TABLE recovery_audit_head (
     id smallint NOT NULL,
     seq bigint NOT NULL,
-    hash text NOT NULL,
-    prev_hash text NOT NULL,
+    hash resolver_sha256_hex NOT NULL,
+    prev_hash resolver_sha256_hex NOT NULL,
     CONSTRAINT pk_recovery_audit_head PRIMARY KEY (id),
-    CONSTRAINT ck_recovery_audit_head_one_row CHECK (id = 1),
-    CONSTRAINT ck_recovery_audit_head_hashes_hex
-        CHECK (prev_hash ~ '^[0-9a-f]{64}$' AND hash ~ '^[0-9a-f]{64}$')
+    CONSTRAINT ck_recovery_audit_head_one_row CHECK (id = 1)
 );
 
 INSERT INTO recovery_audit_head (id, seq, hash, prev_hash)
@@ -82,8 +78,8 @@ CREATE TABLE recovery_proposals (
     mutation_id text NOT NULL,
     outcome text NOT NULL,
     expected_execution_version bigint NOT NULL,
-    reason_code text NOT NULL,
-    evidence_digest text,
+    reason_code resolver_code NOT NULL,
+    evidence_digest resolver_sha256_hex,
     proposed_by text NOT NULL,
     project_id text NOT NULL,
     project_version bigint NOT NULL,
@@ -96,20 +92,20 @@ CREATE TABLE recovery_proposals (
     closed_at_ms bigint,
     closed_by text,
     closed_mutation_id text,
-    close_reason_code text,
+    close_reason_code resolver_code,
     closed_auth_time_ms bigint,
     closed_amr text[],
     issuer text,
     token_kid text,
     signing_kid text,
-    signature text,
+    signature resolver_signature_hex,
     verified_at_ms bigint,
     closed_project_version bigint,
     closed_role_binding_version bigint,
     closed_issuer text,
     closed_token_kid text,
     closed_signing_kid text,
-    closed_signature text,
+    closed_signature resolver_signature_hex,
     closed_verified_at_ms bigint,
     CONSTRAINT pk_recovery_proposals PRIMARY KEY (proposal_id),
     CONSTRAINT uq_recovery_proposals_mutation_id UNIQUE (mutation_id),
@@ -118,12 +114,6 @@ CREATE TABLE recovery_proposals (
         REFERENCES approved_action_dispatches (dispatch_id) ON DELETE CASCADE,
     CONSTRAINT ck_recovery_proposals_outcome_known
         CHECK (outcome = ANY (resolver_terminal_states())),
-    CONSTRAINT ck_recovery_proposals_reason_code_shape
-        CHECK (reason_code ~ '^[a-z0-9_.-]{1,64}$'),
-    CONSTRAINT ck_recovery_proposals_evidence_digest_hex
-        CHECK (evidence_digest IS NULL OR evidence_digest ~ '^[0-9a-f]{64}$'),
-    CONSTRAINT ck_recovery_proposals_close_reason_code_shape
-        CHECK (close_reason_code IS NULL OR close_reason_code ~ '^[a-z0-9_.-]{1,64}$'),
     CONSTRAINT ck_recovery_proposals_expires_after_proposed
         CHECK (expires_at_ms > proposed_at_ms),
     CONSTRAINT ck_recovery_proposals_closed_as_known
@@ -144,8 +134,6 @@ CREATE TABLE recovery_proposals (
     CONSTRAINT ck_recovery_proposals_signed_whole
         CHECK ((signature IS NULL) = (signing_kid IS NULL) AND (signature IS NULL) = (issuer IS NULL)
                AND (signature IS NULL) = (token_kid IS NULL)),
-    CONSTRAINT ck_recovery_proposals_signature_hex
-        CHECK (signature IS NULL OR signature ~ '^[0-9a-f]{128}$'),
     -- The proposer's fact names its act (`propose`) and when the API verified the token; a
     -- proposal recorded before facts did carries NULL.
     CONSTRAINT ck_recovery_proposals_act_bound
@@ -159,9 +147,7 @@ CREATE TABLE recovery_proposals (
                AND (closed_signature IS NULL) = (closed_verified_at_ms IS NULL)
                AND (closed_signature IS NULL) = (closed_project_version IS NULL)
                AND (closed_signature IS NULL) = (closed_role_binding_version IS NULL)
-               AND (closed_signature IS NULL OR closed_as IN ('rejected', 'withdrawn'))),
-    CONSTRAINT ck_recovery_proposals_closed_signature_hex
-        CHECK (closed_signature IS NULL OR closed_signature ~ '^[0-9a-f]{128}$')
+               AND (closed_signature IS NULL OR closed_as IN ('rejected', 'withdrawn')))
 );
 
 -- A signed fact is consumed once: the proposer's and the closer's signatures are recorded at

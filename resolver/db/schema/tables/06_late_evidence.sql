@@ -55,8 +55,8 @@ CREATE TABLE recovery_late_evidence (
     decision_mutation_id text NOT NULL,
     finding text NOT NULL,
     agrees boolean NOT NULL,
-    evidence_digest text NOT NULL,
-    result_code text NOT NULL,
+    evidence_digest resolver_sha256_hex NOT NULL,
+    result_code resolver_code NOT NULL,
     observer text NOT NULL,
     observed_at_ms bigint NOT NULL,
     CONSTRAINT pk_recovery_late_evidence PRIMARY KEY (observation_id),
@@ -65,9 +65,6 @@ CREATE TABLE recovery_late_evidence (
         REFERENCES approved_action_recovery_resolutions (dispatch_id) ON DELETE CASCADE,
     CONSTRAINT ck_recovery_late_evidence_finding_verified
         CHECK (resolver_finding_outcome(finding) IS NOT NULL),
-    CONSTRAINT ck_recovery_late_evidence_digest_hex CHECK (evidence_digest ~ '^[0-9a-f]{64}$'),
-    CONSTRAINT ck_recovery_late_evidence_result_code_shape
-        CHECK (result_code ~ '^[a-z0-9_.-]{1,64}$'),
     CONSTRAINT ck_recovery_late_evidence_observation_id_shape
         CHECK (observation_id ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$')
 );

@@ -14,7 +14,7 @@ CREATE TABLE recovery_prune_runs (
     last_batch_at_ms BIGINT,
     cutoff_ms BIGINT NOT NULL,
     include_audit BOOLEAN NOT NULL,
-    export_digest TEXT,
+    export_digest resolver_sha256_hex,
     batches BIGINT DEFAULT 0 NOT NULL,
     dispatches_pruned BIGINT DEFAULT 0 NOT NULL,
     audit_pruned BIGINT DEFAULT 0 NOT NULL,
@@ -27,7 +27,6 @@ CREATE TABLE recovery_prune_runs (
     outcomes_pruned BIGINT DEFAULT 0 NOT NULL,
     outcomes_unread BIGINT DEFAULT 0 NOT NULL,
     CONSTRAINT pk_recovery_prune_runs PRIMARY KEY (run_id),
-    CONSTRAINT ck_recovery_prune_runs_export_digest_hex CHECK (export_digest IS NULL OR export_digest ~ '^[0-9a-f]{64}$'),
     CONSTRAINT ck_recovery_prune_runs_audit_needs_export CHECK (NOT include_audit OR export_digest IS NOT NULL),
     CONSTRAINT ck_recovery_prune_runs_actor_bounded CHECK (length(actor) <= 128),
     CONSTRAINT ck_recovery_prune_runs_audit_range CHECK ((audit_first_seq IS NULL) = (audit_last_seq IS NULL) AND audit_first_seq <= audit_last_seq)
@@ -42,7 +41,7 @@ CREATE TABLE recovery_prune_runs (
 -- the first prune batch whose cut-off is past its pruned_at_ms deletes it.
 CREATE TABLE recovery_pruned_dispatches (
     dispatch_id TEXT NOT NULL,
-    idempotency_key_sha256 TEXT NOT NULL,
+    idempotency_key_sha256 resolver_sha256_hex NOT NULL,
     approval_request_id TEXT NOT NULL,
     project_id TEXT NOT NULL,
     action_type TEXT NOT NULL,
@@ -52,8 +51,7 @@ CREATE TABLE recovery_pruned_dispatches (
     run_id BIGINT NOT NULL,
     pruned_at_ms BIGINT NOT NULL,
     CONSTRAINT pk_recovery_pruned_dispatches PRIMARY KEY (dispatch_id),
-    CONSTRAINT fk_recovery_pruned_dispatches_run_id FOREIGN KEY(run_id) REFERENCES recovery_prune_runs (run_id),
-    CONSTRAINT ck_recovery_pruned_dispatches_key_sha256_hex CHECK (idempotency_key_sha256 ~ '^[0-9a-f]{64}$')
+    CONSTRAINT fk_recovery_pruned_dispatches_run_id FOREIGN KEY(run_id) REFERENCES recovery_prune_runs (run_id)
 );
 
 CREATE INDEX ix_recovery_pruned_dispatches_idempotency_key_sha256 ON recovery_pruned_dispatches (idempotency_key_sha256);

@@ -11,10 +11,9 @@
 CREATE TABLE resolver_provider_migrations (
     provider TEXT NOT NULL,
     name TEXT NOT NULL,
-    checksum TEXT NOT NULL,
+    checksum resolver_sha256_hex NOT NULL,
     applied_at_ms BIGINT DEFAULT (extract(epoch from clock_timestamp()) * 1000)::bigint NOT NULL,
-    CONSTRAINT pk_resolver_provider_migrations PRIMARY KEY (provider, name),
-    CONSTRAINT ck_resolver_provider_migrations_checksum_hex CHECK (checksum ~ '^[0-9a-f]{64}$')
+    CONSTRAINT pk_resolver_provider_migrations PRIMARY KEY (provider, name)
 );
 
 CREATE TABLE resolver_evidence_tables (
