@@ -12,40 +12,38 @@ import pytest
 
 from tests.helpers.database import SQL
 
-HEX64 = re.compile(r"[0-9a-f]{64}")
-CODE = re.compile(r"[a-z0-9_.-]{1,64}")
-HEX128 = re.compile(r"[0-9a-f]{128}")
+# Each shape's domain: the pattern it stands for, and the function its check calls (if any).
+DOMAINS: dict[str, tuple[re.Pattern[str], str | None]] = {
+    "resolver_sha256_hex": (re.compile(r"[0-9a-f]{64}"), "resolver_is_sha256_hex"),
+    "resolver_code": (re.compile(r"[a-z0-9_.-]{1,64}"), "resolver_is_code"),
+    "resolver_signature_hex": (re.compile(r"[0-9a-f]{128}"), None),
+}
 
-# The columns of each shape: (table, column, its domain, the pattern the shape stands for).
+# The columns of each shape: (table, column, its domain).
 SHAPED = (
-    ("approved_action_dispatches", "action_digest", "resolver_sha256_hex", HEX64),
-    ("approved_action_executions", "evidence_digest", "resolver_sha256_hex", HEX64),
-    ("approved_action_executions", "result_code", "resolver_code", CODE),
-    (
-        "approved_action_recovery_controls",
-        "last_evidence_digest",
-        "resolver_sha256_hex",
-        HEX64,
-    ),
-    ("approved_action_recovery_controls", "manual_reason", "resolver_code", CODE),
-    ("approved_action_recovery_resolutions", "evidence_digest", "resolver_sha256_hex", HEX64),
-    ("approved_action_recovery_resolutions", "result_code", "resolver_code", CODE),
-    ("approved_action_recovery_resolutions", "reason_code", "resolver_code", CODE),
-    ("recovery_authorizations", "signature", "resolver_signature_hex", HEX128),
-    ("recovery_audit_chain", "prev_hash", "resolver_sha256_hex", HEX64),
-    ("recovery_audit_chain", "hash", "resolver_sha256_hex", HEX64),
-    ("recovery_audit_head", "hash", "resolver_sha256_hex", HEX64),
-    ("recovery_audit_head", "prev_hash", "resolver_sha256_hex", HEX64),
-    ("recovery_proposals", "reason_code", "resolver_code", CODE),
-    ("recovery_proposals", "evidence_digest", "resolver_sha256_hex", HEX64),
-    ("recovery_proposals", "close_reason_code", "resolver_code", CODE),
-    ("recovery_proposals", "signature", "resolver_signature_hex", HEX128),
-    ("recovery_proposals", "closed_signature", "resolver_signature_hex", HEX128),
-    ("recovery_late_evidence", "evidence_digest", "resolver_sha256_hex", HEX64),
-    ("recovery_late_evidence", "result_code", "resolver_code", CODE),
-    ("recovery_prune_runs", "export_digest", "resolver_sha256_hex", HEX64),
-    ("recovery_pruned_dispatches", "idempotency_key_sha256", "resolver_sha256_hex", HEX64),
-    ("resolver_provider_migrations", "checksum", "resolver_sha256_hex", HEX64),
+    ("approved_action_dispatches", "action_digest", "resolver_sha256_hex"),
+    ("approved_action_executions", "evidence_digest", "resolver_sha256_hex"),
+    ("approved_action_executions", "result_code", "resolver_code"),
+    ("approved_action_recovery_controls", "last_evidence_digest", "resolver_sha256_hex"),
+    ("approved_action_recovery_controls", "manual_reason", "resolver_code"),
+    ("approved_action_recovery_resolutions", "evidence_digest", "resolver_sha256_hex"),
+    ("approved_action_recovery_resolutions", "result_code", "resolver_code"),
+    ("approved_action_recovery_resolutions", "reason_code", "resolver_code"),
+    ("recovery_authorizations", "signature", "resolver_signature_hex"),
+    ("recovery_audit_chain", "prev_hash", "resolver_sha256_hex"),
+    ("recovery_audit_chain", "hash", "resolver_sha256_hex"),
+    ("recovery_audit_head", "hash", "resolver_sha256_hex"),
+    ("recovery_audit_head", "prev_hash", "resolver_sha256_hex"),
+    ("recovery_proposals", "reason_code", "resolver_code"),
+    ("recovery_proposals", "evidence_digest", "resolver_sha256_hex"),
+    ("recovery_proposals", "close_reason_code", "resolver_code"),
+    ("recovery_proposals", "signature", "resolver_signature_hex"),
+    ("recovery_proposals", "closed_signature", "resolver_signature_hex"),
+    ("recovery_late_evidence", "evidence_digest", "resolver_sha256_hex"),
+    ("recovery_late_evidence", "result_code", "resolver_code"),
+    ("recovery_prune_runs", "export_digest", "resolver_sha256_hex"),
+    ("recovery_pruned_dispatches", "idempotency_key_sha256", "resolver_sha256_hex"),
+    ("resolver_provider_migrations", "checksum", "resolver_sha256_hex"),
 )
 
 DIGEST = "0123456789abcdef" * 4
@@ -93,9 +91,9 @@ def _passes(sql: SQL, domain: str, value: str | None) -> bool:
     return True
 
 
-@pytest.mark.parametrize(("table", "column", "domain", "pattern"), SHAPED)
-def test_each_shaped_column_accepts_exactly_what_its_pattern_did(
-    sql: SQL, table: str, column: str, domain: str, pattern: re.Pattern[str]
+@pytest.mark.parametrize(("table", "column", "domain"), SHAPED)
+def test_each_shaped_column_is_its_shapes_domain(
+    sql: SQL, table: str, column: str, domain: str
 ) -> None:
     row = sql.one(
         "SELECT format_type(a.atttypid, a.atttypmod) AS type FROM pg_attribute AS a"
@@ -104,11 +102,16 @@ def test_each_shaped_column_accepts_exactly_what_its_pattern_did(
         column,
     )
     assert row["type"] == domain
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_each_domain_accepts_exactly_what_its_pattern_did(sql: SQL, domain: str) -> None:
+    pattern, function = DOMAINS[domain]
     check = sql.one(
         "SELECT pg_get_constraintdef(k.oid) || coalesce(pg_get_functiondef(p.oid), '') AS text"
-        " FROM pg_constraint AS k LEFT JOIN pg_proc AS p ON p.proname = %s"
+        " FROM pg_constraint AS k LEFT JOIN pg_proc AS p ON p.oid = %s::regproc"
         " WHERE k.contypid = %s::regtype",
-        domain.replace("resolver_", "resolver_is_"),
+        function,
         domain,
     )
     assert "{" not in check["text"], check  # no bounded repetition
