@@ -48,6 +48,37 @@ FROM resolver_execution_start(
     p_dispatch_id => %(dispatch_id)s, p_owner => %(owner)s, p_token => %(token)s::uuid,
     p_version => %(version)s, p_lease_ms => %(lease_ms)s, p_now_ms => %(now_ms)s);
 
+-- name: execution_lease_start
+-- The executor SDK's run, in one statement (one transaction, one round trip): the lease, the
+-- start barrier and the identity the receipt is signed with, each call LATERAL to the one
+-- before it (a VOLATILE function's statements see what the calls before it wrote). A refusal
+-- by any of them raises and leaves nothing written: the barrier is crossed, durably, or not.
+SELECT s.dispatch_id, s.owner, s.token::text, s.version, s.attempt, s.lease_expires_at_ms,
+       s.state, i.schema_version, i.approval_request_id, i.project_id, i.action_type,
+       i.action_digest, i.idempotency_key, i.started_at_ms, i.db_now_ms
+FROM resolver_execution_lease(
+    p_dispatch_id => %(dispatch_id)s, p_owner => %(owner)s, p_lease_ms => %(lease_ms)s,
+    p_now_ms => %(now_ms)s) AS l
+CROSS JOIN LATERAL resolver_execution_start(
+    p_dispatch_id => l.dispatch_id, p_owner => l.owner, p_token => l.token,
+    p_version => l.version, p_lease_ms => %(lease_ms)s, p_now_ms => %(now_ms)s) AS s
+CROSS JOIN LATERAL resolver_receipt_identity(
+    p_dispatch_id => s.dispatch_id, p_owner => s.owner, p_token => s.token,
+    p_version => s.version, p_now_ms => %(now_ms)s) AS i;
+
+-- name: execution_start_identity
+-- The start barrier and the receipt's identity in one statement, for a run that leased first
+-- (and checked what it had to between the lease and the barrier).
+SELECT s.dispatch_id, s.owner, s.token::text, s.version, s.attempt, s.lease_expires_at_ms,
+       s.state, i.schema_version, i.approval_request_id, i.project_id, i.action_type,
+       i.action_digest, i.idempotency_key, i.started_at_ms, i.db_now_ms
+FROM resolver_execution_start(
+    p_dispatch_id => %(dispatch_id)s, p_owner => %(owner)s, p_token => %(token)s::uuid,
+    p_version => %(version)s, p_lease_ms => %(lease_ms)s, p_now_ms => %(now_ms)s) AS s
+CROSS JOIN LATERAL resolver_receipt_identity(
+    p_dispatch_id => s.dispatch_id, p_owner => s.owner, p_token => s.token,
+    p_version => s.version, p_now_ms => %(now_ms)s) AS i;
+
 -- name: execution_renew
 SELECT dispatch_id, owner, token::text, version, attempt, lease_expires_at_ms, state
 FROM resolver_execution_renew(

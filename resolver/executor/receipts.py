@@ -52,14 +52,21 @@ def write_receipt_in(
     result_code: str,
     receipt_id: str,
     keys: KeyRing,
+    signed_as: tuple[DispatchIdentity, int] | None = None,
 ) -> tuple[WrittenReceipt, str]:
     """`write_receipt`, and the id of the transaction that wrote it (the SDK judges a lost
-    COMMIT reply by it)."""
+    COMMIT reply by it). `signed_as`: the identity and finish time to sign with, where the
+    caller read the identity already (the runner, with the start barrier): the write alone
+    then checks the fence, the live lease and every field against the execution."""
     require_open_transaction(conn, caller="write_receipt")
-    row = dict(receipt_identity(conn, lease))
-    now_ms = row.pop("db_now_ms")
+    if signed_as is None:
+        row = dict(receipt_identity(conn, lease))
+        now_ms = row.pop("db_now_ms")
+        identity = DispatchIdentity(**row)
+    else:
+        identity, now_ms = signed_as
     receipt = sign_receipt(
-        DispatchIdentity(**row),
+        identity,
         outcome=outcome,
         result_code=result_code,
         finished_at_ms=now_ms,

@@ -3,7 +3,10 @@
 `SideEffectRunner.run(dispatch_id)` is a context manager around `ExecutionClient`:
 
 - it leases and crosses the start barrier before the block runs (a refusal raises before
-  anything happens);
+  anything happens), in one statement with the read of the identity the receipt is signed
+  with: the lease, the barrier and the identity cost one round trip and one commit, and the
+  mutation's transaction, where the platform's rows stay locked, reads nothing before the
+  receipt's write;
 - a heartbeat thread renews the lease every `renew_fraction` of it; when the lease is lost
   (fenced out, taken over, or no renewal got through before it ran out) it sets
   `effect.cancelled` and the side effect must stop;
@@ -35,7 +38,13 @@ from dataclasses import dataclass
 
 import structlog
 
-from resolver.core.domain import Completion, DispatchIdentity, ExecutionLease, Outcome
+from resolver.core.domain import (
+    Completion,
+    DispatchIdentity,
+    ExecutionLease,
+    Outcome,
+    StartedExecution,
+)
 from resolver.core.errors import (
     CommitUnknown,
     FenceConflict,
@@ -46,6 +55,11 @@ from resolver.core.errors import (
 )
 from resolver.core.ports import ExecutionStore
 from resolver.db import mutation
+from resolver.db.store.execution import (
+    PostgresExecutionStore,
+    lease_and_start,
+    start_with_identity,
+)
 from resolver.db.store.receipts import complete_in, receipt_identity
 from resolver.evidence.receipts import KeyRing, encode_receipt, sign_receipt
 from resolver.executor.client import CompletionResult, ExecutionClient
@@ -92,13 +106,31 @@ class _Lease:
             return self._deadline - now
 
 
+class _Signing:
+    """The receipt's identity as the start barrier's statement read it, and the database
+    clock then: a receipt is signed with them, its finish time that clock read plus the time
+    this host's monotonic clock says has passed since (no read of the database clock in the
+    mutation's transaction; the receipt's write checks every field of it there)."""
+
+    def __init__(self, started: StartedExecution, read_at: float) -> None:
+        self.identity = started.identity
+        self._db_now_ms = started.db_now_ms
+        self._read_at = read_at
+
+    def finished_at_ms(self, now: float) -> int:
+        return self._db_now_ms + max(0, int((now - self._read_at) * 1000))
+
+
 class SideEffect:
     """What the block of `SideEffectRunner.run` gets: the cancellation signal, the lease,
     and the one transaction in which the mutation and its receipt commit."""
 
-    def __init__(self, runner: SideEffectRunner, lease: _Lease) -> None:
+    def __init__(
+        self, runner: SideEffectRunner, lease: _Lease, *, signing: _Signing | None = None
+    ) -> None:
         self._runner = runner
         self._lease = lease
+        self._signing = signing
         self.cancelled = threading.Event()
         """Set when the lease is lost: stop the side effect; nothing may commit any more."""
         self.cancel_reason: str | None = None
@@ -202,6 +234,7 @@ class SideEffect:
         """Sign receipt v1 and write it in `conn`'s open transaction; returns its evidence
         digest. `FenceConflict`/`LeaseLost`: the lease is gone, let the block raise (the
         mutation rolls back)."""
+        signing = self._signing
         written, xact_id = write_receipt_in(
             conn,
             self.lease,
@@ -209,6 +242,9 @@ class SideEffect:
             result_code=result_code,
             receipt_id=receipt_id,
             keys=self._runner.keys,
+            signed_as=None
+            if signing is None
+            else (signing.identity, signing.finished_at_ms(self._runner.clock())),
         )
         digest = written.evidence_digest
         self._receipt = (written.receipt["sig"], digest, xact_id)
@@ -395,6 +431,11 @@ class SideEffectRunner:
                 "time to retry a renewal that failed"
             )
         self.client = ExecutionClient(store, owner=owner, lease_seconds=lease_seconds)
+        # The barrier in one statement needs the protocol's own database; another store
+        # crosses it call by call, and the receipt reads its identity in the mutation's
+        # transaction.
+        self._composing = store if isinstance(store, PostgresExecutionStore) else None
+        self._owner = owner
         self.database_url = database_url
         self.keys = keys
         self.lease_seconds = lease_seconds
@@ -435,12 +476,7 @@ class SideEffectRunner:
         it raises propagates, and the lease is left to expire (never started, it may be
         leased again).
         """
-        lease = self.client.lease(dispatch_id)
-        if before_barrier is not None:
-            before_barrier(lease)
-        asked = self.clock()
-        lease = self.client.start(lease)
-        effect = SideEffect(self, _Lease(lease, self.lease_seconds, asked))
+        effect = self._cross_barrier(dispatch_id, before_barrier)
         effect.start_heartbeat()
         try:
             yield effect
@@ -454,6 +490,25 @@ class SideEffectRunner:
             )
         completed = effect.completed() or self.complete(effect.lease, completion)
         effect.result = RunResult(dispatch_id, completed, completion.evidence_digest)
+
+    def _cross_barrier(
+        self, dispatch_id: str, before_barrier: Callable[[ExecutionLease], None] | None
+    ) -> SideEffect:
+        lease_ms = int(self.lease_seconds * 1000)
+        store = self._composing
+        if store is not None and before_barrier is None:
+            asked = self.clock()
+            started = lease_and_start(store, dispatch_id, self._owner, lease_ms)
+        else:
+            lease = self.client.lease(dispatch_id)
+            if before_barrier is not None:
+                before_barrier(lease)
+            asked = self.clock()
+            if store is None:
+                return SideEffect(self, _Lease(self.client.start(lease), self.lease_seconds, asked))
+            started = start_with_identity(store, lease, lease_ms)
+        signing = _Signing(started, self.clock())
+        return SideEffect(self, _Lease(started.lease, self.lease_seconds, asked), signing=signing)
 
     def run_once(self, dispatch_id: str, body: Callable[[SideEffect], None]) -> RunResult:
         """`run` as a call: `body(effect)` performs the side effect and records it."""

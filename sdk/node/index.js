@@ -597,9 +597,22 @@ export class Executor {
    * body throws, nothing is completed: recovery settles the execution from evidence.
    */
   async run(dispatchId, body) {
-    const leased = await this.lease(dispatchId);
     const askedAt = now();
-    const effect = new SideEffect(this, await this.start(leased), askedAt);
+    const row = await call(this.pool, LEASE_START, [dispatchId, this.owner, this.leaseMs], this.prepared);
+    const readAt = now();
+    const { schema_version, approval_request_id, project_id, action_type, action_digest, idempotency_key, db_now_ms, ...lease } = row;
+    const identity = {
+      schema_version,
+      dispatch_id: lease.dispatch_id,
+      approval_request_id,
+      project_id,
+      action_type,
+      action_digest,
+      idempotency_key,
+      attempt: lease.attempt,
+      started_at_ms: lease.started_at_ms,
+    };
+    const effect = new SideEffect(this, lease, askedAt, { identity, dbNowMs: db_now_ms, readAt });
     effect._startHeartbeat();
     try {
       await body(effect);
@@ -626,6 +639,14 @@ export class Executor {
 }
 
 const defaultMutationId = (lease) => `c-${lease.token}`;
+// The run's way past the barrier, in one statement (one round trip, one commit): the lease,
+// the start barrier and the identity the receipt is signed with, each call LATERAL to the one
+// before it. A refusal by any raises and leaves nothing written.
+const LEASE_START = `SELECT s.*, i.schema_version, i.approval_request_id, i.project_id, i.action_type,
+       i.action_digest, i.idempotency_key, i.db_now_ms
+FROM resolver_execution_lease($1, $2, $3) AS l
+CROSS JOIN LATERAL resolver_execution_start(l.dispatch_id, l.owner, l.token, l.version, $3) AS s
+CROSS JOIN LATERAL resolver_receipt_identity(s.dispatch_id, s.owner, s.token, s.version) AS i`;
 const COMPLETE = "SELECT * FROM resolver_execution_complete($1, $2, $3, $4, $5, $6, $7, $8)";
 const completeArgs = (lease, { outcome, resultCode, mutationId, evidenceDigest = null }) => [
   ...fence(lease),
@@ -645,10 +666,14 @@ export class SideEffect {
   #stopped = false;
   #transactionUsed = false;
   #receipt = null;
+  #signing;
 
-  constructor(executor, lease, grantedAt) {
+  constructor(executor, lease, grantedAt, signing) {
     this.#executor = executor;
     this.lease = lease;
+    // The receipt's identity as the barrier's statement read it, and the database clock then:
+    // the receipt is signed with them, finished at that clock plus the time passed here.
+    this.#signing = signing;
     // Taken before the call that granted the lease: the real expiry is never earlier.
     this.#deadline = grantedAt + executor.leaseMs;
     this._completion = null;
@@ -731,8 +756,11 @@ export class SideEffect {
     const key = this.#executor.key;
     if (!key) throw new ReceiptError("the Executor has no receipt key", "unknown_kid");
     const prepared = this.#executor.prepared;
-    const identity = await call(client, "SELECT * FROM resolver_receipt_identity($1, $2, $3, $4)", fence(this.lease), prepared);
-    const signed = signReceipt({ identity, outcome, resultCode, finishedAtMs: identity.db_now_ms, receiptId, key });
+    // The identity as the barrier's statement read it: no read in the mutation's transaction,
+    // and the write below checks every field against the execution.
+    const { identity, dbNowMs, readAt } = this.#signing;
+    const finishedAtMs = exactInteger(dbNowMs, "finished_at_ms") + BigInt(Math.max(0, Math.floor(now() - readAt)));
+    const signed = signReceipt({ identity, outcome, resultCode, finishedAtMs, receiptId, key });
     // The write names its own transaction: a lost COMMIT reply is judged by it (no lookup).
     const written = await call(client, RECEIPT_WRITE, [...fence(this.lease), signed.json], prepared);
     this.#receipt = { ...signed, xactId: written.xact_id };

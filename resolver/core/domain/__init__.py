@@ -74,6 +74,7 @@ from resolver.core.domain.dispatch import (
     DispatchSpec,
     ExecutionLease,
     ExecutionView,
+    StartedExecution,
     SummaryFact,
 )
 from resolver.core.domain.findings import (
@@ -223,6 +224,7 @@ __all__ = [
     "ResolutionSource",
     "SettledBy",
     "SignedFact",
+    "StartedExecution",
     "SummaryFact",
     "TerminalState",
     "action_digest",

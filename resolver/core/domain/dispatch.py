@@ -9,6 +9,7 @@ from typing import Any
 
 import msgspec
 
+from resolver.core.domain.findings import DispatchIdentity
 from resolver.core.domain.sets import ExecutionState, Outcome, ResolutionSource
 from resolver.core.domain.shapes import (
     ACTION_TYPE_PATTERN,
@@ -144,6 +145,15 @@ class ExecutionLease(msgspec.Struct, frozen=True):
     attempt: int
     lease_expires_at_ms: int
     state: ExecutionState
+
+
+class StartedExecution(msgspec.Struct, frozen=True):
+    """A run past the start barrier as the statement that crossed it answered: the lease, the
+    identity its receipt is signed with, and the database clock when that identity was read."""
+
+    lease: ExecutionLease
+    identity: DispatchIdentity
+    db_now_ms: int
 
 
 class Completion(msgspec.Struct, frozen=True):

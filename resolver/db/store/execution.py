@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from resolver.core.domain import (
     Completion,
+    DispatchIdentity,
     DispatchSpec,
     ExecutionLease,
     ExecutionState,
     ExecutionView,
     ResolutionSource,
+    StartedExecution,
 )
-from resolver.db.store.handle import PortStore
+from resolver.db.store.handle import PortStore, Row
 from resolver.db.store.rows import completion_params, enums, fence, lease_of
 
 
@@ -64,3 +66,44 @@ class PostgresExecutionStore(PortStore):
         enums(row, state=ExecutionState, resolution_source=ResolutionSource)
         enums(row, resolution_outcome=ExecutionState)
         return ExecutionView(**row)
+
+
+# The executor SDK's way past the barrier: the protocol's calls composed in one statement
+# (resolver/db/queries.sql), one transaction and one round trip where the calls one by one
+# take two or three; not part of the execution port, which is one call per protocol function.
+_IDENTITY_FIELDS = (
+    "schema_version",
+    "dispatch_id",
+    "approval_request_id",
+    "project_id",
+    "action_type",
+    "action_digest",
+    "idempotency_key",
+    "attempt",
+    "started_at_ms",
+)
+
+
+def lease_and_start(
+    store: PostgresExecutionStore, dispatch_id: str, owner: str, lease_ms: int
+) -> StartedExecution:
+    """Lease, cross the start barrier and read the receipt's identity, in one transaction:
+    every refusal of the calls one by one, and nothing written when one is refused."""
+    params = {"dispatch_id": dispatch_id, "owner": owner, "lease_ms": lease_ms}
+    return _started(store._db.call("execution_lease_start", {**params, "now_ms": store._db.now_ms}))
+
+
+def start_with_identity(
+    store: PostgresExecutionStore, lease: ExecutionLease, lease_ms: int
+) -> StartedExecution:
+    """Cross the start barrier of a lease taken before, and read the receipt's identity, in
+    one transaction."""
+    params = fence(lease, lease_ms=lease_ms, now_ms=store._db.now_ms)
+    return _started(store._db.call("execution_start_identity", params))
+
+
+def _started(row: Row | None) -> StartedExecution:
+    lease = lease_of(row)
+    assert row is not None  # lease_of refused it otherwise
+    identity = DispatchIdentity(**{name: row[name] for name in _IDENTITY_FIELDS})
+    return StartedExecution(lease=lease, identity=identity, db_now_ms=row["db_now_ms"])

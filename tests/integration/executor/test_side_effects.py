@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from resolver.core.domain import ExecutionState, Outcome, sha256_hex
+from resolver.core.domain import ExecutionLease, ExecutionState, Outcome, sha256_hex
 from resolver.core.errors import LeaseLost, MutationNotCommitted
 from resolver.evidence.receipts import KeyRing, encode_receipt
 from resolver.executor.client import CompletionResult, ExecutionClient
@@ -91,6 +91,44 @@ def test_run_commits_mutation_and_receipt_then_completes(
     assert sql.one("SELECT balance FROM sdk_accounts WHERE id = 42")["balance"] == 90
     receipt = sql.one("SELECT receipt FROM action_receipts WHERE dispatch_id = %s", dispatch_id)
     assert receipt["receipt"]["outcome"] == "succeeded"
+
+
+RECEIPT_CALLS = """
+SELECT funcname, calls FROM pg_stat_xact_user_functions
+WHERE funcname IN ('resolver_receipt_identity', 'resolver_receipt_write')
+"""
+
+
+@pytest.mark.usefixtures("accounts")
+@pytest.mark.parametrize("checked_before_the_barrier", [False, True])
+def test_the_receipt_is_signed_with_the_identity_the_barrier_read(
+    store: Storage, database_url: str, sql: SQL, checked_before_the_barrier: bool
+) -> None:
+    """The start barrier's statement reads the receipt's identity (after the lease, or with
+    it): the mutation's transaction writes the receipt and reads nothing first, each of its
+    function calls counted."""
+    dispatch_id = dispatch(store)
+    checked: list[str] = []
+
+    def check(lease: ExecutionLease) -> None:
+        checked.append(lease.dispatch_id)
+
+    hook = check if checked_before_the_barrier else None
+    run = runner(store, database_url).run(dispatch_id, before_barrier=hook)
+    with run as effect, effect.transaction() as conn:
+        conn.execute("SET LOCAL track_functions = 'all'")
+        charge(effect, conn)
+        called = dict(conn.execute(RECEIPT_CALLS).fetchall())
+    assert checked == ([dispatch_id] if checked_before_the_barrier else [])
+    assert called == {"resolver_receipt_write": 1}
+    execution = sql.execution(dispatch_id)
+    assert execution["state"] == "succeeded"
+    receipt = sql.one("SELECT receipt FROM action_receipts WHERE dispatch_id = %s", dispatch_id)
+    # Signed at the database clock the barrier read, plus the time that passed on this host.
+    assert receipt["receipt"]["attempt"] == execution["attempt"]
+    assert receipt["receipt"]["started_at_ms"] == execution["started_at_ms"]
+    assert execution["started_at_ms"] <= receipt["receipt"]["finished_at_ms"]
+    assert receipt["receipt"]["finished_at_ms"] <= execution["finished_at_ms"]
 
 
 @pytest.mark.usefixtures("accounts")

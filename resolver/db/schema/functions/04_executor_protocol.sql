@@ -129,6 +129,11 @@ $$;
 -- state-machine trigger refused a write). The completion, resolver_execution_complete, is one
 -- of the three commits and lives beside the other two in 08_commits.sql.
 --
+-- Each answers one row or raises, and says so (ROWS 1): a statement that composes calls (the
+-- SDKs lease, cross the barrier and read the receipt's identity in one, each call LATERAL to
+-- the one before) is planned as the one row it is, where the default estimate of a thousand
+-- rows per call multiplies into a plan costly enough to be compiled (JIT) at every call.
+--
 -- A signature never changes in place (docs/executor-protocol.md, Versioning): the action
 -- summary came with resolver_dispatch_create_v2, and resolver_dispatch_create keeps the
 -- previous release's eight arguments for its executors, recording no summary.
@@ -140,7 +145,7 @@ CREATE OR REPLACE FUNCTION resolver_dispatch_create_v2(
 RETURNS TABLE (
     dispatch_id text, created boolean, created_at_ms bigint
 )
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER ROWS 1 AS $$
 #variable_conflict use_column
 DECLARE
     field text;
@@ -236,7 +241,7 @@ CREATE OR REPLACE FUNCTION resolver_dispatch_create(
 RETURNS TABLE (
     dispatch_id text, created boolean, created_at_ms bigint
 )
-LANGUAGE sql VOLATILE SECURITY DEFINER AS $$
+LANGUAGE sql VOLATILE SECURITY DEFINER ROWS 1 AS $$
     SELECT * FROM resolver_dispatch_create_v2(
         p_dispatch_id, p_approval_request_id, p_project_id, p_action_type, p_action_digest,
         p_idempotency_key, p_schema_version, p_supersedes_dispatch_id, NULL)
@@ -249,7 +254,7 @@ RETURNS TABLE (
     dispatch_id text, owner text, token uuid, version bigint, attempt integer,
     lease_expires_at_ms bigint, state text
 )
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER ROWS 1 AS $$
 #variable_conflict use_column
 DECLARE
     now_ms bigint;
@@ -317,7 +322,7 @@ RETURNS TABLE (
     dispatch_id text, owner text, token uuid, version bigint, attempt integer,
     lease_expires_at_ms bigint, state text, started_at_ms bigint
 )
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER ROWS 1 AS $$
 #variable_conflict use_column
 DECLARE
     now_ms bigint;
@@ -366,7 +371,7 @@ RETURNS TABLE (
     dispatch_id text, owner text, token uuid, version bigint, attempt integer,
     lease_expires_at_ms bigint, state text, controls_rearmed integer
 )
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER ROWS 1 AS $$
 #variable_conflict use_column
 DECLARE
     now_ms bigint;
@@ -417,7 +422,7 @@ RETURNS TABLE (
     action_type text, action_digest text, idempotency_key text, attempt integer,
     started_at_ms bigint, db_now_ms bigint
 )
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER ROWS 1 AS $$
 #variable_conflict use_column
 DECLARE
     now_ms bigint;
@@ -448,7 +453,7 @@ CREATE OR REPLACE FUNCTION resolver_receipt_write(
 RETURNS TABLE (
     dispatch_id text, written_at_ms bigint
 )
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER ROWS 1 AS $$
 #variable_conflict use_column
 DECLARE
     now_ms bigint := resolver_now_ms(NULL);

@@ -684,7 +684,7 @@ CREATE OR REPLACE FUNCTION resolver_execution_complete(
 RETURNS TABLE (
     dispatch_id text, result text, state text, version bigint
 )
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER ROWS 1 AS $$
 #variable_conflict use_column
 DECLARE
     now_ms bigint;
