@@ -102,6 +102,20 @@ FROM resolver_receipt_identity(
     p_dispatch_id => %(dispatch_id)s, p_owner => %(owner)s, p_token => %(token)s::uuid,
     p_version => %(version)s, p_now_ms => %(now_ms)s);
 
+-- name: receipt_write_complete
+-- The receipt's write and the completion with its digest in one statement, in the caller's
+-- transaction (an SDK completing in the mutation's transaction): the completion LATERAL to
+-- the write, fenced on the same lease; a refusal of either raises and the caller rolls back.
+SELECT w.dispatch_id, w.written_at_ms, pg_current_xact_id()::text AS xact_id, c.result
+FROM resolver_receipt_write(
+    p_dispatch_id => %(dispatch_id)s, p_owner => %(owner)s, p_token => %(token)s::uuid,
+    p_version => %(version)s, p_receipt => %(receipt)s) AS w
+CROSS JOIN LATERAL resolver_execution_complete(
+    p_dispatch_id => w.dispatch_id, p_owner => %(owner)s, p_token => %(token)s::uuid,
+    p_version => %(version)s, p_outcome => %(outcome)s, p_result_code => %(result_code)s,
+    p_mutation_id => %(mutation_id)s, p_evidence_digest => %(evidence_digest)s,
+    p_now_ms => %(now_ms)s) AS c;
+
 -- name: receipt_write
 -- The transaction's own id comes back with the receipt: what the executor SDK judges a lost
 -- COMMIT reply by (resolver/db/mutation.py), at no round trip of its own.

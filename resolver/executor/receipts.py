@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from resolver.core.domain import DispatchIdentity, ExecutionLease, Outcome, sha256_hex
+from resolver.core.domain import Completion, DispatchIdentity, ExecutionLease, Outcome, sha256_hex
 from resolver.db.session import Connection, require_open_transaction
-from resolver.db.store.receipts import receipt_identity, receipt_write
+from resolver.db.store.receipts import receipt_identity, receipt_write, receipt_write_complete
 from resolver.evidence.receipts import KeyRing, encode_receipt, sign_receipt
 
 
@@ -58,6 +58,41 @@ def write_receipt_in(
     COMMIT reply by it). `signed_as`: the identity and finish time to sign with, where the
     caller read the identity already (the runner, with the start barrier): the write alone
     then checks the fence, the live lease and every field against the execution."""
+    receipt = _signed(conn, lease, outcome, result_code, receipt_id, keys, signed_as)
+    written = receipt_write(conn, lease, receipt)
+    return WrittenReceipt(receipt, sha256_hex(encode_receipt(receipt))), str(written["xact_id"])
+
+
+def write_receipt_completing_in(
+    conn: Connection,
+    lease: ExecutionLease,
+    *,
+    outcome: Outcome,
+    result_code: str,
+    receipt_id: str,
+    keys: KeyRing,
+    mutation_id: str,
+    signed_as: tuple[DispatchIdentity, int] | None = None,
+) -> tuple[WrittenReceipt, str, bool]:
+    """`write_receipt_in`, and the completion with the receipt's digest in the same
+    statement: also whether it settled the execution (False for an exact replay)."""
+    receipt = _signed(conn, lease, outcome, result_code, receipt_id, keys, signed_as)
+    digest = sha256_hex(encode_receipt(receipt))
+    completion = Completion(outcome, result_code, mutation_id, digest)
+    row = receipt_write_complete(conn, lease, receipt, completion)
+    settled = row["result"] == "committed"
+    return WrittenReceipt(receipt, digest), str(row["xact_id"]), settled
+
+
+def _signed(
+    conn: Connection,
+    lease: ExecutionLease,
+    outcome: Outcome,
+    result_code: str,
+    receipt_id: str,
+    keys: KeyRing,
+    signed_as: tuple[DispatchIdentity, int] | None,
+) -> dict[str, Any]:
     require_open_transaction(conn, caller="write_receipt")
     if signed_as is None:
         row = dict(receipt_identity(conn, lease))
@@ -65,7 +100,7 @@ def write_receipt_in(
         identity = DispatchIdentity(**row)
     else:
         identity, now_ms = signed_as
-    receipt = sign_receipt(
+    return sign_receipt(
         identity,
         outcome=outcome,
         result_code=result_code,
@@ -73,5 +108,3 @@ def write_receipt_in(
         receipt_id=receipt_id,
         keys=keys,
     )
-    written = receipt_write(conn, lease, receipt)
-    return WrittenReceipt(receipt, sha256_hex(encode_receipt(receipt))), str(written["xact_id"])

@@ -60,11 +60,11 @@ from resolver.db.store.execution import (
     lease_and_start,
     start_with_identity,
 )
-from resolver.db.store.receipts import complete_in, receipt_identity
+from resolver.db.store.receipts import receipt_identity
 from resolver.evidence.receipts import KeyRing, encode_receipt, sign_receipt
 from resolver.executor.client import CompletionResult, ExecutionClient
 from resolver.executor.object_receipts import PublishedReceipt, ReceiptPublisher
-from resolver.executor.receipts import write_receipt_in
+from resolver.executor.receipts import write_receipt_completing_in, write_receipt_in
 
 log = structlog.get_logger("resolver.side_effects")
 
@@ -142,6 +142,10 @@ class SideEffect:
         # (sig, evidence digest, id of the transaction writing it)
         self._receipt: tuple[str, str, str] | None = None
         self._transaction_used = False
+        # In a transaction opened with complete=True: the receipt's write completes too, in
+        # its one statement, and says whether it settled the execution.
+        self._completing = False
+        self._settled: bool | None = None
         self._completed: CompletionResult | None = None
         self.result: RunResult | None = None
         """Set when the run completed."""
@@ -190,15 +194,18 @@ class SideEffect:
         self, conn: mutation.Connection, complete: bool
     ) -> Iterator[mutation.Connection]:
         mutation.begin(conn)
+        self._completing = complete
         try:
             yield conn
         except BaseException:
             mutation.rollback_quietly(conn)
             raise
+        finally:
+            self._completing = False
         if self._receipt is None:
             mutation.rollback_quietly(conn)
             raise RuntimeError("write_receipt was not called: the mutation was rolled back")
-        settled = self._complete_in(conn) if complete else None
+        settled = self._settled if complete else None
         try:
             answered = mutation.commit(conn)
         except FenceConflict as exc:
@@ -213,39 +220,45 @@ class SideEffect:
         if settled is not None:
             self._completed = CompletionResult.COMMITTED if settled else CompletionResult.REPLAYED
 
-    def _complete_in(self, conn: mutation.Connection) -> bool:
-        """The completion, in the mutation's transaction: fenced on the same lease the receipt
-        holds its execution under, so it settles with the receipt or rolls back with it."""
-        completion = self._recorded
-        assert completion is not None  # write_receipt recorded it
-        try:
-            return complete_in(conn, self.lease, completion)
-        except BaseException as exc:
-            mutation.rollback_quietly(conn)
-            self._receipt = None
-            self._recorded = None
-            if isinstance(exc, FenceConflict):
-                self.lose(f"{type(exc).__name__}: {exc}")
-            raise
-
     def write_receipt(
         self, conn: mutation.Connection, outcome: Outcome, result_code: str, *, receipt_id: str
     ) -> str:
         """Sign receipt v1 and write it in `conn`'s open transaction; returns its evidence
-        digest. `FenceConflict`/`LeaseLost`: the lease is gone, let the block raise (the
-        mutation rolls back)."""
+        digest. In a transaction opened with `complete=True` the same statement completes the
+        execution with it (fenced on the same lease). `FenceConflict`/`LeaseLost`: the lease
+        is gone, let the block raise (the mutation rolls back)."""
         signing = self._signing
-        written, xact_id = write_receipt_in(
-            conn,
-            self.lease,
-            outcome=outcome,
-            result_code=result_code,
-            receipt_id=receipt_id,
-            keys=self._runner.keys,
-            signed_as=None
+        signed_as = (
+            None
             if signing is None
-            else (signing.identity, signing.finished_at_ms(self._runner.clock())),
+            else (signing.identity, signing.finished_at_ms(self._runner.clock()))
         )
+        keys = self._runner.keys
+        if self._completing:
+            try:
+                written, xact_id, self._settled = write_receipt_completing_in(
+                    conn,
+                    self.lease,
+                    outcome=outcome,
+                    result_code=result_code,
+                    receipt_id=receipt_id,
+                    keys=keys,
+                    mutation_id=self._runner.mutation_id(self.lease),
+                    signed_as=signed_as,
+                )
+            except FenceConflict as exc:
+                self.lose(f"{type(exc).__name__}: {exc}")
+                raise
+        else:
+            written, xact_id = write_receipt_in(
+                conn,
+                self.lease,
+                outcome=outcome,
+                result_code=result_code,
+                receipt_id=receipt_id,
+                keys=keys,
+                signed_as=signed_as,
+            )
         digest = written.evidence_digest
         self._receipt = (written.receipt["sig"], digest, xact_id)
         self.record(outcome, result_code, evidence_digest=digest)

@@ -667,6 +667,8 @@ export class SideEffect {
   #transactionUsed = false;
   #receipt = null;
   #signing;
+  #completing = false;
+  #completedByWrite = null;
 
   constructor(executor, lease, grantedAt, signing) {
     this.#executor = executor;
@@ -723,15 +725,17 @@ export class SideEffect {
       await call(conn, "BEGIN");
       let value;
       let completed = null;
+      // With `complete`, writeReceipt completes in its own statement and keeps the answer.
+      this.#completing = complete;
       try {
         value = await fn(conn);
         if (!this.#receipt) throw new Error("writeReceipt was not called: the mutation was rolled back");
-        if (complete) {
-          completed = await call(conn, COMPLETE, completeArgs(this.lease, this._completion), this.#executor.prepared);
-        }
+        if (complete) completed = this.#completedByWrite;
       } catch (err) {
         await conn.query("ROLLBACK").catch(() => {});
         throw protocolError(err) ?? err;
+      } finally {
+        this.#completing = false;
       }
       try {
         await conn.query("COMMIT");
@@ -762,7 +766,21 @@ export class SideEffect {
     const finishedAtMs = exactInteger(dbNowMs, "finished_at_ms") + BigInt(Math.max(0, Math.floor(now() - readAt)));
     const signed = signReceipt({ identity, outcome, resultCode, finishedAtMs, receiptId, key });
     // The write names its own transaction: a lost COMMIT reply is judged by it (no lookup).
-    const written = await call(client, RECEIPT_WRITE, [...fence(this.lease), signed.json], prepared);
+    let written;
+    if (this.#completing) {
+      // Completing in this transaction: the completion with the receipt's digest runs in the
+      // write's own statement, fenced on the same lease.
+      const completion = { outcome, resultCode, evidenceDigest: signed.evidenceDigest, mutationId: defaultMutationId(this.lease) };
+      try {
+        written = await call(client, RECEIPT_WRITE_COMPLETE, [...fence(this.lease), signed.json, ...completeArgs(this.lease, completion).slice(4)], prepared);
+      } catch (err) {
+        if (err instanceof FenceConflict) this.#lose(err);
+        throw err;
+      }
+      this.#completedByWrite = { dispatch_id: written.dispatch_id, result: written.result, state: written.state, version: written.version };
+    } else {
+      written = await call(client, RECEIPT_WRITE, [...fence(this.lease), signed.json], prepared);
+    }
     this.#receipt = { ...signed, xactId: written.xact_id };
     this.record(outcome, resultCode, { evidenceDigest: signed.evidenceDigest });
     return signed.evidenceDigest;
@@ -907,6 +925,11 @@ export class SideEffect {
 // behind a transaction pooler): what a lost COMMIT reply is judged by.
 const RECEIPT_WRITE =
   "SELECT *, pg_current_xact_id()::text AS xact_id FROM resolver_receipt_write($1, $2, $3, $4, $5::jsonb)";
+// The receipt's write and the completion with its digest in one statement, for a transaction
+// that completes: the completion LATERAL to the write, fenced on the same lease.
+const RECEIPT_WRITE_COMPLETE = `SELECT w.dispatch_id, pg_current_xact_id()::text AS xact_id, c.result, c.state, c.version
+FROM resolver_receipt_write($1, $2, $3, $4, $5::jsonb) AS w
+CROSS JOIN LATERAL resolver_execution_complete(w.dispatch_id, $2, $3, $4, $6, $7, $8, $9) AS c`;
 // A backend shows the low 32 bits of its transaction id; while the 64-bit one is in progress
 // no other transaction in progress has the same low bits.
 const TERMINATE =

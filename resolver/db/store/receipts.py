@@ -31,6 +31,18 @@ def receipt_write(
     return _call_in(conn, "receipt_write", fence(lease, receipt=Jsonb(dict(receipt))))
 
 
+def receipt_write_complete(
+    conn: psycopg.Connection[Any],
+    lease: ExecutionLease,
+    receipt: Mapping[str, Any],
+    completion: Completion,
+) -> Row:
+    """`receipt_write` and `complete_in` in one statement of the caller's transaction: the
+    row names the transaction (`xact_id`) and what the completion did (`result`)."""
+    params = completion_params(lease, completion, None)
+    return _call_in(conn, "receipt_write_complete", {**params, "receipt": Jsonb(dict(receipt))})
+
+
 def complete_in(
     conn: psycopg.Connection[Any], lease: ExecutionLease, completion: Completion
 ) -> bool:

@@ -113,18 +113,35 @@ test("run: lease, barrier, mutation and receipt in one transaction, completion",
   assert.equal(control.closed_by, "completion");
 });
 
+// The protocol functions `fn` calls in `client`'s open transaction, by name. Counted as a
+// difference: a backend keeps its not yet reported counts across transactions, and a pooled
+// connection may have counted before.
+async function protocolCallsDuring(client, fn) {
+  await client.query("SET LOCAL track_functions = 'all'");
+  const counts = async () =>
+    Object.fromEntries(
+      (
+        await client.query(
+          "SELECT funcname, calls FROM pg_stat_xact_user_functions WHERE funcname IN ('resolver_receipt_identity', 'resolver_receipt_write', 'resolver_execution_complete')",
+        )
+      ).rows.map((r) => [r.funcname, Number(r.calls)]),
+    );
+  const before = await counts();
+  const value = await fn();
+  const after = await counts();
+  const called = Object.entries(after)
+    .map(([name, calls]) => [name, calls - (before[name] ?? 0)])
+    .filter(([, calls]) => calls > 0);
+  return [value, Object.fromEntries(called)];
+}
+
 test("run: the barrier's statement reads the receipt's identity; the mutation's transaction only writes it", { skip }, async () => {
   const ex = executor();
   const id = await newDispatch(ex);
   let called;
   await ex.run(id, (effect) =>
     effect.transaction(async (client) => {
-      await client.query("SET LOCAL track_functions = 'all'");
-      await charge(effect, client);
-      const { rows } = await client.query(
-        "SELECT funcname, calls FROM pg_stat_xact_user_functions WHERE funcname IN ('resolver_receipt_identity', 'resolver_receipt_write')",
-      );
-      called = Object.fromEntries(rows.map((r) => [r.funcname, Number(r.calls)]));
+      [, called] = await protocolCallsDuring(client, () => charge(effect, client));
     }),
   );
   assert.deepEqual(called, { resolver_receipt_write: 1 });
@@ -134,6 +151,27 @@ test("run: the barrier's statement reads the receipt's identity; the mutation's 
   assert.equal(receipt.started_at_ms, Number(e.started_at_ms));
   assert.ok(Number(e.started_at_ms) <= receipt.finished_at_ms, "finished after the barrier");
   assert.ok(receipt.finished_at_ms <= Number(e.finished_at_ms), "finished before the completion");
+});
+
+test("run with complete: true: the receipt's write completes in its own statement", { skip }, async () => {
+  const ex = executor();
+  const id = await newDispatch(ex);
+  let called;
+  let digest;
+  const result = await ex.run(id, (effect) =>
+    effect.transaction(
+      async (client) => {
+        [digest, called] = await protocolCallsDuring(client, () => charge(effect, client));
+      },
+      { complete: true },
+    ),
+  );
+  // Right after writeReceipt, the completion has run: nothing but the COMMIT follows the body.
+  assert.deepEqual(called, { resolver_receipt_write: 1, resolver_execution_complete: 1 });
+  assert.deepEqual(result, { dispatchId: id, result: "committed", state: "succeeded", evidenceDigest: digest });
+  const e = await execution(id);
+  assert.equal(e.evidence_digest, digest);
+  assert.equal(await balance(id), 90);
 });
 
 // Whether the receipt and the execution's last change were written by one transaction.

@@ -131,6 +131,40 @@ def test_the_receipt_is_signed_with_the_identity_the_barrier_read(
     assert receipt["receipt"]["finished_at_ms"] <= execution["finished_at_ms"]
 
 
+PROTOCOL_CALLS = """
+SELECT funcname, calls FROM pg_stat_xact_user_functions
+WHERE funcname IN ('resolver_receipt_identity', 'resolver_receipt_write',
+                   'resolver_execution_complete')
+"""
+
+
+@pytest.mark.usefixtures("accounts")
+def test_completing_in_the_transaction_the_receipt_s_write_completes_in_its_statement(
+    store: Storage, database_url: str, sql: SQL
+) -> None:
+    """With complete=True the receipt's write and the completion are one statement: right
+    after `write_receipt` the transaction has called each once, and nothing runs after the
+    block but the COMMIT."""
+    dispatch_id = dispatch(store)
+    run = runner(store, database_url).run(dispatch_id)
+    with run as effect, effect.transaction(complete=True) as conn:
+        conn.execute("SET LOCAL track_functions = 'all'")
+        digest = charge(effect, conn)
+        called = dict(conn.execute(PROTOCOL_CALLS).fetchall())
+    assert called == {"resolver_receipt_write": 1, "resolver_execution_complete": 1}
+    assert effect.completed() is CompletionResult.COMMITTED
+    assert effect.result is not None
+    assert (effect.result.completion, effect.result.evidence_digest) == (
+        CompletionResult.COMMITTED,
+        digest,
+    )
+    execution = sql.execution(dispatch_id)
+    assert (execution["state"], execution["evidence_digest"]) == ("succeeded", digest)
+    assert execution["completion_mutation_id"] == f"c-{effect.lease.token}"
+    assert sql.control(dispatch_id)["closed_by"] == "completion"
+    assert sql.one("SELECT balance FROM sdk_accounts WHERE id = 42")["balance"] == 90
+
+
 @pytest.mark.usefixtures("accounts")
 def test_heartbeat_renews_the_lease_while_the_effect_runs(
     store: Storage, database_url: str, sql: SQL
