@@ -770,9 +770,9 @@ export class SideEffect {
     if (this.#completing) {
       // Completing in this transaction: the completion with the receipt's digest runs in the
       // write's own statement, fenced on the same lease.
-      const completion = { outcome, resultCode, evidenceDigest: signed.evidenceDigest, mutationId: defaultMutationId(this.lease) };
+      const completing = [outcome, resultCode, defaultMutationId(this.lease), signed.evidenceDigest];
       try {
-        written = await call(client, RECEIPT_WRITE_COMPLETE, [...fence(this.lease), signed.json, ...completeArgs(this.lease, completion).slice(4)], prepared);
+        written = await call(client, RECEIPT_WRITE_COMPLETE, [...fence(this.lease), signed.json, ...completing], prepared);
       } catch (err) {
         if (err instanceof FenceConflict) this.#lose(err);
         throw err;

@@ -37,20 +37,12 @@ def receipt_write_complete(
     receipt: Mapping[str, Any],
     completion: Completion,
 ) -> Row:
-    """`receipt_write` and `complete_in` in one statement of the caller's transaction: the
-    row names the transaction (`xact_id`) and what the completion did (`result`)."""
+    """`receipt_write` and the completion (fenced on the same lease, with the receipt's
+    digest) in one statement of the caller's transaction: the terminal state commits with the
+    mutation and its receipt, or nothing does. The row names the transaction (`xact_id`) and
+    what the completion did (`result`: `committed`, or `replayed` for an exact replay)."""
     params = completion_params(lease, completion, None)
     return _call_in(conn, "receipt_write_complete", {**params, "receipt": Jsonb(dict(receipt))})
-
-
-def complete_in(
-    conn: psycopg.Connection[Any], lease: ExecutionLease, completion: Completion
-) -> bool:
-    """Complete in the caller's transaction, fenced on the lease: the terminal state commits
-    with the mutation and its receipt, or nothing does. True if it settled the execution,
-    False for an exact replay."""
-    params = completion_params(lease, completion, None)
-    return bool(_call_in(conn, "execution_complete", params)["result"] == "committed")
 
 
 def _call_in(conn: psycopg.Connection[Any], name: str, params: dict[str, Any]) -> Row:
