@@ -405,7 +405,10 @@ def _check_acknowledged_survive(
         for c in commits.get(dispatch_id, ()):
             if c.status == "accepted" and c.finding in VERIFIED:
                 held = row is not None and row["res_mutation_id"] == c.mutation_id
-                judge(c, dispatch_id, "resolution", held, c.t_done)
+                # From its invocation: the old primary may have committed it and been killed
+                # before the replica's process recorded the reply (a reply on its way, a
+                # process descheduled), which then reads as acknowledged after the kill.
+                judge(c, dispatch_id, "resolution", held, c.t_invoke)
         for e in execs.get(dispatch_id, ()):
             if e["type"] != "ok":
                 continue

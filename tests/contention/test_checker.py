@@ -294,6 +294,16 @@ def test_a_resolution_lost_with_an_asynchronous_primary_is_counted_not_doubled()
     assert verdict.lost == {"resolution": 1}
 
 
+def test_a_resolution_sent_before_the_kill_may_be_lost_though_its_reply_came_after() -> None:
+    # The commit was sent at t=40, the old primary committed it and died at t=40 before its
+    # standby had it, and r1 recorded the reply at t=41: lost with the primary, not a loss of
+    # something acknowledged after the failover.
+    events = [*clean_history(), LATE_COMPLETION]
+    verdict = check(events, [COMPLETED_ROW], LIVE, [LossPoint(40, acknowledged=True)])
+    assert verdict.violations == []
+    assert verdict.lost == {"resolution": 1}
+
+
 def test_synchronous_replication_may_lose_no_acknowledged_write() -> None:
     events = [*clean_history(), LATE_COMPLETION]
     verdict = check(events, [COMPLETED_ROW], LIVE, [LossPoint(50, acknowledged=False)])
