@@ -38,10 +38,21 @@ def write_receipt(
     `executing` under this owner/token/version, `FenceConflict` is raised and the caller must
     roll back its mutation.
     """
-    written, _xact_id = write_receipt_in(
+    return write_receipt_in(
         conn, lease, outcome=outcome, result_code=result_code, receipt_id=receipt_id, keys=keys
-    )
-    return written
+    ).written
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiptWrite:
+    """What one receipt write did."""
+
+    written: WrittenReceipt
+    xact_id: str
+    """The id of the transaction that wrote it: the SDK judges a lost COMMIT reply by it."""
+    settled: bool | None
+    """Completing in the same statement: whether it settled the execution (False for an exact
+    replay); None when it wrote the receipt only."""
 
 
 def write_receipt_in(
@@ -53,35 +64,23 @@ def write_receipt_in(
     receipt_id: str,
     keys: KeyRing,
     signed_as: tuple[DispatchIdentity, int] | None = None,
-) -> tuple[WrittenReceipt, str]:
-    """`write_receipt`, and the id of the transaction that wrote it (the SDK judges a lost
-    COMMIT reply by it). `signed_as`: the identity and finish time to sign with, where the
-    caller read the identity already (the runner, with the start barrier): the write alone
-    then checks the fence, the live lease and every field against the execution."""
-    receipt = _signed(conn, lease, outcome, result_code, receipt_id, keys, signed_as)
-    written = receipt_write(conn, lease, receipt)
-    return WrittenReceipt(receipt, sha256_hex(encode_receipt(receipt))), str(written["xact_id"])
-
-
-def write_receipt_completing_in(
-    conn: Connection,
-    lease: ExecutionLease,
-    *,
-    outcome: Outcome,
-    result_code: str,
-    receipt_id: str,
-    keys: KeyRing,
-    mutation_id: str,
-    signed_as: tuple[DispatchIdentity, int] | None = None,
-) -> tuple[WrittenReceipt, str, bool]:
-    """`write_receipt_in`, and the completion with the receipt's digest in the same
-    statement: also whether it settled the execution (False for an exact replay)."""
+    mutation_id: str | None = None,
+) -> ReceiptWrite:
+    """`write_receipt`, saying what the write did. `signed_as`: the identity and finish time
+    to sign with, where the caller read the identity already (the runner, with the start
+    barrier): the write alone then checks the fence, the live lease and every field against
+    the execution. `mutation_id`: the same statement also completes the execution with the
+    receipt's digest, fenced on the same lease."""
     receipt = _signed(conn, lease, outcome, result_code, receipt_id, keys, signed_as)
     digest = sha256_hex(encode_receipt(receipt))
-    completion = Completion(outcome, result_code, mutation_id, digest)
-    row = receipt_write_complete(conn, lease, receipt, completion)
-    settled = row["result"] == "committed"
-    return WrittenReceipt(receipt, digest), str(row["xact_id"]), settled
+    settled: bool | None = None
+    if mutation_id is None:
+        row = receipt_write(conn, lease, receipt)
+    else:
+        completion = Completion(outcome, result_code, mutation_id, digest)
+        row = receipt_write_complete(conn, lease, receipt, completion)
+        settled = row["result"] == "committed"
+    return ReceiptWrite(WrittenReceipt(receipt, digest), str(row["xact_id"]), settled)
 
 
 def _signed(

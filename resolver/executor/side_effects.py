@@ -64,7 +64,7 @@ from resolver.db.store.receipts import receipt_identity
 from resolver.evidence.receipts import KeyRing, encode_receipt, sign_receipt
 from resolver.executor.client import CompletionResult, ExecutionClient
 from resolver.executor.object_receipts import PublishedReceipt, ReceiptPublisher
-from resolver.executor.receipts import write_receipt_completing_in, write_receipt_in
+from resolver.executor.receipts import write_receipt_in
 
 log = structlog.get_logger("resolver.side_effects")
 
@@ -233,34 +233,26 @@ class SideEffect:
             if signing is None
             else (signing.identity, signing.finished_at_ms(self._runner.clock()))
         )
-        keys = self._runner.keys
-        if self._completing:
-            try:
-                written, xact_id, self._settled = write_receipt_completing_in(
-                    conn,
-                    self.lease,
-                    outcome=outcome,
-                    result_code=result_code,
-                    receipt_id=receipt_id,
-                    keys=keys,
-                    mutation_id=self._runner.mutation_id(self.lease),
-                    signed_as=signed_as,
-                )
-            except FenceConflict as exc:
-                self.lose(f"{type(exc).__name__}: {exc}")
-                raise
-        else:
-            written, xact_id = write_receipt_in(
+        # Completing here, the statement completes too: its refusal means the lease is gone.
+        mutation_id = self._runner.mutation_id(self.lease) if self._completing else None
+        try:
+            write = write_receipt_in(
                 conn,
                 self.lease,
                 outcome=outcome,
                 result_code=result_code,
                 receipt_id=receipt_id,
-                keys=keys,
+                keys=self._runner.keys,
                 signed_as=signed_as,
+                mutation_id=mutation_id,
             )
-        digest = written.evidence_digest
-        self._receipt = (written.receipt["sig"], digest, xact_id)
+        except FenceConflict as exc:
+            if mutation_id is not None:
+                self.lose(f"{type(exc).__name__}: {exc}")
+            raise
+        self._settled = write.settled
+        digest = write.written.evidence_digest
+        self._receipt = (write.written.receipt["sig"], digest, write.xact_id)
         self.record(outcome, result_code, evidence_digest=digest)
         return digest
 

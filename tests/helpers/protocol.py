@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -20,6 +21,29 @@ PROTOCOL = (
     "resolver_receipt_identity",
     "resolver_receipt_write",
 )
+
+
+_CALLS = "SELECT funcname, calls FROM pg_stat_xact_user_functions WHERE funcname = ANY (%s)"
+
+
+def count_calls(conn: psycopg.Connection[Any]) -> Callable[[], dict[str, int]]:
+    """Count the protocol calls `conn`'s open transaction makes from here on: returns what
+    reads the count of each function called since. A difference, not the view's figure: a
+    backend keeps the counts it has not reported yet from its earlier transactions, and the
+    view adds them in (a pooled connection may have counted before)."""
+    conn.execute("SET LOCAL track_functions = 'all'")
+    before = _calls(conn)
+
+    def since() -> dict[str, int]:
+        after = {name: n - before.get(name, 0) for name, n in _calls(conn).items()}
+        return {name: n for name, n in after.items() if n}
+
+    return since
+
+
+def _calls(conn: psycopg.Connection[Any]) -> dict[str, int]:
+    rows = conn.execute(_CALLS, (list(PROTOCOL),)).fetchall()
+    return {str(row[0]): int(row[1]) for row in rows}
 
 
 def call(sql: SQL, function: str, **args: Any) -> dict[str, Any]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from resolver.core.domain import (
     Completion,
     DispatchIdentity,
@@ -71,17 +73,9 @@ class PostgresExecutionStore(PortStore):
 # The executor SDK's way past the barrier: the protocol's calls composed in one statement
 # (resolver/db/queries.sql), one transaction and one round trip where the calls one by one
 # take two or three; not part of the execution port, which is one call per protocol function.
-_IDENTITY_FIELDS = (
-    "schema_version",
-    "dispatch_id",
-    "approval_request_id",
-    "project_id",
-    "action_type",
-    "action_digest",
-    "idempotency_key",
-    "attempt",
-    "started_at_ms",
-)
+# What the receipt's identity read answers: the identity's own fields. (Its lease end is what
+# recovery read, not what a receipt binds; the composed row's lease end is the new lease's.)
+_IDENTITY_FIELDS = tuple(f.name for f in msgspec.structs.fields(DispatchIdentity) if f.required)
 
 
 def lease_and_start(

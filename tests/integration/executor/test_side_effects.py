@@ -28,6 +28,7 @@ from tests.helpers.commit_proxy import CommitProxy, Fault
 from tests.helpers.crashes import lease_expired
 from tests.helpers.database import SQL, new_spec
 from tests.helpers.fault_proxy import FaultProxy
+from tests.helpers.protocol import count_calls
 from tests.helpers.stores import Storage
 
 KEYS = KeyRing({"sdk-k1": bytes.fromhex("6b" * 32)}, signing_kid="sdk-k1")
@@ -93,12 +94,6 @@ def test_run_commits_mutation_and_receipt_then_completes(
     assert receipt["receipt"]["outcome"] == "succeeded"
 
 
-RECEIPT_CALLS = """
-SELECT funcname, calls FROM pg_stat_xact_user_functions
-WHERE funcname IN ('resolver_receipt_identity', 'resolver_receipt_write')
-"""
-
-
 @pytest.mark.usefixtures("accounts")
 @pytest.mark.parametrize("checked_before_the_barrier", [False, True])
 def test_the_receipt_is_signed_with_the_identity_the_barrier_read(
@@ -116,9 +111,9 @@ def test_the_receipt_is_signed_with_the_identity_the_barrier_read(
     hook = check if checked_before_the_barrier else None
     run = runner(store, database_url).run(dispatch_id, before_barrier=hook)
     with run as effect, effect.transaction() as conn:
-        conn.execute("SET LOCAL track_functions = 'all'")
+        calls = count_calls(conn)
         charge(effect, conn)
-        called = dict(conn.execute(RECEIPT_CALLS).fetchall())
+        called = calls()
     assert checked == ([dispatch_id] if checked_before_the_barrier else [])
     assert called == {"resolver_receipt_write": 1}
     execution = sql.execution(dispatch_id)
@@ -131,13 +126,6 @@ def test_the_receipt_is_signed_with_the_identity_the_barrier_read(
     assert receipt["receipt"]["finished_at_ms"] <= execution["finished_at_ms"]
 
 
-PROTOCOL_CALLS = """
-SELECT funcname, calls FROM pg_stat_xact_user_functions
-WHERE funcname IN ('resolver_receipt_identity', 'resolver_receipt_write',
-                   'resolver_execution_complete')
-"""
-
-
 @pytest.mark.usefixtures("accounts")
 def test_completing_in_the_transaction_the_receipt_s_write_completes_in_its_statement(
     store: Storage, database_url: str, sql: SQL
@@ -148,9 +136,9 @@ def test_completing_in_the_transaction_the_receipt_s_write_completes_in_its_stat
     dispatch_id = dispatch(store)
     run = runner(store, database_url).run(dispatch_id)
     with run as effect, effect.transaction(complete=True) as conn:
-        conn.execute("SET LOCAL track_functions = 'all'")
+        calls = count_calls(conn)
         digest = charge(effect, conn)
-        called = dict(conn.execute(PROTOCOL_CALLS).fetchall())
+        called = calls()
     assert called == {"resolver_receipt_write": 1, "resolver_execution_complete": 1}
     assert effect.completed() is CompletionResult.COMMITTED
     assert effect.result is not None
