@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from collections.abc import Generator, Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -69,22 +72,45 @@ LONGEST_FIRST = (
 def pytest_cmdline_main(config: pytest.Config) -> Generator[None, object, object]:
     """`python -m pytest` alone runs in parallel: one worker per core, tests handed out one at
     a time except the groups below. `-n0` or `-p no:xdist` run everything in this process."""
-    xdist = config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput")
-    if xdist and config.option.numprocesses is None and config.option.dist == "no":
-        config.option.numprocesses = "auto"
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        # A worker parses the command line again, where the run's `--dist` may not be (set
+        # here, below): the controller says whether groups are handed out whole.
+        config.option.loadgroup = bool(workerinput.get("loadgroup"))
+    elif config.pluginmanager.hasplugin("xdist") and config.option.dist == "no":
+        # `-n N` hands groups out whole as well (`-n0`: xdist sets `--dist no` again).
+        if config.option.numprocesses is None:
+            config.option.numprocesses = "auto"
         config.option.dist = "loadgroup"
     return (yield)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """(pytest-xdist, on the controller, for each worker it starts.)"""
+    node.workerinput["loadgroup"] = node.config.option.dist == "loadgroup"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> Generator[None, object, object]:
     """Keep together on one worker what must not be split (pytest-xdist's `loadgroup`): a
     module whose fixtures live longer than a test (built once, not once per worker or every
     time tests of another module came in between), and tests sharing state beyond a database.
     Then put the longest modules first (a stable sort: every other order is kept).
 
-    Runs before xdist reads the marks; without xdist the marks change nothing.
+    Marks before xdist reads them, and checks after that xdist tagged each marked test with
+    its group; without xdist the marks change nothing.
     """
+    _group(items)
+    result = yield
+    if getattr(config, "workerinput", {}).get("loadgroup"):
+        _require_group_tags(config, items)
+    return result
+
+
+def _group(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("xdist_group") is not None:
             continue
@@ -97,6 +123,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(group))
     rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+
+
+def _require_group_tags(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """pytest-xdist hands a group out whole by the tag it appends to each marked test's id; a
+    pytest that keeps the id elsewhere leaves it untagged and every group split across
+    workers (shared state raced, module fixtures built once per worker): refuse to run so.
+    (Said on the worker's stderr, which the run's own shares: xdist reports a worker's error
+    in collection as its internal error alone.)"""
+    untagged = [
+        i.nodeid for i in items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid
+    ]
+    if not untagged:
+        return
+    reason = (
+        f"pytest-xdist did not tag {len(untagged)} grouped tests with their group (pytest "
+        f"{pytest.__version__}; first: {untagged[0]}): install the versions the test extra in "
+        "pyproject.toml names"
+    )
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+        print(f"\nerror: {reason}", file=sys.stderr, flush=True)
+    raise pytest.UsageError(reason)
 
 
 def _has_fixture_beyond_a_test(item: pytest.Item) -> bool:
