@@ -409,22 +409,27 @@ def _check_acknowledged_survive(
                 # before the replica's process recorded the reply (a reply on its way, a
                 # process descheduled), which then reads as acknowledged after the kill.
                 judge(c, dispatch_id, "resolution", held, c.t_invoke)
+        # An executor's write, as a resolution, from when it was sent (its invocation).
+        sent: dict[tuple[str, str], int] = {}
         for e in execs.get(dispatch_id, ()):
+            if e["type"] == "invoke":
+                sent[(e["process"], e["f"])] = e["t"]
             if e["type"] != "ok":
                 continue
+            t_sent = sent.get((e["process"], e["f"]), e["t"])
             if e["f"] == "create":
-                judge(e, dispatch_id, "create", row is not None, e["t"])
+                judge(e, dispatch_id, "create", row is not None, t_sent)
             elif e["f"] in ("start", "renew"):
                 held = (
                     row is not None and row["status"] is not None and row["version"] >= e["version"]
                 )
-                judge(e, dispatch_id, e["f"], held, e["t"])
+                judge(e, dispatch_id, e["f"], held, t_sent)
             elif _committed_completion(e):
                 held = row is not None and (row["closed_by"], row["state"]) == (
                     "completion",
                     e.get("outcome"),
                 )
-                judge(e, dispatch_id, "completion", held, e["t"])
+                judge(e, dispatch_id, "completion", held, t_sent)
     return survived
 
 

@@ -304,6 +304,20 @@ def test_a_resolution_sent_before_the_kill_may_be_lost_though_its_reply_came_aft
     assert verdict.lost == {"resolution": 1}
 
 
+def test_an_executor_write_sent_before_the_kill_may_be_lost_though_its_reply_came_after() -> None:
+    # The executor sent its completion at t=44, the old primary committed it and died at t=45
+    # before its standby had it, and the executor recorded the reply at t=47: lost with the
+    # primary (the resolution the standby holds stands), not an acknowledged write gone.
+    sent = ev(44, "executors", "invoke", "complete", dispatch_id=D, version=2)
+    completion = {**LATE_COMPLETION, "t": 47}
+    events = [*clean_history(), sent, completion]
+    verdict = check(events, [clean_row()], LIVE, [LossPoint(45, acknowledged=True)])
+    assert verdict.violations == []
+    assert verdict.lost == {"completion": 1}
+    after = check(events, [clean_row()], LIVE, [LossPoint(43, acknowledged=True)])
+    assert any(v.startswith("[acknowledged_survives]") for v in after.violations)
+
+
 def test_synchronous_replication_may_lose_no_acknowledged_write() -> None:
     events = [*clean_history(), LATE_COMPLETION]
     verdict = check(events, [COMPLETED_ROW], LIVE, [LossPoint(50, acknowledged=False)])
