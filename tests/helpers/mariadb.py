@@ -84,7 +84,7 @@ def running_mariadb() -> Iterator[MariaDb]:
     """A MariaDB server of its own for the test session; stopped and deleted after."""
     root = Path(tempfile.mkdtemp(prefix="resolver-mariadb-"))
     data, sock = root / "data", str(root / "mysqld.sock")
-    subprocess.run(
+    installed = subprocess.run(
         [
             INSTALL_DB,
             "--no-defaults",
@@ -93,10 +93,16 @@ def running_mariadb() -> Iterator[MariaDb]:
             "--skip-test-db",
             "--user=root",
         ],
-        check=True,
         capture_output=True,
+        text=True,
         timeout=120,
     )
+    if installed.returncode != 0:
+        shutil.rmtree(root, ignore_errors=True)
+        raise RuntimeError(
+            f"mariadb-install-db exited {installed.returncode}: "
+            + (installed.stderr or installed.stdout)[-2000:]
+        )
     port = _free_port()
     server = subprocess.Popen(
         [
