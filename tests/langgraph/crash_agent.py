@@ -7,6 +7,7 @@
 `restart` (continue the thread from its last checkpoint, as a process started after a crash).
 Prints one JSON line: the interrupt it stopped at, or the reply and the tool results. The
 crash injection lives here, in the tests: the product only reports its steps to an observer.
+The matrix's rig runs `run` in a process forked for the phase (tests/langgraph/harness.py).
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def outcome(result: dict[str, Any]) -> dict[str, Any]:
     return {"reply": str(messages[-1].content), "tools": tools}
 
 
-def main(url: str, thread: str, tool: str, phase: str, argument: str) -> None:
+def run(url: str, thread: str, tool: str, phase: str, argument: str) -> dict[str, Any]:
+    """One phase of the agent, in this process: where it stopped, as `outcome` says."""
     given = json.loads(argument)
     observer = killer(given.get("crash"))
     keys = KeyRing.from_environment()
@@ -82,8 +84,8 @@ def main(url: str, thread: str, tool: str, phase: str, argument: str) -> None:
             result = graph.invoke(Command(resume=given["approval"]), config, durability="sync")
         else:
             result = graph.invoke(None, config, durability="sync")
-    print(json.dumps(outcome(result)), flush=True)
+    return outcome(result)
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:6])
+    print(json.dumps(run(*sys.argv[1:6])), flush=True)

@@ -4,13 +4,16 @@ person who decides what evidence cannot, and the downstream's own account of wha
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +26,16 @@ from tests.helpers.signing import TEST_ISSUER, TEST_SIGNER
 from tests.helpers.stores import Storage
 
 ROOT = Path(__file__).resolve().parents[2]
-AGENT = Path(__file__).with_name("crash_agent.py")
 sys.path.insert(0, str(ROOT / "examples" / "langgraph"))
 import orders  # noqa: E402
+
+# The agent's processes fork from a server that imported LangGraph and the agent once (about
+# 2.5 s of start-up a process, three processes a case). Each is still a process of its own:
+# killed with SIGKILL at its crash step, and the next one continues from the checkpoint in
+# PostgreSQL with nothing of the one before.
+_AGENTS = multiprocessing.get_context("forkserver")
+_AGENTS.set_forkserver_preload(["tests.langgraph.crash_agent"])
+AGENT_SECONDS = 180.0
 
 KEY_ENV = {"RESOLVER_RECEIPT_KEYS": f"lg-k1={'3c' * 32}", "RESOLVER_RECEIPT_SIGNING_KID": "lg-k1"}
 WAIT_SECONDS = 90.0
@@ -94,19 +104,40 @@ def requests_seen(sql: SQL) -> dict[str, int]:
 def agent(
     database_url: str, thread: str, tool: str, phase: str, argument: dict[str, Any]
 ) -> tuple[int, dict[str, Any] | None]:
+    """One phase of the agent in a process of its own: its exit status (-SIGKILL where it was
+    killed at its crash step) and what it answered."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RESOLVER_")} | KEY_ENV
-    done = subprocess.run(
-        [sys.executable, str(AGENT), database_url, thread, tool, phase, json.dumps(argument)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    if done.returncode == -signal.SIGKILL:
-        return done.returncode, None
-    assert done.returncode == 0, done.stderr[-3000:]
-    return 0, json.loads(done.stdout.strip().splitlines()[-1])
+    args = (database_url, thread, tool, phase, json.dumps(argument))
+    answers, answer = _AGENTS.Pipe(duplex=False)
+    process = _AGENTS.Process(target=_agent_phase, args=(env, args, answer))
+    process.start()
+    answer.close()
+    try:
+        said = answers.recv() if answers.poll(AGENT_SECONDS) else None
+    except EOFError:  # it died before it answered (the crash step's SIGKILL)
+        said = None
+    process.join(AGENT_SECONDS)
+    if process.exitcode is None:
+        process.kill()
+        process.join()
+        raise AssertionError(f"the agent's {phase} did not end within {AGENT_SECONDS} s")
+    if process.exitcode == -signal.SIGKILL:
+        return process.exitcode, None
+    assert process.exitcode == 0 and said is not None and said[0] == "ok", said
+    return 0, json.loads(said[1])
+
+
+def _agent_phase(env: dict[str, str], args: tuple[str, ...], answer: Connection) -> None:
+    """In the forked process: the agent's environment, the phase, its answer."""
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        from tests.langgraph import crash_agent
+
+        answer.send(("ok", json.dumps(crash_agent.run(*args))))
+    except BaseException:
+        answer.send(("error", traceback.format_exc()[-3000:]))
+        raise SystemExit(1) from None
 
 
 def db_now_ms(sql: SQL) -> int:
@@ -134,18 +165,26 @@ def replica(database_url: str, tmp_path: Path) -> Iterator[None]:
         "RESOLVER_BACKOFF_BASE_SECONDS": "0.2",
         "RESOLVER_BACKOFF_MAX_SECONDS": "0.5",
     }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "resolver", "run"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    log = tmp_path / "replica.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "resolver", "run"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=out,
+        )
     try:
+        # Up before the case goes on: a SIGTERM before the replica handles it would end it
+        # with that signal, not with its clean stop.
+        wait_until(
+            lambda: process.poll() is not None or b"resolver_started" in log.read_bytes(),
+            "the replica to start",
+        )
         yield
     finally:
         process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=60)
-        assert process.returncode == 0, err.decode()[-2000:]
+        process.wait(timeout=60)
+        assert process.returncode == 0, log.read_text(errors="replace")[-2000:]
 
 
 def wait_until(condition: Callable[[], bool], what: str) -> None:
