@@ -648,8 +648,11 @@ FROM resolver_execution_lease($1, $2, $3) AS l
 CROSS JOIN LATERAL resolver_execution_start(l.dispatch_id, l.owner, l.token, l.version, $3) AS s
 CROSS JOIN LATERAL resolver_receipt_identity(s.dispatch_id, s.owner, s.token, s.version) AS i`;
 const COMPLETE = "SELECT * FROM resolver_execution_complete($1, $2, $3, $4, $5, $6, $7, $8)";
-const completeArgs = (lease, { outcome, resultCode, mutationId, evidenceDigest = null }) => [
-  ...fence(lease),
+const completeArgs = (lease, completion) => [...fence(lease), ...completionArgs(lease, completion)];
+
+// The completion's own arguments, after the fence: resolver_execution_complete's, and the
+// completion's in the receipt's write that completes too (RECEIPT_WRITE_COMPLETE).
+const completionArgs = (lease, { outcome, resultCode, mutationId, evidenceDigest = null }) => [
   outcome,
   resultCode,
   mutationId ?? defaultMutationId(lease),
@@ -770,7 +773,7 @@ export class SideEffect {
     if (this.#completing) {
       // Completing in this transaction: the completion with the receipt's digest runs in the
       // write's own statement, fenced on the same lease.
-      const completing = [outcome, resultCode, defaultMutationId(this.lease), signed.evidenceDigest];
+      const completing = completionArgs(this.lease, { outcome, resultCode, evidenceDigest: signed.evidenceDigest });
       try {
         written = await call(client, RECEIPT_WRITE_COMPLETE, [...fence(this.lease), signed.json, ...completing], prepared);
       } catch (err) {
