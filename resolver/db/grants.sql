@@ -252,3 +252,5 @@ GRANT EXECUTE ON FUNCTION
     resolver_dispatch_history(text)
     TO resolver_outcome_reader;
 GRANT SELECT, INSERT, DELETE ON recovery_outcome_reader_scopes TO resolver_policy_writer;
+-- Its project_id is a resolver_id, whose check (resolver_is_id) runs as whoever writes the row.
+GRANT EXECUTE ON FUNCTION resolver_is_id(text) TO resolver_policy_writer;

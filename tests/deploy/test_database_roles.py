@@ -1079,6 +1079,25 @@ FUNCTION_ACLS = (
 )
 
 
+def test_the_policy_writer_lists_a_project_of_the_id_shape_only(role_db: RoleDatabase) -> None:
+    """A reader scope's project_id is a resolver_id: its check (resolver_is_id, closed to
+    PUBLIC) runs as the policy writer, whom the grants let execute it."""
+    with role_db.connect("resolver_policy_writer") as conn:
+        conn.execute(
+            "INSERT INTO recovery_outcome_reader_scopes VALUES ('resolver_outcome_reader', 'p-1')"
+        )
+        with pytest.raises(errors.CheckViolation) as refused:
+            conn.execute(
+                "INSERT INTO recovery_outcome_reader_scopes VALUES ('resolver_outcome_reader', '-p')"
+            )
+        assert refused.value.diag.constraint_name == "ck_resolver_id"
+        conn.execute("DELETE FROM recovery_outcome_reader_scopes WHERE project_id = 'p-1'")
+    with role_db.connect("resolver_executor") as conn:
+        assert conn.execute(
+            "SELECT has_function_privilege('resolver.resolver_is_id(text)', 'EXECUTE') AS x"
+        ).fetchone() == {"x": False}
+
+
 def test_functions_applied_again_keep_every_role_s_grant_without_running_the_grants(
     role_db: RoleDatabase,
 ) -> None:

@@ -1,7 +1,7 @@
-"""The digest, code and signature shapes (the domains resolver_sha256_hex, resolver_code and
-resolver_signature_hex; the first two check with resolver_is_sha256_hex and resolver_is_code) accept
-exactly the strings the regular expressions they replaced accepted, on every column that carries
-them, and the tables still refuse the rest."""
+"""The digest, code, signature, identifier and key id shapes (the domains resolver_sha256_hex,
+resolver_code, resolver_signature_hex, resolver_id and resolver_signing_kid, each checking with its
+resolver_is_* function) accept exactly the strings the regular expressions they replaced accepted,
+on every column that carries them, and the tables still refuse the rest."""
 
 from __future__ import annotations
 
@@ -16,7 +16,12 @@ from tests.helpers.database import SQL
 DOMAINS: dict[str, tuple[re.Pattern[str], str | None]] = {
     "resolver_sha256_hex": (re.compile(r"[0-9a-f]{64}"), "resolver_is_sha256_hex"),
     "resolver_code": (re.compile(r"[a-z0-9_.-]{1,64}"), "resolver_is_code"),
-    "resolver_signature_hex": (re.compile(r"[0-9a-f]{128}"), None),
+    "resolver_signature_hex": (re.compile(r"[0-9a-f]{128}"), "resolver_is_signature_hex"),
+    "resolver_id": (re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}"), "resolver_is_id"),
+    "resolver_signing_kid": (
+        re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}"),
+        "resolver_is_signing_kid",
+    ),
 }
 
 # The columns of each shape: (table, column, its domain).
@@ -44,6 +49,10 @@ SHAPED = (
     ("recovery_prune_runs", "export_digest", "resolver_sha256_hex"),
     ("recovery_pruned_dispatches", "idempotency_key_sha256", "resolver_sha256_hex"),
     ("resolver_provider_migrations", "checksum", "resolver_sha256_hex"),
+    ("recovery_authorizations", "signing_kid", "resolver_signing_kid"),
+    ("recovery_late_evidence", "observation_id", "resolver_id"),
+    ("recovery_outcome_consumers", "consumer", "resolver_id"),
+    ("recovery_outcome_reader_scopes", "project_id", "resolver_id"),
 )
 
 DIGEST = "0123456789abcdef" * 4
@@ -78,6 +87,18 @@ CANDIDATES = (
     (DIGEST * 2).upper(),
     (DIGEST * 2)[:-1] + "g",
     (DIGEST * 2)[:-1] + "\n",
+    # Identifiers and key ids: the first character, the punctuation, the two lengths.
+    "A",
+    "Zz9",
+    "a:b-c.d_e",
+    "_a",
+    ".a",
+    ":a",
+    "a" * 63 + "é",
+    "a" * 63 + ":",
+    "A" * 65,
+    "A" * 128,
+    "A" * 129,
 )
 
 
@@ -146,3 +167,51 @@ def test_the_tables_still_refuse_a_malformed_digest_and_code(database_url: str) 
                 {"d": DIGEST},
             )
         assert refused.value.diag.constraint_name == "ck_resolver_code"
+
+
+# The built-in providers' own tables check the same shapes in their own constraints (so they
+# depend on nothing of the resolver's schema but the dispatches): (table, column, constraint,
+# the pattern it stood for). A package version may also hold `+` and `~`.
+VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+:~-]{0,127}")
+PROVIDER_SHAPED = (
+    ("package_install_records", "action_digest", "ck_package_install_records_action_digest_hex",
+     DOMAINS["resolver_sha256_hex"][0]),
+    ("package_install_records", "content_digest", "ck_package_install_records_content_digest_hex",
+     DOMAINS["resolver_sha256_hex"][0]),
+    ("package_install_records", "target_version",
+     "ck_package_install_records_target_version_shape", VERSION),
+    ("package_install_records", "result_code", "ck_package_install_records_result_code_shape",
+     DOMAINS["resolver_code"][0]),
+    ("package_install_targets", "content_digest", "ck_package_install_targets_content_digest_hex",
+     DOMAINS["resolver_sha256_hex"][0]),
+    ("package_install_targets", "installed_version",
+     "ck_package_install_targets_installed_version_shape", VERSION),
+    ("package_commit_markers", "content_digest", "ck_package_commit_markers_content_digest_hex",
+     DOMAINS["resolver_sha256_hex"][0]),
+    ("run_origin_facts", "action_digest", "ck_run_origin_facts_action_digest_hex",
+     DOMAINS["resolver_sha256_hex"][0]),
+    ("run_origin_facts", "result_code", "ck_run_origin_facts_result_code_shape",
+     DOMAINS["resolver_code"][0]),
+)  # fmt: skip
+VERSIONS = ("1.2.3", "1.2.3+build.4", "2:1.0~rc1-1", "+1", "~1", "1 2", "v" * 128, "v" * 129)
+
+
+@pytest.mark.parametrize(("table", "column", "constraint", "pattern"), PROVIDER_SHAPED)
+def test_the_providers_tables_check_each_shape_as_its_pattern_did(
+    sql: SQL, table: str, column: str, constraint: str, pattern: re.Pattern[str]
+) -> None:
+    (check,) = sql.all(
+        "SELECT pg_get_constraintdef(k.oid) AS text FROM pg_constraint AS k"
+        " WHERE k.conrelid = %s::regclass AND k.conname = %s",
+        table,
+        constraint,
+    )
+    assert "{" not in check["text"], check  # no bounded repetition
+    # The constraint's own expression, its column read from each candidate in turn.
+    expression = re.sub(rf"\b{column}\b", "v", check["text"].removeprefix("CHECK "))
+    verdicts = sql.one(
+        f"SELECT json_object_agg(v, coalesce({expression}, true)) AS verdicts"
+        " FROM unnest(%s::text[]) AS v",
+        [*CANDIDATES, *VERSIONS],
+    )["verdicts"]
+    assert verdicts == {v: bool(pattern.fullmatch(v)) for v in (*CANDIDATES, *VERSIONS)}

@@ -30,6 +30,7 @@ from resolver.core.domain import (
     Outcome,
     ProposalCloseAnswer,
 )
+from resolver.core.domain.outcomes import OutcomeKind, SettledBy
 from resolver.db.definitions import schema_script
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -114,6 +115,25 @@ def test_python_and_the_database_check_one_action_type_shape(database_url: str) 
     )
     expected = {v: ACTION_TYPE_PATTERN.match(v) is not None for v in ACTION_TYPES}
     assert verdicts == {v: [ok, ok] for v, ok in expected.items()}
+
+
+@pytest.mark.parametrize(
+    ("domain", "members"),
+    [("resolver_outcome_kind", OutcomeKind), ("resolver_settled_by", SettledBy)],
+)
+def test_the_outcome_feeds_sets_are_pythons(
+    database_url: str, domain: str, members: type[OutcomeKind] | type[SettledBy]
+) -> None:
+    # A feed record's kind and who settled it: a domain's check in the database, an enum in
+    # Python. The check names exactly the enum's members.
+    check = _one(
+        database_url,
+        "SELECT pg_get_constraintdef(k.oid) FROM pg_constraint AS k WHERE k.contypid = %s::regtype",
+        domain,
+    )
+    assert set(re.findall(r"'([a-z_]+)'::text", str(check))) == {m.value for m in members}
+    with psycopg.connect(database_url) as conn, pytest.raises(psycopg.errors.CheckViolation):
+        conn.execute(f"SELECT 'unknown'::{domain}")  # type: ignore[call-overload]
 
 
 def test_the_bigint_bound_is_the_databases(database_url: str) -> None:

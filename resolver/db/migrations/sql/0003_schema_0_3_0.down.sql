@@ -68,8 +68,11 @@ ALTER TABLE approved_action_recovery_resolutions
 
 ALTER TABLE recovery_authorizations
     ALTER COLUMN signature TYPE text,
+    ALTER COLUMN signing_kid TYPE text,
     ADD CONSTRAINT ck_recovery_authorizations_signature_hex
-        CHECK (signature IS NULL OR signature ~ '^[0-9a-f]{128}$');
+        CHECK (signature IS NULL OR signature ~ '^[0-9a-f]{128}$'),
+    ADD CONSTRAINT ck_recovery_authorizations_signing_kid_shape
+        CHECK (signing_kid IS NULL OR signing_kid ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$');
 
 ALTER TABLE recovery_audit_chain
     ALTER COLUMN prev_hash TYPE text,
@@ -103,10 +106,13 @@ ALTER TABLE recovery_proposals
 ALTER TABLE recovery_late_evidence
     ALTER COLUMN evidence_digest TYPE text,
     ALTER COLUMN result_code TYPE text,
+    ALTER COLUMN observation_id TYPE text,
     ADD CONSTRAINT ck_recovery_late_evidence_digest_hex
         CHECK (evidence_digest ~ '^[0-9a-f]{64}$'),
     ADD CONSTRAINT ck_recovery_late_evidence_result_code_shape
-        CHECK (result_code ~ '^[a-z0-9_.-]{1,64}$');
+        CHECK (result_code ~ '^[a-z0-9_.-]{1,64}$'),
+    ADD CONSTRAINT ck_recovery_late_evidence_observation_id_shape
+        CHECK (observation_id ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$');
 
 ALTER TABLE recovery_prune_runs
     ALTER COLUMN export_digest TYPE text,
@@ -123,6 +129,25 @@ ALTER TABLE resolver_provider_migrations
     ADD CONSTRAINT ck_resolver_provider_migrations_checksum_hex
         CHECK (checksum ~ '^[0-9a-f]{64}$');
 
+ALTER TABLE recovery_outcomes
+    ALTER COLUMN kind TYPE text,
+    ALTER COLUMN settled_by TYPE text,
+    ADD CONSTRAINT ck_recovery_outcomes_kind_known
+        CHECK (kind IN ('settled', 'contradicted', 'superseded')),
+    ADD CONSTRAINT ck_recovery_outcomes_settled_by_known
+        CHECK (settled_by IS NULL OR settled_by IN ('executor', 'resolver', 'person'));
+
+ALTER TABLE recovery_outcome_consumers
+    ALTER COLUMN consumer TYPE text,
+    ADD CONSTRAINT ck_recovery_outcome_consumers_consumer_shape
+        CHECK (consumer ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$');
+
+ALTER TABLE recovery_outcome_reader_scopes
+    ALTER COLUMN project_id TYPE text,
+    ADD CONSTRAINT ck_recovery_outcome_reader_scopes_project_id_shape
+        CHECK (project_id ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$');
+
 DROP DOMAIN resolver_sha256_hex, resolver_signature_hex, resolver_code, resolver_scan_reason, resolver_execution_state,
     resolver_terminal_state, resolver_control_status, resolver_finding, resolver_closed_by,
-    resolver_failure_class, resolver_resolution_source, resolver_json_object;
+    resolver_failure_class, resolver_resolution_source, resolver_json_object,
+    resolver_signing_kid, resolver_id, resolver_outcome_kind, resolver_settled_by;

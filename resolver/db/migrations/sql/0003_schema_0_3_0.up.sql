@@ -11,8 +11,8 @@ CREATE TABLE recovery_outcome_listeners (
 );
 
 -- The value checks of the dispatches, executions, controls and resolutions become domains,
--- and so do the digest, code and signature checks of the decisions' tables, the late
--- evidence, the prune's records and the providers' migrations
+-- and so do the digest, code, signature and identifier checks of the decisions' tables, the
+-- late evidence, the prune's records, the providers' migrations and the outcome feed
 -- (resolver/db/schema/tables/01_recovery_core.sql says why). Each domain is created without its
 -- check, the columns change to it (binary-compatible: no table rewrite; only the partial indexes
 -- whose condition names such a column are built again), and then the check is added, which
@@ -30,6 +30,10 @@ CREATE DOMAIN resolver_closed_by AS text;
 CREATE DOMAIN resolver_failure_class AS text;
 CREATE DOMAIN resolver_resolution_source AS text;
 CREATE DOMAIN resolver_json_object AS jsonb;
+CREATE DOMAIN resolver_signing_kid AS text;
+CREATE DOMAIN resolver_id AS text;
+CREATE DOMAIN resolver_outcome_kind AS text;
+CREATE DOMAIN resolver_settled_by AS text;
 
 ALTER TABLE approved_action_dispatches
     DROP CONSTRAINT ck_approved_action_dispatches_action_digest_hex,
@@ -79,7 +83,9 @@ ALTER TABLE approved_action_recovery_resolutions
 -- migrations record them (a digest, a code, a signature).
 ALTER TABLE recovery_authorizations
     DROP CONSTRAINT ck_recovery_authorizations_signature_hex,
-    ALTER COLUMN signature TYPE resolver_signature_hex;
+    DROP CONSTRAINT ck_recovery_authorizations_signing_kid_shape,
+    ALTER COLUMN signature TYPE resolver_signature_hex,
+    ALTER COLUMN signing_kid TYPE resolver_signing_kid;
 
 ALTER TABLE recovery_audit_chain
     DROP CONSTRAINT ck_recovery_audit_chain_hashes_hex,
@@ -106,8 +112,10 @@ ALTER TABLE recovery_proposals
 ALTER TABLE recovery_late_evidence
     DROP CONSTRAINT ck_recovery_late_evidence_digest_hex,
     DROP CONSTRAINT ck_recovery_late_evidence_result_code_shape,
+    DROP CONSTRAINT ck_recovery_late_evidence_observation_id_shape,
     ALTER COLUMN evidence_digest TYPE resolver_sha256_hex,
-    ALTER COLUMN result_code TYPE resolver_code;
+    ALTER COLUMN result_code TYPE resolver_code,
+    ALTER COLUMN observation_id TYPE resolver_id;
 
 ALTER TABLE recovery_prune_runs
     DROP CONSTRAINT ck_recovery_prune_runs_export_digest_hex,
@@ -120,6 +128,20 @@ ALTER TABLE recovery_pruned_dispatches
 ALTER TABLE resolver_provider_migrations
     DROP CONSTRAINT ck_resolver_provider_migrations_checksum_hex,
     ALTER COLUMN checksum TYPE resolver_sha256_hex;
+
+ALTER TABLE recovery_outcomes
+    DROP CONSTRAINT ck_recovery_outcomes_kind_known,
+    DROP CONSTRAINT ck_recovery_outcomes_settled_by_known,
+    ALTER COLUMN kind TYPE resolver_outcome_kind,
+    ALTER COLUMN settled_by TYPE resolver_settled_by;
+
+ALTER TABLE recovery_outcome_consumers
+    DROP CONSTRAINT ck_recovery_outcome_consumers_consumer_shape,
+    ALTER COLUMN consumer TYPE resolver_id;
+
+ALTER TABLE recovery_outcome_reader_scopes
+    DROP CONSTRAINT ck_recovery_outcome_reader_scopes_project_id_shape,
+    ALTER COLUMN project_id TYPE resolver_id;
 
 ALTER DOMAIN resolver_sha256_hex
     ADD CONSTRAINT ck_resolver_sha256_hex CHECK (resolver_is_sha256_hex(VALUE));
@@ -147,5 +169,13 @@ ALTER DOMAIN resolver_resolution_source
 ALTER DOMAIN resolver_json_object
     ADD CONSTRAINT ck_resolver_json_object CHECK (jsonb_typeof(VALUE) = 'object');
 ALTER DOMAIN resolver_signature_hex
-    ADD CONSTRAINT ck_resolver_signature_hex
-    CHECK (length(VALUE) = 128 AND VALUE !~ '[^0-9a-f]');
+    ADD CONSTRAINT ck_resolver_signature_hex CHECK (resolver_is_signature_hex(VALUE));
+ALTER DOMAIN resolver_signing_kid
+    ADD CONSTRAINT ck_resolver_signing_kid CHECK (resolver_is_signing_kid(VALUE));
+ALTER DOMAIN resolver_id
+    ADD CONSTRAINT ck_resolver_id CHECK (resolver_is_id(VALUE));
+ALTER DOMAIN resolver_outcome_kind
+    ADD CONSTRAINT ck_resolver_outcome_kind
+    CHECK (VALUE IN ('settled', 'contradicted', 'superseded'));
+ALTER DOMAIN resolver_settled_by
+    ADD CONSTRAINT ck_resolver_settled_by CHECK (VALUE IN ('executor', 'resolver', 'person'));

@@ -157,12 +157,31 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT length(p_value) BETWEEN 1 AND 64 AND p_value !~ '[^a-z0-9_.-]'
 $$;
 
--- Executable by PUBLIC by default; the protocol functions run them as the owner. The digest and
--- code shapes are also the checks of their domains (resolver_sha256_hex, resolver_code), which
--- run as whoever writes the row, as the domain sets above do: executable by everyone, stated
--- (a database of release 0.2.0 had them revoked).
+-- A signature: 128 lowercase hex digits (an Ed25519 signature).
+CREATE OR REPLACE FUNCTION resolver_is_signature_hex(p_value text)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT length(p_value) = 128 AND p_value !~ '[^0-9a-f]'
+$$;
+
+-- The key id a signed fact names: an identifier of at most 64 characters.
+CREATE OR REPLACE FUNCTION resolver_is_signing_kid(p_value text)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT length(p_value) BETWEEN 1 AND 64 AND p_value ~ '^[A-Za-z0-9]'
+       AND p_value !~ '[^A-Za-z0-9_.:-]'
+$$;
+
+-- Executable by PUBLIC by default; the protocol functions run them as the owner. The digest,
+-- code, signature and key id shapes are also the checks of their domains (resolver_sha256_hex,
+-- resolver_code, resolver_signature_hex, resolver_signing_kid), which run as whoever writes the
+-- row, as the domain sets above do: executable by everyone, stated. The id shape is the check
+-- of resolver_id too, but stays closed as it always was (an upgrade would keep it closed
+-- whatever this said): grants.sql lets the one role that writes such a column directly, the
+-- policy writer, execute it.
 REVOKE EXECUTE ON FUNCTION resolver_is_id(text), resolver_is_action_type(text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION resolver_is_sha256_hex(text), resolver_is_code(text) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION resolver_is_sha256_hex(text), resolver_is_code(text),
+    resolver_is_signature_hex(text), resolver_is_signing_kid(text) TO PUBLIC;
 
 -- The one release of a recovery lease: a new recovery_version (the fence every holder of the
 -- old lease fails on) and no owner, token or expiry. Every writer that ends a recovery lease

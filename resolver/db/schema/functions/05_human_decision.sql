@@ -251,8 +251,8 @@ BEGIN
     IF NOT resolver_strong_amr(p_amr) THEN
         RAISE EXCEPTION 'p_amr must name a strong authentication method' USING ERRCODE = 'RS005';
     END IF;
-    IF NOT coalesce(p_signature ~ '^[0-9a-f]{128}$'
-                    AND p_signing_kid ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$'
+    IF NOT coalesce(resolver_is_signature_hex(p_signature)
+                    AND resolver_is_signing_kid(p_signing_kid)
                     AND length(p_issuer) BETWEEN 1 AND 512 AND p_issuer !~ '[[:cntrl:]]'
                     AND length(p_token_kid) BETWEEN 1 AND 256
                     AND p_token_kid !~ '[[:cntrl:]]'

@@ -38,7 +38,7 @@ BEGIN
         RAISE EXCEPTION 'prune cut-off must be a time in the past'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_export_digest IS NOT NULL AND NOT p_export_digest ~ '^[0-9a-f]{64}$' THEN
+    IF p_export_digest IS NOT NULL AND NOT resolver_is_sha256_hex(p_export_digest) THEN
         RAISE EXCEPTION 'an export digest is a lowercase hex sha256'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;

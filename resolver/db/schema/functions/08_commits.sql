@@ -602,7 +602,7 @@ BEGIN
         RAISE EXCEPTION 'p_mutation_id must be 1-128 characters of [A-Za-z0-9_.:-]'
             USING ERRCODE = 'RS005';
     END IF;
-    IF NOT coalesce(p_reason_code ~ '^[a-z0-9_.-]{1,64}$', false) THEN
+    IF NOT coalesce(resolver_is_code(p_reason_code), false) THEN
         RAISE EXCEPTION 'p_reason_code must match [a-z0-9_.-]{1,64}' USING ERRCODE = 'RS005';
     END IF;
     PERFORM resolver_fact_shape(p_amr, p_issuer, p_token_kid, p_signing_kid, p_signature,

@@ -280,8 +280,8 @@ BEGIN
     SELECT c.xid, c.seq INTO after_xid, after_position
     FROM resolver_outcome_cursor_parse(p_cursor) AS c;
     RETURN QUERY
-    SELECT o.xid::text || ':' || o.seq::text, o.kind, o.dispatch_id,
-           o.approval_request_id, o.project_id, o.action_type, o.state, o.settled_by,
+    SELECT o.xid::text || ':' || o.seq::text, o.kind::text, o.dispatch_id,
+           o.approval_request_id, o.project_id, o.action_type, o.state, o.settled_by::text,
            o.finding, o.result_code, o.evidence_digest, o.mutation_id, o.reason_code,
            o.actors, o.superseded_by, o.occurred_at_ms
     FROM recovery_outcomes AS o

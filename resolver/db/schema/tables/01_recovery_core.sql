@@ -16,7 +16,11 @@
 CREATE DOMAIN resolver_sha256_hex AS TEXT
     CONSTRAINT ck_resolver_sha256_hex CHECK (resolver_is_sha256_hex(VALUE));
 CREATE DOMAIN resolver_signature_hex AS TEXT
-    CONSTRAINT ck_resolver_signature_hex CHECK (length(VALUE) = 128 AND VALUE !~ '[^0-9a-f]');
+    CONSTRAINT ck_resolver_signature_hex CHECK (resolver_is_signature_hex(VALUE));
+CREATE DOMAIN resolver_signing_kid AS TEXT
+    CONSTRAINT ck_resolver_signing_kid CHECK (resolver_is_signing_kid(VALUE));
+CREATE DOMAIN resolver_id AS TEXT
+    CONSTRAINT ck_resolver_id CHECK (resolver_is_id(VALUE));
 CREATE DOMAIN resolver_code AS TEXT
     CONSTRAINT ck_resolver_code CHECK (resolver_is_code(VALUE));
 CREATE DOMAIN resolver_scan_reason AS TEXT
@@ -160,7 +164,7 @@ CREATE TABLE recovery_authorizations (
     authorized_at_ms BIGINT NOT NULL,
     issuer TEXT,
     token_kid TEXT,
-    signing_kid TEXT,
+    signing_kid resolver_signing_kid,
     signature resolver_signature_hex,
     act TEXT,
     act_mutation_id TEXT,
@@ -169,7 +173,6 @@ CREATE TABLE recovery_authorizations (
     CONSTRAINT pk_recovery_authorizations PRIMARY KEY (authorization_id),
     CONSTRAINT ck_recovery_authorizations_permission_known CHECK (permission = 'approval.recover'),
     CONSTRAINT ck_recovery_authorizations_signed_whole CHECK ((signature IS NULL) = (signing_kid IS NULL) AND (signature IS NULL) = (issuer IS NULL) AND (signature IS NULL) = (token_kid IS NULL)),
-    CONSTRAINT ck_recovery_authorizations_signing_kid_shape CHECK (signing_kid IS NULL OR signing_kid ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$'),
     CONSTRAINT ck_recovery_authorizations_issuer_printable CHECK (issuer IS NULL OR (length(issuer) BETWEEN 1 AND 512 AND issuer !~ '[[:cntrl:]]')),
     CONSTRAINT ck_recovery_authorizations_token_kid_printable CHECK (token_kid IS NULL OR (length(token_kid) BETWEEN 1 AND 256 AND token_kid !~ '[[:cntrl:]]')),
     CONSTRAINT fk_recovery_authorizations_mutation_id FOREIGN KEY(mutation_id) REFERENCES approved_action_recovery_resolutions (mutation_id),

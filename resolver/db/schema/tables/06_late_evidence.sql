@@ -50,7 +50,7 @@ CREATE INDEX ix_recovery_late_watches_open_decided
 -- The late finding: at most one per dispatch (a verified finding closes the watch), never
 -- changed afterwards. `agrees`: the finding says what the decision said.
 CREATE TABLE recovery_late_evidence (
-    observation_id text NOT NULL,
+    observation_id resolver_id NOT NULL,
     dispatch_id text NOT NULL,
     decision_mutation_id text NOT NULL,
     finding text NOT NULL,
@@ -64,7 +64,5 @@ CREATE TABLE recovery_late_evidence (
     CONSTRAINT fk_recovery_late_evidence_dispatch_id FOREIGN KEY (dispatch_id)
         REFERENCES approved_action_recovery_resolutions (dispatch_id) ON DELETE CASCADE,
     CONSTRAINT ck_recovery_late_evidence_finding_verified
-        CHECK (resolver_finding_outcome(finding) IS NOT NULL),
-    CONSTRAINT ck_recovery_late_evidence_observation_id_shape
-        CHECK (observation_id ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$')
+        CHECK (resolver_finding_outcome(finding) IS NOT NULL)
 );

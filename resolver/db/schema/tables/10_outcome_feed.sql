@@ -8,19 +8,27 @@
 -- from these files. A table change edits this file AND the release's migration
 -- (resolver/db/README.md).
 
+-- What a record reports, and who settled it (resolver.core.domain.outcomes spells the same
+-- sets; tests/integration/schema/test_domain_sets.py compares them): domains, checked once per
+-- session rather than planned again by every append (resolver/db/schema/tables/01_recovery_core.sql).
+CREATE DOMAIN resolver_outcome_kind AS TEXT
+    CONSTRAINT ck_resolver_outcome_kind CHECK (VALUE IN ('settled', 'contradicted', 'superseded'));
+CREATE DOMAIN resolver_settled_by AS TEXT
+    CONSTRAINT ck_resolver_settled_by CHECK (VALUE IN ('executor', 'resolver', 'person'));
+
 -- A record's place in the feed is (xid, seq): the id of the transaction that wrote it and a
 -- number in the order its statements wrote. Insert-only; only the prune deletes, with the
 -- dispatch it reports.
 CREATE TABLE recovery_outcomes (
     xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
     seq bigint GENERATED ALWAYS AS IDENTITY,
-    kind text NOT NULL,
+    kind resolver_outcome_kind NOT NULL,
     dispatch_id text NOT NULL,
     approval_request_id text NOT NULL,
     project_id text NOT NULL,
     action_type text NOT NULL,
     state text NOT NULL,
-    settled_by text,
+    settled_by resolver_settled_by,
     finding text,
     result_code text,
     evidence_digest text,
@@ -30,10 +38,6 @@ CREATE TABLE recovery_outcomes (
     superseded_by text,
     occurred_at_ms bigint NOT NULL,
     CONSTRAINT pk_recovery_outcomes PRIMARY KEY (xid, seq),
-    CONSTRAINT ck_recovery_outcomes_kind_known
-        CHECK (kind IN ('settled', 'contradicted', 'superseded')),
-    CONSTRAINT ck_recovery_outcomes_settled_by_known
-        CHECK (settled_by IS NULL OR settled_by IN ('executor', 'resolver', 'person')),
     CONSTRAINT ck_recovery_outcomes_settled_terminal
         CHECK (kind <> 'settled' OR (state = ANY (resolver_terminal_states()) AND settled_by IS NOT NULL)),
     CONSTRAINT ck_recovery_outcomes_superseded_names
@@ -47,14 +51,12 @@ CREATE INDEX ix_recovery_outcomes_dispatch_id ON recovery_outcomes (dispatch_id)
 -- every record a registered consumer has not passed yet, unless told otherwise
 -- (docs/operations.md).
 CREATE TABLE recovery_outcome_consumers (
-    consumer text NOT NULL,
+    consumer resolver_id NOT NULL,
     cursor_xid xid8 NOT NULL,
     cursor_position bigint NOT NULL,
     registered_at_ms bigint NOT NULL,
     saved_at_ms bigint NOT NULL,
-    CONSTRAINT pk_recovery_outcome_consumers PRIMARY KEY (consumer),
-    CONSTRAINT ck_recovery_outcome_consumers_consumer_shape
-        CHECK (consumer ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$')
+    CONSTRAINT pk_recovery_outcome_consumers PRIMARY KEY (consumer)
 );
 
 -- The sessions that LISTEN on the feed's channel, each by its server process id, until its
@@ -74,10 +76,8 @@ CREATE TABLE recovery_outcome_listeners (
 -- the platform's policy writer beside the role bindings.
 CREATE TABLE recovery_outcome_reader_scopes (
     role_name text NOT NULL,
-    project_id text NOT NULL,
+    project_id resolver_id NOT NULL,
     CONSTRAINT pk_recovery_outcome_reader_scopes PRIMARY KEY (role_name, project_id),
     CONSTRAINT ck_recovery_outcome_reader_scopes_role_name_shape
-        CHECK (length(role_name) BETWEEN 1 AND 63),
-    CONSTRAINT ck_recovery_outcome_reader_scopes_project_id_shape
-        CHECK (project_id ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$')
+        CHECK (length(role_name) BETWEEN 1 AND 63)
 );
