@@ -54,15 +54,11 @@ async function action(n) {
 }
 
 async function main() {
-  await (await pool.connect()).release(); // connected before `ready`, as the other loops
-  const lines = readline.createInterface({ input: process.stdin });
-  const go = new Promise((resolve) => lines.once("line", resolve));
-  process.stdout.write("ready\n");
-  await go;
-  const startedAt = Date.now() / 1000;
-  for (let n = 0; n < count; n += 1) await action(n);
-  const finishedAt = Date.now() / 1000;
-  process.stdout.write("done\n");
+  let startedAt = 0;
+  let finishedAt = 0;
+  // Handled from the start: the harness may send SIGTERM as soon as it read `done`, before
+  // this process ran another line after writing it (a loaded host), and without a handler
+  // SIGTERM ends Node before it wrote its figures.
   process.on("SIGTERM", async () => {
     await pool.end();
     const rss = fs.readFileSync("/proc/self/status", "utf8").match(/^VmHWM:\s+(\d+)/m);
@@ -72,6 +68,15 @@ async function main() {
     );
     process.exit(0);
   });
+  await (await pool.connect()).release(); // connected before `ready`, as the other loops
+  const lines = readline.createInterface({ input: process.stdin });
+  const go = new Promise((resolve) => lines.once("line", resolve));
+  process.stdout.write("ready\n");
+  await go;
+  startedAt = Date.now() / 1000;
+  for (let n = 0; n < count; n += 1) await action(n);
+  finishedAt = Date.now() / 1000;
+  process.stdout.write("done\n");
 }
 
 main().catch((error) => {
