@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from collections.abc import Generator, Iterator
 from typing import Any
@@ -71,9 +70,8 @@ LONGEST_FIRST = (
 
 @pytest.hookimpl(wrapper=True)
 def pytest_cmdline_main(config: pytest.Config) -> Generator[None, object, object]:
-    """`python -m pytest` alone runs in parallel: one worker per core and one more, tests
-    handed out one at a time except the groups below. `-n0` or `-p no:xdist` run everything
-    in this process."""
+    """`python -m pytest` alone runs in parallel: one worker per core, tests handed out one at
+    a time except the groups below. `-n0` or `-p no:xdist` run everything in this process."""
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
         # A worker parses the command line again, where the run's `--dist` may not be (set
@@ -82,16 +80,9 @@ def pytest_cmdline_main(config: pytest.Config) -> Generator[None, object, object
     elif config.pluginmanager.hasplugin("xdist") and config.option.dist == "no":
         # `-n N` hands groups out whole as well (`-n0`: xdist sets `--dist no` again).
         if config.option.numprocesses is None:
-            config.option.numprocesses = _workers()
+            config.option.numprocesses = "auto"
         config.option.dist = "loadgroup"
     return (yield)
-
-
-def _workers() -> int:
-    """A test spends much of its time waiting, on PostgreSQL's commit flushes and on the
-    processes it starts (replicas, browsers, a pooler), so a worker per core leaves cores idle:
-    on two cores the whole suite ran in 1,388 s with two workers and 1,295 s with three."""
-    return len(os.sched_getaffinity(0)) + 1
 
 
 @pytest.hookimpl(optionalhook=True)
