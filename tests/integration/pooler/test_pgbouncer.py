@@ -19,7 +19,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from resolver.core.domain import Outcome
-from resolver.core.errors import LockTimeout
+from resolver.core.errors import LeaseLost, LockTimeout
 from resolver.db.connect import Pooler
 from resolver.evidence.receipts import KeyRing
 from resolver.executor.client import ExecutionClient
@@ -83,24 +83,35 @@ def test_an_undeclared_pooler_that_drops_the_timeouts_is_refused(
 
 
 def crash_with_receipts(url: str, keys: KeyRing, count: int) -> list[str]:
-    """Executions whose executor wrote its mutation's receipt and died before completing."""
-    ids = []
+    """Executions whose executor wrote its mutation's receipt and died before completing.
+
+    Their half-second leases make them due soon after; on a loaded host a lease can lapse
+    before its receipt is written, and the protocol then refuses the write (the fence this
+    rig must not bend). Such an attempt is left behind, as an executor that lost its lease
+    leaves it, and another takes its place until `count` hold a receipt.
+    """
+    ids: list[str] = []
     with Storage(url) as store:
         client = ExecutionClient(store, owner="executor-1", lease_seconds=0.5)
-        for _ in range(count):
+        for _ in range(count * 4):
             spec = client.create_dispatch(new_spec("db.mutation"))
-            lease = client.start(client.lease(spec.dispatch_id))
-            with psycopg.connect(url) as conn, conn.transaction():
-                write_receipt(
-                    conn,
-                    lease,
-                    outcome=Outcome.SUCCEEDED,
-                    result_code="applied",
-                    receipt_id=f"m-{lease.dispatch_id}",
-                    keys=keys,
-                )
+            try:
+                lease = client.start(client.lease(spec.dispatch_id))
+                with psycopg.connect(url) as conn, conn.transaction():
+                    write_receipt(
+                        conn,
+                        lease,
+                        outcome=Outcome.SUCCEEDED,
+                        result_code="applied",
+                        receipt_id=f"m-{lease.dispatch_id}",
+                        keys=keys,
+                    )
+            except LeaseLost:
+                continue
             ids.append(lease.dispatch_id)
-    return ids
+            if len(ids) == count:
+                return ids
+    raise AssertionError(f"only {len(ids)} of {count} receipts written before their leases lapsed")
 
 
 def cycles_completed(port: int) -> float:
