@@ -111,7 +111,9 @@ $$;
 -- name: restore_privileges
 -- The privileges kept aside by `clear`, back on every function defined again with the same
 -- signature: each role's grant, and PUBLIC's absence where it had none (never PUBLIC's
--- presence: whether everybody may call a function is for its definition or grants.sql to say).
+-- presence: whether everybody may call a function is for its definition or grants.sql to say),
+-- unless the definition just applied grants PUBLIC in so many words: a function a release
+-- opens is open on a database upgraded from one that had it closed, as on a new one.
 DO $$
 DECLARE
     r record;
@@ -121,6 +123,9 @@ BEGIN
         FROM resolver_function_privileges AS k
         WHERE to_regprocedure(k.identity) IS NOT NULL
           AND NOT EXISTS (SELECT FROM aclexplode(k.acl) AS a WHERE a.grantee = 0)
+          AND NOT EXISTS (
+              SELECT FROM pg_proc AS p CROSS JOIN LATERAL aclexplode(p.proacl) AS a
+              WHERE p.oid = to_regprocedure(k.identity) AND a.grantee = 0)
     LOOP
         EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', r.identity);
     END LOOP;

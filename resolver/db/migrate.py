@@ -417,6 +417,10 @@ def _downgrade(conn: sa.Connection, database_url: str, revision: str) -> None:
     # The table downgrades freed what a check constraint held (a domain-set function).
     definitions.clear(conn)
     definitions.restore(conn, script)
+    if PROVIDER_SCHEMAS_SINCE in _ancestors(target):
+        provider_schemas.reapply_definitions(
+            provider_schemas.runner(conn), provider_schemas.installed_schemas()
+        )
     old = released_id(target)
     if old is not None:
         _execute(conn, statement("schema_revision_stamp"), {"revision": target, "stamp": old})

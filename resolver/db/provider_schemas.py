@@ -17,7 +17,10 @@ takes the installed providers in entry-point name order and, for each:
 `resolver migrate --grants` appends each provider's `grants.sql` to the resolver's. Going down
 to a revision before providers' schemas existed (or to `base`) first runs every recorded
 migration's `.down.sql`, providers in reverse order, newest first; a provider whose package is
-no longer installed refuses that downgrade before anything changes.
+no longer installed refuses that downgrade before anything changes. Going down to a revision
+that keeps them, the resolver's definitions are replaced by those the revision recorded (which
+drops every trigger that calls a resolver function, as above): each provider's definitions
+are applied again after them, so its tables keep their guards.
 """
 
 from __future__ import annotations
@@ -177,6 +180,28 @@ def apply(run: Run, schemas: Iterable[InstalledSchema], *, definitions_reapplied
             run(schema.definitions, None)
             _record(run, schema.provider, DEFINITIONS, schema.definitions_checksum)
         _register(run, schema)
+
+
+def reapply_definitions(run: Run, schemas: Iterable[InstalledSchema]) -> None:
+    """After the resolver's definitions were replaced by a downgrade: each recorded provider's
+    definitions again, in order. A provider whose definitions the database recorded but whose
+    package is not installed refuses (its tables would be left without their triggers)."""
+    by_name = {schema.provider: schema for schema in schemas}
+    rows = run(
+        "SELECT provider FROM resolver_provider_migrations WHERE name = %(d)s ORDER BY provider",
+        {"d": DEFINITIONS},
+    )
+    missing = sorted(provider for (provider,) in rows if provider not in by_name)
+    if missing:
+        raise ConfigError(
+            f"providers {missing} have definitions in the database but are not installed: "
+            "install their packages to downgrade (their tables' triggers go with the "
+            "resolver's definitions and only they can define them again)"
+        )
+    for schema in by_name.values():
+        if schema.definitions:
+            run(schema.definitions, None)
+            _record(run, schema.provider, DEFINITIONS, schema.definitions_checksum)
 
 
 def _record(run: Run, provider: str, name: str, checksum: str) -> None:

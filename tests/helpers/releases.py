@@ -3,6 +3,9 @@
 tests/upgrade/release-0.1.0.sql is a database release 0.1.0's own code migrated and filled
 (tests/upgrade/make_release_dump.py says how): its tables, functions, triggers and privileges,
 and rows in every table, stamped with the revision id that release used.
+tests/upgrade/release-0.2.0.sql is one release 0.2.0's own `resolver migrate` built and its
+demo filled (tests/upgrade/make_demo_dump.py): the schema every 0.2.0 installation has, with
+the rows a crash recovery writes.
 """
 
 from __future__ import annotations
@@ -17,13 +20,22 @@ RELEASE_0_1_0 = UPGRADE_DIR / "release-0.1.0.sql"
 # The audit facts its prune removed with `--include-audit`: `audit verify --export` walks them.
 RELEASE_0_1_0_EXPORT = UPGRADE_DIR / "release-0.1.0.export.jsonl"
 RELEASE_0_1_0_STAMP = "0018_late_expire_index"
+RELEASE_0_2_0 = UPGRADE_DIR / "release-0.2.0.sql"
+RELEASE_0_2_0_STAMP = "0002_schema_0_2_0"
 
 
 def load_release_0_1_0(url: str, schema: str = "public") -> None:
     """Restore the 0.1.0 database into `url`'s `schema` (which must exist and be empty)."""
-    script = RELEASE_0_1_0.read_text(encoding="utf-8")
+    load_release(RELEASE_0_1_0, url, schema)
+
+
+def load_release(dump: Path, url: str, schema: str = "public") -> None:
+    """Restore a release's database from its `dump` into `url`'s `schema` (which must exist
+    and be empty)."""
+    script = dump.read_text(encoding="utf-8")
     if schema != "public":
         script = script.replace("public.", f"{schema}.")
+        script = script.replace("'search_path', 'public'", f"'search_path', '{schema}'")
     with psycopg.connect(url) as conn:
         conn.execute(script)  # type: ignore[call-overload]
 

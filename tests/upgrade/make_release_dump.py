@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ import uuid
 from pathlib import Path
 
 import psycopg
+from release_dump import write_dump
 
 from resolver.core.domain import (
     Completion,
@@ -116,65 +116,11 @@ def main(url: str, out: Path) -> None:
     _cli(url, "prune", "--older-than", "2s", "--include-audit", "--export", str(export))
     del crashed_missing
     store.close()
-    dump = subprocess.run(
-        ["pg_dump", "--inserts", "--no-owner", "--no-comments", url],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    # Plain SQL a driver can send as one script: no psql meta-command (\\restrict), no COPY.
-    lines = [line for line in dump.splitlines() if not line.startswith("\\")]
-    # Checks as that release's migrations wrote them: pg_dump prints each check's parsed form,
-    # which PostgreSQL parses back into a different (equivalent) tree.
-    lines = _source_checks("\n".join(lines)).splitlines()
-    out.write_text(
-        "-- A database release 0.1.0 migrated and filled (tests/upgrade/make_release_dump.py).\n"
-        + "\n".join(lines)
-        + "\n",
-        encoding="utf-8",
+    write_dump(
+        url,
+        out,
+        "A database release 0.1.0 migrated and filled (tests/upgrade/make_release_dump.py).",
     )
-    with psycopg.connect(url) as conn:
-        for (table,) in conn.execute(
-            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1"
-        ).fetchall():
-            count = conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()
-            print(f"{table}: {count[0]}")
-
-
-_CHECK = re.compile(r"CONSTRAINT (\w+) CHECK \(")
-
-
-def _source_checks(dump: str) -> str:
-    source: dict[str, str] = {}
-    for path in sorted((Path(migrate.__file__).parent / "migrations" / "sql").glob("*.up.sql")):
-        text = path.read_text(encoding="utf-8")
-        for match in _CHECK.finditer(text):
-            source[match.group(1)] = text[match.end() - 1 : _closing(text, match.end() - 1)]
-    out, pos = [], 0
-    while (match := _CHECK.search(dump, pos)) is not None:
-        end = _closing(dump, match.end() - 1)
-        name = match.group(1)
-        out.append(dump[pos : match.end() - 1] + source.get(name, dump[match.end() - 1 : end]))
-        pos = end
-    return "".join(out) + dump[pos:]
-
-
-def _closing(text: str, start: int) -> int:
-    """The index after the parenthesis that closes the one at `start` (quotes skipped)."""
-    depth, i = 0, start
-    while True:
-        ch = text[i]
-        if ch == "'":
-            i = text.index("'", i + 1)
-            while text.startswith("''", i):
-                i = text.index("'", i + 2)
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
 
 
 def _created(client: ExecutionClient, action_type: str) -> str:

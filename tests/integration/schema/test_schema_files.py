@@ -51,6 +51,9 @@ from tests.helpers.postgres import DatabaseFactory
 from tests.helpers.releases import (
     RELEASE_0_1_0_EXPORT,
     RELEASE_0_1_0_STAMP,
+    RELEASE_0_2_0,
+    RELEASE_0_2_0_STAMP,
+    load_release,
     load_release_0_1_0,
     table_rows,
 )
@@ -112,6 +115,12 @@ def release_0_1_0(empty: str) -> str:
     return empty
 
 
+@pytest.fixture
+def release_0_2_0(empty: str) -> str:
+    load_release(RELEASE_0_2_0, empty)
+    return empty
+
+
 def _same_as_files(files_catalog: Catalog, url: str, label: str) -> None:
     diff = catalog_diff(files_catalog, catalog(url), ("schema files", label))
     assert diff == "", f"resolver/db/schema/ and {label} disagree:\n{diff}"
@@ -127,6 +136,18 @@ def _rows_kept(before: dict[str, list[dict[str, object]]], url: str) -> None:
             json.dumps({k: row[k] for k in columns}, sort_keys=True) for row in after[table]
         )
         assert kept == sorted(json.dumps(row, sort_keys=True) for row in rows), table
+
+
+def _applications_untimed(
+    rows: dict[str, list[dict[str, object]]],
+) -> dict[str, list[dict[str, object]]]:
+    """`rows` without when each provider's migrations and definitions were applied: applying
+    the definitions again (every upgrade and downgrade does) records a new time."""
+    untimed = [
+        {k: v for k, v in row.items() if k != "applied_at_ms"}
+        for row in rows["resolver_provider_migrations"]
+    ]
+    return {**rows, "resolver_provider_migrations": untimed}
 
 
 def _open_proposals_voided(before: dict[str, list[dict[str, object]]], url: str) -> None:
@@ -249,6 +270,57 @@ def test_back_to_release_0_1_0_with_its_own_functions_and_forward_again(
     _same_as_files(files_catalog, release_0_1_0, "downgraded and upgraded again")
     _open_proposals_voided(rows, release_0_1_0)
     _rows_kept(rows, release_0_1_0)
+
+
+def test_release_0_2_0_upgrades_to_what_the_files_define_keeping_every_row(
+    files_catalog: Catalog, release_0_2_0: str
+) -> None:
+    """A database 0.2.0 built: each function's privileges as a new database has them too
+    (0.2.0 closed some to PUBLIC that this release's definitions open), every row kept."""
+    assert migrate.current_revision(release_0_2_0) == RELEASE_0_2_0_STAMP
+    before = table_rows(release_0_2_0)
+    assert before["approved_action_recovery_resolutions"], "the demo settled some crashes"
+    migrate.upgrade(release_0_2_0)
+    assert migrate.current_revision(release_0_2_0) == migrate.head_revision()
+    _same_as_files(files_catalog, release_0_2_0, "release 0.2.0 upgraded")
+    kept = table_rows(release_0_2_0, list(before))
+    assert _applications_untimed(kept) == _applications_untimed(before)
+
+
+def test_back_to_release_0_2_0_with_its_own_functions_and_forward_again(
+    files_catalog: Catalog, release_0_2_0: str
+) -> None:
+    as_released = catalog(release_0_2_0)
+    rows = table_rows(release_0_2_0)
+    migrate.upgrade(release_0_2_0)
+    migrate.downgrade(release_0_2_0, RELEASE_0_2_0_STAMP)
+    assert migrate.current_revision(release_0_2_0) == RELEASE_0_2_0_STAMP
+    diff = catalog_diff(as_released, catalog(release_0_2_0), ("release 0.2.0", "downgraded"))
+    assert diff == "", diff
+    assert _applications_untimed(table_rows(release_0_2_0)) == _applications_untimed(rows)
+    migrate.upgrade(release_0_2_0)
+    _same_as_files(files_catalog, release_0_2_0, "downgraded and upgraded again")
+    again = table_rows(release_0_2_0, list(rows))
+    assert _applications_untimed(again) == _applications_untimed(rows)
+
+
+def test_a_downgrade_that_cannot_guard_a_provider_s_tables_again_is_refused(
+    release_0_2_0: str,
+) -> None:
+    """Replacing the resolver's definitions drops the providers' triggers: a provider whose
+    definitions the database recorded but which is not installed could not define them again,
+    so the downgrade refuses before anything changes."""
+    migrate.upgrade(release_0_2_0)
+    with psycopg.connect(release_0_2_0, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO resolver_provider_migrations (provider, name, checksum)"
+            " VALUES ('refunds', 'definitions', repeat('0', 64))"
+        )
+    before = catalog(release_0_2_0)
+    with pytest.raises(ConfigError, match=r"providers \['refunds'\] have definitions"):
+        migrate.downgrade(release_0_2_0, RELEASE_0_2_0_STAMP)
+    assert migrate.current_revision(release_0_2_0) == migrate.head_revision()
+    assert catalog_diff(before, catalog(release_0_2_0), ("before", "after")) == ""
 
 
 def test_a_downgrade_below_what_the_database_recorded_is_refused_and_changes_nothing(

@@ -175,10 +175,10 @@ $$;
 -- Executable by PUBLIC by default; the protocol functions run them as the owner. The digest,
 -- code, signature and key id shapes are also the checks of their domains (resolver_sha256_hex,
 -- resolver_code, resolver_signature_hex, resolver_signing_kid), which run as whoever writes the
--- row, as the domain sets above do: executable by everyone, stated. The id shape is the check
--- of resolver_id too, but stays closed as it always was (an upgrade would keep it closed
--- whatever this said): grants.sql lets the one role that writes such a column directly, the
--- policy writer, execute it.
+-- row, as the domain sets above do: executable by everyone, stated (a database upgraded from a
+-- release that had them closed opens them too). The id shape is the check of resolver_id too,
+-- but stays closed as it always was: grants.sql lets the one role that writes such a column
+-- directly, the policy writer, execute it.
 REVOKE EXECUTE ON FUNCTION resolver_is_id(text), resolver_is_action_type(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_is_sha256_hex(text), resolver_is_code(text),
     resolver_is_signature_hex(text), resolver_is_signing_kid(text) TO PUBLIC;
