@@ -89,6 +89,14 @@ def settings_from_env(**overrides: Any) -> Settings:
 @click.option("--sql", "offline", is_flag=True, help="Print the DDL instead of running it.")
 @click.option("--revision", default="head", show_default=True, help="Upgrade to this revision.")
 @click.option(
+    "--from",
+    "from_revision",
+    default=None,
+    metavar="REVISION",
+    help="With --sql: the script upgrades a database at REVISION (`resolver status` shows it) "
+    "instead of building an empty schema.",
+)
+@click.option(
     "--downgrade",
     "downgrade_to",
     default=None,
@@ -102,7 +110,13 @@ def settings_from_env(**overrides: Any) -> Settings:
     help="Then apply the roles' privileges (grants.sql; roles.sql must have created the roles).",
 )
 @exit_codes()
-def migrate_cmd(offline: bool, revision: str, downgrade_to: str | None, with_grants: bool) -> None:
+def migrate_cmd(
+    offline: bool,
+    revision: str,
+    from_revision: str | None,
+    downgrade_to: str | None,
+    with_grants: bool,
+) -> None:
     """Create or upgrade the schema (idempotent); --downgrade rolls it back.
 
     DDL waits at most RESOLVER_MIGRATION_LOCK_TIMEOUT_MS for a lock, then the attempt rolls
@@ -110,8 +124,12 @@ def migrate_cmd(offline: bool, revision: str, downgrade_to: str | None, with_gra
     """
     if with_grants and downgrade_to is not None:
         raise click.UsageError("--grants applies to an upgraded schema; drop it with --downgrade")
+    if from_revision is not None and not offline:
+        raise click.UsageError("--from says where a printed script starts: use it with --sql")
     if offline:
-        click.echo(migrations.upgrade_sql(revision))
+        if downgrade_to is not None:
+            raise click.UsageError("--sql prints an upgrade; drop it with --downgrade")
+        click.echo(migrations.upgrade_sql(revision, from_revision))
         if with_grants:
             click.echo(migrations.grants_sql())
         return

@@ -65,6 +65,34 @@ CROSS JOIN LATERAL (
 GROUP BY v.version_num
 ON CONFLICT (revision) DO NOTHING;
 
+-- name: script_guard_empty
+-- The first statement of a script `resolver migrate --sql` prints to build an empty schema: it
+-- refuses a database that has one, before anything changes.
+DO $guard$
+BEGIN
+    IF to_regclass('alembic_version') IS NOT NULL THEN
+        RAISE EXCEPTION 'this script builds an empty schema; the database is at revision %%: print one with resolver migrate --sql --from %%',
+            (SELECT version_num FROM alembic_version), (SELECT version_num FROM alembic_version);
+    END IF;
+END
+$guard$;
+
+-- name: script_guard_at
+-- The first statement of a script printed `--from` a revision: it refuses a database at any
+-- other, before anything changes (`ids`: the revision and an earlier release's id of it).
+DO $guard$
+BEGIN
+    IF to_regclass('alembic_version') IS NULL THEN
+        RAISE EXCEPTION 'this script upgrades a database at revision %%; this one has no schema yet: print one without --from',
+            %(revision)s;
+    END IF;
+    IF NOT EXISTS (SELECT FROM alembic_version WHERE version_num = ANY (%(ids)s)) THEN
+        RAISE EXCEPTION 'this script upgrades a database at revision %%; this one is at %%',
+            %(revision)s, (SELECT version_num FROM alembic_version);
+    END IF;
+END
+$guard$;
+
 -- name: clear
 -- Every trigger that calls a resolver function goes, then every resolver function nothing but a
 -- trigger depended on; a function a check constraint calls stays (a definition replaces it in

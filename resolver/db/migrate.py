@@ -246,41 +246,63 @@ def _run_script(conn: sa.Connection, script: str) -> None:
         cursor.close()
 
 
-def upgrade_sql(revision: str = "head") -> str:
-    """The script `upgrade` would run from an empty schema or any earlier revision, without
-    touching a database (`resolver migrate --sql`): one transaction holding the definitions'
-    steps around the table migrations. It keeps no copy of the definitions it replaces (a
-    script cannot know them), so a database upgraded with it can be downgraded only to
-    revisions it was migrated at online."""
+def upgrade_sql(revision: str = "head", from_revision: str | None = None) -> str:
+    """The script `upgrade` would run, without touching a database (`resolver migrate --sql`):
+    one transaction holding the definitions' steps around the table migrations.
+
+    Without `from_revision` it builds an empty schema; with it, it upgrades a database at that
+    revision (an earlier release's own id accepted, and moved to today's as `upgrade` does),
+    keeping a copy of the definitions it replaces where the database recorded none, as
+    `upgrade` does. Either way its first statement refuses, before anything changes, a
+    database that is not where the script starts from.
+    """
     from alembic import command
 
     target = _target(revision)
+    start = None if from_revision is None else _target(from_revision)
+    if start is not None and start not in _ancestors(target):
+        raise ConfigError(f"{start} is not below {target}: nothing to upgrade from")
     out = io.StringIO()
     cfg = alembic_config("postgresql://offline", out)
-    with _revision_errors():
-        command.upgrade(cfg, target, sql=True)
+    if start != target:
+        with _revision_errors():
+            command.upgrade(cfg, target if start is None else f"{start}:{target}", sql=True)
     record = definitions.script("record") % {
         "revision": _quoted(target),
         "checksum": _quoted(definitions.checksum()),
         "script": _dollar_quoted(definitions.applied_script()),
     }
-    return (
-        "\n\n".join(
-            [
-                "BEGIN;",
-                definitions.script("bookkeeping") + ";",
-                definitions.script("clear") + ";",
-                definitions.functions_script(),
-                out.getvalue().strip(),
-                definitions.triggers_script(),
-                definitions.script("restore_privileges") + ";",
-                record + ";",
-                provider_schemas.upgrade_script(provider_schemas.installed_schemas()),
-                "COMMIT;",
-            ]
-        )
-        + "\n"
-    )
+    steps = ["BEGIN;", _script_guard(start), definitions.script("bookkeeping") + ";"]
+    if start is not None:
+        steps.append(definitions.script("capture") + ";")
+    steps += [
+        definitions.script("clear") + ";",
+        definitions.functions_script(),
+        out.getvalue().strip(),
+        definitions.triggers_script(),
+        definitions.script("restore_privileges") + ";",
+        record + ";",
+        provider_schemas.upgrade_script(provider_schemas.installed_schemas()),
+        "COMMIT;",
+    ]
+    return "\n\n".join(step for step in steps if step) + "\n"
+
+
+def _script_guard(start: str | None) -> str:
+    """The printed script's first statements: it runs only on a database where it starts (an
+    empty schema, or `start`, an earlier release's id of which moves to today's)."""
+    # Both guards are formatted as `record` is: a doubled percent sign in them stands for one.
+    if start is None:
+        return definitions.script("script_guard_empty") % {}
+    ids = [i for i in (start, released_id(start)) if i is not None]
+    guard = definitions.script("script_guard_at") % {
+        "revision": _quoted(start),
+        "ids": "ARRAY[" + ", ".join(_quoted(i) for i in ids) + "]",
+    }
+    rename = statement("schema_revision_rename") % {
+        "renamed": _quoted(json.dumps(dict(RELEASED_REVISIONS)))
+    }
+    return f"{guard}\n{rename};"
 
 
 def _quoted(value: str) -> str:

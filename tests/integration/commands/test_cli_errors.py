@@ -255,6 +255,20 @@ CASES = [
         "configuration error: unknown revision 'bogus'",
     ),
     Case(
+        "unknown start of a printed upgrade",
+        {},
+        ("migrate", "--sql", "--from", "bogus"),
+        2,
+        "configuration error: unknown revision 'bogus'",
+    ),
+    Case(
+        "a printed upgrade from above its end",
+        {},
+        ("migrate", "--sql", "--from", "0002_schema_0_2_0", "--revision", "0001_schema_0_1_0"),
+        2,
+        "configuration error: 0002_schema_0_2_0 is not below 0001_schema_0_1_0",
+    ),
+    Case(
         "api port out of range",
         {"RESOLVER_API_PORT": "99999"},
         ("api",),

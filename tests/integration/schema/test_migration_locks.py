@@ -210,3 +210,18 @@ def test_grants_do_not_combine_with_a_downgrade(cli: CliRunner) -> None:
     result = cli.invoke(main, ["migrate", "--grants", "--downgrade", "base"])
     assert result.exit_code == 2
     assert "--grants applies to an upgraded schema" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--from", "0002_schema_0_2_0"], "--from says where a printed script starts"),
+        (["--sql", "--downgrade", "base"], "--sql prints an upgrade; drop it with --downgrade"),
+    ],
+)
+def test_a_printed_script_s_options_go_with_it_only(
+    cli: CliRunner, args: list[str], message: str
+) -> None:
+    result = cli.invoke(main, ["migrate", *args])
+    assert result.exit_code == 2
+    assert message in result.output

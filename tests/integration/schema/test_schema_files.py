@@ -49,6 +49,7 @@ from tests.helpers.catalog import Catalog, catalog, catalog_diff
 from tests.helpers.database import new_spec
 from tests.helpers.postgres import DatabaseFactory
 from tests.helpers.releases import (
+    RELEASE_0_1_0,
     RELEASE_0_1_0_EXPORT,
     RELEASE_0_1_0_STAMP,
     RELEASE_0_2_0,
@@ -353,6 +354,62 @@ def test_the_printed_script_builds_the_same_database_from_empty(
     _same_as_files(files_catalog, empty, "the printed script on an empty database")
     migrate.upgrade(empty)  # what the script recorded is what this release applies: no-op
     _same_as_files(files_catalog, empty, "the printed script, then migrate")
+
+
+def _run_script(url: str, script: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(script)  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize(
+    ("dump", "stamp", "at"),
+    [
+        (RELEASE_0_1_0, RELEASE_0_1_0_STAMP, "0001_schema_0_1_0"),
+        (RELEASE_0_2_0, RELEASE_0_2_0_STAMP, RELEASE_0_2_0_STAMP),
+    ],
+    ids=["0.1.0", "0.2.0"],
+)
+def test_the_printed_script_upgrades_a_release_s_database_as_migrate_does(
+    files_catalog: Catalog, empty: str, dump: Path, stamp: str, at: str
+) -> None:
+    """`resolver migrate --sql --from` for a DBA who runs reviewed scripts: the same database
+    as `resolver migrate` makes, and a copy of the definitions it replaced where the release
+    kept none, so the way back stays open."""
+    load_release(dump, empty)
+    as_released = catalog(empty)
+    _run_script(empty, migrate.upgrade_sql(from_revision=stamp))
+    assert migrate.current_revision(empty) == migrate.head_revision()
+    _same_as_files(files_catalog, empty, f"release {dump.stem} upgraded by the printed script")
+    migrate.upgrade(empty)  # what the script recorded is what this release applies
+    _same_as_files(files_catalog, empty, "the printed script, then migrate")
+    migrate.downgrade(empty, at)
+    diff = catalog_diff(as_released, catalog(empty), (dump.stem, "downgraded"))
+    assert diff == "", diff
+
+
+def test_a_printed_script_refuses_a_database_it_does_not_start_from(
+    databases: DatabaseFactory, empty: str
+) -> None:
+    other = databases.create_empty()
+    try:
+        load_release(RELEASE_0_2_0, other)
+        released = catalog(other)
+        refusals = [
+            (other, migrate.upgrade_sql(), "builds an empty schema; the database is at revision"
+             f" {RELEASE_0_2_0_STAMP}: print one with resolver migrate --sql --from"),
+            (other, migrate.upgrade_sql(from_revision=RELEASE_0_1_0_STAMP),
+             f"upgrades a database at revision 0001_schema_0_1_0; this one is at"
+             f" {RELEASE_0_2_0_STAMP}"),
+            (empty, migrate.upgrade_sql(from_revision=RELEASE_0_2_0_STAMP),
+             "has no schema yet: print one without --from"),
+        ]  # fmt: skip
+        for url, script, message in refusals:
+            with pytest.raises(psycopg.errors.RaiseException, match=re.escape(message)):
+                _run_script(url, script)
+        assert catalog_diff(released, catalog(other), ("0.2.0", "after the refusals")) == ""
+        assert migrate.current_revision(empty) is None
+    finally:
+        databases.drop(other)
 
 
 def test_a_changed_function_is_one_file_and_migrate_applies_it(
