@@ -152,17 +152,21 @@ OSD_START_ATTEMPTS = 5
 
 
 def _start_osd(directory: Path) -> None:
-    """Start the OSD, again if it lost the race its own start runs: on a loaded machine it may
-    send its first command before its monitor client has the cluster's fsid from the monmap,
-    and the monitor refuses a command on a zero fsid ('wrong fsid'); the OSD then exits
-    before it forks, leaving nothing behind, so starting it again is clean."""
+    """Start the OSD, again if its start failed: on a loaded machine it may send its first
+    command before its monitor client has the cluster's fsid from the monmap, and the monitor
+    refuses a command on a zero fsid ('wrong fsid'); the OSD then exits before it forks,
+    leaving nothing behind, so starting it again is clean. That refusal reaches its log, not
+    always its stderr (a fresh-clone run failed with nothing on stderr but a warning), so every
+    failed start is tried again, and the last one's error carries the log."""
+    log = directory / "log" / "osd.0.log"
     for attempt in range(1, OSD_START_ATTEMPTS + 1):
         try:
             _daemon(directory, "ceph-osd", "-i", "0")
             return
         except RuntimeError as exc:
-            if "wrong fsid" not in str(exc) or attempt == OSD_START_ATTEMPTS:
-                raise
+            if attempt == OSD_START_ATTEMPTS:
+                tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+                raise RuntimeError(f"{exc}\nits log ends:\n{tail}") from exc
 
 
 def _until_the_monitor_answers(directory: Path) -> None:
