@@ -1108,7 +1108,7 @@ export class ReceiptPublisher {
 
 // -- the outcome feed (docs/outcomes.md) ------------------------------------------------------
 
-/** The channel a settling commit notifies (resolver_outcome_channel() in the schema). */
+/** The channel a settling commit notifies (resolver_outcomes_notify() in the schema). */
 export const OUTCOME_CHANNEL = "resolver_outcomes";
 export const OUTCOME_EVENT_SOURCE = "urn:approved-action-resolver:outcomes";
 export const OUTCOME_EVENT_TYPE_PREFIX = "approved-action-resolver.outcome.";

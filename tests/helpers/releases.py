@@ -22,6 +22,8 @@ RELEASE_0_1_0_EXPORT = UPGRADE_DIR / "release-0.1.0.export.jsonl"
 RELEASE_0_1_0_STAMP = "0018_late_expire_index"
 RELEASE_0_2_0 = UPGRADE_DIR / "release-0.2.0.sql"
 RELEASE_0_2_0_STAMP = "0002_schema_0_2_0"
+# The commit whose public surface was recorded as 0.2.0's (tests/snapshots/public_api.released.json).
+RELEASE_0_2_0_COMMIT = "67d83c4"
 
 
 def load_release_0_1_0(url: str, schema: str = "public") -> None:

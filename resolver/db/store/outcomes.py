@@ -27,7 +27,7 @@ from resolver.db.statements import statement
 from resolver.db.store.handle import PortStore, Row
 from resolver.db.store.rows import enums
 
-# resolver_outcome_channel() in the schema: the channel a settling commit notifies.
+# The channel a settling commit notifies (resolver_outcomes_notify() in the schema).
 OUTCOME_CHANNEL = "resolver_outcomes"
 
 

@@ -1,0 +1,115 @@
+"""Release 0.2.0's own code on this release's schema: what a rolling upgrade runs until its last
+old pod is replaced, and what a `helm rollback` that leaves the schema where it is runs
+(docs/deployment.md: the schema only adds). That release's executor SDK crosses the start
+barrier and writes its receipts, its `resolver run` settles the crashes from them, warning that
+the schema is ahead, and this release reads what both wrote. Its code comes from this
+repository's own history (`git archive` of the commit that recorded it as released); a checkout
+without that history (a shallow clone) skips, saying so."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.crashes import environment, lease_expired, wait_until
+from tests.helpers.database import SQL
+from tests.helpers.k8s import ROOT
+from tests.helpers.releases import RELEASE_0_2_0_COMMIT
+
+EXECUTOR = Path(__file__).with_name("previous_release_executor.py")
+KEY_HEX = bytes(range(32)).hex()  # the executor script's receipt key, k-previous
+CRASHED = 3
+
+
+@pytest.fixture(scope="module")
+def release_0_2_0(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The `resolver` and `providers` packages of release 0.2.0, as it shipped them."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    known = subprocess.run(
+        ["git", "-C", str(ROOT), "cat-file", "-e", f"{RELEASE_0_2_0_COMMIT}^{{commit}}"],
+        capture_output=True,
+        check=False,
+    )
+    if known.returncode != 0:
+        pytest.skip(f"this checkout has no history back to release 0.2.0 ({RELEASE_0_2_0_COMMIT})")
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", RELEASE_0_2_0_COMMIT, "resolver", "providers"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    root = tmp_path_factory.mktemp("release-0.2.0")
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(root, filter="data")
+    return root
+
+
+def _run_previous(release: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`python *args` with release 0.2.0 first on the path (`-m` puts the working directory
+    there too: the release's, not this checkout)."""
+    return subprocess.run(
+        [sys.executable, "-W", "ignore::DeprecationWarning", *args],
+        cwd=release,
+        env=environment({"PYTHONPATH": str(release), **env}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_its_executor_and_its_replica_settle_crashes_on_this_schema(
+    release_0_2_0: Path, database_url: str, sql: SQL, tmp_path: Path
+) -> None:
+    executed = _run_previous(release_0_2_0, str(EXECUTOR), database_url, str(CRASHED))
+    assert executed.returncode == 0, executed.stderr
+    assert "version 0.2.0" in executed.stderr
+    ids = executed.stdout.split()
+    assert len(ids) == CRASHED, executed.stdout
+    wait_until(lambda: all(lease_expired(sql, d) for d in ids), "the executor's leases lapse")
+
+    config = tmp_path / "providers.yaml"
+    config.write_text("action_types:\n  db.mutation: {provider: internal_mutation}\n")
+    replica = _run_previous(
+        release_0_2_0,
+        "-m",
+        "resolver",
+        "run",
+        "--once",
+        RESOLVER_DATABASE_URL=database_url,
+        RESOLVER_CONFIG=str(config),
+        RESOLVER_RECEIPT_KEYS=f"k-previous={KEY_HEX}",
+    )
+    assert replica.returncode == 0, replica.stderr
+    assert '"event": "schema_ahead"' in replica.stderr
+    assert '"expected": "0002_schema_0_2_0"' in replica.stderr
+
+    settled = sql.all(
+        "SELECT e.state, r.source, r.finding, c.status, o.kind, o.settled_by"
+        " FROM approved_action_executions AS e"
+        " JOIN approved_action_recovery_resolutions AS r USING (dispatch_id)"
+        " JOIN approved_action_recovery_controls AS c USING (dispatch_id)"
+        " JOIN recovery_outcomes AS o USING (dispatch_id)"
+        " WHERE e.dispatch_id = ANY(%s)",
+        ids,
+    )
+    assert (
+        settled
+        == [
+            {
+                "state": "succeeded",
+                "source": "automatic",
+                "finding": "verified_succeeded",
+                "status": "resolved",
+                "kind": "settled",
+                "settled_by": "resolver",
+            }
+        ]
+        * CRASHED
+    )
