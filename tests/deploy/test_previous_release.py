@@ -8,19 +8,15 @@ without that history (a shallow clone) skips, saying so."""
 
 from __future__ import annotations
 
-import io
-import shutil
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.crashes import environment, lease_expired, wait_until
 from tests.helpers.database import SQL
-from tests.helpers.k8s import ROOT
-from tests.helpers.releases import RELEASE_0_2_0_COMMIT
+from tests.helpers.releases import RELEASE_0_2_0_COMMIT, release_files
 
 EXECUTOR = Path(__file__).with_name("previous_release_executor.py")
 KEY_HEX = bytes(range(32)).hex()  # the executor script's receipt key, k-previous
@@ -30,24 +26,8 @@ CRASHED = 3
 @pytest.fixture(scope="module")
 def release_0_2_0(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The `resolver` and `providers` packages of release 0.2.0, as it shipped them."""
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
-    known = subprocess.run(
-        ["git", "-C", str(ROOT), "cat-file", "-e", f"{RELEASE_0_2_0_COMMIT}^{{commit}}"],
-        capture_output=True,
-        check=False,
-    )
-    if known.returncode != 0:
-        pytest.skip(f"this checkout has no history back to release 0.2.0 ({RELEASE_0_2_0_COMMIT})")
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", RELEASE_0_2_0_COMMIT, "resolver", "providers"],
-        capture_output=True,
-        check=True,
-    ).stdout
-    root = tmp_path_factory.mktemp("release-0.2.0")
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(root, filter="data")
-    return root
+    into = tmp_path_factory.mktemp("release-0.2.0")
+    return release_files(RELEASE_0_2_0_COMMIT, ["resolver", "providers"], into)
 
 
 def _run_previous(release: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -10,11 +10,18 @@ the rows a crash recovery writes.
 
 from __future__ import annotations
 
+import io
+import shutil
+import subprocess
+import tarfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
+ROOT = Path(__file__).resolve().parents[2]
 UPGRADE_DIR = Path(__file__).parents[1] / "upgrade"
 RELEASE_0_1_0 = UPGRADE_DIR / "release-0.1.0.sql"
 # The audit facts its prune removed with `--include-audit`: `audit verify --export` walks them.
@@ -64,3 +71,24 @@ def table_rows(url: str, tables: list[str] | None = None) -> dict[str, list[Any]
             ]
             for name in names
         }
+
+
+def release_files(commit: str, paths: Sequence[str], into: Path) -> Path:
+    """`paths` as the release at `commit` shipped them, extracted under `into` from this
+    repository's own history. Skips, saying why, without git or without that history (a
+    shallow clone)."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    known = subprocess.run(
+        ["git", "-C", str(ROOT), "cat-file", "-e", f"{commit}^{{commit}}"],
+        capture_output=True,
+        check=False,
+    )
+    if known.returncode != 0:
+        pytest.skip(f"this checkout has no history back to the release's commit {commit}")
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", commit, *paths], capture_output=True, check=True
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return into
