@@ -14,9 +14,17 @@ from pathlib import Path
 
 import pytest
 
+from resolver.db import migrate
+from tests.helpers.catalog import catalog, catalog_diff
 from tests.helpers.crashes import environment, lease_expired, wait_until
 from tests.helpers.database import SQL
-from tests.helpers.releases import RELEASE_0_2_0_COMMIT, release_files
+from tests.helpers.postgres import DatabaseFactory
+from tests.helpers.releases import (
+    RELEASE_0_2_0_COMMIT,
+    RELEASE_0_2_0_STAMP,
+    load_release_0_1_0,
+    release_files,
+)
 
 EXECUTOR = Path(__file__).with_name("previous_release_executor.py")
 KEY_HEX = bytes(range(32)).hex()  # the executor script's receipt key, k-previous
@@ -93,3 +101,30 @@ def test_its_executor_and_its_replica_settle_crashes_on_this_schema(
         ]
         * CRASHED
     )
+
+
+def test_a_database_that_lived_through_every_release_is_what_a_new_one_is(
+    release_0_2_0: Path, databases: DatabaseFactory
+) -> None:
+    """0.1.0's database, upgraded by 0.2.0's own `resolver migrate`, then by this release's:
+    the same catalog as a database this release creates, and back down to exactly what 0.2.0
+    had made of it."""
+    new = databases.create()
+    lived = databases.create_empty()
+    try:
+        load_release_0_1_0(lived)
+        upgraded = _run_previous(
+            release_0_2_0, "-m", "resolver", "migrate", RESOLVER_DATABASE_URL=lived
+        )
+        assert upgraded.returncode == 0, upgraded.stderr
+        assert migrate.current_revision(lived) == RELEASE_0_2_0_STAMP
+        as_0_2_0_left_it = catalog(lived)
+        migrate.upgrade(lived)
+        diff = catalog_diff(catalog(new), catalog(lived), ("a new database", "0.1.0, 0.2.0, now"))
+        assert diff == "", diff
+        migrate.downgrade(lived, RELEASE_0_2_0_STAMP)
+        diff = catalog_diff(as_0_2_0_left_it, catalog(lived), ("0.2.0's upgrade", "downgraded"))
+        assert diff == "", diff
+    finally:
+        databases.drop(new)
+        databases.drop(lived)
