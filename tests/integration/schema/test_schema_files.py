@@ -305,6 +305,29 @@ def test_back_to_release_0_2_0_with_its_own_functions_and_forward_again(
     assert _applications_untimed(again) == _applications_untimed(rows)
 
 
+# What 0.2.0's replicas, API and executors may still call during a rolling upgrade: a function
+# of that release leaves (or changes its arguments or result) only when named here, with the
+# CHANGELOG line that says so. None has yet.
+WITHDRAWN_SINCE_0_2_0: frozenset[str] = frozenset()
+SIGNATURES = (
+    "SELECT p.oid::regprocedure::text || ' -> ' || pg_get_function_result(p.oid)"
+    " FROM pg_proc AS p WHERE p.pronamespace = current_schema()::regnamespace"
+    " AND p.proname LIKE 'resolver\\_%'"
+)
+
+
+def _signatures(url: str) -> set[str]:
+    with psycopg.connect(url) as conn:
+        return {row for (row,) in conn.execute(SIGNATURES).fetchall()}
+
+
+def test_every_function_of_0_2_0_is_still_there_with_its_signature(
+    from_files: str, release_0_2_0: str
+) -> None:
+    gone = _signatures(release_0_2_0) - _signatures(from_files)
+    assert gone == set(WITHDRAWN_SINCE_0_2_0), sorted(gone)
+
+
 def test_a_downgrade_that_cannot_guard_a_provider_s_tables_again_is_refused(
     release_0_2_0: str,
 ) -> None:
