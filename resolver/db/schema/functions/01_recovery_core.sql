@@ -131,7 +131,15 @@ $$ SELECT COALESCE(override_ms, (extract(epoch from clock_timestamp()) * 1000)::
 CREATE OR REPLACE FUNCTION resolver_is_id(p_value text)
 RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT length(p_value) BETWEEN 1 AND 128 AND p_value ~ '^[A-Za-z0-9]'
+    SELECT resolver_is_identifier(p_value, 128)
+$$;
+
+-- The identifier's character rule at a given length, for the shapes that share it (an id, a
+-- key id). A one-expression SQL function: the planner inlines it, and whatever inlines it.
+CREATE OR REPLACE FUNCTION resolver_is_identifier(p_value text, p_max_length integer)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT length(p_value) BETWEEN 1 AND p_max_length AND p_value ~ '^[A-Za-z0-9]'
        AND p_value !~ '[^A-Za-z0-9_.:-]'
 $$;
 
@@ -168,20 +176,21 @@ $$;
 CREATE OR REPLACE FUNCTION resolver_is_signing_kid(p_value text)
 RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT length(p_value) BETWEEN 1 AND 64 AND p_value ~ '^[A-Za-z0-9]'
-       AND p_value !~ '[^A-Za-z0-9_.:-]'
+    SELECT resolver_is_identifier(p_value, 64)
 $$;
 
 -- Executable by PUBLIC by default; the protocol functions run them as the owner. The digest,
 -- code, signature and key id shapes are also the checks of their domains (resolver_sha256_hex,
 -- resolver_code, resolver_signature_hex, resolver_signing_kid), which run as whoever writes the
 -- row, as the domain sets above do: executable by everyone, stated (a database upgraded from a
--- release that had them closed opens them too). The id shape is the check of resolver_id too,
--- but stays closed as it always was: grants.sql lets the one role that writes such a column
--- directly, the policy writer, execute it.
+-- release that had them closed opens them too), and so is the identifier's rule the key id's
+-- check calls. The id shape is the check of resolver_id too, but stays closed as it always
+-- was: grants.sql lets the one role that writes such a column directly, the policy writer,
+-- execute it.
 REVOKE EXECUTE ON FUNCTION resolver_is_id(text), resolver_is_action_type(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_is_sha256_hex(text), resolver_is_code(text),
-    resolver_is_signature_hex(text), resolver_is_signing_kid(text) TO PUBLIC;
+    resolver_is_signature_hex(text), resolver_is_signing_kid(text),
+    resolver_is_identifier(text, integer) TO PUBLIC;
 
 -- The one release of a recovery lease: a new recovery_version (the fence every holder of the
 -- old lease fails on) and no owner, token or expiry. Every writer that ends a recovery lease
