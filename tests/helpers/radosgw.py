@@ -155,9 +155,10 @@ def _start_osd(directory: Path) -> None:
     """Start the OSD, again if its start failed: on a loaded machine it may send its first
     command before its monitor client has the cluster's fsid from the monmap, and the monitor
     refuses a command on a zero fsid ('wrong fsid'); the OSD then exits before it forks,
-    leaving nothing behind, so starting it again is clean. That refusal reaches its log, not
-    always its stderr (a fresh-clone run failed with nothing on stderr but a warning), so every
-    failed start is tried again, and the last one's error carries the log."""
+    leaving nothing behind, so starting it again is clean. A start also failed once with
+    nothing on stderr but a warning (a fresh-clone run; what it met went to its log, which the
+    rig did not read then), so every failed start is tried again, and the last one's error
+    carries the log."""
     log = directory / "log" / "osd.0.log"
     for attempt in range(1, OSD_START_ATTEMPTS + 1):
         try:
