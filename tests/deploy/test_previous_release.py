@@ -2,7 +2,8 @@
 old pod is replaced, and what a `helm rollback` that leaves the schema where it is runs
 (docs/deployment.md: the schema only adds). That release's executor SDK crosses the start
 barrier and writes its receipts, its `resolver run` settles the crashes from them, warning that
-the schema is ahead, and this release reads what both wrote. Its code comes from this
+the schema is ahead, and this release reads what both wrote; the Python example of that
+release's SDK page runs as the page shows it. Its code comes from this
 repository's own history (`git archive` of the commit that recorded it as released); a checkout
 without that history (a shallow clone) skips, saying so."""
 
@@ -33,9 +34,11 @@ CRASHED = 3
 
 @pytest.fixture(scope="module")
 def release_0_2_0(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The `resolver` and `providers` packages of release 0.2.0, as it shipped them."""
+    """The `resolver` and `providers` packages of release 0.2.0, and its SDK's page, as it
+    shipped them."""
     into = tmp_path_factory.mktemp("release-0.2.0")
-    return release_files(RELEASE_0_2_0_COMMIT, ["resolver", "providers"], into)
+    paths = ["resolver", "providers", "docs/executor-sdk.md"]
+    return release_files(RELEASE_0_2_0_COMMIT, paths, into)
 
 
 def _run_previous(release: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -101,6 +104,40 @@ def test_its_executor_and_its_replica_settle_crashes_on_this_schema(
         ]
         * CRASHED
     )
+
+
+def test_its_documented_python_example_runs_on_this_schema(
+    release_0_2_0: Path, database_url: str, sql: SQL, tmp_path: Path
+) -> None:
+    """The Python example of 0.2.0's docs/executor-sdk.md, as that page shows it: an executor
+    built as that release documented keeps working after the migration."""
+    page = (release_0_2_0 / "docs" / "executor-sdk.md").read_text(encoding="utf-8")
+    section = page[page.index("\n## Python\n") :]
+    example = section[section.index("```python\n") + len("```python\n") :]
+    example = example[: example.index("```")]
+    script = tmp_path / "executor_sdk_example.py"
+    script.write_text(example, encoding="utf-8")
+    sql.all("CREATE TABLE accounts (id integer PRIMARY KEY, balance integer NOT NULL)")
+    sql.all("INSERT INTO accounts VALUES (42, 100)")
+    ran = _run_previous(
+        release_0_2_0,
+        str(script),
+        DATABASE_URL=database_url,
+        DISPATCH_ID="d-previous-1,d-previous-2",
+        RESOLVER_RECEIPT_KEYS=f"k-previous={KEY_HEX}",
+        RESOLVER_RECEIPT_SIGNING_KID="k-previous",
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.count("completion=<CompletionResult.COMMITTED") == 2, ran.stdout
+    states = sql.all(
+        "SELECT dispatch_id, state FROM approved_action_executions"
+        " WHERE dispatch_id LIKE 'd-previous-%%' ORDER BY 1"
+    )
+    assert states == [
+        {"dispatch_id": "d-previous-1", "state": "succeeded"},
+        {"dispatch_id": "d-previous-2", "state": "succeeded"},
+    ]
+    assert sql.one("SELECT balance FROM accounts WHERE id = 42")["balance"] == 80
 
 
 def test_a_database_that_lived_through_every_release_is_what_a_new_one_is(
