@@ -7,8 +7,12 @@ tests that need them are skipped and say why.
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
+import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -38,6 +42,33 @@ def npm_install(workdir: Path, *packages: str) -> None:
     done = npm("install", "--no-package-lock", *packages, cwd=workdir)
     if done.returncode != 0:
         pytest.skip(f"npm could not install (registry unreachable?): {done.stderr}")
+
+
+def passes_node_suite(
+    cwd: Path, files: Sequence[str], database_url: str, env: Mapping[str, str], at_least: int
+) -> None:
+    """`node --test files` in `cwd` against `database_url`, its crashes settled by this
+    Python's `resolver run`, with `env` besides: every test ran and passed (none skipped for a
+    missing database or resolver), at least `at_least` of them."""
+    done = subprocess.run(
+        ["node", "--test", *files],
+        cwd=cwd,
+        env={
+            "PATH": os.environ["PATH"],
+            "HOME": str(Path.home()),
+            "DATABASE_URL": database_url,
+            "RESOLVER_PYTHON": sys.executable,
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    summary = dict(re.findall(r"^# (tests|pass|fail|skipped|cancelled) (\d+)$", done.stdout, re.M))
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+    assert (summary["fail"], summary["skipped"], summary["cancelled"]) == ("0", "0", "0"), summary
+    assert int(summary["pass"]) == int(summary["tests"]) >= at_least, summary
 
 
 @pytest.fixture(scope="session")

@@ -10,13 +10,10 @@ CHANGELOG's Upgrading section: an unregistered LISTEN is woken by its fallback r
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-import sys
 from pathlib import Path
 
 from tests.helpers.releases import RELEASE_0_2_0_COMMIT, release_files
+from tests.protocol.conftest import passes_node_suite
 
 TEST_FILES = ("test/vectors.test.mjs", "test/executor.test.mjs")
 
@@ -33,24 +30,8 @@ def test_the_previous_release_s_executor_suite_passes_on_this_schema(
     (sdk / "node_modules").symlink_to(node_sdk / "node_modules", target_is_directory=True)
     assert '"version": "0.2.0"' in (sdk / "package.json").read_text(encoding="utf-8")
     env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(Path.home()),
-        "DATABASE_URL": database_url,
-        # Its crash tests settle with `resolver run`: this release's replica.
-        "RESOLVER_PYTHON": sys.executable,
         "RECEIPT_VECTORS": str(release / "docs" / "receipt-v1-vectors.json"),
         "RECEIPTS_SPEC": str(release / "docs" / "receipts.md"),
     }
-    done = subprocess.run(
-        ["node", "--test", *TEST_FILES],
-        cwd=sdk,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    summary = dict(re.findall(r"^# (tests|pass|fail|skipped|cancelled) (\d+)$", done.stdout, re.M))
-    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
-    assert (summary["fail"], summary["skipped"], summary["cancelled"]) == ("0", "0", "0"), summary
-    assert int(summary["pass"]) == int(summary["tests"]) >= 40, summary
+    # Its crash tests settle with `resolver run`: this release's replica.
+    passes_node_suite(sdk, TEST_FILES, database_url, env, at_least=40)
