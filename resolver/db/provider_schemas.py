@@ -198,7 +198,10 @@ def reapply_definitions(run: Run, schemas: Iterable[InstalledSchema]) -> None:
             "install their packages to downgrade (their tables' triggers go with the "
             "resolver's definitions and only they can define them again)"
         )
-    for schema in by_name.values():
+    # Only those the database recorded: an installed provider never migrated into it has no
+    # tables for its definitions to guard.
+    for (provider,) in rows:
+        schema = by_name[provider]
         if schema.definitions:
             run(schema.definitions, None)
             _record(run, schema.provider, DEFINITIONS, schema.definitions_checksum)

@@ -347,6 +347,31 @@ def test_a_downgrade_that_cannot_guard_a_provider_s_tables_again_is_refused(
     assert catalog_diff(before, catalog(release_0_2_0), ("before", "after")) == ""
 
 
+def test_a_downgrade_defines_again_only_the_providers_the_database_recorded(
+    release_0_2_0: str,
+) -> None:
+    """A provider installed but never migrated into this database (its package came after the
+    last `resolver migrate`) has no tables: the downgrade leaves its definitions out."""
+    migrate.upgrade(release_0_2_0)
+    with psycopg.connect(release_0_2_0, autocommit=True) as conn:
+        conn.execute("DELETE FROM resolver_evidence_tables WHERE provider = 'ledger'")
+        conn.execute("DELETE FROM resolver_provider_migrations WHERE provider = 'ledger'")
+        conn.execute("DROP TABLE ledger_entries")
+    migrate.downgrade(release_0_2_0, RELEASE_0_2_0_STAMP)
+    with psycopg.connect(release_0_2_0) as conn:
+        guards = conn.execute(
+            "SELECT t.tgname FROM pg_trigger AS t WHERE NOT t.tgisinternal"
+            " AND t.tgname LIKE '%_immutable' AND t.tgrelid::regclass::text LIKE 'package_%'"
+            " ORDER BY 1"
+        ).fetchall()
+    # The recorded providers' guards are back (a built-in's, for one).
+    assert guards == [
+        ("package_commit_markers_immutable",),
+        ("package_install_records_immutable",),
+        ("package_install_targets_immutable",),
+    ]
+
+
 def test_a_downgrade_below_what_the_database_recorded_is_refused_and_changes_nothing(
     empty: str,
 ) -> None:
