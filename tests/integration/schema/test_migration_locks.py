@@ -206,6 +206,15 @@ def test_migrate_sql_grants_prints_the_packaged_grants_without_a_database(cli: C
     assert "GRANT SELECT ON alembic_version TO resolver_runtime" in result.stdout
 
 
+def test_migrate_sql_from_prints_the_upgrade_the_docs_show(cli: CliRunner) -> None:
+    # docs/deployment.md and the CHANGELOG's Upgrading section: a 0.2.0 database's script.
+    result = cli.invoke(main, ["migrate", "--sql", "--from", "0002_schema_0_2_0", "--grants"])
+    assert result.exit_code == 0, result.output
+    script = migrate.upgrade_sql(from_revision="0002_schema_0_2_0")
+    assert result.stdout == f"{script}\n{migrate.grants_sql()}\n"
+    assert "version_num = ANY (ARRAY['0002_schema_0_2_0'])" in script  # the guard
+
+
 def test_grants_do_not_combine_with_a_downgrade(cli: CliRunner) -> None:
     result = cli.invoke(main, ["migrate", "--grants", "--downgrade", "base"])
     assert result.exit_code == 2
