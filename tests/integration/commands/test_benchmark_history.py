@@ -105,7 +105,7 @@ def test_the_late_window_is_what_manual_decisions_leave_and_no_claim_or_commit_r
     assert [n["Actual Rows"] for n in due] == [16], watch
     assert not [n for n in _nodes(watch) if n["Node Type"] == "Sort"], watch
     # The expire reads the elapsed open watches only, from their index by decision time, never
-    # every watch (migration 0018_late_expire_index).
+    # every watch (ix_recovery_late_watches_open_decided).
     elapsed = [
         n for n in _nodes(expire) if n.get("Index Name") == "ix_recovery_late_watches_open_decided"
     ]

@@ -1,4 +1,4 @@
-"""Defects an outside adopter found in the executor protocol (migration 0009_protocol_fences).
+"""Defects an outside adopter found in the executor protocol's fences and refusals.
 
 Each test drives the SQL functions (or a human decision) on real PostgreSQL and checks the
 SQLSTATE and the message the docs promise.

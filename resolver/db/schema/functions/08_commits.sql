@@ -24,12 +24,12 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     END
 $$;
 
--- The automatic commit's second try at rows its SKIP LOCKED pass skipped (migration
--- 0016_commit_waits_skipped): each waits at most 50 ms for any one of those rows, in key order, and answers the ones it
--- locked; a row still held after that (an operator's open transaction, say) makes it answer
--- none of them, and its locks go with its subtransaction. A deadlock cannot outlive the
--- bound either (lock_timeout fires before deadlock_timeout). Only called when a row was
--- skipped, so a page that skipped nothing pays no subtransaction.
+-- The automatic commit's second try at rows its SKIP LOCKED pass skipped: each waits at most
+-- 50 ms for any one of those rows, in key order, and answers the ones it locked; a row still
+-- held after that (an operator's open transaction, say) makes it answer none of them, and its
+-- locks go with its subtransaction. A deadlock cannot outlive the bound either (lock_timeout
+-- fires before deadlock_timeout). Only called when a row was skipped, so a page that skipped
+-- nothing pays no subtransaction.
 CREATE OR REPLACE FUNCTION resolver_commit_wait_executions(p_ids text[])
 RETURNS text[]
 LANGUAGE plpgsql VOLATILE AS $$
