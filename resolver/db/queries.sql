@@ -412,6 +412,13 @@ AND (NOT %(open_proposal)s::boolean
 AND
     -- include: dispatch_lookup
 
+-- fragment: case_sort_key
+-- The column a list is grouped by before its age (`sort`, one of CaseSort's values), for
+-- dispatch `d` and control `c`; '' for `age`, so a list sorted by age alone orders and pages on
+-- its age. The page's keyset, its ORDER BY and the sort key it answers are this one expression.
+CASE %(sort)s::text WHEN 'action_type' THEN d.action_type WHEN 'project_id' THEN d.project_id
+                    WHEN 'last_finding' THEN coalesce(c.last_finding, '') ELSE '' END
+
 -- name: audit_links_page
 -- `resolver audit verify`: one page of the chain in order, each link with its content rebuilt
 -- from the stored facts by the functions the acts write it with (resolver_audit_decision for a
@@ -475,8 +482,8 @@ SELECT c.dispatch_id, d.project_id, d.action_type, c.last_finding, c.finding_cou
        -- stays what it last was (NULL when that finding never escalates); NULL unless armed.
        CASE WHEN c.status = 'armed' THEN c.next_scan_at_ms END AS next_look_at_ms,
        CASE WHEN c.status = 'armed' THEN c.escalates_at_ms END AS escalates_at_ms,
-       CASE %(sort)s::text WHEN 'action_type' THEN d.action_type WHEN 'project_id' THEN d.project_id
-                     WHEN 'last_finding' THEN coalesce(c.last_finding, '') ELSE '' END AS sort_key,
+       -- include: case_sort_key
+       AS sort_key,
        -- The decisions a two-person rule covers for this action type (shown before anyone
        -- decides).
        ARRAY(SELECT o FROM unnest(resolver_terminal_states()) AS o
@@ -500,18 +507,18 @@ WHERE c.status = 'manual'
   -- (`sort`): the keyset then leads with that column. A constant sort folds away.
   AND CASE WHEN %(sort)s::text = 'age'
            THEN (c.manual_at_ms, c.dispatch_id) > (%(after_since_ms)s, %(after_dispatch_id)s)
-           ELSE (CASE %(sort)s::text WHEN 'action_type' THEN d.action_type WHEN 'project_id' THEN d.project_id
-                          WHEN 'last_finding' THEN coalesce(c.last_finding, '') ELSE '' END,
-                 c.manual_at_ms, c.dispatch_id)
+           ELSE (
+                 -- include: case_sort_key
+                 , c.manual_at_ms, c.dispatch_id)
                 > (%(after_key)s::text, %(after_since_ms)s, %(after_dispatch_id)s) END
   AND (%(min_age_ms)s = 0 OR c.manual_at_ms <= (SELECT ms FROM now) - %(min_age_ms)s)
   AND
       -- include: case_filter
   AND
       -- include: case_readable
-ORDER BY CASE %(sort)s::text WHEN 'action_type' THEN d.action_type WHEN 'project_id' THEN d.project_id
-                     WHEN 'last_finding' THEN coalesce(c.last_finding, '') ELSE '' END,
-         c.manual_at_ms, c.dispatch_id
+ORDER BY
+    -- include: case_sort_key
+    , c.manual_at_ms, c.dispatch_id
 LIMIT %(limit)s;
 
 -- name: manual_queue_total
@@ -547,8 +554,8 @@ SELECT c.dispatch_id, d.project_id, d.action_type, c.last_finding, c.finding_cou
        -- stays what it last was (NULL when that finding never escalates); NULL unless armed.
        CASE WHEN c.status = 'armed' THEN c.next_scan_at_ms END AS next_look_at_ms,
        CASE WHEN c.status = 'armed' THEN c.escalates_at_ms END AS escalates_at_ms,
-       CASE %(sort)s::text WHEN 'action_type' THEN d.action_type WHEN 'project_id' THEN d.project_id
-                     WHEN 'last_finding' THEN coalesce(c.last_finding, '') ELSE '' END AS sort_key,
+       -- include: case_sort_key
+       AS sort_key,
        -- The decisions a two-person rule covers for this action type (shown before anyone
        -- decides).
        ARRAY(SELECT o FROM unnest(resolver_terminal_states()) AS o
@@ -571,18 +578,18 @@ WHERE c.status = 'armed' AND c.first_inspected_at_ms IS NOT NULL
   AND CASE WHEN %(sort)s::text = 'age'
            THEN (c.first_inspected_at_ms, c.dispatch_id)
                 > (%(after_since_ms)s, %(after_dispatch_id)s)
-           ELSE (CASE %(sort)s::text WHEN 'action_type' THEN d.action_type WHEN 'project_id' THEN d.project_id
-                          WHEN 'last_finding' THEN coalesce(c.last_finding, '') ELSE '' END,
-                 c.first_inspected_at_ms, c.dispatch_id)
+           ELSE (
+                 -- include: case_sort_key
+                 , c.first_inspected_at_ms, c.dispatch_id)
                 > (%(after_key)s::text, %(after_since_ms)s, %(after_dispatch_id)s) END
   AND (%(min_age_ms)s = 0 OR c.first_inspected_at_ms <= (SELECT ms FROM now) - %(min_age_ms)s)
   AND
       -- include: case_filter
   AND
       -- include: case_readable
-ORDER BY CASE %(sort)s::text WHEN 'action_type' THEN d.action_type WHEN 'project_id' THEN d.project_id
-                     WHEN 'last_finding' THEN coalesce(c.last_finding, '') ELSE '' END,
-         c.first_inspected_at_ms, c.dispatch_id
+ORDER BY
+    -- include: case_sort_key
+    , c.first_inspected_at_ms, c.dispatch_id
 LIMIT %(limit)s;
 
 -- name: manual_queue_counts

@@ -52,10 +52,13 @@ def reconciler(
     owner: str = "replica-a",
     page_size: int = 16,
     action_type: str = "test.action",
+    more_action_types: tuple[str, ...] = (),
 ) -> Reconciler:
+    """A replica whose one provider answers for `action_type` (and `more_action_types`)."""
+    types = (action_type, *more_action_types)
     return Reconciler(
         store,
-        registry(action_type, provider),
+        ProviderRegistry(dict.fromkeys(types, provider)),  # type: ignore[arg-type]
         ReconcilerSettings(
             owner=owner,
             page_size=page_size,

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import base64
 import random
+from typing import Any
 
 import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from resolver.core.domain import FindingKind
+from resolver.core.domain import CaseSort, Finding, FindingKind
 from resolver.core.provider import build_registry
 from resolver.core.reconciler import Reconciler, ReconcilerSettings
 from resolver.core.runtime import Runtime
@@ -197,6 +198,76 @@ def test_waiting_lists_armed_cases_inspected_at_least_once(
     )
     assert item["first_inspected_at_ms"] is not None
     assert get(api, signing_key, "/v1/manual-queue").json()["total"] == 0
+
+
+# Each list's cases: (action type, project, finding). The manual queue's findings send a
+# control there, the waiting list's keep it armed and inspected.
+LIST_CASES = {
+    "manual-queue": (
+        ("shell.exec", "proj-2", FindingKind.CONFLICT),
+        ("ledger.post", "proj-1", FindingKind.UNSUPPORTED),
+        ("shell.exec", "proj-1", FindingKind.UNSUPPORTED),
+        ("mail.send", "proj-2", FindingKind.CONFLICT),
+        ("ledger.post", "proj-2", FindingKind.CONFLICT),
+    ),
+    "waiting": (
+        ("shell.exec", "proj-2", FindingKind.MISSING),
+        ("ledger.post", "proj-1", FindingKind.STILL_RUNNING),
+        ("shell.exec", "proj-1", FindingKind.UNAVAILABLE),
+        ("mail.send", "proj-2", FindingKind.MISSING),
+        ("ledger.post", "proj-2", FindingKind.STILL_RUNNING),
+    ),
+}
+
+
+@pytest.mark.parametrize("which", sorted(LIST_CASES))
+def test_every_sort_pages_its_list_in_order_each_case_once(
+    api: httpx.Client,
+    world: World,
+    store: Storage,
+    sql: SQL,
+    signing_key: rsa.RSAPrivateKey,
+    which: str,
+) -> None:
+    """Every sort the lists offer groups the list by its column, oldest first within, and
+    pages of two walk it with their cursors exactly once: the page's order, its keyset and the
+    cursor it hands out read one expression of the sort."""
+    sql.all("INSERT INTO recovery_projects VALUES ('proj-2', 1)")
+    sql.all("INSERT INTO recovery_role_bindings VALUES ('proj-2', 'alice', 'approval.recover', 1)")
+    findings = {}
+    for n, (action_type, project_id, kind) in enumerate(LIST_CASES[which]):
+        spec = world.executor.create_dispatch(
+            new_spec(action_type, project_id=project_id, dispatch_id=f"sort-{which}-{n}")
+        )
+        executor = world.executor.at(1_000_000 + n)
+        executor.start(executor.lease(spec.dispatch_id))
+        findings[spec.dispatch_id] = kind
+    types = tuple({action_type for action_type, _, _ in LIST_CASES[which]})
+    provider = ScriptedProvider(lambda i: Finding(findings[i.dispatch_id]))
+    reconciler(store, provider, action_type=types[0], more_action_types=types[1:]).run_cycle()
+    since = "manual_at_ms" if which == "manual-queue" else "first_inspected_at_ms"
+
+    walked = {}
+    for sort in CaseSort:
+        items: list[dict[str, Any]] = []
+        path: str | None = f"/v1/{which}?sort={sort}&limit=2"
+        while path is not None:
+            page = get(api, signing_key, path)
+            assert page.status_code == 200, page.text
+            items += page.json()["items"]
+            cursor = page.json()["next_cursor"]
+            path = None if cursor is None else f"/v1/{which}?sort={sort}&limit=2&cursor={cursor}"
+            assert len(items) <= len(findings), "a cursor led back into the list"
+        walked[sort] = [item["dispatch_id"] for item in items]
+
+        def order(item: dict[str, Any], sort: CaseSort = sort) -> tuple[str, int, str]:
+            group = "" if sort is CaseSort.AGE else item[sort.value]
+            return (group, item[since], item["dispatch_id"])
+
+        assert sorted(walked[sort]) == sorted(findings), sort
+        assert walked[sort] == [item["dispatch_id"] for item in sorted(items, key=order)], sort
+    # The cases are spread so that each grouping orders them differently from the others.
+    assert len({tuple(ids) for ids in walked.values()}) == len(CaseSort)
 
 
 def test_decisions_list_who_how_and_what_was_overridden(

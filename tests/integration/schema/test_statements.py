@@ -162,3 +162,18 @@ def test_every_list_spells_the_lookup_once_through_its_fragment() -> None:
     ]
     assert [name for name in lists if lookup not in all_statements()[name]] == []
     assert QUERIES_FILE.read_text().count("d.idempotency_key = %(q)s") == 1
+
+
+def test_every_open_list_sorts_through_one_expression_of_each_sort() -> None:
+    """The manual queue and the waiting list group by a column named in CaseSort: one
+    fragment answers the sort key, orders the page and bounds its keyset, spelled nowhere
+    else, and it knows every sort but age (which groups nothing)."""
+    from resolver.core.domain import CaseSort
+    from resolver.db.statements import QUERIES_FILE, fragment
+
+    sort_key = fragment("case_sort_key")
+    named = {sort.value for sort in CaseSort if f"WHEN '{sort.value}' THEN" in sort_key}
+    assert named == {sort.value for sort in CaseSort} - {CaseSort.AGE.value}
+    for name in ("manual_queue_page", "waiting_page"):
+        assert all_statements()[name].count(sort_key) == 3, name
+    assert QUERIES_FILE.read_text().count("WHEN 'last_finding' THEN") == 1
