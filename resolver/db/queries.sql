@@ -592,6 +592,20 @@ ORDER BY
     , c.first_inspected_at_ms, c.dispatch_id
 LIMIT %(limit)s;
 
+-- fragment: case_counts
+-- A list's triage counts over the CTE `matching` (its cases' action type, reason, project and
+-- owner), as the manual queue's and the waiting list's counts answer them: one row a value
+-- of each dimension, the largest count first.
+SELECT 'action_type' AS dimension, action_type AS value, count(*) AS cases
+FROM matching GROUP BY action_type
+UNION ALL
+SELECT 'reason', reason, count(*) FROM matching GROUP BY reason
+UNION ALL
+SELECT 'project_id', project_id, count(*) FROM matching GROUP BY project_id
+UNION ALL
+SELECT 'owner', owner, count(*) FROM matching GROUP BY owner
+ORDER BY 1, 3 DESC, 2
+
 -- name: manual_queue_counts
 -- Triage: the matching manual cases counted by action type, reason (the last reason code, or
 -- the finding when the provider gave none), project and executor owner, over at most
@@ -611,15 +625,8 @@ matching AS (
           -- include: case_readable
     LIMIT %(count_cap)s
 )
-SELECT 'action_type' AS dimension, action_type AS value, count(*) AS cases
-FROM matching GROUP BY action_type
-UNION ALL
-SELECT 'reason', reason, count(*) FROM matching GROUP BY reason
-UNION ALL
-SELECT 'project_id', project_id, count(*) FROM matching GROUP BY project_id
-UNION ALL
-SELECT 'owner', owner, count(*) FROM matching GROUP BY owner
-ORDER BY 1, 3 DESC, 2;
+-- include: case_counts
+;
 
 -- name: waiting_counts
 -- The same for the waiting list.
@@ -638,15 +645,8 @@ matching AS (
           -- include: case_readable
     LIMIT %(count_cap)s
 )
-SELECT 'action_type' AS dimension, action_type AS value, count(*) AS cases
-FROM matching GROUP BY action_type
-UNION ALL
-SELECT 'reason', reason, count(*) FROM matching GROUP BY reason
-UNION ALL
-SELECT 'project_id', project_id, count(*) FROM matching GROUP BY project_id
-UNION ALL
-SELECT 'owner', owner, count(*) FROM matching GROUP BY owner
-ORDER BY 1, 3 DESC, 2;
+-- include: case_counts
+;
 
 -- name: waiting_total
 WITH now AS (SELECT resolver_now_ms(%(now_ms)s) AS ms)

@@ -1,7 +1,8 @@
 """Loads the named statements of queries.sql: the one home of the resolver's runtime SQL.
 
-Besides `-- name: x` statements the file holds `-- fragment: y` conditions that several
-statements share (one definition of "claimable"); a statement pulls one in with a line
+Besides `-- name: x` statements the file holds `-- fragment: y` pieces that several
+statements share: a condition (one definition of "claimable"), an expression (the open lists'
+sort key) or a query's closing SELECT (their counts). A statement pulls one in with a line
 `-- include: y`, replaced by the fragment in parentheses. A fragment may include a fragment
 defined above it (so no cycle can form). A fragment is text, not a view or a function:
 inlined, the planner still sees the partial index bounds of every caller.
@@ -61,7 +62,7 @@ def all_statements() -> dict[str, LiteralString]:
 
 
 def fragment(name: str) -> str:
-    """A shared condition as the statements include it (for tests and docs)."""
+    """A shared piece as the statements include it (for tests and docs)."""
     return _parsed()[1][name]
 
 

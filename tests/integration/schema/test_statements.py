@@ -177,3 +177,14 @@ def test_every_open_list_sorts_through_one_expression_of_each_sort() -> None:
     for name in ("manual_queue_page", "waiting_page"):
         assert all_statements()[name].count(sort_key) == 3, name
     assert QUERIES_FILE.read_text().count("WHEN 'last_finding' THEN") == 1
+
+
+def test_both_open_lists_count_through_one_closing_select() -> None:
+    """The manual queue's and the waiting list's triage counts differ only in which cases
+    they match: the dimensions and their order are one fragment."""
+    from resolver.db.statements import QUERIES_FILE, fragment
+
+    counts = fragment("case_counts")
+    for name in ("manual_queue_counts", "waiting_counts"):
+        assert all_statements()[name].endswith(f"({counts})"), name
+    assert QUERIES_FILE.read_text().count("SELECT 'owner', owner, count(*)") == 1
