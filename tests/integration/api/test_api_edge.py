@@ -476,3 +476,19 @@ def test_resolver_api_logs_json_only_and_never_the_query_string(
     assert all(e["level"] for e in events)
     text = "\n".join(lines)
     assert secret not in text and "access_token" not in text and "Traceback" not in text
+
+
+def test_the_docs_name_every_parameter_the_lists_take() -> None:
+    """docs/manual-resolution.md describes the open lists' and the decisions' parameters in
+    prose: each one the API takes is named there, as it is spelled."""
+    published = openapi_document()
+    prose = (ROOT / "docs" / "manual-resolution.md").read_text()
+    lists = ("/v1/manual-queue", "/v1/waiting", "/v1/decisions", "/v1/find")
+    taken = {
+        parameter["name"]
+        for path in lists
+        for parameter in published["paths"][path]["get"]["parameters"]
+        if parameter["in"] == "query"
+    }
+    assert {"sort", "cursor", "overridden_finding", "words"} <= taken
+    assert sorted(name for name in taken if f"`{name}`" not in prose) == []
