@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -36,3 +40,31 @@ def test_demo_resolves_receipts_and_queues_the_rest(
         ("demo.shell", "executing", "manual"): 4,
         ("demo.unmapped", "executing", "manual"): 4,
     }
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_the_demo_prints_its_warnings_and_with_verbose_every_line(
+    database_url: str, verbose: bool
+) -> None:
+    """docs/demo.md: beside its summary the demo prints the resolver's warnings as JSON lines
+    (the forged receipt's `receipt_rejected`); `--verbose` prints every line the replica logs."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RESOLVER_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "resolver", "demo", "--count", "4"]
+        + (["--verbose"] if verbose else []),
+        env=env | {"RESOLVER_DATABASE_URL": database_url},
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    records = [
+        json.loads(line)
+        for line in (done.stdout + done.stderr).splitlines()
+        if line.startswith("{")
+    ]
+    levels = {record["level"] for record in records}
+    assert "receipt_rejected" in {r["event"] for r in records if r["level"] == "warning"}
+    assert ("info" in levels) is verbose, sorted(levels)
+    assert "open controls by queue" in done.stdout
