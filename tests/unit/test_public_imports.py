@@ -24,6 +24,7 @@ import pytest
 import resolver.evidence
 import resolver.evidence.contract
 import resolver.executor
+from tools import public_surface
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ("providers.md", "executor-sdk.md", "receipts.md", "executor-protocol.md")
@@ -90,6 +91,14 @@ def documented_table(doc: str, heading: str) -> set[str]:
 )
 def test_the_docs_list_each_surface_in_full(doc: str, heading: str, surface: str) -> None:
     assert documented_table(doc, heading) == set(SURFACES[surface].__all__)
+
+
+def test_the_docs_list_the_node_sdk_in_full() -> None:
+    """The Node SDK's table names every export its types declare (the public surface's own
+    reading of index.d.ts), and nothing else."""
+    exported = {key.removeprefix("node:") for key in public_surface.node_surface()}
+    assert len(exported) > 60
+    assert documented_table("executor-sdk.md", "**The Node API, in full.**") == exported
 
 
 @pytest.mark.parametrize("surface", sorted(SURFACES))
