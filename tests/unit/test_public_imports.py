@@ -93,6 +93,20 @@ def test_the_docs_list_each_surface_in_full(doc: str, heading: str, surface: str
     assert documented_table(doc, heading) == set(SURFACES[surface].__all__)
 
 
+@pytest.mark.parametrize(
+    ("heading", "module"),
+    [
+        ("**The Python API, in full.**", "resolver.outcomes"),
+        ("**The integration's names, in full**", "resolver.integrations.langgraph"),
+    ],
+)
+def test_the_outcome_docs_list_each_runtime_surface_in_full(heading: str, module: str) -> None:
+    """A runtime's surfaces (the outcome feed, the LangGraph integration) are listed whole
+    on docs/outcomes.md, as the executor's and the providers' are on theirs."""
+    names = set(importlib.import_module(module).__all__)
+    assert documented_table("outcomes.md", heading) == names
+
+
 def test_the_docs_list_the_node_sdk_in_full() -> None:
     """The Node SDK's table names every export its types declare (the public surface's own
     reading of index.d.ts), and nothing else."""
