@@ -39,8 +39,12 @@ def scripted_as(
     return build if declared is None else DeclaredFactory(build, declared)
 
 
-def registry(action_type: str, provider: object) -> ProviderRegistry:
-    return ProviderRegistry({action_type: provider})  # type: ignore[dict-item]
+def registry(
+    action_type: str, provider: object, more_action_types: tuple[str, ...] = ()
+) -> ProviderRegistry:
+    """One provider answering for `action_type` (and `more_action_types`)."""
+    types = (action_type, *more_action_types)
+    return ProviderRegistry(dict.fromkeys(types, provider))  # type: ignore[arg-type]
 
 
 REC_LEASE_MS = 30_000
@@ -55,10 +59,9 @@ def reconciler(
     more_action_types: tuple[str, ...] = (),
 ) -> Reconciler:
     """A replica whose one provider answers for `action_type` (and `more_action_types`)."""
-    types = (action_type, *more_action_types)
     return Reconciler(
         store,
-        ProviderRegistry(dict.fromkeys(types, provider)),  # type: ignore[arg-type]
+        registry(action_type, provider, more_action_types),
         ReconcilerSettings(
             owner=owner,
             page_size=page_size,
