@@ -27,7 +27,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, Any, LiteralString
+from typing import IO, Any, LiteralString, NamedTuple
 
 import psycopg
 from psycopg import sql as pgsql
@@ -649,21 +649,47 @@ def markdown(report: Report) -> str:
                 ]
                 lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "`x bare`: against `bare2` for `sql2`, against `bare` for every other case."]
-    lines += ["", "| target | measured | met |", "|---|---|---|"]
-    for name, measured, met in targets(report):
-        verdict = "not measured" if met is None else ("yes" if met else "**no**")
-        lines.append(f"| {name} | {measured} | {verdict} |")
+    lines += [
+        "",
+        "| target | measured (medians) | each round | met (in how many rounds) |",
+        "|---|---|---|---|",
+    ]
+    for v in verdicts(report):
+        t = v.target
+        each = ", ".join(_num(r.value, "{:.2f}") for r in v.rounds)
+        met = "not measured" if t.met is None else ("yes" if t.met else "**no**")
+        if t.met is not None:
+            met += f" ({v.met_in_rounds} of {len(v.rounds)})"
+        lines.append(f"| {t.name} | {_num(t.value, '{:.2f}')} | {each} | {met} |")
     lines += [f"- {note}" for note in report.notes]
     return "\n".join(lines)
 
 
-Target = tuple[str, str, bool | None]
+class Target(NamedTuple):
+    """One bound of the executor path's targets, and the figure it is read against."""
+
+    name: str
+    value: float | None
+    bound: float
+    at_most: bool
+
+    @property
+    def met(self) -> bool | None:
+        if self.value is None:
+            return None
+        return self.value <= self.bound if self.at_most else self.value >= self.bound
 
 
-def _target(name: str, value: float | None, bound: float, *, at_most: bool) -> Target:
-    if value is None:
-        return (name, "not measured", None)
-    return (name, f"{value:.2f}", value <= bound if at_most else value >= bound)
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A target read from the medians, and again within each round."""
+
+    target: Target
+    rounds: tuple[Target, ...]
+
+    @property
+    def met_in_rounds(self) -> int:
+        return sum(1 for r in self.rounds if r.met)
 
 
 def targets(report: Report) -> list[Target]:
@@ -677,7 +703,7 @@ def targets(report: Report) -> list[Target]:
         cpu = _cpu(report.get("sql", "history", c))
         for sdk in ("python", "node"):
             out.append(
-                _target(
+                Target(
                     f"{c} connections: {sdk} SDK PostgreSQL CPU <= 1.2x the SQL path's",
                     _ratio(_cpu(report.get(sdk, "history", c)), cpu),
                     1.2,
@@ -688,9 +714,33 @@ def targets(report: Report) -> list[Target]:
         r = report.get(path, "history", 4)
         p99 = r.latency_ms.get(call, (0.0, 0.0))[1] if r else None
         out.append(
-            _target(f"4 connections: {path} start barrier p99 <= 3 ms (ms)", p99, 3.0, at_most=True)
+            Target(f"4 connections: {path} start barrier p99 <= 3 ms (ms)", p99, 3.0, at_most=True)
         )
     return out
+
+
+def each_round(report: Report) -> list[Report]:
+    """Each round as a report of its own: the k-th run of every case at each table kind and
+    connection count. A round's cases ran one after another under the same load, so a ratio
+    read within a round pairs each case with its baseline as they ran; how the rounds spread
+    says whether a verdict near its bound would hold in another run."""
+    by_round: list[list[CaseResult]] = [[] for _ in range(report.options["rounds"])]
+    for measured in report.rounds:
+        seen: dict[str, int] = {}
+        for result in measured:
+            k = seen.get(result.case, 0)
+            seen[result.case] = k + 1
+            by_round[k].append(result)
+    return [Report(report.machine, report.options, results=rs) for rs in by_round]
+
+
+def verdicts(report: Report) -> list[Verdict]:
+    """Every target, from the medians and from each round (the same targets, in order)."""
+    per_round = [targets(r) for r in each_round(report)]
+    return [
+        Verdict(target, tuple(round_[i] for round_ in per_round))
+        for i, target in enumerate(targets(report))
+    ]
 
 
 def _cpu(r: CaseResult | None) -> float | None:
@@ -704,25 +754,25 @@ def _path_targets(
     r = report.get(path, "history", c)
     cpu = _cpu(r)
     return [
-        _target(
+        Target(
             f"{c} connections: {path} PostgreSQL CPU <= 1.5x {BARE_OF[path]}",
             _ratio(cpu, _cpu(bare)),
             1.5,
             at_most=True,
         ),
-        _target(
+        Target(
             f"{c} connections: {path} PostgreSQL CPU <= 1.0x graphile-worker's job",
             _ratio(cpu, _cpu(gw)),
             1.0,
             at_most=True,
         ),
-        _target(
+        Target(
             f"{c} connections: {path} actions/s >= 0.8x {BARE_OF[path]}",
             _ratio(r.per_second if r else None, bare.per_second if bare else None),
             0.8,
             at_most=False,
         ),
-        _target(
+        Target(
             f"{c} connections: {path} on empty tables, PostgreSQL CPU <= 1.2x with history",
             _ratio(_cpu(report.get(path, "empty", c)), cpu),
             1.2,
@@ -735,7 +785,16 @@ def to_json(report: Report) -> dict[str, Any]:
     doc: dict[str, Any] = _jsonable(asdict(report))
     for entry, r in zip(doc["results"], report.results, strict=True):
         entry["per_second"] = r.per_second
-    doc["targets"] = [{"target": n, "measured": m, "met": ok} for n, m, ok in targets(report)]
+    doc["targets"] = [
+        {
+            "target": v.target.name,
+            "measured": v.target.value,
+            "met": v.target.met,
+            "rounds": [r.value for r in v.rounds],
+            "met_in_rounds": v.met_in_rounds,
+        }
+        for v in verdicts(report)
+    ]
     return doc
 
 
@@ -774,7 +833,20 @@ def main(argv: list[str] | None = None) -> None:
         json_path.write_text(json.dumps(to_json(report), indent=2), encoding="utf-8")
 
 
-__all__ = ["CALLS", "CaseResult", "Options", "Report", "markdown", "run", "targets", "to_json"]
+__all__ = [
+    "CALLS",
+    "CaseResult",
+    "Options",
+    "Report",
+    "Target",
+    "Verdict",
+    "each_round",
+    "markdown",
+    "run",
+    "targets",
+    "to_json",
+    "verdicts",
+]
 
 if __name__ == "__main__":
     main()

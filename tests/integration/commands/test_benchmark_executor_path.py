@@ -11,7 +11,16 @@ from pathlib import Path
 
 from benchmarks import peer
 from benchmarks.executor_loop import CALLS, CALLS_SDK, CALLS_TWO
-from benchmarks.executor_path import CASES, Options, markdown, run, targets, to_json
+from benchmarks.executor_path import (
+    CASES,
+    Options,
+    each_round,
+    markdown,
+    run,
+    targets,
+    to_json,
+    verdicts,
+)
 
 ACTIONS = 12
 CONNECTIONS = 2
@@ -65,13 +74,29 @@ def test_executor_path_benchmark_runs_every_case_on_both_tables(
     assert [len(measured) for measured in report.rounds] == [
         2 * len([k for k in expected if k[1] == t]) for t in ("empty", "history")
     ]
+    rounds = each_round(report)
+    assert len(rounds) == 2
     for r in report.results:
         mine = [m for ms in report.rounds for m in ms if (m.case, m.tables) == (r.case, r.tables)]
         assert len(mine) == 2
         assert r.seconds == (mine[0].seconds + mine[1].seconds) / 2
+        # Round k of the report is each case's k-th run, as it ran.
+        assert [k.get(r.case, r.tables, r.connections) for k in rounds] == mine
 
     # Per connection count: four for each SQL path, one for each SDK; and each path's barrier.
     assert len(targets(report)) == (2 * 4 + 2) * 1 + 2
+    # Each target is read again within each round: the same bound, that round's figure.
+    read = verdicts(report)
+    assert [v.target for v in read] == targets(report)
+    for i, v in enumerate(read):
+        assert v.rounds == tuple(targets(k)[i] for k in rounds)
+        assert v.met_in_rounds == sum(1 for t in v.rounds if t.met)
     text = markdown(report)
     assert "**history tables, 2 connections**" in text and "| bare |" in text
-    assert json.loads(json.dumps(to_json(report)))["results"]
+    rows = text.splitlines()
+    for v in read:
+        met = "not measured |" if v.target.met is None else f"({v.met_in_rounds} of 2) |"
+        assert any(r.startswith(f"| {v.target.name} |") and r.endswith(met) for r in rows), v
+    doc = json.loads(json.dumps(to_json(report)))
+    assert doc["results"]
+    assert [t["rounds"] for t in doc["targets"]] == [[r.value for r in v.rounds] for v in read]
