@@ -20,7 +20,6 @@ from typing import Any, LiteralString
 import msgspec
 
 from providers._sql import SqlPageProvider, SqlSourceSettings
-from resolver._compat import forward
 from resolver.evidence import (
     RECEIPT_REASONS,
     SQL_SOURCE_REASONS,
@@ -90,8 +89,3 @@ def create(settings: Mapping[str, Any]) -> InternalMutationProvider:
     keys = KeyRing.from_environment()
     keys.require_keys(NAME)
     return InternalMutationProvider(parsed.open_database(NAME), keys, parsed.timeout_seconds)
-
-
-# The previous release exported the executor's receipt writer from here; it is the executor
-# SDK's now (`resolver.executor`), and these names warn (resolver/_compat).
-__getattr__ = forward(__name__)

@@ -19,7 +19,6 @@ from the released record must be named in the changelog's Unreleased section.
 from __future__ import annotations
 
 import argparse
-import ast
 import enum
 import importlib
 import inspect
@@ -105,64 +104,6 @@ def python_surface() -> Surface:
         for name in module.__all__:
             found[f"python:{module_name}.{name}"] = describe(getattr(module, name))
     return found
-
-
-def _members(description: str) -> dict[str, ast.arguments]:
-    """The parameters of each method a class description records (`name def (...)`, and
-    `__init__(...)`), parsed, never evaluated: a default may name anything."""
-    found: dict[str, ast.arguments] = {}
-    for part in description.removeprefix("class").split("; "):
-        match = re.match(
-            r"^(?:\([^)]*\) )?(\w+)(?: def | classmethod | staticmethod )?(\(.*)$", part
-        )
-        if match is None:
-            continue
-        name, signature = match.groups()
-        source = re.sub(r"<[^<>]*>", "None", f"def f{signature}: pass")
-        try:
-            (function,) = ast.parse(source).body
-        except SyntaxError:
-            continue
-        assert isinstance(function, ast.FunctionDef)
-        found[name] = function.args
-    return found
-
-
-def _call_shape(args: ast.arguments) -> tuple[list[str], set[str], set[str]]:
-    """Positional names in order, every accepted name, and the names with a default."""
-    positional = [a.arg for a in (*args.posonlyargs, *args.args)]
-    names = {*positional, *(a.arg for a in args.kwonlyargs)}
-    with_default = set(positional[len(positional) - len(args.defaults) :])
-    with_default |= {
-        a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None
-    }
-    return positional, names, with_default
-
-
-def broken_calls(released: str, current: str) -> list[str]:
-    """Members of a released class description whose calls the current one no longer
-    accepts: gone, a positional parameter moved, a keyword gone, a new required one, or an
-    optional one made required."""
-    before, after = _members(released), _members(current)
-    broken = []
-    for name, old in sorted(before.items()):
-        new = after.get(name)
-        if new is None:
-            broken.append(f"{name}: gone")
-            continue
-        old_positional, old_names, old_defaults = _call_shape(old)
-        new_positional, new_names, new_defaults = _call_shape(new)
-        problems = []
-        if new_positional[: len(old_positional)] != old_positional:
-            problems.append("positional parameters moved")
-        if old_names - new_names:
-            problems.append(f"no longer takes {sorted(old_names - new_names)}")
-        if (new_names - old_names) - new_defaults:
-            problems.append(f"now requires {sorted((new_names - old_names) - new_defaults)}")
-        if old_defaults - new_defaults:
-            problems.append(f"{sorted(old_defaults - new_defaults)} lost their default")
-        broken += [f"{name}: {problem}" for problem in problems]
-    return broken
 
 
 # -- HTTP API ------------------------------------------------------------------------------

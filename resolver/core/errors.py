@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from resolver._compat import guard_internal
-
 
 class ResolverError(Exception):
     """Base of every error the resolver raises on purpose."""
@@ -198,7 +196,3 @@ class OutcomeTimeout(ResolverError):
     def __init__(self, message: str, status: object) -> None:
         super().__init__(message)
         self.status = status
-
-
-# Last: public names read from here outside the product warn (resolver/_compat).
-guard_internal(__name__)

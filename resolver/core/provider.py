@@ -11,7 +11,6 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import msgspec
 from pydantic import BaseModel, ValidationError
 
-from resolver._compat import guard_internal
 from resolver.core.declarations import (
     ProviderDeclaration,
     ReasonCatalogue,
@@ -209,7 +208,3 @@ def parse_provider_settings(
         field = model.model_fields.get(key)
         fix = f"; {field.description}" if field is not None and field.description else ""
         raise ConfigError(f"{key}: {message} (provider {provider}){fix}") from None
-
-
-# Last: public names read from here outside the product warn (resolver/_compat).
-guard_internal(__name__)

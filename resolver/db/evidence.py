@@ -1,5 +1,5 @@
 """A small connection pool whose every transaction is READ ONLY, for SQL evidence providers
-(`resolver.evidence` exports it; `resolver.db.readonly`, its path in 0.1.0, forwards here)."""
+(`resolver.evidence` exports it)."""
 
 from __future__ import annotations
 

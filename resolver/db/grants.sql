@@ -81,10 +81,7 @@ GRANT SELECT ON approved_action_recovery_resolutions, recovery_authorizations
 GRANT SELECT ON approved_action_recovery_resolutions TO resolver_executor;
 
 -- The automatic commit (resolver/db/schema/functions/08_commits.sql): SECURITY DEFINER, the replicas'
--- one way to settle, re-arm or escalate. resolver_commit_page is its name in release 0.1.0,
--- whose replicas call it during a rolling upgrade.
-REVOKE EXECUTE ON FUNCTION resolver_commit_page(json, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION resolver_commit_page(json, bigint) TO resolver_runtime;
+-- one way to settle, re-arm or escalate.
 REVOKE EXECUTE ON FUNCTION resolver_commit_automatic(json, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION resolver_commit_automatic(json, bigint) TO resolver_runtime;
 REVOKE EXECUTE ON FUNCTION resolver_finding_status(text) FROM PUBLIC;

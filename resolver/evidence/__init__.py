@@ -15,8 +15,6 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from resolver._compat import forward
-
 if TYPE_CHECKING:
     from resolver.core.declarations import (
         DeclaredFactory,
@@ -191,11 +189,6 @@ __all__ = [
     "verify_receipt",
 ]
 
-# The previous release's module `resolver.evidence` (now this package) also held the provider
-# registry; those names still resolve, with a warning (resolver/_compat).
-_deprecated = forward(__name__, stacklevel=3)
-
-
 # Hidden from type checkers: a module `__getattr__` would make every name, a misspelt one
 # too, importable as `Any`. They see the imports above, and an unknown name is an error.
 if not TYPE_CHECKING:
@@ -203,7 +196,7 @@ if not TYPE_CHECKING:
     def __getattr__(name: str) -> Any:
         home = _HOMES.get(name)
         if home is None:
-            return _deprecated(name)
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         value = getattr(import_module(home), name)
         globals()[name] = value
         return value

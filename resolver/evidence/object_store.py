@@ -25,7 +25,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from resolver._compat import guard_internal
 from resolver.core.errors import ConfigError
 
 # S3's bucket naming rules (lowercase, digits, dots and hyphens, 3..63 characters).
@@ -169,7 +168,3 @@ def _refuse_writes(model: Any, **_: Any) -> None:
 def _refuse_write_methods(request: Any, **_: Any) -> None:
     if request.method not in _READ_METHODS:
         raise PermissionError(f"a receipt reader never sends {request.method}")
-
-
-# Last: public names read from here outside the product warn (resolver/_compat).
-guard_internal(__name__)

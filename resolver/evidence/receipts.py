@@ -26,7 +26,6 @@ from typing import Annotated, Any, Literal
 import msgspec
 import structlog
 
-from resolver._compat import guard_internal
 from resolver.core.declarations import Reason
 from resolver.core.domain import (
     ACTION_TYPE_PATTERN,
@@ -662,7 +661,3 @@ def _check_binding(field: Callable[[str], Any], identity: DispatchIdentity) -> N
         raise _reject(RejectReason.DIGEST_MISMATCH, "receipt action_digest differs from dispatch")
     if (field("attempt"), field("started_at_ms")) != (identity.attempt, identity.started_at_ms):
         raise _reject(RejectReason.FENCE_MISMATCH, "receipt attempt or start differs from dispatch")
-
-
-# Last: public names read from here outside the product warn (resolver/_compat).
-guard_internal(__name__)

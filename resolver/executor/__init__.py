@@ -5,7 +5,6 @@
 (docs/versioning.md); the submodules behind them are not.
 """
 
-from resolver._compat.postgres_store import PostgresStore
 from resolver.core.domain import (
     ActionSummary,
     Completion,
@@ -81,7 +80,6 @@ __all__ = [
     "Pooler",
     "PostgresExecutionStore",
     "PostgresHandle",
-    "PostgresStore",
     "PublicationError",
     "PublicationFailed",
     "PublicationUnknown",

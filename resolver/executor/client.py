@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 from enum import StrEnum
 
-from resolver._compat import clock_per_call
 from resolver.core.domain import Completion, DispatchSpec, ExecutionLease
 from resolver.core.ports import ExecutionStore
 
@@ -45,24 +44,20 @@ class ExecutionClient:
         self._store.create_dispatch(spec)
         return spec
 
-    def lease(self, dispatch_id: str, *, now_ms: int | None = None) -> ExecutionLease:
+    def lease(self, dispatch_id: str) -> ExecutionLease:
         """First lease, or takeover of an expired `leased` one; `NotLeasable` otherwise."""
-        return clock_per_call(self._store, now_ms).lease_execution(
-            dispatch_id, self._owner, self._lease_ms
-        )
+        return self._store.lease_execution(dispatch_id, self._owner, self._lease_ms)
 
-    def start(self, lease: ExecutionLease, *, now_ms: int | None = None) -> ExecutionLease:
+    def start(self, lease: ExecutionLease) -> ExecutionLease:
         """Cross the start barrier (leased -> executing) and arm recovery, atomically."""
-        return clock_per_call(self._store, now_ms).start_execution(lease, self._lease_ms)
+        return self._store.start_execution(lease, self._lease_ms)
 
-    def renew(self, lease: ExecutionLease, *, now_ms: int | None = None) -> ExecutionLease:
+    def renew(self, lease: ExecutionLease) -> ExecutionLease:
         """Extend the lease; recovery leases on the dispatch are revoked in the same step."""
-        return clock_per_call(self._store, now_ms).renew_execution(lease, self._lease_ms)
+        return self._store.renew_execution(lease, self._lease_ms)
 
-    def complete(
-        self, lease: ExecutionLease, completion: Completion, *, now_ms: int | None = None
-    ) -> CompletionResult:
+    def complete(self, lease: ExecutionLease, completion: Completion) -> CompletionResult:
         """Record the terminal state; a resolution that won first only admits an exact replay."""
-        if clock_per_call(self._store, now_ms).complete_execution(lease, completion):
+        if self._store.complete_execution(lease, completion):
             return CompletionResult.COMMITTED
         return CompletionResult.REPLAYED

@@ -26,7 +26,6 @@ from typing import Any
 
 import structlog
 
-from resolver._compat import guard_internal
 from resolver.core.errors import LeaseLost, ResolverError
 from resolver.evidence.object_store import ObjectStoreSettings, make_client, receipt_key
 
@@ -193,7 +192,3 @@ class ReceiptPublisher:
 
     def close(self) -> None:
         self._client.close()
-
-
-# Last: public names read from here outside the product warn (resolver/_compat).
-guard_internal(__name__)

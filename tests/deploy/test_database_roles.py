@@ -322,7 +322,7 @@ def test_only_the_runtime_role_executes_the_page_commit(role_db: RoleDatabase, r
     # SECURITY DEFINER: EXECUTE is the whole door, refused before any table is touched. The
     # API's role in particular can never write an automatic resolution.
     with role_db.connect(role) as conn, pytest.raises(errors.InsufficientPrivilege):
-        conn.execute("SELECT * FROM resolver_commit_page('[]'::json, NULL)")
+        conn.execute("SELECT * FROM resolver_commit_automatic('[]'::json, NULL)")
 
 
 @pytest.mark.parametrize(
@@ -938,12 +938,10 @@ PROPOSAL_CLOSE = (
     " p_verified_at_ms => %(t)s, p_now_ms => %(now)s)"
 )
 AUTOMATIC_COMMIT = "SELECT * FROM resolver_commit_automatic(%(items)s::json, %(now)s)"
-PAGE_COMMIT = "SELECT * FROM resolver_commit_page(%(items)s::json, %(now)s)"
 LATE_EVIDENCE = "SELECT * FROM resolver_record_late_evidence(%(items)s::json, 'r1', 60000, %(now)s)"
 # Every function granted to a pod role that takes the clock override, with the role.
 CLOCKED_CALLS = [
     ("resolver_runtime", AUTOMATIC_COMMIT),
-    ("resolver_runtime", PAGE_COMMIT),
     ("resolver_runtime", LATE_EVIDENCE),
     ("resolver_api", MANUAL_COMMIT),
     ("resolver_api", PROPOSAL_CLOSE),

@@ -136,7 +136,8 @@ def test_the_table_is_read() -> None:
     assert len(table) >= 15
     core = next(row for row in table if row.paths == (ROOT / "resolver" / "core",))
     assert {"reconciler", "domain/", "late_evidence"} <= set(core.names)
-    assert ROOT / "resolver" / "domain.py" in {p for row in table for p in row.paths}
+    assert ROOT / "resolver" / "db" / "store" in {p for row in table for p in row.paths}
+    assert _expand("resolver/{a,b}.py") == ["resolver/a.py", "resolver/b.py"]
 
 
 def test_every_module_the_table_names_exists() -> None:

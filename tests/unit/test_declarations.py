@@ -147,9 +147,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # The demo is an adopter of the built-ins: its providers.yaml names them as any installation's
 # configuration does. Everything the resolver itself runs (core, database, API, console, SDK,
 # toolkit) finds them by entry point and learns what they mean from their declarations.
-# The demo configures built-in providers as an adopter would; the compatibility shims keep the
-# previous release's import paths, one of which was a built-in provider's module.
-ADOPTERS = ("resolver/demo/", "resolver/_compat/")
+ADOPTERS = ("resolver/demo/",)
 
 
 def _built_in_names() -> set[str]:

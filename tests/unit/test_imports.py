@@ -13,17 +13,12 @@ import grimp
 import pytest
 
 import resolver.core.domain
-from resolver._compat import SHIMS, Kind
 
 PACKAGES = ("resolver", "providers")
 Edges = Mapping[str, set[str]]
 
 DRIVERS = ("psycopg", "psycopg_pool", "sqlalchemy", "alembic", "pymysql")
 WEB_STACK = ("fastapi", "starlette", "uvicorn")
-# The previous release's import paths that are whole modules (stubs), and every module that
-# hosts a shim of resolver/_compat (a stub, or a live module still answering an old name).
-DEPRECATED_STUBS = tuple(s.module for s in SHIMS if s.kind in (Kind.MODULE, Kind.PLUGIN))
-SHIM_HOSTS = tuple(sorted({s.module for s in SHIMS}))
 
 # The value types' modules, by concern (resolver/core/domain/): imported through the package.
 DOMAIN_MODULES = tuple(
@@ -47,8 +42,6 @@ class Forbidden:
     targets: tuple[str, ...]
     exempt: tuple[str, ...] = ()
     transitive: bool = False
-    exempt_exactly: tuple[str, ...] = ()
-    """Exempt these modules themselves, not the modules under them."""
 
 
 RULES = (
@@ -82,12 +75,6 @@ RULES = (
         targets=("providers",),
     ),
     Forbidden(
-        "nothing imports the previous release's paths (stubs kept for adopters only)",
-        importers=PACKAGES,
-        targets=DEPRECATED_STUBS,
-        exempt=DEPRECATED_STUBS,
-    ),
-    Forbidden(
         "the value types are imported from resolver.core.domain, never from the module of one",
         importers=PACKAGES,
         targets=DOMAIN_MODULES,
@@ -97,14 +84,6 @@ RULES = (
         "a port's store stands on the shared handle and the row mappers, never on another port",
         importers=PORT_STORES,
         targets=PORT_STORES,
-    ),
-    Forbidden(
-        "only the modules hosting a shim reach the compatibility package (the product composes"
-        " the port stores, never the deprecated aggregate of them all)",
-        importers=PACKAGES,
-        targets=("resolver._compat",),
-        exempt=("resolver._compat",),
-        exempt_exactly=SHIM_HOSTS,
     ),
 )
 
@@ -129,8 +108,6 @@ def violations(edges: Edges, rule: Forbidden) -> list[str]:
     found = []
     for module in sorted(edges):
         if not _under(module, rule.importers) or _under(module, rule.exempt):
-            continue
-        if module in rule.exempt_exactly:
             continue
         reached = _reachable(edges, module) if rule.transitive else edges[module]
         found += [f"{module} -> {t}" for t in sorted(reached) if _under(t, rule.targets)]
@@ -175,10 +152,8 @@ def test_value_types_depend_on_nothing_but_errors(edges: Edges) -> None:
     internal = _internal(edges)
     package = {"resolver.core.domain", *DOMAIN_MODULES}
     assert len(package) > 5
-    # resolver._compat (standard library only at import) makes the package warn an adopter
-    # who reads a public name from it instead of from a surface.
     for module in package:
-        assert internal[module] <= {"resolver.core.errors", "resolver._compat", *package}, module
+        assert internal[module] <= {"resolver.core.errors", *package}, module
 
 
 def test_ports_hold_protocols_only_and_import_no_service(edges: Edges) -> None:
@@ -223,12 +198,8 @@ PLANTED = [
     (RULES[3], "providers.internal_mutation", "psycopg", None),
     (RULES[3], "resolver.executor.receipts", "psycopg.pq", None),
     (RULES[4], "resolver.demo.simple", "providers.internal_mutation", None),
-    (RULES[5], "providers.http_receipt", "resolver.receipts", None),
-    (RULES[6], "resolver.human.manual", "resolver.core.domain.decisions", None),
-    (RULES[7], "resolver.db.store.manual", "resolver.db.store.cases", None),
-    (RULES[8], "resolver.app.composition", "resolver._compat.postgres_store", None),
-    # The executor API hosts a shim; the modules under it do not.
-    (RULES[8], "resolver.executor.receipts", "resolver._compat", None),
+    (RULES[5], "resolver.human.manual", "resolver.core.domain.decisions", None),
+    (RULES[6], "resolver.db.store.manual", "resolver.db.store.cases", None),
 ]
 
 

@@ -1,7 +1,7 @@
 """The import surface per audience, as the docs state it: every name the docs' own code blocks
-import resolves without a warning, the docs list each surface in full, and code written for the
-previous release still runs (warning) and, upgraded by the changelog's tables alone, runs
-without a warning."""
+import resolves without a warning, the docs list each surface in full, and code written for
+release 0.1.0, upgraded by the changelog's tables alone, runs without a warning (its old paths
+themselves are gone)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+import resolver.core.provider
 import resolver.evidence
 import resolver.evidence.contract
 import resolver.executor
@@ -145,11 +146,11 @@ def test_the_provider_api_is_one_surface_for_the_type_checker_and_the_runtime() 
         assert getattr(resolver.evidence, name) is getattr(importlib.import_module(home), name)
 
 
-# -- the previous release's paths ------------------------------------------------------------
+# -- release 0.1.0's paths --------------------------------------------------------------------
 
-# Every old path of CHANGELOG.md's tables, name by name, with its warning and the release that
-# removes it: tests/unit/test_compat.py. Here: the old plugin name and the upgrade, followed
-# alone, of a provider and an executor module written for 0.1.0.
+# 0.2.0 kept them with a warning and 0.3.0 removed them; 0.2.0's section of CHANGELOG.md still
+# maps each to its path now. Here: that map, followed alone, upgrades a provider and an
+# executor module written for 0.1.0, and the old paths themselves are gone.
 
 
 def run_pytest(tmp_path: Path, conftest: str, test: str) -> subprocess.CompletedProcess[str]:
@@ -173,21 +174,6 @@ def run_pytest(tmp_path: Path, conftest: str, test: str) -> subprocess.Completed
         timeout=120,
         check=False,
     )
-
-
-KIT_TEST = """
-from resolver.testing.contract import ProviderContract, Scenario
-
-def test_fixtures(receipt_keys, receipt_server):
-    assert receipt_keys and receipt_server and Scenario.SUCCEEDED and ProviderContract
-"""
-
-
-def test_the_previous_release_plugin_name_still_gives_the_fixtures(tmp_path: Path) -> None:
-    done = run_pytest(tmp_path, 'pytest_plugins = ["resolver.testing.contract"]\n', KIT_TEST)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "1 passed" in done.stdout
-    assert "resolver.testing.contract is deprecated" in done.stdout
 
 
 # -- the changelog's upgrade section, followed alone ------------------------------------------
@@ -263,11 +249,11 @@ def upgrade(source: str, rules: list[tuple[str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def test_the_old_provider_works_today_with_warnings(tmp_path: Path) -> None:
+def test_the_old_provider_no_longer_imports(tmp_path: Path) -> None:
     (tmp_path / "old_provider.py").write_text(OLD_PROVIDER)
     done = run_pytest(tmp_path, OLD_CONFTEST, OLD_TEST)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "DeprecationWarning" in done.stdout
+    assert done.returncode != 0
+    assert 'Error importing plugin "resolver.testing.contract"' in done.stdout + done.stderr
 
 
 def test_following_the_changelog_alone_upgrades_the_old_provider(tmp_path: Path) -> None:
@@ -298,21 +284,29 @@ def test_following_the_changelog_alone_upgrades_the_old_provider(tmp_path: Path)
     assert "resolver.testing" not in (tmp_path / "test_kit.py").read_text()
 
 
-def test_the_changelog_table_of_moves_says_which_old_paths_still_import() -> None:
+def test_every_old_module_of_the_changelog_s_table_of_moves_is_gone() -> None:
     text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     table = text[text.index("| 0.1.0 module | now | |") :]
     rows = re.findall(r"^\| `([\w.]+)`[^|]*\| [^|]+ \| ([^|]*)\|$", table.split("\n\n")[0], re.M)
     assert len(rows) >= 15
     for old, mark in rows:
-        module = old if not old.startswith("providers.") else old.rsplit(".", 1)[0]
-        if mark.strip().startswith(("stub", "kept")):
-            with warnings.catch_warnings():
-                # resolver.testing.contract warns on import (checked above, in its own process)
-                warnings.simplefilter("ignore", DeprecationWarning)
-                importlib.import_module(module)
-        elif module not in ("resolver.demo", "resolver.retention"):  # packages by those names now
+        if mark.strip() == "kept":  # resolver.evidence: the provider API kept its path
+            importlib.import_module(old)
+        elif old.startswith("providers."):  # a name of a built-in provider, which stays
+            module, name = old.rsplit(".", 1)
+            assert not hasattr(importlib.import_module(module), name), old
+        elif old not in ("resolver.demo", "resolver.retention"):  # packages by those names now
             with pytest.raises(ModuleNotFoundError):
-                importlib.import_module(module)
+                importlib.import_module(old)
+
+
+def test_the_provider_api_no_longer_answers_the_registry_s_names() -> None:
+    # 0.1.0's module `resolver.evidence` held the provider registry; 0.2.0 still answered its
+    # names (warning) and 0.3.0 does not: it is internal to `resolver run`.
+    registry = ("ProviderRegistry", "build_registry", "discover_factories",
+                "installed_entry_points", "ENTRY_POINT_GROUP", "SettingsModel")  # fmt: skip
+    assert [name for name in registry if hasattr(resolver.evidence, name)] == []
+    assert all(hasattr(resolver.core.provider, name) for name in registry)
 
 
 # -- the surfaces type-check as the docs use them ---------------------------------------------
@@ -372,16 +366,17 @@ def test_the_complete_examples_type_check_strictly_against_the_surfaces(tmp_path
 
 
 # An executor module as the 0.1.0 docs taught it (the protocol client and the receipt writer).
+# Its store, PostgresStore, is not an import to rewrite: 0.3.0 removed it, and the changelog
+# says what builds the store now.
 OLD_EXECUTOR = """
 from providers.internal_mutation import write_receipt
-from resolver.db.repository import PostgresStore
 from resolver.domain import DispatchSpec, Outcome, action_digest
 from resolver.errors import FenceConflict, LeaseLost
 from resolver.execution import ExecutionClient
 from resolver.receipts import KeyRing
 
-NAMES = (write_receipt, PostgresStore, DispatchSpec, Outcome, action_digest, FenceConflict,
-         LeaseLost, ExecutionClient, KeyRing)
+NAMES = (write_receipt, DispatchSpec, Outcome, action_digest, FenceConflict, LeaseLost,
+         ExecutionClient, KeyRing)
 """
 
 
@@ -398,22 +393,17 @@ def test_following_the_changelog_alone_upgrades_an_old_executor(tmp_path: Path) 
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    # And unchanged, it still runs, warning.
+    # Unchanged, it no longer imports.
     script.write_text(OLD_EXECUTOR)
-    old = subprocess.run(
-        [sys.executable, "-W", "default", str(script)], capture_output=True, text=True, timeout=120
-    )
-    assert old.returncode == 0, old.stderr
-    assert "DeprecationWarning" in old.stderr
+    old = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert old.returncode != 0
+    assert "ImportError" in old.stderr or "ModuleNotFoundError" in old.stderr, old.stderr
 
 
 # -- what the public signatures take and return ---------------------------------------------
 
 # Public names whose signatures may name internal types, and why: nothing else may.
 INTERNAL_SIGNATURES_ALLOWED = {
-    # The deprecated store of every port (0.1.0's), going in 0.3.0: its calls are the
-    # replicas' and the API's, kept as they were, not an executor's.
-    "resolver.executor.PostgresStore": "deprecated aggregate of every internal port",
     # Built by SideEffectRunner.run only, with the runner's private lease clock.
     "resolver.executor.SideEffect.__init__": "built by the runner, never by an adopter",
 }

@@ -136,37 +136,6 @@ def test_the_docs_spell_every_protocol_signature_as_the_database() -> None:
     assert named == set(ps.protocol_function_names())
 
 
-def test_the_deprecated_store_keeps_its_old_calls() -> None:
-    """CHANGELOG.md promises `PostgresStore` keeps the previous release's calls while it is
-    deprecated: every method of the released record still takes them."""
-    key = "python:resolver.executor.PostgresStore"
-    assert ps.broken_calls(ps.load(ps.RELEASED)[key], ps.load(ps.SNAPSHOT)[key]) == []
-
-
-# A deprecated store's record as the released record spells one (three of its methods).
-STORE_RECORD = (
-    "class() close def (self) -> 'None'; commit_manual def (self, principal: 'Principal',"
-    " decision: 'ManualDecision', project_id: 'str', grant: 'Grant', *, max_auth_age_ms:"
-    " 'int', now_ms: 'int | None' = None) -> 'str | None'; lease_execution def (self,"
-    " dispatch_id: 'str', owner: 'str', lease_ms: 'int', now_ms: 'int | None' = None) ->"
-    " 'ExecutionLease'"
-)
-
-
-def test_a_call_the_deprecated_store_no_longer_takes_is_caught() -> None:
-    released = STORE_RECORD
-    assert ps.broken_calls(released, released) == []
-    old = "decision: 'ManualDecision', project_id: 'str', grant: 'Grant', *,"
-    required = released.replace(old, old.replace(", *,", ", fact: 'SignedFact', *,"))
-    assert ps.broken_calls(released, required) == ["commit_manual: now requires ['fact']"]
-    renamed = released.replace(
-        "def (self, dispatch_id: 'str', owner", "def (self, id: 'str', owner"
-    )
-    assert ps.broken_calls(released, renamed)[0].startswith("lease_execution: positional")
-    gone = released.replace(" close def (self) -> 'None';", "")
-    assert ps.broken_calls(released, gone) == ["close: gone"]
-
-
 def test_the_version_lives_in_one_place() -> None:
     version = resolver.__version__
     assert importlib.metadata.version("approved-action-resolver") == version

@@ -20,7 +20,6 @@ dataclass's (which sets each field through `object.__setattr__`), for several in
 resolution. Copy one with a change by `msgspec.structs.replace`.
 """
 
-from resolver._compat import guard_internal
 from resolver.core.domain.audit import (
     AuditLink,
     PruneRunRecord,
@@ -234,7 +233,3 @@ __all__ = [
     "rfc3339_ms",
     "sha256_hex",
 ]
-
-
-# Last: public names read from here outside the product warn (resolver/_compat).
-guard_internal(__name__)

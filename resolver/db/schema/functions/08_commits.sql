@@ -782,14 +782,6 @@ BEGIN
 END
 $$;
 
--- The page commit's name in release 0.1.0, kept for that release's replicas during a rolling
--- upgrade; it is the automatic commit under its old name.
-CREATE OR REPLACE FUNCTION resolver_commit_page(p_items json, p_now_ms bigint DEFAULT NULL)
-RETURNS SETOF text
-LANGUAGE sql VOLATILE AS $$
-    SELECT a.dispatch_id FROM resolver_commit_automatic(p_items, p_now_ms) AS a
-$$;
-
 -- Executable by PUBLIC by default; resolver/db/grants.sql grants the routing rule and the
 -- automatic commit to the runtime role, the manual commit and the proposal close to the API
 -- role, and the completion to the executor role; the settle, to nobody.
@@ -804,8 +796,7 @@ REVOKE EXECUTE ON FUNCTION
     resolver_settle_manual(text, text, text, text, text, bigint, text, bigint, json),
     resolver_proposal_close(text, text, text, bigint, text, text, text, bigint, bigint, bigint,
                             text[], text, text, text, text, bigint, bigint, bigint),
-    resolver_execution_complete(text, text, uuid, bigint, text, text, text, text, bigint),
-    resolver_commit_page(json, bigint)
+    resolver_execution_complete(text, text, uuid, bigint, text, text, text, text, bigint)
 FROM PUBLIC;
 
 -- Tables resolve in the migrated schema, whatever the caller's search_path (pg_temp last: a
@@ -821,8 +812,7 @@ BEGIN
         'resolver_commit_manual(text, text, text, bigint, text, text, text, bigint, text, text, bigint, bigint, bigint, text[], text, text, text, text, bigint, bigint, bigint, bigint, boolean, text[])',
         'resolver_settle_manual(text, text, text, text, text, bigint, text, bigint, json)',
         'resolver_proposal_close(text, text, text, bigint, text, text, text, bigint, bigint, bigint, text[], text, text, text, text, bigint, bigint, bigint)',
-        'resolver_execution_complete(text, text, uuid, bigint, text, text, text, text, bigint)',
-        'resolver_commit_page(json, bigint)'
+        'resolver_execution_complete(text, text, uuid, bigint, text, text, text, text, bigint)'
     ] LOOP
         EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp',
                        fn, current_schema());

@@ -1,6 +1,0 @@
-"""Deprecated: 0.1.0's `resolver.testing.receipt_server`, removed in 0.3.0. Import from
-`resolver.evidence.contract` (CHANGELOG.md, Upgrading; the shim is in resolver/_compat)."""
-
-from resolver._compat import forward
-
-__getattr__ = forward(__name__)
