@@ -27,7 +27,7 @@ REVOKE INSERT, UPDATE, DELETE, TRUNCATE
     FROM resolver_runtime, resolver_api;
 
 -- Dispatches are immutable identities: the resolver reads them. Executors create them only
--- through resolver_dispatch_create (below) and read them.
+-- through resolver_dispatch_create_v2 (below) and read them.
 GRANT SELECT ON approved_action_dispatches TO resolver_runtime, resolver_api;
 GRANT SELECT ON approved_action_dispatches TO resolver_executor;
 REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON approved_action_dispatches FROM resolver_executor;
@@ -58,8 +58,7 @@ BEGIN
     FOR fn IN
         SELECT p.oid::regprocedure FROM pg_proc AS p
         WHERE p.pronamespace = 'resolver'::regnamespace
-          AND p.proname IN ('resolver_dispatch_create', 'resolver_dispatch_create_v2',
-                            'resolver_execution_lease',
+          AND p.proname IN ('resolver_dispatch_create_v2', 'resolver_execution_lease',
                             'resolver_execution_start', 'resolver_execution_renew',
                             'resolver_execution_complete', 'resolver_receipt_identity',
                             'resolver_receipt_write', 'resolver_outcomes_after',

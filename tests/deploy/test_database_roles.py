@@ -295,7 +295,7 @@ def test_executor_role_may_not_move_the_protocol_clock(role_db: RoleDatabase) ->
 
 
 PROTOCOL_CALLS = {
-    "create": "SELECT * FROM resolver_dispatch_create('x', 'x', 'x', 'x', repeat('a', 64), 'x')",
+    "create": "SELECT * FROM resolver_dispatch_create_v2('x', 'x', 'x', 'x', repeat('a', 64), 'x')",
     "lease": "SELECT * FROM resolver_execution_lease('x', 'o', 1000)",
     "renew": "SELECT * FROM resolver_execution_renew('x', 'o', gen_random_uuid(), 1, 1000)",
     "complete": (

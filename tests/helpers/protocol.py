@@ -12,7 +12,6 @@ from tests.helpers.database import SQL, T0, new_spec
 
 LEASE_MS = 1_000
 PROTOCOL = (
-    "resolver_dispatch_create",
     "resolver_dispatch_create_v2",
     "resolver_execution_lease",
     "resolver_execution_start",
@@ -62,7 +61,7 @@ def created(sql: SQL) -> str:
     spec = new_spec()
     row = call(
         sql,
-        "resolver_dispatch_create",
+        "resolver_dispatch_create_v2",
         dispatch_id=spec.dispatch_id,
         approval_request_id=spec.approval_request_id,
         project_id=spec.project_id,

@@ -6,14 +6,14 @@
 \set b :run '-b'
 
 -- create: recorded once; an exact re-create is the same fact; a changed identity is refused.
-SELECT created FROM resolver_dispatch_create(:'a', 'ar-' || :'a', 'proj-psql', 'proto.plain',
+SELECT created FROM resolver_dispatch_create_v2(:'a', 'ar-' || :'a', 'proj-psql', 'proto.plain',
     encode(sha256(convert_to(:'a', 'UTF8')), 'hex'), 'idem-' || :'a') \gset
 SELECT pg_temp.expect(:'created', 't', 'create records the dispatch');
-SELECT created FROM resolver_dispatch_create(:'a', 'ar-' || :'a', 'proj-psql', 'proto.plain',
+SELECT created FROM resolver_dispatch_create_v2(:'a', 'ar-' || :'a', 'proj-psql', 'proto.plain',
     encode(sha256(convert_to(:'a', 'UTF8')), 'hex'), 'idem-' || :'a') \gset
 SELECT pg_temp.expect(:'created', 'f', 'an exact re-create is idempotent');
 \set ON_ERROR_STOP 0
-SELECT * FROM resolver_dispatch_create(:'a', 'ar-' || :'a', 'proj-other', 'proto.plain',
+SELECT * FROM resolver_dispatch_create_v2(:'a', 'ar-' || :'a', 'proj-other', 'proto.plain',
     encode(sha256(convert_to(:'a', 'UTF8')), 'hex'), 'idem-' || :'a');
 \set ON_ERROR_STOP 1
 SELECT pg_temp.refused(:'ERROR', :'LAST_ERROR_SQLSTATE', :'LAST_ERROR_MESSAGE', 'RS005',
@@ -104,7 +104,7 @@ SELECT pg_temp.refused(:'ERROR', :'LAST_ERROR_SQLSTATE', :'LAST_ERROR_MESSAGE', 
 
 -- A lease that lapses before the barrier: start is lease lost; after a takeover, so is the
 -- old holder's start.
-SELECT * FROM resolver_dispatch_create(:'b', 'ar-' || :'b', 'proj-psql', 'proto.plain',
+SELECT * FROM resolver_dispatch_create_v2(:'b', 'ar-' || :'b', 'proj-psql', 'proto.plain',
     encode(sha256(convert_to(:'b', 'UTF8')), 'hex'), 'idem-' || :'b') \g /dev/null
 SELECT token AS b_token, version AS b_version, lease_expires_at_ms AS b_expiry
 FROM resolver_execution_lease(:'b', 'psql-executor', 1) \gset

@@ -10,7 +10,7 @@ CREATE TABLE IF NOT EXISTS psql_executor_leases (
 CREATE TABLE IF NOT EXISTS psql_mutations (dispatch_id text PRIMARY KEY, done_at_ms bigint);
 
 SELECT string_agg(format('%s', x), ' ') AS created FROM (
-    SELECT (resolver_dispatch_create(id, 'ar-' || id, 'proj-psql', 'proto.internal',
+    SELECT (resolver_dispatch_create_v2(id, 'ar-' || id, 'proj-psql', 'proto.internal',
             encode(sha256(convert_to(id, 'UTF8')), 'hex'), 'idem-' || id)).created AS x
     FROM unnest(ARRAY[:'run' || '-c', :'run' || '-d', :'run' || '-e']) AS id) AS s \gset
 SELECT pg_temp.expect(:'created', 't t t', 'three dispatches created');

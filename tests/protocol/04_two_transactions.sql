@@ -11,7 +11,7 @@ CREATE TABLE IF NOT EXISTS psql_mutations (dispatch_id text PRIMARY KEY, done_at
 -- 1. the dispatch, its lease and the barrier: one transaction (the side effect may begin
 --    once its COMMIT has returned).
 BEGIN;
-SELECT created FROM resolver_dispatch_create(:'f', 'ar-' || :'f', 'proj-psql', 'proto.internal',
+SELECT created FROM resolver_dispatch_create_v2(:'f', 'ar-' || :'f', 'proj-psql', 'proto.internal',
     encode(sha256(convert_to(:'f', 'UTF8')), 'hex'), 'idem-' || :'f') \gset
 SELECT owner, token, version FROM resolver_execution_lease(:'f', 'psql-executor', 30000) \gset
 SELECT version FROM resolver_execution_start(:'f', :'owner', :'token', :version, 30000) \gset
@@ -44,7 +44,7 @@ WHERE e.dispatch_id = :'f';
 
 -- A refused completion (here with a stale version) rolls back the mutation and the receipt.
 BEGIN;
-SELECT created FROM resolver_dispatch_create(:'g', 'ar-' || :'g', 'proj-psql', 'proto.internal',
+SELECT created FROM resolver_dispatch_create_v2(:'g', 'ar-' || :'g', 'proj-psql', 'proto.internal',
     encode(sha256(convert_to(:'g', 'UTF8')), 'hex'), 'idem-' || :'g') \gset
 SELECT owner AS g_owner, token AS g_token, version AS g_leased
 FROM resolver_execution_lease(:'g', 'psql-executor', 30000) \gset

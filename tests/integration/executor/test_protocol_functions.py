@@ -49,65 +49,37 @@ def test_create_is_idempotent_and_refuses_a_different_identity(sql: SQL) -> None
         "action_digest": spec.action_digest,
         "idempotency_key": spec.idempotency_key,
     }
-    first = call(sql, "resolver_dispatch_create", **args)
-    again = call(sql, "resolver_dispatch_create", **args)
+    first = call(sql, "resolver_dispatch_create_v2", **args)
+    again = call(sql, "resolver_dispatch_create_v2", **args)
     assert (first["created"], again["created"]) == (True, False)
     assert again["created_at_ms"] == first["created_at_ms"]
     message = refused(
-        sql, INVALID_INPUT, "resolver_dispatch_create", **{**args, "project_id": "other"}
+        sql, INVALID_INPUT, "resolver_dispatch_create_v2", **{**args, "project_id": "other"}
     )
     assert "different identity" in message
     message = refused(
-        sql, INVALID_INPUT, "resolver_dispatch_create", **{**args, "action_digest": "XYZ"}
+        sql, INVALID_INPUT, "resolver_dispatch_create_v2", **{**args, "action_digest": "XYZ"}
     )
     assert "p_action_digest" in message
     message = refused(
         sql,
         INVALID_INPUT,
-        "resolver_dispatch_create",
+        "resolver_dispatch_create_v2",
         **{**args, "dispatch_id": "d-new", "idempotency_key": "k-new"},
         supersedes_dispatch_id="d-nope",
     )
     assert "names no dispatch" in message
 
 
-def test_the_previous_release_signature_of_create_still_answers(sql: SQL) -> None:
-    """0.1.0's eight arguments, positionally as its executors call them: the summary came
-    with resolver_dispatch_create_v2, beside it, never in place."""
+def test_the_signature_0_1_0_created_with_is_gone(sql: SQL) -> None:
+    """0.1.0's eight arguments without a summary: kept beside resolver_dispatch_create_v2 in
+    0.2.0, dropped in 0.3.0 (docs/executor-protocol.md, Versioning)."""
     signature = "resolver_dispatch_create(text, text, text, text, text, text, integer, text)"
-    # What a DBA's GRANT, an ALTER or a typed prepare names: the exact signature.
-    assert sql.one("SELECT to_regprocedure(%s) IS NOT NULL AS present", signature) == {
-        "present": True
-    }
-    spec = new_spec()
-    row = sql.one(
-        "SELECT * FROM resolver_dispatch_create(%s, %s, %s, %s, %s, %s, %s, %s)",
-        spec.dispatch_id,
-        spec.approval_request_id,
-        spec.project_id,
-        spec.action_type,
-        spec.action_digest,
-        spec.idempotency_key,
-        1,
-        None,
-    )
-    assert row["created"] is True
-    # The same dispatch through _v2 without a summary is the same fact (idempotent).
-    again = call(
-        sql,
-        "resolver_dispatch_create_v2",
-        dispatch_id=spec.dispatch_id,
-        approval_request_id=spec.approval_request_id,
-        project_id=spec.project_id,
-        action_type=spec.action_type,
-        action_digest=spec.action_digest,
-        idempotency_key=spec.idempotency_key,
-    )
-    assert again["created"] is False
+    assert sql.one("SELECT to_regprocedure(%s) IS NULL AS gone", signature) == {"gone": True}
     assert sql.one(
-        "SELECT action_summary FROM approved_action_dispatches WHERE dispatch_id = %s",
-        spec.dispatch_id,
-    ) == {"action_summary": None}
+        "SELECT count(*) AS n FROM pg_proc WHERE proname = 'resolver_dispatch_create'"
+        " AND pronamespace = current_schema()::regnamespace"
+    ) == {"n": 0}
 
 
 def test_lease_refusals(sql: SQL) -> None:

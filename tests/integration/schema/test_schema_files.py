@@ -307,10 +307,15 @@ def test_back_to_release_0_2_0_with_its_own_functions_and_forward_again(
 
 # What 0.2.0's replicas, API and executors may still call during a rolling upgrade: a function
 # of that release leaves (or changes its arguments or result) only when named here, with the
-# CHANGELOG line that says so. The automatic commit's 0.1.0 name, which 0.2.0 kept for 0.1.0's
-# replicas and never called itself, went in 0.3.0.
+# CHANGELOG line that says so. 0.3.0 dropped what 0.2.0 kept for 0.1.0's code and never called
+# itself: the automatic commit's 0.1.0 name, and the dispatch's creation without a summary
+# (docs/executor-protocol.md, Versioning).
 WITHDRAWN_SINCE_0_2_0: frozenset[str] = frozenset(
-    {"resolver_commit_page(json,bigint) -> SETOF text"}
+    {
+        "resolver_commit_page(json,bigint) -> SETOF text",
+        "resolver_dispatch_create(text,text,text,text,text,text,integer,text)"
+        " -> TABLE(dispatch_id text, created boolean, created_at_ms bigint)",
+    }
 )
 SIGNATURES = (
     "SELECT p.oid::regprocedure::text || ' -> ' || pg_get_function_result(p.oid)"

@@ -135,8 +135,8 @@ $$;
 -- rows per call multiplies into a plan costly enough to be compiled (JIT) at every call.
 --
 -- A signature never changes in place (docs/executor-protocol.md, Versioning): the action
--- summary came with resolver_dispatch_create_v2, and resolver_dispatch_create keeps the
--- previous release's eight arguments for its executors, recording no summary.
+-- summary came with resolver_dispatch_create_v2, beside 0.1.0's eight arguments, which 0.3.0
+-- dropped.
 CREATE OR REPLACE FUNCTION resolver_dispatch_create_v2(
     p_dispatch_id text, p_approval_request_id text, p_project_id text, p_action_type text,
     p_action_digest text, p_idempotency_key text, p_schema_version integer DEFAULT 1,
@@ -231,20 +231,6 @@ BEGIN
         quote_literal(p_dispatch_id), quote_literal(p_idempotency_key)
         USING ERRCODE = 'RS005';
 END
-$$;
-
-CREATE OR REPLACE FUNCTION resolver_dispatch_create(
-    p_dispatch_id text, p_approval_request_id text, p_project_id text, p_action_type text,
-    p_action_digest text, p_idempotency_key text, p_schema_version integer DEFAULT 1,
-    p_supersedes_dispatch_id text DEFAULT NULL
-)
-RETURNS TABLE (
-    dispatch_id text, created boolean, created_at_ms bigint
-)
-LANGUAGE sql VOLATILE SECURITY DEFINER ROWS 1 AS $$
-    SELECT * FROM resolver_dispatch_create_v2(
-        p_dispatch_id, p_approval_request_id, p_project_id, p_action_type, p_action_digest,
-        p_idempotency_key, p_schema_version, p_supersedes_dispatch_id, NULL)
 $$;
 
 CREATE OR REPLACE FUNCTION resolver_execution_lease(
@@ -584,7 +570,6 @@ REVOKE EXECUTE ON FUNCTION
     resolver_protocol_check_lease(text, bigint),
     resolver_protocol_refuse(text, text, text, uuid, bigint, bigint),
     resolver_dispatch_create_v2(text, text, text, text, text, text, integer, text, jsonb),
-    resolver_dispatch_create(text, text, text, text, text, text, integer, text),
     resolver_execution_lease(text, text, bigint, bigint),
     resolver_execution_start(text, text, uuid, bigint, bigint, bigint),
     resolver_execution_renew(text, text, uuid, bigint, bigint, bigint),
@@ -721,7 +706,6 @@ BEGIN
         'resolver_protocol_check_lease(text, bigint)',
         'resolver_protocol_refuse(text, text, text, uuid, bigint, bigint)',
         'resolver_dispatch_create_v2(text, text, text, text, text, text, integer, text, jsonb)',
-        'resolver_dispatch_create(text, text, text, text, text, text, integer, text)',
         'resolver_execution_lease(text, text, bigint, bigint)',
         'resolver_execution_start(text, text, uuid, bigint, bigint, bigint)',
         'resolver_execution_renew(text, text, uuid, bigint, bigint, bigint)',
