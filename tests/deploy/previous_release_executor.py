@@ -1,4 +1,4 @@
-"""An executor of release 0.2.0, run by tests/deploy/test_previous_release.py with that release's
+"""An executor of release 0.3.0, run by tests/deploy/test_previous_release.py with that release's
 code first on the path: it crosses the start barrier through that release's SDK, writes each
 mutation's receipt and dies without completing. Prints the ids whose receipt it wrote.
 
@@ -19,7 +19,8 @@ from resolver.executor import (
     KeyRing,
     LeaseLost,
     Outcome,
-    PostgresStore,
+    PostgresExecutionStore,
+    PostgresHandle,
     action_digest,
     write_receipt,
 )
@@ -29,9 +30,11 @@ KEYS = KeyRing({"k-previous": bytes(range(32))}, signing_kid="k-previous")
 
 def main(url: str, count: int) -> None:
     print(f"version {resolver.__version__}", file=sys.stderr)
-    store = PostgresStore(url)
-    store.open()
-    client = ExecutionClient(store, owner="previous-executor", lease_seconds=1)
+    with PostgresExecutionStore(PostgresHandle(url)) as store:
+        _crash(url, ExecutionClient(store, owner="previous-executor", lease_seconds=1), count)
+
+
+def _crash(url: str, client: ExecutionClient, count: int) -> None:
     written = 0
     for _ in range(count * 4):
         dispatch_id = f"prev-{uuid.uuid4().hex[:12]}"
@@ -62,7 +65,6 @@ def main(url: str, count: int) -> None:
         written += 1
         if written == count:
             break
-    store.close()
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
-"""Release 0.2.0's own code on this release's schema: what a rolling upgrade runs until its last
+"""Release 0.3.0's own code on this release's schema: what a rolling upgrade runs until its last
 old pod is replaced, and what a `helm rollback` that leaves the schema where it is runs
 (docs/deployment.md: the schema only adds). That release's executor SDK crosses the start
 barrier and writes its receipts, its `resolver run` settles the crashes from them, warning that
-the schema is ahead, and this release reads what both wrote; the Python example of that
+the schema is ahead once it is, and this release reads what both wrote; the Python example of that
 release's SDK page runs as the page shows it. Its code comes from this
 repository's own history (`git archive` of the commit that recorded it as released); a checkout
 without that history (a shallow clone) skips, saying so."""
@@ -23,6 +23,8 @@ from tests.helpers.postgres import DatabaseFactory
 from tests.helpers.releases import (
     RELEASE_0_2_0_COMMIT,
     RELEASE_0_2_0_STAMP,
+    RELEASE_0_3_0_COMMIT,
+    RELEASE_0_3_0_STAMP,
     load_release_0_1_0,
     release_files,
 )
@@ -33,16 +35,24 @@ CRASHED = 3
 
 
 @pytest.fixture(scope="module")
-def release_0_2_0(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The `resolver` and `providers` packages of release 0.2.0, and its SDK's page, as it
+def previous(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The `resolver` and `providers` packages of release 0.3.0, and its SDK's page, as it
     shipped them."""
-    into = tmp_path_factory.mktemp("release-0.2.0")
+    into = tmp_path_factory.mktemp("release-0.3.0")
     paths = ["resolver", "providers", "docs/executor-sdk.md"]
-    return release_files(RELEASE_0_2_0_COMMIT, paths, into)
+    return release_files(RELEASE_0_3_0_COMMIT, paths, into)
+
+
+@pytest.fixture(scope="module")
+def release_0_2_0(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The `resolver` and `providers` packages of release 0.2.0: its migrate, for a database
+    that lived through every release."""
+    into = tmp_path_factory.mktemp("release-0.2.0")
+    return release_files(RELEASE_0_2_0_COMMIT, ["resolver", "providers"], into)
 
 
 def _run_previous(release: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """`python *args` with release 0.2.0 first on the path (`-m` puts the working directory
+    """`python *args` with a release's code first on the path (`-m` puts the working directory
     there too: the release's, not this checkout)."""
     return subprocess.run(
         [sys.executable, "-W", "ignore::DeprecationWarning", *args],
@@ -56,11 +66,11 @@ def _run_previous(release: Path, *args: str, **env: str) -> subprocess.Completed
 
 
 def test_its_executor_and_its_replica_settle_crashes_on_this_schema(
-    release_0_2_0: Path, database_url: str, sql: SQL, tmp_path: Path
+    previous: Path, database_url: str, sql: SQL, tmp_path: Path
 ) -> None:
-    executed = _run_previous(release_0_2_0, str(EXECUTOR), database_url, str(CRASHED))
+    executed = _run_previous(previous, str(EXECUTOR), database_url, str(CRASHED))
     assert executed.returncode == 0, executed.stderr
-    assert "version 0.2.0" in executed.stderr
+    assert "version 0.3.0" in executed.stderr
     ids = executed.stdout.split()
     assert len(ids) == CRASHED, executed.stdout
     wait_until(lambda: all(lease_expired(sql, d) for d in ids), "the executor's leases lapse")
@@ -68,7 +78,7 @@ def test_its_executor_and_its_replica_settle_crashes_on_this_schema(
     config = tmp_path / "providers.yaml"
     config.write_text("action_types:\n  db.mutation: {provider: internal_mutation}\n")
     replica = _run_previous(
-        release_0_2_0,
+        previous,
         "-m",
         "resolver",
         "run",
@@ -78,8 +88,10 @@ def test_its_executor_and_its_replica_settle_crashes_on_this_schema(
         RESOLVER_RECEIPT_KEYS=f"k-previous={KEY_HEX}",
     )
     assert replica.returncode == 0, replica.stderr
-    assert '"event": "schema_ahead"' in replica.stderr
-    assert '"expected": "0002_schema_0_2_0"' in replica.stderr
+    # It says the schema is ahead of it exactly when this release's migrations are.
+    ahead = migrate.head_revision() != RELEASE_0_3_0_STAMP
+    assert ('"event": "schema_ahead"' in replica.stderr) is ahead, replica.stderr
+    assert (f'"expected": "{RELEASE_0_3_0_STAMP}"' in replica.stderr) is ahead
 
     settled = sql.all(
         "SELECT e.state, r.source, r.finding, c.status, o.kind, o.settled_by"
@@ -107,11 +119,11 @@ def test_its_executor_and_its_replica_settle_crashes_on_this_schema(
 
 
 def test_its_documented_python_example_runs_on_this_schema(
-    release_0_2_0: Path, database_url: str, sql: SQL, tmp_path: Path
+    previous: Path, database_url: str, sql: SQL, tmp_path: Path
 ) -> None:
-    """The Python example of 0.2.0's docs/executor-sdk.md, as that page shows it: an executor
+    """The Python example of 0.3.0's docs/executor-sdk.md, as that page shows it: an executor
     built as that release documented keeps working after the migration."""
-    page = (release_0_2_0 / "docs" / "executor-sdk.md").read_text(encoding="utf-8")
+    page = (previous / "docs" / "executor-sdk.md").read_text(encoding="utf-8")
     section = page[page.index("\n## Python\n") :]
     example = section[section.index("```python\n") + len("```python\n") :]
     example = example[: example.index("```")]
@@ -120,7 +132,7 @@ def test_its_documented_python_example_runs_on_this_schema(
     sql.all("CREATE TABLE accounts (id integer PRIMARY KEY, balance integer NOT NULL)")
     sql.all("INSERT INTO accounts VALUES (42, 100)")
     ran = _run_previous(
-        release_0_2_0,
+        previous,
         str(script),
         DATABASE_URL=database_url,
         DISPATCH_ID="d-previous-1,d-previous-2",
@@ -141,26 +153,31 @@ def test_its_documented_python_example_runs_on_this_schema(
 
 
 def test_a_database_that_lived_through_every_release_is_what_a_new_one_is(
-    release_0_2_0: Path, databases: DatabaseFactory
+    release_0_2_0: Path, previous: Path, databases: DatabaseFactory
 ) -> None:
-    """0.1.0's database, upgraded by 0.2.0's own `resolver migrate`, then by this release's:
-    the same catalog as a database this release creates, and back down to exactly what 0.2.0
-    had made of it."""
+    """0.1.0's database, upgraded by 0.2.0's own `resolver migrate`, then by 0.3.0's, then by
+    this release's: the same catalog as a database this release creates, and back down to
+    exactly what 0.3.0 had made of it."""
     new = databases.create()
     lived = databases.create_empty()
     try:
         load_release_0_1_0(lived)
-        upgraded = _run_previous(
-            release_0_2_0, "-m", "resolver", "migrate", RESOLVER_DATABASE_URL=lived
-        )
-        assert upgraded.returncode == 0, upgraded.stderr
-        assert migrate.current_revision(lived) == RELEASE_0_2_0_STAMP
-        as_0_2_0_left_it = catalog(lived)
+        for release, stamp in (
+            (release_0_2_0, RELEASE_0_2_0_STAMP),
+            (previous, RELEASE_0_3_0_STAMP),
+        ):
+            upgraded = _run_previous(
+                release, "-m", "resolver", "migrate", RESOLVER_DATABASE_URL=lived
+            )
+            assert upgraded.returncode == 0, upgraded.stderr
+            assert migrate.current_revision(lived) == stamp
+        as_0_3_0_left_it = catalog(lived)
         migrate.upgrade(lived)
-        diff = catalog_diff(catalog(new), catalog(lived), ("a new database", "0.1.0, 0.2.0, now"))
+        every = ("a new database", "0.1.0, 0.2.0, 0.3.0, now")
+        diff = catalog_diff(catalog(new), catalog(lived), every)
         assert diff == "", diff
-        migrate.downgrade(lived, RELEASE_0_2_0_STAMP)
-        diff = catalog_diff(as_0_2_0_left_it, catalog(lived), ("0.2.0's upgrade", "downgraded"))
+        migrate.downgrade(lived, RELEASE_0_3_0_STAMP)
+        diff = catalog_diff(as_0_3_0_left_it, catalog(lived), ("0.3.0's upgrade", "downgraded"))
         assert diff == "", diff
     finally:
         databases.drop(new)

@@ -16,6 +16,9 @@ import psycopg
 
 Catalog = dict[str, str]
 
+# A function's privileges compare by what they grant: no ACL at all is the default one
+# (EXECUTE for PUBLIC and the owner), and pg_dump leaves out an ACL equal to the default, so a
+# database restored from a dump has none where `GRANT ... TO PUBLIC` had spelt it out.
 # Every query returns (key, definition) for objects of current_schema(). Column position is
 # the rank among live columns, so `SELECT *` and row types compare too.
 _QUERIES: tuple[str, ...] = (
@@ -70,7 +73,7 @@ _QUERIES: tuple[str, ...] = (
     """
     SELECT 'function ' || p.oid::regprocedure::text,
            pg_get_functiondef(p.oid)
-           || E'\n-- acl=' || coalesce(p.proacl::text, '-')
+           || E'\n-- acl=' || coalesce(p.proacl, acldefault('f', p.proowner))::text
            || ' comment=' || coalesce(obj_description(p.oid, 'pg_proc'), '-')
     FROM pg_proc AS p
     WHERE p.pronamespace = current_schema()::regnamespace

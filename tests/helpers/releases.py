@@ -3,9 +3,9 @@
 tests/upgrade/release-0.1.0.sql is a database release 0.1.0's own code migrated and filled
 (tests/upgrade/make_release_dump.py says how): its tables, functions, triggers and privileges,
 and rows in every table, stamped with the revision id that release used.
-tests/upgrade/release-0.2.0.sql is one release 0.2.0's own `resolver migrate` built and its
-demo filled (tests/upgrade/make_demo_dump.py): the schema every 0.2.0 installation has, with
-the rows a crash recovery writes.
+tests/upgrade/release-0.2.0.sql and release-0.3.0.sql are each one that release's own
+`resolver migrate` built and its demo filled (tests/upgrade/make_demo_dump.py): the schema
+every installation of it has, with the rows a crash recovery writes.
 """
 
 from __future__ import annotations
@@ -31,6 +31,10 @@ RELEASE_0_2_0 = UPGRADE_DIR / "release-0.2.0.sql"
 RELEASE_0_2_0_STAMP = "0002_schema_0_2_0"
 # The commit whose public surface was recorded as 0.2.0's (tests/snapshots/public_api.released.json).
 RELEASE_0_2_0_COMMIT = "67d83c4"
+RELEASE_0_3_0 = UPGRADE_DIR / "release-0.3.0.sql"
+RELEASE_0_3_0_STAMP = "0003_schema_0_3_0"
+# The commit that released 0.3.0 (its version everywhere, its surface recorded as released).
+RELEASE_0_3_0_COMMIT = "dfc6356"
 
 
 def load_release_0_1_0(url: str, schema: str = "public") -> None:

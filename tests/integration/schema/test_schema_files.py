@@ -54,6 +54,8 @@ from tests.helpers.releases import (
     RELEASE_0_1_0_STAMP,
     RELEASE_0_2_0,
     RELEASE_0_2_0_STAMP,
+    RELEASE_0_3_0,
+    RELEASE_0_3_0_STAMP,
     load_release,
     load_release_0_1_0,
     table_rows,
@@ -273,35 +275,47 @@ def test_back_to_release_0_1_0_with_its_own_functions_and_forward_again(
     _rows_kept(rows, release_0_1_0)
 
 
-def test_release_0_2_0_upgrades_to_what_the_files_define_keeping_every_row(
-    files_catalog: Catalog, release_0_2_0: str
+# The databases the releases after 0.1.0 built (their own migrate and demo), with their stamps.
+DEMO_RELEASES = pytest.mark.parametrize(
+    ("dump", "stamp"),
+    [(RELEASE_0_2_0, RELEASE_0_2_0_STAMP), (RELEASE_0_3_0, RELEASE_0_3_0_STAMP)],
+    ids=["0.2.0", "0.3.0"],
+)
+
+
+@DEMO_RELEASES
+def test_a_release_s_database_upgrades_to_what_the_files_define_keeping_every_row(
+    files_catalog: Catalog, empty: str, dump: Path, stamp: str
 ) -> None:
-    """A database 0.2.0 built: each function's privileges as a new database has them too
-    (0.2.0 closed some to PUBLIC that this release's definitions open), every row kept."""
-    assert migrate.current_revision(release_0_2_0) == RELEASE_0_2_0_STAMP
-    before = table_rows(release_0_2_0)
+    """A database a release built: each function's privileges as a new database has them too
+    (0.2.0 closed some to PUBLIC that later definitions open), every row kept."""
+    load_release(dump, empty)
+    assert migrate.current_revision(empty) == stamp
+    before = table_rows(empty)
     assert before["approved_action_recovery_resolutions"], "the demo settled some crashes"
-    migrate.upgrade(release_0_2_0)
-    assert migrate.current_revision(release_0_2_0) == migrate.head_revision()
-    _same_as_files(files_catalog, release_0_2_0, "release 0.2.0 upgraded")
-    kept = table_rows(release_0_2_0, list(before))
+    migrate.upgrade(empty)
+    assert migrate.current_revision(empty) == migrate.head_revision()
+    _same_as_files(files_catalog, empty, f"release {dump.stem} upgraded")
+    kept = table_rows(empty, list(before))
     assert _applications_untimed(kept) == _applications_untimed(before)
 
 
-def test_back_to_release_0_2_0_with_its_own_functions_and_forward_again(
-    files_catalog: Catalog, release_0_2_0: str
+@DEMO_RELEASES
+def test_back_to_a_release_with_its_own_functions_and_forward_again(
+    files_catalog: Catalog, empty: str, dump: Path, stamp: str
 ) -> None:
-    as_released = catalog(release_0_2_0)
-    rows = table_rows(release_0_2_0)
-    migrate.upgrade(release_0_2_0)
-    migrate.downgrade(release_0_2_0, RELEASE_0_2_0_STAMP)
-    assert migrate.current_revision(release_0_2_0) == RELEASE_0_2_0_STAMP
-    diff = catalog_diff(as_released, catalog(release_0_2_0), ("release 0.2.0", "downgraded"))
+    load_release(dump, empty)
+    as_released = catalog(empty)
+    rows = table_rows(empty)
+    migrate.upgrade(empty)
+    migrate.downgrade(empty, stamp)
+    assert migrate.current_revision(empty) == stamp
+    diff = catalog_diff(as_released, catalog(empty), (dump.stem, "downgraded"))
     assert diff == "", diff
-    assert _applications_untimed(table_rows(release_0_2_0)) == _applications_untimed(rows)
-    migrate.upgrade(release_0_2_0)
-    _same_as_files(files_catalog, release_0_2_0, "downgraded and upgraded again")
-    again = table_rows(release_0_2_0, list(rows))
+    assert _applications_untimed(table_rows(empty)) == _applications_untimed(rows)
+    migrate.upgrade(empty)
+    _same_as_files(files_catalog, empty, "downgraded and upgraded again")
+    again = table_rows(empty, list(rows))
     assert _applications_untimed(again) == _applications_untimed(rows)
 
 
@@ -329,11 +343,21 @@ def _signatures(url: str) -> set[str]:
         return {row for (row,) in conn.execute(SIGNATURES).fetchall()}
 
 
-def test_every_function_of_0_2_0_is_still_there_with_its_signature(
-    from_files: str, release_0_2_0: str
+# And 0.3.0's, during the next release's rolling upgrade. None has left yet.
+WITHDRAWN_SINCE_0_3_0: frozenset[str] = frozenset()
+
+
+@pytest.mark.parametrize(
+    ("dump", "withdrawn"),
+    [(RELEASE_0_2_0, WITHDRAWN_SINCE_0_2_0), (RELEASE_0_3_0, WITHDRAWN_SINCE_0_3_0)],
+    ids=["0.2.0", "0.3.0"],
+)
+def test_every_function_of_a_release_is_still_there_with_its_signature(
+    from_files: str, empty: str, dump: Path, withdrawn: frozenset[str]
 ) -> None:
-    gone = _signatures(release_0_2_0) - _signatures(from_files)
-    assert gone == set(WITHDRAWN_SINCE_0_2_0), sorted(gone)
+    load_release(dump, empty)
+    gone = _signatures(empty) - _signatures(from_files)
+    assert gone == set(withdrawn), sorted(gone)
 
 
 def test_a_downgrade_that_cannot_guard_a_provider_s_tables_again_is_refused(
@@ -422,8 +446,9 @@ def _run_script(url: str, script: str) -> None:
     [
         (RELEASE_0_1_0, RELEASE_0_1_0_STAMP, "0001_schema_0_1_0"),
         (RELEASE_0_2_0, RELEASE_0_2_0_STAMP, RELEASE_0_2_0_STAMP),
+        (RELEASE_0_3_0, RELEASE_0_3_0_STAMP, RELEASE_0_3_0_STAMP),
     ],
-    ids=["0.1.0", "0.2.0"],
+    ids=["0.1.0", "0.2.0", "0.3.0"],
 )
 def test_the_printed_script_upgrades_a_release_s_database_as_migrate_does(
     files_catalog: Catalog, empty: str, dump: Path, stamp: str, at: str
