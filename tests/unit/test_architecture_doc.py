@@ -29,7 +29,7 @@ DOTTED = re.compile(r"(?:resolver|providers)(?:\.\w+)+")
 @dataclass(frozen=True)
 class Row:
     paths: tuple[Path, ...]
-    """The first column's paths (directories or files), braces expanded."""
+    """The first column's paths (directories or files)."""
     names: tuple[str, ...]
     """Every backticked name of the role column."""
 
@@ -38,21 +38,13 @@ class Row:
         return tuple(p for p in self.paths if p.is_dir())
 
 
-def _expand(path: str) -> list[str]:
-    """`resolver/{a,b}.py` -> `resolver/a.py`, `resolver/b.py`."""
-    match = re.search(r"\{([^}]*)\}", path)
-    if match is None:
-        return [path]
-    return [path[: match.start()] + part + path[match.end() :] for part in match[1].split(",")]
-
-
 def rows(text: str) -> list[Row]:
     start = text.index("| package | role |")
     table = text[start:].split("\n\n")[0].splitlines()[2:]
     found = []
     for line in table:
         _, first, role, _ = line.split("|")
-        paths = [ROOT / p for raw in re.findall(r"`([^`]+)`", first) for p in _expand(raw)]
+        paths = [ROOT / raw for raw in re.findall(r"`([^`]+)`", first)]
         found.append(Row(tuple(paths), tuple(re.findall(r"`([^`]+)`", role))))
     return found
 
@@ -137,7 +129,6 @@ def test_the_table_is_read() -> None:
     core = next(row for row in table if row.paths == (ROOT / "resolver" / "core",))
     assert {"reconciler", "domain/", "late_evidence"} <= set(core.names)
     assert ROOT / "resolver" / "db" / "store" in {p for row in table for p in row.paths}
-    assert _expand("resolver/{a,b}.py") == ["resolver/a.py", "resolver/b.py"]
 
 
 def test_every_module_the_table_names_exists() -> None:

@@ -153,7 +153,11 @@ def test_the_provider_api_is_one_surface_for_the_type_checker_and_the_runtime() 
 # executor module written for 0.1.0, and the old paths themselves are gone.
 
 
-def run_pytest(tmp_path: Path, conftest: str, test: str) -> subprocess.CompletedProcess[str]:
+def run_pytest(
+    tmp_path: Path, conftest: str, test: str, *, warnings: str = "default"
+) -> subprocess.CompletedProcess[str]:
+    """pytest in its own process on `tmp_path`, with this conftest and test module, and
+    `warnings` as its `-W` filter."""
     (tmp_path / "conftest.py").write_text(conftest)
     (tmp_path / "test_kit.py").write_text(test)
     return subprocess.run(
@@ -165,7 +169,7 @@ def run_pytest(tmp_path: Path, conftest: str, test: str) -> subprocess.Completed
             "-p",
             "no:cacheprovider",
             "-W",
-            "default",
+            warnings,
             str(tmp_path),
         ],
         cwd=tmp_path,
@@ -259,25 +263,11 @@ def test_the_old_provider_no_longer_imports(tmp_path: Path) -> None:
 def test_following_the_changelog_alone_upgrades_the_old_provider(tmp_path: Path) -> None:
     rules = upgrade_rules("Provider authors")
     (tmp_path / "old_provider.py").write_text(upgrade(OLD_PROVIDER, rules))
-    (tmp_path / "conftest.py").write_text(upgrade(OLD_CONFTEST, rules))
-    (tmp_path / "test_kit.py").write_text(upgrade(OLD_TEST, rules))
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-W",
-            "error::DeprecationWarning",
-            str(tmp_path),
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    done = run_pytest(
+        tmp_path,
+        upgrade(OLD_CONFTEST, rules),
+        upgrade(OLD_TEST, rules),
+        warnings="error::DeprecationWarning",
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
