@@ -81,7 +81,9 @@ class CaseFigures:
         return statistics.median(self.backend_us)
 
 
-def _database(dbs: Databases, case: str, with_statements: bool) -> str:
+def prepare_database(dbs: Databases, case: str, with_statements: bool) -> str:
+    """A freshly migrated database for one case: never analyzed, autovacuum off on the
+    protocol's tables (a new deployment); the bare cases' triggers disabled."""
     extensions = ("pg_stat_statements",) if with_statements else ()
     url = dbs.create(f"serial_{case}", migrated=True, extensions=extensions)
     bare, _ = PATH_CASES[case]
@@ -165,7 +167,7 @@ def run(options: Options) -> dict[str, CaseFigures]:
         dbs = Databases(server)
         try:
             statements = server.has_pg_stat_statements
-            urls = {case: _database(dbs, case, statements) for case in options.cases}
+            urls = {case: prepare_database(dbs, case, statements) for case in options.cases}
             figures = {case: CaseFigures(case) for case in options.cases}
             for round_ in range(options.rounds):
                 # Alternating: a slower minute of the machine falls on every case alike.
