@@ -80,6 +80,66 @@ def test_a_lease_is_extended_only_with_a_version_bump(world: World, sql: SQL) ->
         )
 
 
+def test_an_execution_keeps_its_dispatch_id_its_start_and_its_owner_within_a_version(
+    world: World, sql: SQL
+) -> None:
+    # Moved onto another dispatch that has no execution (a started one's control would hold
+    # it back by its foreign key first).
+    leased = world.executor.at(T0).lease(world.executor.create_dispatch(new_spec()).dispatch_id)
+    other = world.executor.create_dispatch(new_spec())
+    with rejected("an execution keeps its dispatch_id"):
+        sql.all(
+            "UPDATE approved_action_executions SET dispatch_id = %s, version = version + 1"
+            " WHERE dispatch_id = %s",
+            other.dispatch_id,
+            leased.dispatch_id,
+        )
+    lease = world.started()
+    with rejected("a state, owner or token change needs a version bump"):
+        sql.all(
+            "UPDATE approved_action_executions SET owner = 'someone-else' WHERE dispatch_id = %s",
+            lease.dispatch_id,
+        )
+    with rejected("started_at_ms is set once, at the start barrier"):
+        sql.all(
+            "UPDATE approved_action_executions SET started_at_ms = started_at_ms + 1,"
+            " version = version + 1 WHERE dispatch_id = %s",
+            lease.dispatch_id,
+        )
+    assert sql.execution(lease.dispatch_id)["owner"] == lease.owner
+
+
+def test_a_statement_of_many_rows_is_checked_row_by_row(world: World, sql: SQL) -> None:
+    """The rules read each row's old and new values as a pair: one broken row among allowed
+    ones fails the statement and is the one named; a statement whose every row is allowed
+    passes, whatever order its rows come in. The rows differ (each started at its own time),
+    so a row read against another's old values would break the start's rule."""
+    leases = [world.started(now_ms=T0 + i) for i in range(5)]
+    ids = [lease.dispatch_id for lease in leases]
+    with rejected(f"approved_action_executions {ids[3]}: UPDATE rejected (a lease is extended"):
+        sql.all(
+            "UPDATE approved_action_executions SET lease_expires_at_ms = lease_expires_at_ms + 1,"
+            " version = version + CASE WHEN dispatch_id = %s THEN 0 ELSE 1 END"
+            " WHERE dispatch_id = ANY (%s)",
+            ids[3],
+            ids,
+        )
+    assert [sql.execution(d)["version"] for d in ids] == [lease.version for lease in leases]
+    # Allowed for every row (the controls follow in the same transaction, as a renewal's do).
+    with sql.conn.transaction():
+        sql.all(
+            "UPDATE approved_action_executions SET version = version + 1,"
+            " lease_expires_at_ms = lease_expires_at_ms + 1 WHERE dispatch_id = ANY (%s)",
+            list(reversed(ids)),
+        )
+        sql.all(
+            "UPDATE approved_action_recovery_controls SET execution_version = execution_version"
+            " + 1 WHERE dispatch_id = ANY (%s)",
+            ids,
+        )
+    assert [sql.execution(d)["version"] for d in ids] == [lease.version + 1 for lease in leases]
+
+
 def test_an_open_control_follows_its_execution_at_commit(world: World, sql: SQL) -> None:
     lease = world.started()
     # A hand-written renew that forgets the control: allowed row by row, refused at commit.

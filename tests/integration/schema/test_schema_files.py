@@ -331,10 +331,11 @@ WITHDRAWN_SINCE_0_2_0: frozenset[str] = frozenset(
         " -> TABLE(dispatch_id text, created boolean, created_at_ms bigint)",
     }
 )
+# Trigger functions aside: nothing calls one but its trigger, which leaves with it.
 SIGNATURES = (
     "SELECT p.oid::regprocedure::text || ' -> ' || pg_get_function_result(p.oid)"
     " FROM pg_proc AS p WHERE p.pronamespace = current_schema()::regnamespace"
-    " AND p.proname LIKE 'resolver\\_%'"
+    " AND p.proname LIKE 'resolver\\_%' AND p.prorettype <> 'trigger'::regtype"
 )
 
 

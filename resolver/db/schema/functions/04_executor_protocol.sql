@@ -577,34 +577,46 @@ REVOKE EXECUTE ON FUNCTION
     resolver_receipt_write(text, text, uuid, bigint, jsonb)
 FROM PUBLIC;
 
--- Names the rule a write broke (the triggers below call it only then).
+-- The births the state machine allows, each written once: a function answers whether a new
+-- row breaks its table's rule, the trigger's WHEN asks it, and resolver_guard_insert says what
+-- the row should have been. Functions, not the rules spelled out in WHEN: a trigger's WHEN is
+-- stored as an expression tree that PostgreSQL reads back from its text and prepares again in
+-- every statement that writes the table; a plpgsql function is compiled once per session, and
+-- these tables are inserted into one row at a time. `record` arguments: the functions are
+-- created before the tables (resolver/db/README.md).
+CREATE OR REPLACE FUNCTION resolver_execution_born_broken(n record)
+RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    RETURN n.state <> 'leased' OR n.version <> 1 OR n.attempt <> 1
+        OR n.started_at_ms IS NOT NULL OR n.finished_at_ms IS NOT NULL
+        OR n.result_code IS NOT NULL OR n.completion_mutation_id IS NOT NULL
+        OR n.evidence_digest IS NOT NULL;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION resolver_control_born_broken(n record)
+RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    RETURN n.status <> 'armed' OR n.recovery_token IS NOT NULL OR n.closed_by IS NOT NULL;
+END
+$$;
+
+-- An execution keeps its dispatch_id (the trigger below fires only for a statement that
+-- assigns it). The other rules of its state machine are checked per statement by
+-- resolver_executions_changed, which pairs each row's old and new values by that id.
 CREATE OR REPLACE FUNCTION resolver_guard_execution() RETURNS trigger
 LANGUAGE plpgsql AS $$
-DECLARE
-    rule text;
 BEGIN
-    rule := CASE
-        WHEN OLD.state = ANY (resolver_terminal_states()) THEN 'a terminal execution never changes'
-        WHEN NEW.dispatch_id <> OLD.dispatch_id THEN 'an execution keeps its dispatch_id'
-        WHEN OLD.state = 'executing' AND NEW.state = 'leased'
-            THEN 'executing never returns to leased'
-        WHEN NOT (NEW.state = OLD.state OR (OLD.state = 'leased' AND NEW.state = 'executing')
-                  OR (OLD.state = 'executing' AND NEW.state = ANY (resolver_terminal_states())))
-            THEN 'only leased -> executing -> terminal (the start barrier cannot be skipped)'
-        WHEN NEW.version < OLD.version OR NEW.attempt < OLD.attempt
-            THEN 'version and attempt never decrease'
-        WHEN NEW.version = OLD.version AND NEW.lease_expires_at_ms > OLD.lease_expires_at_ms
-            THEN 'a lease is extended only with a version bump'
-        WHEN NEW.version = OLD.version
-            THEN 'a state, owner or token change needs a version bump'
-        ELSE 'started_at_ms is set once, at the start barrier'
-    END;
-    RAISE EXCEPTION 'approved_action_executions %: % rejected (%)', NEW.dispatch_id, TG_OP, rule
+    RAISE EXCEPTION 'approved_action_executions %: % rejected (an execution keeps its dispatch_id)',
+        OLD.dispatch_id, TG_OP
         USING ERRCODE = 'RS006',
               HINT = 'executors change executions only through the resolver_execution_* functions';
 END
 $$;
 
+-- Names the rule a write broke (the trigger below calls it only then).
 CREATE OR REPLACE FUNCTION resolver_guard_control() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -647,40 +659,104 @@ BEGIN
 END
 $$;
 
--- A terminal transition must close its control in the same statement (the functions and the
--- resolver's commits do, in one statement). Checked once per statement over its transition
--- table, so settling a page of 64 costs one set-based lookup, not 64 deferred row checks.
-CREATE OR REPLACE FUNCTION resolver_check_settled_closed() RETURNS trigger
+-- After every statement that changes executions, one trigger, once per statement over its
+-- transition tables, keeps the state machine and the two rules that span tables:
+--
+-- * Only leased -> executing -> terminal, with every change of a lease, state, owner or token
+--   bumping the version (above; the dispatch_id rule has its own trigger, so the old and new
+--   rows pair by that id). The rules are written once, here, as one expression the session's
+--   cached plan evaluates per row. Not a row trigger's WHEN: PostgreSQL reads a WHEN back from
+--   its stored text and prepares it again in every statement that writes the table, which for
+--   these rules cost more than the protocol's own statement (docs/performance.md); not a
+--   function called per row either, which costs a page commit of 64 rows 64 calls.
+-- * A terminal transition closes its control in the same statement (the functions and the
+--   resolver's commits do, in one statement), so settling a page of 64 costs one set-based
+--   lookup, not 64 deferred row checks. A semi-join from the settled rows to the controls'
+--   primary key: the planner knows how many rows the statement settled, so for one (every
+--   completion) a single key probe is the plan, on tables never analyzed too. (An `= ANY
+--   (array)` over the controls was planned there as a scan of every control, and a long-lived
+--   session kept that plan as the table grew.) A statement that settles nothing (the start
+--   barrier, a renewal) reads no control.
+-- * A new execution version (a renew, a completion, any resolution, a takeover) voids the open
+--   proposal fenced on the old one, in the same transaction: a confirmation can only ever
+--   follow the very state the proposer saw. The (nearly always empty) open index is probed
+--   first, so writers that never meet a proposal pay next to nothing.
+--
+-- One trigger and one query, not one per rule: every statement trigger is a call and a read
+-- of the transition tables whether or not its rule has anything to do, and most statements
+-- (every start barrier, every renewal) settle nothing and meet no proposal. SECURITY DEFINER:
+-- whoever updated the execution (the runtime role, the executor protocol) need not read
+-- controls or write proposals themselves. The outcome feed appends from a trigger of its own
+-- (10_outcome_feed.sql), which fires after this one.
+CREATE OR REPLACE FUNCTION resolver_executions_changed() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
+    broken text[];
     left_open text;
+    proposals_open boolean;
 BEGIN
-    -- A semi-join from the settled rows to the controls' primary key. The planner knows how
-    -- many rows the statement settled: for one (every completion) a single key probe is the
-    -- plan, on tables never analyzed too. (An `= ANY (array)` over the controls was planned
-    -- there as a scan of every control, and a long-lived session kept that plan as the table
-    -- grew.) A statement that settles nothing (the start barrier, a renewal) reads no control.
-    SELECT n.dispatch_id INTO left_open
-    FROM settled AS n
-    WHERE n.state = ANY (resolver_terminal_states())
-      AND EXISTS (SELECT 1 FROM approved_action_recovery_controls AS c
-                  WHERE c.dispatch_id = n.dispatch_id AND c.status <> 'resolved')
-    LIMIT 1;
-    IF FOUND THEN
+    SELECT (SELECT ARRAY[n.dispatch_id, r.rule]
+            FROM before AS o
+            JOIN changed AS n USING (dispatch_id)
+            CROSS JOIN LATERAL (SELECT CASE
+                WHEN o.state = ANY (resolver_terminal_states())
+                    THEN 'a terminal execution never changes'
+                WHEN o.state = 'executing' AND n.state = 'leased'
+                    THEN 'executing never returns to leased'
+                WHEN NOT (n.state = o.state OR (o.state = 'leased' AND n.state = 'executing')
+                          OR (o.state = 'executing'
+                              AND n.state = ANY (resolver_terminal_states())))
+                    THEN 'only leased -> executing -> terminal (the start barrier cannot be skipped)'
+                WHEN n.version < o.version OR n.attempt < o.attempt
+                    THEN 'version and attempt never decrease'
+                WHEN n.version = o.version AND n.lease_expires_at_ms > o.lease_expires_at_ms
+                    THEN 'a lease is extended only with a version bump'
+                WHEN n.version = o.version
+                     AND (n.state <> o.state OR n.owner <> o.owner OR n.token <> o.token)
+                    THEN 'a state, owner or token change needs a version bump'
+                WHEN o.started_at_ms IS NOT NULL
+                     AND n.started_at_ms IS DISTINCT FROM o.started_at_ms
+                    THEN 'started_at_ms is set once, at the start barrier'
+                END AS rule) AS r
+            WHERE r.rule IS NOT NULL
+            LIMIT 1),
+           (SELECT n.dispatch_id FROM changed AS n
+            WHERE n.state = ANY (resolver_terminal_states())
+              AND EXISTS (SELECT 1 FROM approved_action_recovery_controls AS c
+                          WHERE c.dispatch_id = n.dispatch_id AND c.status <> 'resolved')
+            LIMIT 1),
+           EXISTS (SELECT 1 FROM recovery_proposals AS p WHERE p.closed_as IS NULL)
+    INTO broken, left_open, proposals_open;
+    IF broken IS NOT NULL THEN
+        RAISE EXCEPTION 'approved_action_executions %: % rejected (%)', broken[1], TG_OP, broken[2]
+            USING ERRCODE = 'RS006',
+                  HINT = 'executors change executions only through the resolver_execution_* functions';
+    END IF;
+    IF left_open IS NOT NULL THEN
         RAISE EXCEPTION 'dispatch %: an open control''s execution_version must equal its execution''s version; a terminal execution''s control is closed by the same statement',
             left_open
             USING ERRCODE = 'RS006',
                   HINT = 'settle through resolver_execution_complete (or close the control in the same statement)';
+    END IF;
+    IF proposals_open THEN
+        UPDATE recovery_proposals AS p
+        SET closed_as = 'voided', closed_at_ms = resolver_now_ms(NULL),
+            close_reason_code = 'execution_changed'
+        FROM changed AS n
+        WHERE p.dispatch_id = n.dispatch_id AND p.closed_as IS NULL
+          AND p.expected_execution_version <> n.version;
     END IF;
     RETURN NULL;
 END
 $$;
 
 REVOKE EXECUTE ON FUNCTION
+    resolver_execution_born_broken(record),
+    resolver_control_born_broken(record),
     resolver_guard_execution(),
     resolver_guard_control(),
     resolver_check_control_in_step(),
-    resolver_check_settled_closed(),
+    resolver_executions_changed(),
     resolver_check_receipt_lease(),
     resolver_guard_insert(),
     resolver_importing_history(regclass)
@@ -690,7 +766,7 @@ FROM PUBLIC;
 -- through the functions above).
 ALTER FUNCTION resolver_check_control_in_step() SECURITY DEFINER;
 
-ALTER FUNCTION resolver_check_settled_closed() SECURITY DEFINER;
+ALTER FUNCTION resolver_executions_changed() SECURITY DEFINER;
 
 -- Each function resolves names through a search_path pinned to the migrated schema, with
 -- pg_temp last so a caller's temporary table can never shadow a protocol table.
@@ -711,10 +787,12 @@ BEGIN
         'resolver_execution_renew(text, text, uuid, bigint, bigint, bigint)',
         'resolver_receipt_identity(text, text, uuid, bigint, bigint)',
         'resolver_receipt_write(text, text, uuid, bigint, jsonb)',
+        'resolver_execution_born_broken(record)',
+        'resolver_control_born_broken(record)',
         'resolver_guard_execution()',
         'resolver_guard_control()',
         'resolver_check_control_in_step()',
-        'resolver_check_settled_closed()',
+        'resolver_executions_changed()',
         'resolver_check_receipt_lease()',
         'resolver_guard_insert()',
         'resolver_importing_history(regclass)'
@@ -725,25 +803,16 @@ BEGIN
 END
 $$;
 
--- The state machine, enforced for every writer (the table owner included). Each WHEN holds
--- exactly when a rule is broken, so an allowed write never calls a function. AFTER, not
--- BEFORE: a BEFORE ROW UPDATE trigger makes PostgreSQL lock (and WAL-log the lock of) every
--- old row before it can even evaluate WHEN; an AFTER row trigger's WHEN is evaluated when the
--- event would be queued, at no extra cost, and its error aborts the statement alike.
-CREATE TRIGGER approved_action_executions_state_machine
-    AFTER UPDATE ON approved_action_executions FOR EACH ROW WHEN (
-    OLD.state = ANY (resolver_terminal_states())
-    OR NEW.dispatch_id <> OLD.dispatch_id
-    OR NOT (NEW.state = OLD.state
-            OR (OLD.state = 'leased' AND NEW.state = 'executing')
-            OR (OLD.state = 'executing' AND NEW.state = ANY (resolver_terminal_states())))
-    OR NEW.version < OLD.version
-    OR NEW.attempt < OLD.attempt
-    OR (NEW.version = OLD.version
-        AND (NEW.lease_expires_at_ms > OLD.lease_expires_at_ms OR NEW.state <> OLD.state
-             OR NEW.owner <> OLD.owner OR NEW.token <> OLD.token))
-    OR (OLD.started_at_ms IS NOT NULL AND NEW.started_at_ms IS DISTINCT FROM OLD.started_at_ms)
-) EXECUTE FUNCTION resolver_guard_execution();
+-- The state machine, enforced for every writer (the table owner included): the executions'
+-- rules by resolver_executions_changed (below), the controls' here. Each WHEN holds exactly when
+-- a rule is broken, so an allowed write never calls a function. AFTER, not BEFORE: a BEFORE ROW
+-- UPDATE trigger makes PostgreSQL lock (and WAL-log the lock of) every old row before it can
+-- even evaluate WHEN; an AFTER row trigger's WHEN is evaluated when the event would be queued,
+-- at no extra cost, and its error aborts the statement alike. The controls' rules stay a WHEN:
+-- a page of claims or commits updates 64 controls in one statement.
+CREATE TRIGGER approved_action_executions_keeps_dispatch_id
+    AFTER UPDATE OF dispatch_id ON approved_action_executions FOR EACH ROW
+    WHEN (NEW.dispatch_id <> OLD.dispatch_id) EXECUTE FUNCTION resolver_guard_execution();
 
 CREATE TRIGGER approved_action_recovery_controls_state_machine
     AFTER UPDATE ON approved_action_recovery_controls FOR EACH ROW WHEN (
@@ -762,9 +831,9 @@ CREATE CONSTRAINT TRIGGER approved_action_executions_control_in_step
     WHEN (NEW.version <> OLD.version AND NEW.state <> ALL (resolver_terminal_states()))
     EXECUTE FUNCTION resolver_check_control_in_step();
 
-CREATE TRIGGER approved_action_executions_settled_closed
-    AFTER UPDATE ON approved_action_executions REFERENCING NEW TABLE AS settled
-    FOR EACH STATEMENT EXECUTE FUNCTION resolver_check_settled_closed();
+CREATE TRIGGER approved_action_executions_changed
+    AFTER UPDATE ON approved_action_executions REFERENCING OLD TABLE AS before NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION resolver_executions_changed();
 
 CREATE CONSTRAINT TRIGGER approved_action_recovery_controls_armed_in_step
     AFTER INSERT ON approved_action_recovery_controls
@@ -783,14 +852,9 @@ CREATE CONSTRAINT TRIGGER action_receipts_live_lease
     EXECUTE FUNCTION resolver_check_receipt_lease();
 
 CREATE TRIGGER approved_action_executions_born_leased
-    AFTER INSERT ON approved_action_executions FOR EACH ROW WHEN (
-    NEW.state <> 'leased' OR NEW.version <> 1 OR NEW.attempt <> 1
-    OR NEW.started_at_ms IS NOT NULL OR NEW.finished_at_ms IS NOT NULL
-    OR NEW.result_code IS NOT NULL OR NEW.completion_mutation_id IS NOT NULL
-    OR NEW.evidence_digest IS NOT NULL
-) EXECUTE FUNCTION resolver_guard_insert();
+    AFTER INSERT ON approved_action_executions FOR EACH ROW
+    WHEN (resolver_execution_born_broken(NEW)) EXECUTE FUNCTION resolver_guard_insert();
 
 CREATE TRIGGER approved_action_recovery_controls_born_armed
-    AFTER INSERT ON approved_action_recovery_controls FOR EACH ROW WHEN (
-    NEW.status <> 'armed' OR NEW.recovery_token IS NOT NULL OR NEW.closed_by IS NOT NULL
-) EXECUTE FUNCTION resolver_guard_insert();
+    AFTER INSERT ON approved_action_recovery_controls FOR EACH ROW
+    WHEN (resolver_control_born_broken(NEW)) EXECUTE FUNCTION resolver_guard_insert();

@@ -348,42 +348,12 @@ CREATE TRIGGER recovery_proposals_close_once BEFORE UPDATE ON recovery_proposals
 
 CREATE TRIGGER recovery_proposals_definer_write AFTER INSERT OR UPDATE ON recovery_proposals
     FOR EACH STATEMENT EXECUTE FUNCTION resolver_guard_definer_write(
-        'resolver_commit_manual', 'resolver_proposal_close', 'resolver_proposals_void');
+        'resolver_commit_manual', 'resolver_proposal_close', 'resolver_executions_changed');
 
--- A new execution version (a renew, a completion, any resolution, a takeover) voids the
--- open proposal fenced on the old one, in the same transaction: a confirmation can only
--- ever follow the very state the proposer saw. One call per statement, and a probe of the
--- (nearly always empty) open index before anything else, so writers that never meet a
--- proposal pay next to nothing. SECURITY DEFINER: whoever updated the execution (the
--- runtime role, the executor protocol) need not write proposals themselves.
-CREATE OR REPLACE FUNCTION resolver_proposals_void() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER AS $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM recovery_proposals AS p WHERE p.closed_as IS NULL) THEN
-        RETURN NULL;
-    END IF;
-    UPDATE recovery_proposals AS p
-    SET closed_as = 'voided', closed_at_ms = resolver_now_ms(NULL),
-        close_reason_code = 'execution_changed'
-    FROM changed AS n
-    WHERE p.dispatch_id = n.dispatch_id AND p.closed_as IS NULL
-      AND p.expected_execution_version <> n.version;
-    RETURN NULL;
-END
-$$;
+-- A new execution version voids the open proposal fenced on the old one: the executions'
+-- statement trigger does it (resolver_executions_changed, 04_executor_protocol.sql).
 
-CREATE TRIGGER approved_action_executions_void_proposals AFTER UPDATE
-    ON approved_action_executions REFERENCING NEW TABLE AS changed
-    FOR EACH STATEMENT EXECUTE FUNCTION resolver_proposals_void();
-
-REVOKE EXECUTE ON FUNCTION resolver_proposal_close_once(), resolver_proposals_void() FROM PUBLIC;
-
-DO $$
-BEGIN
-    EXECUTE format('ALTER FUNCTION resolver_proposals_void() '
-                   'SET search_path = pg_catalog, %I, pg_temp', current_schema());
-END
-$$;
+REVOKE EXECUTE ON FUNCTION resolver_proposal_close_once() FROM PUBLIC;
 
 -- Strong authentication: the `amr` values that count as a second factor. The Python side
 -- keeps the same set (resolver.human.manual.STRONG_AMR; a test compares the two).

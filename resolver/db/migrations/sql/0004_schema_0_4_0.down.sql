@@ -1,0 +1,3 @@
+-- Back to the tables of release 0.3.0: the reverse of 0004_schema_0_4_0.up.sql. No table has
+-- changed yet; `resolver migrate` then restores 0.3.0's functions and triggers as that revision
+-- recorded them.

@@ -1,0 +1,7 @@
+-- From the tables of release 0.3.0 to those of release 0.4.0, in one step. Tables, columns,
+-- constraints, indexes and privileges only: `resolver migrate` has already replaced the
+-- functions and adds the triggers after this file (resolver/db/README.md).
+--
+-- No table has changed yet. The revision is this release's from its first change to a function
+-- or a trigger: the definitions are recorded per revision, so a downgrade to 0.3.0 brings back
+-- exactly what 0.3.0 applied.
