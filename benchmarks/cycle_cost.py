@@ -38,6 +38,7 @@ from psycopg.rows import dict_row
 
 from benchmarks import bare, seed
 from benchmarks.phases import RECEIPT_ACTION, DrainCase, prepare_drain
+from benchmarks.procs import callgrind_total
 from benchmarks.run import RECEIPT_PROVIDER, provider_config
 from benchmarks.server import Databases, open_server
 from resolver.db.statements import claim_statement, statement
@@ -182,13 +183,8 @@ def _under_callgrind(argv: list[str], loop: str, work_dir: Path) -> None:
     resolved = next(
         int(line.split()[-1]) for line in done.stderr.splitlines() if line.startswith("RESOLVED")
     )
-    total = next(
-        int(line.split()[0].replace(",", ""))
-        for line in subprocess.run(
-            ["callgrind_annotate", str(out)], capture_output=True, text=True, check=True
-        ).stdout.splitlines()
-        if "PROGRAM TOTALS" in line
-    )
+    total = callgrind_total(out)
+    assert total is not None, f"callgrind wrote no counts to {out}"
     print(f"{loop}: {resolved} resolutions, {total // max(1, resolved):,} instructions each")
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import re
 import shutil
 import statistics
 import subprocess
@@ -33,11 +32,11 @@ import psycopg
 
 from benchmarks.executor_loop import PATH_CASES, LoopStats, Steps, Timer, actions
 from benchmarks.executor_serial import prepare_database
-from benchmarks.server import Databases, _describe
+from benchmarks.procs import callgrind_total
+from benchmarks.server import Databases, describe
 from resolver.demo import localpg
 
 START_SECONDS = 300
-TOTALS = re.compile(rb"^(?:totals|summary): (\d+)", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,12 +60,6 @@ class CaseCount:
         return statistics.median(self.per_action)
 
 
-@dataclass(frozen=True, slots=True)
-class _CountedServer:
-    url: str
-    out_dir: Path
-
-
 def run(options: Options) -> dict[str, CaseCount]:
     unknown = set(options.cases) - set(PATH_CASES)
     if unknown:
@@ -75,57 +68,55 @@ def run(options: Options) -> dict[str, CaseCount]:
         raise SystemExit("valgrind is not installed (Debian's `valgrind` package)")
     data_dir = Path(tempfile.mkdtemp(prefix="resolver-bench-"))
     try:
-        names, run_as = _prepare(data_dir, options.cases)
+        cluster, urls = _prepare(data_dir, options.cases)
         counts = {case: CaseCount(case) for case in options.cases}
-        with _counted_server(data_dir, run_as) as server:
-            urls = {case: server.url.rsplit("/", 1)[0] + "/" + names[case] for case in names}
+        with _counted_server(cluster) as out_dir:
             for case, url in urls.items():
                 # Uncounted: the first session on a database also fills what every later one
                 # finds there (the relation cache's file, the shared buffers).
-                _session(server, url, case, "prime", 0, options.warmup)
+                _session(out_dir, url, case, "prime", 0, options.warmup)
             for round_ in range(options.rounds):
                 # Alternating, as the serial tool does (here only the tables' growth differs).
                 order = options.cases if round_ % 2 == 0 else tuple(reversed(options.cases))
                 for case in order:
                     counts[case].per_action.append(
-                        _per_action(server, urls[case], case, round_, options)
+                        _per_action(out_dir, urls[case], case, round_, options)
                     )
         return counts
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
-def _prepare(data_dir: Path, cases: tuple[str, ...]) -> tuple[dict[str, str], str | None]:
+def _prepare(data_dir: Path, cases: tuple[str, ...]) -> tuple[localpg.Cluster, dict[str, str]]:
     """Migrate each case's database on the cluster run normally (migrating under the counter
-    would take minutes), then stop it: the counted server starts on the same data, as the
-    same user."""
+    would take minutes), then stop it: the counted server starts on the same data, port and
+    user, so each case's URL stays valid."""
     cluster = localpg.start(data_dir, durable=True)
     try:
-        dbs = Databases(_describe(cluster.url, private=True))
-        names = {case: prepare_database(dbs, case, False).rsplit("/", 1)[1] for case in cases}
-        return names, cluster.run_as
+        dbs = Databases(describe(cluster.url, private=True))
+        return cluster, {case: prepare_database(dbs, case, False) for case in cases}
     finally:
         cluster.stop()
 
 
 @contextlib.contextmanager
-def _counted_server(data_dir: Path, run_as: str | None) -> Iterator[_CountedServer]:
-    bin_dir = localpg.find_bin_dir()
-    assert bin_dir is not None, "the cluster above started from these binaries"
+def _counted_server(cluster: localpg.Cluster) -> Iterator[Path]:
+    """The stopped cluster started again under callgrind; yields where each process's counts
+    land (`backend.<pid>`)."""
+    data_dir = cluster.data_dir
     out_dir = data_dir.parent / f"{data_dir.name}-callgrind"
     out_dir.mkdir()
     out_dir.chmod(0o777)  # the server's user writes there
-    port = localpg.free_port()
     command = [
         "valgrind",
         "--tool=callgrind",
         "--trace-children=yes",
         f"--callgrind-out-file={out_dir}/backend.%p",
-        str(bin_dir / "postgres"),
+        str(cluster.bin_dir / "postgres"),
         "-D",
         str(data_dir),
         "-p",
-        str(port),
+        str(cluster.port),
         "-k",
         str(data_dir),
         "-c",
@@ -133,13 +124,12 @@ def _counted_server(data_dir: Path, run_as: str | None) -> Iterator[_CountedServ
         "-c",
         "autovacuum=off",
     ]
-    if run_as:
-        command = ["runuser", "-u", run_as, "--", *command]
+    if cluster.run_as:
+        command = ["runuser", "-u", cluster.run_as, "--", *command]
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
     try:
-        _wait_for(url, server)
-        yield _CountedServer(url, out_dir)
+        _wait_for(cluster.url, server)
+        yield out_dir
     finally:
         server.terminate()
         server.wait()
@@ -158,16 +148,14 @@ def _wait_for(url: str, server: subprocess.Popen[bytes]) -> None:
             time.sleep(0.5)
 
 
-def _per_action(
-    server: _CountedServer, url: str, case: str, round_: int, options: Options
-) -> float:
+def _per_action(out_dir: Path, url: str, case: str, round_: int, options: Options) -> float:
     short = max(1, options.actions // 4)
-    fewer = _session(server, url, case, f"r{round_}a", short, options.warmup)
-    more = _session(server, url, case, f"r{round_}b", options.actions, options.warmup)
+    fewer = _session(out_dir, url, case, f"r{round_}a", short, options.warmup)
+    more = _session(out_dir, url, case, f"r{round_}b", options.actions, options.warmup)
     return (more - fewer) / (options.actions - short)
 
 
-def _session(server: _CountedServer, url: str, case: str, tag: str, n: int, warmup: int) -> int:
+def _session(out_dir: Path, url: str, case: str, tag: str, n: int, warmup: int) -> int:
     """The instructions of one session's backend: a warm-up, then `n` actions."""
     bare, grouped = PATH_CASES[case]
     steps = Steps(url, bare=bare)
@@ -181,15 +169,15 @@ def _session(server: _CountedServer, url: str, case: str, tag: str, n: int, warm
         pid = steps.conn.info.backend_pid
     finally:
         steps.conn.close()
-    return _total(server.out_dir / f"backend.{pid}")
+    return _total(out_dir / f"backend.{pid}")
 
 
 def _total(path: Path) -> int:
-    # Callgrind writes a process's counts when it exits, shortly after its session closed.
+    # The backend exits, and callgrind writes its counts, shortly after its session closed.
     deadline = time.monotonic() + START_SECONDS
     while time.monotonic() < deadline:
-        if path.exists() and (found := TOTALS.search(path.read_bytes())):
-            return int(found.group(1))
+        if (total := callgrind_total(path)) is not None:
+            return total
         time.sleep(0.2)
     raise SystemExit(f"no instruction count in {path}")
 

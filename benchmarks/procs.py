@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -25,6 +26,19 @@ from benchmarks.protocol import ProcessStats, read_stats
 # Measured processes run `python -m benchmarks...` from the checkout, wherever we are.
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# `totals:`, not `summary:`, which holds only what was collected since the last toggle.
+CALLGRIND_TOTAL = re.compile(rb"^totals: (\d+)", re.MULTILINE)
+
+
+def callgrind_total(path: Path) -> int | None:
+    """The instructions a callgrind output file counts (what callgrind_annotate calls the
+    program totals), or None while the process runs (callgrind writes the file as it exits)."""
+    if not path.exists():
+        return None
+    found = CALLGRIND_TOTAL.search(path.read_bytes())
+    return int(found.group(1)) if found else None
 
 
 def cpu_us(pid: int) -> int | None:

@@ -56,7 +56,7 @@ def open_server(
     are added to the private cluster's own before its restart, `loaded_settings` (those of a
     preloaded library) after it (a given server keeps its)."""
     if url:
-        yield _describe(url, private=False)
+        yield describe(url, private=False)
         return
     created = data_dir is None
     # An explicit directory: localpg deletes the temporary ones it makes itself on stop, and
@@ -69,7 +69,7 @@ def open_server(
         # Same data directory, new port: the preload library needs a restart.
         cluster = localpg.start(cluster.data_dir, durable=durable)
         _alter_system(cluster.url, {**LOADED_SETTINGS, **(loaded_settings or {})})
-        yield _describe(cluster.url, private=True)
+        yield describe(cluster.url, private=True)
     finally:
         cluster.stop()
         if created:  # a throwaway cluster: a run leaves no gigabyte behind in /tmp
@@ -85,7 +85,8 @@ def _alter_system(url: str, settings: dict[str, str]) -> None:
         conn.execute("SELECT pg_reload_conf()")
 
 
-def _describe(url: str, *, private: bool) -> Server:
+def describe(url: str, *, private: bool) -> Server:
+    """What the server at `url` is and has (a cluster started another way included)."""
     with psycopg.connect(url, autocommit=True) as conn:
         version = str(conn.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
         row = conn.execute(
