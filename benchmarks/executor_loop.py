@@ -128,7 +128,16 @@ e AS (
     FROM n
     WHERE e.dispatch_id = %(dispatch_id)s AND e.owner = %(owner)s AND e.token = %(token)s::uuid
       AND e.version = %(version)s AND e.state = 'executing'
-    RETURNING e.dispatch_id, e.version, e.finished_at_ms
+    RETURNING e.dispatch_id, e.version, e.state, e.finished_at_ms
+),
+o AS (
+    INSERT INTO recovery_outcomes (
+        kind, dispatch_id, approval_request_id, project_id, action_type, state, settled_by,
+        result_code, evidence_digest, mutation_id, occurred_at_ms)
+    SELECT 'settled', e.dispatch_id, d.approval_request_id, d.project_id, d.action_type,
+           e.state, 'executor', %(result_code)s, %(evidence_digest)s, %(mutation_id)s,
+           e.finished_at_ms
+    FROM e JOIN approved_action_dispatches AS d USING (dispatch_id)
 )
 UPDATE approved_action_recovery_controls AS c
 SET status = 'resolved', closed_by = 'completion', closed_at_ms = e.finished_at_ms,

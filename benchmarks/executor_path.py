@@ -50,6 +50,7 @@ PROTOCOL_TABLES = (
     "approved_action_executions",
     "approved_action_recovery_controls",
     "action_receipts",
+    "recovery_outcomes",
 )
 NODE_SDK = REPO_ROOT / "sdk" / "node"
 NODE_SDK_FILES = ("package.json", "index.js", "index.d.ts")

@@ -727,6 +727,7 @@ OUTCOME_INTERNALS = (
     "resolver_outcome_scope()",
     "resolver_outcome_cursor_parse(text)",
     "resolver_effective_state(text, bigint, bigint)",
+    "resolver_decision_actors(text)",
 )
 
 

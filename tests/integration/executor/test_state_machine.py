@@ -165,6 +165,54 @@ def test_an_open_control_follows_its_execution_at_commit(world: World, sql: SQL)
     assert sql.control(lease.dispatch_id)["execution_version"] == lease.version + 1
 
 
+HAND_START = """
+WITH started AS (
+    UPDATE approved_action_executions AS e
+    SET state = 'executing', version = e.version + 1, started_at_ms = %(now)s,
+        lease_expires_at_ms = %(now)s + 1000
+    WHERE e.dispatch_id = %(id)s
+    RETURNING e.dispatch_id, e.version
+)
+INSERT INTO approved_action_recovery_controls (
+    dispatch_id, status, execution_version, next_scan_at_ms, armed_at_ms)
+SELECT s.dispatch_id, 'armed', s.version + %(off_by)s, %(now)s + 1000, %(now)s FROM started AS s
+"""
+
+
+def test_a_control_born_at_the_start_barrier_follows_its_execution_at_commit(
+    world: World, sql: SQL
+) -> None:
+    # The start barrier changes the execution's state, so its new version is checked through
+    # the control it inserts: a hand-written barrier that arms the control at another version
+    # is refused at commit, whichever trigger reads the pair.
+    spec = world.executor.create_dispatch(new_spec())
+    leased = world.executor.at(T0).lease(spec.dispatch_id)
+    with rejected("must equal its execution's version ("), sql.conn.transaction():
+        sql.conn.execute(HAND_START, {"id": spec.dispatch_id, "now": T0 + 1, "off_by": -1})
+    assert sql.execution(spec.dispatch_id)["state"] == "leased"
+    sql.conn.execute(HAND_START, {"id": spec.dispatch_id, "now": T0 + 1, "off_by": 0})
+    assert sql.control(spec.dispatch_id)["execution_version"] == leased.version + 1
+
+
+def test_a_takeover_keeps_a_control_in_step_too(world: World, sql: SQL) -> None:
+    # A new version in the same state (a takeover of a leased execution) is checked from the
+    # execution's side: a control armed beside it by hand must follow it.
+    spec = world.executor.create_dispatch(new_spec())
+    world.executor.at(T0).lease(spec.dispatch_id)
+    sql.all(
+        "INSERT INTO approved_action_recovery_controls (dispatch_id, status, execution_version,"
+        " next_scan_at_ms, armed_at_ms) SELECT dispatch_id, 'armed', version, 0, 0"
+        " FROM approved_action_executions WHERE dispatch_id = %s",
+        spec.dispatch_id,
+    )
+    with rejected("must equal its execution's version ("), sql.conn.transaction():
+        sql.all(
+            "UPDATE approved_action_executions SET version = version + 1, attempt = attempt + 1,"
+            " owner = 'other', token = gen_random_uuid() WHERE dispatch_id = %s",
+            spec.dispatch_id,
+        )
+
+
 def test_a_terminal_transition_closes_its_control_in_the_same_statement(
     world: World, sql: SQL
 ) -> None:

@@ -521,6 +521,38 @@ $$;
 
 -- An execution is born `leased` at version 1 (resolver_execution_lease writes it so), a control
 -- `armed` (by the start barrier); inserting either in a later state would skip the state machine.
+-- An execution is also never born for a dispatch a resolution settled: retention may have
+-- pruned the settled execution and kept the resolution, and a new execution of that identity
+-- would run an approved action twice. Only when no execution exists: INSERT ... ON CONFLICT
+-- (the lease) fires a BEFORE trigger before the conflict check, and a settled execution that
+-- still exists is the lease's to refuse (RS003, past the start barrier). Both rules of an
+-- execution's birth in one BEFORE row trigger: the lease inserts one row, and a WHEN asking a
+-- function beside a second trigger cost it two calls and a WHEN read back per statement.
+CREATE OR REPLACE FUNCTION resolver_execution_born() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER AS $$
+BEGIN
+    IF (NEW.state <> 'leased' OR NEW.version <> 1 OR NEW.attempt <> 1
+        OR NEW.started_at_ms IS NOT NULL OR NEW.finished_at_ms IS NOT NULL
+        OR NEW.result_code IS NOT NULL OR NEW.completion_mutation_id IS NOT NULL
+        OR NEW.evidence_digest IS NOT NULL)
+       AND NOT resolver_importing_history(TG_RELID) THEN
+        RAISE EXCEPTION '%: INSERT of % rejected (%)', TG_TABLE_NAME, NEW.dispatch_id,
+            'an execution is born leased, at version 1 and attempt 1, with no start or outcome'
+            USING ERRCODE = 'RS006',
+                  HINT = 'executors write executions and controls only through the resolver_execution_* functions';
+    END IF;
+    IF EXISTS (SELECT 1 FROM approved_action_recovery_resolutions AS r
+               WHERE r.dispatch_id = NEW.dispatch_id)
+       AND NOT EXISTS (SELECT 1 FROM approved_action_executions AS e
+                       WHERE e.dispatch_id = NEW.dispatch_id) THEN
+        RAISE EXCEPTION 'dispatch % was settled by a resolution (its execution was pruned): it is never leased again; a new action needs a new dispatch',
+            quote_literal(NEW.dispatch_id)
+            USING ERRCODE = 'restrict_violation';
+    END IF;
+    RETURN NEW;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION resolver_guard_insert() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER AS $$
 BEGIN
@@ -528,11 +560,7 @@ BEGIN
         RETURN NULL;
     END IF;
     RAISE EXCEPTION '%: INSERT of % rejected (%)', TG_TABLE_NAME, NEW.dispatch_id,
-        CASE TG_TABLE_NAME
-            WHEN 'approved_action_executions'
-                THEN 'an execution is born leased, at version 1 and attempt 1, with no start or outcome'
-            ELSE 'a control is born armed by the start barrier, with no recovery lease'
-        END
+        'a control is born armed by the start barrier, with no recovery lease'
         USING ERRCODE = 'RS006',
               HINT = 'executors write executions and controls only through the resolver_execution_* functions';
 END
@@ -577,24 +605,12 @@ REVOKE EXECUTE ON FUNCTION
     resolver_receipt_write(text, text, uuid, bigint, jsonb)
 FROM PUBLIC;
 
--- The births the state machine allows, each written once: a function answers whether a new
--- row breaks its table's rule, the trigger's WHEN asks it, and resolver_guard_insert says what
--- the row should have been. Functions, not the rules spelled out in WHEN: a trigger's WHEN is
--- stored as an expression tree that PostgreSQL reads back from its text and prepares again in
--- every statement that writes the table; a plpgsql function is compiled once per session, and
--- these tables are inserted into one row at a time. `record` arguments: the functions are
--- created before the tables (resolver/db/README.md).
-CREATE OR REPLACE FUNCTION resolver_execution_born_broken(n record)
-RETURNS boolean
-LANGUAGE plpgsql IMMUTABLE AS $$
-BEGIN
-    RETURN n.state <> 'leased' OR n.version <> 1 OR n.attempt <> 1
-        OR n.started_at_ms IS NOT NULL OR n.finished_at_ms IS NOT NULL
-        OR n.result_code IS NOT NULL OR n.completion_mutation_id IS NOT NULL
-        OR n.evidence_digest IS NOT NULL;
-END
-$$;
-
+-- The control's birth, written once: a function answers whether a new control breaks the rule,
+-- the trigger's WHEN asks it, and resolver_guard_insert says what the row should have been. A
+-- function, not the rule spelled out in WHEN: a trigger's WHEN is stored as an expression tree
+-- that PostgreSQL reads back from its text and prepares again in every statement that writes
+-- the table; a plpgsql function is compiled once per session. A `record` argument: the
+-- functions are created before the tables (resolver/db/README.md).
 CREATE OR REPLACE FUNCTION resolver_control_born_broken(n record)
 RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE AS $$
@@ -751,7 +767,7 @@ END
 $$;
 
 REVOKE EXECUTE ON FUNCTION
-    resolver_execution_born_broken(record),
+    resolver_execution_born(),
     resolver_control_born_broken(record),
     resolver_guard_execution(),
     resolver_guard_control(),
@@ -787,7 +803,7 @@ BEGIN
         'resolver_execution_renew(text, text, uuid, bigint, bigint, bigint)',
         'resolver_receipt_identity(text, text, uuid, bigint, bigint)',
         'resolver_receipt_write(text, text, uuid, bigint, jsonb)',
-        'resolver_execution_born_broken(record)',
+        'resolver_execution_born()',
         'resolver_control_born_broken(record)',
         'resolver_guard_execution()',
         'resolver_guard_control()',
@@ -825,10 +841,18 @@ CREATE TRIGGER approved_action_recovery_controls_state_machine
              OR NEW.recovery_lease_expires_at_ms > OLD.recovery_lease_expires_at_ms))
 ) EXECUTE FUNCTION resolver_guard_control();
 
+-- Who checks the rule at commit, for each write that can break it: a new version of an
+-- execution in the same state (a renew, a takeover), here; a control born, or its
+-- execution_version changed, by the controls' triggers below. The two transitions that change
+-- the state each settle their control in the same statement: the start barrier inserts it
+-- (the birth's own check reads the same pair at commit, once, where this trigger would
+-- read it a second time) and a terminal transition closes it (resolver_executions_changed
+-- refuses the statement otherwise). Written without the terminal states' function, which a
+-- WHEN would call again in every statement that updates executions.
 CREATE CONSTRAINT TRIGGER approved_action_executions_control_in_step
     AFTER UPDATE OF version ON approved_action_executions
     DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
-    WHEN (NEW.version <> OLD.version AND NEW.state <> ALL (resolver_terminal_states()))
+    WHEN (NEW.version <> OLD.version AND NEW.state = OLD.state)
     EXECUTE FUNCTION resolver_check_control_in_step();
 
 CREATE TRIGGER approved_action_executions_changed
@@ -851,9 +875,9 @@ CREATE CONSTRAINT TRIGGER action_receipts_live_lease
     DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
     EXECUTE FUNCTION resolver_check_receipt_lease();
 
-CREATE TRIGGER approved_action_executions_born_leased
-    AFTER INSERT ON approved_action_executions FOR EACH ROW
-    WHEN (resolver_execution_born_broken(NEW)) EXECUTE FUNCTION resolver_guard_insert();
+CREATE TRIGGER approved_action_executions_born
+    BEFORE INSERT ON approved_action_executions
+    FOR EACH ROW EXECUTE FUNCTION resolver_execution_born();
 
 CREATE TRIGGER approved_action_recovery_controls_born_armed
     AFTER INSERT ON approved_action_recovery_controls FOR EACH ROW

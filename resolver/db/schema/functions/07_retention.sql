@@ -7,23 +7,7 @@
 
 -- A resolution outlives its execution under retention: an identity that was settled must never
 -- get a new execution (a lease, whatever writes it), or an approved action could run twice.
-CREATE OR REPLACE FUNCTION resolver_refuse_settled_lease() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER AS $$
-BEGIN
-    -- Only when no execution exists: INSERT ... ON CONFLICT (the lease) fires this before the
-    -- conflict check, and a settled execution that still exists is the lease's to refuse
-    -- (RS003, past the start barrier).
-    IF EXISTS (SELECT 1 FROM approved_action_recovery_resolutions AS r
-               WHERE r.dispatch_id = NEW.dispatch_id)
-       AND NOT EXISTS (SELECT 1 FROM approved_action_executions AS e
-                       WHERE e.dispatch_id = NEW.dispatch_id) THEN
-        RAISE EXCEPTION 'dispatch % was settled by a resolution (its execution was pruned): it is never leased again; a new action needs a new dispatch',
-            quote_literal(NEW.dispatch_id)
-            USING ERRCODE = 'restrict_violation';
-    END IF;
-    RETURN NEW;
-END
-$$;
+-- The executions' birth trigger refuses it (resolver_execution_born, 04_executor_protocol.sql).
 
 -- p_past_consumers: prune outcome records a registered consumer has not read yet (counted as
 -- outcomes_unread); without it a dispatch with such a record is held back for a later run.
@@ -429,7 +413,6 @@ $$;
 
 -- Executable by PUBLIC by default; resolver/db/grants.sql grants what each role may run.
 REVOKE EXECUTE ON FUNCTION
-    resolver_refuse_settled_lease(),
     resolver_prune_candidates(bigint, boolean, text, integer, boolean),
     resolver_prune_consumers(bigint),
     resolver_prune_finish(bigint),
@@ -444,7 +427,6 @@ DECLARE
     fn text;
 BEGIN
     FOREACH fn IN ARRAY ARRAY[
-        'resolver_refuse_settled_lease()',
         'resolver_prune_candidates(bigint, boolean, text, integer, boolean)',
         'resolver_prune_consumers(bigint)',
         'resolver_prune_finish(bigint)',
@@ -456,7 +438,3 @@ BEGIN
     END LOOP;
 END
 $$;
-
-CREATE TRIGGER approved_action_executions_settled_identity
-    BEFORE INSERT ON approved_action_executions
-    FOR EACH ROW EXECUTE FUNCTION resolver_refuse_settled_lease();

@@ -75,6 +75,17 @@ BEGIN
 END
 $$;
 
+-- The people whose authorization facts a manual resolution carries, in a stable order. A
+-- function of its own, called only for a manual resolution: a subquery in the append would be
+-- prepared in every settling statement, the executor's completions included, which never
+-- carry one.
+CREATE OR REPLACE FUNCTION resolver_decision_actors(p_mutation_id text)
+RETURNS text[]
+LANGUAGE sql STABLE AS $$
+    SELECT ARRAY(SELECT a.user_id FROM recovery_authorizations AS a
+                 WHERE a.mutation_id = p_mutation_id ORDER BY a.user_id)
+$$;
+
 -- Appends, one trigger per kind of transition, each in the statement that makes it. AFTER
 -- and per statement for the executions and the late evidence: a page commit of 64 settled
 -- items appends with one INSERT, and the resolution and authorization facts its own statement
@@ -104,9 +115,7 @@ BEGIN
                 ELSE 'executor' END,
            r.finding, coalesce(n.result_code, r.result_code), n.evidence_digest,
            coalesce(r.mutation_id, n.completion_mutation_id), r.reason_code,
-           CASE WHEN r.source = 'manual' THEN
-               ARRAY(SELECT a.user_id FROM recovery_authorizations AS a
-                     WHERE a.mutation_id = r.mutation_id ORDER BY a.user_id) END,
+           CASE WHEN r.source = 'manual' THEN resolver_decision_actors(r.mutation_id) END,
            n.finished_at_ms
     FROM settled AS n
     JOIN approved_action_dispatches AS d USING (dispatch_id)
@@ -377,9 +386,7 @@ LANGUAGE sql STABLE SECURITY DEFINER AS $$
                 WHEN r.source = 'manual' THEN 'person'
                 ELSE 'executor' END,
            r.finding, r.reason_code,
-           CASE WHEN r.source = 'manual' THEN
-               ARRAY(SELECT a.user_id FROM recovery_authorizations AS a
-                     WHERE a.mutation_id = r.mutation_id ORDER BY a.user_id) END,
+           CASE WHEN r.source = 'manual' THEN resolver_decision_actors(r.mutation_id) END,
            c.status, d.created_at_ms, now.ms
     FROM approved_action_dispatches AS d
     CROSS JOIN now
@@ -436,6 +443,7 @@ REVOKE EXECUTE ON FUNCTION
     resolver_outcomes_append_contradicted(),
     resolver_outcomes_append_superseded(),
     resolver_effective_state(text, bigint, bigint),
+    resolver_decision_actors(text),
     resolver_outcome_scope(),
     resolver_outcome_cursor_parse(text),
     resolver_outcomes_after(text, integer, text),
