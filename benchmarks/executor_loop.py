@@ -130,6 +130,8 @@ e AS (
       AND e.version = %(version)s AND e.state = 'executing'
     RETURNING e.dispatch_id, e.version, e.state, e.finished_at_ms
 ),
+-- The outcome record every settled action gets in its completion's transaction (the SQL path's
+-- trigger appends it).
 o AS (
     INSERT INTO recovery_outcomes (
         kind, dispatch_id, approval_request_id, project_id, action_type, state, settled_by,
