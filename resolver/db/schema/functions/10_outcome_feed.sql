@@ -75,10 +75,10 @@ BEGIN
 END
 $$;
 
--- The people whose authorization facts a manual resolution carries, in a stable order. A
--- function of its own, called only for a manual resolution: a subquery in the append would be
--- prepared in every settling statement, the executor's completions included, which never
--- carry one.
+-- The people whose authorization facts a manual resolution carries, in a stable order (the
+-- settled append's record and the dispatch's history name them alike). A function of its own,
+-- called only for a manual resolution: a subquery in the append would be prepared in every
+-- settling statement, the executor's completions included, which never carry one.
 CREATE OR REPLACE FUNCTION resolver_decision_actors(p_mutation_id text)
 RETURNS text[]
 LANGUAGE sql STABLE AS $$
