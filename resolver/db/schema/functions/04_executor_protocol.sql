@@ -553,6 +553,8 @@ BEGIN
 END
 $$;
 
+-- A control's birth: its trigger's WHEN asks resolver_control_born_broken (below) and this says
+-- what the row should have been.
 CREATE OR REPLACE FUNCTION resolver_guard_insert() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER AS $$
 BEGIN
