@@ -761,6 +761,68 @@ def test_no_pod_role_writes_the_outcome_feed(role_db: RoleDatabase, role: str) -
                 conn.execute(statement)  # type: ignore[call-overload]
 
 
+# -- the owner's triggers: neither definer nor pinned, because no role but the owner fires them --
+
+OWNER_TRIGGER_FUNCTIONS = (
+    "resolver_execution_born()",
+    "resolver_executions_changed()",
+    "resolver_outcomes_append_settled()",
+)
+"""Trigger functions of approved_action_executions that run as the writer, under the writer's
+search_path (04_executor_protocol.sql says why): sound only while no other role may write it."""
+
+
+@pytest.mark.parametrize("role", [role for role in ROLES if role != "resolver_migrator"])
+def test_no_role_but_the_owner_may_write_an_execution_or_insert_a_control(
+    role_db: RoleDatabase, role: str
+) -> None:
+    (row,) = role_db.admin_rows(
+        "SELECT has_table_privilege('" + role + "', 'approved_action_executions',"
+        "   'INSERT, UPDATE, DELETE, TRUNCATE, TRIGGER') AS table_write,"
+        " has_any_column_privilege('" + role + "', 'approved_action_executions',"
+        "   'INSERT, UPDATE') AS column_write,"
+        " has_any_column_privilege('" + role + "', 'approved_action_recovery_controls',"
+        "   'INSERT') AS control_insert"
+    )
+    assert row == {"table_write": False, "column_write": False, "control_insert": False}
+
+
+def test_the_owner_s_triggers_run_as_the_writer_and_fire_on_no_other_table(
+    role_db: RoleDatabase,
+) -> None:
+    functions = role_db.admin_rows(
+        "SELECT p.oid::regprocedure::text AS fn, p.prosecdef, p.proconfig"
+        " FROM pg_proc AS p WHERE p.oid = ANY(ARRAY["
+        + ", ".join(f"'{f}'::regprocedure" for f in OWNER_TRIGGER_FUNCTIONS)
+        + "])"
+    )
+    assert {(r["fn"], r["prosecdef"], r["proconfig"]) for r in functions} == {
+        (f, False, None) for f in OWNER_TRIGGER_FUNCTIONS
+    }
+    # Immediate triggers only: a deferred one fires at COMMIT, outside the owner's call, under
+    # the committing session's own path.
+    triggers = role_db.admin_rows(
+        "SELECT t.tgrelid::regclass::text AS tbl, t.tgdeferrable AS deferred"
+        " FROM pg_trigger AS t WHERE t.tgfoid = ANY(ARRAY["
+        + ", ".join(f"'{f}'::regprocedure" for f in OWNER_TRIGGER_FUNCTIONS)
+        + "]::oid[])"
+    )
+    assert {(r["tbl"], r["deferred"]) for r in triggers} == {("approved_action_executions", False)}
+    assert len(triggers) == len(OWNER_TRIGGER_FUNCTIONS)
+    # The control's birth rule, asked from a WHEN, is unpinned too: only a control's INSERT asks.
+    (born,) = role_db.admin_rows(
+        "SELECT p.proconfig, array_agg(pg_get_triggerdef(t.oid)) AS defs"
+        " FROM pg_proc AS p JOIN pg_trigger AS t"
+        "   ON pg_get_triggerdef(t.oid) LIKE '%' || p.proname || '(%'"
+        " WHERE p.oid = 'resolver_control_born_broken(record)'::regprocedure"
+        " GROUP BY p.proconfig"
+    )
+    assert born["proconfig"] is None
+    assert [d.split(" EXECUTE ")[0].split(" ON ")[0] for d in born["defs"]] == [
+        "CREATE TRIGGER approved_action_recovery_controls_born_armed AFTER INSERT"
+    ]
+
+
 # -- two people hold against what a pod holds ---------------------------------------------------
 
 POD_ROLES = (

@@ -529,7 +529,7 @@ $$;
 -- execution's birth in one BEFORE row trigger: the lease inserts one row, and a WHEN asking a
 -- function beside a second trigger cost it two calls and a WHEN read back per statement.
 CREATE OR REPLACE FUNCTION resolver_execution_born() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER AS $$
+LANGUAGE plpgsql AS $$
 BEGIN
     IF (NEW.state <> 'leased' OR NEW.version <> 1 OR NEW.attempt <> 1
         OR NEW.started_at_ms IS NOT NULL OR NEW.finished_at_ms IS NOT NULL
@@ -702,10 +702,10 @@ $$;
 --
 -- One trigger and one query, not one per rule: every statement trigger is a call and a read
 -- of the transition tables whether or not its rule has anything to do, and most statements
--- (every start barrier, every renewal) settle nothing and meet no proposal. SECURITY DEFINER:
--- whoever updated the execution (the runtime role, the executor protocol) need not read
--- controls or write proposals themselves. The outcome feed appends from a trigger of its own
--- (10_outcome_feed.sql), which fires after this one.
+-- (every start barrier, every renewal) settle nothing and meet no proposal. It runs as whoever
+-- wrote the executions, which is always their owner (see the owner's triggers below). The
+-- outcome feed appends from a trigger of its own (10_outcome_feed.sql), which fires after this
+-- one.
 CREATE OR REPLACE FUNCTION resolver_executions_changed() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -784,10 +784,20 @@ FROM PUBLIC;
 -- through the functions above).
 ALTER FUNCTION resolver_check_control_in_step() SECURITY DEFINER;
 
-ALTER FUNCTION resolver_executions_changed() SECURITY DEFINER;
-
 -- Each function resolves names through a search_path pinned to the migrated schema, with
 -- pg_temp last so a caller's temporary table can never shadow a protocol table.
+--
+-- Not pinned, and not SECURITY DEFINER: the owner's triggers, those that fire only for a write
+-- no role but the owner may make (an execution's INSERT or UPDATE, a control's INSERT; no
+-- role is granted either, and the tests hold the grants to it). Such a write is made inside
+-- one of the protocol's or the resolver's definer functions, which run as the owner under
+-- this pinned path, and a row or statement trigger that is not deferred runs inside that same
+-- call, so it inherits both; a pin of its own would set the same path again, which PostgreSQL
+-- pays at every call (about 15,000 instructions, a fifth of a small trigger). The owner's own
+-- hand-written statement runs them as the owner under its own path, as it runs everything
+-- else. The commit-time checks stay pinned definers: they run at COMMIT, outside any call.
+-- They are resolver_execution_born, resolver_executions_changed, resolver_control_born_broken
+-- and, for the outcome feed, resolver_outcomes_append_settled.
 DO $$
 DECLARE
     fn text;
@@ -805,12 +815,9 @@ BEGIN
         'resolver_execution_renew(text, text, uuid, bigint, bigint, bigint)',
         'resolver_receipt_identity(text, text, uuid, bigint, bigint)',
         'resolver_receipt_write(text, text, uuid, bigint, jsonb)',
-        'resolver_execution_born()',
-        'resolver_control_born_broken(record)',
         'resolver_guard_execution()',
         'resolver_guard_control()',
         'resolver_check_control_in_step()',
-        'resolver_executions_changed()',
         'resolver_check_receipt_lease()',
         'resolver_guard_insert()',
         'resolver_importing_history(regclass)'

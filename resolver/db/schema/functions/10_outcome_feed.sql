@@ -95,9 +95,10 @@ $$;
 -- again (the state machine refuses it), so every terminal row of a statement's new rows has
 -- just become terminal. Who settled it: no resolution, the executor's own completion; an
 -- automatic resolution, the resolver with its finding; a manual one, the person(s) whose
--- authorization facts it carries.
+-- authorization facts it carries. Neither a definer nor pinned: one of the owner's triggers
+-- (04_executor_protocol.sql says why), as an execution is written only by its owner.
 CREATE OR REPLACE FUNCTION resolver_outcomes_append_settled() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER AS $$
+LANGUAGE plpgsql AS $$
 BEGIN
     -- Most updates settle nothing (every start barrier, every renewal): they read the
     -- transition table once and leave, where an INSERT of no rows would still open the feed's
@@ -464,7 +465,6 @@ DECLARE
     fn text;
 BEGIN
     FOREACH fn IN ARRAY ARRAY[
-        'resolver_outcomes_append_settled()',
         'resolver_outcomes_append_contradicted()',
         'resolver_outcomes_append_superseded()',
         'resolver_outcome_scope()',
