@@ -793,7 +793,7 @@ ALTER FUNCTION resolver_check_control_in_step() SECURITY DEFINER;
 -- one of the protocol's or the resolver's definer functions, which run as the owner under
 -- this pinned path, and a row or statement trigger that is not deferred runs inside that same
 -- call, so it inherits both; a pin of its own would set the same path again, which PostgreSQL
--- pays at every call (about 15,000 instructions, a fifth of a small trigger). The owner's own
+-- pays at every call (about 15,000 instructions on PostgreSQL 15). The owner's own
 -- hand-written statement runs them as the owner under its own path, as it runs everything
 -- else. The commit-time checks stay pinned definers: they run at COMMIT, outside any call.
 -- They are resolver_execution_born, resolver_executions_changed, resolver_control_born_broken
