@@ -541,13 +541,16 @@ BEGIN
             USING ERRCODE = 'RS006',
                   HINT = 'executors write executions and controls only through the resolver_execution_* functions';
     END IF;
+    -- Two statements, not one condition: an expression prepares both reads before it
+    -- evaluates either, and nearly every lease stops at the first (no resolution).
     IF EXISTS (SELECT 1 FROM approved_action_recovery_resolutions AS r
-               WHERE r.dispatch_id = NEW.dispatch_id)
-       AND NOT EXISTS (SELECT 1 FROM approved_action_executions AS e
+               WHERE r.dispatch_id = NEW.dispatch_id) THEN
+        IF NOT EXISTS (SELECT 1 FROM approved_action_executions AS e
                        WHERE e.dispatch_id = NEW.dispatch_id) THEN
-        RAISE EXCEPTION 'dispatch % was settled by a resolution (its execution was pruned): it is never leased again; a new action needs a new dispatch',
-            quote_literal(NEW.dispatch_id)
-            USING ERRCODE = 'restrict_violation';
+            RAISE EXCEPTION 'dispatch % was settled by a resolution (its execution was pruned): it is never leased again; a new action needs a new dispatch',
+                quote_literal(NEW.dispatch_id)
+                USING ERRCODE = 'restrict_violation';
+        END IF;
     END IF;
     RETURN NEW;
 END
@@ -677,16 +680,55 @@ BEGIN
 END
 $$;
 
+-- Which rule of an execution's state machine a change from one version of its row (o_*) to the
+-- next (n_*) breaks, or NULL when it breaks none: the rules of resolver_executions_changed
+-- (below), written once. SQL and one expression, so the planner inlines it into the statement
+-- that asks (a call per row would cost a page commit of 64 rows 64 calls); scalar arguments,
+-- as the functions are created before the tables. No search_path of its own, which would keep
+-- it from being inlined: it runs inside its caller's.
+CREATE OR REPLACE FUNCTION resolver_execution_broken_rule(
+    o_state text, n_state text, o_version bigint, n_version bigint,
+    o_attempt integer, n_attempt integer,
+    o_lease_expires_at_ms bigint, n_lease_expires_at_ms bigint,
+    o_owner text, n_owner text, o_token uuid, n_token uuid,
+    o_started_at_ms bigint, n_started_at_ms bigint
+)
+RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE
+        WHEN o_state = ANY (resolver_terminal_states())
+            THEN 'a terminal execution never changes'
+        WHEN o_state = 'executing' AND n_state = 'leased'
+            THEN 'executing never returns to leased'
+        WHEN NOT (n_state = o_state OR (o_state = 'leased' AND n_state = 'executing')
+                  OR (o_state = 'executing' AND n_state = ANY (resolver_terminal_states())))
+            THEN 'only leased -> executing -> terminal (the start barrier cannot be skipped)'
+        WHEN n_version < o_version OR n_attempt < o_attempt
+            THEN 'version and attempt never decrease'
+        WHEN n_version = o_version AND n_lease_expires_at_ms > o_lease_expires_at_ms
+            THEN 'a lease is extended only with a version bump'
+        WHEN n_version = o_version
+             AND (n_state <> o_state OR n_owner <> o_owner OR n_token <> o_token)
+            THEN 'a state, owner or token change needs a version bump'
+        WHEN o_started_at_ms IS NOT NULL AND n_started_at_ms IS DISTINCT FROM o_started_at_ms
+            THEN 'started_at_ms is set once, at the start barrier'
+    END
+$$;
+
 -- After every statement that changes executions, one trigger, once per statement over its
 -- transition tables, keeps the state machine and the two rules that span tables:
 --
 -- * Only leased -> executing -> terminal, with every change of a lease, state, owner or token
 --   bumping the version (above; the dispatch_id rule has its own trigger, so the old and new
---   rows pair by that id). The rules are written once, here, as one expression the session's
---   cached plan evaluates per row. Not a row trigger's WHEN: PostgreSQL reads a WHEN back from
---   its stored text and prepares it again in every statement that writes the table, which for
---   these rules cost more than the protocol's own statement (docs/performance.md); not a
---   function called per row either, which costs a page commit of 64 rows 64 calls.
+--   rows pair by that id). The rules are written once, in resolver_execution_broken_rule
+--   (above), an expression the planner inlines, so the session's cached plan evaluates it per
+--   row. Not a row trigger's WHEN: PostgreSQL reads a WHEN back from its stored text and
+--   prepares it again in every statement that writes the table, which for these rules cost
+--   more than the protocol's own statement (docs/performance.md); not a function called per
+--   row either, which costs a page commit of 64 rows 64 calls. The statement asks only which
+--   row breaks a rule, and the rule's name is read again for that row when there is one: the
+--   name in the same answer put the rules into the statement's plan twice (or inside a
+--   subquery of their own), which every statement prepared again.
 -- * A terminal transition closes its control in the same statement (the functions and the
 --   resolver's commits do, in one statement), so settling a page of 64 costs one set-based
 --   lookup, not 64 deferred row checks. A semi-join from the settled rows to the controls'
@@ -709,34 +751,18 @@ $$;
 CREATE OR REPLACE FUNCTION resolver_executions_changed() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
-    broken text[];
+    broken text;
+    rule text;
     left_open text;
     proposals_open boolean;
 BEGIN
-    SELECT (SELECT ARRAY[n.dispatch_id, r.rule]
+    SELECT (SELECT n.dispatch_id
             FROM before AS o
             JOIN changed AS n USING (dispatch_id)
-            CROSS JOIN LATERAL (SELECT CASE
-                WHEN o.state = ANY (resolver_terminal_states())
-                    THEN 'a terminal execution never changes'
-                WHEN o.state = 'executing' AND n.state = 'leased'
-                    THEN 'executing never returns to leased'
-                WHEN NOT (n.state = o.state OR (o.state = 'leased' AND n.state = 'executing')
-                          OR (o.state = 'executing'
-                              AND n.state = ANY (resolver_terminal_states())))
-                    THEN 'only leased -> executing -> terminal (the start barrier cannot be skipped)'
-                WHEN n.version < o.version OR n.attempt < o.attempt
-                    THEN 'version and attempt never decrease'
-                WHEN n.version = o.version AND n.lease_expires_at_ms > o.lease_expires_at_ms
-                    THEN 'a lease is extended only with a version bump'
-                WHEN n.version = o.version
-                     AND (n.state <> o.state OR n.owner <> o.owner OR n.token <> o.token)
-                    THEN 'a state, owner or token change needs a version bump'
-                WHEN o.started_at_ms IS NOT NULL
-                     AND n.started_at_ms IS DISTINCT FROM o.started_at_ms
-                    THEN 'started_at_ms is set once, at the start barrier'
-                END AS rule) AS r
-            WHERE r.rule IS NOT NULL
+            WHERE resolver_execution_broken_rule(
+                o.state, n.state, o.version, n.version, o.attempt, n.attempt,
+                o.lease_expires_at_ms, n.lease_expires_at_ms, o.owner, n.owner,
+                o.token, n.token, o.started_at_ms, n.started_at_ms) IS NOT NULL
             LIMIT 1),
            (SELECT n.dispatch_id FROM changed AS n
             WHERE n.state = ANY (resolver_terminal_states())
@@ -746,7 +772,15 @@ BEGIN
            EXISTS (SELECT 1 FROM recovery_proposals AS p WHERE p.closed_as IS NULL)
     INTO broken, left_open, proposals_open;
     IF broken IS NOT NULL THEN
-        RAISE EXCEPTION 'approved_action_executions %: % rejected (%)', broken[1], TG_OP, broken[2]
+        SELECT resolver_execution_broken_rule(
+                   o.state, n.state, o.version, n.version, o.attempt, n.attempt,
+                   o.lease_expires_at_ms, n.lease_expires_at_ms, o.owner, n.owner,
+                   o.token, n.token, o.started_at_ms, n.started_at_ms)
+        INTO rule
+        FROM before AS o
+        JOIN changed AS n USING (dispatch_id)
+        WHERE n.dispatch_id = broken;
+        RAISE EXCEPTION 'approved_action_executions %: % rejected (%)', broken, TG_OP, rule
             USING ERRCODE = 'RS006',
                   HINT = 'executors change executions only through the resolver_execution_* functions';
     END IF;
@@ -769,6 +803,8 @@ END
 $$;
 
 REVOKE EXECUTE ON FUNCTION
+    resolver_execution_broken_rule(text, text, bigint, bigint, integer, integer, bigint, bigint,
+                                   text, text, uuid, uuid, bigint, bigint),
     resolver_execution_born(),
     resolver_control_born_broken(record),
     resolver_guard_execution(),
